@@ -1,0 +1,112 @@
+// RUN: tg-opt %s --split-input-file --verify-diagnostics | filecheck %s
+// Every verifier message of the tg dialect, one case each.
+
+func.func @matmul_k_mismatch(%a: tensor<2x3xf32>, %b: tensor<4x5xf32>) -> tensor<2x5xf32> {
+  %y = tg.matmul %a, %b : (tensor<2x3xf32>, tensor<4x5xf32>) -> tensor<2x5xf32>
+  func.return %y : tensor<2x5xf32>
+}
+// CHECK: matmul contraction dims differ: lhs [2, 3] (transpose_a=False) has K=3, rhs [4, 5] (transpose_b=False) has K=4
+
+// -----
+
+func.func @matmul_wrong_result(%a: tensor<2x3xf32>, %b: tensor<3x5xf32>) -> tensor<2x4xf32> {
+  %y = tg.matmul %a, %b : (tensor<2x3xf32>, tensor<3x5xf32>) -> tensor<2x4xf32>
+  func.return %y : tensor<2x4xf32>
+}
+// CHECK: tg.matmul: result shape [2, 4] should be [2, 5]
+
+// -----
+
+func.func @matmul_bad_acc(%a: tensor<2x3xf32>, %b: tensor<3x5xf32>, %c: tensor<3xf32>) -> tensor<2x5xf32> {
+  %y = tg.matmul %a, %b, %c {beta = 1.0 : f32} : (tensor<2x3xf32>, tensor<3x5xf32>, tensor<3xf32>) -> tensor<2x5xf32>
+  func.return %y : tensor<2x5xf32>
+}
+// CHECK: tg.matmul: accumulator shape [3] does not broadcast to the result [2, 5]
+
+// -----
+
+func.func @matmul_rank1(%a: tensor<3xf32>, %b: tensor<3x5xf32>) -> tensor<5xf32> {
+  %y = tg.matmul %a, %b : (tensor<3xf32>, tensor<3x5xf32>) -> tensor<5xf32>
+  func.return %y : tensor<5xf32>
+}
+// CHECK: matmul operands need rank >= 2, got [3] and [3, 5]
+
+// -----
+
+func.func @add_no_broadcast(%a: tensor<2x3xf32>, %b: tensor<4xf32>) -> tensor<2x3xf32> {
+  %y = tg.add %a, %b : (tensor<2x3xf32>, tensor<4xf32>) -> tensor<2x3xf32>
+  func.return %y : tensor<2x3xf32>
+}
+// CHECK: shapes [2, 3], [4] do not broadcast: dim -1 has sizes [3, 4]
+
+// -----
+
+func.func @add_wrong_result(%a: tensor<2x3xf32>, %b: tensor<3xf32>) -> tensor<3xf32> {
+  %y = tg.add %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  func.return %y : tensor<3xf32>
+}
+// CHECK: tg.add: result shape [3] should be the broadcast shape [2, 3]
+
+// -----
+
+func.func @mul_mixed_types(%a: tensor<2x3xf32>, %b: tensor<2x3xf64>) -> tensor<2x3xf32> {
+  %y = tg.mul %a, %b : (tensor<2x3xf32>, tensor<2x3xf64>) -> tensor<2x3xf32>
+  func.return %y : tensor<2x3xf32>
+}
+// CHECK: tg.mul: operand and result element types differ
+
+// -----
+
+func.func @relu_type_change(%a: tensor<2x3xf32>) -> tensor<3x2xf32> {
+  %y = "tg.relu"(%a) : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  func.return %y : tensor<3x2xf32>
+}
+// CHECK: attribute tensor<2x3xf32> expected from variable 'T', but got tensor<3x2xf32>
+
+// -----
+
+func.func @reshape_numel(%a: tensor<2x3xf32>) -> tensor<7xf32> {
+  %y = tg.reshape %a : (tensor<2x3xf32>) -> tensor<7xf32>
+  func.return %y : tensor<7xf32>
+}
+// CHECK: tg.reshape: cannot reshape [2, 3] (6 elements) to [7] (7 elements)
+
+// -----
+
+func.func @transpose_bad_perm(%a: tensor<2x3xf32>) -> tensor<3x2xf32> {
+  %y = tg.transpose %a {perm = array<i64: 0, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  func.return %y : tensor<3x2xf32>
+}
+// CHECK: perm [0, 0] is not a permutation of the 2 dims of [2, 3]
+
+// -----
+
+func.func @transpose_wrong_result(%a: tensor<2x3x4xf32>) -> tensor<3x2x4xf32> {
+  %y = tg.transpose %a {perm = array<i64: 2, 0, 1>} : (tensor<2x3x4xf32>) -> tensor<3x2x4xf32>
+  func.return %y : tensor<3x2x4xf32>
+}
+// CHECK: tg.transpose: result shape [3, 2, 4] should be [4, 2, 3] for perm [2, 0, 1]
+
+// -----
+
+func.func @bias_act_unknown(%a: tensor<2x3xf32>, %b: tensor<3xf32>) -> tensor<2x3xf32> {
+  %y = tg.bias_activation %a, %b {activation = "swish"} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  func.return %y : tensor<2x3xf32>
+}
+// CHECK: tg.bias_activation: unknown activation 'swish' (expected one of none, relu)
+
+// -----
+
+func.func @bias_act_bad_bias(%a: tensor<2x3xf32>, %b: tensor<2xf32>) -> tensor<2x3xf32> {
+  %y = tg.bias_activation %a, %b {activation = "relu"} : (tensor<2x3xf32>, tensor<2xf32>) -> tensor<2x3xf32>
+  func.return %y : tensor<2x3xf32>
+}
+// CHECK: tg.bias_activation: bias shape [2] does not broadcast to [2, 3]
+
+// -----
+
+func.func @constant_type_mismatch() -> tensor<2xf32> {
+  %c = "tg.constant"() <{value = dense<1.0> : tensor<3xf32>}> : () -> tensor<2xf32>
+  func.return %c : tensor<2xf32>
+}
+// CHECK: attribute tensor<2xf32> expected from variable 'T', but got tensor<3xf32>

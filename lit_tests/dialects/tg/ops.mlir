@@ -1,0 +1,37 @@
+// RUN: tg-opt %s | tg-opt | filecheck %s
+// Round trip of every tg op.
+
+// CHECK-LABEL: func.func @mlp_layer
+func.func @mlp_layer(%x: tensor<2x256xf32>) -> tensor<2x1024xf32> {
+  // CHECK: tg.weight "fc1.weight" : tensor<1024x256xf32>
+  %w = tg.weight "fc1.weight" : tensor<1024x256xf32>
+  %b = tg.weight "fc1.bias" : tensor<1024xf32>
+  // CHECK: tg.constant dense<2.000000e+00> : tensor<f32>
+  %c = tg.constant dense<2.0> : tensor<f32>
+  // CHECK: tg.matmul %{{.*}}, %{{.*}}, %{{.*}} {transpose_b = true, beta = 1.000000e+00 : f32} : (tensor<2x256xf32>, tensor<1024x256xf32>, tensor<1024xf32>) -> tensor<2x1024xf32>
+  %y = tg.matmul %x, %w, %b {transpose_b = true, beta = 1.0 : f32} : (tensor<2x256xf32>, tensor<1024x256xf32>, tensor<1024xf32>) -> tensor<2x1024xf32>
+  // CHECK: tg.mul %{{.*}}, %{{.*}} : (tensor<2x1024xf32>, tensor<f32>) -> tensor<2x1024xf32>
+  %m = tg.mul %y, %c : (tensor<2x1024xf32>, tensor<f32>) -> tensor<2x1024xf32>
+  // CHECK: tg.add
+  %a = tg.add %m, %b : (tensor<2x1024xf32>, tensor<1024xf32>) -> tensor<2x1024xf32>
+  // CHECK: tg.sub
+  %s0 = tg.sub %a, %m : (tensor<2x1024xf32>, tensor<2x1024xf32>) -> tensor<2x1024xf32>
+  // CHECK: tg.div
+  %d = tg.div %s0, %c : (tensor<2x1024xf32>, tensor<f32>) -> tensor<2x1024xf32>
+  // CHECK: tg.relu %{{.*}} : tensor<2x1024xf32>
+  %r = tg.relu %d : tensor<2x1024xf32>
+  // CHECK: tg.transpose %{{.*}} {perm = array<i64: 1, 0>} : (tensor<2x1024xf32>) -> tensor<1024x2xf32>
+  %t = tg.transpose %r {perm = array<i64: 1, 0>} : (tensor<2x1024xf32>) -> tensor<1024x2xf32>
+  // CHECK: tg.reshape %{{.*}} : (tensor<1024x2xf32>) -> tensor<2x1024xf32>
+  %s = tg.reshape %t : (tensor<1024x2xf32>) -> tensor<2x1024xf32>
+  // CHECK: tg.bias_activation %{{.*}}, %{{.*}} {activation = "relu"} : (tensor<2x1024xf32>, tensor<1024xf32>) -> tensor<2x1024xf32>
+  %ba = tg.bias_activation %s, %b {activation = "relu"} : (tensor<2x1024xf32>, tensor<1024xf32>) -> tensor<2x1024xf32>
+  func.return %ba : tensor<2x1024xf32>
+}
+
+// CHECK-LABEL: func.func @batched_matmul_broadcast
+func.func @batched_matmul_broadcast(%a: tensor<4x3x8x16xf32>, %b: tensor<3x16x5xf32>) -> tensor<4x3x8x5xf32> {
+  // CHECK: tg.matmul %{{.*}}, %{{.*}} : (tensor<4x3x8x16xf32>, tensor<3x16x5xf32>) -> tensor<4x3x8x5xf32>
+  %y = tg.matmul %a, %b : (tensor<4x3x8x16xf32>, tensor<3x16x5xf32>) -> tensor<4x3x8x5xf32>
+  func.return %y : tensor<4x3x8x5xf32>
+}

@@ -1,0 +1,89 @@
+"""Shape rules shared by the `tg` and `buf` verifiers, the frontend and the lowerings.
+
+Every function raises :class:`ShapeError` with a sentence a user can act on; verifiers wrap
+it into a ``VerifyException`` so that ``--verify-diagnostics`` prints it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class ShapeError(ValueError):
+    """A shape rule was broken; the message says which and how."""
+
+
+def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
+    """NumPy broadcasting of ``shapes``: right-aligned, each dim equal or 1."""
+    rank = max((len(s) for s in shapes), default=0)
+    out: list[int] = []
+    for axis in range(-rank, 0):
+        dims = {s[axis] for s in shapes if len(s) >= -axis} - {1}
+        if len(dims) > 1:
+            raise ShapeError(
+                "shapes "
+                + ", ".join(str(list(s)) for s in shapes)
+                + f" do not broadcast: dim {axis} has sizes {sorted(dims)}"
+            )
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
+def is_broadcastable_to(shape: Sequence[int], target: Sequence[int]) -> bool:
+    """True when ``shape`` broadcasts to exactly ``target``."""
+    try:
+        return broadcast_shapes(shape, target) == tuple(target)
+    except ShapeError:
+        return False
+
+
+def matmul_shape(
+    a: Sequence[int], b: Sequence[int], transpose_a: bool = False, transpose_b: bool = False
+) -> tuple[int, ...]:
+    """Result shape of a batched matmul ``op(a) @ op(b)`` with broadcast batch dims.
+
+    Both operands have rank >= 2; ``op(x)`` swaps the last two dims when its flag is set.
+    """
+    if len(a) < 2 or len(b) < 2:
+        raise ShapeError(f"matmul operands need rank >= 2, got {list(a)} and {list(b)}")
+    m, k = (a[-1], a[-2]) if transpose_a else (a[-2], a[-1])
+    k2, n = (b[-1], b[-2]) if transpose_b else (b[-2], b[-1])
+    if k != k2:
+        raise ShapeError(
+            f"matmul contraction dims differ: lhs {list(a)} (transpose_a={transpose_a}) "
+            f"has K={k}, rhs {list(b)} (transpose_b={transpose_b}) has K={k2}"
+        )
+    batch = broadcast_shapes(a[:-2], b[:-2])
+    return (*batch, m, n)
+
+
+def permute_shape(shape: Sequence[int], perm: Sequence[int]) -> tuple[int, ...]:
+    """``shape`` permuted by ``perm``; ``perm`` must be a permutation of ``range(rank)``."""
+    if sorted(perm) != list(range(len(shape))):
+        raise ShapeError(f"perm {list(perm)} is not a permutation of the {len(shape)} dims of {list(shape)}")
+    return tuple(shape[p] for p in perm)
+
+
+def numel(shape: Sequence[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    """Row-major strides in elements."""
+    strides = [1] * len(shape)
+    for i in range(len(shape) - 2, -1, -1):
+        strides[i] = strides[i + 1] * shape[i + 1]
+    return tuple(strides)
+
+
+def broadcast_strides(shape: Sequence[int], target: Sequence[int]) -> tuple[int, ...]:
+    """Element strides to read a contiguous ``shape`` as if it had shape ``target`` (0 where broadcast)."""
+    own = contiguous_strides(shape)
+    pad = len(target) - len(shape)
+    return tuple(
+        0 if i < pad or shape[i - pad] == 1 and target[i] != 1 else own[i - pad]
+        for i in range(len(target))
+    )

@@ -1,0 +1,59 @@
+"""Registry of every named pass (`tg-opt -p <name>`) and the default pipeline.
+
+Registration is lazy (``name -> factory``) so that `tg-opt` starts without importing every pass.
+Each pass's ``name`` equals its lit test's file name: ``lit_tests/**/<name>.mlir``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+
+from xdsl.passes import ModulePass, PassPipeline
+
+#: pass name -> "module:Class"
+_PASS_PATHS: dict[str, str] = {
+    "convert-aten-to-tensor": "tensor_graphs.lowering.aten_to_tensor.convert:ConvertAtenToTensorPass",
+    "canonicalize": "tensor_graphs.transforms.canonicalize:CanonicalizePass",
+    "constant-fold": "tensor_graphs.transforms.constant_fold:ConstantFoldPass",
+    "absorb-blas-flags": "tensor_graphs.transforms.absorb_blas_flags:AbsorbBlasFlagsPass",
+    "fuse-bias-activation": "tensor_graphs.transforms.fusion.bias_activation:FuseBiasActivationPass",
+    "dce": "tensor_graphs.transforms.dce:DeadCodeEliminationPass",
+    "convert-tensor-to-buffer": "tensor_graphs.lowering.tensor_to_buffer.convert:ConvertTensorToBufferPass",
+    "plan-memory": "tensor_graphs.transforms.plan_memory:PlanMemoryPass",
+    "convert-buffer-to-llvm": "tensor_graphs.codegen.llvm.convert_buffer_to_llvm:ConvertBufferToLLVMPass",
+}
+
+
+def _loader(path: str) -> Callable[[], type[ModulePass]]:
+    def load() -> type[ModulePass]:
+        module, cls = path.split(":")
+        return getattr(importlib.import_module(module), cls)
+
+    return load
+
+
+PASSES: dict[str, Callable[[], type[ModulePass]]] = {name: _loader(p) for name, p in _PASS_PATHS.items()}
+
+#: aten -> tg, optimised at the tg level.
+TENSOR_PIPELINE: tuple[str, ...] = (
+    "convert-aten-to-tensor",
+    "canonicalize",
+    "constant-fold",
+    "fuse-bias-activation",
+    "absorb-blas-flags",
+    "canonicalize",
+    "dce",
+)
+#: tg -> buf with every buffer placed in the arena.
+BUFFER_PIPELINE: tuple[str, ...] = ("convert-tensor-to-buffer", "plan-memory")
+#: buf -> llvm dialect.
+LLVM_PIPELINE: tuple[str, ...] = ("convert-buffer-to-llvm",)
+DEFAULT_PIPELINE: tuple[str, ...] = TENSOR_PIPELINE + BUFFER_PIPELINE + LLVM_PIPELINE
+
+
+def build_pipeline(spec: str | Sequence[str]) -> PassPipeline:
+    """A pipeline from ``"a,b{opt=1}"`` or a list of pass names."""
+    if not isinstance(spec, str):
+        spec = ",".join(spec)
+    return PassPipeline.parse_spec(PASSES, spec)
