@@ -1,0 +1,145 @@
+"""What the runtime must know about a compiled graph, and how a module records it.
+
+The native ABI of every graph is::
+
+    void <entry>(uint8_t *arena, void **weights, void **inputs, void **outputs, int64_t *dims)
+
+``weights`` follows ``weight_table`` (model weights by name, then IR constants), ``inputs`` and
+``outputs`` follow the function's arguments. ``dims`` is reserved for symbolic sizes (null for
+now). Outputs are written in place (destination passing); the arena holds everything else.
+
+`convert-buffer-to-llvm` stores a :class:`GraphSignature` on the llvm-level module as
+attributes (``tg.entry``, ``tg.arena_size``, ``tg.weight_table``, ``tg.constants``,
+``tg.input_names``, ``tg.input_types``, ``tg.output_types``) so that module is self-describing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DenseIntOrFPElementsAttr,
+    DictionaryAttr,
+    Float32Type,
+    Float64Type,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    ModuleOp,
+    StringAttr,
+    i64,
+)
+from xdsl.ir import Attribute
+
+_NUMPY_DTYPES: dict[str, np.dtype] = {
+    "f32": np.dtype(np.float32),
+    "f64": np.dtype(np.float64),
+    "i64": np.dtype(np.int64),
+    "i32": np.dtype(np.int32),
+    "i1": np.dtype(np.bool_),
+    "i8": np.dtype(np.int8),
+}
+
+
+def numpy_dtype(element_type: Attribute) -> np.dtype:
+    """NumPy dtype of an xDSL element type (f32, f64, i64, i32, i8, i1)."""
+    if isinstance(element_type, Float32Type):
+        return _NUMPY_DTYPES["f32"]
+    if isinstance(element_type, Float64Type):
+        return _NUMPY_DTYPES["f64"]
+    if isinstance(element_type, IntegerType):
+        return _NUMPY_DTYPES[f"i{element_type.width.data}"]
+    raise TypeError(f"no NumPy dtype for element type {element_type}")
+
+
+def dense_to_numpy(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
+    """The value of a dense attribute as a contiguous NumPy array of its own shape and dtype."""
+    t = attr.get_type()
+    dtype = numpy_dtype(t.element_type)
+    return np.ascontiguousarray(np.array(attr.get_values(), dtype=dtype).reshape(tuple(t.get_shape())))
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """Shape and dtype of one graph input or output."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    name: str = ""
+
+    @staticmethod
+    def of(type: MemRefType, name: str = "") -> TensorSpec:
+        return TensorSpec(tuple(type.get_shape()), numpy_dtype(type.element_type), name)
+
+    def __str__(self) -> str:
+        return f"{self.dtype.name}{list(self.shape)}"
+
+
+@dataclass(frozen=True)
+class GraphSignature:
+    entry: str
+    arena_size: int
+    weight_table: tuple[str, ...]
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    constants: dict[str, np.ndarray] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ module attributes
+
+    def attach(self, module: ModuleOp) -> None:
+        """Record this signature on ``module`` as ``tg.*`` attributes."""
+        from xdsl.dialects.builtin import TensorType
+
+        def memref(spec: TensorSpec) -> MemRefType:
+            return MemRefType(_element_type(spec.dtype), spec.shape)
+
+        def dense(value: np.ndarray) -> DenseIntOrFPElementsAttr:
+            t = TensorType(_element_type(value.dtype), value.shape)
+            return DenseIntOrFPElementsAttr.from_list(t, value.reshape(-1).tolist())
+
+        module.attributes["tg.entry"] = StringAttr(self.entry)
+        module.attributes["tg.arena_size"] = IntegerAttr(self.arena_size, i64)
+        module.attributes["tg.weight_table"] = ArrayAttr([StringAttr(n) for n in self.weight_table])
+        module.attributes["tg.constants"] = DictionaryAttr({k: dense(v) for k, v in self.constants.items()})
+        module.attributes["tg.input_names"] = ArrayAttr([StringAttr(s.name) for s in self.inputs])
+        module.attributes["tg.input_types"] = ArrayAttr([memref(s) for s in self.inputs])
+        module.attributes["tg.output_types"] = ArrayAttr([memref(s) for s in self.outputs])
+
+    @staticmethod
+    def from_module(module: ModuleOp) -> GraphSignature:
+        """Read the signature `convert-buffer-to-llvm` recorded on ``module``."""
+        a = module.attributes
+        missing = [
+            k
+            for k in ("tg.entry", "tg.arena_size", "tg.weight_table", "tg.input_types", "tg.output_types")
+            if k not in a
+        ]
+        if missing:
+            raise ValueError(
+                "module carries no graph signature (missing " + ", ".join(missing) + "): "
+                "lower it with convert-buffer-to-llvm first"
+            )
+        names = [s.data for s in a["tg.input_names"].data] if "tg.input_names" in a else []  # type: ignore[attr-defined]
+        in_types = list(a["tg.input_types"].data)  # type: ignore[attr-defined]
+        names += [""] * (len(in_types) - len(names))
+        consts = a.get("tg.constants")
+        return GraphSignature(
+            entry=a["tg.entry"].data,  # type: ignore[attr-defined]
+            arena_size=a["tg.arena_size"].value.data,  # type: ignore[attr-defined]
+            weight_table=tuple(s.data for s in a["tg.weight_table"].data),  # type: ignore[attr-defined]
+            inputs=tuple(TensorSpec.of(t, n or f"input{i}") for i, (t, n) in enumerate(zip(in_types, names))),
+            outputs=tuple(TensorSpec.of(t, f"output{i}") for i, t in enumerate(a["tg.output_types"].data)),  # type: ignore[attr-defined]
+            constants={k: dense_to_numpy(v) for k, v in consts.data.items()} if consts is not None else {},  # type: ignore[attr-defined]
+        )
+
+
+def _element_type(dtype: np.dtype) -> Attribute:
+    from xdsl.dialects.builtin import f32, f64, i1, i8, i32
+
+    table = {"float32": f32, "float64": f64, "int64": i64, "int32": i32, "int8": i8, "bool": i1}
+    try:
+        return table[np.dtype(dtype).name]
+    except KeyError:
+        raise TypeError(f"dtype {dtype} is not supported") from None
