@@ -1,0 +1,203 @@
+"""Building blocks for emitting `llvm` dialect code: an insertion cursor and loop nests.
+
+Loops are built from blocks and branches (``llvm.br``/``llvm.cond_br`` with block arguments,
+which `xdsl.backend.llvm` turns into phis). Every loop emitted here has a static trip count
+``n >= 1`` so it is emitted in rotated (do-while) form, which LLVM's vectoriser takes as is::
+
+    ^pre:   ...                      llvm.br ^body(%c0)
+    ^body(%i):  <body(%i)>           %next = add nsw %i, 1
+                                     %more = icmp slt %next, n
+                                     llvm.cond_br %more, ^body(%next), ^exit
+    ^exit:  ...
+
+Strided loop nests (:func:`emit_strided_nest`) walk an output shape with one stride vector
+per operand (0 on broadcast dims); :func:`collapse_dims` first merges every pair of adjacent
+dims that is contiguous for all operands, so an elementwise op on contiguous buffers is ONE
+flat loop whatever its rank.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from xdsl.dialects import llvm
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, IntegerType, f32, i32, i64
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+
+PTR = llvm.LLVMPointerType()
+_NSW = llvm.OverflowAttr((llvm.OverflowFlag.NO_SIGNED_WRAP,))
+
+
+class FunctionBuilder:
+    """An insertion cursor over one `llvm.func` body.
+
+    ``block`` is where the next op goes; loop helpers move it. Constants are hoisted to the
+    top of the entry block (and cached), so they dominate every use.
+    """
+
+    def __init__(self, region: Region, arg_types: Sequence[Attribute]):
+        self.region = region
+        self.entry = Block(arg_types=arg_types)
+        region.add_block(self.entry)
+        self.block = self.entry
+        self._constants: dict[tuple[object, Attribute], SSAValue] = {}
+
+    @property
+    def args(self) -> tuple[SSAValue, ...]:
+        return tuple(self.entry.args)
+
+    def add(self, op: Operation) -> SSAValue:
+        """Append ``op`` at the cursor; return its single result (if any)."""
+        self.block.add_op(op)
+        return op.results[0] if op.results else None  # type: ignore[return-value]
+
+    def new_block(self, arg_types: Sequence[Attribute] = ()) -> Block:
+        block = Block(arg_types=arg_types)
+        self.region.add_block(block)
+        return block
+
+    # ------------------------------------------------------------------ constants
+
+    def constant(self, value: int | float, type: Attribute) -> SSAValue:
+        key = (value, type)
+        if key not in self._constants:
+            attr = IntegerAttr(int(value), type) if isinstance(type, IntegerType) else FloatAttr(float(value), type)  # type: ignore[arg-type]
+            op = llvm.ConstantOp(attr, type)
+            first = self.entry.first_op
+            if first is None:
+                self.entry.add_op(op)
+            else:
+                self.entry.insert_op_before(op, first)
+            self._constants[key] = op.result
+        return self._constants[key]
+
+    def i64(self, value: int) -> SSAValue:
+        return self.constant(value, i64)
+
+    def i32(self, value: int) -> SSAValue:
+        return self.constant(value, i32)
+
+    def f32(self, value: float) -> SSAValue:
+        return self.constant(value, f32)
+
+    # ------------------------------------------------------------------ integer helpers
+
+    def add_i64(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.add(llvm.AddOp(a, b, overflow=_NSW))
+
+    def mul_i64(self, a: SSAValue, b: SSAValue) -> SSAValue:
+        return self.add(llvm.MulOp(a, b, overflow=_NSW))
+
+    def offset(self, base: SSAValue | None, index: SSAValue, stride: int) -> SSAValue | None:
+        """``base + index * stride`` in elements, folding zeros and ones (None means 0)."""
+        if stride == 0:
+            return base
+        term = index if stride == 1 else self.mul_i64(index, self.i64(stride))
+        return term if base is None else self.add_i64(base, term)
+
+    # ------------------------------------------------------------------ memory
+
+    def gep(self, ptr: SSAValue, index: SSAValue | int | None, element_type: Attribute) -> SSAValue:
+        """``&ptr[index]`` for elements of ``element_type`` (``None``/0: ``ptr`` itself)."""
+        if index is None or (isinstance(index, int) and index == 0):
+            return ptr
+        if isinstance(index, int):
+            index = self.i64(index)
+        return self.add(
+            llvm.GEPOp(ptr, [llvm.GEP_USE_SSA_VAL], element_type, ssa_indices=[index], inbounds=True)
+        )
+
+    def load(self, ptr: SSAValue, type: Attribute) -> SSAValue:
+        return self.add(llvm.LoadOp(ptr, type))
+
+    def store(self, value: SSAValue, ptr: SSAValue) -> None:
+        self.add(llvm.StoreOp(value, ptr))
+
+
+# --------------------------------------------------------------------------- loops
+
+
+def emit_loop(b: FunctionBuilder, trip_count: int, body: Callable[[SSAValue], None]) -> None:
+    """``for i in range(trip_count): body(i)`` (i is an i64); nothing when trip_count <= 0.
+
+    ``body`` emits at ``b.block`` and may itself open loops (it leaves the cursor at the
+    block where control continues); afterwards the cursor is the loop's exit block.
+    """
+    if trip_count <= 0:
+        return
+    if trip_count == 1:
+        body(b.i64(0))
+        return
+    loop = b.new_block([i64])
+    exit_ = b.new_block()
+    b.add(llvm.BrOp(loop, b.i64(0)))
+    b.block = loop
+    i = loop.args[0]
+    body(i)
+    nxt = b.add_i64(i, b.i64(1))
+    more = b.add(llvm.ICmpOp(nxt, b.i64(trip_count), IntegerAttr(llvm.ICmpPredicateFlag.SLT.to_int(), i64)))
+    b.add(llvm.CondBrOp(more, loop, [nxt], exit_, []))
+    b.block = exit_
+
+
+def collapse_dims(shape: Sequence[int], strides: Sequence[Sequence[int]]) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
+    """Drop size-1 dims and merge adjacent dims that are contiguous for every stride vector.
+
+    Dims ``d, d+1`` merge when ``stride[d] == stride[d+1] * shape[d+1]`` for all operands
+    (a broadcast operand with stride 0 on both merges too). Returns the new shape and strides.
+    """
+    keep = [d for d, n in enumerate(shape) if n != 1]
+    out_shape: list[int] = []
+    out_strides: list[list[int]] = [[] for _ in strides]
+    for d in keep:
+        if out_shape and all(s[-1] == st[d] * shape[d] for s, st in zip(out_strides, strides)):
+            out_shape[-1] *= shape[d]
+            for s, st in zip(out_strides, strides):
+                s[-1] = st[d]
+            continue
+        out_shape.append(shape[d])
+        for s, st in zip(out_strides, strides):
+            s.append(st[d])
+    return tuple(out_shape), [tuple(s) for s in out_strides]
+
+
+def emit_strided_nest(
+    b: FunctionBuilder,
+    shape: Sequence[int],
+    strides: Sequence[Sequence[int]],
+    body: Callable[[list[SSAValue | None]], None],
+    collapse: bool = True,
+) -> None:
+    """Loop over ``shape`` calling ``body(offsets)`` with one element offset per stride vector.
+
+    ``offsets[k]`` is ``sum(idx[d] * strides[k][d])`` as an i64 value, or ``None`` for 0.
+    Offsets are built incrementally (one multiply-add per loop level).
+    """
+    if any(n == 0 for n in shape):
+        return
+    if collapse:
+        shape, strides = collapse_dims(shape, strides)
+
+    def level(d: int, offsets: list[SSAValue | None]) -> None:
+        if d == len(shape):
+            body(offsets)
+            return
+
+        def inner(i: SSAValue) -> None:
+            level(d + 1, [b.offset(off, i, st[d]) for off, st in zip(offsets, strides)])
+
+        emit_loop(b, shape[d], inner)
+
+    level(0, [None] * len(strides))
+
+
+def broadcast_strides(shape: Sequence[int], target: Sequence[int]) -> tuple[int, ...]:
+    """Element strides of a contiguous ``shape`` read as ``target`` (NumPy broadcasting)."""
+    from tensor_graphs.dialects.shapes import contiguous_strides
+
+    own = contiguous_strides(shape)
+    lead = len(target) - len(shape)
+    out = [0] * lead
+    for d, n in enumerate(shape):
+        out.append(0 if n == 1 and target[lead + d] != 1 else own[d])
+    return tuple(out)

@@ -1,0 +1,178 @@
+"""`convert-tensor-to-buffer`: `tg` (tensors, value semantics) -> `buf` (memrefs, explicit kernels).
+
+Each function becomes destination-passing: its results turn into trailing memref arguments
+(``tg.num_outputs`` says how many) that the kernels write in place.
+
+```mlir
+// before                                           // after
+func.func @f(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {  func.func @f(%x: memref<2x4xf32>, %out0: memref<2x4xf32>)
+  %w = tg.weight "w" : tensor<4x4xf32>                      attributes {tg.num_outputs = 1 : i64} {
+  %y = tg.matmul %x, %w : ...                             %w = buf.weight "w" : memref<4x4xf32>
+  %r = tg.relu %y : tensor<2x4xf32>                       %y = buf.alloc : memref<2x4xf32>
+  func.return %r : tensor<2x4xf32>                        buf.matmul ins(%x, %w : ...) outs(%y : ...)
+}                                                         buf.relu ins(%y : ...) outs(%out0 : ...)
+                                                          func.return
+                                                        }
+```
+
+``tg.weight``/``tg.constant`` become ``buf.weight``/``buf.constant``, ``tg.reshape`` a zero-copy
+``buf.reshape``, and every other `tg` op one kernel (picked from :mod:`.kernels`) writing a fresh
+``buf.alloc``. A returned value whose root buffer is such an alloc is computed straight into its
+output argument; anything else (an input, a weight, a constant, a buffer already returned)
+is copied out with ``buf.copy``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DictionaryAttr,
+    FunctionType,
+    IntegerAttr,
+    MemRefType,
+    ModuleOp,
+    TensorType,
+    i64,
+)
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import PassFailedException
+
+from tensor_graphs.dialects import buffer as buf
+from tensor_graphs.dialects import tensor as tg
+from tensor_graphs.lowering.tensor_to_buffer.kernels import NoKernelError, select_kernel
+
+PASS = "convert-tensor-to-buffer"
+
+
+def _fail(fn: func.FuncOp, message: str) -> PassFailedException:
+    return PassFailedException(f"{PASS}: in @{fn.sym_name.data}: {message}")
+
+
+def memref_of(type: Attribute, fn: func.FuncOp, what: str) -> MemRefType:
+    """The memref holding a statically shaped tensor of ``type``."""
+    if isinstance(type, MemRefType):
+        return type
+    if not isinstance(type, TensorType):
+        raise _fail(fn, f"{what} has type {type}; only tensors can be lowered to buffers")
+    shape = tuple(type.get_shape())
+    if any(d < 0 for d in shape):
+        raise _fail(fn, f"{what} has dynamic shape {type}; only static shapes are supported")
+    return MemRefType(type.element_type, shape)
+
+
+def root_buffer(value: SSAValue) -> SSAValue:
+    """The buffer ``value`` aliases, following `buf.reshape`s back to their source."""
+    while isinstance(value.owner, buf.ReshapeOp):
+        value = value.owner.input
+    return value
+
+
+def convert_function(fn: func.FuncOp) -> None:
+    """Rewrite one `tg`-level function into destination-passing `buf` form, in place."""
+    if "tg.num_outputs" in fn.attributes:
+        return  # already at the buf level
+    in_types = [memref_of(t, fn, f"argument #{i}") for i, t in enumerate(fn.function_type.inputs.data)]
+    out_types = [memref_of(t, fn, f"result #{i}") for i, t in enumerate(fn.function_type.outputs.data)]
+    fn.function_type = FunctionType.from_lists([*in_types, *out_types], [])
+    fn.attributes["tg.num_outputs"] = IntegerAttr(len(out_types), i64)
+    if fn.arg_attrs is not None:
+        fn.arg_attrs = ArrayAttr([*fn.arg_attrs.data, *(DictionaryAttr({}) for _ in out_types)])
+    fn.res_attrs = None
+    if not fn.body.blocks:
+        return  # a declaration: the signature is all there is
+    if len(fn.body.blocks) != 1:
+        raise _fail(fn, "only single-block functions can be lowered")
+
+    old = fn.body.block
+    new = Block(arg_types=[*in_types, *out_types])
+    for arg, old_arg in zip(new.args, old.args):
+        arg.name_hint = old_arg.name_hint
+    outs = list(new.args[len(in_types) :])
+    for k, arg in enumerate(outs):
+        arg.name_hint = f"out{k}"
+    mapping: dict[SSAValue, SSAValue] = dict(zip(old.args, new.args))
+    returned: list[SSAValue] = []
+
+    for op in old.ops:
+        if isinstance(op, func.ReturnOp):
+            returned = [mapping[v] for v in op.arguments]
+            continue
+        new_ops, value = _lower_op(fn, op, [mapping[v] for v in op.operands])
+        new.add_ops(new_ops)
+        value.name_hint = op.results[0].name_hint
+        mapping[op.results[0]] = value
+
+    _write_outputs(new, returned, outs)
+    new.add_op(func.ReturnOp())
+    fn.body.add_block(new)
+    fn.body.detach_block(old)
+    old.erase(safe_erase=False)
+
+
+def _lower_op(fn: func.FuncOp, op: Operation, ins: list[SSAValue]) -> tuple[list[Operation], SSAValue]:
+    """The buf ops computing ``op`` and the buffer that holds its value."""
+    if not op.name.startswith("tg."):
+        hint = " (lower it to tg first: convert-aten-to-tensor)" if op.name.startswith("aten.") else ""
+        target = op.attributes.get("target") or op.properties.get("target")
+        what = f"'{op.name}'" + (f" ({target})" if target is not None else "")
+        raise _fail(fn, f"{what} is not a tg op and has no buffer lowering{hint}")
+    if len(op.results) != 1 or op.regions:
+        raise _fail(fn, f"cannot lower '{op.name}': expected one result and no regions")
+    if isinstance(op, tg.WeightOp):
+        w = buf.WeightOp(op.weight_name.data, memref_of(op.result.type, fn, "tg.weight"))
+        return [w], w.result
+    if isinstance(op, tg.ConstantOp):
+        c = buf.ConstantOp(op.value)
+        return [c], c.result
+    if isinstance(op, tg.ReshapeOp):
+        r = buf.ReshapeOp(ins[0], memref_of(op.result.type, fn, "tg.reshape"))
+        return [r], r.result
+    try:
+        variant = select_kernel(op)
+    except NoKernelError as e:
+        raise _fail(fn, str(e)) from None
+    out = buf.AllocOp(memref_of(op.results[0].type, fn, f"result of '{op.name}'"))
+    kernel = variant.build(op, ins, out.result)
+    return [out, kernel], out.result
+
+
+def _write_outputs(block: Block, returned: list[SSAValue], outs: list[SSAValue]) -> None:
+    """Make each returned value land in its output argument: in place where possible, else a copy."""
+    copies: list[Operation] = []
+    returned = list(returned)
+    for k, out in enumerate(outs):
+        value = returned[k]
+        root = root_buffer(value)
+        if isinstance(root.owner, buf.AllocOp):
+            # the root is still an alloc only while no earlier output claimed it
+            alloc = root.owner
+            if root.type == out.type:
+                written: SSAValue = out
+            else:
+                # same bytes, another shape: the kernel writes the output through an alias of it
+                alias = buf.ReshapeOp(out, root.type)  # type: ignore[arg-type]
+                block.insert_op_before(alias, alloc)
+                written = alias.result
+            root.replace_all_uses_with(written)
+            block.erase_op(alloc)
+            returned = [written if v is root else v for v in returned]
+        else:
+            copies.append(buf.CopyOp([value], [out]))
+    block.add_ops(copies)
+
+
+@dataclass(frozen=True)
+class ConvertTensorToBufferPass(ModulePass):
+    """Lower every `tg`-level ``func.func`` to destination-passing `buf` form."""
+
+    name = "convert-tensor-to-buffer"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for fn in list(op.walk()):
+            if isinstance(fn, func.FuncOp):
+                convert_function(fn)

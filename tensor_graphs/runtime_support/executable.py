@@ -1,0 +1,193 @@
+"""The callable behind `tensor_graphs.compile`: binds memory once, then one native call per invocation.
+
+A call validates its arguments (count, dtype, shape, contiguity), allocates its outputs, fills
+three small pointer tables and calls the graph's native function once. Weights are bound when
+the graph is loaded and never copied; the arena is allocated once and reused by every call (so
+one `CompiledGraph` must not be called from two threads at the same time).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from tensor_graphs.runtime_support.signature import GraphSignature, TensorSpec
+
+_ABI = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+
+#: Alignment of the arena base address; plan-memory aligns every offset to 64 bytes.
+ARENA_ALIGNMENT = 64
+
+
+@dataclass(frozen=True)
+class MemoryReport:
+    """Bytes a compiled graph holds: its arena, its bound weights, its persistent state."""
+
+    arena_bytes: int
+    weight_bytes: int
+    state_bytes: int = 0
+
+    @property
+    def total_bytes(self) -> int:
+        return self.arena_bytes + self.weight_bytes + self.state_bytes
+
+    def __str__(self) -> str:
+        mib = 1 << 20
+        return (
+            f"arena {self.arena_bytes / mib:.3f} MiB, weights {self.weight_bytes / mib:.3f} MiB, "
+            f"state {self.state_bytes / mib:.3f} MiB"
+        )
+
+
+def aligned_empty(nbytes: int, alignment: int = ARENA_ALIGNMENT) -> np.ndarray:
+    """A zeroed uint8 buffer of ``nbytes`` whose address is a multiple of ``alignment``."""
+    raw = np.zeros(nbytes + alignment, dtype=np.uint8)
+    start = (-raw.ctypes.data) % alignment
+    return raw[start : start + nbytes]
+
+
+def _bind_weight(name: str, array: np.ndarray, expected: np.dtype) -> np.ndarray:
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"weight '{name}' must be a NumPy array, got {type(array).__name__}")
+    if array.dtype != expected:
+        raise TypeError(f"weight '{name}' has dtype {array.dtype}, expected {expected}")
+    if not array.flags.c_contiguous:
+        raise ValueError(f"weight '{name}' must be C-contiguous")
+    return array
+
+
+class CompiledGraph:
+    """A compiled graph: ``fn(*inputs)`` runs it; ``fn.ir(level)``, ``fn.memory`` describe it."""
+
+    def __init__(
+        self,
+        native,  # tensor_graphs.codegen.llvm.jit.NativeGraph
+        weights: Mapping[str, np.ndarray],
+        ir: Mapping[str, str] | None = None,
+    ):
+        self._native = native  # keeps the execution engine (and so the code) alive
+        sig: GraphSignature = native.signature
+        self.signature = sig
+        self._ir = dict(ir or {})
+        self._ir.setdefault("llvm", native.llvm_ir)
+
+        missing = [n for n in sig.weight_table if n not in weights and n not in sig.constants]
+        if missing:
+            raise ValueError("weights missing for this graph: " + ", ".join(missing))
+        bound: list[np.ndarray] = []
+        for name in sig.weight_table:
+            if name in sig.constants:
+                bound.append(sig.constants[name])
+            else:
+                bound.append(_bind_weight(name, weights[name], np.dtype(np.float32)))
+        self._weights = bound
+        self._weight_table = (ctypes.c_void_p * max(len(bound), 1))(*[a.ctypes.data for a in bound])
+
+        self._arena = aligned_empty(max(sig.arena_size, ARENA_ALIGNMENT))
+        self._inputs = (ctypes.c_void_p * max(len(sig.inputs), 1))()
+        self._outputs = (ctypes.c_void_p * max(len(sig.outputs), 1))()
+        self._fn = _ABI(native.address)
+        self._static_args = (
+            self._arena.ctypes.data,
+            ctypes.addressof(self._weight_table),
+            ctypes.addressof(self._inputs),
+            ctypes.addressof(self._outputs),
+            None,
+        )
+        self._out_specs = [(s.shape, s.dtype) for s in sig.outputs]
+
+    # ------------------------------------------------------------------ calling
+
+    def __call__(self, *args):
+        sig = self.signature
+        if len(args) != len(sig.inputs):
+            names = ", ".join(f"{s.name}: {s}" for s in sig.inputs)
+            raise TypeError(f"expected {len(sig.inputs)} input(s) ({names}), got {len(args)}")
+        torch_mode = None
+        for i, (arg, spec) in enumerate(zip(args, sig.inputs)):
+            is_torch = not isinstance(arg, np.ndarray)
+            if torch_mode is None:
+                torch_mode = is_torch
+            elif torch_mode != is_torch:
+                raise TypeError("pass all inputs as NumPy arrays or all as torch tensors, not a mix")
+            self._inputs[i] = _torch_pointer(arg, spec, i) if is_torch else _numpy_pointer(arg, spec, i)
+        if torch_mode:
+            import torch
+
+            outs = [torch.empty(shape, dtype=_TORCH_DTYPES[dtype.name]) for shape, dtype in self._out_specs]
+            for i, o in enumerate(outs):
+                self._outputs[i] = o.data_ptr()
+        else:
+            outs = [np.empty(shape, dtype=dtype) for shape, dtype in self._out_specs]
+            for i, o in enumerate(outs):
+                self._outputs[i] = o.ctypes.data
+        self._fn(*self._static_args)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    # ------------------------------------------------------------------ introspection
+
+    def ir(self, level: str) -> str:
+        """The module as text at ``level``: one of 'aten', 'tg', 'buf', 'llvm'."""
+        if level not in self._ir:
+            raise ValueError(f"no IR recorded at level '{level}'; available: {', '.join(self._ir)}")
+        return self._ir[level]
+
+    @property
+    def memory(self) -> MemoryReport:
+        weight_bytes = sum(a.nbytes for a in self._weights)
+        return MemoryReport(arena_bytes=self.signature.arena_size, weight_bytes=weight_bytes)
+
+    @property
+    def native_calls_per_invocation(self) -> int:
+        return 1
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{s.name}: {s}" for s in self.signature.inputs)
+        outs = ", ".join(str(s) for s in self.signature.outputs)
+        return f"<CompiledGraph {self.signature.entry}({ins}) -> ({outs}); {self.memory}>"
+
+
+_TORCH_DTYPES: dict[str, object] = {}
+
+
+def _init_torch_dtypes() -> None:
+    import torch
+
+    _TORCH_DTYPES.update({"float32": torch.float32, "float64": torch.float64, "int64": torch.int64, "int32": torch.int32})
+
+
+def _numpy_pointer(arg: np.ndarray, spec: TensorSpec, i: int) -> int:
+    if arg.dtype != spec.dtype:
+        raise TypeError(f"input {i} ('{spec.name}') has dtype {arg.dtype}, expected {spec.dtype}")
+    if arg.shape != spec.shape:
+        raise ValueError(f"input {i} ('{spec.name}') has shape {list(arg.shape)}, expected {list(spec.shape)}")
+    if not arg.flags.c_contiguous:
+        raise ValueError(f"input {i} ('{spec.name}') is not C-contiguous; pass np.ascontiguousarray(x)")
+    return arg.ctypes.data
+
+
+def _torch_pointer(arg, spec: TensorSpec, i: int) -> int:
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a dependency
+        torch = None
+    if torch is None or not isinstance(arg, torch.Tensor):
+        raise TypeError(
+            f"input {i} ('{spec.name}') must be a NumPy array or a torch.Tensor, got {type(arg).__name__}"
+        )
+    if not _TORCH_DTYPES:
+        _init_torch_dtypes()
+    if arg.dtype != _TORCH_DTYPES.get(spec.dtype.name):
+        raise TypeError(f"input {i} ('{spec.name}') has dtype {arg.dtype}, expected torch.{spec.dtype.name}")
+    if tuple(arg.shape) != spec.shape:
+        raise ValueError(f"input {i} ('{spec.name}') has shape {list(arg.shape)}, expected {list(spec.shape)}")
+    if arg.device.type != "cpu":
+        raise ValueError(f"input {i} ('{spec.name}') is on {arg.device}; this graph runs on the CPU")
+    if not arg.is_contiguous():
+        raise ValueError(f"input {i} ('{spec.name}') is not contiguous; pass x.contiguous()")
+    if arg.requires_grad:
+        arg = arg.detach()
+    return arg.data_ptr()

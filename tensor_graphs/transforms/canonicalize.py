@@ -1,0 +1,194 @@
+"""`canonicalize`: local simplifications at the tg level that are always a win.
+
+The rules are data: ``RULES`` lists ``(op class, rule)`` pairs; a rule looks at one op and returns
+an existing value that already computes the op's result, a new op that computes it more cheaply,
+or None. One pattern (``ApplyCanonicalizationRules``) applies them greedily to a fixpoint.
+
+Dead producers left behind (a reshape whose only user was folded away) are for `dce`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+)
+
+from tensor_graphs.dialects.tensor import (
+    AddOp,
+    DivOp,
+    ElementwiseBinaryOp,
+    MulOp,
+    ReshapeOp,
+    SubOp,
+    TransposeOp,
+    shape_of,
+)
+from tensor_graphs.transforms.evaluate import splat_constant
+
+#: What a rule returns: the value to use instead, a new op to use instead, or None (no match).
+RuleResult = SSAValue | Operation | None
+Rule = Callable[[Operation], RuleResult]
+
+
+# --------------------------------------------------------------------------- data movement
+
+
+def reshape_of_reshape(op: ReshapeOp) -> RuleResult:
+    """Two reshapes in a row are one reshape (or none, when the shapes round-trip).
+
+    %a = tg.reshape %x : (tensor<2x6xf32>) -> tensor<12xf32>
+    %b = tg.reshape %a : (tensor<12xf32>) -> tensor<3x4xf32>
+    =>
+    %b = tg.reshape %x : (tensor<2x6xf32>) -> tensor<3x4xf32>
+    """
+    inner = op.input.owner
+    if not isinstance(inner, ReshapeOp):
+        return None
+    if inner.input.type == op.result.type:
+        return inner.input
+    return ReshapeOp(inner.input, shape_of(op.result))
+
+
+def identity_reshape(op: ReshapeOp) -> RuleResult:
+    """A reshape to the type it already has is its input.
+
+    %b = tg.reshape %x : (tensor<2x6xf32>) -> tensor<2x6xf32>   =>   uses of %b use %x
+    """
+    return op.input if op.input.type == op.result.type else None
+
+
+def identity_transpose(op: TransposeOp) -> RuleResult:
+    """A transpose by perm 0..n-1 is its input.
+
+    %b = tg.transpose %x {perm = array<i64: 0, 1>} : ...   =>   uses of %b use %x
+    """
+    perm = op.permutation
+    return op.input if perm == tuple(range(len(perm))) else None
+
+
+def transpose_of_transpose(op: TransposeOp) -> RuleResult:
+    """Two transposes compose into one (``perm[d] = inner[outer[d]]``); none when that is identity.
+
+    %a = tg.transpose %x {perm = array<i64: 1, 2, 0>} : (tensor<2x3x4xf32>) -> tensor<3x4x2xf32>
+    %b = tg.transpose %a {perm = array<i64: 0, 2, 1>} : (tensor<3x4x2xf32>) -> tensor<3x2x4xf32>
+    =>
+    %b = tg.transpose %x {perm = array<i64: 1, 0, 2>} : (tensor<2x3x4xf32>) -> tensor<3x2x4xf32>
+    """
+    inner = op.input.owner
+    if not isinstance(inner, TransposeOp):
+        return None
+    inner_perm, outer_perm = inner.permutation, op.permutation
+    perm = tuple(inner_perm[p] for p in outer_perm)
+    if perm == tuple(range(len(perm))):
+        return inner.input
+    return TransposeOp(inner.input, perm)
+
+
+# --------------------------------------------------------------------------- algebra
+
+
+def _neutral_operand(op: ElementwiseBinaryOp, kept: SSAValue, other: SSAValue, neutral: float) -> RuleResult:
+    """``kept`` when ``other`` is a splat constant equal to ``neutral`` and broadcasting leaves
+    ``kept``'s type unchanged (so the result is element for element ``kept``)."""
+    if op.result.type != kept.type:
+        return None
+    value = splat_constant(other)
+    return kept if value is not None and value == neutral else None
+
+
+def _first(*results: RuleResult) -> RuleResult:
+    return next((r for r in results if r is not None), None)
+
+
+def mul_by_one(op: MulOp) -> RuleResult:
+    """``x * 1`` and ``1 * x`` are ``x`` (exact in IEEE arithmetic).
+
+    %one = tg.constant dense<1.0> : tensor<f32>
+    %y = tg.mul %x, %one : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>   =>   uses of %y use %x
+    """
+    return _first(_neutral_operand(op, op.lhs, op.rhs, 1.0), _neutral_operand(op, op.rhs, op.lhs, 1.0))
+
+
+def div_by_one(op: DivOp) -> RuleResult:
+    """``x / 1`` is ``x``.
+
+    %y = tg.div %x, %one : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>   =>   uses of %y use %x
+    """
+    return _neutral_operand(op, op.lhs, op.rhs, 1.0)
+
+
+def add_zero(op: AddOp) -> RuleResult:
+    """``x + 0`` and ``0 + x`` are ``x`` (as values: ``-0.0 + 0.0`` is ``+0.0``, which equals ``-0.0``).
+
+    %zero = tg.constant dense<0.0> : tensor<f32>
+    %y = tg.add %x, %zero : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>   =>   uses of %y use %x
+    """
+    return _first(_neutral_operand(op, op.lhs, op.rhs, 0.0), _neutral_operand(op, op.rhs, op.lhs, 0.0))
+
+
+def sub_zero(op: SubOp) -> RuleResult:
+    """``x - 0`` is ``x``.
+
+    %y = tg.sub %x, %zero : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>   =>   uses of %y use %x
+    """
+    return _neutral_operand(op, op.lhs, op.rhs, 0.0)
+
+
+#: (op class, rule) — tried in this order on every op of that class.
+RULES: tuple[tuple[type[Operation], Rule], ...] = (
+    (ReshapeOp, identity_reshape),
+    (ReshapeOp, reshape_of_reshape),
+    (TransposeOp, identity_transpose),
+    (TransposeOp, transpose_of_transpose),
+    (MulOp, mul_by_one),
+    (DivOp, div_by_one),
+    (AddOp, add_zero),
+    (SubOp, sub_zero),
+)
+
+
+def _rules_by_op(rules: tuple[tuple[type[Operation], Rule], ...]) -> dict[type[Operation], list[Rule]]:
+    index: dict[type[Operation], list[Rule]] = {}
+    for op_type, rule in rules:
+        index.setdefault(op_type, []).append(rule)
+    return index
+
+
+@dataclass
+class ApplyCanonicalizationRules(RewritePattern):
+    """Applies the first rule of ``RULES`` that matches the op (see each rule for its IR)."""
+
+    rules: dict[type[Operation], list[Rule]]
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        for rule in self.rules.get(type(op), ()):
+            result = rule(op)
+            if result is None:
+                continue
+            if isinstance(result, Operation):
+                rewriter.replace(op, result)
+            else:
+                rewriter.replace(op, [], [result])
+            return
+
+
+@dataclass(frozen=True)
+class CanonicalizePass(ModulePass):
+    """Folds reshape/transpose chains and algebraic identities (``x*1``, ``x/1``, ``x+0``, ``x-0``)."""
+
+    name = "canonicalize"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PatternRewriteWalker(
+            GreedyRewritePatternApplier([ApplyCanonicalizationRules(_rules_by_op(RULES))], dce_enabled=False)
+        ).rewrite_module(op)

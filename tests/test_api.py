@@ -1,0 +1,132 @@
+"""The JIT API: one native call, IR at each level, memory report, and every error path."""
+
+import numpy as np
+import pytest
+import torch
+
+import tensor_graphs as tg
+from conftest import mlp
+
+
+@pytest.fixture(scope="module")
+def fn():
+    return tg.compile(mlp((8, 16, 4)), (torch.randn(2, 8),))
+
+
+def test_ir_at_every_level(fn):
+    assert "aten.linear" in fn.ir("aten")
+    assert "tg.matmul" in fn.ir("tg")
+    assert "buf.matmul" in fn.ir("buf")
+    llvm_ir = fn.ir("llvm")
+    assert "define" in llvm_ir and "scipy_cblas_sgemm" in llvm_ir
+
+
+def test_unknown_ir_level(fn):
+    with pytest.raises(ValueError, match="no IR recorded at level 'ptx'"):
+        fn.ir("ptx")
+
+
+def test_wrong_argument_count(fn):
+    with pytest.raises(TypeError, match=r"expected 1 input\(s\)"):
+        fn()
+    x = np.zeros((2, 8), np.float32)
+    with pytest.raises(TypeError, match=r"expected 1 input\(s\).*got 2"):
+        fn(x, x)
+
+
+def test_wrong_shape(fn):
+    with pytest.raises(ValueError, match=r"input 0 .* has shape \[3, 8\], expected \[2, 8\]"):
+        fn(np.zeros((3, 8), np.float32))
+    with pytest.raises(ValueError, match=r"has shape \[2, 8, 1\]"):
+        fn(torch.zeros(2, 8, 1))
+
+
+def test_wrong_dtype(fn):
+    with pytest.raises(TypeError, match=r"input 0 .* has dtype float64, expected float32"):
+        fn(np.zeros((2, 8)))
+    with pytest.raises(TypeError, match=r"has dtype torch.int64"):
+        fn(torch.zeros(2, 8, dtype=torch.int64))
+
+
+def test_non_contiguous(fn):
+    with pytest.raises(ValueError, match="not C-contiguous"):
+        fn(np.zeros((8, 2), np.float32).T)
+    with pytest.raises(ValueError, match="not contiguous"):
+        fn(torch.zeros(8, 2).t())
+
+
+def test_wrong_kind(fn):
+    with pytest.raises(TypeError, match="must be a NumPy array or a torch.Tensor, got list"):
+        fn([[0.0] * 8] * 2)
+
+
+def test_mixed_kinds(fn):
+    two = tg.compile(TwoInputs(), (torch.randn(2, 3), torch.randn(2, 3)))
+    with pytest.raises(TypeError, match="not a mix"):
+        two(np.zeros((2, 3), np.float32), torch.zeros(2, 3))
+
+
+class TwoInputs(torch.nn.Module):
+    def forward(self, a, b):
+        return a * b + a, torch.relu(a - b)
+
+
+def test_multiple_inputs_and_outputs():
+    model = TwoInputs()
+    a, b = torch.randn(2, 3), torch.randn(2, 3)
+    fn = tg.compile(model, (a, b))
+    y0, y1 = fn(a.numpy(), b.numpy())
+    e0, e1 = model(a, b)
+    np.testing.assert_allclose(y0, e0.numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(y1, e1.numpy(), rtol=1e-6, atol=1e-6)
+
+
+class ReturnsInput(torch.nn.Module):
+    def forward(self, x):
+        return x, x.reshape(-1), torch.relu(x)
+
+
+def test_outputs_that_alias_inputs_are_copies():
+    x = torch.randn(3, 4)
+    fn = tg.compile(ReturnsInput(), (x,))
+    a, b, c = fn(x.numpy())
+    np.testing.assert_array_equal(a, x.numpy())
+    np.testing.assert_array_equal(b, x.numpy().reshape(-1))
+    assert not np.shares_memory(a, x.numpy())
+
+
+def test_weights_are_bound_not_copied():
+    model = mlp((8, 16, 4))
+    fn = tg.compile(model, (torch.randn(2, 8),))
+    w = model[0].weight
+    with torch.no_grad():
+        w.mul_(2.0)  # the compiled graph sees the same memory
+    x = torch.randn(2, 8)
+    with torch.no_grad():
+        np.testing.assert_allclose(fn(x.numpy()), model(x).numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_call_allocates_only_outputs(fn):
+    import tracemalloc
+
+    x = np.zeros((2, 8), np.float32)
+    fn(x)
+    tracemalloc.start()
+    for _ in range(100):
+        fn(x)
+    current, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 4096, peak  # one 2x4 output at a time, plus interpreter noise
+
+
+def test_memory_report(fn):
+    m = fn.memory
+    assert m.weight_bytes == (16 * 8 + 16 + 4 * 16 + 4) * 4
+    assert m.arena_bytes >= 0 and m.state_bytes == 0
+    assert "arena" in str(m)
+
+
+def test_compile_stats():
+    stats = tg.CompileStats()
+    tg.compile(mlp((4, 4)), (torch.randn(1, 4),), stats=stats)
+    assert stats.total > 0 and "llvm jit" in stats.seconds
