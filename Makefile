@@ -9,7 +9,6 @@ STAMP := $(VENV)/.installed
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --upgrade --quiet pip
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
