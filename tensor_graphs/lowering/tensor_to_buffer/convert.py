@@ -35,6 +35,7 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     MemRefType,
     ModuleOp,
+    StringAttr,
     TensorType,
     i64,
 )
@@ -44,7 +45,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects import tensor as tg
-from tensor_graphs.lowering.tensor_to_buffer.kernels import NoKernelError, select_kernel
+from tensor_graphs.lowering.tensor_to_buffer.kernels import NoKernelError, op_name, select_kernel
 
 PASS = "convert-tensor-to-buffer"
 
@@ -80,8 +81,11 @@ def convert_function(fn: func.FuncOp) -> None:
     out_types = [memref_of(t, fn, f"result #{i}") for i, t in enumerate(fn.function_type.outputs.data)]
     fn.function_type = FunctionType.from_lists([*in_types, *out_types], [])
     fn.attributes["tg.num_outputs"] = IntegerAttr(len(out_types), i64)
-    if fn.arg_attrs is not None:
-        fn.arg_attrs = ArrayAttr([*fn.arg_attrs.data, *(DictionaryAttr({}) for _ in out_types)])
+    if fn.arg_attrs is not None or fn.res_attrs is not None:
+        # result attributes move onto the output arguments
+        in_attrs = fn.arg_attrs.data if fn.arg_attrs is not None else [DictionaryAttr({})] * len(in_types)
+        out_attrs = fn.res_attrs.data if fn.res_attrs is not None else [DictionaryAttr({})] * len(out_types)
+        fn.arg_attrs = ArrayAttr([*in_attrs, *out_attrs])
     fn.res_attrs = None
     if not fn.body.blocks:
         return  # a declaration: the signature is all there is
@@ -116,13 +120,17 @@ def convert_function(fn: func.FuncOp) -> None:
 
 def _lower_op(fn: func.FuncOp, op: Operation, ins: list[SSAValue]) -> tuple[list[Operation], SSAValue]:
     """The buf ops computing ``op`` and the buffer that holds its value."""
-    if not op.name.startswith("tg."):
-        hint = " (lower it to tg first: convert-aten-to-tensor)" if op.name.startswith("aten.") else ""
-        target = op.attributes.get("target") or op.properties.get("target")
-        what = f"'{op.name}'" + (f" ({target})" if target is not None else "")
+    name = op_name(op)
+    if not name.startswith("tg."):
+        hint = " (lower it to tg first: convert-aten-to-tensor)" if name.startswith("aten.") else ""
+        what = f"'{name}'" + "".join(
+            f" {key} {attr.data}"
+            for key in ("target", "location")
+            if isinstance(attr := op.properties.get(key) or op.attributes.get(key), StringAttr) and attr.data
+        )
         raise _fail(fn, f"{what} is not a tg op and has no buffer lowering{hint}")
     if len(op.results) != 1 or op.regions:
-        raise _fail(fn, f"cannot lower '{op.name}': expected one result and no regions")
+        raise _fail(fn, f"cannot lower '{name}': expected one result and no regions")
     if isinstance(op, tg.WeightOp):
         w = buf.WeightOp(op.weight_name.data, memref_of(op.result.type, fn, "tg.weight"))
         return [w], w.result
@@ -136,7 +144,7 @@ def _lower_op(fn: func.FuncOp, op: Operation, ins: list[SSAValue]) -> tuple[list
         variant = select_kernel(op)
     except NoKernelError as e:
         raise _fail(fn, str(e)) from None
-    out = buf.AllocOp(memref_of(op.results[0].type, fn, f"result of '{op.name}'"))
+    out = buf.AllocOp(memref_of(op.results[0].type, fn, f"result of '{name}'"))
     kernel = variant.build(op, ins, out.result)
     return [out, kernel], out.result
 
@@ -164,6 +172,11 @@ def _write_outputs(block: Block, returned: list[SSAValue], outs: list[SSAValue])
         else:
             copies.append(buf.CopyOp([value], [out]))
     block.add_ops(copies)
+    for value in returned:  # reshapes that only fed func.return are dead now
+        while isinstance(value.owner, buf.ReshapeOp) and value.owner.parent is block and not value.uses:
+            owner = value.owner
+            value = owner.input
+            block.erase_op(owner)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from xdsl.dialects.builtin import Float32Type, TensorType
+from xdsl.dialects.builtin import Float32Type, TensorType, UnregisteredOp
 from xdsl.ir import Operation, SSAValue
 
 from tensor_graphs.dialects import buffer as buf
@@ -42,6 +42,11 @@ class KernelVariant:
     build: Build
     applies: Applies = field(default=_always)
     description: str = ""
+
+
+def op_name(op: Operation) -> str:
+    """The op's name as written, also for ops parsed with ``--allow-unregistered-dialect``."""
+    return op.op_name.data if isinstance(op, UnregisteredOp) else op.name
 
 
 class NoKernelError(ValueError):
@@ -81,14 +86,14 @@ def select_kernel(op: Operation, choose: Callable[[Operation, list[KernelVariant
     variants = variants_for(op)
     if not variants:
         raise NoKernelError(
-            f"no buf kernel is registered for '{op.name}' "
+            f"no buf kernel is registered for '{op_name(op)}' "
             "(register one with tensor_graphs.lowering.tensor_to_buffer.kernels.register_kernel)"
         )
     reasons = [(v, v.applies(op)) for v in variants]
     ok = [v for v, why in reasons if why is None]
     if not ok:
         why = "; ".join(f"{v.name}: {r}" for v, r in reasons)
-        raise NoKernelError(f"no buf kernel can run this '{op.name}': {why}")
+        raise NoKernelError(f"no buf kernel can run this '{op_name(op)}': {why}")
     return choose(op, ok) if choose is not None else ok[0]
 
 
