@@ -58,7 +58,8 @@ def dense_to_numpy(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
     """The value of a dense attribute as a contiguous NumPy array of its own shape and dtype."""
     t = attr.get_type()
     dtype = numpy_dtype(t.element_type)
-    return np.ascontiguousarray(np.array(attr.get_values(), dtype=dtype).reshape(tuple(t.get_shape())))
+    # np.array(...).reshape keeps rank 0 (np.ascontiguousarray would make it shape (1,))
+    return np.array(attr.get_values(), dtype=dtype).reshape(tuple(t.get_shape()))
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,10 @@
 - Elementwise ops (`add/sub/mul/div/relu/copy/bias_activation`) are strided loop nests over
   the output, with stride 0 on broadcast dims; contiguous dims collapse, so the common case
   is one flat loop that LLVM vectorises.
-- `buf.transpose` is a copy whose input strides are permuted.
+- `buf.transpose` is a copy whose input strides are permuted (cache-blocked in 16x16 tiles
+  when the read is strided, see `loops.emit_tiled_nest`).
+- Overlap checks: an elementwise input may be the output itself (same bytes); any partial
+  overlap, or an output shared with a matmul/transpose operand, is a clear `LoweringError`.
 
 Adding a kernel: write ``def _emit_foo(ctx, op)`` and register it in :data:`REGISTRY`.
 """
@@ -20,13 +23,14 @@ from typing import Protocol
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import AnyFloat, MemRefType, f32, i32
 from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.utils.exceptions import PassFailedException
 
-from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, broadcast_strides, emit_strided_nest
+from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, broadcast_strides, emit_strided_nest, emit_tiled_nest
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.shapes import broadcast_shapes, contiguous_strides, numel
 
 
-class LoweringError(ValueError):
+class LoweringError(PassFailedException, ValueError):
     """A `buf` module cannot be lowered to llvm; the message names the op and the reason."""
 
 
@@ -38,6 +42,10 @@ class KernelContext(Protocol):
     def ptr(self, value: SSAValue) -> SSAValue: ...
 
     def declare(self, name: str, type: llvm.LLVMFunctionType) -> None: ...
+
+    def same_bytes(self, a: SSAValue, b: SSAValue) -> bool: ...
+
+    def disjoint(self, a: SSAValue, b: SSAValue) -> bool: ...
 
 
 Emitter = Callable[[KernelContext, Operation], None]
@@ -64,6 +72,19 @@ def _require_float(op: Operation, values: Sequence[SSAValue]) -> Attribute:
     return t
 
 
+def check_no_overlap(ctx: KernelContext, op: Operation, out: SSAValue, inputs: Sequence[SSAValue], in_place_ok: bool) -> None:
+    """An input may be the output itself (same bytes, same element count) when ``in_place_ok``;
+    otherwise it must not share a byte with the output (a planner bug would corrupt results)."""
+    for k, v in enumerate(inputs):
+        if in_place_ok and ctx.same_bytes(v, out) and numel(_shape(v)) == numel(_shape(out)):
+            continue
+        if not ctx.disjoint(v, out):
+            raise LoweringError(
+                f"{op.name}: input #{k} {v.type} overlaps the output {out.type}"
+                + ("" if in_place_ok else " (this kernel cannot run in place)")
+            )
+
+
 def emit_elementwise(
     ctx: KernelContext,
     out: SSAValue,
@@ -85,11 +106,21 @@ def emit_elementwise(
     in_types = [_element(v) for v in inputs]
     strides = [contiguous_strides(shape), *input_strides]
 
+    # inputs read at one address throughout (scalars, full broadcasts) are loaded once, up front
+    hoisted: dict[int, SSAValue] = {
+        k: b.load(in_ptrs[k], in_types[k])
+        for k, st in enumerate(input_strides)
+        if numel(shape) > 1 and all(s == 0 or n == 1 for s, n in zip(st, shape))
+    }
+
     def body(offsets: list[SSAValue | None]) -> None:
-        vals = [b.load(b.gep(p, off, t), t) for p, off, t in zip(in_ptrs, offsets[1:], in_types)]
+        vals = [
+            hoisted[k] if k in hoisted else b.load(b.gep(p, off, t), t)
+            for k, (p, off, t) in enumerate(zip(in_ptrs, offsets[1:], in_types))
+        ]
         b.store(compute(b, vals), b.gep(out_ptr, offsets[0], el))
 
-    emit_strided_nest(b, shape, strides, body)
+    emit_tiled_nest(b, shape, strides, body)
 
 
 def _relu(b: FunctionBuilder, x: SSAValue) -> SSAValue:
@@ -118,12 +149,14 @@ def _emit_binary(ctx: KernelContext, op: Operation) -> None:
     assert isinstance(op, buf.ElementwiseBinaryKernel)
     _require_float(op, [*op.inputs, op.output])
     arith = _BINARY[type(op)]
+    check_no_overlap(ctx, op, op.output, op.inputs, in_place_ok=True)
     emit_elementwise(ctx, op.output, list(op.inputs), lambda b, v: b.add(arith(v[0], v[1])))
 
 
 def _emit_relu(ctx: KernelContext, op: Operation) -> None:
     assert isinstance(op, buf.ReluOp)
     _require_float(op, [*op.inputs, op.output])
+    check_no_overlap(ctx, op, op.output, op.inputs, in_place_ok=True)
     emit_elementwise(ctx, op.output, list(op.inputs), lambda b, v: _relu(b, v[0]))
 
 
@@ -131,6 +164,9 @@ def _emit_copy(ctx: KernelContext, op: Operation) -> None:
     assert isinstance(op, buf.CopyOp)
     if _element(op.inputs[0]) != _element(op.output):
         raise LoweringError(f"{op.name}: input and output element types differ")
+    if ctx.same_bytes(op.inputs[0], op.output):
+        return  # copying a buffer onto itself
+    check_no_overlap(ctx, op, op.output, op.inputs, in_place_ok=False)
     emit_elementwise(ctx, op.output, list(op.inputs), lambda b, v: v[0])
 
 
@@ -139,6 +175,7 @@ def _emit_transpose(ctx: KernelContext, op: Operation) -> None:
     src = op.inputs[0]
     if _element(src) != _element(op.output):
         raise LoweringError(f"{op.name}: input and output element types differ")
+    check_no_overlap(ctx, op, op.output, [src], in_place_ok=False)
     own = contiguous_strides(_shape(src))
     strides = tuple(own[p] for p in op.permutation)
     emit_elementwise(ctx, op.output, [src], lambda b, v: v[0], input_strides=[strides])
@@ -150,6 +187,7 @@ def _emit_bias_activation(ctx: KernelContext, op: Operation) -> None:
     act = ACTIVATIONS.get(op.activation.data)
     if act is None:
         raise LoweringError(f"{op.name}: no codegen for activation '{op.activation.data}'")
+    check_no_overlap(ctx, op, op.output, op.inputs, in_place_ok=True)
     emit_elementwise(ctx, op.output, list(op.inputs), lambda b, v: act(b, b.add(llvm.FAddOp(v[0], v[1]))))
 
 
@@ -176,8 +214,10 @@ def _emit_matmul(ctx: KernelContext, op: Operation) -> None:
     if numel(so) == 0:
         return
 
+    check_no_overlap(ctx, op, out, [a, w], in_place_ok=False)
     if acc is not None and beta != 0.0:
-        if acc is not out:
+        if not (ctx.same_bytes(acc, out) and _shape(acc) == so):
+            check_no_overlap(ctx, op, out, [acc], in_place_ok=False)
             emit_elementwise(ctx, out, [acc], lambda b, v: v[0])
     else:
         beta = 0.0

@@ -129,13 +129,13 @@ def emit_loop(b: FunctionBuilder, trip_count: int, body: Callable[[SSAValue], No
         body(b.i64(0))
         return
     loop = b.new_block([i64])
-    exit_ = b.new_block()
     b.add(llvm.BrOp(loop, b.i64(0)))
     b.block = loop
     i = loop.args[0]
     body(i)
     nxt = b.add_i64(i, b.i64(1))
     more = b.add(llvm.ICmpOp(nxt, b.i64(trip_count), IntegerAttr(llvm.ICmpPredicateFlag.SLT.to_int(), i64)))
+    exit_ = b.new_block()  # created last so blocks print in control-flow order
     b.add(llvm.CondBrOp(more, loop, [nxt], exit_, []))
     b.block = exit_
 
@@ -167,16 +167,18 @@ def emit_strided_nest(
     strides: Sequence[Sequence[int]],
     body: Callable[[list[SSAValue | None]], None],
     collapse: bool = True,
+    bases: Sequence[int] | None = None,
 ) -> None:
     """Loop over ``shape`` calling ``body(offsets)`` with one element offset per stride vector.
 
-    ``offsets[k]`` is ``sum(idx[d] * strides[k][d])`` as an i64 value, or ``None`` for 0.
-    Offsets are built incrementally (one multiply-add per loop level).
+    ``offsets[k]`` is ``bases[k] + sum(idx[d] * strides[k][d])`` as an i64 value, or ``None``
+    for 0. Offsets are built incrementally (one multiply-add per loop level).
     """
     if any(n == 0 for n in shape):
         return
     if collapse:
         shape, strides = collapse_dims(shape, strides)
+    start = [b.i64(x) if x else None for x in (bases or [0] * len(strides))]
 
     def level(d: int, offsets: list[SSAValue | None]) -> None:
         if d == len(shape):
@@ -188,7 +190,61 @@ def emit_strided_nest(
 
         emit_loop(b, shape[d], inner)
 
-    level(0, [None] * len(strides))
+    level(0, start)
+
+
+def emit_tiled_nest(
+    b: FunctionBuilder,
+    shape: Sequence[int],
+    strides: Sequence[Sequence[int]],
+    body: Callable[[list[SSAValue | None]], None],
+    tile: int = 16,
+) -> None:
+    """Like :func:`emit_strided_nest`, but cache-blocked when an operand walks the output's
+    innermost dim with a large stride (a transposed read, say).
+
+    After collapsing, let ``last`` be the innermost dim and ``d`` the dim along which that
+    operand is contiguous; both are split into ``tile``-sized blocks (plus static remainders),
+    and the loops run ``..., d_block, last_block, d_in_tile, last_in_tile``. Everything stays
+    a static strided nest: a split dim is just two dims (``n // tile`` blocks of stride
+    ``tile * s``, and ``tile`` of stride ``s``), and a remainder is a base offset.
+    """
+    if any(n == 0 for n in shape):
+        return
+    shape, strides = collapse_dims(shape, strides)
+    rank = len(shape)
+    d = None
+    if rank >= 2:
+        for st in strides:
+            if st[-1] not in (0, 1) and 1 in st[:-1]:
+                d = st[:-1].index(1)
+                break
+    if d is None or shape[d] < tile or shape[-1] < tile:
+        emit_strided_nest(b, shape, strides, body, collapse=False)
+        return
+    last = rank - 1
+    others = [x for x in range(rank) if x not in (d, last)]
+    for d_full, last_full in ((True, True), (True, False), (False, True), (False, False)):
+        dims: list[tuple[int, list[int]]] = [(shape[x], [st[x] for st in strides]) for x in others]
+        inner: list[tuple[int, list[int]]] = []
+        bases = [0] * len(strides)
+        skip = False
+        for x, full in ((d, d_full), (last, last_full)):
+            q, r = divmod(shape[x], tile)
+            if full:
+                dims.append((q, [tile * st[x] for st in strides]))
+                inner.append((tile, [st[x] for st in strides]))
+            elif r:
+                inner.append((r, [st[x] for st in strides]))
+                bases = [base + q * tile * st[x] for base, st in zip(bases, strides)]
+            else:
+                skip = True
+        if skip:
+            continue
+        dims += inner
+        nest_shape = [n for n, _ in dims]
+        nest_strides = [[s[k] for _, s in dims] for k in range(len(strides))]
+        emit_strided_nest(b, nest_shape, nest_strides, body, collapse=False, bases=bases)
 
 
 def broadcast_strides(shape: Sequence[int], target: Sequence[int]) -> tuple[int, ...]:

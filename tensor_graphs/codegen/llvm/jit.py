@@ -1,0 +1,180 @@
+"""llvm-dialect module -> LLVM IR text -> optimised native code (llvmlite MCJIT).
+
+    to_llvm_ir(module)         LLVM IR text of a module already lowered to the llvm dialect
+    jit_compile(module)        -> NativeGraph: the entry's address, its signature, the engine
+    call_native(native, ...)   call a NativeGraph with NumPy arrays (tests, debugging)
+
+Each graph gets its own execution engine, optimised with the new pass manager for the host
+CPU (so loops vectorise with the widest vector ISA it has), with OpenBLAS loaded into the
+process so ``scipy_cblas_sgemm`` resolves.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.utils.exceptions import DiagnosticException
+
+from tensor_graphs.runtime_support.signature import GraphSignature
+
+#: The C type of every graph function: void f(arena*, weights**, inputs**, outputs**, dims*).
+GRAPH_CFUNCTYPE = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * 5))
+
+
+class CodegenError(DiagnosticException, RuntimeError):
+    """The module cannot be turned into native code; the message says why."""
+
+
+def _check_llvm_level(module: ModuleOp) -> None:
+    for op in module.walk():
+        if op is module:
+            continue
+        if not op.name.startswith("llvm."):
+            raise CodegenError(
+                f"cannot translate to LLVM IR: the module still contains '{op.name}' "
+                "(lower it with convert-buffer-to-llvm first)"
+            )
+
+
+def to_llvm_ir(module: ModuleOp, *, triple: str | None = None, data_layout: str = "") -> str:
+    """LLVM IR text of ``module`` (every op must be in the llvm dialect)."""
+    from xdsl.backend.llvm.convert import convert_module
+
+    _check_llvm_level(module)
+    try:
+        return str(convert_module(module, fallback_target_triple=triple, data_layout=data_layout))
+    except NotImplementedError as e:
+        raise CodegenError(f"cannot translate to LLVM IR: {e}") from e
+
+
+@functools.cache
+def _host() -> tuple[str, str, str]:
+    import llvmlite.binding as llvm
+
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    return llvm.get_process_triple(), llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+
+
+def _target_machine(opt_level: int) -> Any:
+    import llvmlite.binding as llvm
+
+    triple, cpu, features = _host()
+    target = llvm.Target.from_triple(triple)
+    return target.create_target_machine(cpu=cpu, features=features, opt=opt_level, codemodel="jitdefault", jit=True)
+
+
+@dataclass
+class NativeGraph:
+    """A compiled graph: keep this object alive as long as ``address`` is called."""
+
+    engine: Any
+    address: int
+    signature: GraphSignature
+    llvm_ir: str
+
+    @property
+    def cfunc(self) -> Any:
+        """The entry as a ctypes function (five ``void*`` arguments)."""
+        return GRAPH_CFUNCTYPE(self.address)
+
+
+def jit_compile(module: ModuleOp, opt_level: int = 3) -> NativeGraph:
+    """Optimise ``module`` (llvm dialect, with a recorded signature) and JIT it for this CPU."""
+    import llvmlite.binding as llvm
+
+    from tensor_graphs.runtime_support import blas
+
+    if not 0 <= opt_level <= 3:
+        raise ValueError(f"jit_compile: opt_level must be 0..3, got {opt_level}")
+    signature = GraphSignature.from_module(module)
+    triple, _, _ = _host()
+    blas.load()
+
+    opt_tm = _target_machine(opt_level)
+    ir_text = to_llvm_ir(module, triple=triple, data_layout=str(opt_tm.target_data))
+    try:
+        mod = llvm.parse_assembly(ir_text)
+        mod.verify()
+    except RuntimeError as e:
+        raise CodegenError(f"generated LLVM IR is invalid: {e}") from e
+
+    if opt_level > 0:
+        pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
+        pto.loop_vectorization = True
+        pto.slp_vectorization = True
+        pto.loop_unrolling = True
+        pb = llvm.create_pass_builder(opt_tm, pto)
+        pb.getModulePassManager().run(mod, pb)
+
+    optimised_ir = str(mod)  # before MCJIT's code generation rewrites the module
+    engine = llvm.create_mcjit_compiler(mod, _target_machine(opt_level))
+    engine.finalize_object()
+    address = engine.get_function_address(signature.entry)
+    if not address:
+        raise CodegenError(f"entry function @{signature.entry} was not found in the compiled module")
+    return NativeGraph(engine=engine, address=address, signature=signature, llvm_ir=optimised_ir)
+
+
+# --------------------------------------------------------------------------- calling
+
+
+def _pointer_table(arrays: Sequence[np.ndarray]) -> ctypes.Array:
+    table = (ctypes.c_void_p * max(len(arrays), 1))()
+    for i, a in enumerate(arrays):
+        table[i] = a.ctypes.data
+    return table
+
+
+def _checked(a: Any, shape: tuple[int, ...], dtype: np.dtype, what: str, writable: bool = False) -> np.ndarray:
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"{what}: expected a numpy array, got {type(a).__name__}")
+    if a.shape != tuple(shape) or a.dtype != dtype:
+        raise ValueError(f"{what}: expected {dtype.name}{list(shape)}, got {a.dtype.name}{list(a.shape)}")
+    if not a.flags.c_contiguous:
+        raise ValueError(f"{what}: array must be C-contiguous")
+    if writable and not a.flags.writeable:
+        raise ValueError(f"{what}: array must be writable")
+    return a
+
+
+def call_native(
+    native: NativeGraph,
+    arena: np.ndarray | None,
+    weights: Mapping[str, np.ndarray],
+    inputs: Sequence[np.ndarray],
+    outputs: Sequence[np.ndarray],
+) -> None:
+    """Run ``native`` once on NumPy buffers (outputs are written in place).
+
+    ``weights`` maps names of the signature's weight table to arrays; IR constants
+    (``__const*``) come from the signature unless given. ``arena`` defaults to a fresh one.
+    """
+    sig = native.signature
+    if arena is None:
+        arena = np.zeros(max(sig.arena_size, 1), np.uint8)
+    if arena.nbytes < sig.arena_size or not arena.flags.c_contiguous:
+        raise ValueError(f"call_native: arena must be a contiguous buffer of at least {sig.arena_size} bytes")
+    if len(inputs) != len(sig.inputs) or len(outputs) != len(sig.outputs):
+        raise ValueError(
+            f"call_native: expected {len(sig.inputs)} inputs and {len(sig.outputs)} outputs, "
+            f"got {len(inputs)} and {len(outputs)}"
+        )
+    ins = [_checked(a, s.shape, s.dtype, f"input {s.name}") for a, s in zip(inputs, sig.inputs)]
+    outs = [_checked(a, s.shape, s.dtype, f"output {i}", writable=True) for i, (a, s) in enumerate(zip(outputs, sig.outputs))]
+    table: list[np.ndarray] = []
+    for name in sig.weight_table:
+        if name in weights:
+            table.append(np.asarray(weights[name], order="C"))
+        elif name in sig.constants:
+            table.append(sig.constants[name])
+        else:
+            raise KeyError(f"call_native: weight '{name}' is missing")
+    tables = [_pointer_table(t) if t else None for t in (table, ins, outs)]
+    native.cfunc(arena.ctypes.data, *(ctypes.addressof(t) if t is not None else None for t in tables), None)
