@@ -1,0 +1,176 @@
+// RUN: tg-opt %s --split-input-file --verify-diagnostics | filecheck %s
+// Every verifier message of the aten dialect, one case each.
+
+func.func @mm_k_mismatch(%a: tensor<2x3xf32>, %b: tensor<4x5xf32>) -> tensor<2x5xf32> {
+  %y = aten.mm %a, %b : (tensor<2x3xf32>, tensor<4x5xf32>) -> tensor<2x5xf32>
+  func.return %y : tensor<2x5xf32>
+}
+// CHECK: aten.mm: matmul contraction dims differ: lhs [2, 3] (transpose_a=False) has K=3, rhs [4, 5] (transpose_b=False) has K=4
+
+// -----
+
+func.func @mm_rank3(%a: tensor<1x2x3xf32>, %b: tensor<3x5xf32>) -> tensor<2x5xf32> {
+  %y = aten.mm %a, %b : (tensor<1x2x3xf32>, tensor<3x5xf32>) -> tensor<2x5xf32>
+  func.return %y : tensor<2x5xf32>
+}
+// CHECK: aten.mm: self must have rank 2, got [1, 2, 3]
+
+// -----
+
+func.func @mm_wrong_result(%a: tensor<2x3xf32>, %b: tensor<3x5xf32>) -> tensor<2x4xf32> {
+  %y = aten.mm %a, %b : (tensor<2x3xf32>, tensor<3x5xf32>) -> tensor<2x4xf32>
+  func.return %y : tensor<2x4xf32>
+}
+// CHECK: aten.mm: result shape [2, 4] should be [2, 5]
+
+// -----
+
+func.func @mm_f64(%a: tensor<2x3xf64>, %b: tensor<3x5xf64>) -> tensor<2x5xf64> {
+  %y = aten.mm %a, %b : (tensor<2x3xf64>, tensor<3x5xf64>) -> tensor<2x5xf64>
+  func.return %y : tensor<2x5xf64>
+}
+// CHECK: aten.mm: only f32 tensors are supported, got tensor<2x3xf64>
+
+// -----
+
+func.func @bmm_batch_mismatch(%a: tensor<2x2x3xf32>, %b: tensor<4x3x5xf32>) -> tensor<2x2x5xf32> {
+  %y = aten.bmm %a, %b : (tensor<2x2x3xf32>, tensor<4x3x5xf32>) -> tensor<2x2x5xf32>
+  func.return %y : tensor<2x2x5xf32>
+}
+// CHECK: aten.bmm: batch sizes differ: [2, 2, 3] and [4, 3, 5]
+
+// -----
+
+func.func @bmm_rank2(%a: tensor<2x3xf32>, %b: tensor<3x5xf32>) -> tensor<2x5xf32> {
+  %y = aten.bmm %a, %b : (tensor<2x3xf32>, tensor<3x5xf32>) -> tensor<2x5xf32>
+  func.return %y : tensor<2x5xf32>
+}
+// CHECK: aten.bmm: self must have rank 3, got [2, 3]
+
+// -----
+
+func.func @matmul_wrong_result(%v: tensor<3xf32>, %b: tensor<4x3x5xf32>) -> tensor<4x1x5xf32> {
+  %y = aten.matmul %v, %b : (tensor<3xf32>, tensor<4x3x5xf32>) -> tensor<4x1x5xf32>
+  func.return %y : tensor<4x1x5xf32>
+}
+// CHECK: aten.matmul: result shape [4, 1, 5] should be [4, 5]
+
+// -----
+
+func.func @linear_in_features(%x: tensor<2x7xf32>, %w: tensor<6x8xf32>) -> tensor<2x6xf32> {
+  %y = aten.linear %x, %w : (tensor<2x7xf32>, tensor<6x8xf32>) -> tensor<2x6xf32>
+  func.return %y : tensor<2x6xf32>
+}
+// CHECK: aten.linear: input [2, 7] does not match weight [6, 8] (in_features 8)
+
+// -----
+
+func.func @linear_bias(%x: tensor<2x8xf32>, %w: tensor<6x8xf32>, %b: tensor<5xf32>) -> tensor<2x6xf32> {
+  %y = aten.linear %x, %w, %b : (tensor<2x8xf32>, tensor<6x8xf32>, tensor<5xf32>) -> tensor<2x6xf32>
+  func.return %y : tensor<2x6xf32>
+}
+// CHECK: aten.linear: bias shape [5] should be [6]
+
+// -----
+
+func.func @linear_weight_rank(%x: tensor<2x8xf32>, %w: tensor<8xf32>) -> tensor<2xf32> {
+  %y = aten.linear %x, %w : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2xf32>
+  func.return %y : tensor<2xf32>
+}
+// CHECK: aten.linear: weight must have rank 2, got [8]
+
+// -----
+
+func.func @addmm_bad_self(%b: tensor<3xf32>, %x: tensor<2x8xf32>, %w: tensor<8x6xf32>) -> tensor<2x6xf32> {
+  %y = aten.addmm %b, %x, %w : (tensor<3xf32>, tensor<2x8xf32>, tensor<8x6xf32>) -> tensor<2x6xf32>
+  func.return %y : tensor<2x6xf32>
+}
+// CHECK: aten.addmm: shapes [3], [2, 6] do not broadcast: dim -1 has sizes [3, 6]
+
+// -----
+
+func.func @t_rank3(%x: tensor<2x3x4xf32>) -> tensor<4x3x2xf32> {
+  %y = aten.t %x : (tensor<2x3x4xf32>) -> tensor<4x3x2xf32>
+  func.return %y : tensor<4x3x2xf32>
+}
+// CHECK: aten.t: self must have rank 0 or 1 or 2, got [2, 3, 4]
+
+// -----
+
+func.func @transpose_dim_range(%x: tensor<2x3xf32>) -> tensor<3x2xf32> {
+  %y = aten.transpose.int %x {dim0 = 0 : i64, dim1 = 2 : i64} : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  func.return %y : tensor<3x2xf32>
+}
+// CHECK: aten.transpose.int: dim 2 is out of range for rank 2
+
+// -----
+
+func.func @permute_not_permutation(%x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
+  %y = aten.permute %x {dims = array<i64: 0, 0, 1>} : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  func.return %y : tensor<2x3x4xf32>
+}
+// CHECK: aten.permute: perm [0, 0, 1] is not a permutation of the 3 dims of [2, 3, 4]
+
+// -----
+
+func.func @permute_wrong_result(%x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
+  %y = aten.permute %x {dims = array<i64: 2, 0, 1>} : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  func.return %y : tensor<2x3x4xf32>
+}
+// CHECK: aten.permute: result shape [2, 3, 4] should be [4, 2, 3]
+
+// -----
+
+func.func @view_numel(%x: tensor<2x3xf32>) -> tensor<7xf32> {
+  %y = aten.view %x {size = array<i64: 7>} : (tensor<2x3xf32>) -> tensor<7xf32>
+  func.return %y : tensor<7xf32>
+}
+// CHECK: aten.view: cannot view 6 elements as [7]
+
+// -----
+
+func.func @reshape_two_holes(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %y = aten.reshape %x {shape = array<i64: -1, -1>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  func.return %y : tensor<2x3xf32>
+}
+// CHECK: aten.reshape: size [-1, -1] has more than one -1
+
+// -----
+
+func.func @unsqueeze_numel(%x: tensor<2x3xf32>) -> tensor<1x2x4xf32> {
+  %y = aten.unsqueeze %x {dim = 0 : i64} : (tensor<2x3xf32>) -> tensor<1x2x4xf32>
+  func.return %y : tensor<1x2x4xf32>
+}
+// CHECK: aten.unsqueeze: result [1, 2, 4] has 8 elements, self [2, 3] has 6
+
+// -----
+
+func.func @add_no_broadcast(%a: tensor<2x3xf32>, %b: tensor<4xf32>) -> tensor<2x3xf32> {
+  %y = aten.add.Tensor %a, %b : (tensor<2x3xf32>, tensor<4xf32>) -> tensor<2x3xf32>
+  func.return %y : tensor<2x3xf32>
+}
+// CHECK: aten.add.Tensor: shapes [2, 3], [4] do not broadcast: dim -1 has sizes [3, 4]
+
+// -----
+
+func.func @mul_scalar_type_change(%a: tensor<2x3xf32>) -> tensor<3x2xf32> {
+  %y = aten.mul.Scalar %a {other = 2.0 : f64} : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  func.return %y : tensor<3x2xf32>
+}
+// CHECK: aten.mul.Scalar: result type tensor<3x2xf32> should equal the type of self tensor<2x3xf32>
+
+// -----
+
+func.func @relu_int(%a: tensor<2x3xi64>) -> tensor<2x3xi64> {
+  %y = aten.relu %a : (tensor<2x3xi64>) -> tensor<2x3xi64>
+  func.return %y : tensor<2x3xi64>
+}
+// CHECK: aten.relu: only f32 tensors are supported, got tensor<2x3xi64>
+
+// -----
+
+func.func @permute_missing_dims(%x: tensor<2x3xf32>) -> tensor<3x2xf32> {
+  %y = aten.permute %x : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  func.return %y : tensor<3x2xf32>
+}
+// CHECK: property 'dims' expected in operation 'aten.permute'

@@ -1,0 +1,248 @@
+// RUN: tg-opt %s --split-input-file -p convert-aten-to-tensor | filecheck %s
+// RUN: not tg-opt %S/Inputs/convert-aten-to-tensor-unsupported.mlir -p convert-aten-to-tensor 2>&1 | filecheck %s --check-prefix=ERR
+// RUN: tg-opt %S/Inputs/convert-aten-to-tensor-unsupported.mlir -p convert-aten-to-tensor --verify-diagnostics | filecheck %s --check-prefix=ERR
+
+// ERR: convert-aten-to-tensor: 2 aten ops could not be converted:
+// ERR-NEXT: aten::gelu has no tg lowering (unsupported ATen op) at layers.1 (torch.nn.GELU), model.py:12 in forward
+// ERR-NEXT: aten::sigmoid has no tg lowering (unsupported ATen op)
+
+// CHECK-LABEL: func.func @aten.linear$basic
+// CHECK-SAME:    (%[[X:.*]]: tensor<2x8xf32>)
+// CHECK:         %[[W:.*]] = tg.weight "fc.weight" : tensor<6x8xf32>
+// CHECK:         %[[B:.*]] = tg.weight "fc.bias" : tensor<6xf32>
+// CHECK:         %[[WT:.*]] = tg.transpose %[[W]] {perm = array<i64: 1, 0>} : (tensor<6x8xf32>) -> tensor<8x6xf32>
+// CHECK:         %[[MM:.*]] = tg.matmul %[[X]], %[[WT]] : (tensor<2x8xf32>, tensor<8x6xf32>) -> tensor<2x6xf32>
+// CHECK:         %[[Y:.*]] = tg.add %[[MM]], %[[B]] : (tensor<2x6xf32>, tensor<6xf32>) -> tensor<2x6xf32>
+// CHECK:         func.return %[[Y]]
+// CHECK-NOT:     aten.
+func.func @aten.linear$basic(%x: tensor<2x8xf32>) -> tensor<2x6xf32> {
+  %w = tg.weight "fc.weight" : tensor<6x8xf32>
+  %b = tg.weight "fc.bias" : tensor<6xf32>
+  %y = aten.linear %x, %w, %b : (tensor<2x8xf32>, tensor<6x8xf32>, tensor<6xf32>) -> tensor<2x6xf32>
+  func.return %y : tensor<2x6xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.linear$no_bias_batched
+// CHECK:         %[[WT:.*]] = tg.transpose %{{.*}} {perm = array<i64: 1, 0>} : (tensor<6x8xf32>) -> tensor<8x6xf32>
+// CHECK:         %[[MM:.*]] = tg.matmul %{{.*}}, %[[WT]] : (tensor<4x2x8xf32>, tensor<8x6xf32>) -> tensor<4x2x6xf32>
+// CHECK-NOT:     tg.add
+// CHECK:         func.return %[[MM]]
+func.func @aten.linear$no_bias_batched(%x: tensor<4x2x8xf32>, %w: tensor<6x8xf32>) -> tensor<4x2x6xf32> {
+  %y = aten.linear %x, %w : (tensor<4x2x8xf32>, tensor<6x8xf32>) -> tensor<4x2x6xf32>
+  func.return %y : tensor<4x2x6xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.linear$vector_input
+// CHECK:         %[[X2:.*]] = tg.reshape %{{.*}} : (tensor<8xf32>) -> tensor<1x8xf32>
+// CHECK:         %[[WT:.*]] = tg.transpose
+// CHECK:         %[[MM:.*]] = tg.matmul %[[X2]], %[[WT]] : (tensor<1x8xf32>, tensor<8x6xf32>) -> tensor<1x6xf32>
+// CHECK:         %[[R:.*]] = tg.reshape %[[MM]] : (tensor<1x6xf32>) -> tensor<6xf32>
+// CHECK:         tg.add %[[R]], %{{.*}} : (tensor<6xf32>, tensor<6xf32>) -> tensor<6xf32>
+func.func @aten.linear$vector_input(%x: tensor<8xf32>, %w: tensor<6x8xf32>, %b: tensor<6xf32>) -> tensor<6xf32> {
+  %y = aten.linear %x, %w, %b : (tensor<8xf32>, tensor<6x8xf32>, tensor<6xf32>) -> tensor<6xf32>
+  func.return %y : tensor<6xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.mm$basic
+// CHECK:         %[[Y:.*]] = tg.matmul %{{.*}}, %{{.*}} : (tensor<2x3xf32>, tensor<3x5xf32>) -> tensor<2x5xf32>
+// CHECK-NEXT:    func.return %[[Y]]
+func.func @aten.mm$basic(%a: tensor<2x3xf32>, %b: tensor<3x5xf32>) -> tensor<2x5xf32> {
+  %y = aten.mm %a, %b : (tensor<2x3xf32>, tensor<3x5xf32>) -> tensor<2x5xf32>
+  func.return %y : tensor<2x5xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.bmm$basic
+// CHECK:         tg.matmul %{{.*}}, %{{.*}} : (tensor<4x2x3xf32>, tensor<4x3x5xf32>) -> tensor<4x2x5xf32>
+func.func @aten.bmm$basic(%a: tensor<4x2x3xf32>, %b: tensor<4x3x5xf32>) -> tensor<4x2x5xf32> {
+  %y = aten.bmm %a, %b : (tensor<4x2x3xf32>, tensor<4x3x5xf32>) -> tensor<4x2x5xf32>
+  func.return %y : tensor<4x2x5xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.matmul$broadcast_batch
+// CHECK:         tg.matmul %{{.*}}, %{{.*}} : (tensor<4x2x3xf32>, tensor<3x5xf32>) -> tensor<4x2x5xf32>
+// CHECK-NOT:     tg.reshape
+func.func @aten.matmul$broadcast_batch(%a: tensor<4x2x3xf32>, %b: tensor<3x5xf32>) -> tensor<4x2x5xf32> {
+  %y = aten.matmul %a, %b : (tensor<4x2x3xf32>, tensor<3x5xf32>) -> tensor<4x2x5xf32>
+  func.return %y : tensor<4x2x5xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.matmul$vector_lhs
+// CHECK:         %[[V:.*]] = tg.reshape %{{.*}} : (tensor<3xf32>) -> tensor<1x3xf32>
+// CHECK:         %[[P:.*]] = tg.matmul %[[V]], %{{.*}} : (tensor<1x3xf32>, tensor<4x3x5xf32>) -> tensor<4x1x5xf32>
+// CHECK:         tg.reshape %[[P]] : (tensor<4x1x5xf32>) -> tensor<4x5xf32>
+func.func @aten.matmul$vector_lhs(%v: tensor<3xf32>, %b: tensor<4x3x5xf32>) -> tensor<4x5xf32> {
+  %y = aten.matmul %v, %b : (tensor<3xf32>, tensor<4x3x5xf32>) -> tensor<4x5xf32>
+  func.return %y : tensor<4x5xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.matmul$dot
+// CHECK:         tg.reshape %{{.*}} : (tensor<3xf32>) -> tensor<1x3xf32>
+// CHECK:         tg.reshape %{{.*}} : (tensor<3xf32>) -> tensor<3x1xf32>
+// CHECK:         %[[P:.*]] = tg.matmul %{{.*}}, %{{.*}} : (tensor<1x3xf32>, tensor<3x1xf32>) -> tensor<1x1xf32>
+// CHECK:         tg.reshape %[[P]] : (tensor<1x1xf32>) -> tensor<f32>
+func.func @aten.matmul$dot(%a: tensor<3xf32>, %b: tensor<3xf32>) -> tensor<f32> {
+  %y = aten.matmul %a, %b : (tensor<3xf32>, tensor<3xf32>) -> tensor<f32>
+  func.return %y : tensor<f32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.addmm$basic
+// CHECK-SAME:    (%[[B:.*]]: tensor<4xf32>, %[[X:.*]]: tensor<5x6xf32>, %[[W:.*]]: tensor<6x4xf32>)
+// CHECK:         %[[MM:.*]] = tg.matmul %[[X]], %[[W]] : (tensor<5x6xf32>, tensor<6x4xf32>) -> tensor<5x4xf32>
+// CHECK-NEXT:    %[[Y:.*]] = tg.add %[[MM]], %[[B]] : (tensor<5x4xf32>, tensor<4xf32>) -> tensor<5x4xf32>
+// CHECK-NEXT:    func.return %[[Y]]
+func.func @aten.addmm$basic(%b: tensor<4xf32>, %x: tensor<5x6xf32>, %w: tensor<6x4xf32>) -> tensor<5x4xf32> {
+  %y = aten.addmm %b, %x, %w : (tensor<4xf32>, tensor<5x6xf32>, tensor<6x4xf32>) -> tensor<5x4xf32>
+  func.return %y : tensor<5x4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.addmm$alpha_beta
+// CHECK-SAME:    (%[[B:.*]]: tensor<4xf32>, %[[X:.*]]: tensor<5x6xf32>, %[[W:.*]]: tensor<6x4xf32>)
+// CHECK:         %[[MM:.*]] = tg.matmul %[[X]], %[[W]]
+// CHECK:         %[[A:.*]] = tg.constant dense<2.000000e+00> : tensor<f32>
+// CHECK:         %[[MMA:.*]] = tg.mul %[[MM]], %[[A]] : (tensor<5x4xf32>, tensor<f32>) -> tensor<5x4xf32>
+// CHECK:         %[[BETA:.*]] = tg.constant dense<5.000000e-01> : tensor<f32>
+// CHECK:         %[[BB:.*]] = tg.mul %[[B]], %[[BETA]] : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+// CHECK:         tg.add %[[MMA]], %[[BB]] : (tensor<5x4xf32>, tensor<4xf32>) -> tensor<5x4xf32>
+func.func @aten.addmm$alpha_beta(%b: tensor<4xf32>, %x: tensor<5x6xf32>, %w: tensor<6x4xf32>) -> tensor<5x4xf32> {
+  %y = aten.addmm %b, %x, %w {beta = 0.5 : f64, alpha = 2.0 : f64} : (tensor<4xf32>, tensor<5x6xf32>, tensor<6x4xf32>) -> tensor<5x4xf32>
+  func.return %y : tensor<5x4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.addmm$beta_zero_drops_self
+// CHECK:         %[[MM:.*]] = tg.matmul
+// CHECK-NOT:     tg.add
+// CHECK:         func.return %[[MM]]
+func.func @aten.addmm$beta_zero_drops_self(%b: tensor<4xf32>, %x: tensor<5x6xf32>, %w: tensor<6x4xf32>) -> tensor<5x4xf32> {
+  %y = aten.addmm %b, %x, %w {beta = 0.0 : f64} : (tensor<4xf32>, tensor<5x6xf32>, tensor<6x4xf32>) -> tensor<5x4xf32>
+  func.return %y : tensor<5x4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.add.Tensor$alpha
+// CHECK-SAME:    (%[[A:.*]]: tensor<2x3xf32>, %[[B:.*]]: tensor<3xf32>)
+// CHECK:         %[[C:.*]] = tg.constant dense<3.000000e+00> : tensor<f32>
+// CHECK:         %[[BS:.*]] = tg.mul %[[B]], %[[C]] : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
+// CHECK:         tg.add %[[A]], %[[BS]] : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+func.func @aten.add.Tensor$alpha(%a: tensor<2x3xf32>, %b: tensor<3xf32>) -> tensor<2x3xf32> {
+  %y = aten.add.Tensor %a, %b {alpha = 3.0 : f64} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  func.return %y : tensor<2x3xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.binary$tensor_and_scalar_forms
+// CHECK:         tg.add %{{.*}}, %{{.*}} : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+// CHECK:         tg.constant dense<1.500000e+00> : tensor<f32>
+// CHECK:         tg.add
+// CHECK:         tg.sub %{{.*}}, %{{.*}} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+// CHECK:         tg.constant dense<2.000000e+00> : tensor<f32>
+// CHECK:         tg.sub
+// CHECK:         tg.mul %{{.*}}, %{{.*}} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+// CHECK:         tg.constant dense<5.000000e-01> : tensor<f32>
+// CHECK:         tg.mul
+// CHECK:         tg.div %{{.*}}, %{{.*}} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+// CHECK:         tg.constant dense<4.000000e+00> : tensor<f32>
+// CHECK:         tg.div
+// CHECK:         tg.relu %{{.*}} : tensor<2x3xf32>
+// CHECK-NOT:     aten.
+func.func @aten.binary$tensor_and_scalar_forms(%a: tensor<2x3xf32>, %b: tensor<3xf32>) -> tensor<2x3xf32> {
+  %c = tg.constant dense<2.0> : tensor<f32>
+  %0 = aten.add.Tensor %a, %c : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+  %1 = aten.add.Scalar %0 {other = 1.5 : f64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %2 = aten.sub.Tensor %1, %a : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  %3 = aten.sub.Scalar %2 {other = 1.0 : f64, alpha = 2.0 : f64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %4 = aten.mul.Tensor %3, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %5 = aten.mul.Scalar %4 {other = 0.5 : f64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %6 = aten.div.Tensor %5, %a : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  %7 = aten.div.Scalar %6 {other = 4.0 : f64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %8 = aten.relu %7 : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  func.return %8 : tensor<2x3xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.t$basic
+// CHECK:         tg.transpose %{{.*}} {perm = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
+func.func @aten.t$basic(%x: tensor<2x3xf32>) -> tensor<3x2xf32> {
+  %y = aten.t %x : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  func.return %y : tensor<3x2xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.t$vector_is_identity
+// CHECK-SAME:    (%[[X:.*]]: tensor<3xf32>)
+// CHECK-NEXT:    func.return %[[X]]
+func.func @aten.t$vector_is_identity(%x: tensor<3xf32>) -> tensor<3xf32> {
+  %y = aten.t %x : (tensor<3xf32>) -> tensor<3xf32>
+  func.return %y : tensor<3xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.transpose.int$negative_dims
+// CHECK:         tg.transpose %{{.*}} {perm = array<i64: 0, 2, 1>} : (tensor<2x3x4xf32>) -> tensor<2x4x3xf32>
+func.func @aten.transpose.int$negative_dims(%x: tensor<2x3x4xf32>) -> tensor<2x4x3xf32> {
+  %y = aten.transpose.int %x {dim0 = -1 : i64, dim1 = -2 : i64} : (tensor<2x3x4xf32>) -> tensor<2x4x3xf32>
+  func.return %y : tensor<2x4x3xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.permute$negative_dims
+// CHECK:         tg.transpose %{{.*}} {perm = array<i64: 2, 0, 1>} : (tensor<2x3x4xf32>) -> tensor<4x2x3xf32>
+func.func @aten.permute$negative_dims(%x: tensor<2x3x4xf32>) -> tensor<4x2x3xf32> {
+  %y = aten.permute %x {dims = array<i64: -1, 0, 1>} : (tensor<2x3x4xf32>) -> tensor<4x2x3xf32>
+  func.return %y : tensor<4x2x3xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.view$reshape_forms
+// CHECK:         tg.reshape %{{.*}} : (tensor<2x3x4xf32>) -> tensor<6x4xf32>
+// CHECK:         tg.reshape %{{.*}} : (tensor<6x4xf32>) -> tensor<24xf32>
+// CHECK:         tg.reshape %{{.*}} : (tensor<24xf32>) -> tensor<4x6xf32>
+// CHECK:         tg.reshape %{{.*}} : (tensor<4x6xf32>) -> tensor<4x1x6xf32>
+// CHECK:         tg.reshape %{{.*}} : (tensor<4x1x6xf32>) -> tensor<4x6xf32>
+// CHECK-NOT:     aten.
+func.func @aten.view$reshape_forms(%x: tensor<2x3x4xf32>) -> tensor<4x6xf32> {
+  %0 = aten.view %x {size = array<i64: 6, -1>} : (tensor<2x3x4xf32>) -> tensor<6x4xf32>
+  %1 = aten.reshape %0 {shape = array<i64: 24>} : (tensor<6x4xf32>) -> tensor<24xf32>
+  %2 = aten._unsafe_view %1 {size = array<i64: 4, 6>} : (tensor<24xf32>) -> tensor<4x6xf32>
+  %3 = aten.unsqueeze %2 {dim = 1 : i64} : (tensor<4x6xf32>) -> tensor<4x1x6xf32>
+  %4 = aten.flatten.using_ints %3 {start_dim = 1 : i64} : (tensor<4x1x6xf32>) -> tensor<4x6xf32>
+  func.return %4 : tensor<4x6xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.contiguous$is_identity
+// CHECK-SAME:    (%[[X:.*]]: tensor<2x3xf32>)
+// CHECK-NEXT:    func.return %[[X]], %[[X]], %[[X]]
+func.func @aten.contiguous$is_identity(%x: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>) {
+  %0 = aten.contiguous %x : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %1 = aten.clone %0 : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %2 = aten.view %1 {size = array<i64: 2, 3>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  func.return %0, %1, %2 : tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>
+}

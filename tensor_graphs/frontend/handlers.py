@@ -1,0 +1,108 @@
+"""One importer handler per ATen op: ``torch OpOverload -> handler(importer, node)``.
+
+A handler turns one FX ``call_function`` node into aten-level IR and returns the SSA value(s) of
+the node's result. Most ops need nothing beyond their schema, so their handler is built from the
+generated op class (:func:`schema_handler`); ops that are no-ops at the value level (``detach``,
+eval-mode ``dropout``, ...) forward their input. Ops missing here become ``aten.unsupported``.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+from xdsl.ir import SSAValue
+
+from tensor_graphs.dialects import aten
+
+if TYPE_CHECKING:
+    from tensor_graphs.frontend.importer import GraphImporter
+
+#: handler(importer, node) -> the node's value (one SSA value, or a tuple for multi-result nodes)
+Handler = Callable[["GraphImporter", torch.fx.Node], "SSAValue | Sequence[SSAValue]"]
+
+#: torch.memory_format -> the integer of c10::MemoryFormat (what the schema calls MemoryFormat)
+_MEMORY_FORMATS = {
+    torch.contiguous_format: 0,
+    torch.preserve_format: 1,
+    torch.channels_last: 2,
+    torch.channels_last_3d: 3,
+}
+
+
+def schema_arguments(node: torch.fx.Node) -> list[Any]:
+    """One value per schema argument of ``node.target``: positional, keyword, else the schema default."""
+    schema = node.target._schema  # type: ignore[union-attr]
+    values = []
+    for i, arg in enumerate(schema.arguments):
+        if i < len(node.args) and not arg.kwarg_only:
+            values.append(node.args[i])
+        elif arg.name in node.kwargs:
+            values.append(node.kwargs[arg.name])
+        elif arg.has_default_value():
+            values.append(arg.default_value)
+        else:
+            raise ValueError(f"{schema.name}: argument '{arg.name}' is missing")
+    return values
+
+
+def schema_handler(op_class: type[aten.AtenOp]) -> Handler:
+    """The handler of an op whose generated class mirrors its schema one to one."""
+
+    def handle(importer: GraphImporter, node: torch.fx.Node) -> SSAValue:
+        values = []
+        for (name, kind), value in zip(op_class.ARGS, schema_arguments(node), strict=True):
+            if kind in ("tensor", "tensor?"):
+                values.append(None if value is None else importer.tensor_operand(value, node, name))
+            elif isinstance(value, torch.memory_format):
+                values.append(_MEMORY_FORMATS[value])
+            elif isinstance(value, torch.fx.Node):
+                raise importer.error(node, f"argument '{name}' is computed at run time (symbolic), expected a constant")
+            else:
+                values.append(value)
+        op = op_class.from_values(values, [importer.result_type(node)])
+        importer.append(op)
+        return op.results[0]
+
+    return handle
+
+
+def forward_input(importer: GraphImporter, node: torch.fx.Node) -> SSAValue:
+    """Ops that do not change values (``detach``, ``alias``, ``lift_fresh_copy``): the input itself."""
+    return importer.tensor_operand(node.args[0], node, "self")
+
+
+def dropout(importer: GraphImporter, node: torch.fx.Node) -> SSAValue:
+    """``aten.dropout(x, p, train)``: identity in inference (``train=False``); training dropout is unsupported."""
+    _, _, train = schema_arguments(node)
+    if train:
+        return importer.unsupported(node)
+    return forward_input(importer, node)
+
+
+def getitem(importer: GraphImporter, node: torch.fx.Node) -> SSAValue:
+    """``operator.getitem(multi_result_node, i)``: the i-th result."""
+    source, index = node.args
+    values = importer.values[source]  # type: ignore[index]
+    if isinstance(values, SSAValue):
+        raise importer.error(node, "getitem on a single-result node")
+    return values[index]  # type: ignore[index]
+
+
+def _overload(target: str) -> torch._ops.OpOverload:
+    """``"aten::add.Tensor"`` -> ``torch.ops.aten.add.Tensor``."""
+    name, _, overload = target.removeprefix("aten::").partition(".")
+    return getattr(getattr(torch.ops.aten, name), overload or "default")
+
+
+HANDLERS: dict[Any, Handler] = {
+    **{_overload(target): schema_handler(cls) for target, cls in aten.ATEN_OPS.items()},
+    torch.ops.aten.detach.default: forward_input,
+    torch.ops.aten.detach_.default: forward_input,
+    torch.ops.aten.alias.default: forward_input,
+    torch.ops.aten.lift_fresh_copy.default: forward_input,
+    torch.ops.aten.dropout.default: dropout,
+    operator.getitem: getitem,
+}

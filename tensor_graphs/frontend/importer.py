@@ -1,0 +1,380 @@
+"""torch.export -> FX graph -> aten-level xDSL module, built directly (never through text).
+
+```mlir
+builtin.module {
+  func.func @forward(%x: tensor<2x8xf32>) -> tensor<2x6xf32> {
+    %p_fc_weight = tg.weight "fc.weight" : tensor<6x8xf32>
+    %p_fc_bias = tg.weight "fc.bias" : tensor<6xf32>
+    %linear = aten.linear %x, %p_fc_weight, %p_fc_bias : (...) -> tensor<2x6xf32>
+    func.return %linear : tensor<2x6xf32>
+  }
+}
+```
+
+Parameters, buffers and lifted tensor constants all become ``tg.weight "<fqn>"``; their values go
+to :attr:`ImportedGraph.weights` as NumPy views of the torch tensors (no copies where the tensor is
+a contiguous CPU float32 tensor). Python scalars where a schema wants a Tensor become rank-0
+``tg.constant`` ops. Unknown ops become ``aten.unsupported`` and are reported all at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch.export import ExportedProgram
+from torch.export.graph_signature import InputKind, OutputKind
+from xdsl.dialects import func
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    DenseIntOrFPElementsAttr,
+    IntegerType,
+    ModuleOp,
+    Signedness,
+    TensorType,
+    f16,
+    f32,
+    f64,
+    i1,
+    i8,
+    i16,
+    i32,
+    i64,
+)
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.utils.exceptions import DiagnosticException
+
+from tensor_graphs.dialects import aten
+from tensor_graphs.dialects.tensor import ConstantOp, WeightOp
+from tensor_graphs.frontend.handlers import HANDLERS
+
+_ELEMENT_TYPES: dict[torch.dtype, Attribute] = {
+    torch.float32: f32,
+    torch.float64: f64,
+    torch.float16: f16,
+    torch.bfloat16: BFloat16Type(),
+    torch.int64: i64,
+    torch.int32: i32,
+    torch.int16: i16,
+    torch.int8: i8,
+    torch.uint8: IntegerType(8, Signedness.UNSIGNED),
+    torch.bool: i1,
+}
+
+_WEIGHT_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
+
+
+class UnsupportedOpsError(ValueError):
+    """The model uses ATen ops the frontend cannot translate; lists every one with its location.
+
+    ``ops`` holds ``(target, location)`` pairs; ``graph`` the imported module with the
+    ``aten.unsupported`` placeholders, for inspection.
+    """
+
+    def __init__(self, ops: Sequence[tuple[str, str]], graph: ImportedGraph | None = None):
+        self.ops = list(ops)
+        self.graph = graph
+        n = len(self.ops)
+        listing = "; ".join(f"{target} at {loc}" if loc else target for target, loc in self.ops)
+        super().__init__(f"{n} unsupported op{'s' if n != 1 else ''}: {listing}")
+
+
+@dataclass
+class ImportedGraph:
+    """An aten-level module plus what it needs to run."""
+
+    module: ModuleOp
+    #: weight name (state-dict FQN) -> float32 array sharing memory with the torch tensor where possible
+    weights: dict[str, np.ndarray] = field(default_factory=dict)
+    input_names: list[str] = field(default_factory=list)
+    num_outputs: int = 0
+
+
+# --------------------------------------------------------------------------- locations
+
+
+def _short_type(type_name: object) -> str:
+    name = type_name if isinstance(type_name, str) else f"{type_name.__module__}.{type_name.__qualname__}"  # type: ignore[attr-defined]
+    m = re.match(r"torch\.nn\.modules\.\w+\.(\w+)$", name)
+    return f"torch.nn.{m.group(1)}" if m else name
+
+
+_FRAME_RE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+
+
+def node_location(node: torch.fx.Node) -> str:
+    """Where ``node`` came from: the innermost submodule and the last user-code frame.
+
+    e.g. ``layers.1 (torch.nn.GELU), model.py:12 in forward: return F.gelu(x)``
+    """
+    parts: list[str] = []
+    stack = node.meta.get("nn_module_stack") or {}
+    if stack:
+        path, type_name = list(stack.values())[-1]
+        if path:
+            parts.append(f"{path} ({_short_type(type_name)})")
+    trace = node.meta.get("stack_trace") or ""
+    lines = trace.splitlines()
+    best = None
+    for i, line in enumerate(lines):
+        m = _FRAME_RE.search(line)
+        if m and "/torch/" not in m.group(1).replace("\\", "/"):
+            code = lines[i + 1].strip() if i + 1 < len(lines) and not _FRAME_RE.search(lines[i + 1]) else ""
+            best = f"{m.group(1)}:{m.group(2)} in {m.group(3)}" + (f": {code}" if code else "")
+    if best:
+        parts.append(best)
+    return ", ".join(parts)
+
+
+# --------------------------------------------------------------------------- the importer
+
+
+def tensor_type(value: object, what: str) -> TensorType:
+    """The tensor type of a (fake) tensor."""
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{what} is a {type(value).__name__}, expected a tensor")
+    if value.dtype not in _ELEMENT_TYPES:
+        raise TypeError(f"{what} has dtype {value.dtype}, which tensor_graphs cannot represent")
+    shape = []
+    for d in value.shape:
+        if not isinstance(d, int):
+            raise TypeError(f"{what} has a symbolic dim {d}; only static shapes are supported")
+        shape.append(d)
+    return TensorType(_ELEMENT_TYPES[value.dtype], shape)
+
+
+def weight_array(name: str, tensor: torch.Tensor) -> np.ndarray:
+    """``tensor`` as a NumPy array sharing its memory when it is a contiguous CPU tensor."""
+    t = tensor.detach()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    try:
+        array = t.numpy()
+    except TypeError as e:
+        raise TypeError(f"weight '{name}' has dtype {t.dtype}, which NumPy cannot hold; convert the model with model.float()") from e
+    return array if array.flags.c_contiguous else np.ascontiguousarray(array)
+
+
+class GraphImporter:
+    """Walks one exported FX graph and appends aten-level ops to a ``func.func @forward`` body."""
+
+    def __init__(self, ep: ExportedProgram, name: str = "forward"):
+        self.ep = ep
+        self.name = name
+        self.block = Block()
+        self.values: dict[torch.fx.Node, SSAValue | list[SSAValue | None]] = {}
+        self.weights: dict[str, np.ndarray] = {}
+        self.input_names: list[str] = []
+        self.unsupported_ops: list[tuple[str, str]] = []
+        self._scalars: dict[float, SSAValue] = {}
+
+    # --- helpers for handlers
+
+    def append(self, op: Operation) -> Operation:
+        self.block.add_op(op)
+        return op
+
+    def error(self, node: torch.fx.Node, message: str) -> ValueError:
+        loc = node_location(node)
+        return ValueError(f"{_target_name(node)}{f' at {loc}' if loc else ''}: {message}")
+
+    def result_type(self, node: torch.fx.Node) -> TensorType:
+        return tensor_type(node.meta.get("val"), f"the result of {_target_name(node)}")
+
+    def scalar_constant(self, value: float) -> SSAValue:
+        """A rank-0 f32 ``tg.constant`` (one per distinct value)."""
+        value = float(value)
+        if value not in self._scalars:
+            attr = DenseIntOrFPElementsAttr.from_list(TensorType(f32, []), [value])
+            self._scalars[value] = self.append(ConstantOp(attr)).results[0]
+        return self._scalars[value]
+
+    def tensor_operand(self, value: object, node: torch.fx.Node, arg: str) -> SSAValue:
+        """The SSA value of a Tensor argument; Python numbers become rank-0 f32 constants."""
+        if isinstance(value, torch.fx.Node):
+            v = self.values[value]
+            if not isinstance(v, SSAValue):
+                raise self.error(node, f"argument '{arg}' is not a tensor")
+            return v
+        if isinstance(value, (bool, int, float)):
+            return self.scalar_constant(float(value))
+        raise self.error(node, f"argument '{arg}' is a {type(value).__name__}, expected a tensor")
+
+    def unsupported(self, node: torch.fx.Node) -> SSAValue | list[SSAValue | None]:
+        """An ``aten.unsupported`` op standing for ``node``; recorded for the final error."""
+        inputs: list[SSAValue] = []
+
+        def collect(a: object) -> None:
+            if isinstance(a, torch.fx.Node) and isinstance(self.values.get(a), SSAValue):
+                inputs.append(self.values[a])  # type: ignore[arg-type]
+            elif isinstance(a, (list, tuple)):
+                for x in a:
+                    collect(x)
+
+        collect(node.args)
+        collect(list(node.kwargs.values()))
+        val = node.meta.get("val")
+        target, loc = _target_name(node), node_location(node)
+        self.unsupported_ops.append((target, loc))
+        if isinstance(val, (list, tuple)):
+            types = [_try_tensor_type(v) for v in val]
+            op = self.append(aten.UnsupportedOp(target, inputs, [t for t in types if t is not None], loc))
+            results = iter(op.results)
+            return [next(results) if t is not None else None for t in types]
+        t = _try_tensor_type(val)
+        op = self.append(aten.UnsupportedOp(target, inputs, [t] if t is not None else [], loc))
+        return op.results[0] if t is not None else []
+
+    # --- the walk
+
+    def run(self) -> ImportedGraph:
+        sig = self.ep.graph_signature
+        specs = {spec.arg.name: spec for spec in sig.input_specs if hasattr(spec.arg, "name")}
+        for spec in sig.output_specs:
+            if spec.kind != OutputKind.USER_OUTPUT:
+                raise ValueError(
+                    f"the model mutates '{spec.target}' ({spec.kind.name}) in forward; only pure inference graphs are supported"
+                )
+        output_node = None
+        for node in self.ep.graph.nodes:
+            if node.op == "placeholder":
+                self._placeholder(node, specs.get(node.name))
+            elif node.op == "call_function":
+                handler = HANDLERS.get(node.target)
+                value = handler(self, node) if handler else self.unsupported(node)
+                if isinstance(value, SSAValue) and value.name_hint is None:
+                    value.name_hint = node.name
+                self.values[node] = value
+            elif node.op == "output":
+                output_node = node
+            else:
+                raise self.error(node, f"unexpected FX node kind '{node.op}'")
+        assert output_node is not None
+        results = self._outputs(output_node)
+        arg_types = [a.type for a in self.block.args]
+        self.append(func.ReturnOp(*results))
+        fn = func.FuncOp(self.name, (arg_types, [r.type for r in results]), Region(self.block))
+        module = ModuleOp([fn])
+        graph = ImportedGraph(module, self.weights, self.input_names, len(results))
+        if self.unsupported_ops:
+            raise UnsupportedOpsError(self.unsupported_ops, graph)
+        try:
+            module.verify()
+        except DiagnosticException as e:
+            raise ValueError(f"the imported aten module does not verify: {e}") from e
+        return graph
+
+    def _placeholder(self, node: torch.fx.Node, spec) -> None:
+        kind = spec.kind if spec is not None else InputKind.USER_INPUT
+        if kind == InputKind.USER_INPUT:
+            val = node.meta.get("val")
+            if not isinstance(val, torch.Tensor) or val.dtype != torch.float32:
+                what = f"a {type(val).__name__}" if not isinstance(val, torch.Tensor) else f"a {val.dtype} tensor"
+                raise TypeError(f"input '{node.name}' is {what}; tensor_graphs takes float32 tensors only")
+            arg = self.block.insert_arg(tensor_type(val, f"input '{node.name}'"), len(self.block.args))
+            arg.name_hint = node.name
+            self.values[node] = arg
+            self.input_names.append(node.name)
+        elif kind in _WEIGHT_KINDS:
+            if not node.users:
+                return
+            name = spec.target
+            tensor = self.ep.state_dict[name] if name in self.ep.state_dict else self.ep.constants[name]
+            array = weight_array(name, tensor)
+            self.weights[name] = array
+            op = self.append(WeightOp(name, tensor_type(tensor, f"weight '{name}'")))
+            op.results[0].name_hint = node.name
+            self.values[node] = op.results[0]
+        else:
+            raise ValueError(f"input '{node.name}' of kind {kind.name} is not supported")
+
+    def _outputs(self, node: torch.fx.Node) -> list[SSAValue]:
+        spec = self.ep.call_spec.out_spec
+        if spec is not None and not spec.is_leaf():
+            children = [spec.child(i) for i in range(spec.num_children)]
+            if spec.type not in (tuple, list) or not all(c.is_leaf() for c in children):
+                raise ValueError(
+                    f"the model returns a nested structure ({spec.type.__name__ if spec.type else spec}); "
+                    "return a tensor or a flat tuple of tensors"
+                )
+        results = []
+        for i, out in enumerate(node.args[0]):
+            value = self.values.get(out) if isinstance(out, torch.fx.Node) else None
+            if not isinstance(value, SSAValue):
+                raise TypeError(f"output {i} is {out!r}, not a tensor; the model must return tensors")
+            results.append(value)
+        return results
+
+
+def _target_name(node: torch.fx.Node) -> str:
+    target = node.target
+    schema = getattr(target, "_schema", None)
+    if schema is not None:
+        return f"{schema.name}{'.' + schema.overload_name if schema.overload_name else ''}"
+    return getattr(target, "__name__", str(target))
+
+
+def _try_tensor_type(value: object) -> TensorType | None:
+    try:
+        return tensor_type(value, "value")
+    except TypeError:
+        return None
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def import_exported_program(ep: ExportedProgram) -> ImportedGraph:
+    """An :class:`ImportedGraph` from an already exported program (not decomposed: aten.linear stays)."""
+    return GraphImporter(ep).run()
+
+
+def _check_inputs(example_inputs: object) -> tuple[torch.Tensor, ...]:
+    if isinstance(example_inputs, (torch.Tensor, np.ndarray)):
+        example_inputs = (example_inputs,)
+    if not isinstance(example_inputs, (tuple, list)):
+        raise TypeError(f"example_inputs must be a tuple of tensors, got a {type(example_inputs).__name__}")
+    out = []
+    for i, x in enumerate(example_inputs):
+        if isinstance(x, np.ndarray):
+            x = torch.from_numpy(x)
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"input {i} is a {type(x).__name__}; tensor_graphs takes float32 tensors only")
+        if x.dtype != torch.float32:
+            raise TypeError(f"input {i} has dtype {x.dtype}; tensor_graphs takes float32 tensors only")
+        out.append(x)
+    return tuple(out)
+
+
+@contextlib.contextmanager
+def _eval_mode(model: torch.nn.Module):
+    """``model.eval()`` for the duration, then every submodule's own training flag restored."""
+    modes = [(m, m.training) for m in model.modules()]
+    model.eval()
+    try:
+        yield
+    finally:
+        for m, training in modes:
+            m.training = training
+
+
+def export_program(model: torch.nn.Module, example_inputs: tuple) -> ExportedProgram:
+    """``torch.export.export`` in eval mode without autograd; failures become a ValueError."""
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got a {type(model).__name__}")
+    inputs = _check_inputs(example_inputs)
+    with _eval_mode(model), torch.no_grad():
+        try:
+            return torch.export.export(model, inputs)
+        except Exception as e:  # torch.export raises many kinds; all mean "cannot export"
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise ValueError(f"torch.export could not export {type(model).__name__}: {first}") from e
+
+
+def import_model(model: torch.nn.Module, example_inputs: tuple) -> ImportedGraph:
+    """Export ``model`` with ``torch.export`` (eval mode, no grad) and import it at the aten level."""
+    return import_exported_program(export_program(model, example_inputs))

@@ -1,0 +1,60 @@
+"""``convert-aten-to-tensor``: the aten dialect → the tg dialect.
+
+One thin pass wiring together the per-family pattern files (``linear``, ``elementwise``,
+``data_movement``). Patterns that cannot apply leave their op alone and say why; at the end every
+aten op still present (``aten.unsupported`` included) is reported in one error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import GreedyRewritePatternApplier, PatternRewriteWalker, RewritePattern
+from xdsl.utils.exceptions import PassFailedException
+
+from tensor_graphs.lowering.aten_to_tensor.common import MATCH_FAILURES
+from tensor_graphs.lowering.aten_to_tensor.data_movement import populate_data_movement_patterns
+from tensor_graphs.lowering.aten_to_tensor.elementwise import populate_elementwise_patterns
+from tensor_graphs.lowering.aten_to_tensor.linear import populate_linear_patterns
+
+
+class AtenConversionError(PassFailedException):
+    """Some aten ops are left after ``convert-aten-to-tensor``; the message lists each with its reason."""
+
+
+def populate_aten_to_tensor_patterns() -> list[RewritePattern]:
+    return [*populate_linear_patterns(), *populate_elementwise_patterns(), *populate_data_movement_patterns()]
+
+
+@dataclass(frozen=True)
+class ConvertAtenToTensorPass(ModulePass):
+    name = "convert-aten-to-tensor"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        failures: dict = {}
+        token = MATCH_FAILURES.set(failures)
+        try:
+            walker = PatternRewriteWalker(GreedyRewritePatternApplier(populate_aten_to_tensor_patterns(), dce_enabled=False))
+            walker.rewrite_module(op)
+        finally:
+            MATCH_FAILURES.reset(token)
+        left = [o for o in op.walk() if o.dialect_name() == "aten"]
+        if not left:
+            return
+        lines = []
+        for o in left:
+            if o.name == "aten.unsupported":
+                target = o.properties["target"].data  # type: ignore[attr-defined]
+                where = o.properties.get("location")
+                loc = where.data if where is not None else ""  # type: ignore[attr-defined]
+                lines.append(f"  {target} has no tg lowering (unsupported ATen op){f' at {loc}' if loc else ''}")
+            else:
+                reason = failures.get(id(o), (None, "no pattern matched"))[1]
+                lines.append(f"  {o.name}: {reason}")
+        raise AtenConversionError(
+            f"convert-aten-to-tensor: {len(left)} aten op{'s' if len(left) != 1 else ''} could not be converted:\n"
+            + "\n".join(lines)
+        )

@@ -1,0 +1,127 @@
+"""`tg-export`: a PyTorch model → aten-level ``model.mlir`` + ``model.safetensors``.
+
+    tg-export path/to/model.py:make_model --input 1x256 -o model.mlir
+    tg-export my_package.models:MLP --input 4x8 --input 4x16
+
+The spec names a callable returning an ``nn.Module`` (a factory or a class, called without
+arguments) or an ``nn.Module`` instance. Each ``--input`` is one float32 input of that shape,
+filled with random numbers (only the shapes matter for export).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+
+class CliError(Exception):
+    """A user error: printed as one line, exit code 2."""
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    """``"1x256"`` -> ``(1, 256)``; ``"scalar"`` or ``""`` -> ``()``."""
+    if text in ("", "scalar"):
+        return ()
+    try:
+        dims = tuple(int(d) for d in text.lower().split("x"))
+    except ValueError:
+        raise CliError(f"--input '{text}' is not a shape like 1x256") from None
+    if any(d < 0 for d in dims):
+        raise CliError(f"--input '{text}' has a negative dim")
+    return dims
+
+
+def load_object(spec: str):
+    """``path/to/file.py:attr`` or ``package.module:attr`` -> the attribute."""
+    source, sep, attr = spec.rpartition(":")
+    if not sep or not source or not attr:
+        raise CliError(f"model spec '{spec}' should be 'path/to/file.py:factory' or 'package.module:attr'")
+    if source.endswith(".py") or "/" in source or "\\" in source:
+        path = Path(source)
+        if not path.is_file():
+            raise CliError(f"model file '{path}' does not exist")
+        mod_spec = importlib.util.spec_from_file_location(f"_tg_export_{path.stem}", path)
+        if mod_spec is None or mod_spec.loader is None:
+            raise CliError(f"cannot load '{path}' as a Python module")
+        module = importlib.util.module_from_spec(mod_spec)
+        sys.path.insert(0, str(path.resolve().parent))
+        try:
+            mod_spec.loader.exec_module(module)
+        except Exception as e:
+            raise CliError(f"importing '{path}' failed: {type(e).__name__}: {e}") from None
+        finally:
+            sys.path.pop(0)
+    else:
+        try:
+            module = importlib.import_module(source)
+        except ImportError as e:
+            raise CliError(f"cannot import module '{source}': {e}") from None
+    obj = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise CliError(f"'{source}' has no attribute '{attr}'")
+        obj = getattr(obj, part)
+    return obj
+
+
+def build_model(obj, spec: str):
+    import torch
+
+    if isinstance(obj, torch.nn.Module):
+        return obj
+    if not callable(obj):
+        raise CliError(f"'{spec}' is a {type(obj).__name__}, neither an nn.Module nor a callable returning one")
+    try:
+        model = obj()
+    except Exception as e:
+        raise CliError(f"calling '{spec}' failed: {type(e).__name__}: {e}") from None
+    if not isinstance(model, torch.nn.Module):
+        raise CliError(f"'{spec}' returned a {type(model).__name__}, not an nn.Module")
+    return model
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tg-export", description="Export a PyTorch model to aten-level MLIR + safetensors.")
+    parser.add_argument("model", help="path/to/file.py:factory or package.module:attr")
+    parser.add_argument("--input", action="append", default=[], metavar="SHAPE", help="one float32 input shape, e.g. 1x256 (repeat per input)")
+    parser.add_argument("-o", "--output", type=Path, help="the .mlir file to write (default: <attr>.mlir)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random example inputs")
+    args = parser.parse_args(argv)
+    try:
+        if not args.input:
+            raise CliError("give at least one --input SHAPE (e.g. --input 1x256)")
+        shapes = [parse_shape(s) for s in args.input]
+        obj = load_object(args.model)
+        model = build_model(obj, args.model)
+        import torch
+
+        from tensor_graphs.frontend import UnsupportedOpsError, export_model
+
+        gen = torch.Generator().manual_seed(args.seed)
+        inputs = tuple(torch.randn(s, generator=gen, dtype=torch.float32) for s in shapes)
+        out = args.output or Path(args.model.rpartition(":")[2].split(".")[-1] + ".mlir")
+        if out.parent != Path("") and not out.parent.is_dir():
+            raise CliError(f"output directory '{out.parent}' does not exist")
+        try:
+            graph = export_model(model, inputs, out)
+        except UnsupportedOpsError as e:
+            print(f"tg-export: error: {e}", file=sys.stderr)
+            return 1
+        except (TypeError, ValueError) as e:
+            raise CliError(str(e).splitlines()[0]) from None
+    except CliError as e:
+        print(f"tg-export: error: {e}", file=sys.stderr)
+        return 2
+    n_ops = sum(1 for op in graph.module.walk() if op.dialect_name() == "aten")
+    n_bytes = sum(a.nbytes for a in graph.weights.values())
+    print(f"wrote {out} ({n_ops} aten ops, {len(graph.input_names)} inputs, {graph.num_outputs} outputs)")
+    print(f"wrote {out.with_suffix('.safetensors')} ({len(graph.weights)} weights, {n_bytes} bytes)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
