@@ -90,6 +90,17 @@ MATMUL_CASES = {
     "broadcast_batch_dims_transposed": ((2, 1, 8, 4), (1, 3, 5, 8), True, True),
     "rhs_batch_of_one": ((2, 4, 8), (1, 8, 5), False, False),
     "vector_like": ((1, 8), (8, 1), False, False),
+    # one output row or column: lowered to sgemv
+    "gemv_row": ((1, 8), (8, 5), False, False),
+    "gemv_row_transpose_b": ((1, 8), (5, 8), False, True),
+    "gemv_row_transpose_a": ((8, 1), (8, 5), True, False),
+    "gemv_row_transpose_both": ((8, 1), (5, 8), True, True),
+    "gemv_col": ((4, 8), (8, 1), False, False),
+    "gemv_col_transpose_a": ((8, 4), (8, 1), True, False),
+    "gemv_col_transpose_b": ((4, 8), (1, 8), False, True),
+    "gemv_col_transpose_both": ((8, 4), (1, 8), True, True),
+    "gemv_folded_batch_rows": ((3, 1, 8), (5, 8), False, True),
+    "gemv_per_batch": ((3, 1, 8), (3, 8, 5), False, False),
 }
 
 
@@ -119,6 +130,22 @@ def test_matmul_acc_with_zero_beta_is_ignored():
     a, b, c = rand(4, 8), rand(8, 5), np.full((5,), np.nan, np.float32)
     out = run_kernel("matmul", [a, b, c], (4, 5), "{beta = 0.0 : f32}")
     np.testing.assert_allclose(out, a @ b, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("beta", [0.0, 0.5])
+def test_gemv_alpha_beta_acc(beta):
+    a, b, c = rand(1, 8), rand(5, 8), rand(5)
+    ref = 2.0 * (a @ b.T) + beta * c
+    attrs = f"{{transpose_b = true, alpha = 2.0 : f32, beta = {beta} : f32}}"
+    out = run_kernel("matmul", [a, b, c], ref.shape, attrs)
+    np.testing.assert_allclose(out, ref, rtol=RTOL, atol=ATOL)
+
+
+def test_matrix_vector_products_call_sgemv():
+    module = parse(kernel_module("matmul", [(1, 8), (5, 8)], (1, 5), "{transpose_b = true}"))
+    ConvertBufferToLLVMPass().apply(make_context(), module)
+    ir = to_llvm_ir(module)
+    assert "scipy_cblas_sgemv" in ir and "scipy_cblas_sgemm" not in ir
 
 
 def test_matmul_folds_batch_into_one_sgemm_call():

@@ -1,6 +1,7 @@
 """One emitter per `buf` kernel op: ``REGISTRY[type(op)](ctx, op)`` appends llvm dialect code.
 
-- `buf.matmul` calls OpenBLAS's ``scipy_cblas_sgemm`` (row-major). When the rhs has no batch
+- `buf.matmul` calls OpenBLAS's ``scipy_cblas_sgemm`` (row-major), or ``scipy_cblas_sgemv`` when
+  the product has one output row or column (M = 1 after folding, or N = 1). When the rhs has no batch
   dims (or only 1s) and the lhs is not transposed, the lhs batch dims fold into M: one call.
   Otherwise a loop over the broadcast batch index makes one call per batch. An accumulator
   with ``beta != 0`` is first broadcast-copied into the output, then sgemm runs with that beta.
@@ -197,6 +198,8 @@ SGEMM = "scipy_cblas_sgemm"
 SGEMM_TYPE = llvm.LLVMFunctionType(
     [i32, i32, i32, i32, i32, i32, f32, PTR, i32, PTR, i32, f32, PTR, i32]
 )
+SGEMV = "scipy_cblas_sgemv"
+SGEMV_TYPE = llvm.LLVMFunctionType([i32, i32, i32, i32, f32, PTR, i32, PTR, i32, f32, PTR, i32])
 CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, CBLAS_TRANS = 101, 111, 112
 _I32_MAX = 2**31 - 1
 
@@ -232,16 +235,19 @@ def _emit_matmul(ctx: KernelContext, op: Operation) -> None:
     if max(m_total, n, k, lda, ldb, ldc) > _I32_MAX:
         raise LoweringError(f"{op.name}: dims {list(sa)} x {list(sb)} overflow the 32-bit BLAS interface")
 
-    ctx.declare(SGEMM, SGEMM_TYPE)
     pa, pb, pc = ctx.ptr(a), ctx.ptr(w), ctx.ptr(out)
 
-    def call(off_a: SSAValue | None, off_b: SSAValue | None, off_c: SSAValue | None) -> None:
+    def trans(flag: bool) -> SSAValue:
+        return b.i32(CBLAS_TRANS if flag else CBLAS_NO_TRANS)
+
+    def gemm(off_a: SSAValue | None, off_b: SSAValue | None, off_c: SSAValue | None) -> None:
+        ctx.declare(SGEMM, SGEMM_TYPE)
         b.add(
             llvm.CallOp(
                 SGEMM,
                 b.i32(CBLAS_ROW_MAJOR),
-                b.i32(CBLAS_TRANS if ta else CBLAS_NO_TRANS),
-                b.i32(CBLAS_TRANS if tb else CBLAS_NO_TRANS),
+                trans(ta),
+                trans(tb),
                 b.i32(m_total),
                 b.i32(n),
                 b.i32(k),
@@ -255,6 +261,39 @@ def _emit_matmul(ctx: KernelContext, op: Operation) -> None:
                 b.i32(ldc),
             )
         )
+
+    def gemv(off_a: SSAValue | None, off_b: SSAValue | None, off_c: SSAValue | None) -> None:
+        """A GEMM with one output row or column is a GEMV: sgemm's M=1 path packs the whole
+        rhs on every call (10x slower for a 1024x1024 weight), sgemv streams it once."""
+        ctx.declare(SGEMV, SGEMV_TYPE)
+        if m_total == 1:  # out[1, N] = x[K] . op(B): the matrix is B, the vector a row of op(A)
+            matrix, off_m, ld, vector, off_v = pb, off_b, ldb, pa, off_a
+            rows, cols, t = (n, k, False) if tb else (k, n, True)
+            inc = lda if ta else 1
+        else:  # out[M, 1] = op(A) . y[K]: the matrix is A, the vector a column of op(B)
+            matrix, off_m, ld, vector, off_v = pa, off_a, lda, pb, off_b
+            rows, cols, t = (k, m_total, True) if ta else (m_total, k, False)
+            inc = 1 if tb else ldb
+        b.add(
+            llvm.CallOp(
+                SGEMV,
+                b.i32(CBLAS_ROW_MAJOR),
+                trans(t),
+                b.i32(rows),
+                b.i32(cols),
+                b.f32(alpha),
+                b.gep(matrix, off_m, f32),
+                b.i32(ld),
+                b.gep(vector, off_v, f32),
+                b.i32(inc),
+                b.f32(beta),
+                b.gep(pc, off_c, f32),
+                b.i32(1),
+            )
+        )
+
+    #: BLAS routine per problem shape: GEMV when the product is a matrix-vector one.
+    call = gemv if (m_total == 1 or n == 1) and k > 1 else gemm
 
     if fold or batches == 1:
         call(None, None, None)
