@@ -4,7 +4,8 @@ The rules are data: ``RULES`` lists ``(op class, rule)`` pairs; a rule looks at 
 an existing value that already computes the op's result, a new op that computes it more cheaply,
 or None. One pattern (``ApplyCanonicalizationRules``) applies them greedily to a fixpoint.
 
-Dead producers left behind (a reshape whose only user was folded away) are for `dce`.
+Producers a rewrite leaves dead (the inner reshape of a folded pair, a neutral constant) are
+erased with it; dead ops the pass did not create stay for `dce`.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from tensor_graphs.dialects.tensor import (
     TransposeOp,
     shape_of,
 )
+from tensor_graphs.transforms.dce import erase_dead_producers
 from tensor_graphs.transforms.evaluate import splat_constant
 
 #: What a rule returns: the value to use instead, a new op to use instead, or None (no match).
@@ -175,10 +177,12 @@ class ApplyCanonicalizationRules(RewritePattern):
             result = rule(op)
             if result is None:
                 continue
+            operands = list(op.operands)
             if isinstance(result, Operation):
                 rewriter.replace(op, result)
             else:
                 rewriter.replace(op, [], [result])
+            erase_dead_producers(operands, rewriter)
             return
 
 

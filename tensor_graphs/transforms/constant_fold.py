@@ -2,7 +2,8 @@
 
 The value comes from the NumPy reference interpreter (`transforms/evaluate.py`), so folding is
 exactly as correct as the reference. `tg.weight` is never folded: weights are bound at run time.
-Results larger than ``max_elements`` stay unfolded so the IR does not balloon.
+Results larger than ``max_elements`` stay unfolded so the IR does not balloon. Constants left
+without users by a fold are erased with it.
 
     tg-opt model.mlir -p constant-fold{max_elements=4096}
 """
@@ -24,6 +25,7 @@ from xdsl.pattern_rewriter import (
 
 from tensor_graphs.dialects.shapes import numel
 from tensor_graphs.dialects.tensor import ConstantOp, WeightOp
+from tensor_graphs.transforms.dce import erase_dead_producers
 from tensor_graphs.transforms.evaluate import EVALUATORS, array_to_dense, constant_array, evaluate_op
 
 
@@ -52,7 +54,9 @@ class FoldConstantOperands(RewritePattern):
         if any(a is None for a in operands):
             return
         folded = evaluate_op(op, operands)  # type: ignore[arg-type]
+        operand_values = list(op.operands)
         rewriter.replace(op, ConstantOp(array_to_dense(folded, result_type)))
+        erase_dead_producers(operand_values, rewriter)
 
 
 @dataclass(frozen=True)

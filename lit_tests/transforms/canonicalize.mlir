@@ -1,0 +1,126 @@
+// RUN: tg-opt %s -p canonicalize | filecheck %s
+
+// CHECK-LABEL: func.func @reshape$of_reshape_is_one_reshape
+func.func @reshape$of_reshape_is_one_reshape(%x: tensor<2x6xf32>) -> tensor<3x4xf32> {
+  // CHECK-NEXT: %[[R:.*]] = tg.reshape %x : (tensor<2x6xf32>) -> tensor<3x4xf32>
+  // CHECK-NEXT: func.return %[[R]]
+  %a = tg.reshape %x : (tensor<2x6xf32>) -> tensor<12xf32>
+  %b = tg.reshape %a : (tensor<12xf32>) -> tensor<3x4xf32>
+  func.return %b : tensor<3x4xf32>
+}
+
+// CHECK-LABEL: func.func @reshape$round_trip_is_input
+func.func @reshape$round_trip_is_input(%x: tensor<2x6xf32>) -> tensor<2x6xf32> {
+  // CHECK-NEXT: func.return %x : tensor<2x6xf32>
+  %a = tg.reshape %x : (tensor<2x6xf32>) -> tensor<12xf32>
+  %b = tg.reshape %a : (tensor<12xf32>) -> tensor<2x6xf32>
+  func.return %b : tensor<2x6xf32>
+}
+
+// CHECK-LABEL: func.func @reshape$identity_is_input
+func.func @reshape$identity_is_input(%x: tensor<2x6xf32>) -> tensor<2x6xf32> {
+  // CHECK-NEXT: func.return %x : tensor<2x6xf32>
+  %a = tg.reshape %x : (tensor<2x6xf32>) -> tensor<2x6xf32>
+  func.return %a : tensor<2x6xf32>
+}
+
+// CHECK-LABEL: func.func @expect_no_fold_as_reshape_changes_shape
+func.func @expect_no_fold_as_reshape_changes_shape(%x: tensor<2x6xf32>) -> tensor<12xf32> {
+  // CHECK-NEXT: %[[R:.*]] = tg.reshape %x : (tensor<2x6xf32>) -> tensor<12xf32>
+  // CHECK-NEXT: func.return %[[R]]
+  %a = tg.reshape %x : (tensor<2x6xf32>) -> tensor<12xf32>
+  func.return %a : tensor<12xf32>
+}
+
+// CHECK-LABEL: func.func @transpose$identity_is_input
+func.func @transpose$identity_is_input(%x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
+  // CHECK-NEXT: func.return %x : tensor<2x3x4xf32>
+  %t = tg.transpose %x {perm = array<i64: 0, 1, 2>} : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  func.return %t : tensor<2x3x4xf32>
+}
+
+// CHECK-LABEL: func.func @transpose$of_transpose_composes
+func.func @transpose$of_transpose_composes(%x: tensor<2x3x4xf32>) -> tensor<3x2x4xf32> {
+  // CHECK-NEXT: %[[T:.*]] = tg.transpose %x {perm = array<i64: 1, 0, 2>} : (tensor<2x3x4xf32>) -> tensor<3x2x4xf32>
+  // CHECK-NEXT: func.return %[[T]]
+  %a = tg.transpose %x {perm = array<i64: 1, 2, 0>} : (tensor<2x3x4xf32>) -> tensor<3x4x2xf32>
+  %b = tg.transpose %a {perm = array<i64: 0, 2, 1>} : (tensor<3x4x2xf32>) -> tensor<3x2x4xf32>
+  func.return %b : tensor<3x2x4xf32>
+}
+
+// CHECK-LABEL: func.func @transpose$of_inverse_transpose_is_input
+func.func @transpose$of_inverse_transpose_is_input(%x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
+  // CHECK-NEXT: func.return %x : tensor<2x3x4xf32>
+  %a = tg.transpose %x {perm = array<i64: 1, 2, 0>} : (tensor<2x3x4xf32>) -> tensor<3x4x2xf32>
+  %b = tg.transpose %a {perm = array<i64: 2, 0, 1>} : (tensor<3x4x2xf32>) -> tensor<2x3x4xf32>
+  func.return %b : tensor<2x3x4xf32>
+}
+
+// CHECK-LABEL: func.func @expect_no_fold_as_transpose_is_not_identity
+func.func @expect_no_fold_as_transpose_is_not_identity(%x: tensor<2x3xf32>) -> tensor<3x2xf32> {
+  // CHECK-NEXT: %[[T:.*]] = tg.transpose %x {perm = array<i64: 1, 0>}
+  // CHECK-NEXT: func.return %[[T]]
+  %t = tg.transpose %x {perm = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  func.return %t : tensor<3x2xf32>
+}
+
+// CHECK-LABEL: func.func @algebra$mul_by_one_either_side
+func.func @algebra$mul_by_one_either_side(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  // CHECK-NEXT: func.return %x : tensor<2x3xf32>
+  %one = tg.constant dense<1.0> : tensor<f32>
+  %a = tg.mul %x, %one : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+  %b = tg.mul %one, %a : (tensor<f32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  func.return %b : tensor<2x3xf32>
+}
+
+// CHECK-LABEL: func.func @algebra$div_by_one_add_zero_sub_zero
+func.func @algebra$div_by_one_add_zero_sub_zero(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  // CHECK-NEXT: func.return %x : tensor<2x3xf32>
+  %one = tg.constant dense<1.0> : tensor<3xf32>
+  %zero = tg.constant dense<0.0> : tensor<f32>
+  %a = tg.div %x, %one : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %b = tg.add %zero, %a : (tensor<f32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  %c = tg.sub %b, %zero : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+  func.return %c : tensor<2x3xf32>
+}
+
+// CHECK-LABEL: func.func @expect_no_fold_as_one_broadcasts_x_to_a_bigger_type
+func.func @expect_no_fold_as_one_broadcasts_x_to_a_bigger_type(%x: tensor<3xf32>) -> tensor<2x3xf32> {
+  // CHECK: tg.mul %x, %{{.*}} : (tensor<3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  %one = tg.constant dense<1.0> : tensor<2x3xf32>
+  %a = tg.mul %x, %one : (tensor<3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  func.return %a : tensor<2x3xf32>
+}
+
+// CHECK-LABEL: func.func @expect_no_fold_as_constant_is_not_neutral
+func.func @expect_no_fold_as_constant_is_not_neutral(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  // CHECK: %[[A:.*]] = tg.mul %x, %{{.*}}
+  // CHECK: %[[B:.*]] = tg.div %[[A]], %{{.*}}
+  // CHECK: %[[C:.*]] = tg.add %[[B]], %{{.*}}
+  // CHECK: func.return %[[C]]
+  %two = tg.constant dense<2.0> : tensor<f32>
+  %mixed = tg.constant dense<[1.0, 0.0, 1.0]> : tensor<3xf32>
+  %a = tg.mul %x, %two : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+  %b = tg.div %a, %mixed : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %c = tg.add %b, %mixed : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  func.return %c : tensor<2x3xf32>
+}
+
+// CHECK-LABEL: func.func @expect_no_fold_as_one_divides_by_x
+func.func @expect_no_fold_as_one_divides_by_x(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  // CHECK: tg.div %{{.*}}, %x
+  %one = tg.constant dense<1.0> : tensor<2x3xf32>
+  %a = tg.div %one, %x : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  func.return %a : tensor<2x3xf32>
+}
+
+// Ops left dead by a rewrite go with it; dead ops the pass did not touch stay for dce.
+// CHECK-LABEL: func.func @expect_unrelated_dead_op_kept_for_dce
+func.func @expect_unrelated_dead_op_kept_for_dce(%x: tensor<2x6xf32>) -> tensor<2x6xf32> {
+  // CHECK-NEXT: %unrelated = tg.relu %x
+  // CHECK-NEXT: func.return %x : tensor<2x6xf32>
+  %unrelated = tg.relu %x : tensor<2x6xf32>
+  %a = tg.reshape %x : (tensor<2x6xf32>) -> tensor<12xf32>
+  %b = tg.reshape %a : (tensor<12xf32>) -> tensor<2x6xf32>
+  func.return %b : tensor<2x6xf32>
+}

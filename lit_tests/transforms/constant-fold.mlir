@@ -1,0 +1,63 @@
+// RUN: tg-opt %s -p constant-fold | filecheck %s
+// RUN: tg-opt %s -p "constant-fold{max_elements=4}" | filecheck %s --check-prefix=SMALL
+
+// CHECK-LABEL: func.func @fold$elementwise_chain
+// SMALL-LABEL: func.func @fold$elementwise_chain
+func.func @fold$elementwise_chain() -> tensor<2xf32> {
+  // CHECK-NEXT: %[[C:.*]] = tg.constant dense<[7.000000e+00, 1.600000e+01]> : tensor<2xf32>
+  // CHECK-NEXT: func.return %[[C]]
+  // SMALL: %[[C:.*]] = tg.constant dense<[7.000000e+00, 1.600000e+01]> : tensor<2xf32>
+  // SMALL-NEXT: func.return %[[C]]
+  %a = tg.constant dense<[2.0, 5.0]> : tensor<2xf32>
+  %b = tg.constant dense<3.0> : tensor<f32>
+  %one = tg.constant dense<1.0> : tensor<f32>
+  %m = tg.mul %a, %b : (tensor<2xf32>, tensor<f32>) -> tensor<2xf32>
+  %s = tg.add %m, %one : (tensor<2xf32>, tensor<f32>) -> tensor<2xf32>
+  func.return %s : tensor<2xf32>
+}
+
+// CHECK-LABEL: func.func @fold$matmul_transpose_relu
+func.func @fold$matmul_transpose_relu() -> tensor<2x2xf32> {
+  // CHECK-NEXT: %[[C:.*]] = tg.constant dense<{{\[}}[0.000000e+00, 1.000000e+00], [0.000000e+00, 3.000000e+00]]> : tensor<2x2xf32>
+  // CHECK-NEXT: func.return %[[C]]
+  %a = tg.constant dense<[[1.0, 0.0], [0.0, 1.0]]> : tensor<2x2xf32>
+  %b = tg.constant dense<[[-2.0, -4.0], [1.0, 3.0]]> : tensor<2x2xf32>
+  %t = tg.transpose %b {perm = array<i64: 1, 0>} : (tensor<2x2xf32>) -> tensor<2x2xf32>
+  %y = tg.matmul %a, %t : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+  %r = tg.relu %y : tensor<2x2xf32>
+  func.return %r : tensor<2x2xf32>
+}
+
+// CHECK-LABEL: func.func @expect_no_fold_as_operand_is_a_weight
+func.func @expect_no_fold_as_operand_is_a_weight() -> tensor<2xf32> {
+  // CHECK: %[[W:.*]] = tg.weight "w" : tensor<2xf32>
+  // CHECK: %[[M:.*]] = tg.mul %[[W]], %{{.*}}
+  // CHECK: func.return %[[M]]
+  %w = tg.weight "w" : tensor<2xf32>
+  %b = tg.constant dense<3.0> : tensor<f32>
+  %m = tg.mul %w, %b : (tensor<2xf32>, tensor<f32>) -> tensor<2xf32>
+  func.return %m : tensor<2xf32>
+}
+
+// CHECK-LABEL: func.func @expect_no_fold_as_operand_is_an_argument
+func.func @expect_no_fold_as_operand_is_an_argument(%x: tensor<2xf32>) -> tensor<2xf32> {
+  // CHECK: %[[M:.*]] = tg.mul %x, %{{.*}}
+  // CHECK: func.return %[[M]]
+  %b = tg.constant dense<3.0> : tensor<f32>
+  %m = tg.mul %x, %b : (tensor<2xf32>, tensor<f32>) -> tensor<2xf32>
+  func.return %m : tensor<2xf32>
+}
+
+// 8 elements: folded by default, kept under max_elements=4.
+// CHECK-LABEL: func.func @expect_no_fold_as_result_exceeds_max_elements
+// SMALL-LABEL: func.func @expect_no_fold_as_result_exceeds_max_elements
+func.func @expect_no_fold_as_result_exceeds_max_elements() -> tensor<2x4xf32> {
+  // CHECK-NEXT: %[[C:.*]] = tg.constant dense<6.000000e+00> : tensor<2x4xf32>
+  // CHECK-NEXT: func.return %[[C]]
+  // SMALL: %[[M:.*]] = tg.mul
+  // SMALL-NEXT: func.return %[[M]]
+  %a = tg.constant dense<2.0> : tensor<2x4xf32>
+  %b = tg.constant dense<3.0> : tensor<f32>
+  %m = tg.mul %a, %b : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
+  func.return %m : tensor<2x4xf32>
+}
