@@ -104,3 +104,28 @@ def test_tg_run_tg_level_module(tmp_path):
     r = run(BIN / "tg-run", f, "-n", "2")
     assert r.returncode == 0, r.stderr
     assert "output 0: float32[2, 3]" in r.stdout
+
+
+def test_tg_opt_pass_error_is_one_line(tmp_path):
+    f = tmp_path / "m.mlir"
+    f.write_text(TG_FUNC)
+    r = run(BIN / "tg-opt", f, "-p", "convert-buffer-to-llvm")
+    assert r.returncode == 1
+    assert r.stderr.startswith("tg-opt: error:") and "Traceback" not in r.stderr
+
+
+def test_tg_opt_llvm_target_needs_llvm_level(tmp_path):
+    f = tmp_path / "m.mlir"
+    f.write_text(TG_FUNC)
+    r = run(BIN / "tg-opt", f, "-t", "llvm")
+    assert r.returncode == 1
+    assert "lower it with convert-buffer-to-llvm first" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_tg_opt_prints_llvm_ir(tmp_path):
+    f = tmp_path / "m.mlir"
+    f.write_text(TG_FUNC)
+    passes = "canonicalize,convert-tensor-to-buffer,plan-memory,convert-buffer-to-llvm"
+    r = run(BIN / "tg-opt", f, "-p", passes, "-t", "llvm")
+    assert r.returncode == 0, r.stderr
+    assert "define void @" in r.stdout.replace('"', "")

@@ -71,8 +71,17 @@ class TgOptMain(xDSLOptMain):
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    from xdsl.utils.exceptions import DiagnosticException
+
+    from tensor_graphs.codegen.llvm.jit import CodegenError
+
     args = translate_pass_pipeline(sys.argv[1:] if argv is None else argv)
-    TgOptMain(description="tensor_graphs modular optimizer driver", args=args).run()
+    try:
+        TgOptMain(description="tensor_graphs modular optimizer driver", args=args).run()
+    except (DiagnosticException, CodegenError) as e:
+        # a pass or the LLVM target rejected the module: one clear message, no traceback
+        print(f"tg-opt: error: {e}", file=sys.stderr)
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":
