@@ -38,6 +38,18 @@ def _func() -> Dialect:
     return Func
 
 
+def _arith() -> Dialect:
+    from xdsl.dialects.arith import Arith
+
+    return Arith
+
+
+def _math() -> Dialect:
+    from xdsl.dialects.math import Math
+
+    return Math
+
+
 def _llvm() -> Dialect:
     from xdsl.dialects.llvm import LLVM
 
@@ -48,6 +60,8 @@ def _llvm() -> Dialect:
 DIALECTS: dict[str, Callable[[], Dialect]] = {
     "builtin": _builtin,
     "func": _func,
+    "arith": _arith,  # scalar bodies of tg.fused_elementwise
+    "math": _math,
     "llvm": _llvm,
     "aten": _aten,
     "tg": _tg,

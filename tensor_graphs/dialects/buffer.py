@@ -37,7 +37,7 @@ from xdsl.dialects.builtin import (
     i8,
     i64,
 )
-from xdsl.ir import Attribute, Dialect, SSAValue
+from xdsl.ir import Attribute, Dialect, Region, SSAValue
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     IRDLOperation,
@@ -46,11 +46,12 @@ from xdsl.irdl import (
     irdl_op_definition,
     operand_def,
     prop_def,
+    region_def,
     result_def,
     traits_def,
     var_operand_def,
 )
-from xdsl.traits import Pure
+from xdsl.traits import IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from tensor_graphs.dialects.shapes import (
@@ -61,7 +62,8 @@ from tensor_graphs.dialects.shapes import (
     numel,
     permute_shape,
 )
-from tensor_graphs.dialects.tensor import ACTIVATIONS, bool_attr, float_attr
+from tensor_graphs.dialects.functions import ACTIVATIONS, BINARY_FUNCTIONS, UNARY_FUNCTIONS
+from tensor_graphs.dialects.tensor import bool_attr, float_attr, reduced_shape
 
 AnyMemRef = base(MemRefType)
 
@@ -198,6 +200,30 @@ class ReshapeOp(IRDLOperation):
         _check(self.input.type.element_type == self.result.type.element_type, "buf.reshape: element type must not change")
 
 
+@irdl_op_definition
+class SubviewOp(IRDLOperation):
+    """A contiguous piece of a buffer: ``numel(result)`` elements from element ``offset`` on.
+
+    Zero-copy (an alias, like `buf.reshape`); contiguous slices, splits and selects become this.
+    """
+
+    name = "buf.subview"
+    input = operand_def(AnyMemRef)
+    offset = prop_def(IntegerAttr[i64])
+    result = result_def(AnyMemRef)
+    traits = traits_def(Pure())
+    assembly_format = "$input `[` $offset `]` attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue, offset: int, type: MemRefType):
+        super().__init__(operands=[input], properties={"offset": IntegerAttr(offset, i64)}, result_types=[type])
+
+    def verify_(self) -> None:
+        off = self.offset.value.data
+        n_in, n_out = numel(shape_of(self.input)), numel(shape_of(self.result))
+        _check(0 <= off and off + n_out <= n_in, f"buf.subview: elements [{off}, {off + n_out}) overflow the {n_in} of the input")
+        _check(self.input.type.element_type == self.result.type.element_type, "buf.subview: element type must not change")
+
+
 # --------------------------------------------------------------------------- kernels
 
 
@@ -214,8 +240,10 @@ class KernelOp(IRDLOperation, abc.ABC):
         "`ins` `(` $inputs `:` type($inputs) `)` `outs` `(` $outputs `:` type($outputs) `)` attr-dict"
     )
 
-    #: Allowed numbers of inputs (outputs are always exactly one).
+    #: Allowed numbers of inputs.
     NUM_INPUTS: ClassVar[tuple[int, ...]]
+    #: Allowed numbers of outputs (a second output, where allowed, is the kernel's scratch).
+    NUM_OUTPUTS: ClassVar[tuple[int, ...]] = (1,)
 
     def __init__(
         self,
@@ -232,9 +260,12 @@ class KernelOp(IRDLOperation, abc.ABC):
     def verify_(self) -> None:
         _check(
             len(self.inputs) in self.NUM_INPUTS,
-            f"{self.name}: expected {' or '.join(map(str, self.NUM_INPUTS))} inputs, got {len(self.inputs)}",
+            f"{self.name}: expected {' or '.join(map(str, self.NUM_INPUTS))} input(s), got {len(self.inputs)}",
         )
-        _check(len(self.outputs) == 1, f"{self.name}: expected 1 output, got {len(self.outputs)}")
+        _check(
+            len(self.outputs) in self.NUM_OUTPUTS,
+            f"{self.name}: expected {' or '.join(map(str, self.NUM_OUTPUTS))} output(s), got {len(self.outputs)}",
+        )
         try:
             self.verify_kernel([shape_of(v) for v in self.inputs], shape_of(self.output))
         except ShapeError as e:
@@ -259,6 +290,8 @@ class MatmulOp(KernelOp):
     transpose_b = prop_def(BoolAttr, default_value=bool_attr(False))
     alpha = prop_def(FloatAttr, default_value=float_attr(1.0))
     beta = prop_def(FloatAttr, default_value=float_attr(0.0))
+    #: Applied to each block of the output right after the GEMM writes it (an epilogue).
+    activation = prop_def(StringAttr, default_value=StringAttr("none"))
 
     @property
     def flags(self) -> tuple[bool, bool, float, float]:
@@ -274,6 +307,8 @@ class MatmulOp(KernelOp):
         _same(matmul_shape(ins[0], ins[1], ta, tb), out, "matmul")
         if len(ins) == 3 and not is_broadcastable_to(ins[2], out):
             raise ShapeError(f"accumulator {list(ins[2])} does not broadcast to {list(out)}")
+        if self.activation.data not in ACTIVATIONS:
+            raise ShapeError(f"unknown activation '{self.activation.data}'")
         els = {v.type.element_type for v in (*self.inputs, self.output)}  # type: ignore[attr-defined]
         if els != {f32}:
             raise ShapeError("only f32 buffers are supported")
@@ -359,6 +394,224 @@ class BiasActivationOp(KernelOp):
             raise ShapeError(f"bias {list(ins[1])} does not broadcast to {list(out)}")
 
 
+@irdl_op_definition
+class UnaryOp(ElementwiseUnaryKernel):
+    """``out = fn(x)`` for a function of `functions.UNARY_FUNCTIONS`."""
+
+    name = "buf.unary"
+    fn = prop_def(StringAttr)
+
+    def verify_kernel(self, ins, out):
+        super().verify_kernel(ins, out)
+        if self.fn.data not in UNARY_FUNCTIONS:
+            raise ShapeError(f"unknown function '{self.fn.data}'")
+
+
+@irdl_op_definition
+class BinaryOp(ElementwiseBinaryKernel):
+    """``out = fn(a, b)`` with broadcasting, for a function of `functions.BINARY_FUNCTIONS`."""
+
+    name = "buf.binary"
+    fn = prop_def(StringAttr)
+
+    def verify_kernel(self, ins, out):
+        super().verify_kernel(ins, out)
+        if self.fn.data not in BINARY_FUNCTIONS:
+            raise ShapeError(f"unknown function '{self.fn.data}'")
+
+
+@irdl_op_definition
+class SelectOp(KernelOp):
+    """``out = cond ? a : b`` with broadcasting."""
+
+    name = "buf.select"
+    NUM_INPUTS: ClassVar[tuple[int, ...]] = (3,)
+
+    def verify_kernel(self, ins, out):
+        _same(broadcast_shapes(*ins), out, "broadcast of the inputs")
+
+
+@irdl_op_definition
+class CastOp(ElementwiseUnaryKernel):
+    """Converts each element to the output's element type."""
+
+    name = "buf.cast"
+
+
+@irdl_op_definition
+class ReduceOp(KernelOp):
+    """``out = kind(x)`` over ``dims`` (kind: sum, mean, max)."""
+
+    name = "buf.reduce"
+    NUM_INPUTS: ClassVar[tuple[int, ...]] = (1,)
+    kind = prop_def(StringAttr)
+    dims = prop_def(DenseArrayBase.constr(i64))
+    keepdim = prop_def(BoolAttr, default_value=bool_attr(False))
+
+    def verify_kernel(self, ins, out):
+        if self.kind.data not in ("sum", "mean", "max"):
+            raise ShapeError(f"unknown reduction '{self.kind.data}'")
+        dims = tuple(self.dims.get_values())
+        _same(reduced_shape(ins[0], dims, bool(self.keepdim.value.data)), out, f"reduction over {list(dims)}")
+
+
+@irdl_op_definition
+class SoftmaxOp(KernelOp):
+    """Softmax (or log-softmax with ``log = true``) along ``dim``."""
+
+    name = "buf.softmax"
+    NUM_INPUTS: ClassVar[tuple[int, ...]] = (1,)
+    dim = prop_def(IntegerAttr[i64])
+    log = prop_def(BoolAttr, default_value=bool_attr(False))
+
+    def verify_kernel(self, ins, out):
+        _same(ins[0], out, "same as the input")
+        if not 0 <= self.dim.value.data < len(out):
+            raise ShapeError(f"dim {self.dim.value.data} out of range for rank {len(out)}")
+
+
+@irdl_op_definition
+class LayerNormOp(KernelOp):
+    """Layer norm over the last dim: ins(x, weight [D], bias [D])."""
+
+    name = "buf.layer_norm"
+    NUM_INPUTS: ClassVar[tuple[int, ...]] = (3,)
+    eps = prop_def(FloatAttr, default_value=float_attr(1e-5))
+
+    def verify_kernel(self, ins, out):
+        _same(ins[0], out, "same as the input")
+        for s_ in ins[1:]:
+            if tuple(s_) != tuple(out[-1:]):
+                raise ShapeError(f"weight/bias shape {list(s_)} should be {list(out[-1:])}")
+
+
+@irdl_op_definition
+class EmbeddingOp(KernelOp):
+    """Row gather: ins(table [V, D], indices [...]) -> out [..., D]."""
+
+    name = "buf.embedding"
+    NUM_INPUTS: ClassVar[tuple[int, ...]] = (2,)
+
+    def verify_kernel(self, ins, out):
+        if len(ins[0]) != 2:
+            raise ShapeError(f"the table must be rank 2, got {list(ins[0])}")
+        _same((*ins[1], ins[0][1]), out, "indices shape + row size")
+
+
+@irdl_op_definition
+class SliceOp(KernelOp):
+    """Copies ``x[..., start : start + step * size : step, ...]`` along ``dim`` (strided slices)."""
+
+    name = "buf.slice"
+    NUM_INPUTS: ClassVar[tuple[int, ...]] = (1,)
+    dim = prop_def(IntegerAttr[i64])
+    start = prop_def(IntegerAttr[i64])
+    step = prop_def(IntegerAttr[i64], default_value=IntegerAttr(1, i64))
+
+    def verify_kernel(self, ins, out):
+        dim, start, step = self.dim.value.data, self.start.value.data, self.step.value.data
+        a = ins[0]
+        if not 0 <= dim < len(a) or len(a) != len(out):
+            raise ShapeError(f"dim {dim} out of range or rank mismatch ({list(a)} -> {list(out)})")
+        if any(x != y for i, (x, y) in enumerate(zip(a, out)) if i != dim):
+            raise ShapeError(f"output {list(out)} may differ from the input {list(a)} only in dim {dim}")
+        if out[dim] and not (0 <= start and start + step * (out[dim] - 1) < a[dim]):
+            raise ShapeError(f"slice [{start}::{step}] of size {out[dim]} is out of bounds for {a[dim]}")
+
+
+@irdl_op_definition
+class ConcatOp(KernelOp):
+    """Concatenation along ``dim``."""
+
+    name = "buf.concat"
+    NUM_INPUTS: ClassVar[tuple[int, ...]] = tuple(range(1, 65))
+    dim = prop_def(IntegerAttr[i64])
+
+    def verify_kernel(self, ins, out):
+        dim = self.dim.value.data
+        if not 0 <= dim < len(out):
+            raise ShapeError(f"dim {dim} out of range for rank {len(out)}")
+        for s_ in ins:
+            if len(s_) != len(out) or any(x != y for i, (x, y) in enumerate(zip(s_, out)) if i != dim):
+                raise ShapeError(f"input {list(s_)} does not match the output {list(out)} outside dim {dim}")
+        if sum(s_[dim] for s_ in ins) != out[dim]:
+            raise ShapeError(f"sizes along dim {dim} do not add up to {out[dim]}")
+
+
+@irdl_op_definition
+class BroadcastOp(KernelOp):
+    """Materialises the broadcast of the input to the output shape."""
+
+    name = "buf.broadcast"
+    NUM_INPUTS: ClassVar[tuple[int, ...]] = (1,)
+
+    def verify_kernel(self, ins, out):
+        if not is_broadcastable_to(ins[0], out):
+            raise ShapeError(f"{list(ins[0])} does not broadcast to {list(out)}")
+
+
+@irdl_op_definition
+class AttentionOp(KernelOp):
+    """Tiled attention (online softmax): ins(q, k, v[, mask]) outs(out[, scratch]).
+
+    Shapes as `tg.attention`; the optional second output is the kernel's scratch buffer
+    (planned like any buffer, live for this op only).
+    """
+
+    name = "buf.attention"
+    NUM_INPUTS: ClassVar[tuple[int, ...]] = (3, 4)
+    NUM_OUTPUTS: ClassVar[tuple[int, ...]] = (1, 2)
+    scale = prop_def(FloatAttr)
+    causal = prop_def(BoolAttr, default_value=bool_attr(False))
+
+    def verify_kernel(self, ins, out):
+        q, k, v = ins[:3]
+        if not (len(q) >= 3 and len(k) == len(q) == len(v)):
+            raise ShapeError(f"q, k, v need the same rank >= 3, got {list(q)}, {list(k)}, {list(v)}")
+        if q[-1] != k[-1] or k[-2] != v[-2] or k[:-2] != v[:-2] or q[:-3] != k[:-3] or q[-3] % max(k[-3], 1):
+            raise ShapeError(f"incompatible q {list(q)}, k {list(k)}, v {list(v)}")
+        _same((*q[:-1], v[-1]), out, "q rows x v columns")
+        if len(ins) == 4 and not is_broadcastable_to(ins[3], (*q[:-1], k[-2])):
+            raise ShapeError(f"mask {list(ins[3])} does not broadcast to the scores {list((*q[:-1], k[-2]))}")
+
+
+@irdl_op_definition
+class YieldOp(IRDLOperation):
+    """Terminates the scalar body of `buf.fused_elementwise`."""
+
+    name = "buf.yield"
+    values = var_operand_def()
+    traits = traits_def(IsTerminator())
+    assembly_format = "$values attr-dict `:` type($values)"
+
+    def __init__(self, *values: SSAValue):
+        super().__init__(operands=[list(values)])
+
+
+@irdl_op_definition
+class FusedElementwiseOp(KernelOp):
+    """One loop over the output; the body (as in `tg.fused_elementwise`) computes each element."""
+
+    name = "buf.fused_elementwise"
+    NUM_INPUTS: ClassVar[tuple[int, ...]] = tuple(range(0, 65))
+    body = region_def("single_block")
+    assembly_format = (
+        "`ins` `(` $inputs `:` type($inputs) `)` `outs` `(` $outputs `:` type($outputs) `)` attr-dict-with-keyword $body"
+    )
+
+    def __init__(self, inputs: Sequence[SSAValue], outputs: Sequence[SSAValue], body: Region):
+        IRDLOperation.__init__(self, operands=[list(inputs), list(outputs)], regions=[body])
+
+    def verify_kernel(self, ins, out):
+        _same(broadcast_shapes(*ins) if ins else (), out, "broadcast of the inputs")
+        block = self.body.block
+        if len(block.args) != len(ins):
+            raise ShapeError(f"the body takes {len(block.args)} arguments for {len(ins)} inputs")
+        term = block.last_op
+        if not isinstance(term, YieldOp) or len(term.values) != 1:
+            raise ShapeError("the body must end with one buf.yield value")
+
+
 BUF = Dialect(
     "buf",
     [
@@ -377,5 +630,20 @@ BUF = Dialect(
         CopyOp,
         TransposeOp,
         BiasActivationOp,
+        UnaryOp,
+        BinaryOp,
+        SelectOp,
+        CastOp,
+        ReduceOp,
+        SoftmaxOp,
+        LayerNormOp,
+        EmbeddingOp,
+        SliceOp,
+        ConcatOp,
+        BroadcastOp,
+        AttentionOp,
+        FusedElementwiseOp,
+        YieldOp,
+        SubviewOp,
     ],
 )

@@ -22,15 +22,18 @@ from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
     FloatAttr,
     IntegerAttr,
+    IntegerType,
     StringAttr,
     TensorType,
     f32,
     i1,
     i64,
 )
-from xdsl.ir import Attribute, Dialect, SSAValue
+from xdsl.ir import Attribute, Dialect, Region, SSAValue
 from xdsl.irdl import (
     AnyAttr,
+    region_def,
+    var_operand_def,
     ParamAttrConstraint,
     IRDLOperation,
     ParsePropInAttrDict,
@@ -43,9 +46,10 @@ from xdsl.irdl import (
     result_def,
     traits_def,
 )
-from xdsl.traits import ConstantLike, Pure
+from xdsl.traits import ConstantLike, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
+from tensor_graphs.dialects.functions import ACTIVATIONS, UNARY_FUNCTIONS
 from tensor_graphs.dialects.shapes import (
     ShapeError,
     broadcast_shapes,
@@ -134,6 +138,8 @@ class MatmulOp(IRDLOperation):
     transpose_b = prop_def(BoolAttr, default_value=bool_attr(False))
     alpha = prop_def(FloatAttr, default_value=float_attr(1.0))
     beta = prop_def(FloatAttr, default_value=float_attr(0.0))
+    #: An activation (key of functions.ACTIVATIONS) applied as the GEMM output is written.
+    activation = prop_def(StringAttr, default_value=StringAttr("none"))
     result = result_def(AnyTensor)
     traits = traits_def(Pure())
     irdl_options = (ParsePropInAttrDict(),)
@@ -149,6 +155,7 @@ class MatmulOp(IRDLOperation):
         transpose_b: bool = False,
         alpha: float = 1.0,
         beta: float | None = None,
+        activation: str = "none",
         result_type: Attribute | None = None,
     ):
         if beta is None:
@@ -163,6 +170,7 @@ class MatmulOp(IRDLOperation):
                 "transpose_b": bool_attr(transpose_b),
                 "alpha": float_attr(alpha),
                 "beta": float_attr(beta),
+                "activation": StringAttr(activation),
             },
             result_types=[result_type],
         )
@@ -181,6 +189,10 @@ class MatmulOp(IRDLOperation):
         expected = _shape_rule(matmul_shape, shape_of(self.lhs), shape_of(self.rhs), ta, tb)
         got = shape_of(self.result)
         _check(got == expected, f"tg.matmul: result shape {list(got)} should be {list(expected)}")
+        _check(
+            self.activation.data in ACTIVATIONS,
+            f"tg.matmul: unknown activation '{self.activation.data}' (expected one of {', '.join(ACTIVATIONS)})",
+        )
         if self.acc is not None:
             _check(
                 is_broadcastable_to(shape_of(self.acc), got),
@@ -243,6 +255,72 @@ class DivOp(ElementwiseBinaryOp):
     NUMPY_FN: ClassVar[str] = "divide"
 
 
+@irdl_op_definition
+class PowOp(ElementwiseBinaryOp):
+    name = "tg.pow"
+    NUMPY_FN: ClassVar[str] = "power"
+
+
+@irdl_op_definition
+class MaxOp(ElementwiseBinaryOp):
+    """Elementwise maximum."""
+
+    name = "tg.max"
+    NUMPY_FN: ClassVar[str] = "maximum"
+
+
+@irdl_op_definition
+class MinOp(ElementwiseBinaryOp):
+    """Elementwise minimum."""
+
+    name = "tg.min"
+    NUMPY_FN: ClassVar[str] = "minimum"
+
+
+@irdl_op_definition
+class SelectOp(IRDLOperation):
+    """``cond ? on_true : on_false`` elementwise with broadcasting (torch.where, masked_fill)."""
+
+    name = "tg.select"
+    cond = operand_def(AnyTensor)
+    on_true = operand_def(AnyTensor)
+    on_false = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    traits = traits_def(Pure())
+    assembly_format = "$cond `,` $on_true `,` $on_false attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, cond: SSAValue, on_true: SSAValue, on_false: SSAValue):
+        shape = broadcast_shapes(shape_of(cond), shape_of(on_true), shape_of(on_false))
+        super().__init__(
+            operands=[cond, on_true, on_false],
+            result_types=[TensorType(on_true.type.element_type, shape)],  # type: ignore[attr-defined]
+        )
+
+    def verify_(self) -> None:
+        expected = _shape_rule(broadcast_shapes, shape_of(self.cond), shape_of(self.on_true), shape_of(self.on_false))
+        _check(shape_of(self.result) == expected, f"tg.select: result shape {list(shape_of(self.result))} should be {list(expected)}")
+        _check(self.cond.type.element_type == i1, "tg.select: the condition must be a tensor of i1")  # type: ignore[attr-defined]
+        el = {self.on_true.type.element_type, self.on_false.type.element_type, self.result.type.element_type}  # type: ignore[attr-defined]
+        _check(len(el) == 1, "tg.select: both branches and the result must have one element type")
+
+
+@irdl_op_definition
+class CastOp(IRDLOperation):
+    """Converts the element type (torch's ``to(dtype)``); the shape stays."""
+
+    name = "tg.cast"
+    input = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, input: SSAValue, element_type: Attribute):
+        super().__init__(operands=[input], result_types=[TensorType(element_type, shape_of(input))])
+
+    def verify_(self) -> None:
+        _check(shape_of(self.input) == shape_of(self.result), "tg.cast: the shape must not change")
+
+
 class ElementwiseUnaryOp(IRDLOperation, abc.ABC):
     """``result = f(input)`` elementwise; same type in and out."""
 
@@ -252,13 +330,69 @@ class ElementwiseUnaryOp(IRDLOperation, abc.ABC):
     traits = traits_def(Pure())
     assembly_format = "$input attr-dict `:` type($result)"
 
+    #: Key of functions.UNARY_FUNCTIONS this op computes.
+    FN: ClassVar[str]
+
     def __init__(self, input: SSAValue):
         super().__init__(operands=[input], result_types=[input.type])
 
+    @property
+    def fn(self) -> str:
+        return self.FN
+
+
+def _unary(op_name: str, fn: str, doc: str) -> type[ElementwiseUnaryOp]:
+    cls = type(
+        op_name.split(".")[1].title().replace("_", "") + "Op",
+        (ElementwiseUnaryOp,),
+        {"name": op_name, "FN": fn, "__doc__": doc, "__module__": __name__},
+    )
+    cls.__annotations__ = {"FN": ClassVar[str]}
+    return irdl_op_definition(cls)
+
+
+ReluOp = _unary("tg.relu", "relu", "max(x, 0)")
+ExpOp = _unary("tg.exp", "exp", "e^x")
+LogOp = _unary("tg.log", "log", "natural logarithm")
+TanhOp = _unary("tg.tanh", "tanh", "hyperbolic tangent")
+NegOp = _unary("tg.neg", "neg", "-x")
+SqrtOp = _unary("tg.sqrt", "sqrt", "square root")
+RsqrtOp = _unary("tg.rsqrt", "rsqrt", "1 / sqrt(x)")
+ErfOp = _unary("tg.erf", "erf", "error function")
+SigmoidOp = _unary("tg.sigmoid", "sigmoid", "1 / (1 + e^-x)")
+SiluOp = _unary("tg.silu", "silu", "x * sigmoid(x)")
+CosOp = _unary("tg.cos", "cos", "cosine")
+SinOp = _unary("tg.sin", "sin", "sine")
+AbsOp = _unary("tg.abs", "abs", "|x|")
+
+#: unary tg op class by function name
+UNARY_OPS: dict[str, type[ElementwiseUnaryOp]] = {
+    c.FN: c for c in (ReluOp, ExpOp, LogOp, TanhOp, NegOp, SqrtOp, RsqrtOp, ErfOp, SigmoidOp, SiluOp, CosOp, SinOp, AbsOp)
+}
+
 
 @irdl_op_definition
-class ReluOp(ElementwiseUnaryOp):
-    name = "tg.relu"
+class GeluOp(IRDLOperation):
+    """GELU: ``x * Phi(x)`` (erf form) or its tanh approximation (``approximate = "tanh"``)."""
+
+    name = "tg.gelu"
+    T: ClassVar = VarConstraint("T", AnyTensor)
+    input = operand_def(T)
+    approximate = prop_def(StringAttr, default_value=StringAttr("none"))
+    result = result_def(T)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input attr-dict `:` type($result)"
+
+    def __init__(self, input: SSAValue, approximate: str = "none"):
+        super().__init__(operands=[input], properties={"approximate": StringAttr(approximate)}, result_types=[input.type])
+
+    @property
+    def fn(self) -> str:
+        return "gelu_tanh" if self.approximate.data == "tanh" else "gelu"
+
+    def verify_(self) -> None:
+        _check(self.approximate.data in ("none", "tanh"), f"tg.gelu: approximate must be 'none' or 'tanh', got '{self.approximate.data}'")
 
 
 # --------------------------------------------------------------------------- data movement
@@ -319,11 +453,305 @@ class TransposeOp(IRDLOperation):
         _check(got == expected, f"tg.transpose: result shape {list(got)} should be {list(expected)} for perm {list(self.permutation)}")
 
 
+@irdl_op_definition
+class SliceOp(IRDLOperation):
+    """``result = input[..., start : start + step * size : step, ...]`` along ``dim``.
+
+    The result type gives the size. Covers aten.slice, narrow, select (with a reshape), split.
+    Once buffers exist, a slice that is contiguous in memory becomes a zero-copy view.
+    """
+
+    name = "tg.slice"
+    input = operand_def(AnyTensor)
+    dim = prop_def(IntegerAttr[i64])
+    start = prop_def(IntegerAttr[i64])
+    step = prop_def(IntegerAttr[i64], default_value=IntegerAttr(1, i64))
+    result = result_def(AnyTensor)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, input: SSAValue, dim: int, start: int, size: int, step: int = 1):
+        shape = list(shape_of(input))
+        shape[dim] = size
+        super().__init__(
+            operands=[input],
+            properties={"dim": IntegerAttr(dim, i64), "start": IntegerAttr(start, i64), "step": IntegerAttr(step, i64)},
+            result_types=[TensorType(input.type.element_type, shape)],  # type: ignore[attr-defined]
+        )
+
+    @property
+    def bounds(self) -> tuple[int, int, int]:
+        """(dim, start, step)"""
+        return self.dim.value.data, self.start.value.data, self.step.value.data
+
+    def verify_(self) -> None:
+        dim, start, step = self.bounds
+        a, r = shape_of(self.input), shape_of(self.result)
+        _check(0 <= dim < len(a), f"tg.slice: dim {dim} out of range for rank {len(a)}")
+        _check(step >= 1, f"tg.slice: step must be >= 1, got {step}")
+        _check(len(a) == len(r) and all(x == y for i, (x, y) in enumerate(zip(a, r)) if i != dim),
+               f"tg.slice: result {list(r)} may differ from the input {list(a)} only in dim {dim}")
+        last = start + step * (r[dim] - 1) if r[dim] else start
+        _check(0 <= start and (r[dim] == 0 or last < a[dim]),
+               f"tg.slice: [{start}:{start + step * r[dim]}:{step}] is out of bounds for dim {dim} of size {a[dim]}")
+
+
+@irdl_op_definition
+class ConcatOp(IRDLOperation):
+    """Concatenation along ``dim``."""
+
+    name = "tg.concat"
+    inputs = var_operand_def(AnyTensor)
+    dim = prop_def(IntegerAttr[i64])
+    result = result_def(AnyTensor)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$inputs attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, inputs: list[SSAValue], dim: int):
+        shape = list(shape_of(inputs[0]))
+        shape[dim] = sum(shape_of(v)[dim] for v in inputs)
+        super().__init__(
+            operands=[inputs], properties={"dim": IntegerAttr(dim, i64)},
+            result_types=[TensorType(inputs[0].type.element_type, shape)],  # type: ignore[attr-defined]
+        )
+
+    def verify_(self) -> None:
+        dim = self.dim.value.data
+        shapes = [shape_of(v) for v in self.inputs]
+        _check(len(shapes) >= 1, "tg.concat: needs at least one input")
+        r = shape_of(self.result)
+        _check(0 <= dim < len(r), f"tg.concat: dim {dim} out of range for rank {len(r)}")
+        for s_ in shapes:
+            _check(len(s_) == len(r) and all(x == y for i, (x, y) in enumerate(zip(s_, r)) if i != dim),
+                   f"tg.concat: input {list(s_)} does not match the result {list(r)} outside dim {dim}")
+        _check(sum(s_[dim] for s_ in shapes) == r[dim], f"tg.concat: sizes along dim {dim} do not add up to {r[dim]}")
+
+
+@irdl_op_definition
+class BroadcastOp(IRDLOperation):
+    """Materialises NumPy broadcasting of ``input`` to the result shape (aten.expand)."""
+
+    name = "tg.broadcast"
+    input = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, input: SSAValue, shape: tuple[int, ...]):
+        super().__init__(operands=[input], result_types=[TensorType(input.type.element_type, shape)])  # type: ignore[attr-defined]
+
+    def verify_(self) -> None:
+        _check(is_broadcastable_to(shape_of(self.input), shape_of(self.result)),
+               f"tg.broadcast: {list(shape_of(self.input))} does not broadcast to {list(shape_of(self.result))}")
+
+
+@irdl_op_definition
+class EmbeddingOp(IRDLOperation):
+    """``result[..., :] = table[indices[...], :]``: a row gather (indices are i64 or i32)."""
+
+    name = "tg.embedding"
+    table = operand_def(AnyTensor)
+    indices = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    traits = traits_def(Pure())
+    assembly_format = "$table `,` $indices attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, table: SSAValue, indices: SSAValue):
+        shape = (*shape_of(indices), shape_of(table)[1])
+        super().__init__(operands=[table, indices], result_types=[TensorType(table.type.element_type, shape)])  # type: ignore[attr-defined]
+
+    def verify_(self) -> None:
+        t = shape_of(self.table)
+        _check(len(t) == 2, f"tg.embedding: the table must be rank 2, got {list(t)}")
+        _check(isinstance(self.indices.type.element_type, IntegerType), "tg.embedding: indices must be integers")  # type: ignore[attr-defined]
+        expected = (*shape_of(self.indices), t[1])
+        _check(shape_of(self.result) == expected, f"tg.embedding: result shape {list(shape_of(self.result))} should be {list(expected)}")
+
+
+# --------------------------------------------------------------------------- reductions and normalisations
+
+
+class ReduceOp(IRDLOperation, abc.ABC):
+    """Reduces ``input`` over ``dims`` (sorted, non-negative); ``keepdim`` keeps them as size 1."""
+
+    input = operand_def(AnyTensor)
+    dims = prop_def(DenseArrayBase.constr(i64))
+    keepdim = prop_def(BoolAttr, default_value=bool_attr(False))
+    result = result_def(AnyTensor)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input attr-dict `:` functional-type(operands, results)"
+
+    #: "sum", "mean" or "max"
+    KIND: ClassVar[str]
+
+    def __init__(self, input: SSAValue, dims: tuple[int, ...], keepdim: bool = False):
+        shape = reduced_shape(shape_of(input), dims, keepdim)
+        super().__init__(
+            operands=[input],
+            properties={"dims": DenseArrayBase.from_list(i64, sorted(dims)), "keepdim": bool_attr(keepdim)},
+            result_types=[TensorType(input.type.element_type, shape)],  # type: ignore[attr-defined]
+        )
+
+    @property
+    def reduce_dims(self) -> tuple[int, ...]:
+        return tuple(self.dims.get_values())
+
+    @property
+    def keeps_dims(self) -> bool:
+        return bool(self.keepdim.value.data)
+
+    def verify_(self) -> None:
+        a = shape_of(self.input)
+        dims = self.reduce_dims
+        _check(list(dims) == sorted(set(dims)) and all(0 <= d < len(a) for d in dims),
+               f"{self.name}: dims {list(dims)} must be sorted, unique and within rank {len(a)}")
+        expected = reduced_shape(a, dims, self.keeps_dims)
+        _check(shape_of(self.result) == expected, f"{self.name}: result shape {list(shape_of(self.result))} should be {list(expected)}")
+
+
+def reduced_shape(shape: tuple[int, ...], dims: tuple[int, ...], keepdim: bool) -> tuple[int, ...]:
+    if keepdim:
+        return tuple(1 if i in dims else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in dims)
+
+
+@irdl_op_definition
+class SumOp(ReduceOp):
+    name = "tg.sum"
+    KIND: ClassVar[str] = "sum"
+
+
+@irdl_op_definition
+class MeanOp(ReduceOp):
+    name = "tg.mean"
+    KIND: ClassVar[str] = "mean"
+
+
+@irdl_op_definition
+class AmaxOp(ReduceOp):
+    name = "tg.amax"
+    KIND: ClassVar[str] = "max"
+
+
+class _SoftmaxBase(IRDLOperation, abc.ABC):
+    T: ClassVar = VarConstraint("T", AnyTensor)
+    input = operand_def(T)
+    dim = prop_def(IntegerAttr[i64])
+    result = result_def(T)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input attr-dict `:` type($result)"
+
+    def __init__(self, input: SSAValue, dim: int):
+        super().__init__(operands=[input], properties={"dim": IntegerAttr(dim, i64)}, result_types=[input.type])
+
+    def verify_(self) -> None:
+        d, r = self.dim.value.data, len(shape_of(self.input))
+        _check(0 <= d < r, f"{self.name}: dim {d} out of range for rank {r}")
+
+
+@irdl_op_definition
+class SoftmaxOp(_SoftmaxBase):
+    """``exp(x - max) / sum(exp(x - max))`` along ``dim``."""
+
+    name = "tg.softmax"
+
+
+@irdl_op_definition
+class LogSoftmaxOp(_SoftmaxBase):
+    """``x - max - log(sum(exp(x - max)))`` along ``dim``."""
+
+    name = "tg.log_softmax"
+
+
+@irdl_op_definition
+class LayerNormOp(IRDLOperation):
+    """Normalises over the last dim: ``(x - mean) / sqrt(var + eps) * weight + bias``.
+
+    ``weight`` and ``bias`` have shape [D] (a layer norm without affine parameters gets
+    constant ones and zeros).
+    """
+
+    name = "tg.layer_norm"
+    T: ClassVar = VarConstraint("T", AnyTensor)
+    input = operand_def(T)
+    weight = operand_def(AnyTensor)
+    bias = operand_def(AnyTensor)
+    eps = prop_def(FloatAttr, default_value=float_attr(1e-5))
+    result = result_def(T)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input `,` $weight `,` $bias attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, input: SSAValue, weight: SSAValue, bias: SSAValue, eps: float):
+        super().__init__(operands=[input, weight, bias], properties={"eps": float_attr(eps)}, result_types=[input.type])
+
+    def verify_(self) -> None:
+        d = shape_of(self.input)[-1:]
+        _check(len(d) == 1, "tg.layer_norm: the input needs rank >= 1")
+        for name, v in (("weight", self.weight), ("bias", self.bias)):
+            _check(shape_of(v) == d, f"tg.layer_norm: {name} shape {list(shape_of(v))} should be {list(d)}")
+
+
+@irdl_op_definition
+class AttentionOp(IRDLOperation):
+    """Scaled dot-product attention: ``softmax(q @ k^T * scale + mask) @ v``.
+
+    q: [..., H, Sq, D]; k: [..., Hkv, Sk, D]; v: [..., Hkv, Sk, Dv]; result [..., H, Sq, Dv].
+    H must be a multiple of Hkv (grouped-query attention: query head h reads kv head
+    h // (H / Hkv)). ``causal`` masks key j > query i + (Sk - Sq). ``mask`` (optional, f32,
+    additive) broadcasts to [..., H, Sq, Sk].
+    """
+
+    name = "tg.attention"
+    q = operand_def(AnyTensor)
+    k = operand_def(AnyTensor)
+    v = operand_def(AnyTensor)
+    mask = opt_operand_def(AnyTensor)
+    scale = prop_def(FloatAttr)
+    causal = prop_def(BoolAttr, default_value=bool_attr(False))
+    result = result_def(AnyTensor)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$q `,` $k `,` $v (`mask` $mask^)? attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, q: SSAValue, k: SSAValue, v: SSAValue, mask: SSAValue | None, scale: float, causal: bool):
+        qs, vs = shape_of(q), shape_of(v)
+        super().__init__(
+            operands=[q, k, v, [mask] if mask is not None else []],
+            properties={"scale": float_attr(scale), "causal": bool_attr(causal)},
+            result_types=[TensorType(q.type.element_type, (*qs[:-1], vs[-1]))],  # type: ignore[attr-defined]
+        )
+
+    @property
+    def is_causal(self) -> bool:
+        return bool(self.causal.value.data)
+
+    def verify_(self) -> None:
+        q, k, v = shape_of(self.q), shape_of(self.k), shape_of(self.v)
+        _check(len(q) >= 3 and len(k) == len(q) and len(v) == len(q),
+               f"tg.attention: q, k, v need the same rank >= 3, got {list(q)}, {list(k)}, {list(v)}")
+        _check(q[-1] == k[-1], f"tg.attention: q and k head dims differ ({q[-1]} vs {k[-1]})")
+        _check(k[-2] == v[-2], f"tg.attention: k and v sequence lengths differ ({k[-2]} vs {v[-2]})")
+        _check(k[:-2] == v[:-2], f"tg.attention: k and v batch/head dims differ ({list(k[:-2])} vs {list(v[:-2])})")
+        _check(q[:-3] == k[:-3], f"tg.attention: q and k batch dims differ ({list(q[:-3])} vs {list(k[:-3])})")
+        _check(k[-3] > 0 and q[-3] % k[-3] == 0, f"tg.attention: {q[-3]} query heads are not a multiple of {k[-3]} kv heads")
+        expected = (*q[:-1], v[-1])
+        _check(shape_of(self.result) == expected, f"tg.attention: result shape {list(shape_of(self.result))} should be {list(expected)}")
+        if self.mask is not None:
+            scores = (*q[:-1], k[-2])
+            _check(is_broadcastable_to(shape_of(self.mask), scores),
+                   f"tg.attention: mask shape {list(shape_of(self.mask))} does not broadcast to the scores {list(scores)}")
+            _check(self.mask.type.element_type == self.q.type.element_type,  # type: ignore[attr-defined]
+                   "tg.attention: the mask must be additive, with the element type of q")
+
+
 # --------------------------------------------------------------------------- fused
 
 
-#: Activations a fused op may apply; the name is the key of the scalar-function registry.
-ACTIVATIONS = ("none", "relu")
 
 
 @irdl_op_definition
@@ -355,6 +783,63 @@ class BiasActivationOp(IRDLOperation):
         )
 
 
+@irdl_op_definition
+class YieldOp(IRDLOperation):
+    """Terminates the scalar body of `tg.fused_elementwise` with the element it computes."""
+
+    name = "tg.yield"
+    values = var_operand_def()
+    traits = traits_def(IsTerminator())
+    assembly_format = "$values attr-dict `:` type($values)"
+
+    def __init__(self, *values: SSAValue):
+        super().__init__(operands=[list(values)])
+
+
+@irdl_op_definition
+class FusedElementwiseOp(IRDLOperation):
+    """A connected group of elementwise ops as ONE loop over memory.
+
+    The body maps one element of each input (block argument i is an element of input i,
+    broadcast to the result shape) to one element of the result with `arith`/`math` ops on
+    scalars, ended by `tg.yield`.
+
+    ```mlir
+    %y = tg.fused_elementwise %x, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
+    ^bb0(%a: f32, %c: f32):
+      %s = arith.addf %a, %c : f32
+      %t = math.tanh %s : f32
+      tg.yield %t : f32
+    }
+    ```
+    """
+
+    name = "tg.fused_elementwise"
+    inputs = var_operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    body = region_def("single_block")
+    traits = traits_def(Pure())
+    assembly_format = "$inputs attr-dict `:` functional-type(operands, results) $body"
+
+    def __init__(self, inputs: list[SSAValue], result_type: Attribute, body: Region):
+        super().__init__(operands=[inputs], result_types=[result_type], regions=[body])
+
+    def verify_(self) -> None:
+        shapes = [shape_of(v) for v in self.inputs]
+        expected = _shape_rule(broadcast_shapes, *shapes) if shapes else ()
+        _check(shape_of(self.result) == expected,
+               f"tg.fused_elementwise: result shape {list(shape_of(self.result))} should be the broadcast shape {list(expected)}")
+        block = self.body.block
+        _check(len(block.args) == len(self.inputs), f"tg.fused_elementwise: the body takes {len(block.args)} arguments for {len(self.inputs)} inputs")
+        for i, (arg, v) in enumerate(zip(block.args, self.inputs)):
+            _check(arg.type == v.type.element_type,  # type: ignore[attr-defined]
+                   f"tg.fused_elementwise: body argument {i} is {arg.type}, input {i} has elements of {v.type.element_type}")  # type: ignore[attr-defined]
+        term = block.last_op
+        _check(isinstance(term, YieldOp) and len(term.values) == 1, "tg.fused_elementwise: the body must end with one tg.yield value")
+        _check(term.values[0].type == self.result.type.element_type,  # type: ignore[attr-defined]
+               "tg.fused_elementwise: the yielded element type differs from the result's")
+
+
 TG = Dialect(
     "tg",
     [
@@ -365,9 +850,28 @@ TG = Dialect(
         SubOp,
         MulOp,
         DivOp,
-        ReluOp,
+        PowOp,
+        MaxOp,
+        MinOp,
+        SelectOp,
+        CastOp,
+        *UNARY_OPS.values(),
+        GeluOp,
         ReshapeOp,
         TransposeOp,
+        SliceOp,
+        ConcatOp,
+        BroadcastOp,
+        EmbeddingOp,
+        SumOp,
+        MeanOp,
+        AmaxOp,
+        SoftmaxOp,
+        LogSoftmaxOp,
+        LayerNormOp,
+        AttentionOp,
         BiasActivationOp,
+        FusedElementwiseOp,
+        YieldOp,
     ],
 )

@@ -79,7 +79,7 @@ func.func @relu_two_inputs(%a: memref<4xf32>, %o: memref<4xf32>) {
   buf.relu ins(%a, %a : memref<4xf32>, memref<4xf32>) outs(%o : memref<4xf32>)
   func.return
 }
-// CHECK: buf.relu: expected 1 inputs, got 2
+// CHECK: buf.relu: expected 1 input(s), got 2
 
 // -----
 
@@ -87,7 +87,7 @@ func.func @matmul_one_input(%a: memref<2x2xf32>, %o: memref<2x2xf32>) {
   buf.matmul ins(%a : memref<2x2xf32>) outs(%o : memref<2x2xf32>)
   func.return
 }
-// CHECK: buf.matmul: expected 2 or 3 inputs, got 1
+// CHECK: buf.matmul: expected 2 or 3 input(s), got 1
 
 // -----
 
@@ -95,7 +95,7 @@ func.func @add_two_outputs(%a: memref<4xf32>, %o: memref<4xf32>) {
   buf.add ins(%a, %a : memref<4xf32>, memref<4xf32>) outs(%o, %o : memref<4xf32>, memref<4xf32>)
   func.return
 }
-// CHECK: buf.add: expected 1 output, got 2
+// CHECK: buf.add: expected 1 output(s), got 2
 
 // -----
 

@@ -93,7 +93,7 @@ func.func @bias_act_unknown(%a: tensor<2x3xf32>, %b: tensor<3xf32>) -> tensor<2x
   %y = tg.bias_activation %a, %b {activation = "swish"} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
   func.return %y : tensor<2x3xf32>
 }
-// CHECK: tg.bias_activation: unknown activation 'swish' (expected one of none, relu)
+// CHECK: tg.bias_activation: unknown activation 'swish' (expected one of none, relu, gelu, gelu_tanh, silu, sigmoid, tanh)
 
 // -----
 
