@@ -24,7 +24,9 @@ lit: $(STAMP)
 	$(VENV)/bin/lit -sv lit_tests
 
 bench: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[test,bench]'
 	$(PY) benchmarks/mlp.py
+	$(PY) benchmarks/gpt2.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

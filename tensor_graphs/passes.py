@@ -40,13 +40,20 @@ def _loader(path: str) -> Callable[[], type[ModulePass]]:
 
 PASSES: dict[str, Callable[[], type[ModulePass]]] = {name: _loader(p) for name, p in _PASS_PATHS.items()}
 
-#: aten -> tg, optimised at the tg level.
+#: aten -> tg, optimised at the tg level. constant-fold runs first so that the mask-building
+#: aten ops (arange, triu, comparisons, ...) are gone before conversion, which rejects them.
 TENSOR_PIPELINE: tuple[str, ...] = (
+    "constant-fold",
     "convert-aten-to-tensor",
     "canonicalize",
     "constant-fold",
+    "fuse-attention",
+    "fuse-gelu",
+    "fuse-layer-norm",
     "fuse-bias-activation",
     "absorb-blas-flags",
+    "fuse-matmul-epilogue",
+    "fuse-elementwise",
     "canonicalize",
     "dce",
 )

@@ -131,13 +131,18 @@ def test_lifted_constant_and_non_persistent_buffer():
     assert any(np.array_equal(v, [1, 2, 3, 4]) for v in g.weights.values())
 
 
+class Erfinv(torch.nn.Module):
+    def forward(self, x):
+        return torch.erfinv(x)
+
+
 class WithUnsupported(torch.nn.Module):
     def __init__(self):
         super().__init__()
-        self.layers = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.GELU())
+        self.layers = torch.nn.Sequential(torch.nn.Linear(4, 4), Erfinv())
 
     def forward(self, x):
-        return torch.sigmoid(self.layers(x)) + F.gelu(x)
+        return torch.atan(self.layers(x)) + torch.erfinv(x)
 
 
 def test_unsupported_ops_are_all_listed_with_locations():
@@ -145,20 +150,29 @@ def test_unsupported_ops_are_all_listed_with_locations():
         import_model(WithUnsupported(), (torch.randn(2, 4),))
     err = info.value
     targets = [t for t, _ in err.ops]
-    assert sorted(targets) == ["aten::gelu", "aten::gelu", "aten::sigmoid"]
+    assert sorted(targets) == ["aten::atan", "aten::erfinv", "aten::erfinv"]
     msg = str(err)
     assert msg.startswith("3 unsupported ops:")
-    assert "layers.1 (torch.nn.GELU)" in msg
-    assert "test_frontend.py" in msg and "torch.sigmoid" in msg
+    assert "layers.1 (test_frontend.Erfinv)" in msg
+    assert "test_frontend.py" in msg and "torch.atan" in msg
     assert err.graph is not None
     assert op_names(err.graph.module).count("aten.unsupported") == 3
 
 
 def test_non_float_input_is_rejected():
-    with pytest.raises(TypeError, match="input 0 has dtype torch.int64"):
-        import_model(mlp([4, 2]), (torch.ones(2, 4, dtype=torch.int64),))
+    with pytest.raises(TypeError, match="input 0 has dtype torch.float64"):
+        import_model(mlp([4, 2]), (torch.ones(2, 4, dtype=torch.float64),))
     with pytest.raises(TypeError, match="input 0 is a list"):
         import_model(mlp([4, 2]), ([1.0, 2.0],))
+
+
+def test_integer_inputs_are_token_ids():
+    """int64/int32 inputs are accepted (token ids for an embedding)."""
+    emb = torch.nn.Embedding(10, 4)
+    g = import_model(emb, (torch.tensor([[1, 2, 3]]),))
+    fn_args = next(op for op in g.module.walk() if op.name == "func.func").body.block.args
+    assert str(fn_args[0].type) == "tensor<1x3xi64>"
+    assert "aten.embedding" in op_names(g.module)
 
 
 def test_unexportable_model_is_a_value_error():

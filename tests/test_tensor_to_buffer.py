@@ -1,8 +1,11 @@
 """`convert-tensor-to-buffer` and its registry of kernel paths."""
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import PassFailedException
 
@@ -12,12 +15,15 @@ from tensor_graphs.dialects import tensor as tg
 from tensor_graphs.lowering.tensor_to_buffer.convert import ConvertTensorToBufferPass
 from tensor_graphs.lowering.tensor_to_buffer.kernels import (
     KERNELS,
+    AliasVariant,
     KernelVariant,
     NoKernelError,
     applicable_kernels,
+    contiguous_slice_offset,
     register_kernel,
     select_kernel,
 )
+from tensor_graphs.lowering.tensor_to_buffer.scratch import attention_scratch_elements, attention_tiles
 
 RELU = """
 func.func @f(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
@@ -52,17 +58,22 @@ def registry(monkeypatch):
     return KERNELS
 
 
-def test_every_primitive_tg_op_has_a_kernel():
-    for cls in (tg.MatmulOp, tg.AddOp, tg.SubOp, tg.MulOp, tg.DivOp, tg.ReluOp, tg.TransposeOp, tg.BiasActivationOp):
-        assert KERNELS.get(cls), cls.name
+def test_every_tg_op_has_a_path_to_buf():
+    """Sources (weights, constants) lower on their own; the terminator lives in a body."""
+    missing = [
+        cls.name
+        for cls in tg.TG.operations
+        if cls not in (tg.WeightOp, tg.ConstantOp, tg.YieldOp) and not KERNELS.get(cls)
+    ]
+    assert missing == []
 
 
 def test_first_applicable_variant_wins(registry):
     relu = first(parse(RELU), tg.ReluOp)
     never = KernelVariant("relu.never", build=lambda op, ins, out: buf.ReluOp(ins, [out]), applies=lambda op: "not today")
     register_kernel(tg.ReluOp, never, prefer=True)
-    assert [v.name for v in registry[tg.ReluOp]] == ["relu.never", "relu.loop"]
-    assert [v.name for v in applicable_kernels(relu)] == ["relu.loop"]
+    assert [v.name for v in registry[tg.ReluOp]] == ["relu.never", "relu.loop", "relu.unary"]
+    assert [v.name for v in applicable_kernels(relu)] == ["relu.loop", "relu.unary"]
     assert select_kernel(relu).name == "relu.loop"
 
 
@@ -135,3 +146,218 @@ def test_lowering_an_already_lowered_module_changes_nothing():
     ConvertTensorToBufferPass().apply(make_context(), module)
     assert str(module) == text
 
+
+
+# --------------------------------------------------------------------------- slices: view or copy
+
+
+def flat_indices(shape, dim, start, step, size):
+    """Row-major positions of x[..., start : start + step * size : step, ...] in x (NumPy's answer)."""
+    idx = np.arange(int(np.prod(shape))).reshape(shape)
+    sl = [slice(None)] * len(shape)
+    sl[dim] = slice(start, start + step * size, step) if size else slice(0, 0)
+    return idx[tuple(sl)].ravel()
+
+
+@st.composite
+def slices(draw):
+    shape = draw(st.lists(st.integers(1, 4), min_size=1, max_size=4))
+    dim = draw(st.integers(0, len(shape) - 1))
+    step = draw(st.integers(1, 3))
+    start = draw(st.integers(0, shape[dim] - 1))
+    size = draw(st.integers(0, (shape[dim] - 1 - start) // step + 1))
+    return tuple(shape), dim, start, step, size
+
+
+@settings(max_examples=400, deadline=None)
+@given(slices())
+def test_contiguous_slice_offset_agrees_with_numpy(case):
+    """A view is used exactly when the slice's elements are one run; its offset is the run's start."""
+    shape, dim, start, step, size = case
+    flat = flat_indices(shape, dim, start, step, size)
+    one_run = flat.size == 0 or bool(np.all(np.diff(flat) == 1))
+    offset = contiguous_slice_offset(shape, dim, start, step, size)
+    assert (offset is not None) == one_run, (case, flat)
+    if offset is not None and flat.size:
+        assert offset == flat[0]
+
+
+SLICE = """
+func.func @f(%x: tensor<1x6x4xf32>) -> tensor<1x2x4xf32> {
+  %r = tg.relu %x : tensor<1x6x4xf32>
+  %s = tg.slice %r {dim = 1 : i64, start = 3 : i64} : (tensor<1x6x4xf32>) -> tensor<1x2x4xf32>
+  %o = tg.relu %s : tensor<1x2x4xf32>
+  func.return %o : tensor<1x2x4xf32>
+}
+"""
+
+
+def test_contiguous_slice_has_a_view_and_a_copy_path():
+    """Both paths are registered; the view is preferred, a tuner may still pick the copy."""
+    sl = first(parse(SLICE), tg.SliceOp)
+    paths = applicable_kernels(sl)
+    assert [v.name for v in paths] == ["slice.subview", "slice.copy"]
+    assert isinstance(paths[0], AliasVariant) and isinstance(paths[1], KernelVariant)
+    module = lower(SLICE)
+    view = first(module, buf.SubviewOp)
+    assert view.offset.value.data == 12 and not any(isinstance(op, buf.SliceOp) for op in module.walk())
+
+
+def test_strided_slice_says_why_it_is_not_a_view():
+    text = SLICE.replace("start = 3 : i64}", "start = 1 : i64, step = 3 : i64}")
+    sl = first(parse(text), tg.SliceOp)
+    assert KERNELS[tg.SliceOp][0].applies(sl) == "step 3 along dim 1 is not contiguous"
+    assert isinstance(first(lower(text), buf.SliceOp), buf.SliceOp)
+
+
+def test_views_of_one_buffer_keep_the_root_and_copy_out(registry):
+    """Two returned halves of one buffer: the buffer is an alloc, each half a copy from a view."""
+    module = lower(
+        """
+func.func @f(%x: tensor<4x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>) {
+  %r = tg.relu %x : tensor<4x3xf32>
+  %a = tg.slice %r {dim = 0 : i64, start = 0 : i64} : (tensor<4x3xf32>) -> tensor<2x3xf32>
+  %b = tg.slice %r {dim = 0 : i64, start = 2 : i64} : (tensor<4x3xf32>) -> tensor<2x3xf32>
+  func.return %a, %b : tensor<2x3xf32>, tensor<2x3xf32>
+}
+"""
+    )
+    fn = first(module, func.FuncOp)
+    kinds = [type(op).__name__ for op in fn.body.block.ops]
+    assert kinds == ["AllocOp", "ReluOp", "SubviewOp", "SubviewOp", "CopyOp", "CopyOp", "ReturnOp"]
+    assert [v.owner.offset.value.data for v in (op.inputs[0] for op in fn.body.block.ops if isinstance(op, buf.CopyOp))] == [0, 6]
+
+
+# --------------------------------------------------------------------------- scratch
+
+
+def test_attention_scratch_formula_and_layout():
+    t = attention_tiles((1, 12, 128, 64), (1, 12, 128, 64), (1, 12, 128, 64))
+    assert (t.br, t.bc, t.dv) == (64, 64, 64)
+    assert (t.scores, t.m, t.l, t.acc, t.elements) == (0, 4096, 4160, 4224, 4224 + 4096)
+    # short sequences shrink the tiles: Br = min(64, Sq), Bc = min(64, Sk)
+    assert attention_scratch_elements((2, 1, 64), (2, 7, 64), (2, 7, 32)) == 1 * 7 + 2 * 1 + 1 * 32
+
+
+ATTENTION = """
+func.func @f(%q: tensor<1x2x100x16xf32>, %k: tensor<1x2x30x16xf32>, %v: tensor<1x2x30x8xf32>) -> tensor<1x2x100x8xf32> {
+  %a = tg.attention %q, %k, %v {scale = 0.25 : f32, causal = true} : (tensor<1x2x100x16xf32>, tensor<1x2x30x16xf32>, tensor<1x2x30x8xf32>) -> tensor<1x2x100x8xf32>
+  func.return %a : tensor<1x2x100x8xf32>
+}
+"""
+
+
+def test_attention_gets_its_scratch_as_second_output():
+    module = lower(ATTENTION)
+    att = first(module, buf.AttentionOp)
+    out, scratch = att.outputs
+    assert out is first(module, func.FuncOp).body.block.args[-1]
+    assert isinstance(scratch.owner, buf.AllocOp)
+    assert scratch.type.get_shape() == (attention_scratch_elements((1, 2, 100, 16), (1, 2, 30, 16), (1, 2, 30, 8)),)
+    assert bool(att.causal.value.data) and att.scale.value.data == 0.25
+
+
+def test_a_registered_variant_can_ask_for_scratch(registry):
+    """Scratch is part of the variant, not of the op: any kernel path may ask for it."""
+    from xdsl.dialects.builtin import MemRefType, f32
+
+    def build(op, ins, out, scratch):
+        return buf.AttentionOp(ins, [out, scratch], {k: op.properties[k] for k in ("scale", "causal")})
+
+    register_kernel(
+        tg.AttentionOp,
+        KernelVariant("attention.wide", build, scratch=lambda op: MemRefType(f32, [7])),
+        prefer=True,
+    )
+    att = first(lower(ATTENTION), buf.AttentionOp)
+    assert att.outputs[1].type.get_shape() == (7,)
+
+
+# --------------------------------------------------------------------------- fused elementwise
+
+
+def test_fused_body_must_not_use_outside_values():
+    module = parse(
+        """
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %k = arith.constant 2.0 : f32
+  %y = tg.fused_elementwise %x : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: f32):
+    %s = arith.mulf %a, %k : f32
+    tg.yield %s : f32
+  }
+  func.return %y : tensor<4xf32>
+}
+"""
+    )
+    fused = first(module, tg.FusedElementwiseOp)
+    with pytest.raises(NoKernelError, match=r"fused_elementwise.loop: its body uses %k defined outside it"):
+        select_kernel(fused)
+
+
+def test_fused_body_is_copied_and_the_tg_op_is_gone():
+    module = lower(
+        """
+func.func @f(%x: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<4xf32> {
+  %z = tg.fused_elementwise %x, %y : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: f32, %b: f32):
+    %two = arith.constant 2.0 : f32
+    %s = arith.mulf %a, %two : f32
+    %t = arith.addf %s, %b : f32
+    tg.yield %t : f32
+  }
+  func.return %z : tensor<4xf32>
+}
+"""
+    )
+    fused = first(module, buf.FusedElementwiseOp)
+    assert [op.name for op in fused.body.block.ops] == ["arith.constant", "arith.mulf", "arith.addf", "buf.yield"]
+    assert not any(op.name.startswith("tg.") for op in module.walk())
+
+
+# --------------------------------------------------------------------------- every family
+
+
+FAMILIES = """
+func.func @f(%x: tensor<2x4xf32>, %c: tensor<2x4xi1>, %w: tensor<4xf32>, %t: tensor<9x4xf32>, %i: tensor<3xi32>)
+    -> (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2xf32>, tensor<4x4xf32>, tensor<3x2x4xf32>, tensor<3x4xf32>, tensor<2x4xf16>) {
+  %a = tg.sigmoid %x : tensor<2x4xf32>
+  %b = tg.gelu %x : tensor<2x4xf32>
+  %p = tg.pow %x, %w : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  %s = tg.select %c, %x, %w : (tensor<2x4xi1>, tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  %sm = tg.softmax %x {dim = 1 : i64} : tensor<2x4xf32>
+  %ls = tg.log_softmax %x {dim = 0 : i64} : tensor<2x4xf32>
+  %ln = tg.layer_norm %x, %w, %w : (tensor<2x4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  %m = tg.mean %x {dims = array<i64: 1>} : (tensor<2x4xf32>) -> tensor<2xf32>
+  %cat = tg.concat %x, %x {dim = 0 : i64} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<4x4xf32>
+  %bc = tg.broadcast %x : (tensor<2x4xf32>) -> tensor<3x2x4xf32>
+  %e = tg.embedding %t, %i : (tensor<9x4xf32>, tensor<3xi32>) -> tensor<3x4xf32>
+  %h = tg.cast %x : (tensor<2x4xf32>) -> tensor<2x4xf16>
+  func.return %a, %b, %p, %s, %sm, %ls, %ln, %m, %cat, %bc, %e, %h : tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>, tensor<2xf32>, tensor<4x4xf32>, tensor<3x2x4xf32>, tensor<3x4xf32>, tensor<2x4xf16>
+}
+"""
+
+
+def test_each_op_family_lowers_to_its_kernel_in_place():
+    fn = first(lower(FAMILIES), func.FuncOp)
+    kernels = [op for op in fn.body.block.ops if isinstance(op, buf.KernelOp)]
+    described = []
+    for op in kernels:
+        props = {k: v for k, v in op.properties.items() if k in ("fn", "kind", "log")}
+        described.append((op.name, {k: v.data if isinstance(v, StringAttr) else bool(v.value.data) for k, v in props.items()}))
+    assert described == [
+        ("buf.unary", {"fn": "sigmoid"}),
+        ("buf.unary", {"fn": "gelu"}),
+        ("buf.binary", {"fn": "pow"}),
+        ("buf.select", {}),
+        ("buf.softmax", {"log": False}),
+        ("buf.softmax", {"log": True}),
+        ("buf.layer_norm", {}),
+        ("buf.reduce", {"kind": "mean"}),
+        ("buf.concat", {}),
+        ("buf.broadcast", {}),
+        ("buf.embedding", {}),
+        ("buf.cast", {}),
+    ]
+    outs = fn.body.block.args[5:]
+    assert [k.output for k in kernels] == list(outs)  # every result written straight into its output

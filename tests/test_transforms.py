@@ -156,6 +156,155 @@ def test_evaluate_reports_missing_weight_and_bad_input_shape():
         evaluate_function(f, [np.zeros(3, np.float32)], {"fc.bias": np.zeros(2, np.float32)})
 
 
+def _torch(x: np.ndarray):
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(x))
+
+
+def _eval(source: str, *inputs: np.ndarray) -> list[np.ndarray]:
+    return evaluate_function(functions(parse(source))[0], list(inputs), {})
+
+
+def test_evaluate_softmax_log_softmax_layer_norm_match_torch(rng):
+    import torch
+
+    x = rng.standard_normal((2, 3, 8)).astype(np.float32)
+    w, b = rng.standard_normal(8).astype(np.float32), rng.standard_normal(8).astype(np.float32)
+    sm, lsm, ln = _eval("""
+    func.func @f(%x: tensor<2x3x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) -> (tensor<2x3x8xf32>, tensor<2x3x8xf32>, tensor<2x3x8xf32>) {
+      %s = tg.softmax %x {dim = 1 : i64} : tensor<2x3x8xf32>
+      %l = tg.log_softmax %x {dim = 2 : i64} : tensor<2x3x8xf32>
+      %n = tg.layer_norm %x, %w, %b {eps = 1.0e-05 : f32} : (tensor<2x3x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x3x8xf32>
+      func.return %s, %l, %n : tensor<2x3x8xf32>, tensor<2x3x8xf32>, tensor<2x3x8xf32>
+    }""", x, w, b)
+    np.testing.assert_allclose(sm, torch.softmax(_torch(x), 1).numpy(), rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(lsm, torch.log_softmax(_torch(x), 2).numpy(), rtol=RTOL, atol=ATOL)
+    expected = torch.nn.functional.layer_norm(_torch(x), (8,), _torch(w), _torch(b), 1e-5).numpy()
+    np.testing.assert_allclose(ln, expected, rtol=RTOL, atol=1e-5)
+
+
+@pytest.mark.parametrize("causal, with_mask, kv_heads, sq", [
+    (False, False, 4, 5), (True, False, 4, 5), (False, True, 4, 5), (True, True, 2, 5), (True, False, 1, 3),
+])
+def test_evaluate_attention_matches_torch_sdpa(rng, causal, with_mask, kv_heads, sq):
+    import torch
+
+    sk = 5
+    q = rng.standard_normal((2, 4, sq, 8)).astype(np.float32)
+    k = rng.standard_normal((2, kv_heads, sk, 8)).astype(np.float32)
+    v = rng.standard_normal((2, kv_heads, sk, 6)).astype(np.float32)
+    mask = rng.standard_normal((sq, sk)).astype(np.float32)
+    mask_text = f" mask %m" if with_mask else ""
+    mask_type = f", tensor<{sq}x{sk}xf32>" if with_mask else ""
+    (got,) = _eval(f"""
+    func.func @f(%q: tensor<2x4x{sq}x8xf32>, %k: tensor<2x{kv_heads}x{sk}x8xf32>, %v: tensor<2x{kv_heads}x{sk}x6xf32>, %m: tensor<{sq}x{sk}xf32>) -> tensor<2x4x{sq}x6xf32> {{
+      %o = tg.attention %q, %k, %v{mask_text} {{scale = 0.3 : f32, causal = {str(causal).lower()}}} : (tensor<2x4x{sq}x8xf32>, tensor<2x{kv_heads}x{sk}x8xf32>, tensor<2x{kv_heads}x{sk}x6xf32>{mask_type}) -> tensor<2x4x{sq}x6xf32>
+      func.return %o : tensor<2x4x{sq}x6xf32>
+    }}""", q, k, v, mask)
+    group = 4 // kv_heads
+    tk, tv = (_torch(np.repeat(a, group, axis=1)) for a in (k, v))
+    attn_mask = _torch(mask) if with_mask else None
+    if causal:
+        allowed = torch.from_numpy(np.arange(sk)[None, :] <= np.arange(sq)[:, None] + (sk - sq))
+        causal_add = torch.zeros(sq, sk).masked_fill(~allowed, float("-inf"))
+        attn_mask = causal_add if attn_mask is None else attn_mask + causal_add
+    expected = torch.nn.functional.scaled_dot_product_attention(_torch(q), tk, tv, attn_mask=attn_mask, scale=0.3).numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_evaluate_attention_fully_masked_row_gives_zeros():
+    """Sq > Sk with causal: query 0 sees no key (j <= i + Sk - Sq < 0)."""
+    q = np.ones((1, 1, 3, 2), np.float32)
+    k = v = np.ones((1, 1, 2, 2), np.float32)
+    (got,) = _eval("""
+    func.func @f(%q: tensor<1x1x3x2xf32>, %k: tensor<1x1x2x2xf32>, %v: tensor<1x1x2x2xf32>) -> tensor<1x1x3x2xf32> {
+      %o = tg.attention %q, %k, %v {scale = 1.0 : f32, causal = true} : (tensor<1x1x3x2xf32>, tensor<1x1x2x2xf32>, tensor<1x1x2x2xf32>) -> tensor<1x1x3x2xf32>
+      func.return %o : tensor<1x1x3x2xf32>
+    }""", q, k, v)
+    np.testing.assert_array_equal(got[0, 0, 0], [0.0, 0.0])
+    np.testing.assert_allclose(got[0, 0, 1:], 1.0)
+
+
+def test_evaluate_data_movement_reductions_and_unary(rng):
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+    idx = np.array([[3, 0], [1, 1]], np.int64)
+    cond = rng.random((4, 6)) < 0.5
+    outs = _eval("""
+    func.func @f(%x: tensor<4x6xf32>, %i: tensor<2x2xi64>, %c: tensor<4x6xi1>) -> (tensor<4x2xf32>, tensor<8x6xf32>, tensor<2x4x6xf32>, tensor<2x2x6xf32>, tensor<4xf32>, tensor<1x6xf32>, tensor<4x1xf32>, tensor<4x6xf32>, tensor<4x6xf32>, tensor<4x6xf32>, tensor<4x6xi64>) {
+      %s = tg.slice %x {dim = 1 : i64, start = 1 : i64, step = 3 : i64} : (tensor<4x6xf32>) -> tensor<4x2xf32>
+      %k = tg.concat %x, %x {dim = 0 : i64} : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<8x6xf32>
+      %b = tg.broadcast %x : (tensor<4x6xf32>) -> tensor<2x4x6xf32>
+      %e = tg.embedding %x, %i : (tensor<4x6xf32>, tensor<2x2xi64>) -> tensor<2x2x6xf32>
+      %sum = tg.sum %x {dims = array<i64: 1>} : (tensor<4x6xf32>) -> tensor<4xf32>
+      %mean = tg.mean %x {dims = array<i64: 0>, keepdim = true} : (tensor<4x6xf32>) -> tensor<1x6xf32>
+      %max = tg.amax %x {dims = array<i64: 1>, keepdim = true} : (tensor<4x6xf32>) -> tensor<4x1xf32>
+      %z = tg.constant dense<0.0> : tensor<f32>
+      %sel = tg.select %c, %x, %z : (tensor<4x6xi1>, tensor<4x6xf32>, tensor<f32>) -> tensor<4x6xf32>
+      %g = tg.gelu %x {approximate = "tanh"} : tensor<4x6xf32>
+      %r = tg.rsqrt %x : tensor<4x6xf32>
+      %ci = tg.cast %c : (tensor<4x6xi1>) -> tensor<4x6xi64>
+      func.return %s, %k, %b, %e, %sum, %mean, %max, %sel, %g, %r, %ci : tensor<4x2xf32>, tensor<8x6xf32>, tensor<2x4x6xf32>, tensor<2x2x6xf32>, tensor<4xf32>, tensor<1x6xf32>, tensor<4x1xf32>, tensor<4x6xf32>, tensor<4x6xf32>, tensor<4x6xf32>, tensor<4x6xi64>
+    }""", x, idx, cond)
+    s, k, b, e, sm, mean, mx, sel, g, r, ci = outs
+    np.testing.assert_array_equal(s, x[:, 1::3])
+    np.testing.assert_array_equal(k, np.concatenate([x, x]))
+    np.testing.assert_array_equal(b, np.broadcast_to(x, (2, 4, 6)))
+    np.testing.assert_array_equal(e, x[idx])
+    np.testing.assert_allclose(sm, x.sum(1), rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(mean, x.mean(0, keepdims=True), rtol=RTOL, atol=ATOL)
+    np.testing.assert_array_equal(mx, x.max(1, keepdims=True))
+    np.testing.assert_array_equal(sel, np.where(cond, x, 0))
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(g, 0.5 * x64 * (1 + np.tanh(np.sqrt(2 / np.pi) * (x64 + 0.044715 * x64**3))), rtol=RTOL, atol=ATOL)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_allclose(r, 1 / np.sqrt(x64), rtol=RTOL, atol=ATOL)
+    assert ci.dtype == np.int64 and np.array_equal(ci, cond.astype(np.int64))
+
+
+def test_evaluate_fused_elementwise_body_and_matmul_activation(rng):
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    w = rng.standard_normal((4, 4)).astype(np.float32)
+    m = rng.random((3, 4)) < 0.5
+    f, y = _eval("""
+    func.func @f(%x: tensor<3x4xf32>, %b: tensor<4xf32>, %w: tensor<4x4xf32>, %m: tensor<3x4xi1>) -> (tensor<3x4xf32>, tensor<3x4xf32>) {
+      %f = tg.fused_elementwise %x, %b, %m : (tensor<3x4xf32>, tensor<4xf32>, tensor<3x4xi1>) -> tensor<3x4xf32> {
+      ^bb0(%a: f32, %c: f32, %k: i1):
+        %s = arith.addf %a, %c : f32
+        %t = math.tanh %s : f32
+        %z = arith.constant 0.0 : f32
+        %gt = arith.cmpf ogt, %a, %z : f32
+        %e = math.exp %a : f32
+        %p = arith.select %gt, %t, %e : f32
+        %q = arith.select %k, %p, %z : f32
+        %r = math.rsqrt %e : f32
+        %u = arith.mulf %q, %r : f32
+        tg.yield %u : f32
+      }
+      %y = tg.matmul %x, %w, %b {beta = 1.0 : f32, activation = "silu"} : (tensor<3x4xf32>, tensor<4x4xf32>, tensor<4xf32>) -> tensor<3x4xf32>
+      func.return %f, %y : tensor<3x4xf32>, tensor<3x4xf32>
+    }""", x, b, w, m)
+    x64 = x.astype(np.float64)
+    expected = np.where(m, np.where(x64 > 0, np.tanh(x64 + b), np.exp(x64)), 0.0) / np.sqrt(np.exp(x64))
+    np.testing.assert_allclose(f, expected, rtol=RTOL, atol=ATOL)
+    acc = x64 @ w + b
+    np.testing.assert_allclose(y, acc / (1 + np.exp(-acc)), rtol=RTOL, atol=ATOL)
+
+
+def test_dense_round_trip_of_bool_and_int_constants():
+    from xdsl.dialects.builtin import TensorType, i1, i64
+
+    from tensor_graphs.transforms.evaluate import array_to_dense, dense_to_array
+
+    mask = np.tril(np.ones((3, 3), bool))
+    attr = array_to_dense(mask, TensorType(i1, (3, 3)))
+    assert attr == parse(f"func.func @f() {{\n %c = tg.constant {attr}\n func.return\n}}").ops.first.body.block.ops.first.value
+    np.testing.assert_array_equal(dense_to_array(attr), mask)
+    ints = np.array([-3, 0, 2**40], np.int64)
+    np.testing.assert_array_equal(dense_to_array(array_to_dense(ints, TensorType(i64, (3,)))), ints)
+
+
 # --------------------------------------------------------------------------- per-pass cases
 
 
@@ -277,6 +426,25 @@ CASES = [
       %r = tg.relu %s : tensor<2x8xf32>
       func.return %r : tensor<2x8xf32>
     }""", ("tg.add", "tg.relu")),
+    Case("canonicalize$no_op_data_movement_and_splat_select", "canonicalize", """
+    func.func @f(%x: tensor<2x3xf32>, %y: tensor<3xf32>) -> tensor<2x3xf32> {
+      %t = tg.constant dense<true> : tensor<i1>
+      %s = tg.slice %x {dim = 0 : i64, start = 0 : i64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+      %b = tg.broadcast %s : (tensor<2x3xf32>) -> tensor<2x3xf32>
+      %c = tg.cast %b : (tensor<2x3xf32>) -> tensor<2x3xf32>
+      %k = tg.concat %c {dim = 1 : i64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+      %sel = tg.select %t, %y, %k : (tensor<i1>, tensor<3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+      func.return %sel : tensor<2x3xf32>
+    }""", ("tg.broadcast",)),
+    Case("constant-fold$bool_mask_to_additive", "constant-fold", """
+    func.func @f(%x: tensor<3x3xf32>) -> tensor<3x3xf32> {
+      %keep = tg.constant dense<[[true, false, false], [true, true, false], [true, true, true]]> : tensor<3x3xi1>
+      %zero = tg.constant dense<0.0> : tensor<f32>
+      %fill = tg.constant dense<-1.0e9> : tensor<f32>
+      %m = tg.select %keep, %zero, %fill : (tensor<3x3xi1>, tensor<f32>, tensor<f32>) -> tensor<3x3xf32>
+      %s = tg.add %x, %m : (tensor<3x3xf32>, tensor<3x3xf32>) -> tensor<3x3xf32>
+      func.return %s : tensor<3x3xf32>
+    }""", ("tg.constant", "tg.add")),
     # dce
     Case("dce$dead_chain", "dce", """
     func.func @f(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
@@ -330,6 +498,45 @@ def test_constant_fold_respects_max_elements():
     }"""
     assert body_ops(run("constant-fold{max_elements=15},dce", parse(source))) == ["tg.constant", "tg.relu"]
     assert body_ops(run("constant-fold{max_elements=16},dce", parse(source))) == ["tg.constant"]
+
+
+def test_constant_fold_of_a_1024_causal_mask_is_fast():
+    """A 1024x1024 i1 mask (what GPT-2's mask ops fold to) folds with the default max_elements, quickly."""
+    import time
+
+    n = 1024
+    source = f"""
+    func.func @f(%x: tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32> {{
+      %keep = tg.constant dense<true> : tensor<{n}x{n}xi1>
+      %t = tg.transpose %keep {{perm = array<i64: 1, 0>}} : (tensor<{n}x{n}xi1>) -> tensor<{n}x{n}xi1>
+      %zero = tg.constant dense<0.0> : tensor<f32>
+      %fill = tg.constant dense<-1.0e9> : tensor<f32>
+      %m = tg.select %t, %zero, %fill : (tensor<{n}x{n}xi1>, tensor<f32>, tensor<f32>) -> tensor<{n}x{n}xf32>
+      %s = tg.add %x, %m : (tensor<{n}x{n}xf32>, tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32>
+      func.return %s : tensor<{n}x{n}xf32>
+    }}"""
+    module = parse(source)
+    start = time.perf_counter()
+    out = run("constant-fold", module)
+    elapsed = time.perf_counter() - start
+    assert body_ops(run("dce", out)) == ["tg.constant", "tg.add"]
+    assert elapsed < 2.0, f"constant-fold of a {n}x{n} mask took {elapsed:.2f} s"
+
+
+def test_constant_fold_of_aten_mask_ops():
+    """aten ops on constants (and without operands) fold through evaluate_aten_op."""
+    pytest.importorskip("tensor_graphs.transforms.evaluate_aten")
+    module = parse("""
+    func.func @f() -> tensor<4xi64> {
+      %r = aten.arange {end = 4.0 : f64, dtype = "int64"} : tensor<4xi64>
+      func.return %r : tensor<4xi64>
+    }""")
+    out = run("constant-fold,dce", module)
+    assert body_ops(out) == ["tg.constant"]
+    (c,) = [op for op in out.walk() if op.name == "tg.constant"]
+    from tensor_graphs.transforms.evaluate import dense_to_array
+
+    np.testing.assert_array_equal(dense_to_array(c.value), np.arange(4))
 
 
 # --------------------------------------------------------------------------- property test

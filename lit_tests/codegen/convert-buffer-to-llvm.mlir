@@ -2,6 +2,9 @@
 // RUN: tg-opt %s -p convert-buffer-to-llvm -t llvm --split-input-file --verify-diagnostics | filecheck --check-prefix=LLVMIR %s
 
 // A planned MLP layer: sgemm into an arena view, bias+relu in place, scale by a constant.
+// The entry computes each buffer's pointer and calls one function per kernel, whose
+// arguments are the kernel's distinct buffers (noalias: the planner proved them disjoint).
+// It returns an i32 status (0: ok; k: the message tg.errors[k - 1]).
 
 // CHECK:      builtin.module attributes {
 // CHECK-SAME:   tg.arena_size = 16448 : i64
@@ -11,41 +14,59 @@
 // CHECK-SAME:   tg.input_names = ["x"]
 // CHECK-SAME:   tg.input_types = [memref<4x256xf32>]
 // CHECK-SAME:   tg.output_types = [memref<4x1024xf32>]
+// CHECK-SAME:   tg.errors = []
 // CHECK:      llvm.func @scipy_cblas_sgemm(i32, i32, i32, i32, i32, i32, f32, !llvm.ptr, i32, !llvm.ptr, i32, f32, !llvm.ptr, i32)
-// CHECK:      llvm.func @forward(%arena: !llvm.ptr {llvm.noalias}, %weights: !llvm.ptr, %inputs: !llvm.ptr, %outputs: !llvm.ptr, %dims: !llvm.ptr) {
-// CHECK-DAG:    %[[ROWMAJOR:.*]] = llvm.mlir.constant(101 : i32) : i32
-// CHECK-DAG:    %[[NOTRANS:.*]] = llvm.mlir.constant(111 : i32) : i32
-// CHECK-DAG:    %[[TRANS:.*]] = llvm.mlir.constant(112 : i32) : i32
+// CHECK:      llvm.func @forward(%arena: !llvm.ptr {llvm.noalias}, %weights: !llvm.ptr, %inputs: !llvm.ptr, %outputs: !llvm.ptr, %dims: !llvm.ptr) -> i32 {
+// CHECK:        %[[OK:.*]] = llvm.mlir.constant(0 : i32) : i32
 // CHECK:        %x = llvm.load %inputs : !llvm.ptr -> !llvm.ptr
 // CHECK:        %out0 = llvm.load %outputs : !llvm.ptr -> !llvm.ptr
 // CHECK:        %w = llvm.load %weights : !llvm.ptr -> !llvm.ptr
 // CHECK:        %[[BSLOT:.*]] = llvm.getelementptr inbounds %weights[%{{.*}}] : (!llvm.ptr, i64) -> !llvm.ptr, !llvm.ptr
 // CHECK:        %b = llvm.load %[[BSLOT]] : !llvm.ptr -> !llvm.ptr
 // CHECK:        %[[T:.*]] = llvm.getelementptr inbounds %arena[%{{.*}}] : (!llvm.ptr, i64) -> !llvm.ptr, i8
-// CHECK:        llvm.call @scipy_cblas_sgemm(%[[ROWMAJOR]], %[[NOTRANS]], %[[TRANS]], %{{.*}}, %x, %{{.*}}, %w, %{{.*}}, %[[T]], %{{.*}})
+// CHECK:        llvm.call @forward__0_matmul(%x, %w, %[[T]]) : (!llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
+// in place: the buffer is passed once
+// CHECK:        llvm.call @forward__1_bias_activation(%[[T]], %b) : (!llvm.ptr, !llvm.ptr) -> i32
+// CHECK:        llvm.call @forward__2_mul(%[[T]], %c, %out0) : (!llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
+// CHECK:        llvm.return %[[OK]] : i32
+
+// CHECK:      llvm.func internal @forward__0_matmul(%x_1: !llvm.ptr {llvm.noalias}, %w_1: !llvm.ptr {llvm.noalias}, %t_1: !llvm.ptr {llvm.noalias}) -> i32 {
+// CHECK-DAG:    %[[ROWMAJOR:.*]] = llvm.mlir.constant(101 : i32) : i32
+// CHECK-DAG:    %[[NOTRANS:.*]] = llvm.mlir.constant(111 : i32) : i32
+// CHECK-DAG:    %[[TRANS:.*]] = llvm.mlir.constant(112 : i32) : i32
+// CHECK:        llvm.call @scipy_cblas_sgemm(%[[ROWMAJOR]], %[[NOTRANS]], %[[TRANS]], %{{.*}}, %x_1, %{{.*}}, %w_1, %{{.*}}, %t_1, %{{.*}})
+
 // bias + relu: rows x columns (the bias is broadcast along rows)
+// CHECK:      llvm.func internal @forward__1_bias_activation(%t_2: !llvm.ptr {llvm.noalias}, %b_1: !llvm.ptr {llvm.noalias}) -> i32 {
 // CHECK:        llvm.br ^[[ROWS:.*]](%{{.*}} : i64)
 // CHECK:      ^[[COLS:.*]](%[[J:.*]]: i64):
 // CHECK:        llvm.fadd
 // CHECK:        llvm.fcmp "olt"
 // CHECK:        llvm.select
 // CHECK:        llvm.cond_br %{{.*}}, ^[[COLS]](%{{.*}} : i64), ^{{.*}}
-// scale by the rank-0 constant: its load is hoisted, the 2-D output is ONE flat loop of 4096
-// CHECK:        %[[C:.*]] = llvm.load %c : !llvm.ptr -> f32
+
+// scale by the rank-0 splat constant: an immediate; the 2-D output is ONE flat loop of 4096
+// CHECK:      llvm.func internal @forward__2_mul(
+// CHECK:        %[[C:.*]] = llvm.mlir.constant(2.000000e+00 : f32) : f32
 // CHECK:      ^[[FLAT:.*]](%[[I:.*]]: i64):
 // CHECK:        %[[X:.*]] = llvm.load %{{.*}} : !llvm.ptr -> f32
 // CHECK:        llvm.fmul %[[X]], %[[C]] : f32
 // CHECK:        llvm.store
 // CHECK:        %[[NEXT:.*]] = llvm.add %[[I]], %{{.*}} overflow<nsw> : i64
 // CHECK:        llvm.cond_br %{{.*}}, ^[[FLAT]](%[[NEXT]] : i64), ^{{.*}}
-// CHECK:        llvm.return
+// CHECK:        llvm.return %{{.*}} : i32
 
+// Kernel functions are internal and never inlined (one small function per kernel).
 // LLVMIR:     declare void @{{"?}}scipy_cblas_sgemm{{"?}}(i32
-// LLVMIR:     define void @{{"?}}forward{{"?}}(ptr noalias
+// LLVMIR:     define i32 @{{"?}}forward{{"?}}(ptr noalias
+// LLVMIR:       call {{.*}}i32 @{{"?}}forward__0_matmul{{"?}}(ptr
+// LLVMIR:       ret i32 0
+// LLVMIR:     define internal i32 @{{"?}}forward__0_matmul{{"?}}(ptr noalias {{.*}}) noinline
 // LLVMIR:       call {{.*}}void @{{"?}}scipy_cblas_sgemm{{"?}}(i32 101, i32 111, i32 112, i32 4, i32 1024, i32 256, float
-// LLVMIR:       phi i64
-// LLVMIR:       fmul float
-// LLVMIR:       ret void
+// LLVMIR:     define internal i32 @{{"?}}forward__1_bias_activation{{"?}}(
+// LLVMIR:       phi {{ *}}i64
+// LLVMIR:     define internal i32 @{{"?}}forward__2_mul{{"?}}(
+// LLVMIR:       fmul float {{.*}}, 0x4000000000000000
 
 builtin.module attributes {tg.arena_size = 16448 : i64} {
   func.func @forward(%x: memref<4x256xf32>, %out0: memref<4x1024xf32>) attributes {tg.num_outputs = 1 : i64} {
@@ -66,6 +87,8 @@ builtin.module attributes {tg.arena_size = 16448 : i64} {
 // A batched matmul whose rhs has batch dims loops over the batch, one sgemm per matrix.
 
 // CHECK:      llvm.func @batched(
+// CHECK:        llvm.call @batched__0_matmul(%a, %b, %o)
+// CHECK:      llvm.func internal @batched__0_matmul(
 // CHECK:      ^[[B:.*]](%[[IB:.*]]: i64):
 // CHECK:        llvm.call @scipy_cblas_sgemm(
 // CHECK:        llvm.cond_br %{{.*}}, ^[[B]](%{{.*}} : i64), ^{{.*}}
@@ -101,6 +124,103 @@ builtin.module {
   }
   func.func @g(%x: memref<4xf32>, %o: memref<4xf32>) attributes {tg.num_outputs = 1 : i64} {
     buf.relu ins(%x : memref<4xf32>) outs(%o : memref<4xf32>)
+    func.return
+  }
+}
+
+// -----
+
+// An embedding checks each index against [0, V) and returns status 1 (message in tg.errors)
+// instead of reading out of bounds; the row copy is an inner loop.
+
+// The entry returns a nonzero kernel status at once.
+
+// CHECK:      tg.errors = ["embedding 'wte': index out of range [0, 50)"]
+// CHECK:      llvm.func @embed(
+// CHECK:        %[[S:.*]] = llvm.call @embed__0_embedding(%w, %ids, %o)
+// CHECK:        %[[Z:.*]] = llvm.icmp "eq" %[[S]], %{{.*}} : i32
+// CHECK:        llvm.cond_br %[[Z]], ^[[GO:.*]], ^[[STOP:.*]](%[[S]] : i32)
+// CHECK:      ^[[STOP]](%[[ST:.*]]: i32):
+// CHECK-NEXT:   llvm.return %[[ST]] : i32
+// CHECK:      llvm.func internal @embed__0_embedding(
+// CHECK-DAG:    %[[ONE:.*]] = llvm.mlir.constant(1 : i32) : i32
+// CHECK-DAG:    %[[V:.*]] = llvm.mlir.constant(50) : i64
+// CHECK:      ^[[ROW:.*]](%[[I:.*]]: i64):
+// CHECK:        %[[ID:.*]] = llvm.load %{{.*}} : !llvm.ptr -> i64
+// CHECK:        %[[OK:.*]] = llvm.icmp "ult" %[[ID]], %[[V]] : i64
+// CHECK:        llvm.cond_br %[[OK]], ^[[IN:.*]], ^[[FAIL:.*]]
+// CHECK:      ^[[FAIL]]:
+// CHECK-NEXT:   llvm.return %[[ONE]] : i32
+// CHECK:      ^[[IN]]:
+// CHECK:        llvm.mul %[[ID]], %{{.*}} overflow<nsw> : i64
+
+// LLVMIR:     define internal i32 @{{"?}}embed__0_embedding{{"?}}(
+// LLVMIR:       icmp ult i64
+// LLVMIR:       ret i32 1
+
+builtin.module {
+  func.func @embed(%ids: memref<2x3xi64>, %o: memref<2x3x8xf32>) attributes {tg.num_outputs = 1 : i64} {
+    %w = buf.weight "wte" : memref<50x8xf32>
+    buf.embedding ins(%w, %ids : memref<50x8xf32>, memref<2x3xi64>) outs(%o : memref<2x3x8xf32>)
+    func.return
+  }
+}
+
+// -----
+
+// A fused elementwise body is ONE loop over the output: exp is straight-line code (a
+// polynomial and exponent bits, no libm call), the [4, 1] operand is loaded once per row
+// outside the inner loop, and a subview is a GEP into its buffer (no copy).
+
+// CHECK:      llvm.func @fused(
+// CHECK:        %[[ROWS:.*]] = llvm.getelementptr inbounds %m[%{{.*}}] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+// CHECK:        llvm.call @fused__0_fused_elementwise(%x, %[[ROWS]], %o)
+// CHECK:      llvm.func internal @fused__0_fused_elementwise(
+// CHECK:      ^[[OUTER:.*]](%{{.*}}: i64):
+// CHECK:        %[[B:.*]] = llvm.load %{{.*}} : !llvm.ptr -> f32
+// CHECK:      ^[[INNER:.*]](%{{.*}}: i64):
+// CHECK:        %[[A:.*]] = llvm.load %{{.*}} : !llvm.ptr -> f32
+// CHECK:        %[[D:.*]] = llvm.fsub %[[A]], %[[B]] : f32
+// CHECK-NOT:    llvm.intr.exp
+// CHECK:        llvm.intr.fma
+// CHECK:        llvm.bitcast %{{.*}} : f32 to i32
+// CHECK:        llvm.shl
+// CHECK:        llvm.store
+// CHECK:        llvm.cond_br %{{.*}}, ^[[INNER]](%{{.*}} : i64), ^{{.*}}
+
+// LLVMIR:     define internal i32 @{{"?}}fused__0_fused_elementwise{{"?}}(
+// LLVMIR-NOT:   @expf
+// LLVMIR:       call float @{{"?}}llvm.fma.f32{{"?}}
+
+builtin.module {
+  func.func @fused(%x: memref<4x64xf32>, %m: memref<8x1xf32>, %o: memref<4x64xf32>) attributes {tg.num_outputs = 1 : i64} {
+    %rows = buf.subview %m[4] : memref<8x1xf32> -> memref<4x1xf32>
+    buf.fused_elementwise ins(%x, %rows : memref<4x64xf32>, memref<4x1xf32>) outs(%o : memref<4x64xf32>) {
+    ^bb0(%a: f32, %b: f32):
+      %d = arith.subf %a, %b : f32
+      %e = math.exp %d : f32
+      buf.yield %e : f32
+    }
+    func.return
+  }
+}
+
+// -----
+
+// A sum over the innermost dim accumulates in a register over a loop whose fadd carries
+// `reassoc` (so LLVM vectorises the reduction); mean divides by the count once per row.
+
+// CHECK:      llvm.func internal @mean__0_reduce(
+// CHECK:      ^[[ROW:.*]](%{{.*}}: i64):
+// CHECK:      ^[[RED:.*]](%{{.*}}: i64, %[[ACC:.*]]: f32):
+// CHECK:        %[[SUM:.*]] = llvm.fadd %[[ACC]], %{{.*}} {fastmathFlags = #llvm.fastmath<reassoc>} : f32
+// CHECK:        llvm.cond_br %{{.*}}, ^[[RED]](%{{.*}}, %[[SUM]] : i64, f32), ^[[DONE:.*]](%[[SUM]] : f32)
+// CHECK:      ^[[DONE]](%[[TOTAL:.*]]: f32):
+// CHECK:        llvm.fdiv %[[TOTAL]], %{{.*}} : f32
+
+builtin.module {
+  func.func @mean(%x: memref<4x64xf32>, %o: memref<4x1xf32>) attributes {tg.num_outputs = 1 : i64} {
+    buf.reduce ins(%x : memref<4x64xf32>) outs(%o : memref<4x1xf32>) {kind = "mean", dims = array<i64: 1>, keepdim = true}
     func.return
   }
 }

@@ -2,9 +2,10 @@
 // RUN: not tg-opt %S/Inputs/convert-aten-to-tensor-unsupported.mlir -p convert-aten-to-tensor 2>&1 | filecheck %s --check-prefix=ERR
 // RUN: tg-opt %S/Inputs/convert-aten-to-tensor-unsupported.mlir -p convert-aten-to-tensor --verify-diagnostics | filecheck %s --check-prefix=ERR
 
-// ERR: convert-aten-to-tensor: 2 aten ops could not be converted:
-// ERR-NEXT: aten::gelu has no tg lowering (unsupported ATen op) at layers.1 (torch.nn.GELU), model.py:12 in forward
-// ERR-NEXT: aten::sigmoid has no tg lowering (unsupported ATen op)
+// ERR: convert-aten-to-tensor: 3 aten ops could not be converted:
+// ERR-NEXT: aten::erfinv has no tg lowering (unsupported ATen op) at layers.1 (Erfinv), model.py:12 in forward
+// ERR-NEXT: aten::atan has no tg lowering (unsupported ATen op)
+// ERR-NEXT: aten.gt.Scalar: only constant-fold removes this op, but operand 0 is computed at run time by aten.unsupported
 
 // CHECK-LABEL: func.func @aten.linear$basic
 // CHECK-SAME:    (%[[X:.*]]: tensor<2x8xf32>)
@@ -245,4 +246,198 @@ func.func @aten.contiguous$is_identity(%x: tensor<2x3xf32>) -> (tensor<2x3xf32>,
   %1 = aten.clone %0 : (tensor<2x3xf32>) -> tensor<2x3xf32>
   %2 = aten.view %1 {size = array<i64: 2, 3>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
   func.return %0, %1, %2 : tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.tanh$unary_functions
+// CHECK-SAME:    (%[[X:.*]]: tensor<2x3xf32>)
+// CHECK-NEXT:    %[[A:.*]] = tg.tanh %[[X]] : tensor<2x3xf32>
+// CHECK-NEXT:    %[[B:.*]] = tg.exp %[[A]] : tensor<2x3xf32>
+// CHECK-NEXT:    %[[C:.*]] = tg.rsqrt %[[B]] : tensor<2x3xf32>
+// CHECK-NEXT:    %[[D:.*]] = tg.neg %[[C]] : tensor<2x3xf32>
+// CHECK-NEXT:    %[[E:.*]] = tg.gelu %[[D]] {approximate = "tanh"} : tensor<2x3xf32>
+// CHECK-NEXT:    %[[F:.*]] = tg.gelu %[[E]] : tensor<2x3xf32>
+// CHECK-NEXT:    func.return %[[F]]
+func.func @aten.tanh$unary_functions(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = aten.tanh %x : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %1 = aten.exp %0 : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %2 = aten.rsqrt %1 : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %3 = aten.neg %2 : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %4 = aten.gelu %3 {approximate = "tanh"} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %5 = aten.gelu %4 : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  func.return %5 : tensor<2x3xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.pow$scalar_and_tensor_exponent
+// CHECK:         %[[C:.*]] = tg.constant dense<3.000000e+00> : tensor<f32>
+// CHECK-NEXT:    %[[P:.*]] = tg.pow %{{.*}}, %[[C]] : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+// CHECK-NEXT:    %[[Q:.*]] = tg.pow %[[P]], %{{.*}} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+// CHECK-NEXT:    tg.max %[[Q]], %{{.*}} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+func.func @aten.pow$scalar_and_tensor_exponent(%x: tensor<2x3xf32>, %e: tensor<3xf32>) -> tensor<2x3xf32> {
+  %0 = aten.pow.Tensor_Scalar %x {exponent = 3 : i64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %1 = aten.pow.Tensor_Tensor %0, %e : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %2 = aten.maximum %1, %e : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  func.return %2 : tensor<2x3xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.add$int_tensor_plus_float_promotes
+// CHECK:         %[[C:.*]] = tg.cast %{{.*}} : (tensor<3xi64>) -> tensor<3xf32>
+// CHECK-NEXT:    tg.add %[[C]], %{{.*}} : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+func.func @aten.add$int_tensor_plus_float_promotes(%i: tensor<3xi64>, %x: tensor<3xf32>) -> tensor<3xf32> {
+  %0 = aten.add.Tensor %i, %x : (tensor<3xi64>, tensor<3xf32>) -> tensor<3xf32>
+  func.return %0 : tensor<3xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.mean$dims_normalised
+// CHECK:         tg.mean %{{.*}} {dims = array<i64: 0, 2>, keepdim = true} : (tensor<2x3x4xf32>) -> tensor<1x3x1xf32>
+// CHECK:         tg.sum %{{.*}} {dims = array<i64: 0, 1, 2>} : (tensor<2x3x4xf32>) -> tensor<f32>
+// CHECK:         tg.amax %{{.*}} {dims = array<i64: 0, 2>} : (tensor<2x3x4xf32>) -> tensor<3xf32>
+func.func @aten.mean$dims_normalised(%x: tensor<2x3x4xf32>) -> (tensor<1x3x1xf32>, tensor<f32>, tensor<3xf32>) {
+  %0 = aten.mean.dim %x {dim = array<i64: -1, 0>, keepdim = true} : (tensor<2x3x4xf32>) -> tensor<1x3x1xf32>
+  %1 = aten.sum %x : (tensor<2x3x4xf32>) -> tensor<f32>
+  %2 = aten.amax %x {dim = array<i64: 0, 2>} : (tensor<2x3x4xf32>) -> tensor<3xf32>
+  func.return %0, %1, %2 : tensor<1x3x1xf32>, tensor<f32>, tensor<3xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.softmax$negative_dim
+// CHECK:         tg.softmax %{{.*}} {dim = 1 : i64} : tensor<2x3xf32>
+// CHECK:         tg.log_softmax %{{.*}} {dim = 0 : i64} : tensor<2x3xf32>
+func.func @aten.softmax$negative_dim(%x: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>) {
+  %0 = aten.softmax.int %x {dim = -1 : i64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %1 = aten._log_softmax %x {dim = 0 : i64, half_to_float = false} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  func.return %0, %1 : tensor<2x3xf32>, tensor<2x3xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.layer_norm$no_affine_gets_ones_and_zeros
+// CHECK:         %[[W:.*]] = tg.constant dense<1.000000e+00> : tensor<8xf32>
+// CHECK-NEXT:    %[[B:.*]] = tg.constant dense<0.000000e+00> : tensor<8xf32>
+// CHECK-NEXT:    tg.layer_norm %{{.*}}, %[[W]], %[[B]] {eps = 1.000000e-06 : f32} : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+func.func @aten.layer_norm$no_affine_gets_ones_and_zeros(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %0 = aten.layer_norm %x {normalized_shape = array<i64: 8>, eps = 1.0e-6 : f64} : tensor<2x8xf32> -> tensor<2x8xf32>
+  func.return %0 : tensor<2x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.scaled_dot_product_attention$bool_mask_becomes_additive
+// CHECK-SAME:    %[[M:[a-z0-9]+]]: tensor<1x1x7x7xi1>
+// CHECK:         %[[ZERO:.*]] = tg.constant dense<0.000000e+00> : tensor<f32>
+// CHECK-NEXT:    %[[NINF:.*]] = tg.constant dense<0xff800000> : tensor<f32>
+// CHECK-NEXT:    %[[ADD:.*]] = tg.select %[[M]], %[[ZERO]], %[[NINF]] : (tensor<1x1x7x7xi1>, tensor<f32>, tensor<f32>) -> tensor<1x1x7x7xf32>
+// CHECK-NEXT:    tg.attention %{{.*}}, %{{.*}}, %{{.*}} mask %[[ADD]] {scale = 2.500000e-01 : f32} : (tensor<1x4x7x16xf32>, tensor<1x4x7x16xf32>, tensor<1x4x7x16xf32>, tensor<1x1x7x7xf32>) -> tensor<1x4x7x16xf32>
+func.func @aten.scaled_dot_product_attention$bool_mask_becomes_additive(%q: tensor<1x4x7x16xf32>, %k: tensor<1x4x7x16xf32>, %v: tensor<1x4x7x16xf32>, %m: tensor<1x1x7x7xi1>) -> tensor<1x4x7x16xf32> {
+  %0 = aten.scaled_dot_product_attention %q, %k, %v, %m : (tensor<1x4x7x16xf32>, tensor<1x4x7x16xf32>, tensor<1x4x7x16xf32>, tensor<1x1x7x7xi1>) -> tensor<1x4x7x16xf32>
+  func.return %0 : tensor<1x4x7x16xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.scaled_dot_product_attention$causal_gqa
+// CHECK-NEXT:    tg.attention %{{.*}}, %{{.*}}, %{{.*}} {scale = 5.000000e-01 : f32, causal = true} : (tensor<2x4x5x8xf32>, tensor<2x2x5x8xf32>, tensor<2x2x5x8xf32>) -> tensor<2x4x5x8xf32>
+func.func @aten.scaled_dot_product_attention$causal_gqa(%q: tensor<2x4x5x8xf32>, %k: tensor<2x2x5x8xf32>, %v: tensor<2x2x5x8xf32>) -> tensor<2x4x5x8xf32> {
+  %0 = aten.scaled_dot_product_attention %q, %k, %v {is_causal = true, scale = 0.5 : f64, enable_gqa = true} : (tensor<2x4x5x8xf32>, tensor<2x2x5x8xf32>, tensor<2x2x5x8xf32>) -> tensor<2x4x5x8xf32>
+  func.return %0 : tensor<2x4x5x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.slice$clamped_and_negative
+// CHECK-SAME:    (%[[X:.*]]: tensor<2x5xf32>)
+// CHECK-NEXT:    %[[A:.*]] = tg.slice %[[X]] {dim = 1 : i64, start = 2 : i64} : (tensor<2x5xf32>) -> tensor<2x3xf32>
+// CHECK-NEXT:    %[[S:.*]] = tg.slice %[[X]] {dim = 0 : i64, start = 1 : i64} : (tensor<2x5xf32>) -> tensor<1x5xf32>
+// CHECK-NEXT:    %[[B:.*]] = tg.reshape %[[S]] : (tensor<1x5xf32>) -> tensor<5xf32>
+// CHECK-NEXT:    %[[C:.*]] = tg.slice %[[X]] {dim = 1 : i64, start = 1 : i64} : (tensor<2x5xf32>) -> tensor<2x2xf32>
+// CHECK-NEXT:    func.return %[[A]], %[[B]], %[[C]], %[[X]]
+func.func @aten.slice$clamped_and_negative(%x: tensor<2x5xf32>) -> (tensor<2x3xf32>, tensor<5xf32>, tensor<2x2xf32>, tensor<2x5xf32>) {
+  %0 = aten.slice.Tensor %x {dim = 1 : i64, start = -3 : i64, end = 100 : i64} : (tensor<2x5xf32>) -> tensor<2x3xf32>
+  %1 = aten.select.int %x {dim = 0 : i64, index = -1 : i64} : (tensor<2x5xf32>) -> tensor<5xf32>
+  %2 = aten.narrow %x {dim = -1 : i64, start = 1 : i64, length = 2 : i64} : (tensor<2x5xf32>) -> tensor<2x2xf32>
+  %3 = aten.slice.Tensor %x {dim = 1 : i64} : (tensor<2x5xf32>) -> tensor<2x5xf32>
+  func.return %0, %1, %2, %3 : tensor<2x3xf32>, tensor<5xf32>, tensor<2x2xf32>, tensor<2x5xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.split$one_slice_per_result
+// CHECK-NEXT:    %[[A:.*]] = tg.slice %{{.*}} {dim = 1 : i64, start = 0 : i64} : (tensor<2x5xf32>) -> tensor<2x3xf32>
+// CHECK-NEXT:    %[[B:.*]] = tg.slice %{{.*}} {dim = 1 : i64, start = 3 : i64} : (tensor<2x5xf32>) -> tensor<2x2xf32>
+// CHECK-NEXT:    %[[C:.*]] = tg.concat %[[B]], %[[A]] {dim = 1 : i64} : (tensor<2x2xf32>, tensor<2x3xf32>) -> tensor<2x5xf32>
+func.func @aten.split$one_slice_per_result(%x: tensor<2x5xf32>) -> (tensor<2x3xf32>, tensor<2x2xf32>, tensor<2x5xf32>) {
+  %0:2 = aten.split.Tensor %x {split_size = 3 : i64, dim = 1 : i64} : (tensor<2x5xf32>) -> (tensor<2x3xf32>, tensor<2x2xf32>)
+  %1 = aten.cat %0#1, %0#0 {dim = -1 : i64} : (tensor<2x2xf32>, tensor<2x3xf32>) -> tensor<2x5xf32>
+  func.return %0#0, %0#1, %1 : tensor<2x3xf32>, tensor<2x2xf32>, tensor<2x5xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.where$scalar_branches
+// CHECK-SAME:    (%[[X:.*]]: tensor<2x3xf32>, %[[C:.*]]: tensor<2x3xi1>)
+// CHECK-NEXT:    %[[V:.*]] = tg.constant dense<-1.000000e+00> : tensor<f32>
+// CHECK-NEXT:    tg.select %[[C]], %[[X]], %[[V]] : (tensor<2x3xi1>, tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+func.func @aten.where$scalar_branches(%x: tensor<2x3xf32>, %c: tensor<2x3xi1>) -> tensor<2x3xf32> {
+  %0 = aten.where.ScalarOther %c, %x {other = -1.0 : f64} : (tensor<2x3xi1>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  func.return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.masked_fill$select
+// CHECK-SAME:    (%[[X:.*]]: tensor<2x3xf32>, %[[M:.*]]: tensor<3xi1>, %[[C:.*]]: tensor<2x3xi1>)
+// CHECK-NEXT:    %[[V:.*]] = tg.constant dense<0xff800000> : tensor<f32>
+// CHECK-NEXT:    %[[A:.*]] = tg.select %[[M]], %[[V]], %[[X]] : (tensor<3xi1>, tensor<f32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+// CHECK-NEXT:    tg.select %[[C]], %[[X]], %[[A]] : (tensor<2x3xi1>, tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+func.func @aten.masked_fill$select(%x: tensor<2x3xf32>, %m: tensor<3xi1>, %c: tensor<2x3xi1>) -> (tensor<2x3xf32>, tensor<2x3xf32>) {
+  %0 = aten.masked_fill.Scalar %x, %m {value = 0xFFF0000000000000 : f64} : (tensor<2x3xf32>, tensor<3xi1>) -> tensor<2x3xf32>
+  %1 = aten.where.self %c, %x, %0 : (tensor<2x3xi1>, tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  func.return %0, %1 : tensor<2x3xf32>, tensor<2x3xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.expand$broadcast_and_identity
+// CHECK-SAME:    (%[[X:.*]]: tensor<1x3xf32>, %[[IDS:.*]]: tensor<1x3xi64>, %[[W:.*]]: tensor<10x4xf32>)
+// CHECK-NEXT:    %[[A:.*]] = tg.broadcast %[[X]] : (tensor<1x3xf32>) -> tensor<4x1x3xf32>
+// CHECK-NEXT:    %[[B:.*]] = tg.reshape %[[X]] : (tensor<1x3xf32>) -> tensor<3xf32>
+// CHECK-NEXT:    %[[C:.*]] = tg.embedding %[[W]], %[[IDS]] : (tensor<10x4xf32>, tensor<1x3xi64>) -> tensor<1x3x4xf32>
+// CHECK-NEXT:    func.return %[[A]], %[[X]], %[[B]], %[[C]]
+func.func @aten.expand$broadcast_and_identity(%x: tensor<1x3xf32>, %ids: tensor<1x3xi64>, %w: tensor<10x4xf32>) -> (tensor<4x1x3xf32>, tensor<1x3xf32>, tensor<3xf32>, tensor<1x3x4xf32>) {
+  %0 = aten.expand %x {size = array<i64: 4, -1, 3>} : (tensor<1x3xf32>) -> tensor<4x1x3xf32>
+  %1 = aten.expand %x {size = array<i64: 1, 3>} : (tensor<1x3xf32>) -> tensor<1x3xf32>
+  %2 = aten.squeeze.dim %x {dim = 0 : i64} : (tensor<1x3xf32>) -> tensor<3xf32>
+  %3 = aten.embedding %w, %ids : (tensor<10x4xf32>, tensor<1x3xi64>) -> tensor<1x3x4xf32>
+  func.return %0, %1, %2, %3 : tensor<4x1x3xf32>, tensor<1x3xf32>, tensor<3xf32>, tensor<1x3x4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.to$cast_or_identity
+// CHECK-SAME:    (%[[I:.*]]: tensor<3xi64>, %[[X:.*]]: tensor<3xf32>)
+// CHECK-NEXT:    %[[C:.*]] = tg.cast %[[I]] : (tensor<3xi64>) -> tensor<3xf32>
+// CHECK-NEXT:    func.return %[[C]], %[[X]], %[[X]]
+func.func @aten.to$cast_or_identity(%i: tensor<3xi64>, %x: tensor<3xf32>) -> (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) {
+  %0 = aten.to.dtype %i {dtype = "float32"} : (tensor<3xi64>) -> tensor<3xf32>
+  %1 = aten.to.dtype_layout %x {dtype = "float32"} : (tensor<3xf32>) -> tensor<3xf32>
+  %2 = aten.type_as %x, %x : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  func.return %0, %1, %2 : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.zeros_like$splat_constant_whatever_the_input
+// CHECK-NEXT:    %[[Z:.*]] = tg.constant dense<0.000000e+00> : tensor<2x3xf32>
+// CHECK-NEXT:    func.return %[[Z]]
+func.func @aten.zeros_like$splat_constant_whatever_the_input(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = aten.zeros_like %x : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  func.return %0 : tensor<2x3xf32>
 }

@@ -137,6 +137,218 @@ func.func @result_attributes_move_to_output_arguments(%x: tensor<2xf32> {tg.name
   func.return %r : tensor<2xf32>
 }
 
+// ====== zero-copy slices
+
+// The slice's elements are one run in memory (every dim before `dim` is 1): a view at element
+// offset start * (elements per index of dim) = 2 * 4, no kernel.
+// CHECK-LABEL: func.func @slice$contiguous_is_a_subview
+// CHECK-NEXT:   %r = buf.alloc : memref<1x8x4xf32>
+// CHECK-NEXT:   buf.relu ins(%x : memref<1x8x4xf32>) outs(%r : memref<1x8x4xf32>)
+// CHECK-NEXT:   %s = buf.subview %r[8] : memref<1x8x4xf32> -> memref<1x3x4xf32>
+// CHECK-NEXT:   buf.unary ins(%s : memref<1x3x4xf32>) outs(%out0 : memref<1x3x4xf32>) {fn = "exp"}
+// CHECK-NEXT:   func.return
+func.func @slice$contiguous_is_a_subview(%x: tensor<1x8x4xf32>) -> tensor<1x3x4xf32> {
+  %r = tg.relu %x : tensor<1x8x4xf32>
+  %s = tg.slice %r {dim = 1 : i64, start = 2 : i64} : (tensor<1x8x4xf32>) -> tensor<1x3x4xf32>
+  %o = tg.exp %s : tensor<1x3x4xf32>
+  func.return %o : tensor<1x3x4xf32>
+}
+
+// One index along dim is one run whatever the step; a view of an input is fine too.
+// CHECK-LABEL: func.func @slice$single_index_is_a_subview
+// CHECK-NEXT:   %s = buf.subview %x[20] : memref<1x8x4xf32> -> memref<1x1x4xf32>
+// CHECK-NEXT:   buf.unary ins(%s : memref<1x1x4xf32>) outs(%out0 : memref<1x1x4xf32>) {fn = "exp"}
+func.func @slice$single_index_is_a_subview(%x: tensor<1x8x4xf32>) -> tensor<1x1x4xf32> {
+  %s = tg.slice %x {dim = 1 : i64, start = 5 : i64, step = 3 : i64} : (tensor<1x8x4xf32>) -> tensor<1x1x4xf32>
+  %o = tg.exp %s : tensor<1x1x4xf32>
+  func.return %o : tensor<1x1x4xf32>
+}
+
+// CHECK-LABEL: func.func @slice$strided_is_a_copy
+// CHECK-NEXT:   %s = buf.alloc : memref<3x4xf32>
+// CHECK-NEXT:   buf.slice ins(%x : memref<8x4xf32>) outs(%s : memref<3x4xf32>) {dim = 0 : i64, start = 1 : i64, step = 2 : i64}
+// CHECK-NEXT:   buf.unary ins(%s : memref<3x4xf32>) outs(%out0 : memref<3x4xf32>) {fn = "exp"}
+func.func @slice$strided_is_a_copy(%x: tensor<8x4xf32>) -> tensor<3x4xf32> {
+  %s = tg.slice %x {dim = 0 : i64, start = 1 : i64, step = 2 : i64} : (tensor<8x4xf32>) -> tensor<3x4xf32>
+  %o = tg.exp %s : tensor<3x4xf32>
+  func.return %o : tensor<3x4xf32>
+}
+
+// Two rows of 8, four columns from each: two runs, so a copy.
+// CHECK-LABEL: func.func @slice$inner_dim_is_a_copy
+// CHECK-NEXT:   %s = buf.alloc : memref<2x4xf32>
+// CHECK-NEXT:   buf.slice ins(%x : memref<2x8xf32>) outs(%s : memref<2x4xf32>) {dim = 1 : i64, start = 4 : i64}
+func.func @slice$inner_dim_is_a_copy(%x: tensor<2x8xf32>) -> tensor<2x4xf32> {
+  %s = tg.slice %x {dim = 1 : i64, start = 4 : i64} : (tensor<2x8xf32>) -> tensor<2x4xf32>
+  %o = tg.exp %s : tensor<2x4xf32>
+  func.return %o : tensor<2x4xf32>
+}
+
+// A returned view of part of a buffer cannot be the output: the buffer stays, the part is copied.
+// CHECK-LABEL: func.func @slice$returned_part_is_copied_out
+// CHECK-NEXT:   %r = buf.alloc : memref<4x4xf32>
+// CHECK-NEXT:   buf.relu ins(%x : memref<4x4xf32>) outs(%r : memref<4x4xf32>)
+// CHECK-NEXT:   %s = buf.subview %r[4] : memref<4x4xf32> -> memref<1x4xf32>
+// CHECK-NEXT:   buf.copy ins(%s : memref<1x4xf32>) outs(%out0 : memref<1x4xf32>)
+// CHECK-NEXT:   func.return
+func.func @slice$returned_part_is_copied_out(%x: tensor<4x4xf32>) -> tensor<1x4xf32> {
+  %r = tg.relu %x : tensor<4x4xf32>
+  %s = tg.slice %r {dim = 0 : i64, start = 1 : i64} : (tensor<4x4xf32>) -> tensor<1x4xf32>
+  func.return %s : tensor<1x4xf32>
+}
+
+// A full-range slice (then a reshape) covers its whole root: the root is the output, written in place.
+// CHECK-LABEL: func.func @slice$full_range_output_written_in_place
+// CHECK-NEXT:   %r = buf.reshape %out0 : memref<16xf32> -> memref<2x8xf32>
+// CHECK-NEXT:   buf.relu ins(%x : memref<2x8xf32>) outs(%r : memref<2x8xf32>)
+// CHECK-NEXT:   func.return
+func.func @slice$full_range_output_written_in_place(%x: tensor<2x8xf32>) -> tensor<16xf32> {
+  %r = tg.relu %x : tensor<2x8xf32>
+  %s = tg.slice %r {dim = 1 : i64, start = 0 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  %f = tg.reshape %s : (tensor<2x8xf32>) -> tensor<16xf32>
+  func.return %f : tensor<16xf32>
+}
+
+// Two halves of one buffer returned: neither is the whole root, both are copied.
+// CHECK-LABEL: func.func @slice$split_outputs_are_copied
+// CHECK-NEXT:   %r = buf.alloc : memref<4x2xf32>
+// CHECK-NEXT:   buf.relu ins(%x : memref<4x2xf32>) outs(%r : memref<4x2xf32>)
+// CHECK-NEXT:   %a = buf.subview %r[0] : memref<4x2xf32> -> memref<2x2xf32>
+// CHECK-NEXT:   %b = buf.subview %r[4] : memref<4x2xf32> -> memref<2x2xf32>
+// CHECK-NEXT:   buf.copy ins(%a : memref<2x2xf32>) outs(%out0 : memref<2x2xf32>)
+// CHECK-NEXT:   buf.copy ins(%b : memref<2x2xf32>) outs(%out1 : memref<2x2xf32>)
+func.func @slice$split_outputs_are_copied(%x: tensor<4x2xf32>) -> (tensor<2x2xf32>, tensor<2x2xf32>) {
+  %r = tg.relu %x : tensor<4x2xf32>
+  %a = tg.slice %r {dim = 0 : i64, start = 0 : i64} : (tensor<4x2xf32>) -> tensor<2x2xf32>
+  %b = tg.slice %r {dim = 0 : i64, start = 2 : i64} : (tensor<4x2xf32>) -> tensor<2x2xf32>
+  func.return %a, %b : tensor<2x2xf32>, tensor<2x2xf32>
+}
+
+// Moving only size-1 dims moves no bytes: a reshape, not a transpose kernel.
+// CHECK-LABEL: func.func @transpose$unit_dims_only_is_a_reshape
+// CHECK:        %t = buf.reshape %r : memref<1x5x1x8xf32> -> memref<1x1x5x8xf32>
+// CHECK-NEXT:   buf.unary ins(%t : memref<1x1x5x8xf32>) outs(%out0 : memref<1x1x5x8xf32>) {fn = "exp"}
+func.func @transpose$unit_dims_only_is_a_reshape(%x: tensor<1x5x1x8xf32>) -> tensor<1x1x5x8xf32> {
+  %r = tg.relu %x : tensor<1x5x1x8xf32>
+  %t = tg.transpose %r {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x5x1x8xf32>) -> tensor<1x1x5x8xf32>
+  %o = tg.exp %t : tensor<1x1x5x8xf32>
+  func.return %o : tensor<1x1x5x8xf32>
+}
+
+// ====== kernels with scratch or a body
+
+// The scratch is [scores Br*Bc | m Br | l Br | acc Br*Dv] f32 with Br = min(64, 100),
+// Bc = min(64, 30), Dv = 8: 64*30 + 2*64 + 64*8 = 2560, passed as the second output.
+// CHECK-LABEL: func.func @attention$gets_a_scratch_buffer
+// CHECK-NEXT:   %scratch = buf.alloc : memref<2560xf32>
+// CHECK-NEXT:   buf.attention ins(%q, %k, %v, %m : memref<1x2x100x16xf32>, memref<1x2x30x16xf32>, memref<1x2x30x8xf32>, memref<100x30xf32>) outs(%out0, %scratch : memref<1x2x100x8xf32>, memref<2560xf32>) {scale = 2.500000e-01 : f32, causal = true}
+// CHECK-NEXT:   func.return
+func.func @attention$gets_a_scratch_buffer(%q: tensor<1x2x100x16xf32>, %k: tensor<1x2x30x16xf32>, %v: tensor<1x2x30x8xf32>, %m: tensor<100x30xf32>) -> tensor<1x2x100x8xf32> {
+  %a = tg.attention %q, %k, %v mask %m {scale = 0.25 : f32, causal = true} : (tensor<1x2x100x16xf32>, tensor<1x2x30x16xf32>, tensor<1x2x30x8xf32>, tensor<100x30xf32>) -> tensor<1x2x100x8xf32>
+  func.return %a : tensor<1x2x100x8xf32>
+}
+
+// CHECK-LABEL: func.func @attention$intermediate_result
+// CHECK-NEXT:   %a = buf.alloc : memref<1x1x8x4xf32>
+// CHECK-NEXT:   %scratch = buf.alloc : memref<112xf32>
+// CHECK-NEXT:   buf.attention ins(%q, %q, %q : memref<1x1x8x4xf32>, memref<1x1x8x4xf32>, memref<1x1x8x4xf32>) outs(%a, %scratch : memref<1x1x8x4xf32>, memref<112xf32>) {scale = 5.000000e-01 : f32}
+// CHECK-NEXT:   buf.unary ins(%a : memref<1x1x8x4xf32>) outs(%out0 : memref<1x1x8x4xf32>) {fn = "exp"}
+func.func @attention$intermediate_result(%q: tensor<1x1x8x4xf32>) -> tensor<1x1x8x4xf32> {
+  %a = tg.attention %q, %q, %q {scale = 0.5 : f32} : (tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32>) -> tensor<1x1x8x4xf32>
+  %o = tg.exp %a : tensor<1x1x8x4xf32>
+  func.return %o : tensor<1x1x8x4xf32>
+}
+
+// CHECK-LABEL: func.func @fused_elementwise$body_moves_to_the_kernel
+// CHECK-NEXT:   buf.fused_elementwise ins(%x, %b : memref<4x8xf32>, memref<8xf32>) outs(%out0 : memref<4x8xf32>) {
+// CHECK-NEXT:   ^bb0(%a: f32, %c: f32):
+// CHECK-NEXT:     %s = arith.addf %a, %c : f32
+// CHECK-NEXT:     %t = math.tanh %s : f32
+// CHECK-NEXT:     buf.yield %t : f32
+// CHECK-NEXT:   }
+// CHECK-NEXT:   func.return
+func.func @fused_elementwise$body_moves_to_the_kernel(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
+  %y = tg.fused_elementwise %x, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
+  ^bb0(%a: f32, %c: f32):
+    %s = arith.addf %a, %c : f32
+    %t = math.tanh %s : f32
+    tg.yield %t : f32
+  }
+  func.return %y : tensor<4x8xf32>
+}
+
+// ====== one case per op family
+
+// CHECK-LABEL: func.func @unary$functions_and_gelu
+// CHECK:        buf.unary ins(%x : memref<4xf32>) outs(%a : memref<4xf32>) {fn = "exp"}
+// CHECK:        buf.unary ins(%a : memref<4xf32>) outs(%b : memref<4xf32>) {fn = "rsqrt"}
+// CHECK:        buf.unary ins(%b : memref<4xf32>) outs(%c : memref<4xf32>) {fn = "gelu"}
+// CHECK:        buf.unary ins(%c : memref<4xf32>) outs(%d : memref<4xf32>) {fn = "gelu_tanh"}
+// CHECK-NEXT:   buf.unary ins(%d : memref<4xf32>) outs(%out0 : memref<4xf32>) {fn = "tanh"}
+func.func @unary$functions_and_gelu(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %a = tg.exp %x : tensor<4xf32>
+  %b = tg.rsqrt %a : tensor<4xf32>
+  %c = tg.gelu %b : tensor<4xf32>
+  %d = tg.gelu %c {approximate = "tanh"} : tensor<4xf32>
+  %e = tg.tanh %d : tensor<4xf32>
+  func.return %e : tensor<4xf32>
+}
+
+// CHECK-LABEL: func.func @binary$functions_select_cast
+// CHECK:        buf.binary ins(%x, %y : memref<2x4xf32>, memref<4xf32>) outs(%p : memref<2x4xf32>) {fn = "pow"}
+// CHECK:        buf.binary ins(%p, %y : memref<2x4xf32>, memref<4xf32>) outs(%mx : memref<2x4xf32>) {fn = "max"}
+// CHECK:        buf.binary ins(%mx, %x : memref<2x4xf32>, memref<2x4xf32>) outs(%mn : memref<2x4xf32>) {fn = "min"}
+// CHECK:        buf.select ins(%c, %mn, %y : memref<2x4xi1>, memref<2x4xf32>, memref<4xf32>) outs(%s : memref<2x4xf32>)
+// CHECK-NEXT:   buf.cast ins(%s : memref<2x4xf32>) outs(%out0 : memref<2x4xf16>)
+func.func @binary$functions_select_cast(%x: tensor<2x4xf32>, %y: tensor<4xf32>, %c: tensor<2x4xi1>) -> tensor<2x4xf16> {
+  %p = tg.pow %x, %y : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  %mx = tg.max %p, %y : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  %mn = tg.min %mx, %x : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %s = tg.select %c, %mn, %y : (tensor<2x4xi1>, tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  %h = tg.cast %s : (tensor<2x4xf32>) -> tensor<2x4xf16>
+  func.return %h : tensor<2x4xf16>
+}
+
+// CHECK-LABEL: func.func @reduce$and_normalisations
+// CHECK-NEXT:   buf.reduce ins(%x : memref<2x3x4xf32>) outs(%out0 : memref<2x1x4xf32>) {dims = array<i64: 1>, keepdim = true, kind = "sum"}
+// CHECK-NEXT:   buf.reduce ins(%x : memref<2x3x4xf32>) outs(%out1 : memref<2xf32>) {dims = array<i64: 1, 2>, kind = "mean"}
+// CHECK-NEXT:   buf.reduce ins(%x : memref<2x3x4xf32>) outs(%out2 : memref<3x4xf32>) {dims = array<i64: 0>, kind = "max"}
+// CHECK-NEXT:   buf.softmax ins(%x : memref<2x3x4xf32>) outs(%out3 : memref<2x3x4xf32>) {dim = 2 : i64}
+// CHECK-NEXT:   buf.softmax ins(%x : memref<2x3x4xf32>) outs(%out4 : memref<2x3x4xf32>) {dim = 1 : i64, log = true}
+// CHECK-NEXT:   buf.layer_norm ins(%x, %w, %b : memref<2x3x4xf32>, memref<4xf32>, memref<4xf32>) outs(%out5 : memref<2x3x4xf32>) {eps = 1.000000e-06 : f32}
+// CHECK-NEXT:   func.return
+func.func @reduce$and_normalisations(%x: tensor<2x3x4xf32>, %w: tensor<4xf32>, %b: tensor<4xf32>) -> (tensor<2x1x4xf32>, tensor<2xf32>, tensor<3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>) {
+  %s = tg.sum %x {dims = array<i64: 1>, keepdim = true} : (tensor<2x3x4xf32>) -> tensor<2x1x4xf32>
+  %m = tg.mean %x {dims = array<i64: 1, 2>} : (tensor<2x3x4xf32>) -> tensor<2xf32>
+  %a = tg.amax %x {dims = array<i64: 0>} : (tensor<2x3x4xf32>) -> tensor<3x4xf32>
+  %sm = tg.softmax %x {dim = 2 : i64} : tensor<2x3x4xf32>
+  %ls = tg.log_softmax %x {dim = 1 : i64} : tensor<2x3x4xf32>
+  %ln = tg.layer_norm %x, %w, %b {eps = 1.0e-06 : f32} : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x3x4xf32>
+  func.return %s, %m, %a, %sm, %ls, %ln : tensor<2x1x4xf32>, tensor<2xf32>, tensor<3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>
+}
+
+// A broadcast that only adds size-1 dims is a reshape; a returned alias of an input is copied.
+// CHECK-LABEL: func.func @data_movement$concat_broadcast_embedding
+// CHECK-NEXT:   buf.concat ins(%x, %y : memref<2x4xf32>, memref<3x4xf32>) outs(%out0 : memref<5x4xf32>) {dim = 0 : i64}
+// CHECK-NEXT:   buf.broadcast ins(%x : memref<2x4xf32>) outs(%out1 : memref<3x2x4xf32>)
+// CHECK-NEXT:   %u = buf.reshape %x : memref<2x4xf32> -> memref<1x2x4xf32>
+// CHECK-NEXT:   buf.embedding ins(%t, %i : memref<10x4xf32>, memref<2x3xi64>) outs(%out3 : memref<2x3x4xf32>)
+// CHECK-NEXT:   buf.copy ins(%u : memref<1x2x4xf32>) outs(%out2 : memref<1x2x4xf32>)
+func.func @data_movement$concat_broadcast_embedding(%x: tensor<2x4xf32>, %y: tensor<3x4xf32>, %t: tensor<10x4xf32>, %i: tensor<2x3xi64>) -> (tensor<5x4xf32>, tensor<3x2x4xf32>, tensor<1x2x4xf32>, tensor<2x3x4xf32>) {
+  %c = tg.concat %x, %y {dim = 0 : i64} : (tensor<2x4xf32>, tensor<3x4xf32>) -> tensor<5x4xf32>
+  %b = tg.broadcast %x : (tensor<2x4xf32>) -> tensor<3x2x4xf32>
+  %u = tg.broadcast %x : (tensor<2x4xf32>) -> tensor<1x2x4xf32>
+  %e = tg.embedding %t, %i : (tensor<10x4xf32>, tensor<2x3xi64>) -> tensor<2x3x4xf32>
+  func.return %c, %b, %u, %e : tensor<5x4xf32>, tensor<3x2x4xf32>, tensor<1x2x4xf32>, tensor<2x3x4xf32>
+}
+
+// CHECK-LABEL: func.func @matmul$activation_is_kept
+// CHECK-NEXT:   buf.matmul ins(%x, %w : memref<2x4xf32>, memref<4x8xf32>) outs(%out0 : memref<2x8xf32>) {activation = "gelu_tanh"}
+func.func @matmul$activation_is_kept(%x: tensor<2x4xf32>, %w: tensor<4x8xf32>) -> tensor<2x8xf32> {
+  %y = tg.matmul %x, %w {activation = "gelu_tanh"} : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
+  func.return %y : tensor<2x8xf32>
+}
+
 // -----
 
 func.func @leftover_aten_op(%x: tensor<2xf32>) -> tensor<2xf32> {
@@ -167,3 +379,4 @@ func.func @scalar_argument_rejected(%n: i64) {
   func.return
 }
 // CHECK: convert-tensor-to-buffer: in @scalar_argument_rejected: argument #0 has type i64; only tensors can be lowered to buffers
+

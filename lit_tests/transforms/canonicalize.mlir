@@ -124,3 +124,44 @@ func.func @expect_unrelated_dead_op_kept_for_dce(%x: tensor<2x6xf32>) -> tensor<
   %b = tg.reshape %a : (tensor<12xf32>) -> tensor<2x6xf32>
   func.return %b : tensor<2x6xf32>
 }
+
+// CHECK-LABEL: func.func @data_movement$full_slice_broadcast_cast_concat_are_input
+func.func @data_movement$full_slice_broadcast_cast_concat_are_input(%x: tensor<2x6xf32>) -> tensor<2x6xf32> {
+  // CHECK-NEXT: func.return %x : tensor<2x6xf32>
+  %s = tg.slice %x {dim = 1 : i64, start = 0 : i64} : (tensor<2x6xf32>) -> tensor<2x6xf32>
+  %b = tg.broadcast %s : (tensor<2x6xf32>) -> tensor<2x6xf32>
+  %c = tg.cast %b : (tensor<2x6xf32>) -> tensor<2x6xf32>
+  %k = tg.concat %c {dim = 0 : i64} : (tensor<2x6xf32>) -> tensor<2x6xf32>
+  func.return %k : tensor<2x6xf32>
+}
+
+// CHECK-LABEL: func.func @expect_no_fold_as_slice_drops_elements
+func.func @expect_no_fold_as_slice_drops_elements(%x: tensor<2x6xf32>) -> (tensor<2x3xf32>, tensor<2x6xf32>) {
+  // CHECK-NEXT: %[[S:.*]] = tg.slice %x {dim = 1 : i64, start = 3 : i64}
+  // CHECK:      %[[B:.*]] = tg.broadcast %{{.*}} : (tensor<6xf32>) -> tensor<2x6xf32>
+  // CHECK-NEXT: func.return %[[S]], %[[B]]
+  %s = tg.slice %x {dim = 1 : i64, start = 3 : i64} : (tensor<2x6xf32>) -> tensor<2x3xf32>
+  %r = tg.reshape %x : (tensor<2x6xf32>) -> tensor<12xf32>
+  %h = tg.slice %r {dim = 0 : i64, start = 0 : i64, step = 2 : i64} : (tensor<12xf32>) -> tensor<6xf32>
+  %b = tg.broadcast %h : (tensor<6xf32>) -> tensor<2x6xf32>
+  func.return %s, %b : tensor<2x3xf32>, tensor<2x6xf32>
+}
+
+// CHECK-LABEL: func.func @select$splat_condition_is_a_branch
+func.func @select$splat_condition_is_a_branch(%a: tensor<2x3xf32>, %b: tensor<3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>) {
+  // CHECK-NEXT: %[[B:.*]] = tg.broadcast %b : (tensor<3xf32>) -> tensor<2x3xf32>
+  // CHECK-NEXT: func.return %a, %[[B]]
+  %t = tg.constant dense<true> : tensor<2x3xi1>
+  %f = tg.constant dense<false> : tensor<i1>
+  %x = tg.select %t, %a, %b : (tensor<2x3xi1>, tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %y = tg.select %f, %a, %b : (tensor<i1>, tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  func.return %x, %y : tensor<2x3xf32>, tensor<2x3xf32>
+}
+
+// CHECK-LABEL: func.func @expect_no_fold_as_select_condition_varies
+func.func @expect_no_fold_as_select_condition_varies(%a: tensor<2xf32>, %b: tensor<2xf32>) -> tensor<2xf32> {
+  // CHECK: tg.select
+  %c = tg.constant dense<[true, false]> : tensor<2xi1>
+  %x = tg.select %c, %a, %b : (tensor<2xi1>, tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  func.return %x : tensor<2xf32>
+}

@@ -61,3 +61,27 @@ func.func @expect_no_fold_as_result_exceeds_max_elements() -> tensor<2x4xf32> {
   %m = tg.mul %a, %b : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
   func.return %m : tensor<2x4xf32>
 }
+
+// i1 and i64 constants fold too (a mask built from comparisons, here a select and a cast).
+// CHECK-LABEL: func.func @fold$bool_mask_select_and_cast
+func.func @fold$bool_mask_select_and_cast() -> (tensor<2x2xf32>, tensor<2xi64>) {
+  // CHECK-NEXT: %[[M:.*]] = tg.constant dense<{{\[}}[0.000000e+00, -1.000000e+09], [0.000000e+00, 0.000000e+00]]> : tensor<2x2xf32>
+  // CHECK-NEXT: %[[I:.*]] = tg.constant dense<[1, 0]> : tensor<2xi64>
+  // CHECK-NEXT: func.return %[[M]], %[[I]]
+  %keep = tg.constant dense<[[true, false], [true, true]]> : tensor<2x2xi1>
+  %zero = tg.constant dense<0.0> : tensor<f32>
+  %fill = tg.constant dense<-1.0e9> : tensor<f32>
+  %m = tg.select %keep, %zero, %fill : (tensor<2x2xi1>, tensor<f32>, tensor<f32>) -> tensor<2x2xf32>
+  %b = tg.constant dense<[true, false]> : tensor<2xi1>
+  %i = tg.cast %b : (tensor<2xi1>) -> tensor<2xi64>
+  func.return %m, %i : tensor<2x2xf32>, tensor<2xi64>
+}
+
+// Ops without operands fold through the aten evaluator (aten.arange here).
+// CHECK-LABEL: func.func @fold$aten_op_without_operands
+func.func @fold$aten_op_without_operands() -> tensor<4xi64> {
+  // CHECK-NEXT: %[[R:.*]] = tg.constant dense<[0, 1, 2, 3]> : tensor<4xi64>
+  // CHECK-NEXT: func.return %[[R]]
+  %r = aten.arange {end = 4.0 : f64, dtype = "int64"} : tensor<4xi64>
+  func.return %r : tensor<4xi64>
+}

@@ -1,6 +1,7 @@
 // RUN: tg-opt %s --split-input-file --verify-diagnostics -p plan-memory | filecheck %s
 // Every buf.alloc becomes a 64-byte aligned view of one arena; buffers share bytes only when
 // their lifetimes (first writer .. last reader, aliases included) do not intersect.
+// Kernel scratch (a second output) is a buffer live for its one op.
 
 // CHECK: builtin.module attributes {tg.arena_size = 1024 : i64, tg.intermediate_bytes = 1024 : i64}
 
@@ -85,6 +86,60 @@ func.func @offsets_are_64_byte_aligned(%x: memref<1xf32>, %y: memref<3xf32>, %ou
   %b = buf.alloc : memref<3xf32>
   buf.add ins(%y, %a : memref<3xf32>, memref<1xf32>) outs(%b : memref<3xf32>)
   buf.relu ins(%b : memref<3xf32>) outs(%out0 : memref<3xf32>)
+  func.return
+}
+
+// %a is read through reshape -> subview -> reshape after %b and %c are written: the chain of
+// aliases keeps all of %a alive (a view of part of a buffer holds the whole buffer), so
+// %b and %c go above it.
+// CHECK-LABEL: func.func @subview_chain_extends_root_lifetime
+// CHECK-NEXT:   %arena = buf.arena : memref<384xi8>
+// CHECK-NEXT:   %a = buf.view %arena[0] : memref<384xi8> -> memref<4x16xf32>
+// CHECK-NEXT:   buf.relu ins(%x : memref<4x16xf32>) outs(%a : memref<4x16xf32>)
+// CHECK-NEXT:   %r = buf.reshape %a : memref<4x16xf32> -> memref<64xf32>
+// CHECK-NEXT:   %s = buf.subview %r[16] : memref<64xf32> -> memref<16xf32>
+// CHECK-NEXT:   %t = buf.reshape %s : memref<16xf32> -> memref<4x4xf32>
+// CHECK-NEXT:   %b = buf.view %arena[256] : memref<384xi8> -> memref<4x4xf32>
+// CHECK-NEXT:   buf.relu ins(%y : memref<4x4xf32>) outs(%b : memref<4x4xf32>)
+// CHECK-NEXT:   %c = buf.view %arena[320] : memref<384xi8> -> memref<4x4xf32>
+// CHECK-NEXT:   buf.relu ins(%b : memref<4x4xf32>) outs(%c : memref<4x4xf32>)
+// CHECK-NEXT:   buf.add ins(%t, %c : memref<4x4xf32>, memref<4x4xf32>) outs(%out0 : memref<4x4xf32>)
+func.func @subview_chain_extends_root_lifetime(%x: memref<4x16xf32>, %y: memref<4x4xf32>, %out0: memref<4x4xf32>) attributes {tg.num_outputs = 1 : i64} {
+  %a = buf.alloc : memref<4x16xf32>
+  buf.relu ins(%x : memref<4x16xf32>) outs(%a : memref<4x16xf32>)
+  %r = buf.reshape %a : memref<4x16xf32> -> memref<64xf32>
+  %s = buf.subview %r[16] : memref<64xf32> -> memref<16xf32>
+  %t = buf.reshape %s : memref<16xf32> -> memref<4x4xf32>
+  %b = buf.alloc : memref<4x4xf32>
+  buf.relu ins(%y : memref<4x4xf32>) outs(%b : memref<4x4xf32>)
+  %c = buf.alloc : memref<4x4xf32>
+  buf.relu ins(%b : memref<4x4xf32>) outs(%c : memref<4x4xf32>)
+  buf.add ins(%t, %c : memref<4x4xf32>, memref<4x4xf32>) outs(%out0 : memref<4x4xf32>)
+  func.return
+}
+
+// Each attention's scratch is touched by that op only: the three share offset 0, and never
+// the bytes of the attention's own input or output (all live at that op).
+// CHECK-LABEL: func.func @scratch_lives_for_one_op_and_is_reused
+// CHECK-SAME: tg.arena_size = 192 : i64, tg.intermediate_bytes = 256 : i64
+// CHECK-NEXT:   %arena = buf.arena : memref<192xi8>
+// CHECK-NEXT:   %a = buf.view %arena[64] : memref<192xi8> -> memref<1x1x2x4xf32>
+// CHECK-NEXT:   %s1 = buf.view %arena[0] : memref<192xi8> -> memref<16xf32>
+// CHECK-NEXT:   buf.attention ins(%q, %q, %q : {{.*}}) outs(%a, %s1 : memref<1x1x2x4xf32>, memref<16xf32>)
+// CHECK-NEXT:   %b = buf.view %arena[128] : memref<192xi8> -> memref<1x1x2x4xf32>
+// CHECK-NEXT:   %s2 = buf.view %arena[0] : memref<192xi8> -> memref<16xf32>
+// CHECK-NEXT:   buf.attention ins(%a, %a, %a : {{.*}}) outs(%b, %s2 : memref<1x1x2x4xf32>, memref<16xf32>)
+// CHECK-NEXT:   %s3 = buf.view %arena[0] : memref<192xi8> -> memref<16xf32>
+// CHECK-NEXT:   buf.attention ins(%b, %b, %b : {{.*}}) outs(%out0, %s3 : memref<1x1x2x4xf32>, memref<16xf32>)
+func.func @scratch_lives_for_one_op_and_is_reused(%q: memref<1x1x2x4xf32>, %out0: memref<1x1x2x4xf32>) attributes {tg.num_outputs = 1 : i64} {
+  %a = buf.alloc : memref<1x1x2x4xf32>
+  %s1 = buf.alloc : memref<16xf32>
+  buf.attention ins(%q, %q, %q : memref<1x1x2x4xf32>, memref<1x1x2x4xf32>, memref<1x1x2x4xf32>) outs(%a, %s1 : memref<1x1x2x4xf32>, memref<16xf32>) {scale = 5.000000e-01 : f32}
+  %b = buf.alloc : memref<1x1x2x4xf32>
+  %s2 = buf.alloc : memref<16xf32>
+  buf.attention ins(%a, %a, %a : memref<1x1x2x4xf32>, memref<1x1x2x4xf32>, memref<1x1x2x4xf32>) outs(%b, %s2 : memref<1x1x2x4xf32>, memref<16xf32>) {scale = 5.000000e-01 : f32}
+  %s3 = buf.alloc : memref<16xf32>
+  buf.attention ins(%b, %b, %b : memref<1x1x2x4xf32>, memref<1x1x2x4xf32>, memref<1x1x2x4xf32>) outs(%out0, %s3 : memref<1x1x2x4xf32>, memref<16xf32>) {scale = 5.000000e-01 : f32}
   func.return
 }
 

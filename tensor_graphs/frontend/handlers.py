@@ -3,7 +3,8 @@
 A handler turns one FX ``call_function`` node into aten-level IR and returns the SSA value(s) of
 the node's result. Most ops need nothing beyond their schema, so their handler is built from the
 generated op class (:func:`schema_handler`); ops that are no-ops at the value level (``detach``,
-eval-mode ``dropout``, ...) forward their input. Ops missing here become ``aten.unsupported``.
+eval-mode ``dropout``, ...) forward their input; run-time assertions (``_assert_tensor_metadata``)
+are dropped. Ops missing here become ``aten.unsupported``.
 """
 
 from __future__ import annotations
@@ -48,20 +49,41 @@ def schema_arguments(node: torch.fx.Node) -> list[Any]:
     return values
 
 
-def schema_handler(op_class: type[aten.AtenOp]) -> Handler:
-    """The handler of an op whose generated class mirrors its schema one to one."""
+def _dtype_name(value: object) -> object:
+    """``torch.float32`` -> ``"float32"`` (what a ``ScalarType`` property holds)."""
+    return str(value).removeprefix("torch.") if isinstance(value, torch.dtype) else value
 
-    def handle(importer: GraphImporter, node: torch.fx.Node) -> SSAValue:
+
+def schema_handler(op_class: type[aten.AtenOp]) -> Handler:
+    """The handler of an op whose generated class mirrors its schema one to one.
+
+    Tensor arguments become operands (Python numbers in their place become rank-0 constants of
+    the type torch would promote them to), ``Tensor[]``/``Tensor?[]`` lists variadic operands,
+    dtypes their names; ``Layout``/``Device`` arguments are dropped. An op returning ``Tensor[]``
+    (``split``, ``chunk``) gives the list of its results (for ``getitem``).
+    """
+
+    def handle(importer: GraphImporter, node: torch.fx.Node) -> SSAValue | list[SSAValue]:
         values = []
         for (name, kind), value in zip(op_class.ARGS, schema_arguments(node), strict=True):
             if kind in ("tensor", "tensor?"):
                 values.append(None if value is None else importer.tensor_operand(value, node, name))
+            elif kind in ("tensor[]", "tensor?[]"):
+                values.append([None if v is None else importer.tensor_operand(v, node, name) for v in value])
+            elif kind == "drop":
+                values.append(None)
             elif isinstance(value, torch.memory_format):
                 values.append(_MEMORY_FORMATS[value])
             elif isinstance(value, torch.fx.Node):
                 raise importer.error(node, f"argument '{name}' is computed at run time (symbolic), expected a constant")
             else:
-                values.append(value)
+                values.append(_dtype_name(value))
+        val = node.meta.get("val")
+        if isinstance(val, (list, tuple)):
+            types = [importer.value_type(v, f"result {i} of {node.name}") for i, v in enumerate(val)]
+            op = op_class.from_values(values, [types])
+            importer.append(op)
+            return list(op.results)
         op = op_class.from_values(values, [importer.result_type(node)])
         importer.append(op)
         return op.results[0]
@@ -82,6 +104,11 @@ def dropout(importer: GraphImporter, node: torch.fx.Node) -> SSAValue:
     return forward_input(importer, node)
 
 
+def drop(importer: GraphImporter, node: torch.fx.Node) -> list[SSAValue]:
+    """Run-time assertions (``_assert_tensor_metadata``, ...): checked by torch.export already; no op."""
+    return []
+
+
 def getitem(importer: GraphImporter, node: torch.fx.Node) -> SSAValue:
     """``operator.getitem(multi_result_node, i)``: the i-th result."""
     source, index = node.args
@@ -89,6 +116,10 @@ def getitem(importer: GraphImporter, node: torch.fx.Node) -> SSAValue:
     if isinstance(values, SSAValue):
         raise importer.error(node, "getitem on a single-result node")
     return values[index]  # type: ignore[index]
+
+
+#: assertion ops torch.export leaves in the graph; they have no value and are dropped
+_ASSERTIONS = ("_assert_tensor_metadata", "_assert_scalar", "_assert_async", "sym_constrain_range", "sym_constrain_range_for_size")
 
 
 def _overload(target: str) -> torch._ops.OpOverload:
@@ -104,5 +135,6 @@ HANDLERS: dict[Any, Handler] = {
     torch.ops.aten.alias.default: forward_input,
     torch.ops.aten.lift_fresh_copy.default: forward_input,
     torch.ops.aten.dropout.default: dropout,
+    **{getattr(torch.ops.aten, name).default: drop for name in _ASSERTIONS if hasattr(torch.ops.aten, name)},
     operator.getitem: getitem,
 }

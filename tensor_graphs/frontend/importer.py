@@ -13,8 +13,12 @@ builtin.module {
 
 Parameters, buffers and lifted tensor constants all become ``tg.weight "<fqn>"``; their values go
 to :attr:`ImportedGraph.weights` as NumPy views of the torch tensors (no copies where the tensor is
-a contiguous CPU float32 tensor). Python scalars where a schema wants a Tensor become rank-0
-``tg.constant`` ops. Unknown ops become ``aten.unsupported`` and are reported all at once.
+a contiguous CPU float32 tensor), except integer and bool buffers and constants (index tables,
+masks): those become ``tg.constant`` so that constant folding can evaluate what is built from them.
+Python scalars where a schema wants a Tensor become rank-0 ``tg.constant`` ops of the dtype torch
+promotes them to (``int64_tensor + 1`` adds an i64 constant, ``float_tensor * 2`` an f32 one).
+Inputs are float32 tensors, or int64/int32 tensors (token ids). Unknown ops become
+``aten.unsupported`` and are reported all at once.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from tensor_graphs.dialects import aten
 from tensor_graphs.dialects.tensor import ConstantOp, WeightOp
+from tensor_graphs.frontend.constants import dense_from_numpy
 from tensor_graphs.frontend.handlers import HANDLERS
 
 _ELEMENT_TYPES: dict[torch.dtype, Attribute] = {
@@ -66,6 +71,9 @@ _ELEMENT_TYPES: dict[torch.dtype, Attribute] = {
 }
 
 _WEIGHT_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
+
+#: dtypes a user input may have: float32 data, or integer token ids / indices
+INPUT_DTYPES = (torch.float32, torch.int64, torch.int32)
 
 
 class UnsupportedOpsError(ValueError):
@@ -170,7 +178,7 @@ class GraphImporter:
         self.weights: dict[str, np.ndarray] = {}
         self.input_names: list[str] = []
         self.unsupported_ops: list[tuple[str, str]] = []
-        self._scalars: dict[float, SSAValue] = {}
+        self._scalars: dict[tuple[object, str], SSAValue] = {}
 
     # --- helpers for handlers
 
@@ -185,23 +193,27 @@ class GraphImporter:
     def result_type(self, node: torch.fx.Node) -> TensorType:
         return tensor_type(node.meta.get("val"), f"the result of {_target_name(node)}")
 
-    def scalar_constant(self, value: float) -> SSAValue:
-        """A rank-0 f32 ``tg.constant`` (one per distinct value)."""
-        value = float(value)
-        if value not in self._scalars:
-            attr = DenseIntOrFPElementsAttr.from_list(TensorType(f32, []), [value])
-            self._scalars[value] = self.append(ConstantOp(attr)).results[0]
-        return self._scalars[value]
+    def value_type(self, value: object, what: str) -> TensorType:
+        return tensor_type(value, what)
+
+    def scalar_constant(self, value: bool | int | float, dtype: torch.dtype = torch.float32) -> SSAValue:
+        """A rank-0 ``tg.constant`` of ``dtype`` (one per distinct value and dtype)."""
+        key = (value, str(dtype))
+        if key not in self._scalars:
+            array = torch.tensor(value, dtype=dtype).numpy()
+            self._scalars[key] = self.append(ConstantOp(dense_from_numpy(array, _ELEMENT_TYPES[dtype]))).results[0]
+        return self._scalars[key]
 
     def tensor_operand(self, value: object, node: torch.fx.Node, arg: str) -> SSAValue:
-        """The SSA value of a Tensor argument; Python numbers become rank-0 f32 constants."""
+        """The SSA value of a Tensor argument; Python numbers become rank-0 constants of the dtype
+        torch promotes them to against the node's first tensor argument."""
         if isinstance(value, torch.fx.Node):
             v = self.values[value]
             if not isinstance(v, SSAValue):
                 raise self.error(node, f"argument '{arg}' is not a tensor")
             return v
         if isinstance(value, (bool, int, float)):
-            return self.scalar_constant(float(value))
+            return self.scalar_constant(value, _scalar_dtype(node, value))
         raise self.error(node, f"argument '{arg}' is a {type(value).__name__}, expected a tensor")
 
     def unsupported(self, node: torch.fx.Node) -> SSAValue | list[SSAValue | None]:
@@ -272,9 +284,9 @@ class GraphImporter:
         kind = spec.kind if spec is not None else InputKind.USER_INPUT
         if kind == InputKind.USER_INPUT:
             val = node.meta.get("val")
-            if not isinstance(val, torch.Tensor) or val.dtype != torch.float32:
+            if not isinstance(val, torch.Tensor) or val.dtype not in INPUT_DTYPES:
                 what = f"a {type(val).__name__}" if not isinstance(val, torch.Tensor) else f"a {val.dtype} tensor"
-                raise TypeError(f"input '{node.name}' is {what}; tensor_graphs takes float32 tensors only")
+                raise TypeError(f"input '{node.name}' is {what}; tensor_graphs takes float32 (and int64/int32 index) tensors only")
             arg = self.block.insert_arg(tensor_type(val, f"input '{node.name}'"), len(self.block.args))
             arg.name_hint = node.name
             self.values[node] = arg
@@ -284,6 +296,13 @@ class GraphImporter:
                 return
             name = spec.target
             tensor = self.ep.state_dict[name] if name in self.ep.state_dict else self.ep.constants[name]
+            if kind != InputKind.PARAMETER and not tensor.is_floating_point():
+                # an index table or a mask: a constant, so that what is computed from it folds
+                attr = dense_from_numpy(tensor.detach().cpu().numpy(), _ELEMENT_TYPES[tensor.dtype])
+                op = self.append(ConstantOp(attr))
+                op.results[0].name_hint = node.name
+                self.values[node] = op.results[0]
+                return
             array = weight_array(name, tensor)
             self.weights[name] = array
             op = self.append(WeightOp(name, tensor_type(tensor, f"weight '{name}'")))
@@ -318,6 +337,18 @@ def _target_name(node: torch.fx.Node) -> str:
     return getattr(target, "__name__", str(target))
 
 
+def _scalar_dtype(node: torch.fx.Node, value: bool | int | float) -> torch.dtype:
+    """The dtype torch computes ``node`` in for the Python number ``value``: promoted against the
+    node's first tensor argument, else the number's own default dtype."""
+    for a in node.args:
+        for x in a if isinstance(a, (list, tuple)) else (a,):
+            val = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
+            if isinstance(val, torch.Tensor):
+                dtype = torch.result_type(val, value)
+                return dtype if dtype in _ELEMENT_TYPES else torch.float32
+    return torch.tensor(value).dtype if not isinstance(value, float) else torch.float32
+
+
 def _try_tensor_type(value: object) -> TensorType | None:
     try:
         return tensor_type(value, "value")
@@ -343,9 +374,9 @@ def _check_inputs(example_inputs: object) -> tuple[torch.Tensor, ...]:
         if isinstance(x, np.ndarray):
             x = torch.from_numpy(x)
         if not isinstance(x, torch.Tensor):
-            raise TypeError(f"input {i} is a {type(x).__name__}; tensor_graphs takes float32 tensors only")
-        if x.dtype != torch.float32:
-            raise TypeError(f"input {i} has dtype {x.dtype}; tensor_graphs takes float32 tensors only")
+            raise TypeError(f"input {i} is a {type(x).__name__}; tensor_graphs takes float32 (and int64/int32 index) tensors only")
+        if x.dtype not in INPUT_DTYPES:
+            raise TypeError(f"input {i} has dtype {x.dtype}; tensor_graphs takes float32 (and int64/int32 index) tensors only")
         out.append(x)
     return tuple(out)
 

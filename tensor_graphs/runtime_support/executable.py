@@ -1,7 +1,9 @@
 """The callable behind `tensor_graphs.compile`: binds memory once, then one native call per invocation.
 
 A call validates its arguments (count, dtype, shape, contiguity), allocates its outputs, fills
-three small pointer tables and calls the graph's native function once. Weights are bound when
+three small pointer tables and calls the graph's native function once; a nonzero status it
+returns (an index out of range, say) raises ``IndexError``/``RuntimeError`` with the message
+the compiler recorded. Weights are bound when
 the graph is loaded and never copied; the arena is allocated once and reused by every call (so
 one `CompiledGraph` must not be called from two threads at the same time).
 """
@@ -16,7 +18,8 @@ import numpy as np
 
 from tensor_graphs.runtime_support.signature import GraphSignature, TensorSpec
 
-_ABI = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+#: int32 f(arena*, weights**, inputs**, outputs**, dims*): 0, or an error status (signature.errors)
+_ABI = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
 
 #: Alignment of the arena base address; plan-memory aligns every offset to 64 bytes.
 ARENA_ALIGNMENT = 64
@@ -124,7 +127,8 @@ class CompiledGraph:
             outs = [np.empty(shape, dtype=dtype) for shape, dtype in self._out_specs]
             for i, o in enumerate(outs):
                 self._outputs[i] = o.ctypes.data
-        self._fn(*self._static_args)
+        if status := self._fn(*self._static_args):
+            raise sig.status_error(status)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     # ------------------------------------------------------------------ introspection

@@ -2,15 +2,22 @@
 
 The native ABI of every graph is::
 
-    void <entry>(uint8_t *arena, void **weights, void **inputs, void **outputs, int64_t *dims)
+    int32_t <entry>(uint8_t *arena, void **weights, void **inputs, void **outputs, int64_t *dims)
+
+It returns a status: 0 when the graph ran, k >= 1 when a check in the generated code failed
+(an embedding index out of range, say), with the message ``errors[k - 1]``; the outputs are
+then incomplete. :meth:`GraphSignature.status_error` turns a status into the exception to raise.
 
 ``weights`` follows ``weight_table`` (model weights by name, then IR constants), ``inputs`` and
 ``outputs`` follow the function's arguments. ``dims`` is reserved for symbolic sizes (null for
 now). Outputs are written in place (destination passing); the arena holds everything else.
+Output buffers must not overlap the inputs, each other or the arena: the generated kernels
+assume distinct graph buffers share no byte (``noalias``).
 
 `convert-buffer-to-llvm` stores a :class:`GraphSignature` on the llvm-level module as
 attributes (``tg.entry``, ``tg.arena_size``, ``tg.weight_table``, ``tg.constants``,
-``tg.input_names``, ``tg.input_types``, ``tg.output_types``) so that module is self-describing.
+``tg.input_names``, ``tg.input_types``, ``tg.output_types``, ``tg.errors``) so that module is
+self-describing.
 """
 
 from __future__ import annotations
@@ -86,6 +93,17 @@ class GraphSignature:
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
     constants: dict[str, np.ndarray] = field(default_factory=dict)
+    #: message of each error status (status k >= 1 is ``errors[k - 1]``)
+    errors: tuple[str, ...] = ()
+
+    def status_error(self, status: int) -> Exception:
+        """The exception for a nonzero status returned by the native function: an
+        ``IndexError`` for an index out of range, a ``RuntimeError`` otherwise."""
+        if 1 <= status <= len(self.errors):
+            message = self.errors[status - 1]
+            kind = IndexError if "index out of range" in message else RuntimeError
+            return kind(f"{self.entry}: {message}")
+        return RuntimeError(f"{self.entry}: the native function returned the unknown status {status}")
 
     # ------------------------------------------------------------------ module attributes
 
@@ -107,6 +125,7 @@ class GraphSignature:
         module.attributes["tg.input_names"] = ArrayAttr([StringAttr(s.name) for s in self.inputs])
         module.attributes["tg.input_types"] = ArrayAttr([memref(s) for s in self.inputs])
         module.attributes["tg.output_types"] = ArrayAttr([memref(s) for s in self.outputs])
+        module.attributes["tg.errors"] = ArrayAttr([StringAttr(m) for m in self.errors])
 
     @staticmethod
     def from_module(module: ModuleOp) -> GraphSignature:
@@ -126,6 +145,7 @@ class GraphSignature:
         in_types = list(a["tg.input_types"].data)  # type: ignore[attr-defined]
         names += [""] * (len(in_types) - len(names))
         consts = a.get("tg.constants")
+        errors = a.get("tg.errors")
         return GraphSignature(
             entry=a["tg.entry"].data,  # type: ignore[attr-defined]
             arena_size=a["tg.arena_size"].value.data,  # type: ignore[attr-defined]
@@ -133,6 +153,7 @@ class GraphSignature:
             inputs=tuple(TensorSpec.of(t, n or f"input{i}") for i, (t, n) in enumerate(zip(in_types, names))),
             outputs=tuple(TensorSpec.of(t, f"output{i}") for i, t in enumerate(a["tg.output_types"].data)),  # type: ignore[attr-defined]
             constants={k: dense_to_numpy(v) for k, v in consts.data.items()} if consts is not None else {},  # type: ignore[attr-defined]
+            errors=tuple(m.data for m in errors.data) if errors is not None else (),  # type: ignore[attr-defined]
         )
 
 

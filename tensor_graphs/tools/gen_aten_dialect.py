@@ -6,20 +6,32 @@
 Every op in :data:`OPS` becomes one ``IRDLOperation`` whose operands, properties and results come
 from ``torch.ops.aten.<name>.<overload>._schema``:
 
-=================  ==========================================================
-schema type        aten dialect
-=================  ==========================================================
-``Tensor``         operand (named like the schema argument)
-``Tensor?``        optional operand
-``int``            ``i64`` ``IntegerAttr`` property
-``int?``           optional ``i64`` ``IntegerAttr`` property
-``int[]``          ``array<i64: ...>`` (``DenseArrayBase``) property
-``float/Scalar``   ``f64`` ``FloatAttr`` property (an integer Scalar becomes a float too)
-``bool``           ``i1`` ``IntegerAttr`` property
-returned Tensor    one result each (``result``, or ``result0``, ``result1``, ...)
-=================  ==========================================================
+=====================  ===================================================================
+schema type            aten dialect
+=====================  ===================================================================
+``Tensor``             operand (named like the schema argument)
+``Tensor?``            optional operand
+``Tensor[]``           variadic operand
+``Tensor?[]``          variadic operand of the present tensors, plus ``<name>_none``, an
+                       ``array<i64: ...>`` property listing the positions that are None
+``int``, ``SymInt``    ``i64`` ``IntegerAttr`` property (``int?``: optional property)
+``int[]``              ``array<i64: ...>`` (``DenseArrayBase``) property (``int[]?``: optional)
+``Scalar``             ``i64`` ``IntegerAttr`` for an integer (or bool), ``f64`` ``FloatAttr``
+                       for a float: torch's type promotion sees the difference
+``float``              ``f64`` ``FloatAttr`` property (``float?``: optional)
+``bool``               ``i1`` ``IntegerAttr`` property (``bool?``: optional)
+``str``                ``StringAttr`` property
+``ScalarType``         ``StringAttr`` holding the torch dtype's name (``"float32"``, ``"int64"``,
+                       ``"bool"``), so that it can be passed back to torch
+``MemoryFormat``       ``i64`` property (c10's enum value)
+``Layout``, ``Device`` dropped (no property; inference runs on values, not placements)
+returned Tensor        one result each (``result``, or ``result0``, ``result1``, ...)
+returned Tensor[]      a variadic result ``outputs`` (``split``, ``chunk``)
+=====================  ===================================================================
 
-Schema defaults become property defaults. Hand-written shape verifiers (the cheap checks) are
+Schema defaults become property defaults. Ops are ``f32``-only unless their spec says
+``any_dtype`` (shape ops, comparisons, the mask builders that constant folding evaluates): those
+also take integer and ``i1`` tensors. Hand-written shape verifiers (the cheap checks) are
 named in :data:`OPS` and live in :data:`PREAMBLE`, which is copied into the generated file so that
 it needs neither torch nor this generator at run time (``tg-opt`` starts fast).
 """
@@ -37,11 +49,20 @@ OUTPUT = Path(__file__).resolve().parent.parent / "dialects" / "aten.py"
 
 @dataclass(frozen=True)
 class OpSpec:
-    """One ATen overload to generate, with the name of its shape verifier in :data:`PREAMBLE`."""
+    """One ATen overload to generate, with the name of its shape verifier in :data:`PREAMBLE`.
+
+    ``any_dtype`` admits integer and ``i1`` tensors besides ``f32`` (the verifier then checks
+    what it needs itself).
+    """
 
     name: str
     overload: str = "default"
     verifier: str | None = None
+    any_dtype: bool = False
+
+    @property
+    def target(self) -> str:
+        return f"aten::{self.name}" if self.overload == "default" else f"aten::{self.name}.{self.overload}"
 
     @property
     def op_name(self) -> str:
@@ -53,6 +74,10 @@ class OpSpec:
         return "".join(p[:1].upper() + p[1:] for p in parts if p) + "Op"
 
 
+def _any(name: str, overload: str = "default", verifier: str | None = None) -> OpSpec:
+    return OpSpec(name, overload, verifier, any_dtype=True)
+
+
 #: The supported ATen overloads, in the order they appear in the generated file.
 OPS: tuple[OpSpec, ...] = (
     # linear algebra
@@ -62,63 +87,169 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec("bmm", verifier="_verify_bmm"),
     OpSpec("addmm", verifier="_verify_addmm"),
     # data movement
-    OpSpec("t", verifier="_verify_t"),
-    OpSpec("transpose", "int", verifier="_verify_transpose"),
-    OpSpec("permute", verifier="_verify_permute"),
-    OpSpec("view", verifier="_verify_view"),
-    OpSpec("reshape", verifier="_verify_view"),
-    OpSpec("_unsafe_view", verifier="_verify_view"),
-    OpSpec("flatten", "using_ints", verifier="_verify_same_numel"),
-    OpSpec("unsqueeze", verifier="_verify_same_numel"),
-    OpSpec("contiguous", verifier="_verify_same_type"),
-    OpSpec("clone", verifier="_verify_same_type"),
+    _any("t", verifier="_verify_t"),
+    _any("transpose", "int", verifier="_verify_transpose"),
+    _any("permute", verifier="_verify_permute"),
+    _any("view", verifier="_verify_view"),
+    _any("reshape", verifier="_verify_view"),
+    _any("_unsafe_view", verifier="_verify_view"),
+    _any("flatten", "using_ints", verifier="_verify_same_numel"),
+    _any("unsqueeze", verifier="_verify_same_numel"),
+    _any("squeeze", "dim", verifier="_verify_same_numel"),
+    _any("squeeze", "dims", verifier="_verify_same_numel"),
+    _any("contiguous", verifier="_verify_same_type"),
+    _any("clone", verifier="_verify_same_type"),
+    _any("expand", verifier="_verify_expand"),
+    _any("slice", "Tensor", verifier="_verify_dim_op"),
+    _any("select", "int", verifier="_verify_dim_op"),
+    _any("narrow", verifier="_verify_dim_op"),
+    _any("split", "Tensor", verifier="_verify_dim_op"),
+    _any("split_with_sizes", verifier="_verify_dim_op"),
+    _any("chunk", verifier="_verify_dim_op"),
+    _any("cat", verifier="_verify_cat"),
+    _any("index", "Tensor", verifier="_verify_index"),
+    _any("embedding", verifier="_verify_embedding"),
+    # dtype conversions
+    _any("to", "dtype", verifier="_verify_same_shape"),
+    _any("to", "dtype_layout", verifier="_verify_same_shape"),
+    _any("_to_copy", verifier="_verify_same_shape"),
+    _any("type_as", verifier="_verify_type_as"),
     # elementwise
-    OpSpec("add", "Tensor", verifier="_verify_binary"),
-    OpSpec("add", "Scalar", verifier="_verify_same_type"),
-    OpSpec("sub", "Tensor", verifier="_verify_binary"),
-    OpSpec("sub", "Scalar", verifier="_verify_same_type"),
-    OpSpec("mul", "Tensor", verifier="_verify_binary"),
-    OpSpec("mul", "Scalar", verifier="_verify_same_type"),
-    OpSpec("div", "Tensor", verifier="_verify_binary"),
-    OpSpec("div", "Scalar", verifier="_verify_same_type"),
+    _any("add", "Tensor", verifier="_verify_binary"),
+    _any("add", "Scalar", verifier="_verify_same_shape"),
+    _any("sub", "Tensor", verifier="_verify_binary"),
+    _any("sub", "Scalar", verifier="_verify_same_shape"),
+    _any("mul", "Tensor", verifier="_verify_binary"),
+    _any("mul", "Scalar", verifier="_verify_same_shape"),
+    _any("div", "Tensor", verifier="_verify_binary"),
+    _any("div", "Scalar", verifier="_verify_same_shape"),
+    _any("rsub", "Tensor", verifier="_verify_binary"),
+    _any("rsub", "Scalar", verifier="_verify_same_shape"),
+    _any("maximum", verifier="_verify_binary"),
+    _any("minimum", verifier="_verify_binary"),
+    OpSpec("pow", "Tensor_Scalar", verifier="_verify_same_type"),
+    OpSpec("pow", "Tensor_Tensor", verifier="_verify_binary"),
+    _any("where", "self", verifier="_verify_where"),
+    _any("where", "ScalarSelf", verifier="_verify_where"),
+    _any("where", "ScalarOther", verifier="_verify_where"),
+    _any("where", "Scalar", verifier="_verify_where"),
+    _any("masked_fill", "Scalar", verifier="_verify_masked_fill"),
+    _any("masked_fill", "Tensor", verifier="_verify_masked_fill"),
     OpSpec("relu", verifier="_verify_same_type"),
+    OpSpec("gelu", verifier="_verify_same_type"),
+    OpSpec("tanh", verifier="_verify_same_type"),
+    OpSpec("exp", verifier="_verify_same_type"),
+    OpSpec("log", verifier="_verify_same_type"),
+    OpSpec("sqrt", verifier="_verify_same_type"),
+    OpSpec("rsqrt", verifier="_verify_same_type"),
+    OpSpec("sigmoid", verifier="_verify_same_type"),
+    OpSpec("silu", verifier="_verify_same_type"),
+    OpSpec("erf", verifier="_verify_same_type"),
+    _any("neg", verifier="_verify_same_type"),
+    _any("abs", verifier="_verify_same_type"),
+    # reductions and normalisations
+    OpSpec("mean", "dim", verifier="_verify_reduce"),
+    _any("sum", verifier="_verify_reduce"),
+    _any("sum", "dim_IntList", verifier="_verify_reduce"),
+    _any("amax", verifier="_verify_reduce"),
+    OpSpec("softmax", "int", verifier="_verify_softmax"),
+    OpSpec("_softmax", verifier="_verify_softmax"),
+    OpSpec("log_softmax", "int", verifier="_verify_softmax"),
+    OpSpec("_log_softmax", verifier="_verify_softmax"),
+    OpSpec("layer_norm", verifier="_verify_layer_norm"),
+    _any("scaled_dot_product_attention", verifier="_verify_sdpa"),
+    # mask builders: constant folding evaluates them before convert-aten-to-tensor
+    _any("arange"),
+    _any("arange", "start"),
+    _any("arange", "start_step"),
+    _any("full"),
+    _any("ones"),
+    _any("zeros"),
+    _any("scalar_tensor"),
+    _any("new_ones"),
+    _any("new_zeros"),
+    _any("new_full"),
+    _any("ones_like", verifier="_verify_same_shape"),
+    _any("zeros_like", verifier="_verify_same_shape"),
+    _any("full_like", verifier="_verify_same_shape"),
+    _any("triu", verifier="_verify_same_type"),
+    _any("tril", verifier="_verify_same_type"),
+    *(_any(cmp, kind, verifier="_verify_compare") for cmp in ("eq", "ne", "lt", "le", "gt", "ge") for kind in ("Tensor", "Scalar")),
+    _any("bitwise_and", "Tensor", verifier="_verify_binary"),
+    _any("bitwise_or", "Tensor", verifier="_verify_binary"),
+    _any("bitwise_not", verifier="_verify_same_type"),
+    _any("__and__", "Tensor", verifier="_verify_binary"),
+    _any("__or__", "Tensor", verifier="_verify_binary"),
+    _any("logical_and", verifier="_verify_compare"),
+    _any("logical_or", verifier="_verify_compare"),
+    _any("logical_not", verifier="_verify_same_shape"),
+    _any("cumsum", verifier="_verify_same_shape"),
+    _any("diff"),
 )
 
-#: schema type string -> our argument kind
+#: schema type (``Argument.real_type``) -> our argument kind
 _KINDS = {
     "Tensor": "tensor",
     "Optional[Tensor]": "tensor?",
+    "List[Tensor]": "tensor[]",
+    "List[Optional[Tensor]]": "tensor?[]",
     "int": "int",
     "Optional[int]": "int?",
     "List[int]": "int[]",
+    "Optional[List[int]]": "int[]?",
     "number": "scalar",
-    "float": "scalar",
+    "Optional[number]": "scalar?",
+    "float": "float",
+    "Optional[float]": "float?",
     "bool": "bool",
+    "Optional[bool]": "bool?",
+    "str": "str",
+    "ScalarType": "dtype",
+    "Optional[ScalarType]": "dtype?",
+    "MemoryFormat": "int",
+    "Optional[MemoryFormat]": "int?",
+    "Layout": "drop",
+    "Optional[Layout]": "drop",
+    "Device": "drop",
+    "Optional[Device]": "drop",
 }
 
-#: argument kind -> property definition (without default)
+#: argument kind -> property definition (without default); a trailing "?" makes it optional
 _PROP_CONSTRAINT = {
     "int": "IntegerAttr[I64]",
-    "int?": "IntegerAttr[I64]",
     "int[]": "DenseArrayBase.constr(i64)",
-    "scalar": "FloatAttr[Float64Type]",
+    "scalar": "ScalarAttr",
+    "float": "FloatAttr[Float64Type]",
     "bool": "IntegerAttr[I1]",
+    "str": "StringAttr",
+    "dtype": "StringAttr",
 }
 
 #: argument kind -> Python type in the generated ``__init__``
 _PY_TYPE = {
     "tensor": "SSAValue",
     "tensor?": "SSAValue | None",
+    "tensor[]": "Sequence[SSAValue]",
+    "tensor?[]": "Sequence[SSAValue | None]",
     "int": "int",
-    "int?": "int | None",
     "int[]": "Sequence[int]",
-    "scalar": "float",
+    "scalar": "int | float",
+    "float": "float",
     "bool": "bool",
+    "str": "str",
+    "dtype": "str",
 }
 
+_TENSOR_KINDS = ("tensor", "tensor?", "tensor[]", "tensor?[]")
 
 #: names the preamble imports for generated ops only; dropped when no op uses them
-_OPTIONAL_IMPORTS = ("AttrSizedOperandSegments", "I1", "I64", "opt_prop_def", "opt_operand_def")
+_OPTIONAL_IMPORTS = (
+    "AttrSizedOperandSegments",
+    "I1",
+    "I64",
+    "opt_prop_def",
+    "opt_operand_def",
+)
 
 
 @dataclass(frozen=True)
@@ -134,22 +265,25 @@ class Arg:
         return "self_" if self.name == "self" else self.name
 
 
-def _schema_args(spec: OpSpec) -> tuple[str, list[Arg], int]:
+def _schema_args(spec: OpSpec) -> tuple[str, list[Arg], str]:
+    """(schema text, arguments, result kind: "tensor", "tensor[]" or "tensors:<n>")."""
     import torch
 
     packet = getattr(torch.ops.aten, spec.name)
     schema = getattr(packet, spec.overload)._schema
     args: list[Arg] = []
     for a in schema.arguments:
-        kind = _KINDS.get(str(a.type))
+        kind = _KINDS.get(str(a.real_type))
         if kind is None:
-            raise SystemExit(f"gen_aten_dialect: {schema}: argument '{a.name}' has unsupported type {a.type}")
+            raise SystemExit(f"gen_aten_dialect: {schema}: argument '{a.name}' has unsupported type {a.real_type}")
         has_default = a.has_default_value()
         args.append(Arg(a.name, kind, a.kwarg_only, has_default, a.default_value if has_default else None))
-    for r in schema.returns:
-        if str(r.type) != "Tensor":
-            raise SystemExit(f"gen_aten_dialect: {schema}: return type {r.type} is not a Tensor")
-    return str(schema), args, len(schema.returns)
+    returns = [str(r.type) for r in schema.returns]
+    if returns == ["List[Tensor]"]:
+        return str(schema), args, "tensor[]"
+    if not returns or any(r != "Tensor" for r in returns):
+        raise SystemExit(f"gen_aten_dialect: {schema}: returns {returns}, expected Tensors or one Tensor[]")
+    return str(schema), args, "tensor" if len(returns) == 1 else f"tensors:{len(returns)}"
 
 
 def _default_attr(arg: Arg) -> str | None:
@@ -161,9 +295,15 @@ def _default_attr(arg: Arg) -> str | None:
     if arg.kind == "int[]":
         return f"DenseArrayBase.from_list(i64, {list(v)!r})"
     if arg.kind == "scalar":
+        if isinstance(v, (bool, int)):
+            return f"IntegerAttr({int(v)}, i64)"
+        return f"FloatAttr({float(v)!r}, f64)"
+    if arg.kind == "float":
         return f"FloatAttr({float(v)!r}, f64)"
     if arg.kind == "bool":
         return f"IntegerAttr({int(bool(v))}, i1)"
+    if arg.kind == "str":
+        return f"StringAttr({str(v)!r})"
     return None
 
 
@@ -173,7 +313,7 @@ def _default_py(arg: Arg) -> str | None:
     v = arg.default
     if v is None:
         return "None"
-    if arg.kind == "scalar":
+    if arg.kind == "float" or arg.kind == "scalar" and isinstance(v, float):
         return repr(float(v))
     if arg.kind == "bool":
         return repr(bool(v))
@@ -182,72 +322,110 @@ def _default_py(arg: Arg) -> str | None:
     return repr(v)
 
 
+def _property_line(a: Arg) -> str:
+    base_kind = a.kind.rstrip("?")
+    constraint = _PROP_CONSTRAINT[base_kind]
+    if a.kind.endswith("?") or (a.has_default and a.default is None):
+        return f"    {a.name} = opt_prop_def({constraint})"
+    default = _default_attr(a)
+    extra = f", default_value={default}" if default else ""
+    return f"    {a.name} = prop_def({constraint}{extra})"
+
+
 def _emit_op(spec: OpSpec) -> str:
-    schema, args, n_results = _schema_args(spec)
-    tensors = [a for a in args if a.kind in ("tensor", "tensor?")]
-    optional = [a for a in tensors if a.kind == "tensor?"]
+    schema, args, results = _schema_args(spec)
+    tensors = [a for a in args if a.kind in _TENSOR_KINDS]
+    n_optional = sum(1 for a in tensors if a.kind != "tensor")
     lines = [
         "@irdl_op_definition",
         f"class {spec.class_name}(AtenOp):",
         f'    """``{schema}``"""',
         "",
         f'    name = "{spec.op_name}"',
-        f'    TARGET: ClassVar[str] = "aten::{spec.name}{"" if spec.overload == "default" else "." + spec.overload}"',
+        f'    TARGET: ClassVar[str] = "{spec.target}"',
         "    ARGS: ClassVar[tuple[tuple[str, str], ...]] = ("
         + ", ".join(f'("{a.name}", "{a.kind}")' for a in args)
         + ("," if len(args) == 1 else "")
         + ")",
     ]
+    if spec.any_dtype:
+        lines.append("    ANY_DTYPE: ClassVar[bool] = True")
     for a in args:
         if a.kind == "tensor":
             lines.append(f"    {a.name} = operand_def(AnyTensor)")
         elif a.kind == "tensor?":
             lines.append(f"    {a.name} = opt_operand_def(AnyTensor)")
-        elif a.kind == "int?":
-            lines.append(f"    {a.name} = opt_prop_def({_PROP_CONSTRAINT[a.kind]})")
-        else:
-            default = _default_attr(a)
-            extra = f", default_value={default}" if default else ""
-            lines.append(f"    {a.name} = prop_def({_PROP_CONSTRAINT[a.kind]}{extra})")
-    result_names = ["result"] if n_results == 1 else [f"result{i}" for i in range(n_results)]
-    for r in result_names:
-        lines.append(f"    {r} = result_def(AnyTensor)")
+        elif a.kind in ("tensor[]", "tensor?[]"):
+            lines.append(f"    {a.name} = var_operand_def(AnyTensor)")
+            if a.kind == "tensor?[]":
+                lines.append(f'    {a.name}_none = prop_def(DenseArrayBase.constr(i64), default_value=DenseArrayBase.from_list(i64, []))')
+        elif a.kind != "drop":
+            lines.append(_property_line(a))
+    if results == "tensor":
+        result_names = ["result"]
+        lines.append("    result = result_def(AnyTensor)")
+    elif results == "tensor[]":
+        result_names = []
+        lines.append("    outputs = var_result_def(AnyTensor)")
+    else:
+        result_names = [f"result{i}" for i in range(int(results.split(":")[1]))]
+        lines += [f"    {r} = result_def(AnyTensor)" for r in result_names]
     options = ["ParsePropInAttrDict()"]
-    if len(optional) > 1:
+    if n_optional > 1:
         options.append("AttrSizedOperandSegments()")
     lines.append(f"    irdl_options = ({', '.join(options)},)")
-    # assembly format: required operands comma-separated, then optional ones as `(`,` $x^)?`
+    # assembly format: required operands comma-separated, then optional ones as `(`,` $x^)?`;
+    # a variadic operand after the first is bracketed: `$self [$i, $j]`
     fmt: list[str] = []
+    if n_optional > 1:  # functional-type(operands, ...) would be ambiguous: name each optional operand
+        required = [a for a in tensors if a.kind == "tensor"]
+        fmt = [", ".join(f"${a.name}" for a in required).replace(", ", " `,` ")]
+        fmt += [f"(`{a.name}` ${a.name}^ `:` type(${a.name}))?" for a in tensors if a.kind == "tensor?"]
+        if any(a.kind not in ("tensor", "tensor?") for a in tensors):
+            raise SystemExit(f"gen_aten_dialect: {schema}: a variadic Tensor beside optional ones")
+        types = " `,` ".join(f"type(${a.name})" for a in required)
+        lines.append(f'    assembly_format = "{" ".join(fmt)} attr-dict `:` {types} `->` type(results)"')
+        tensors = []
     for a in tensors:
         if a.kind == "tensor":
-            if optional and fmt and fmt[-1].startswith("("):
+            if fmt and fmt[-1].startswith("("):
                 raise SystemExit(f"gen_aten_dialect: {schema}: a required Tensor follows an optional one")
             fmt.append(("`,` " if fmt else "") + f"${a.name}")
-        else:
+        elif a.kind == "tensor?":
             if not fmt:
                 raise SystemExit(f"gen_aten_dialect: {schema}: the first Tensor argument is optional")
             fmt.append(f"(`,` ${a.name}^)?")
-    fmt_str = " ".join(fmt) + " attr-dict `:` functional-type(operands, results)"
-    lines.append(f'    assembly_format = "{fmt_str}"')
+        else:
+            fmt.append(f"`[` ${a.name} `]`" if fmt else f"${a.name}")
+    if not tensors and not n_optional:  # arange, full, ones, ...: no operands at all
+        lines.append('    assembly_format = "attr-dict `:` type(results)"')
+    elif tensors:
+        fmt_str = " ".join(fmt + ["attr-dict `:` functional-type(operands, results)"])
+        lines.append(f'    assembly_format = "{fmt_str}"')
     lines.append("")
     # __init__: schema order; keyword-only where the schema says so; result types last
     params: list[str] = []
     star = False
     for a in args:
+        if a.kind == "drop":
+            continue
         if a.kwarg_only and not star:
             params.append("*")
             star = True
         default = _default_py(a)
-        params.append(f"{a.py_name}: {_PY_TYPE[a.kind]}" + (f" = {default}" if default is not None else ""))
+        py_type = _PY_TYPE[a.kind.rstrip("?")] if a.kind not in _PY_TYPE else _PY_TYPE[a.kind]
+        if a.kind.endswith("?") and a.kind not in _PY_TYPE:
+            py_type += " | None"
+        params.append(f"{a.py_name}: {py_type}" + (f" = {default}" if default is not None else ""))
     if not star:
         params.append("*")
-    if n_results == 1:
+    if results == "tensor":
         params.append("result_type: Attribute")
         result_arg = "[result_type]"
     else:
         params.append("result_types: Sequence[Attribute]")
-        result_arg = "result_types"
-    values = ", ".join(a.py_name for a in args) + ("," if len(args) == 1 else "")
+        result_arg = "[list(result_types)]" if results == "tensor[]" else "result_types"
+    values = ", ".join("None" if a.kind == "drop" else a.py_name for a in args) + ("," if len(args) == 1 else "")
     lines.append(f"    def __init__(self, {', '.join(params)}) -> None:")
     lines.append(f"        super().__init__(**_build(self.ARGS, ({values}), {result_arg}))")
     if spec.verifier:
@@ -265,6 +443,11 @@ def generate() -> str:
     import torch
 
     version = torch.__version__.split("+")[0]
+    seen: dict[str, str] = {}
+    for spec in OPS:
+        if spec.class_name in seen:
+            raise SystemExit(f"gen_aten_dialect: {spec.op_name} and {seen[spec.class_name]} both map to class {spec.class_name}")
+        seen[spec.class_name] = spec.op_name
     ops = [_emit_op(spec) for spec in OPS]
     preamble = PREAMBLE.replace("@TORCH_VERSION@", version)
     for name in _OPTIONAL_IMPORTS:  # imported only when some generated op uses them
@@ -306,17 +489,23 @@ GENERATED by ``python -m tensor_graphs.tools.gen_aten_dialect`` from the op sche
 torch @TORCH_VERSION@. Do not edit by hand: change the generator and re-run it
 (``tests/test_aten_generated.py`` checks that this file is up to date).
 
-Schema mapping: ``Tensor`` arguments are operands (``Tensor?`` optional operands) named like the
-schema arguments; ``int`` is an ``i64`` property, ``int[]`` an ``array<i64: ...>`` property,
-``float``/``Scalar`` an ``f64`` property (integer Scalars become floats too), ``bool`` an ``i1``
-property; schema defaults are property defaults. One result per returned Tensor. Only ``f32``
-tensors are accepted; shapes are checked where that is cheap.
+Schema mapping: ``Tensor`` arguments are operands (``Tensor?`` optional, ``Tensor[]`` variadic;
+``Tensor?[]`` variadic plus ``<name>_none``, the positions that are None) named like the schema
+arguments; ``int`` is an ``i64`` property, ``int[]`` an ``array<i64: ...>`` property, ``float`` an
+``f64`` property, ``Scalar`` an ``i64`` or ``f64`` property (integer or float, as written),
+``bool`` an ``i1`` property, ``str`` and ``ScalarType`` string properties (``dtype = "int64"``);
+``Layout`` and ``Device`` are dropped. Schema defaults are property defaults. One result per
+returned Tensor; a returned ``Tensor[]`` is the variadic result ``outputs``. Ops are ``f32``-only
+unless marked ``ANY_DTYPE`` (shape ops, comparisons, mask builders: integer and ``i1`` tensors too);
+shapes are checked where that is cheap.
 
 ```mlir
 %w = tg.weight "fc.weight" : tensor<6x8xf32>
 %y = aten.linear %x, %w : (tensor<2x8xf32>, tensor<6x8xf32>) -> tensor<2x6xf32>
 %z = aten.add.Tensor %y, %y {alpha = 2.0 : f64} : (tensor<2x6xf32>, tensor<2x6xf32>) -> tensor<2x6xf32>
-%u = aten.unsupported %z {target = "aten::gelu", location = "act (torch.nn.GELU)"} : (tensor<2x6xf32>) -> tensor<2x6xf32>
+%u = aten.unsupported %z {target = "aten::erfinv", location = "act (Foo)"} : (tensor<2x6xf32>) -> tensor<2x6xf32>
+%i = aten.index.Tensor %t[%r, %c] {indices_none = array<i64: 0>} : (tensor<4x5xf32>, tensor<3xi64>, tensor<3xi64>) -> tensor<4x3xf32>
+%p:2 = aten.split.Tensor %y {split_size = 3 : i64, dim = 1 : i64} : (tensor<2x6xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>)
 ```
 
 Weights and constants use the shared ``tg.weight`` / ``tg.constant`` ops of the tg dialect.
@@ -330,10 +519,12 @@ from typing import ClassVar
 from xdsl.dialects.builtin import (
     I1,
     I64,
+    AnyFloat,
     DenseArrayBase,
     FloatAttr,
     Float64Type,
     IntegerAttr,
+    IntegerType,
     StringAttr,
     TensorType,
     f32,
@@ -361,6 +552,11 @@ from xdsl.utils.exceptions import VerifyException
 from tensor_graphs.dialects.shapes import ShapeError, broadcast_shapes, matmul_shape, numel, permute_shape
 
 AnyTensor = base(TensorType)
+#: a ``Scalar`` argument: an integer stays an ``i64`` integer, a float is an ``f64`` float
+ScalarAttr = IntegerAttr[I64] | FloatAttr[Float64Type]
+
+#: torch dtype names a ``ScalarType`` property may hold
+DTYPE_NAMES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
 
 
 # --------------------------------------------------------------------------- shape rules
@@ -506,7 +702,126 @@ def _verify_same_type(op) -> None:
 
 
 def _verify_binary(op) -> None:
-    _expect_result(op, _rule(op, broadcast_shapes, _shape(op.self), _shape(op.other)))
+    a, b = op.operands  # self and other (or exponent)
+    _expect_result(op, _rule(op, broadcast_shapes, _shape(a), _shape(b)))
+
+
+def _element_type(value: SSAValue) -> Attribute:
+    return value.type.element_type  # type: ignore[attr-defined]
+
+
+def _verify_same_shape(op) -> None:
+    _expect_result(op, _shape(op.self))
+
+
+def _verify_type_as(op) -> None:
+    _expect_result(op, _shape(op.self))
+    if _element_type(op.result) != _element_type(op.other):
+        raise VerifyException(f"{op.name}: result element type {_element_type(op.result)} should be that of other, {_element_type(op.other)}")
+
+
+def _verify_compare(op) -> None:
+    other = _shape(op.other) if isinstance(getattr(op, "other", None), SSAValue) else ()
+    _expect_result(op, _rule(op, broadcast_shapes, _shape(op.self), other))
+    if _element_type(op.result) != i1:
+        raise VerifyException(f"{op.name}: the result must be a tensor of i1, got {op.result.type}")
+
+
+def _verify_where(op) -> None:
+    shapes = [_shape(v) for v in (op.condition, op.self, op.other) if isinstance(v, SSAValue)]  # Scalars are rank 0
+    _expect_result(op, _rule(op, broadcast_shapes, *shapes))
+    if _element_type(op.condition) != i1:
+        raise VerifyException(f"{op.name}: the condition must be a tensor of i1, got {op.condition.type}")
+
+
+def _verify_masked_fill(op) -> None:
+    if _element_type(op.mask) != i1:
+        raise VerifyException(f"{op.name}: the mask must be a tensor of i1, got {op.mask.type}")
+    if _rule(op, broadcast_shapes, _shape(op.self), _shape(op.mask)) != _shape(op.self):
+        raise VerifyException(f"{op.name}: mask {list(_shape(op.mask))} does not broadcast to self {list(_shape(op.self))}")
+    _verify_same_type(op)
+
+
+def _verify_expand(op) -> None:
+    shape, size = _shape(op.self), list(op.size.get_values())
+    if len(size) < len(shape):
+        raise VerifyException(f"{op.name}: size {size} has fewer dims than self {list(shape)}")
+    pad = len(size) - len(shape)
+    out = [shape[i - pad] if d == -1 and i >= pad else d for i, d in enumerate(size)]
+    if any(d < 0 for d in out) or _rule(op, broadcast_shapes, shape, out) != tuple(out):
+        raise VerifyException(f"{op.name}: self {list(shape)} cannot be expanded to {size}")
+    _expect_result(op, out)
+
+
+def _verify_dim_op(op) -> None:
+    _rule(op, normalize_dim, op.dim.value.data, len(_shape(op.self)))
+
+
+def _verify_cat(op) -> None:
+    shapes = [_shape(t) for t in op.tensors if _shape(t) != (0,)]  # torch skips 1-D empty tensors
+    if not shapes:
+        return
+    rank = len(shapes[0])
+    dim = _rule(op, normalize_dim, op.dim.value.data, rank)
+    for s in shapes:
+        if len(s) != rank or any(a != b for i, (a, b) in enumerate(zip(s, shapes[0])) if i != dim):
+            raise VerifyException(f"{op.name}: {list(s)} does not match {list(shapes[0])} outside dim {dim}")
+    out = list(shapes[0])
+    out[dim] = sum(s[dim] for s in shapes)
+    _expect_result(op, out)
+
+
+def _verify_index(op) -> None:
+    for v in op.indices:
+        if not isinstance(_element_type(v), IntegerType):
+            raise VerifyException(f"{op.name}: indices must be integer or i1 tensors, got {v.type}")
+
+
+def _verify_embedding(op) -> None:
+    _expect_rank(op, "weight", op.weight, (2,))
+    if not isinstance(_element_type(op.indices), IntegerType) or _element_type(op.indices) == i1:
+        raise VerifyException(f"{op.name}: indices must be an integer tensor, got {op.indices.type}")
+    _expect_result(op, (*_shape(op.indices), _shape(op.weight)[1]))
+
+
+def _verify_reduce(op) -> None:
+    rank = len(_shape(op.self))
+    dims = getattr(op, "dim", None)
+    for d in dims.get_values() if dims is not None else ():
+        _rule(op, normalize_dim, d, rank)
+
+
+def _verify_softmax(op) -> None:
+    _rule(op, normalize_dim, op.dim.value.data, len(_shape(op.self)))
+    _expect_result(op, _shape(op.self))
+
+
+def _verify_layer_norm(op) -> None:
+    shape, norm = _shape(op.input), tuple(op.normalized_shape.get_values())
+    if not norm or shape[len(shape) - len(norm):] != norm:
+        raise VerifyException(f"{op.name}: normalized_shape {list(norm)} is not the trailing dims of the input {list(shape)}")
+    for what, v in (("weight", op.weight), ("bias", op.bias)):
+        if v is not None and _shape(v) != norm:
+            raise VerifyException(f"{op.name}: {what} shape {list(_shape(v))} should be {list(norm)}")
+    _expect_result(op, shape)
+
+
+def _verify_sdpa(op) -> None:
+    for what, v in (("query", op.query), ("key", op.key), ("value", op.value), ("result", op.result)):
+        if _element_type(v) != f32:
+            raise VerifyException(f"{op.name}: {what} must be f32, got {v.type}")
+    q, k, v = _shape(op.query), _shape(op.key), _shape(op.value)
+    if len(q) < 2 or len(k) != len(q) or len(v) != len(q):
+        raise VerifyException(f"{op.name}: query, key and value need one rank >= 2, got {list(q)}, {list(k)}, {list(v)}")
+    if q[-1] != k[-1] or k[-2] != v[-2]:
+        raise VerifyException(f"{op.name}: query {list(q)}, key {list(k)} and value {list(v)} do not fit")
+    if op.attn_mask is not None:
+        if _element_type(op.attn_mask) not in (f32, i1):
+            raise VerifyException(f"{op.name}: attn_mask must be f32 (additive) or i1 (keep), got {op.attn_mask.type}")
+        scores = (*q[:-1], k[-2])
+        if _rule(op, broadcast_shapes, _shape(op.attn_mask), scores) != scores:
+            raise VerifyException(f"{op.name}: attn_mask {list(_shape(op.attn_mask))} does not broadcast to the scores {list(scores)}")
+    _expect_result(op, (*q[:-1], v[-1]))
 
 
 # --------------------------------------------------------------------------- base classes
@@ -521,40 +836,66 @@ def _build(args: Sequence[tuple[str, str]], values: Sequence[object], result_typ
             operands.append(value)
         elif kind == "tensor?":
             operands.append([] if value is None else [value])
+        elif kind == "tensor[]":
+            operands.append(list(value))  # type: ignore[call-overload]
+        elif kind == "tensor?[]":
+            items = list(value)  # type: ignore[call-overload]
+            operands.append([v for v in items if v is not None])
+            properties[f"{name}_none"] = DenseArrayBase.from_list(i64, [i for i, v in enumerate(items) if v is None])
+        elif kind == "drop":
+            continue
         elif value is None:
-            if kind != "int?":
+            if not kind.endswith("?"):
                 raise ValueError(f"argument '{name}' ({kind}) must not be None")
         elif kind in ("int", "int?"):
             properties[name] = IntegerAttr(int(value), i64)  # type: ignore[arg-type]
-        elif kind == "int[]":
+        elif kind in ("int[]", "int[]?"):
             properties[name] = DenseArrayBase.from_list(i64, [int(v) for v in value])  # type: ignore[union-attr]
-        elif kind == "scalar":
+        elif kind in ("scalar", "scalar?"):
+            if isinstance(value, (bool, int)):
+                properties[name] = IntegerAttr(int(value), i64)
+            else:
+                properties[name] = FloatAttr(float(value), f64)  # type: ignore[arg-type]
+        elif kind in ("float", "float?"):
             properties[name] = FloatAttr(float(value), f64)  # type: ignore[arg-type]
-        elif kind == "bool":
+        elif kind in ("bool", "bool?"):
             properties[name] = IntegerAttr(int(bool(value)), i1)
+        elif kind in ("str", "dtype", "dtype?"):
+            if kind != "str" and value not in DTYPE_NAMES:
+                raise ValueError(f"argument '{name}': unknown dtype '{value}' (expected one of {', '.join(DTYPE_NAMES)})")
+            properties[name] = StringAttr(str(value))
         else:
             raise ValueError(f"argument '{name}' has an unknown kind '{kind}'")
+    if result_types and isinstance(result_types[0], (list, tuple)):
+        return {"operands": operands, "properties": properties, "result_types": [list(result_types[0])]}
     return {"operands": operands, "properties": properties, "result_types": list(result_types)}
 
 
 class AtenOp(IRDLOperation):
-    """Base of the generated ops: only ``f32`` tensors in and out."""
+    """Base of the generated ops: only ``f32`` tensors in and out unless ``ANY_DTYPE``."""
 
     #: ``aten::<name>[.<overload>]``, the torch operator this op mirrors.
     TARGET: ClassVar[str]
     #: ``(name, kind)`` per schema argument, in schema order.
     ARGS: ClassVar[tuple[tuple[str, str], ...]]
+    #: integer and ``i1`` tensors are allowed too (shape ops, comparisons, mask builders)
+    ANY_DTYPE: ClassVar[bool] = False
 
     @classmethod
     def from_values(cls, values: Sequence[object], result_types: Sequence[Attribute]):
-        """Build from one value per schema argument (SSA values for tensors, Python values otherwise)."""
+        """Build from one value per schema argument (SSA values for tensors, Python values otherwise;
+        ``Layout``/``Device`` values are ignored). A variadic-result op takes ``[types]``."""
         op = cls.__new__(cls)
         IRDLOperation.__init__(op, **_build(cls.ARGS, values, result_types))
         return op
 
     def verify_(self) -> None:
         for value in (*self.operands, *self.results):
-            if getattr(value.type, "element_type", None) != f32:
+            element = getattr(value.type, "element_type", None)
+            if self.ANY_DTYPE:
+                if not isinstance(element, (IntegerType, AnyFloat)):
+                    raise VerifyException(f"{self.name}: only integer and float tensors are supported, got {value.type}")
+            elif element != f32:
                 raise VerifyException(f"{self.name}: only f32 tensors are supported, got {value.type}")
 
 

@@ -26,10 +26,15 @@ from xdsl.pattern_rewriter import (
 
 from tensor_graphs.dialects.tensor import (
     AddOp,
+    BroadcastOp,
+    CastOp,
+    ConcatOp,
     DivOp,
     ElementwiseBinaryOp,
     MulOp,
     ReshapeOp,
+    SelectOp,
+    SliceOp,
     SubOp,
     TransposeOp,
     shape_of,
@@ -96,7 +101,61 @@ def transpose_of_transpose(op: TransposeOp) -> RuleResult:
     return TransposeOp(inner.input, perm)
 
 
+def full_slice(op: SliceOp) -> RuleResult:
+    """A slice that keeps every element of its dim is its input.
+
+    %s = tg.slice %x {dim = 1 : i64, start = 0 : i64} : (tensor<2x6xf32>) -> tensor<2x6xf32>   =>   uses of %s use %x
+    """
+    dim, start, step = op.bounds
+    size = shape_of(op.result)[dim]
+    if start == 0 and (step == 1 or size <= 1) and size == shape_of(op.input)[dim] and op.input.type == op.result.type:
+        return op.input
+    return None
+
+
+def identity_broadcast(op: BroadcastOp) -> RuleResult:
+    """A broadcast to the shape the input already has is its input.
+
+    %b = tg.broadcast %x : (tensor<2x6xf32>) -> tensor<2x6xf32>   =>   uses of %b use %x
+    """
+    return op.input if op.input.type == op.result.type else None
+
+
+def identity_cast(op: CastOp) -> RuleResult:
+    """A cast to the element type the input already has is its input.
+
+    %c = tg.cast %x : (tensor<2xf32>) -> tensor<2xf32>   =>   uses of %c use %x
+    """
+    return op.input if op.input.type == op.result.type else None
+
+
+def concat_of_one(op: ConcatOp) -> RuleResult:
+    """A concat of a single input is that input.
+
+    %c = tg.concat %x {dim = 0 : i64} : (tensor<2x6xf32>) -> tensor<2x6xf32>   =>   uses of %c use %x
+    """
+    if len(op.inputs) == 1 and op.inputs[0].type == op.result.type:
+        return op.inputs[0]
+    return None
+
+
 # --------------------------------------------------------------------------- algebra
+
+
+def select_of_splat_condition(op: SelectOp) -> RuleResult:
+    """A select whose condition is the same constant everywhere is one of its branches
+    (broadcast to the result shape when the branch is smaller).
+
+    %t = tg.constant dense<true> : tensor<2x3xi1>
+    %s = tg.select %t, %a, %b : (tensor<2x3xi1>, tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>   =>   uses of %s use %a
+    """
+    cond = splat_constant(op.cond)
+    if cond is None:
+        return None
+    branch = op.on_true if cond != 0.0 else op.on_false
+    if branch.type == op.result.type:
+        return branch
+    return BroadcastOp(branch, shape_of(op.result))
 
 
 def _neutral_operand(op: ElementwiseBinaryOp, kept: SSAValue, other: SSAValue, neutral: float) -> RuleResult:
@@ -152,6 +211,11 @@ RULES: tuple[tuple[type[Operation], Rule], ...] = (
     (ReshapeOp, reshape_of_reshape),
     (TransposeOp, identity_transpose),
     (TransposeOp, transpose_of_transpose),
+    (SliceOp, full_slice),
+    (BroadcastOp, identity_broadcast),
+    (CastOp, identity_cast),
+    (ConcatOp, concat_of_one),
+    (SelectOp, select_of_splat_condition),
     (MulOp, mul_by_one),
     (DivOp, div_by_one),
     (AddOp, add_zero),
@@ -188,7 +252,9 @@ class ApplyCanonicalizationRules(RewritePattern):
 
 @dataclass(frozen=True)
 class CanonicalizePass(ModulePass):
-    """Folds reshape/transpose chains and algebraic identities (``x*1``, ``x/1``, ``x+0``, ``x-0``)."""
+    """Folds reshape/transpose chains, no-op data movement (full slices, same-shape broadcasts,
+    same-type casts, one-input concats), constant-condition selects and algebraic identities
+    (``x*1``, ``x/1``, ``x+0``, ``x-0``)."""
 
     name = "canonicalize"
 

@@ -5,9 +5,21 @@ exception is ``tg.weight``, whose evaluator receives the weight mapping (name ->
 operands, since weights are bound at run time. ``evaluate_function`` runs a whole ``func.func``.
 
 Numerics: every result is cast to its IR element type (float32 for f32 tensors). ``tg.matmul``
-computes ``alpha * op(a) @ op(b) + beta * acc`` in float64 and casts the result to float32 once,
-so the reference is at least as accurate as any float32 kernel it is compared against.
-Elementwise ops run in the operands' own dtype (float32), like the generated loops.
+computes ``activation(alpha * op(a) @ op(b) + beta * acc)`` in float64 and casts the result to
+float32 once, so the reference is at least as accurate as any float32 kernel it is compared
+against; so do the reductions, softmax, layer norm, attention, the unary functions
+(``functions.apply_unary``) and the scalar body of ``tg.fused_elementwise`` (its float values are
+carried in float64, see :func:`evaluate_scalar_body`). Binary elementwise ops run in the operands'
+own dtype (float32), like the generated loops.
+
+Conventions the kernels must agree with:
+
+- ``i1`` tensors are NumPy ``bool`` arrays; in a ``dense<>`` attribute an i1 element is one byte,
+  nonzero meaning true (``array_to_dense`` writes ``0xff``, as xDSL's parser does).
+- ``tg.attention``: key ``j`` is visible to query ``i`` iff ``j <= i + Sk - Sq`` when causal;
+  query head ``h`` reads kv head ``h // (H / Hkv)``; a query row with no visible key (every
+  score ``-inf``) gives zeros, not NaN.
+- ``tg.softmax``/``tg.log_softmax`` follow ``torch.softmax`` (a row of ``-inf`` gives NaN).
 
 Used by `constant-fold` and by the property tests (before/after a pass must evaluate the same).
 """
@@ -17,33 +29,48 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
-from xdsl.dialects import func
+from xdsl.dialects import arith, func, math
 from xdsl.dialects.builtin import (
     BytesAttr,
     DenseIntOrFPElementsAttr,
     Float16Type,
     Float32Type,
     Float64Type,
+    FloatAttr,
+    IntegerAttr,
     IntegerType,
+    Signedness,
     TensorType,
 )
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 
+from tensor_graphs.dialects.functions import UNARY_FUNCTIONS, apply_unary
 from tensor_graphs.dialects.tensor import (
-    AddOp,
+    AttentionOp,
     BiasActivationOp,
+    BroadcastOp,
+    CastOp,
+    ConcatOp,
     ConstantOp,
-    DivOp,
     ElementwiseBinaryOp,
+    ElementwiseUnaryOp,
+    EmbeddingOp,
+    FusedElementwiseOp,
+    GeluOp,
+    LayerNormOp,
+    LogSoftmaxOp,
     MatmulOp,
-    MulOp,
-    ReluOp,
+    ReduceOp,
     ReshapeOp,
-    SubOp,
+    SelectOp,
+    SliceOp,
+    SoftmaxOp,
     TransposeOp,
     WeightOp,
+    YieldOp,
     shape_of,
 )
+from tensor_graphs.dialects.tensor import TG as _TG
 
 Evaluator = Callable[..., np.ndarray]
 
@@ -56,32 +83,54 @@ class EvaluationError(ValueError):
 
 
 def numpy_dtype(element_type: Attribute) -> np.dtype:
-    """The little-endian NumPy dtype that stores ``element_type`` (the byte layout of ``dense<>``)."""
+    """The NumPy dtype of ``element_type``'s values (``i1`` is ``bool``; the rest little-endian)."""
     if isinstance(element_type, Float32Type):
         return np.dtype("<f4")
     if isinstance(element_type, Float64Type):
         return np.dtype("<f8")
     if isinstance(element_type, Float16Type):
         return np.dtype("<f2")
-    if isinstance(element_type, IntegerType) and element_type.width.data in (8, 16, 32, 64):
-        return np.dtype(f"<i{element_type.width.data // 8}")
+    if isinstance(element_type, IntegerType):
+        width = element_type.width.data
+        if width == 1:
+            return np.dtype(bool)
+        if width in (8, 16, 32, 64):
+            unsigned = element_type.signedness.data == Signedness.UNSIGNED
+            return np.dtype(f"<{'u' if unsigned else 'i'}{width // 8}")
     raise EvaluationError(f"evaluate: element type {element_type} has no NumPy equivalent")
+
+
+def _storage_dtype(element_type: Attribute) -> np.dtype:
+    """The dtype of one element in a ``dense<>`` attribute's bytes (i1 takes one byte)."""
+    dtype = numpy_dtype(element_type)
+    return np.dtype("<i1") if dtype == np.dtype(bool) else dtype
 
 
 def dense_to_array(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
     """The elements of a ``dense<...>`` attribute as an array of its shape (splats expanded)."""
     shape = tuple(attr.get_shape())
-    dtype = numpy_dtype(attr.get_element_type())
-    flat = np.frombuffer(attr.data.data, dtype=dtype)
+    element_type = attr.get_element_type()
+    flat = np.frombuffer(attr.data.data, dtype=_storage_dtype(element_type))
+    if numpy_dtype(element_type) == np.dtype(bool):
+        flat = flat != 0
     if flat.size == 1 and int(np.prod(shape)) != 1:
         return np.broadcast_to(flat.reshape(()), shape).copy()
     return flat.reshape(shape).copy()
 
 
 def array_to_dense(array: np.ndarray, type: TensorType) -> DenseIntOrFPElementsAttr:
-    """A ``dense<...>`` attribute of ``type`` holding ``array`` (cast to the element type)."""
-    dtype = numpy_dtype(type.get_element_type())
-    data = np.ascontiguousarray(np.asarray(array, dtype=dtype).reshape(tuple(type.get_shape())))
+    """A ``dense<...>`` attribute of ``type`` holding ``array`` (cast to the element type).
+
+    One ``tobytes`` of the whole array: fast for constants of millions of elements.
+    """
+    element_type = type.get_element_type()
+    dtype = numpy_dtype(element_type)
+    data = np.asarray(array)
+    if dtype == np.dtype(bool):
+        data = np.where(data.astype(bool), np.int8(-1), np.int8(0))  # xDSL stores true as 0xff
+    else:
+        data = data.astype(dtype, copy=False)
+    data = np.ascontiguousarray(np.broadcast_to(data, tuple(type.get_shape())))
     return DenseIntOrFPElementsAttr(type, BytesAttr(data.tobytes()))
 
 
@@ -95,10 +144,10 @@ def constant_array(value: SSAValue) -> np.ndarray | None:
 
 def scalar_constant(value: SSAValue) -> float | None:
     """The number held by a one-element ``tg.constant`` (rank 0 or all dims 1), else None."""
-    array = constant_array(value)
-    if array is None or array.size != 1:
+    owner = value.owner
+    if not isinstance(owner, ConstantOp) or len(owner.value) != 1:
         return None
-    return float(array.reshape(()))
+    return float(dense_to_array(owner.value).reshape(()))
 
 
 def splat_constant(value: SSAValue) -> float | None:
@@ -114,7 +163,11 @@ def _result_dtype(op: Operation) -> np.dtype:
     return numpy_dtype(op.results[0].type.get_element_type())  # type: ignore[attr-defined]
 
 
-# --------------------------------------------------------------------------- evaluators
+def _f64(x: np.ndarray) -> np.ndarray:
+    return np.asarray(x, dtype=np.float64)
+
+
+# --------------------------------------------------------------------------- sources and BLAS
 
 
 def _weight(op: WeightOp, weights: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -132,32 +185,59 @@ def _constant(op: ConstantOp) -> np.ndarray:
     return dense_to_array(op.value)
 
 
+def _activation(name: str, x64: np.ndarray) -> np.ndarray:
+    """An activation of ``functions.UNARY_FUNCTIONS`` on a float64 array."""
+    try:
+        return UNARY_FUNCTIONS[name](x64)
+    except KeyError:
+        raise EvaluationError(f"evaluate: unknown activation '{name}'") from None
+
+
 def _matmul(op: MatmulOp, a: np.ndarray, b: np.ndarray, acc: np.ndarray | None = None) -> np.ndarray:
     transpose_a, transpose_b, alpha, beta = op.flags
-    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    a64, b64 = _f64(a), _f64(b)
     if transpose_a:
         a64 = np.swapaxes(a64, -1, -2)
     if transpose_b:
         b64 = np.swapaxes(b64, -1, -2)
     out = alpha * np.matmul(a64, b64)
     if acc is not None:
-        out = out + beta * acc.astype(np.float64)
+        out = out + beta * _f64(acc)
+    out = _activation(op.activation.data, out)
     return np.broadcast_to(out, shape_of(op.result)).astype(_result_dtype(op))
 
 
+# --------------------------------------------------------------------------- elementwise
+
+
 def _elementwise_binary(op: ElementwiseBinaryOp, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return getattr(np, op.NUMPY_FN)(a, b).astype(_result_dtype(op))
+    with np.errstate(all="ignore"):
+        return getattr(np, op.NUMPY_FN)(a, b).astype(_result_dtype(op))
 
 
-#: activation name (tg.bias_activation's `activation`) -> its NumPy function.
-ACTIVATION_FNS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "none": lambda x: x,
-    "relu": lambda x: np.maximum(x, np.zeros((), x.dtype)),
-}
+def _unary(op: ElementwiseUnaryOp | GeluOp, x: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return apply_unary(op.fn, x).astype(_result_dtype(op))
 
 
-def _relu(op: ReluOp, x: np.ndarray) -> np.ndarray:
-    return ACTIVATION_FNS["relu"](x)
+def _select(op: SelectOp, cond: np.ndarray, on_true: np.ndarray, on_false: np.ndarray) -> np.ndarray:
+    return np.where(cond.astype(bool), on_true, on_false).astype(_result_dtype(op))
+
+
+def _cast(op: CastOp, x: np.ndarray) -> np.ndarray:
+    dtype = _result_dtype(op)
+    if dtype == np.dtype(bool):
+        return x != 0
+    with np.errstate(all="ignore"):
+        return x.astype(dtype)
+
+
+def _bias_activation(op: BiasActivationOp, x: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return _activation(op.activation.data, _f64(x + bias)).astype(_result_dtype(op))
+
+
+# --------------------------------------------------------------------------- data movement
 
 
 def _reshape(op: ReshapeOp, x: np.ndarray) -> np.ndarray:
@@ -168,24 +248,284 @@ def _transpose(op: TransposeOp, x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.transpose(x, op.permutation))
 
 
-def _bias_activation(op: BiasActivationOp, x: np.ndarray, bias: np.ndarray) -> np.ndarray:
-    return ACTIVATION_FNS[op.activation.data](x + bias).astype(_result_dtype(op))
+def _slice(op: SliceOp, x: np.ndarray) -> np.ndarray:
+    dim, start, step = op.bounds
+    size = shape_of(op.result)[dim]
+    index = [slice(None)] * x.ndim
+    index[dim] = slice(start, start + step * size, step)
+    return np.ascontiguousarray(x[tuple(index)])
+
+
+def _concat(op: ConcatOp, *inputs: np.ndarray) -> np.ndarray:
+    return np.concatenate(inputs, axis=op.dim.value.data).astype(_result_dtype(op))
+
+
+def _broadcast(op: BroadcastOp, x: np.ndarray) -> np.ndarray:
+    return np.broadcast_to(x, shape_of(op.result)).copy()
+
+
+def _embedding(op: EmbeddingOp, table: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    rows = table.shape[0]
+    if indices.size and (indices.min() < 0 or indices.max() >= rows):
+        raise EvaluationError(
+            f"evaluate: tg.embedding index out of range [{int(indices.min())}, {int(indices.max())}] for a table of {rows} rows"
+        )
+    return table[indices]
+
+
+# --------------------------------------------------------------------------- reductions and normalisations
+
+
+def _reduce(op: ReduceOp, x: np.ndarray) -> np.ndarray:
+    fn = {"sum": np.sum, "mean": np.mean, "max": np.max}[op.KIND]
+    source = _f64(x) if op.KIND != "max" else x
+    return fn(source, axis=op.reduce_dims, keepdims=op.keeps_dims).reshape(shape_of(op.result)).astype(_result_dtype(op))
+
+
+def _softmax64(x64: np.ndarray, axis: int) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        shifted = x64 - np.max(x64, axis=axis, keepdims=True)
+        e = np.exp(shifted)
+        return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def _softmax(op: SoftmaxOp, x: np.ndarray) -> np.ndarray:
+    return _softmax64(_f64(x), op.dim.value.data).astype(_result_dtype(op))
+
+
+def _log_softmax(op: LogSoftmaxOp, x: np.ndarray) -> np.ndarray:
+    axis = op.dim.value.data
+    x64 = _f64(x)
+    with np.errstate(all="ignore"):
+        shifted = x64 - np.max(x64, axis=axis, keepdims=True)
+        out = shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+    return out.astype(_result_dtype(op))
+
+
+def _layer_norm(op: LayerNormOp, x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    x64 = _f64(x)
+    mean = x64.mean(axis=-1, keepdims=True)
+    var = ((x64 - mean) ** 2).mean(axis=-1, keepdims=True)
+    out = (x64 - mean) / np.sqrt(var + op.eps.value.data) * _f64(weight) + _f64(bias)
+    return out.astype(_result_dtype(op))
+
+
+def causal_allowed(sq: int, sk: int) -> np.ndarray:
+    """``[sq, sk]`` bool: key ``j`` is visible to query ``i`` iff ``j <= i + sk - sq``."""
+    return np.arange(sk)[None, :] <= np.arange(sq)[:, None] + (sk - sq)
+
+
+def _attention(op: AttentionOp, q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    heads, kv_heads = q.shape[-3], k.shape[-3]
+    group = heads // kv_heads
+    k64, v64 = _f64(k), _f64(v)
+    if group != 1:
+        k64, v64 = np.repeat(k64, group, axis=-3), np.repeat(v64, group, axis=-3)
+    scores = np.matmul(_f64(q), np.swapaxes(k64, -1, -2)) * op.scale.value.data
+    if mask is not None:
+        scores = scores + _f64(mask)
+    if op.is_causal:
+        scores = np.where(causal_allowed(q.shape[-2], k.shape[-2]), scores, -np.inf)
+    with np.errstate(all="ignore"):
+        row_max = np.max(scores, axis=-1, keepdims=True)
+        e = np.exp(scores - np.where(np.isfinite(row_max), row_max, 0.0))
+        total = np.sum(e, axis=-1, keepdims=True)
+        probs = np.where(total > 0, e / np.where(total > 0, total, 1.0), 0.0)
+    return np.matmul(probs, v64).astype(_result_dtype(op))
+
+
+# --------------------------------------------------------------------------- fused elementwise
+
+
+
+def _to_type(x: np.ndarray, type: Attribute) -> np.ndarray:
+    """``x`` converted to the body's carrier for ``type``: float64 for floats (rounded through the
+    type's own precision), the NumPy dtype otherwise."""
+    dtype = numpy_dtype(type)
+    if dtype.kind == "f":
+        return np.asarray(x).astype(dtype).astype(np.float64)
+    if dtype == np.dtype(bool):
+        return np.asarray(x) != 0
+    return np.asarray(x).astype(dtype)
+
+
+def _scalar_constant(op: arith.ConstantOp) -> np.ndarray:
+    value = op.value
+    if isinstance(value, FloatAttr):
+        return np.float64(value.value.data)
+    if isinstance(value, IntegerAttr):
+        return _to_type(np.asarray(value.value.data), value.type)
+    raise EvaluationError(f"evaluate: arith.constant {value} is not a scalar")
+
+
+#: arith.cmpf predicate index -> comparison (ordered ones are false on NaN, unordered true).
+_CMPF: tuple[Callable[[np.ndarray, np.ndarray], np.ndarray], ...] = (
+    lambda a, b: np.zeros(np.broadcast(a, b).shape, bool),  # false
+    np.equal, np.greater, np.greater_equal, np.less, np.less_equal,  # oeq ogt oge olt ole
+    lambda a, b: np.not_equal(a, b) & ~np.isnan(a) & ~np.isnan(b),  # one
+    lambda a, b: ~np.isnan(a) & ~np.isnan(b),  # ord
+    lambda a, b: np.equal(a, b) | np.isnan(a) | np.isnan(b),  # ueq
+    lambda a, b: ~np.less_equal(a, b),  # ugt
+    lambda a, b: ~np.less(a, b),  # uge
+    lambda a, b: ~np.greater_equal(a, b),  # ult
+    lambda a, b: ~np.greater(a, b),  # ule
+    np.not_equal,  # une
+    lambda a, b: np.isnan(a) | np.isnan(b),  # uno
+    lambda a, b: np.ones(np.broadcast(a, b).shape, bool),  # true
+)
+#: arith.cmpi predicate index -> comparison (eq ne slt sle sgt sge ult ule ugt uge; unsigned
+#: predicates compare the same values, which is right for the non-negative indices we see).
+_CMPI: tuple[Callable[[np.ndarray, np.ndarray], np.ndarray], ...] = (
+    np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal,
+    np.less, np.less_equal, np.greater, np.greater_equal,
+)
+
+
+def _unary_fn(fn: Callable[[np.ndarray], np.ndarray]) -> Callable[..., np.ndarray]:
+    return lambda op, x: fn(x)
+
+
+def _binary_fn(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[..., np.ndarray]:
+    return lambda op, a, b: fn(a, b)
+
+
+def _convert(op: Operation, x: np.ndarray) -> np.ndarray:
+    target = op.results[0].type
+    if isinstance(op, arith.FPToSIOp | arith.FPToUIOp):
+        return _to_type(np.trunc(x), target)
+    return _to_type(x, target)
+
+
+#: The scalar op set of a `tg.fused_elementwise` body: op class -> ``(op, *operand arrays) -> array``.
+#: Codegen emits exactly these; a body op outside this table cannot be evaluated (or compiled).
+SCALAR_OPS: dict[type[Operation], Callable[..., np.ndarray]] = {
+    arith.ConstantOp: lambda op: _scalar_constant(op),
+    arith.AddfOp: _binary_fn(np.add),
+    arith.SubfOp: _binary_fn(np.subtract),
+    arith.MulfOp: _binary_fn(np.multiply),
+    arith.DivfOp: _binary_fn(np.divide),
+    arith.MaximumfOp: _binary_fn(np.maximum),
+    arith.MinimumfOp: _binary_fn(np.minimum),
+    arith.MaxnumfOp: _binary_fn(np.fmax),
+    arith.MinnumfOp: _binary_fn(np.fmin),
+    arith.NegfOp: _unary_fn(np.negative),
+    arith.AddiOp: _binary_fn(np.add),
+    arith.SubiOp: _binary_fn(np.subtract),
+    arith.MuliOp: _binary_fn(np.multiply),
+    arith.AndIOp: _binary_fn(np.bitwise_and),
+    arith.OrIOp: _binary_fn(np.bitwise_or),
+    arith.XOrIOp: _binary_fn(np.bitwise_xor),
+    arith.MaxSIOp: _binary_fn(np.maximum),
+    arith.MinSIOp: _binary_fn(np.minimum),
+    arith.SelectOp: lambda op, c, a, b: np.where(c, a, b),
+    arith.CmpfOp: lambda op, a, b: _CMPF[op.predicate.value.data](a, b),
+    arith.CmpiOp: lambda op, a, b: _CMPI[op.predicate.value.data](a, b),
+    arith.ExtFOp: _convert,
+    arith.TruncFOp: _convert,
+    arith.SIToFPOp: _convert,
+    arith.UIToFPOp: lambda op, x: _to_type(np.asarray(x).astype(np.uint64) if np.asarray(x).dtype != bool else x, op.results[0].type),
+    arith.FPToSIOp: _convert,
+    arith.FPToUIOp: _convert,
+    arith.ExtSIOp: _convert,
+    arith.ExtUIOp: _convert,
+    arith.TruncIOp: _convert,
+    math.ExpOp: _unary_fn(np.exp),
+    math.Exp2Op: _unary_fn(np.exp2),
+    math.ExpM1Op: _unary_fn(np.expm1),
+    math.LogOp: _unary_fn(np.log),
+    math.Log2Op: _unary_fn(np.log2),
+    math.Log1pOp: _unary_fn(np.log1p),
+    math.TanhOp: _unary_fn(np.tanh),
+    math.ErfOp: _unary_fn(UNARY_FUNCTIONS["erf"]),
+    math.SqrtOp: _unary_fn(np.sqrt),
+    math.RsqrtOp: _unary_fn(lambda x: 1.0 / np.sqrt(x)),
+    math.AbsFOp: _unary_fn(np.abs),
+    math.SinOp: _unary_fn(np.sin),
+    math.CosOp: _unary_fn(np.cos),
+    math.FloorOp: _unary_fn(np.floor),
+    math.CeilOp: _unary_fn(np.ceil),
+    math.PowFOp: _binary_fn(np.power),
+    math.FmaOp: lambda op, a, b, c: a * b + c,
+}
+
+
+def evaluate_scalar_body(block: Block, args: Sequence[np.ndarray]) -> np.ndarray:
+    """Runs a scalar `arith`/`math` body (ended by ``tg.yield``) on arrays, element by element.
+
+    Block argument ``i`` takes ``args[i]`` (arrays of one shape, or broadcastable); each op of
+    :data:`SCALAR_OPS` is applied to whole arrays at once. Float values are carried in float64
+    (a float type's own rounding happens only at explicit conversions and at the end), integers
+    in their dtype, ``i1`` as bool. Returns the yielded value (not yet cast to the result type).
+    """
+    env: dict[SSAValue, np.ndarray] = {}
+    for arg, array in zip(block.args, args, strict=True):
+        env[arg] = _to_type(array, arg.type)
+    for op in block.ops:
+        if isinstance(op, YieldOp):
+            (value,) = op.values
+            return env[value]
+        fn = SCALAR_OPS.get(type(op))
+        if fn is None:
+            raise EvaluationError(
+                f"evaluate: '{op.name}' is not a supported scalar op in a tg.fused_elementwise body "
+                f"(supported: {', '.join(sorted(c.name for c in SCALAR_OPS))})"
+            )
+        with np.errstate(all="ignore"):
+            env[op.results[0]] = np.asarray(fn(op, *(env[v] for v in op.operands)))
+    raise EvaluationError("evaluate: a tg.fused_elementwise body has no tg.yield")
+
+
+def _fused_elementwise(op: FusedElementwiseOp, *inputs: np.ndarray) -> np.ndarray:
+    shape = shape_of(op.result)
+    args = [np.broadcast_to(x, shape) for x in inputs]
+    out = evaluate_scalar_body(op.body.block, args)
+    dtype = _result_dtype(op)
+    with np.errstate(all="ignore"):
+        return np.broadcast_to(out, shape).astype(dtype) if dtype != np.dtype(bool) else np.broadcast_to(out != 0, shape).copy()
+
+
+def _yield(op: YieldOp, *values: np.ndarray) -> np.ndarray:
+    raise EvaluationError("evaluate: tg.yield runs only inside the body of its tg.fused_elementwise")
+
+
+# --------------------------------------------------------------------------- the table
+
+
+def _evaluators() -> dict[type[Operation], Evaluator]:
+    table: dict[type[Operation], Evaluator] = {
+        WeightOp: _weight,
+        ConstantOp: _constant,
+        MatmulOp: _matmul,
+        SelectOp: _select,
+        CastOp: _cast,
+        GeluOp: _unary,
+        BiasActivationOp: _bias_activation,
+        ReshapeOp: _reshape,
+        TransposeOp: _transpose,
+        SliceOp: _slice,
+        ConcatOp: _concat,
+        BroadcastOp: _broadcast,
+        EmbeddingOp: _embedding,
+        SoftmaxOp: _softmax,
+        LogSoftmaxOp: _log_softmax,
+        LayerNormOp: _layer_norm,
+        AttentionOp: _attention,
+        FusedElementwiseOp: _fused_elementwise,
+        YieldOp: _yield,
+    }
+    # Families: every binary, unary and reduction op of the dialect by its base class.
+    for op_type in _TG.operations:
+        if issubclass(op_type, ElementwiseBinaryOp):
+            table[op_type] = _elementwise_binary
+        elif issubclass(op_type, ElementwiseUnaryOp):
+            table[op_type] = _unary
+        elif issubclass(op_type, ReduceOp):
+            table[op_type] = _reduce
+    return table
 
 
 #: tg op class -> reference implementation.
-EVALUATORS: dict[type[Operation], Evaluator] = {
-    WeightOp: _weight,
-    ConstantOp: _constant,
-    MatmulOp: _matmul,
-    AddOp: _elementwise_binary,
-    SubOp: _elementwise_binary,
-    MulOp: _elementwise_binary,
-    DivOp: _elementwise_binary,
-    ReluOp: _relu,
-    ReshapeOp: _reshape,
-    TransposeOp: _transpose,
-    BiasActivationOp: _bias_activation,
-}
+EVALUATORS: dict[type[Operation], Evaluator] = _evaluators()
 
 
 def evaluate_op(

@@ -1,10 +1,14 @@
 """`plan-memory`: place every `buf.alloc` of a function in ONE arena.
 
 Lifetimes come from the op order: a buffer lives from the first op that touches it (its
-writer) to the last op that reads it, where ops touching a `buf.reshape` alias count for the
-aliased root buffer (a zero-copy alias extends its root's lifetime). Two buffers whose
-lifetimes share an op never share bytes; the others may. Offsets come from greedy best-fit
-(every offset a multiple of ``ALIGNMENT``), tried in several orders; the smallest arena wins.
+writer) to the last op that reads it, where ops touching a zero-copy alias (`buf.reshape`,
+`buf.subview`, chains of them) count for the aliased root buffer (an alias extends its
+root's lifetime). Kernel scratch (a second output, e.g. of `buf.attention`) is touched by
+one op and so lives for that op only. Two buffers whose lifetimes share an op never share
+bytes, so no kernel's output overlaps its inputs; the others may. Offsets come from greedy
+best-fit (every offset a multiple of ``ALIGNMENT``), tried in several orders; the smallest
+arena wins. Best-fit is vectorised with NumPy: a GPT-2 small graph (~200 buffers at the
+buf level, ~1000 ops at tg level) plans in about 0.1 s, 5000 buffers in about a second.
 
 ```mlir
 // before                                         // after
@@ -27,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, TensorType, i64
@@ -37,6 +42,9 @@ from xdsl.utils.exceptions import PassFailedException
 from tensor_graphs.dialects import buffer as buf
 
 PASS = "plan-memory"
+
+#: Zero-copy views: ops reading or writing one of these touch the bytes of its root buffer.
+ALIAS_OPS = (buf.ReshapeOp, buf.SubviewOp)
 
 
 # --------------------------------------------------------------------------- the planner (pure)
@@ -59,27 +67,45 @@ def align(n: int, alignment: int = buf.ALIGNMENT) -> int:
 
 
 def _best_fit(intervals: Sequence[Interval], order: Sequence[int], alignment: int) -> tuple[list[int], int]:
-    offsets = [0] * len(intervals)
-    placed: list[int] = []
+    """Place the intervals in ``order``, each at the lowest offset of the smallest gap that fits
+    between the buffers already placed that are live at the same time (else on top of them).
+
+    Vectorised over the placed buffers, so that thousands of buffers plan in a fraction of a second.
+    """
+    n = len(intervals)
+    starts = np.fromiter((it.start for it in intervals), np.int64, n)
+    ends = np.fromiter((it.end for it in intervals), np.int64, n)
+    sizes = np.fromiter((align(it.size, alignment) for it in intervals), np.int64, n)
+    # the placed buffers, in placement order
+    p_start = np.empty(n, np.int64)
+    p_end = np.empty(n, np.int64)
+    p_lo = np.empty(n, np.int64)
+    p_hi = np.empty(n, np.int64)
+    offsets = [0] * n
+    k = 0
     for i in order:
-        it = intervals[i]
-        size = align(it.size, alignment)
+        size = int(sizes[i])
         if size == 0:
             continue
-        busy = sorted(
-            (offsets[j], offsets[j] + align(intervals[j].size, alignment))
-            for j in placed
-            if intervals[j].overlaps(it)
-        )
-        best: tuple[int, int] | None = None  # (gap size, offset)
-        top = 0
-        for lo, hi in busy:
-            if lo - top >= size and (best is None or lo - top < best[0]):
-                best = (lo - top, top)
-            top = max(top, hi)
-        offsets[i] = best[1] if best is not None else top
-        placed.append(i)
-    arena = max((offsets[i] + align(intervals[i].size, alignment) for i in placed), default=0)
+        live = (p_start[:k] <= ends[i]) & (p_end[:k] >= starts[i])
+        offset = 0
+        if live.any():
+            lo, hi = p_lo[:k][live], p_hi[:k][live]
+            by_lo = np.argsort(lo, kind="stable")
+            lo, hi = lo[by_lo], hi[by_lo]
+            top = np.maximum.accumulate(hi)  # top[j]: highest byte used by busy ranges 0..j
+            below = np.empty_like(top)
+            below[0], below[1:] = 0, top[:-1]
+            gaps = lo - below  # free bytes right below busy range j
+            fits = np.flatnonzero(gaps >= size)
+            if fits.size:
+                offset = int(below[fits[np.argmin(gaps[fits])]])  # the smallest gap, lowest first
+            else:
+                offset = int(top[-1])
+        offsets[i] = offset
+        p_start[k], p_end[k], p_lo[k], p_hi[k] = starts[i], ends[i], offset, offset + size
+        k += 1
+    arena = int(p_hi[:k].max()) if k else 0
     return offsets, arena
 
 
@@ -99,8 +125,12 @@ def plan(intervals: Sequence[Interval], alignment: int = buf.ALIGNMENT) -> tuple
     ``alignment`` and never exceeds the sum of the aligned sizes.
     """
     best: tuple[list[int], int] | None = None
+    tried: set[tuple[int, ...]] = set()
     for key in ORDERS.values():
-        order = sorted(range(len(intervals)), key=lambda i: key(intervals[i], i))
+        order = tuple(sorted(range(len(intervals)), key=lambda i: key(intervals[i], i)))
+        if order in tried:
+            continue
+        tried.add(order)
         offsets, arena = _best_fit(intervals, order, alignment)
         if best is None or arena < best[1]:
             best = (offsets, arena)
@@ -139,7 +169,13 @@ def _check_buffer_level(fn: func.FuncOp) -> None:
 
 
 def lifetimes(block: Block) -> tuple[list[buf.AllocOp], list[Interval]]:
-    """Every `buf.alloc` of ``block`` and its lifetime in op indices (aliases count for the root)."""
+    """Every `buf.alloc` of ``block`` and its lifetime in op indices.
+
+    An op touching an alias (`buf.reshape`, `buf.subview`, chains of them) touches its root
+    alloc, so a view keeps the whole root alive and an op never gets an output that shares
+    bytes with one of its inputs (both are live at that op). A scratch buffer, used by its one
+    kernel, lives for that op only.
+    """
     index = {op: i for i, op in enumerate(block.ops)}
     allocs = [op for op in block.ops if isinstance(op, buf.AllocOp)]
     intervals: list[Interval] = []
@@ -150,8 +186,8 @@ def lifetimes(block: Block) -> tuple[list[buf.AllocOp], list[Interval]]:
             value = pending.pop()
             for use in value.uses:
                 user = block.find_ancestor_op_in_block(use.operation)
-                if isinstance(use.operation, buf.ReshapeOp):
-                    pending.append(use.operation.result)  # an alias: its users use the root
+                if isinstance(use.operation, ALIAS_OPS):
+                    pending.append(use.operation.results[0])  # an alias: its users use the root
                 elif user is not None:
                     touched.append(index[user])
         own = index[alloc]

@@ -157,7 +157,7 @@ func.func @mul_scalar_type_change(%a: tensor<2x3xf32>) -> tensor<3x2xf32> {
   %y = aten.mul.Scalar %a {other = 2.0 : f64} : (tensor<2x3xf32>) -> tensor<3x2xf32>
   func.return %y : tensor<3x2xf32>
 }
-// CHECK: aten.mul.Scalar: result type tensor<3x2xf32> should equal the type of self tensor<2x3xf32>
+// CHECK: aten.mul.Scalar: result shape [3, 2] should be [2, 3]
 
 // -----
 
@@ -174,3 +174,83 @@ func.func @permute_missing_dims(%x: tensor<2x3xf32>) -> tensor<3x2xf32> {
   func.return %y : tensor<3x2xf32>
 }
 // CHECK: property 'dims' expected in operation 'aten.permute'
+
+// -----
+
+func.func @tanh_int(%a: tensor<2x3xi64>) -> tensor<2x3xi64> {
+  %y = aten.tanh %a : (tensor<2x3xi64>) -> tensor<2x3xi64>
+  func.return %y : tensor<2x3xi64>
+}
+// CHECK: aten.tanh: only f32 tensors are supported, got tensor<2x3xi64>
+
+// -----
+
+func.func @eq_not_bool(%a: tensor<2x3xi64>, %b: tensor<3xi64>) -> tensor<2x3xi64> {
+  %y = aten.eq.Tensor %a, %b : (tensor<2x3xi64>, tensor<3xi64>) -> tensor<2x3xi64>
+  func.return %y : tensor<2x3xi64>
+}
+// CHECK: aten.eq.Tensor: the result must be a tensor of i1, got tensor<2x3xi64>
+
+// -----
+
+func.func @masked_fill_float_mask(%x: tensor<2x3xf32>, %m: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %y = aten.masked_fill.Scalar %x, %m {value = 0 : i64} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  func.return %y : tensor<2x3xf32>
+}
+// CHECK: aten.masked_fill.Scalar: the mask must be a tensor of i1, got tensor<2x3xf32>
+
+// -----
+
+func.func @expand_bad(%x: tensor<2x3xf32>) -> tensor<4x3xf32> {
+  %y = aten.expand %x {size = array<i64: 4, -1>} : (tensor<2x3xf32>) -> tensor<4x3xf32>
+  func.return %y : tensor<4x3xf32>
+}
+// CHECK: aten.expand: shapes [2, 3], [4, 3] do not broadcast: dim -2 has sizes [2, 4]
+
+// -----
+
+func.func @cat_mismatch(%a: tensor<2x3xf32>, %b: tensor<3x3xf32>) -> tensor<2x6xf32> {
+  %y = aten.cat %a, %b {dim = 1 : i64} : (tensor<2x3xf32>, tensor<3x3xf32>) -> tensor<2x6xf32>
+  func.return %y : tensor<2x6xf32>
+}
+// CHECK: aten.cat: [3, 3] does not match [2, 3] outside dim 1
+
+// -----
+
+func.func @embedding_float_indices(%w: tensor<10x4xf32>, %i: tensor<3xf32>) -> tensor<3x4xf32> {
+  %y = aten.embedding %w, %i : (tensor<10x4xf32>, tensor<3xf32>) -> tensor<3x4xf32>
+  func.return %y : tensor<3x4xf32>
+}
+// CHECK: aten.embedding: indices must be an integer tensor, got tensor<3xf32>
+
+// -----
+
+func.func @layer_norm_not_trailing(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %y = aten.layer_norm %x {normalized_shape = array<i64: 2>} : tensor<2x8xf32> -> tensor<2x8xf32>
+  func.return %y : tensor<2x8xf32>
+}
+// CHECK: aten.layer_norm: normalized_shape [2] is not the trailing dims of the input [2, 8]
+
+// -----
+
+func.func @softmax_dim(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %y = aten.softmax.int %x {dim = 2 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  func.return %y : tensor<2x8xf32>
+}
+// CHECK: aten.softmax.int: dim 2 is out of range for rank 2
+
+// -----
+
+func.func @sdpa_int_mask(%q: tensor<1x2x4x8xf32>, %m: tensor<4x4xi64>) -> tensor<1x2x4x8xf32> {
+  %y = aten.scaled_dot_product_attention %q, %q, %q, %m : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<4x4xi64>) -> tensor<1x2x4x8xf32>
+  func.return %y : tensor<1x2x4x8xf32>
+}
+// CHECK: aten.scaled_dot_product_attention: attn_mask must be f32 (additive) or i1 (keep), got tensor<4x4xi64>
+
+// -----
+
+func.func @to_bad_dtype(%x: tensor<2xf32>) -> tensor<2xf32> {
+  %y = aten.to.dtype %x {dtype = 3 : i64} : (tensor<2xf32>) -> tensor<2xf32>
+  func.return %y : tensor<2xf32>
+}
+// CHECK: 3 : i64 should be of base attribute string

@@ -81,3 +81,86 @@ func.func @unsupported(%a: tensor<2x3xf32>) -> tensor<2xf32> {
   %2 = aten.unsupported {target = "aten::arange"} : () -> tensor<2xf32>
   func.return %1#0 : tensor<2xf32>
 }
+
+// CHECK-LABEL: func.func @functions_and_reductions
+func.func @functions_and_reductions(%x: tensor<2x8xf32>, %w: tensor<8xf32>) -> tensor<2x8xf32> {
+  // CHECK: aten.gelu %{{.*}} {approximate = "tanh"} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  %0 = aten.gelu %x {approximate = "tanh"} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  // CHECK: aten.tanh %{{.*}} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  %1 = aten.tanh %0 : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  // CHECK: aten.pow.Tensor_Scalar %{{.*}} {exponent = 3 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  %2 = aten.pow.Tensor_Scalar %1 {exponent = 3 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  // CHECK: aten.pow.Tensor_Tensor %{{.*}}, %{{.*}} : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %3 = aten.pow.Tensor_Tensor %2, %w : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  // CHECK: aten.mean.dim %{{.*}} {dim = array<i64: -1>, keepdim = true} : (tensor<2x8xf32>) -> tensor<2x1xf32>
+  %4 = aten.mean.dim %3 {dim = array<i64: -1>, keepdim = true} : (tensor<2x8xf32>) -> tensor<2x1xf32>
+  // CHECK: aten.sum %{{.*}} : (tensor<2x8xf32>) -> tensor<f32>
+  %5 = aten.sum %3 : (tensor<2x8xf32>) -> tensor<f32>
+  // CHECK: aten.amax %{{.*}} {dim = array<i64: 0>} : (tensor<2x8xf32>) -> tensor<8xf32>
+  %6 = aten.amax %3 {dim = array<i64: 0>} : (tensor<2x8xf32>) -> tensor<8xf32>
+  // CHECK: aten.softmax.int %{{.*}} {dim = -1 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  %7 = aten.softmax.int %3 {dim = -1 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  // CHECK: aten._log_softmax %{{.*}} {dim = 1 : i64, half_to_float = false} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  %8 = aten._log_softmax %7 {dim = 1 : i64, half_to_float = false} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  // CHECK: aten.layer_norm %{{.*}} weight %{{.*}} : tensor<8xf32> bias %{{.*}} : tensor<8xf32> {normalized_shape = array<i64: 8>} : tensor<2x8xf32> -> tensor<2x8xf32>
+  %9 = aten.layer_norm %8 weight %w : tensor<8xf32> bias %w : tensor<8xf32> {normalized_shape = array<i64: 8>} : tensor<2x8xf32> -> tensor<2x8xf32>
+  // CHECK: aten.layer_norm %{{.*}} bias %{{.*}} : tensor<8xf32> {normalized_shape = array<i64: 8>, eps = 1.000000e-06 : f64} : tensor<2x8xf32> -> tensor<2x8xf32>
+  %10 = aten.layer_norm %9 bias %w : tensor<8xf32> {normalized_shape = array<i64: 8>, eps = 1.0e-6 : f64} : tensor<2x8xf32> -> tensor<2x8xf32>
+  func.return %10 : tensor<2x8xf32>
+}
+
+// CHECK-LABEL: func.func @indexing
+func.func @indexing(%x: tensor<2x6xf32>, %ids: tensor<1x3xi64>, %t: tensor<10x6xf32>) -> tensor<2x3xf32> {
+  // CHECK: aten.slice.Tensor %{{.*}} {dim = 1 : i64, start = -3 : i64} : (tensor<2x6xf32>) -> tensor<2x3xf32>
+  %0 = aten.slice.Tensor %x {dim = 1 : i64, start = -3 : i64} : (tensor<2x6xf32>) -> tensor<2x3xf32>
+  // CHECK: aten.select.int %{{.*}} {dim = 0 : i64, index = 1 : i64} : (tensor<2x6xf32>) -> tensor<6xf32>
+  %1 = aten.select.int %x {dim = 0 : i64, index = 1 : i64} : (tensor<2x6xf32>) -> tensor<6xf32>
+  // CHECK: aten.narrow %{{.*}} {dim = 1 : i64, start = 1 : i64, length = 2 : i64} : (tensor<2x6xf32>) -> tensor<2x2xf32>
+  %2 = aten.narrow %x {dim = 1 : i64, start = 1 : i64, length = 2 : i64} : (tensor<2x6xf32>) -> tensor<2x2xf32>
+  // CHECK: %{{.*}}, %{{.*}} = aten.split.Tensor %{{.*}} {split_size = 3 : i64, dim = 1 : i64} : (tensor<2x6xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>)
+  %3:2 = aten.split.Tensor %x {split_size = 3 : i64, dim = 1 : i64} : (tensor<2x6xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>)
+  // CHECK: aten.split_with_sizes %{{.*}} {split_sizes = array<i64: 1, 5>, dim = 1 : i64} : (tensor<2x6xf32>) -> (tensor<2x1xf32>, tensor<2x5xf32>)
+  %4:2 = aten.split_with_sizes %x {split_sizes = array<i64: 1, 5>, dim = 1 : i64} : (tensor<2x6xf32>) -> (tensor<2x1xf32>, tensor<2x5xf32>)
+  // CHECK: aten.cat %{{.*}}, %{{.*}} {dim = -1 : i64} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x6xf32>
+  %5 = aten.cat %3#0, %3#1 {dim = -1 : i64} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x6xf32>
+  // CHECK: aten.embedding %{{.*}}, %{{.*}} : (tensor<10x6xf32>, tensor<1x3xi64>) -> tensor<1x3x6xf32>
+  %6 = aten.embedding %t, %ids : (tensor<10x6xf32>, tensor<1x3xi64>) -> tensor<1x3x6xf32>
+  // CHECK: aten.index.Tensor %{{.*}}[%{{.*}}] {indices_none = array<i64: 0>} : (tensor<2x6xf32>, tensor<1x3xi64>) -> tensor<2x1x3xf32>
+  %7 = aten.index.Tensor %x[%ids] {indices_none = array<i64: 0>} : (tensor<2x6xf32>, tensor<1x3xi64>) -> tensor<2x1x3xf32>
+  // CHECK: aten.expand %{{.*}} {size = array<i64: 4, -1, -1>} : (tensor<2x6xf32>) -> tensor<4x2x6xf32>
+  %8 = aten.expand %x {size = array<i64: 4, -1, -1>} : (tensor<2x6xf32>) -> tensor<4x2x6xf32>
+  // CHECK: aten.squeeze.dim %{{.*}} {dim = 0 : i64} : (tensor<1x3xi64>) -> tensor<3xi64>
+  %9 = aten.squeeze.dim %ids {dim = 0 : i64} : (tensor<1x3xi64>) -> tensor<3xi64>
+  func.return %0 : tensor<2x3xf32>
+}
+
+// CHECK-LABEL: func.func @masks_and_dtypes
+func.func @masks_and_dtypes(%x: tensor<4x4xf32>, %q: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  // CHECK: aten.arange {end = 4 : i64} : tensor<4xi64>
+  %0 = aten.arange {end = 4 : i64} : tensor<4xi64>
+  // CHECK: aten.ones {size = array<i64: 4, 4>, dtype = "bool"} : tensor<4x4xi1>
+  %1 = aten.ones {size = array<i64: 4, 4>, dtype = "bool"} : tensor<4x4xi1>
+  // CHECK: aten.full {size = array<i64: 4, 4>, fill_value = 0xfff0000000000000 : f64} : tensor<4x4xf32>
+  %2 = aten.full {size = array<i64: 4, 4>, fill_value = 0xFFF0000000000000 : f64} : tensor<4x4xf32>
+  // CHECK: aten.triu %{{.*}} {diagonal = 1 : i64} : (tensor<4x4xi1>) -> tensor<4x4xi1>
+  %3 = aten.triu %1 {diagonal = 1 : i64} : (tensor<4x4xi1>) -> tensor<4x4xi1>
+  // CHECK: aten.le.Tensor %{{.*}}, %{{.*}} : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi1>
+  %4 = aten.le.Tensor %0, %0 : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi1>
+  // CHECK: aten.ne.Scalar %{{.*}} {other = 1 : i64} : (tensor<4xi64>) -> tensor<4xi1>
+  %5 = aten.ne.Scalar %0 {other = 1 : i64} : (tensor<4xi64>) -> tensor<4xi1>
+  // CHECK: aten.__and__.Tensor %{{.*}}, %{{.*}} : (tensor<4xi1>, tensor<4xi1>) -> tensor<4xi1>
+  %6 = aten.__and__.Tensor %4, %5 : (tensor<4xi1>, tensor<4xi1>) -> tensor<4xi1>
+  // CHECK: aten.cumsum %{{.*}} {dim = -1 : i64} : (tensor<4xi1>) -> tensor<4xi64>
+  %7 = aten.cumsum %6 {dim = -1 : i64} : (tensor<4xi1>) -> tensor<4xi64>
+  // CHECK: aten.masked_fill.Scalar %{{.*}}, %{{.*}} {value = 0xfff0000000000000 : f64} : (tensor<4x4xf32>, tensor<4x4xi1>) -> tensor<4x4xf32>
+  %8 = aten.masked_fill.Scalar %x, %3 {value = 0xFFF0000000000000 : f64} : (tensor<4x4xf32>, tensor<4x4xi1>) -> tensor<4x4xf32>
+  // CHECK: aten.where.self %{{.*}}, %{{.*}}, %{{.*}} : (tensor<4x4xi1>, tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %9 = aten.where.self %3, %x, %2 : (tensor<4x4xi1>, tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  // CHECK: aten.to.dtype_layout %{{.*}} {dtype = "float32"} : (tensor<4xi64>) -> tensor<4xf32>
+  %10 = aten.to.dtype_layout %7 {dtype = "float32"} : (tensor<4xi64>) -> tensor<4xf32>
+  // CHECK: aten.scaled_dot_product_attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {scale = 1.250000e-01 : f64} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<4x4xi1>) -> tensor<1x2x4x8xf32>
+  %11 = aten.scaled_dot_product_attention %q, %q, %q, %3 {scale = 0.125 : f64} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<4x4xi1>) -> tensor<1x2x4x8xf32>
+  // CHECK: aten.scaled_dot_product_attention %{{.*}}, %{{.*}}, %{{.*}} {is_causal = true} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  %12 = aten.scaled_dot_product_attention %q, %q, %q {is_causal = true} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  func.return %12 : tensor<1x2x4x8xf32>
+}

@@ -192,3 +192,300 @@ func.func @bias_activation_bad_bias(%a: memref<2x3xf32>, %b: memref<2xf32>, %o: 
   func.return
 }
 // CHECK: buf.bias_activation: bias [2] does not broadcast to [2, 3]
+
+// -----
+
+func.func @subview_overflows(%a: memref<2x8xf32>) {
+  %v = buf.subview %a[12] : memref<2x8xf32> -> memref<8xf32>
+  func.return
+}
+// CHECK: buf.subview: elements [12, 20) overflow the 16 of the input
+
+// -----
+
+func.func @subview_negative_offset(%a: memref<2x8xf32>) {
+  %v = buf.subview %a[-1] : memref<2x8xf32> -> memref<8xf32>
+  func.return
+}
+// CHECK: buf.subview: elements [-1, 7) overflow the 16 of the input
+
+// -----
+
+func.func @subview_element_type(%a: memref<2x8xf32>) {
+  %v = buf.subview %a[0] : memref<2x8xf32> -> memref<8xi32>
+  func.return
+}
+// CHECK: buf.subview: element type must not change
+
+// -----
+
+func.func @unary_unknown_function(%a: memref<4xf32>, %o: memref<4xf32>) {
+  buf.unary ins(%a : memref<4xf32>) outs(%o : memref<4xf32>) {fn = "cbrt"}
+  func.return
+}
+// CHECK: buf.unary: unknown function 'cbrt'
+
+// -----
+
+func.func @unary_wrong_output(%a: memref<4xf32>, %o: memref<2x2xf32>) {
+  buf.unary ins(%a : memref<4xf32>) outs(%o : memref<2x2xf32>) {fn = "exp"}
+  func.return
+}
+// CHECK: buf.unary: output shape [2, 2] should be [4] (same as the input)
+
+// -----
+
+func.func @unary_without_fn(%a: memref<4xf32>, %o: memref<4xf32>) {
+  buf.unary ins(%a : memref<4xf32>) outs(%o : memref<4xf32>)
+  func.return
+}
+// CHECK: property 'fn' expected in operation 'buf.unary'
+
+// -----
+
+func.func @binary_unknown_function(%a: memref<4xf32>, %o: memref<4xf32>) {
+  buf.binary ins(%a, %a : memref<4xf32>, memref<4xf32>) outs(%o : memref<4xf32>) {fn = "atan2"}
+  func.return
+}
+// CHECK: buf.binary: unknown function 'atan2'
+
+// -----
+
+func.func @binary_no_broadcast(%a: memref<2x3xf32>, %b: memref<2xf32>, %o: memref<2x3xf32>) {
+  buf.binary ins(%a, %b : memref<2x3xf32>, memref<2xf32>) outs(%o : memref<2x3xf32>) {fn = "max"}
+  func.return
+}
+// CHECK: buf.binary: shapes [2, 3], [2] do not broadcast: dim -1 has sizes [2, 3]
+
+// -----
+
+func.func @select_two_inputs(%a: memref<4xf32>, %o: memref<4xf32>) {
+  buf.select ins(%a, %a : memref<4xf32>, memref<4xf32>) outs(%o : memref<4xf32>)
+  func.return
+}
+// CHECK: buf.select: expected 3 input(s), got 2
+
+// -----
+
+func.func @select_wrong_output(%c: memref<2x4xi1>, %a: memref<4xf32>, %o: memref<4xf32>) {
+  buf.select ins(%c, %a, %a : memref<2x4xi1>, memref<4xf32>, memref<4xf32>) outs(%o : memref<4xf32>)
+  func.return
+}
+// CHECK: buf.select: output shape [4] should be [2, 4] (broadcast of the inputs)
+
+// -----
+
+func.func @cast_changes_shape(%a: memref<4xf32>, %o: memref<2xf16>) {
+  buf.cast ins(%a : memref<4xf32>) outs(%o : memref<2xf16>)
+  func.return
+}
+// CHECK: buf.cast: output shape [2] should be [4] (same as the input)
+
+// -----
+
+func.func @reduce_unknown_kind(%a: memref<2x4xf32>, %o: memref<2xf32>) {
+  buf.reduce ins(%a : memref<2x4xf32>) outs(%o : memref<2xf32>) {kind = "prod", dims = array<i64: 1>}
+  func.return
+}
+// CHECK: buf.reduce: unknown reduction 'prod'
+
+// -----
+
+func.func @reduce_wrong_output(%a: memref<2x4xf32>, %o: memref<2xf32>) {
+  buf.reduce ins(%a : memref<2x4xf32>) outs(%o : memref<2xf32>) {kind = "sum", dims = array<i64: 1>, keepdim = true}
+  func.return
+}
+// CHECK: buf.reduce: output shape [2] should be [2, 1] (reduction over [1])
+
+// -----
+
+func.func @softmax_dim_out_of_range(%a: memref<2x4xf32>, %o: memref<2x4xf32>) {
+  buf.softmax ins(%a : memref<2x4xf32>) outs(%o : memref<2x4xf32>) {dim = 2 : i64}
+  func.return
+}
+// CHECK: buf.softmax: dim 2 out of range for rank 2
+
+// -----
+
+func.func @softmax_wrong_output(%a: memref<2x4xf32>, %o: memref<4x2xf32>) {
+  buf.softmax ins(%a : memref<2x4xf32>) outs(%o : memref<4x2xf32>) {dim = 1 : i64, log = true}
+  func.return
+}
+// CHECK: buf.softmax: output shape [4, 2] should be [2, 4] (same as the input)
+
+// -----
+
+func.func @layer_norm_bad_weight(%a: memref<2x4xf32>, %w: memref<2xf32>, %o: memref<2x4xf32>) {
+  buf.layer_norm ins(%a, %w, %w : memref<2x4xf32>, memref<2xf32>, memref<2xf32>) outs(%o : memref<2x4xf32>)
+  func.return
+}
+// CHECK: buf.layer_norm: weight/bias shape [2] should be [4]
+
+// -----
+
+func.func @layer_norm_wrong_output(%a: memref<2x4xf32>, %w: memref<4xf32>, %o: memref<8xf32>) {
+  buf.layer_norm ins(%a, %w, %w : memref<2x4xf32>, memref<4xf32>, memref<4xf32>) outs(%o : memref<8xf32>)
+  func.return
+}
+// CHECK: buf.layer_norm: output shape [8] should be [2, 4] (same as the input)
+
+// -----
+
+func.func @embedding_table_rank(%t: memref<10xf32>, %i: memref<3xi64>, %o: memref<3x1xf32>) {
+  buf.embedding ins(%t, %i : memref<10xf32>, memref<3xi64>) outs(%o : memref<3x1xf32>)
+  func.return
+}
+// CHECK: buf.embedding: the table must be rank 2, got [10]
+
+// -----
+
+func.func @embedding_wrong_output(%t: memref<10x4xf32>, %i: memref<3xi64>, %o: memref<3x10xf32>) {
+  buf.embedding ins(%t, %i : memref<10x4xf32>, memref<3xi64>) outs(%o : memref<3x10xf32>)
+  func.return
+}
+// CHECK: buf.embedding: output shape [3, 10] should be [3, 4] (indices shape + row size)
+
+// -----
+
+func.func @slice_dim_out_of_range(%a: memref<8x4xf32>, %o: memref<2x4xf32>) {
+  buf.slice ins(%a : memref<8x4xf32>) outs(%o : memref<2x4xf32>) {dim = 2 : i64, start = 0 : i64}
+  func.return
+}
+// CHECK: buf.slice: dim 2 out of range or rank mismatch ([8, 4] -> [2, 4])
+
+// -----
+
+func.func @slice_changes_other_dim(%a: memref<8x4xf32>, %o: memref<2x3xf32>) {
+  buf.slice ins(%a : memref<8x4xf32>) outs(%o : memref<2x3xf32>) {dim = 0 : i64, start = 0 : i64}
+  func.return
+}
+// CHECK: buf.slice: output [2, 3] may differ from the input [8, 4] only in dim 0
+
+// -----
+
+func.func @slice_out_of_bounds(%a: memref<8x4xf32>, %o: memref<3x4xf32>) {
+  buf.slice ins(%a : memref<8x4xf32>) outs(%o : memref<3x4xf32>) {dim = 0 : i64, start = 4 : i64, step = 2 : i64}
+  func.return
+}
+// CHECK: buf.slice: slice [4::2] of size 3 is out of bounds for 8
+
+// -----
+
+func.func @concat_dim_out_of_range(%a: memref<2x4xf32>, %o: memref<4x4xf32>) {
+  buf.concat ins(%a, %a : memref<2x4xf32>, memref<2x4xf32>) outs(%o : memref<4x4xf32>) {dim = 2 : i64}
+  func.return
+}
+// CHECK: buf.concat: dim 2 out of range for rank 2
+
+// -----
+
+func.func @concat_mismatch_outside_dim(%a: memref<2x4xf32>, %b: memref<2x3xf32>, %o: memref<4x4xf32>) {
+  buf.concat ins(%a, %b : memref<2x4xf32>, memref<2x3xf32>) outs(%o : memref<4x4xf32>) {dim = 0 : i64}
+  func.return
+}
+// CHECK: buf.concat: input [2, 3] does not match the output [4, 4] outside dim 0
+
+// -----
+
+func.func @concat_sizes_do_not_add_up(%a: memref<2x4xf32>, %o: memref<5x4xf32>) {
+  buf.concat ins(%a, %a : memref<2x4xf32>, memref<2x4xf32>) outs(%o : memref<5x4xf32>) {dim = 0 : i64}
+  func.return
+}
+// CHECK: buf.concat: sizes along dim 0 do not add up to 5
+
+// -----
+
+func.func @broadcast_incompatible(%a: memref<2x4xf32>, %o: memref<3x4xf32>) {
+  buf.broadcast ins(%a : memref<2x4xf32>) outs(%o : memref<3x4xf32>)
+  func.return
+}
+// CHECK: buf.broadcast: [2, 4] does not broadcast to [3, 4]
+
+// -----
+
+func.func @attention_rank(%q: memref<8x16xf32>, %o: memref<8x16xf32>) {
+  buf.attention ins(%q, %q, %q : memref<8x16xf32>, memref<8x16xf32>, memref<8x16xf32>) outs(%o : memref<8x16xf32>) {scale = 0.25 : f32}
+  func.return
+}
+// CHECK: buf.attention: q, k, v need the same rank >= 3, got [8, 16], [8, 16], [8, 16]
+
+// -----
+
+func.func @attention_head_dims_differ(%q: memref<1x2x8x16xf32>, %k: memref<1x2x8x8xf32>, %o: memref<1x2x8x8xf32>) {
+  buf.attention ins(%q, %k, %k : memref<1x2x8x16xf32>, memref<1x2x8x8xf32>, memref<1x2x8x8xf32>) outs(%o : memref<1x2x8x8xf32>) {scale = 0.25 : f32}
+  func.return
+}
+// CHECK: buf.attention: incompatible q [1, 2, 8, 16], k [1, 2, 8, 8], v [1, 2, 8, 8]
+
+// -----
+
+func.func @attention_heads_not_a_multiple(%q: memref<1x3x8x16xf32>, %k: memref<1x2x8x16xf32>, %o: memref<1x3x8x16xf32>) {
+  buf.attention ins(%q, %k, %k : memref<1x3x8x16xf32>, memref<1x2x8x16xf32>, memref<1x2x8x16xf32>) outs(%o : memref<1x3x8x16xf32>) {scale = 0.25 : f32}
+  func.return
+}
+// CHECK: buf.attention: incompatible q [1, 3, 8, 16], k [1, 2, 8, 16], v [1, 2, 8, 16]
+
+// -----
+
+func.func @attention_wrong_output(%q: memref<1x2x8x16xf32>, %o: memref<1x2x16x8xf32>) {
+  buf.attention ins(%q, %q, %q : memref<1x2x8x16xf32>, memref<1x2x8x16xf32>, memref<1x2x8x16xf32>) outs(%o : memref<1x2x16x8xf32>) {scale = 0.25 : f32}
+  func.return
+}
+// CHECK: buf.attention: output shape [1, 2, 16, 8] should be [1, 2, 8, 16] (q rows x v columns)
+
+// -----
+
+func.func @attention_bad_mask(%q: memref<1x2x8x16xf32>, %m: memref<8x7xf32>, %o: memref<1x2x8x16xf32>) {
+  buf.attention ins(%q, %q, %q, %m : memref<1x2x8x16xf32>, memref<1x2x8x16xf32>, memref<1x2x8x16xf32>, memref<8x7xf32>) outs(%o : memref<1x2x8x16xf32>) {scale = 0.25 : f32}
+  func.return
+}
+// CHECK: buf.attention: mask [8, 7] does not broadcast to the scores [1, 2, 8, 8]
+
+// -----
+
+func.func @attention_three_outputs(%q: memref<1x2x8x16xf32>, %o: memref<1x2x8x16xf32>, %s: memref<64xf32>) {
+  buf.attention ins(%q, %q, %q : memref<1x2x8x16xf32>, memref<1x2x8x16xf32>, memref<1x2x8x16xf32>) outs(%o, %s, %s : memref<1x2x8x16xf32>, memref<64xf32>, memref<64xf32>) {scale = 0.25 : f32}
+  func.return
+}
+// CHECK: buf.attention: expected 1 or 2 output(s), got 3
+
+// -----
+
+func.func @fused_elementwise_wrong_output(%a: memref<2x4xf32>, %o: memref<4xf32>) {
+  buf.fused_elementwise ins(%a : memref<2x4xf32>) outs(%o : memref<4xf32>) {
+  ^bb0(%x: f32):
+    buf.yield %x : f32
+  }
+  func.return
+}
+// CHECK: buf.fused_elementwise: output shape [4] should be [2, 4] (broadcast of the inputs)
+
+// -----
+
+func.func @fused_elementwise_argument_count(%a: memref<4xf32>, %o: memref<4xf32>) {
+  buf.fused_elementwise ins(%a, %a : memref<4xf32>, memref<4xf32>) outs(%o : memref<4xf32>) {
+  ^bb0(%x: f32):
+    buf.yield %x : f32
+  }
+  func.return
+}
+// CHECK: buf.fused_elementwise: the body takes 1 arguments for 2 inputs
+
+// -----
+
+func.func @fused_elementwise_without_yield(%a: memref<4xf32>, %o: memref<4xf32>) {
+  buf.fused_elementwise ins(%a : memref<4xf32>) outs(%o : memref<4xf32>) {
+  ^bb0(%x: f32):
+    buf.yield %x, %x : f32, f32
+  }
+  func.return
+}
+// CHECK: buf.fused_elementwise: the body must end with one buf.yield value
+
+// -----
+
+func.func @matmul_unknown_activation(%a: memref<2x3xf32>, %b: memref<3x5xf32>, %o: memref<2x5xf32>) {
+  buf.matmul ins(%a, %b : memref<2x3xf32>, memref<3x5xf32>) outs(%o : memref<2x5xf32>) {activation = "exp"}
+  func.return
+}
+// CHECK: buf.matmul: unknown activation 'exp'

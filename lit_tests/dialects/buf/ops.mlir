@@ -53,3 +53,59 @@ func.func @unplanned_alloc(%x: memref<4x3x8x16xf32>, %y: memref<3x16x5xf32>, %ou
   buf.copy ins(%a : memref<4x3x8x5xf32>) outs(%out0 : memref<4x3x8x5xf32>)
   func.return
 }
+
+// CHECK-LABEL: func.func @transformer_kernels
+func.func @transformer_kernels(%x: memref<2x8x16xf32>, %w: memref<16xf32>, %c: memref<2x8x16xi1>, %t: memref<100x16xf32>, %i: memref<2x8xi64>, %q: memref<2x4x8x16xf32>, %k: memref<2x2x8x16xf32>, %m: memref<8x8xf32>, %o: memref<2x8x16xf32>, %h: memref<2x8x16xf16>, %r: memref<2x16xf32>, %s: memref<2x3x16xf32>, %cat: memref<2x16x16xf32>, %b: memref<3x2x8x16xf32>, %a: memref<2x4x8x16xf32>, %scratch: memref<1600xf32>) {
+  // CHECK-NEXT: buf.unary ins(%x : memref<2x8x16xf32>) outs(%o : memref<2x8x16xf32>) {fn = "gelu_tanh"}
+  buf.unary ins(%x : memref<2x8x16xf32>) outs(%o : memref<2x8x16xf32>) {fn = "gelu_tanh"}
+  // CHECK-NEXT: buf.binary ins(%x, %w : memref<2x8x16xf32>, memref<16xf32>) outs(%o : memref<2x8x16xf32>) {fn = "pow"}
+  buf.binary ins(%x, %w : memref<2x8x16xf32>, memref<16xf32>) outs(%o : memref<2x8x16xf32>) {fn = "pow"}
+  // CHECK-NEXT: buf.select ins(%c, %x, %w : memref<2x8x16xi1>, memref<2x8x16xf32>, memref<16xf32>) outs(%o : memref<2x8x16xf32>)
+  buf.select ins(%c, %x, %w : memref<2x8x16xi1>, memref<2x8x16xf32>, memref<16xf32>) outs(%o : memref<2x8x16xf32>)
+  // CHECK-NEXT: buf.cast ins(%x : memref<2x8x16xf32>) outs(%h : memref<2x8x16xf16>)
+  buf.cast ins(%x : memref<2x8x16xf32>) outs(%h : memref<2x8x16xf16>)
+  // CHECK-NEXT: buf.reduce ins(%x : memref<2x8x16xf32>) outs(%r : memref<2x16xf32>) {kind = "mean", dims = array<i64: 1>}
+  buf.reduce ins(%x : memref<2x8x16xf32>) outs(%r : memref<2x16xf32>) {kind = "mean", dims = array<i64: 1>}
+  // CHECK-NEXT: buf.reduce ins(%x : memref<2x8x16xf32>) outs(%r : memref<2x16xf32>) {kind = "max", dims = array<i64: 1>}
+  buf.reduce ins(%x : memref<2x8x16xf32>) outs(%r : memref<2x16xf32>) {kind = "max", dims = array<i64: 1>, keepdim = false}
+  // CHECK-NEXT: buf.softmax ins(%x : memref<2x8x16xf32>) outs(%o : memref<2x8x16xf32>) {dim = 2 : i64}
+  buf.softmax ins(%x : memref<2x8x16xf32>) outs(%o : memref<2x8x16xf32>) {dim = 2 : i64}
+  // CHECK-NEXT: buf.softmax ins(%x : memref<2x8x16xf32>) outs(%o : memref<2x8x16xf32>) {dim = 2 : i64, log = true}
+  buf.softmax ins(%x : memref<2x8x16xf32>) outs(%o : memref<2x8x16xf32>) {dim = 2 : i64, log = true}
+  // CHECK-NEXT: buf.layer_norm ins(%x, %w, %w : memref<2x8x16xf32>, memref<16xf32>, memref<16xf32>) outs(%o : memref<2x8x16xf32>) {eps = 1.000000e-06 : f32}
+  buf.layer_norm ins(%x, %w, %w : memref<2x8x16xf32>, memref<16xf32>, memref<16xf32>) outs(%o : memref<2x8x16xf32>) {eps = 1.0e-06 : f32}
+  // CHECK-NEXT: buf.embedding ins(%t, %i : memref<100x16xf32>, memref<2x8xi64>) outs(%o : memref<2x8x16xf32>)
+  buf.embedding ins(%t, %i : memref<100x16xf32>, memref<2x8xi64>) outs(%o : memref<2x8x16xf32>)
+  // CHECK-NEXT: buf.slice ins(%x : memref<2x8x16xf32>) outs(%s : memref<2x3x16xf32>) {dim = 1 : i64, start = 1 : i64, step = 3 : i64}
+  buf.slice ins(%x : memref<2x8x16xf32>) outs(%s : memref<2x3x16xf32>) {dim = 1 : i64, start = 1 : i64, step = 3 : i64}
+  // CHECK-NEXT: buf.concat ins(%x, %x : memref<2x8x16xf32>, memref<2x8x16xf32>) outs(%cat : memref<2x16x16xf32>) {dim = 1 : i64}
+  buf.concat ins(%x, %x : memref<2x8x16xf32>, memref<2x8x16xf32>) outs(%cat : memref<2x16x16xf32>) {dim = 1 : i64}
+  // CHECK-NEXT: buf.broadcast ins(%x : memref<2x8x16xf32>) outs(%b : memref<3x2x8x16xf32>)
+  buf.broadcast ins(%x : memref<2x8x16xf32>) outs(%b : memref<3x2x8x16xf32>)
+  // CHECK-NEXT: buf.attention ins(%q, %k, %k, %m : memref<2x4x8x16xf32>, memref<2x2x8x16xf32>, memref<2x2x8x16xf32>, memref<8x8xf32>) outs(%a, %scratch : memref<2x4x8x16xf32>, memref<1600xf32>) {scale = 2.500000e-01 : f32, causal = true}
+  buf.attention ins(%q, %k, %k, %m : memref<2x4x8x16xf32>, memref<2x2x8x16xf32>, memref<2x2x8x16xf32>, memref<8x8xf32>) outs(%a, %scratch : memref<2x4x8x16xf32>, memref<1600xf32>) {scale = 0.25 : f32, causal = true}
+  // CHECK-NEXT: buf.attention ins(%q, %k, %k : memref<2x4x8x16xf32>, memref<2x2x8x16xf32>, memref<2x2x8x16xf32>) outs(%a : memref<2x4x8x16xf32>) {scale = 2.500000e-01 : f32}
+  buf.attention ins(%q, %k, %k : memref<2x4x8x16xf32>, memref<2x2x8x16xf32>, memref<2x2x8x16xf32>) outs(%a : memref<2x4x8x16xf32>) {scale = 0.25 : f32}
+  // CHECK-NEXT: buf.fused_elementwise ins(%x, %w : memref<2x8x16xf32>, memref<16xf32>) outs(%o : memref<2x8x16xf32>) {
+  // CHECK-NEXT: ^bb0(%e: f32, %f: f32):
+  // CHECK-NEXT:   %g = arith.mulf %e, %f : f32
+  // CHECK-NEXT:   %n = math.tanh %g : f32
+  // CHECK-NEXT:   buf.yield %n : f32
+  // CHECK-NEXT: }
+  buf.fused_elementwise ins(%x, %w : memref<2x8x16xf32>, memref<16xf32>) outs(%o : memref<2x8x16xf32>) {
+  ^bb0(%e: f32, %f: f32):
+    %g = arith.mulf %e, %f : f32
+    %n = math.tanh %g : f32
+    buf.yield %n : f32
+  }
+  // CHECK-NEXT: %v = buf.subview %x[16] : memref<2x8x16xf32> -> memref<1x3x16xf32>
+  %v = buf.subview %x[16] : memref<2x8x16xf32> -> memref<1x3x16xf32>
+  // CHECK-NEXT: %u = buf.subview %v[0] : memref<1x3x16xf32> -> memref<48xf32>
+  %u = buf.subview %v[0] : memref<1x3x16xf32> -> memref<48xf32>
+  // CHECK-NEXT: %z = buf.alloc : memref<2x8x100xf32>
+  %z = buf.alloc : memref<2x8x100xf32>
+  // CHECK-NEXT: buf.matmul ins(%x, %t : memref<2x8x16xf32>, memref<100x16xf32>) outs(%z : memref<2x8x100xf32>) {transpose_b = true, activation = "gelu"}
+  buf.matmul ins(%x, %t : memref<2x8x16xf32>, memref<100x16xf32>) outs(%z : memref<2x8x100xf32>) {transpose_b = true, activation = "gelu"}
+  // CHECK-NEXT: func.return
+  func.return
+}

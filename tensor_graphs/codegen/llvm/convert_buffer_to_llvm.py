@@ -3,7 +3,10 @@
 Each graph function becomes the native ABI of `tensor_graphs.runtime_support.signature`::
 
     llvm.func @forward(%arena: !llvm.ptr, %weights: !llvm.ptr, %inputs: !llvm.ptr,
-                       %outputs: !llvm.ptr, %dims: !llvm.ptr)
+                       %outputs: !llvm.ptr, %dims: !llvm.ptr) -> i32
+
+It returns 0, or k >= 1 when a run-time check fails (an embedding index out of range, say):
+the message of status k is ``signature.errors[k - 1]`` (module attribute ``tg.errors``).
 
 Before (after `plan-memory`)::
 
@@ -17,10 +20,18 @@ Before (after `plan-memory`)::
     }
 
 After: ``%x = load inputs[0]``, ``%out = load outputs[0]``, ``%w = load weights[0]``,
-``%t = gep %arena[0]``, a ``llvm.call @scipy_cblas_sgemm`` and a loop for the relu; the module
-records its :class:`GraphSignature` as ``tg.*`` attributes. Weights take table slots by first
+``%t = gep %arena[0]``, then one call per kernel: ``llvm.call @forward__0_matmul(%x, %w, %t)``
+(which calls ``@scipy_cblas_sgemm``) and ``llvm.call @forward__1_relu(%t, %out)`` (a loop).
+Each kernel is its own function (``<entry>__<n>_<kernel>``, internal and never inlined, see
+`jit.to_llvm_ir`) whose arguments are its distinct buffers, ``noalias`` where the planner's
+extents prove a buffer shares no byte with the others: LLVM then optimises many small
+functions (linear time, where one huge function was superlinear) and vectorises without
+run-time alias checks. A kernel returns its status; the entry returns a nonzero one at once.
+The module records its :class:`GraphSignature` as ``tg.*`` attributes. Weights take table slots by first
 appearance, then IR constants (``__const0``, ``__const1``, ...) whose values go into
-``tg.constants``. Kernels lower through :data:`kernels.REGISTRY`.
+``tg.constants``. ``buf.reshape`` and ``buf.subview`` are aliases (a pointer, no copy).
+Kernels lower through :data:`kernels.REGISTRY`; `kernels_nn` (softmax, layer norm,
+attention, the matmul epilogue) registers its emitters there when this module is imported.
 """
 
 from __future__ import annotations
@@ -30,14 +41,24 @@ from dataclasses import dataclass
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import func, llvm
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, UnitAttr, i8
-from xdsl.ir import Operation, SSAValue
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, UnitAttr, i8, i32, i64
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from tensor_graphs.codegen.llvm.kernels import REGISTRY, LoweringError, check_memref
 from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.runtime_support.signature import GraphSignature, TensorSpec, numpy_dtype
+
+try:  # softmax, layer_norm, attention: registered into REGISTRY on import
+    from tensor_graphs.codegen.llvm import kernels_nn  # noqa: F401
+except ModuleNotFoundError as e:  # pragma: no cover - until kernels_nn.py lands
+    if e.name != "tensor_graphs.codegen.llvm.kernels_nn":
+        raise
+    kernels_nn = None  # type: ignore[assignment]
+
+#: Kernels whose emitters live in `kernels_nn.py`.
+NN_KERNELS = (buf.SoftmaxOp, buf.LayerNormOp, buf.AttentionOp)
 
 #: Argument order of every graph function (the native ABI).
 ABI_ARGS: tuple[str, ...] = ("arena", "weights", "inputs", "outputs", "dims")
@@ -56,10 +77,23 @@ class _GraphLowering:
         self.weight_slots: dict[str, int] = {}
         self.weight_types: dict[str, object] = {}
         self.constants: list[tuple[str, buf.ConstantOp]] = []
+        #: messages of the error statuses (status k is errors[k - 1]) and their return blocks
+        self.errors: list[str] = []
+        self._fail_blocks: dict[int, Block] = {}
+        self._checks = 0
+        #: while a kernel is emitted: its buffers' pointers (the kernel function's arguments)
+        self._kernel_ptrs: dict[SSAValue, SSAValue] | None = None
+        self.kernel_functions: list[llvm.FuncOp] = []
+        self._propagate: Block | None = None
 
     # KernelContext ------------------------------------------------------------------
 
     def ptr(self, value: SSAValue) -> SSAValue:
+        if self._kernel_ptrs is not None:
+            try:
+                return self._kernel_ptrs[value]
+            except KeyError:
+                raise LoweringError("convert-buffer-to-llvm: a kernel emitter used a buffer that is not an operand of its op") from None
         try:
             return self.values[value]
         except KeyError:
@@ -77,6 +111,24 @@ class _GraphLowering:
         if ea is None or eb is None:
             return a is not b
         return ea[0] != eb[0] or ea[2] <= eb[1] or eb[2] <= ea[1]
+
+    def extent(self, value: SSAValue) -> tuple[object, int, int] | None:
+        return self.extents.get(value)
+
+    def check(self, ok: SSAValue, message: str) -> None:
+        """Branch to ``return k`` (the status of ``message``) unless ``ok``; continue after."""
+        b = self.b
+        self._checks += 1
+        if message not in self.errors:
+            self.errors.append(message)
+        status = self.errors.index(message) + 1
+        fail = self._fail_blocks.get(status)
+        if fail is None:
+            fail = self._fail_blocks[status] = b.new_block()
+            fail.add_op(llvm.ReturnOp(b.i32(status)))
+        cont = b.new_block()
+        b.add(llvm.CondBrOp(ok, cont, [], fail, []))
+        b.block = cont
 
     def declare(self, name: str, type: llvm.LLVMFunctionType) -> None:
         if name not in self.declarations:
@@ -106,6 +158,42 @@ class _GraphLowering:
                 self.constants.append((f"__const{len(self.constants)}", op))
         self.const_slots = {id(op): n + i for i, (_, op) in enumerate(self.constants)}
 
+    def _emit_kernel(self, op: buf.KernelOp, emitter) -> None:
+        """Emit ``op`` as its own function and call it from the entry (see the module doc)."""
+        main = self.b
+        # one argument per distinct pointer (an in-place op passes its buffer once)
+        buffers: list[SSAValue] = []
+        for v in (*op.inputs, *op.outputs):
+            if all(self.values[v] is not self.values[u] for u in buffers):
+                buffers.append(v)
+        noalias = [all(self.disjoint(v, u) for u in buffers if u is not v) for v in buffers]
+        name = f"{self.fn.sym_name.data}__{len(self.kernel_functions)}_{op.name.removeprefix('buf.')}"
+        kfn = llvm.FuncOp(name, llvm.LLVMFunctionType([PTR] * len(buffers), i32), linkage=llvm.LinkageAttr("internal"))
+        kfn.properties["arg_attrs"] = ArrayAttr([DictionaryAttr({"llvm.noalias": UnitAttr()} if n else {}) for n in noalias])
+        kb = FunctionBuilder(kfn.body, [PTR] * len(buffers))
+        ptrs: dict[SSAValue, SSAValue] = {}
+        for arg, v in zip(kb.args, buffers):
+            arg.name_hint = self.values[v].name_hint
+        for v in (*op.inputs, *op.outputs):
+            ptrs[v] = next(a for a, u in zip(kb.args, buffers) if self.values[u] is self.values[v])
+        checks, fail_blocks = self._checks, self._fail_blocks
+        self.b, self._kernel_ptrs, self._fail_blocks = kb, ptrs, {}
+        try:
+            emitter(self, op)
+            kb.add(llvm.ReturnOp(kb.i32(0)))
+        finally:
+            self.b, self._kernel_ptrs, self._fail_blocks = main, None, fail_blocks
+        self.kernel_functions.append(kfn)
+        status = main.add(llvm.CallOp(name, *(self.values[v] for v in buffers), return_type=i32))
+        if self._checks > checks:  # the kernel can fail: return its status at once
+            if self._propagate is None:
+                self._propagate = main.new_block([i32])
+                self._propagate.add_op(llvm.ReturnOp(self._propagate.args[0]))
+            ok = main.add(llvm.ICmpOp(status, main.i32(0), IntegerAttr(llvm.ICmpPredicateFlag.EQ.to_int(), i64)))
+            cont = main.new_block()
+            main.add(llvm.CondBrOp(ok, cont, [], self._propagate, [status]))
+            main.block = cont
+
     def _table_entry(self, table: SSAValue, index: int) -> SSAValue:
         b = self.b
         slot = b.gep(table, index, PTR)
@@ -126,7 +214,7 @@ class _GraphLowering:
         num_inputs = len(args) - num_outputs
         self._scan()
 
-        fn_type = llvm.LLVMFunctionType([PTR] * len(ABI_ARGS))
+        fn_type = llvm.LLVMFunctionType([PTR] * len(ABI_ARGS), i32)
         llfn = llvm.FuncOp(name, fn_type, linkage=llvm.LinkageAttr("external"))
         llfn.properties["arg_attrs"] = ArrayAttr(
             [DictionaryAttr({"llvm.noalias": UnitAttr()} if a == "arena" else {}) for a in ABI_ARGS]
@@ -160,8 +248,11 @@ class _GraphLowering:
                     check_memref(op, v)
                 emitter = REGISTRY.get(type(op))
                 if emitter is None:
-                    raise LoweringError(f"convert-buffer-to-llvm: no codegen for {op.name}")
-                emitter(self, op)
+                    why = " (its emitter lives in codegen/llvm/kernels_nn.py, which is missing)" if (
+                        kernels_nn is None and isinstance(op, NN_KERNELS)
+                    ) else ""
+                    raise LoweringError(f"convert-buffer-to-llvm: no codegen for {op.name}{why}")
+                self._emit_kernel(op, emitter)
             elif isinstance(op, buf.ArenaOp):
                 arena_size = max(arena_size, op.size)
                 self.values[op.result] = arena
@@ -175,6 +266,13 @@ class _GraphLowering:
                     self.extents[op.result] = self.extents[op.input]
                 else:
                     self.extents[op.result] = (op.input, 0, buf.nbytes(op.result.type))
+            elif isinstance(op, buf.SubviewOp):
+                el = op.result.type.element_type
+                self.values[op.result] = b.gep(self.ptr(op.input), op.offset.value.data, el)
+                width = max(el.bitwidth // 8, 1)
+                base = self.extents.get(op.input, (op.input, 0, 0))
+                start = base[1] + op.offset.value.data * width
+                self.extents[op.result] = (base[0], start, start + buf.nbytes(op.result.type))
             elif isinstance(op, buf.WeightOp):
                 self.values[op.result] = self._table_entry(weights, self.weight_slots[op.weight_name.data])
                 self.extents[op.result] = (("weight", op.weight_name.data), 0, buf.nbytes(op.result.type))
@@ -186,7 +284,7 @@ class _GraphLowering:
                     raise LoweringError(
                         f"convert-buffer-to-llvm: @{name} returns values; graph functions write outputs in place"
                     )
-                b.add(llvm.ReturnOp())
+                b.add(llvm.ReturnOp(b.i32(0)))
             else:
                 raise LoweringError(f"convert-buffer-to-llvm: cannot lower {op.name} in @{name}")
             for r in op.results:
@@ -200,6 +298,7 @@ class _GraphLowering:
             inputs=tuple(in_specs),
             outputs=tuple(out_specs),
             constants={n: _constant_value(op) for n, op in self.constants},
+            errors=tuple(self.errors),
         )
         return llfn, signature
 
@@ -227,10 +326,13 @@ class ConvertBufferToLLVMPass(ModulePass):
                 f"convert-buffer-to-llvm: expected exactly one graph function per module, found {names}"
             )
         declarations: dict[str, llvm.FuncOp] = {}
-        llfn, signature = _GraphLowering(funcs[0], op, declarations).lower()
+        lowering = _GraphLowering(funcs[0], op, declarations)
+        llfn, signature = lowering.lower()
         funcs[0].detach()
         funcs[0].erase()
         for decl in declarations.values():
             op.body.block.add_op(decl)
         op.body.block.add_op(llfn)
+        for kernel in lowering.kernel_functions:
+            op.body.block.add_op(kernel)
         signature.attach(op)

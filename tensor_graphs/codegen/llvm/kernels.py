@@ -5,28 +5,60 @@
   dims (or only 1s) and the lhs is not transposed, the lhs batch dims fold into M: one call.
   Otherwise a loop over the broadcast batch index makes one call per batch. An accumulator
   with ``beta != 0`` is first broadcast-copied into the output, then sgemm runs with that beta.
-- Elementwise ops (`add/sub/mul/div/relu/copy/bias_activation`) are strided loop nests over
-  the output, with stride 0 on broadcast dims; contiguous dims collapse, so the common case
-  is one flat loop that LLVM vectorises.
-- `buf.transpose` is a copy whose input strides are permuted (cache-blocked in 16x16 tiles
-  when the read is strided, see `loops.emit_tiled_nest`).
+- Elementwise ops (`add/sub/mul/div/relu/copy/bias_activation/unary/binary/select/cast/
+  broadcast/fused_elementwise`) are ONE strided loop nest over the output
+  (:func:`emit_pointwise`), with stride 0 on broadcast dims: contiguous dims collapse, so the
+  common case is one flat loop that LLVM vectorises, and an input that does not vary along the
+  inner loops is loaded outside them. Scalar math comes from `scalar.py` (vectorisable
+  polynomials, no libm calls for exp/tanh/erf/log). Splat IR constants become immediates.
+- `buf.transpose`, `buf.slice`, `buf.concat` are strided copies (a transposed read is
+  cache-blocked in 16x16 tiles, see `loops.emit_tiled_nest`).
+- `buf.reduce`: when the innermost input dim is reduced, each output element accumulates in a
+  register over a (vectorised, ``reassoc``) inner loop; otherwise the output is filled with
+  the identity and accumulated in place by a loop nest whose inner loop runs along the output.
+- `buf.embedding` checks every index against [0, V): an index out of range makes the graph
+  function return an error status (see `KernelContext.check`) instead of reading out of bounds.
 - Overlap checks: an elementwise input may be the output itself (same bytes); any partial
-  overlap, or an output shared with a matmul/transpose operand, is a clear `LoweringError`.
+  overlap, or an output shared with an operand of a kernel that cannot run in place, is a
+  clear `LoweringError`.
 
-Adding a kernel: write ``def _emit_foo(ctx, op)`` and register it in :data:`REGISTRY`.
+Adding a kernel: write ``def _emit_foo(ctx, op)`` and register it in :data:`REGISTRY`
+(`kernels_nn.py` registers softmax, layer norm and attention into the same dict).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import AnyFloat, MemRefType, f32, i32
+from xdsl.dialects.builtin import AnyFloat, DenseIntOrFPElementsAttr, IntegerAttr, IntegerType, MemRefType, f32, i1, i32, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.utils.exceptions import PassFailedException
 
-from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, broadcast_strides, emit_strided_nest, emit_tiled_nest
+from tensor_graphs.codegen.llvm.loops import (
+    PTR,
+    FunctionBuilder,
+    broadcast_strides,
+    collapse_dims,
+    emit_carried_loop,
+    emit_loop,
+    emit_strided_nest,
+    emit_tiled_nest,
+)
+from tensor_graphs.codegen.llvm.scalar import (
+    ScalarCodegenError,
+    emit_arith_body,
+    emit_binary,
+    emit_convert,
+    emit_unary,
+    fdiv,
+    fmax,
+    select,
+)
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.shapes import broadcast_shapes, contiguous_strides, numel
 
@@ -36,7 +68,8 @@ class LoweringError(PassFailedException, ValueError):
 
 
 class KernelContext(Protocol):
-    """What an emitter needs from the pass: the cursor and the pointer of each buffer."""
+    """What an emitter needs from the pass: the cursor, the pointer of each buffer, where
+    buffers live (for overlap checks), and run-time checks."""
 
     b: FunctionBuilder
 
@@ -47,6 +80,16 @@ class KernelContext(Protocol):
     def same_bytes(self, a: SSAValue, b: SSAValue) -> bool: ...
 
     def disjoint(self, a: SSAValue, b: SSAValue) -> bool: ...
+
+    def extent(self, value: SSAValue) -> tuple[object, int, int] | None:
+        """(what the buffer lives in, first byte, end byte), where known."""
+        ...
+
+    def check(self, ok: SSAValue, message: str) -> None:
+        """Continue when the i1 ``ok`` holds; otherwise the graph function returns the status
+        of ``message`` (recorded in the signature's ``errors``). The cursor moves to the
+        continuation block."""
+        ...
 
 
 Emitter = Callable[[KernelContext, Operation], None]
@@ -73,6 +116,22 @@ def _require_float(op: Operation, values: Sequence[SSAValue]) -> Attribute:
     return t
 
 
+def _require_same_element(op: Operation, values: Sequence[SSAValue]) -> Attribute:
+    types = {_element(v) for v in values}
+    if len(types) != 1:
+        raise LoweringError(f"{op.name}: operands must have one element type, got " + ", ".join(str(_element(v)) for v in values))
+    return types.pop()
+
+
+@contextlib.contextmanager
+def _scalar_errors(op: Operation) -> Iterator[None]:
+    """Turns a `ScalarCodegenError` into a `LoweringError` that names ``op``."""
+    try:
+        yield
+    except ScalarCodegenError as e:
+        raise LoweringError(f"{op.name}: {e}") from None
+
+
 def check_no_overlap(ctx: KernelContext, op: Operation, out: SSAValue, inputs: Sequence[SSAValue], in_place_ok: bool) -> None:
     """An input may be the output itself (same bytes, same element count) when ``in_place_ok``;
     otherwise it must not share a byte with the output (a planner bug would corrupt results)."""
@@ -86,89 +145,198 @@ def check_no_overlap(ctx: KernelContext, op: Operation, out: SSAValue, inputs: S
             )
 
 
+def splat_value(value: SSAValue) -> int | float | None:
+    """The value of a `buf.constant` whose elements are all equal, else None."""
+    owner = value.owner
+    if not isinstance(owner, buf.ConstantOp):
+        return None
+    dense: DenseIntOrFPElementsAttr = owner.value
+    if numel(_shape(value)) == 0 or not (numel(_shape(value)) == 1 or dense.is_splat()):
+        return None
+    v = dense.get_values()[0]
+    return int(v) & 1 if _element(value) == i1 else v
+
+
+# --------------------------------------------------------------------------- loop nests over memory
+
+
+@dataclass(frozen=True)
+class Access:
+    """How a loop nest walks one buffer: its pointer (already at the first element), one
+    element stride per loop dim (0: the same element along that dim), its element type."""
+
+    ptr: SSAValue
+    strides: tuple[int, ...]
+    element: Attribute
+
+
+def _needs_tiling(shape: Sequence[int], strides: Sequence[Sequence[int]], tile: int = 16) -> bool:
+    """Same rule as `loops.emit_tiled_nest`: an operand reads the inner dim with a large stride."""
+    if len(shape) < 2:
+        return False
+    for st in strides:
+        if st[-1] not in (0, 1) and 1 in st[:-1]:
+            return shape[st[:-1].index(1)] >= tile and shape[-1] >= tile
+    return False
+
+
+def emit_pointwise(
+    b: FunctionBuilder,
+    shape: Sequence[int],
+    out: Access,
+    ins: Sequence[Access],
+    compute: Callable[[FunctionBuilder, list[SSAValue]], SSAValue],
+    hoist: bool = True,
+) -> None:
+    """``out[idx] = compute([in_k[idx] for k])`` for every index of ``shape``.
+
+    Dims contiguous for every operand collapse (one flat loop for contiguous buffers); an
+    input whose strides are 0 on the innermost loops is loaded once, outside them (with
+    ``hoist``), so a broadcast bias or scalar costs nothing in the vectorised inner loop.
+    A strided (transposed) read takes the cache-blocked nest instead.
+    """
+    if any(n == 0 for n in shape):
+        return
+    shape, strides = collapse_dims(shape, [out.strides, *(a.strides for a in ins)])
+    rank = len(shape)
+
+    def store(offsets: Sequence[SSAValue | None], vals: list[SSAValue]) -> None:
+        b.store_element(compute(b, vals), out.ptr, offsets[0], out.element)
+
+    if not hoist or _needs_tiling(shape, strides):
+        def body(offsets: list[SSAValue | None]) -> None:
+            store(offsets, [b.load_element(a.ptr, off, a.element) for a, off in zip(ins, offsets[1:])])
+
+        if hoist:
+            emit_tiled_nest(b, shape, strides, body)
+        else:
+            emit_strided_nest(b, shape, strides, body, collapse=False)
+        return
+
+    # the loop depth at which each input's address stops changing
+    depth = [max((d + 1 for d in range(rank) if st[d] != 0), default=0) for st in strides[1:]]
+
+    def level(d: int, offsets: list[SSAValue | None], loaded: dict[int, SSAValue]) -> None:
+        loaded = dict(loaded)
+        for k, dk in enumerate(depth):
+            if dk == d:
+                loaded[k] = b.load_element(ins[k].ptr, offsets[k + 1], ins[k].element)
+        if d == rank:
+            store(offsets, [loaded[k] for k in range(len(ins))])
+            return
+
+        def inner(i: SSAValue) -> None:
+            level(d + 1, [b.offset(off, i, st[d]) for off, st in zip(offsets, strides)], loaded)
+
+        emit_loop(b, shape[d], inner)
+
+    level(0, [None] * len(strides), {})
+
+
+def emit_copy_nest(b: FunctionBuilder, shape: Sequence[int], out: Access, src: Access) -> None:
+    """``out[idx] = src[idx]``: one ``llvm.memcpy`` per contiguous inner run when both walk the
+    innermost dim with stride 1 (after collapsing), else an element loop nest (tiled when
+    the read is transposed). The buffers must not overlap."""
+    if any(n == 0 for n in shape):
+        return
+    collapsed, (so, ss) = collapse_dims(shape, [out.strides, src.strides])
+    if not collapsed or so[-1] != 1 or ss[-1] != 1 or out.element != src.element:
+        emit_pointwise(b, shape, out, [src], lambda b, v: v[0])
+        return
+    shape = collapsed
+    width = max(out.element.bitwidth // 8, 1)  # type: ignore[attr-defined]
+    nbytes = b.i64(shape[-1] * width)
+
+    def run(offsets: list[SSAValue | None]) -> None:
+        dst_ptr, src_ptr = b.gep(out.ptr, offsets[0], out.element), b.gep(src.ptr, offsets[1], src.element)
+        b.add(llvm.CallIntrinsicOp("llvm.memcpy.p0.p0.i64", [dst_ptr, src_ptr, nbytes, b.constant(0, i1)], []))
+
+    emit_strided_nest(b, shape[:-1], [so[:-1], ss[:-1]], run, collapse=False)
+
+
 def emit_elementwise(
     ctx: KernelContext,
     out: SSAValue,
     inputs: Sequence[SSAValue],
     compute: Callable[[FunctionBuilder, list[SSAValue]], SSAValue],
     input_strides: Sequence[Sequence[int]] | None = None,
+    input_offsets: Sequence[int] | None = None,
 ) -> None:
-    """``out[idx] = compute(inputs[k][idx * strides_k])`` over the output shape.
+    """``out[idx] = compute(inputs[k][offset_k + idx * strides_k])`` over the output shape.
 
-    ``input_strides`` defaults to NumPy broadcasting of each input to the output shape.
+    ``input_strides`` defaults to NumPy broadcasting of each input to the output shape,
+    ``input_offsets`` (elements) to 0. Inputs that are splat `buf.constant`s are passed to
+    ``compute`` as immediate constants (LLVM then folds ``x * 1.0``, ``pow(x, 2)``, ...).
     """
     b = ctx.b
     shape = _shape(out)
     if input_strides is None:
         input_strides = [broadcast_strides(_shape(v), shape) for v in inputs]
-    el = _element(out)
-    out_ptr = ctx.ptr(out)
-    in_ptrs = [ctx.ptr(v) for v in inputs]
-    in_types = [_element(v) for v in inputs]
-    strides = [contiguous_strides(shape), *input_strides]
+    offsets = input_offsets or [0] * len(inputs)
+    splats: dict[int, SSAValue] = {}
+    accesses: list[Access] = []
+    for k, (v, st, off) in enumerate(zip(inputs, input_strides, offsets)):
+        c = splat_value(v)
+        if c is not None:
+            splats[k] = b.constant(c, _element(v))
+            continue
+        accesses.append(Access(b.gep(ctx.ptr(v), off, _element(v)), tuple(st), _element(v)))
 
-    # inputs read at one address throughout (scalars, full broadcasts) are loaded once, up front
-    hoisted: dict[int, SSAValue] = {
-        k: b.load(in_ptrs[k], in_types[k])
-        for k, st in enumerate(input_strides)
-        if numel(shape) > 1 and all(s == 0 or n == 1 for s, n in zip(st, shape))
-    }
+    def full(b: FunctionBuilder, loaded: list[SSAValue]) -> SSAValue:
+        it = iter(loaded)
+        return compute(b, [splats[k] if k in splats else next(it) for k in range(len(inputs))])
 
-    def body(offsets: list[SSAValue | None]) -> None:
-        vals = [
-            hoisted[k] if k in hoisted else b.load(b.gep(p, off, t), t)
-            for k, (p, off, t) in enumerate(zip(in_ptrs, offsets[1:], in_types))
-        ]
-        b.store(compute(b, vals), b.gep(out_ptr, offsets[0], el))
+    target = Access(ctx.ptr(out), contiguous_strides(shape), _element(out))
+    emit_pointwise(b, shape, target, accesses, full)
 
-    emit_tiled_nest(b, shape, strides, body)
-
-
-def _relu(b: FunctionBuilder, x: SSAValue) -> SSAValue:
-    # x < 0 ? 0 : x  (NaN propagates, like torch.relu)
-    zero = b.constant(0.0, x.type)
-    neg = b.add(llvm.FCmpOp(x, zero, "olt"))
-    return b.add(llvm.SelectOp(neg, zero, x))
-
-
-ACTIVATIONS: dict[str, Callable[[FunctionBuilder, SSAValue], SSAValue]] = {
-    "none": lambda b, x: x,
-    "relu": _relu,
-}
 
 # --------------------------------------------------------------------------- elementwise
 
-_BINARY: dict[type[Operation], type[llvm.AbstractFloatArithOp]] = {
-    buf.AddOp: llvm.FAddOp,
-    buf.SubOp: llvm.FSubOp,
-    buf.MulOp: llvm.FMulOp,
-    buf.DivOp: llvm.FDivOp,
-}
+_BINARY: dict[type[Operation], str] = {buf.AddOp: "add", buf.SubOp: "sub", buf.MulOp: "mul", buf.DivOp: "div"}
 
 
 def _emit_binary(ctx: KernelContext, op: Operation) -> None:
     assert isinstance(op, buf.ElementwiseBinaryKernel)
-    _require_float(op, [*op.inputs, op.output])
-    arith = _BINARY[type(op)]
+    el = _require_same_element(op, [*op.inputs, op.output])
+    fn = op.fn.data if isinstance(op, buf.BinaryOp) else _BINARY[type(op)]
+    if not isinstance(el, AnyFloat | IntegerType) or el == i1:
+        raise LoweringError(f"{op.name}: no codegen for {el} elements")
     check_no_overlap(ctx, op, op.output, op.inputs, in_place_ok=True)
-    emit_elementwise(ctx, op.output, list(op.inputs), lambda b, v: b.add(arith(v[0], v[1])))
+    with _scalar_errors(op):
+        emit_elementwise(ctx, op.output, list(op.inputs), lambda b, v: emit_binary(b, fn, v[0], v[1]))
 
 
-def _emit_relu(ctx: KernelContext, op: Operation) -> None:
-    assert isinstance(op, buf.ReluOp)
-    _require_float(op, [*op.inputs, op.output])
+def _emit_unary(ctx: KernelContext, op: Operation) -> None:
+    assert isinstance(op, buf.UnaryOp | buf.ReluOp)
+    el = _require_float(op, [*op.inputs, op.output])
+    fn = op.fn.data if isinstance(op, buf.UnaryOp) else "relu"
+    if el != f32 and fn not in ("none", "relu", "neg", "abs", "sqrt", "rsqrt"):
+        raise LoweringError(f"{op.name}: '{fn}' is emitted for f32 only, got {el}")
     check_no_overlap(ctx, op, op.output, op.inputs, in_place_ok=True)
-    emit_elementwise(ctx, op.output, list(op.inputs), lambda b, v: _relu(b, v[0]))
+    with _scalar_errors(op):
+        emit_elementwise(ctx, op.output, list(op.inputs), lambda b, v: emit_unary(b, fn, v[0]))
 
 
 def _emit_copy(ctx: KernelContext, op: Operation) -> None:
-    assert isinstance(op, buf.CopyOp)
+    assert isinstance(op, buf.CopyOp | buf.BroadcastOp | buf.CastOp)
     if _element(op.inputs[0]) != _element(op.output):
         raise LoweringError(f"{op.name}: input and output element types differ")
-    if ctx.same_bytes(op.inputs[0], op.output):
+    if ctx.same_bytes(op.inputs[0], op.output) and numel(_shape(op.inputs[0])) == numel(_shape(op.output)):
         return  # copying a buffer onto itself
     check_no_overlap(ctx, op, op.output, op.inputs, in_place_ok=False)
-    emit_elementwise(ctx, op.output, list(op.inputs), lambda b, v: v[0])
+    src = op.inputs[0]
+    _emit_strided_copy(ctx, op.output, src, broadcast_strides(_shape(src), _shape(op.output)))
+
+
+def _emit_strided_copy(ctx: KernelContext, out: SSAValue, src: SSAValue, strides: Sequence[int], offset: int = 0) -> None:
+    """``out[idx] = src[offset + idx . strides]`` (memcpy per contiguous run, see `emit_copy_nest`)."""
+    b, shape, el = ctx.b, _shape(out), _element(out)
+    if splat_value(src) is not None:
+        emit_elementwise(ctx, out, [src], lambda b, v: v[0])
+        return
+    emit_copy_nest(
+        b, shape, Access(ctx.ptr(out), contiguous_strides(shape), el), Access(b.gep(ctx.ptr(src), offset, el), tuple(strides), el)
+    )
 
 
 def _emit_transpose(ctx: KernelContext, op: Operation) -> None:
@@ -178,18 +346,193 @@ def _emit_transpose(ctx: KernelContext, op: Operation) -> None:
         raise LoweringError(f"{op.name}: input and output element types differ")
     check_no_overlap(ctx, op, op.output, [src], in_place_ok=False)
     own = contiguous_strides(_shape(src))
-    strides = tuple(own[p] for p in op.permutation)
-    emit_elementwise(ctx, op.output, [src], lambda b, v: v[0], input_strides=[strides])
+    _emit_strided_copy(ctx, op.output, src, tuple(own[p] for p in op.permutation))
 
 
 def _emit_bias_activation(ctx: KernelContext, op: Operation) -> None:
     assert isinstance(op, buf.BiasActivationOp)
     _require_float(op, [*op.inputs, op.output])
-    act = ACTIVATIONS.get(op.activation.data)
-    if act is None:
-        raise LoweringError(f"{op.name}: no codegen for activation '{op.activation.data}'")
+    act = op.activation.data
     check_no_overlap(ctx, op, op.output, op.inputs, in_place_ok=True)
-    emit_elementwise(ctx, op.output, list(op.inputs), lambda b, v: act(b, b.add(llvm.FAddOp(v[0], v[1]))))
+    with _scalar_errors(op):
+        emit_elementwise(
+            ctx, op.output, list(op.inputs), lambda b, v: emit_unary(b, act, b.add(llvm.FAddOp(v[0], v[1])))
+        )
+
+
+def _emit_select(ctx: KernelContext, op: Operation) -> None:
+    assert isinstance(op, buf.SelectOp)
+    cond, a, c = op.inputs
+    if _element(cond) != i1:
+        raise LoweringError(f"{op.name}: the condition must be an i1 buffer, got {cond.type}")
+    _require_same_element(op, [a, c, op.output])
+    check_no_overlap(ctx, op, op.output, op.inputs, in_place_ok=True)
+    emit_elementwise(ctx, op.output, list(op.inputs), lambda b, v: select(b, v[0], v[1], v[2]))
+
+
+def _emit_cast(ctx: KernelContext, op: Operation) -> None:
+    assert isinstance(op, buf.CastOp)
+    to = _element(op.output)
+    if to == _element(op.inputs[0]):
+        _emit_copy(ctx, op)  # type: ignore[arg-type]
+        return
+    check_no_overlap(ctx, op, op.output, op.inputs, in_place_ok=True)
+    with _scalar_errors(op):
+        emit_elementwise(ctx, op.output, list(op.inputs), lambda b, v: emit_convert(b, v[0], to))
+
+
+def _emit_fused_elementwise(ctx: KernelContext, op: Operation) -> None:
+    assert isinstance(op, buf.FusedElementwiseOp)
+    block = op.body.block
+    for k, (arg, v) in enumerate(zip(block.args, op.inputs)):
+        if arg.type != _element(v):
+            raise LoweringError(f"{op.name}: body argument {k} is {arg.type}, input {k} holds {_element(v)}")
+    check_no_overlap(ctx, op, op.output, op.inputs, in_place_ok=True)
+    el = _element(op.output)
+
+    def body(b: FunctionBuilder, vals: list[SSAValue]) -> SSAValue:
+        result = emit_arith_body(b, block, vals)
+        if result.type != el:
+            raise LoweringError(f"{op.name}: the body yields {result.type}, the output holds {el}")
+        return result
+
+    with _scalar_errors(op):
+        emit_elementwise(ctx, op.output, list(op.inputs), body)
+
+
+# --------------------------------------------------------------------------- data movement
+
+
+def _emit_slice(ctx: KernelContext, op: Operation) -> None:
+    assert isinstance(op, buf.SliceOp)
+    src = op.inputs[0]
+    dim, start, step = op.dim.value.data, op.start.value.data, op.step.value.data
+    if _element(src) != _element(op.output):
+        raise LoweringError(f"{op.name}: input and output element types differ")
+    if step <= 0:
+        raise LoweringError(f"{op.name}: step must be positive, got {step}")
+    check_no_overlap(ctx, op, op.output, [src], in_place_ok=False)
+    own = contiguous_strides(_shape(src))
+    strides = tuple(s * step if d == dim else s for d, s in enumerate(own))
+    _emit_strided_copy(ctx, op.output, src, strides, start * own[dim])
+
+
+def _emit_concat(ctx: KernelContext, op: Operation) -> None:
+    """One copy per input: input k is an ``outer x (size_k * inner)`` block of the output."""
+    assert isinstance(op, buf.ConcatOp)
+    out = op.output
+    el = _require_same_element(op, [*op.inputs, out])
+    so, dim = _shape(out), op.dim.value.data
+    outer, inner = numel(so[:dim]), numel(so[dim + 1 :])
+    row = so[dim] * inner
+    width = max(el.bitwidth // 8, 1)  # type: ignore[attr-defined]
+    out_extent = ctx.extent(out)
+    b = ctx.b
+    at = 0
+    for v in op.inputs:
+        size = _shape(v)[dim] * inner
+        slab = None if out_extent is None else (out_extent[0], out_extent[1] + at * width, out_extent[1] + (at + size) * width)
+        if not (outer == 1 and slab is not None and ctx.extent(v) == slab):  # already in place
+            check_no_overlap(ctx, op, out, [v], in_place_ok=False)
+            emit_copy_nest(b, (outer, size), Access(b.gep(ctx.ptr(out), at, el), (row, 1), el), Access(ctx.ptr(v), (size, 1), el))
+        at += size
+
+
+def _emit_embedding(ctx: KernelContext, op: Operation) -> None:
+    """``out[i, :] = table[idx[i], :]``, each index checked against [0, V) first."""
+    assert isinstance(op, buf.EmbeddingOp)
+    table, idx = op.inputs
+    out = op.output
+    el = _require_same_element(op, [table, out])
+    ie = _element(idx)
+    if not isinstance(ie, IntegerType) or ie == i1:
+        raise LoweringError(f"{op.name}: indices must be an integer buffer, got {idx.type}")
+    check_no_overlap(ctx, op, out, [table, idx], in_place_ok=False)
+    vocab, dim = _shape(table)
+    owner = table.owner
+    what = f"'{owner.weight_name.data}'" if isinstance(owner, buf.WeightOp) else f"of a {table.type}"
+    message = f"embedding {what}: index out of range [0, {vocab})"
+    b = ctx.b
+    tp, ip, op_ = ctx.ptr(table), ctx.ptr(idx), ctx.ptr(out)
+    ult = IntegerAttr(llvm.ICmpPredicateFlag.ULT.to_int(), i64)
+
+    def row(i: SSAValue) -> None:
+        j = b.load_element(ip, i, ie)
+        if ie != i64:
+            j = b.add(llvm.SExtOp(j, i64))
+        ctx.check(b.add(llvm.ICmpOp(j, b.i64(vocab), ult)), message)  # also rejects j < 0
+        src = b.gep(tp, b.mul_i64(j, b.i64(dim)), el)
+        dst = b.gep(op_, b.offset(None, i, dim), el)
+        emit_copy_nest(b, (dim,), Access(dst, (1,), el), Access(src, (1,), el))
+
+    emit_loop(b, numel(_shape(idx)), row)
+
+
+# --------------------------------------------------------------------------- reductions
+
+
+def _combine(kind: str) -> Callable[[FunctionBuilder, SSAValue, SSAValue], SSAValue]:
+    if kind == "max":
+        return fmax
+    # reassoc lets the vectoriser keep vector partial sums (a different, usually better, rounding)
+    reassoc = llvm.FastMathAttr([llvm.FastMathFlag.REASSOC])
+    return lambda b, acc, x: b.add(llvm.FAddOp(acc, x, reassoc))
+
+
+def _emit_reduce(ctx: KernelContext, op: Operation) -> None:
+    assert isinstance(op, buf.ReduceOp)
+    x, out = op.inputs[0], op.output
+    el = _require_float(op, [x, out])
+    check_no_overlap(ctx, op, out, [x], in_place_ok=False)
+    kind = op.kind.data
+    shape = _shape(x)
+    dims = set(op.dims.get_values())
+    count = numel([shape[d] for d in dims])
+    if numel(_shape(out)) == 0:
+        return
+    b = ctx.b
+    xp, outp = ctx.ptr(x), ctx.ptr(out)
+    combine = _combine(kind)
+    identity = -math.inf if kind == "max" else 0.0
+    in_st = contiguous_strides(shape)
+    kept = [d for d in range(len(shape)) if d not in dims]
+    kept_shape = [shape[d] for d in kept]
+    out_st = contiguous_strides(kept_shape)
+
+    def finish(b: FunctionBuilder, acc: SSAValue) -> SSAValue:
+        return fdiv(b, acc, b.constant(float(count), el)) if kind == "mean" else acc
+
+    big = [d for d in range(len(shape)) if shape[d] != 1]
+    if not big or big[-1] in dims or count == 0:
+        # register accumulation: for each output element, a loop nest over the reduced dims
+        red = sorted(dims)
+        red_shape, (red_st,) = collapse_dims([shape[d] for d in red], [[in_st[d] for d in red]])
+
+        def nest(level: int, base: SSAValue | None, acc: list[SSAValue]) -> list[SSAValue]:
+            if level == len(red_shape):
+                return [combine(b, acc[0], b.load_element(xp, base, el))]
+            return emit_carried_loop(
+                b, red_shape[level], acc, lambda i, a: nest(level + 1, b.offset(base, i, red_st[level]), a)
+            )
+
+        def per_output(offs: list[SSAValue | None]) -> None:
+            acc = nest(0, offs[1], [b.constant(identity, el)])[0]
+            b.store_element(finish(b, acc), outp, offs[0], el)
+
+        emit_strided_nest(b, kept_shape, [out_st, [in_st[d] for d in kept]], per_output)
+        return
+
+    # the innermost dim is kept: fill with the identity, accumulate along the input, scale
+    n_out = numel(kept_shape)
+    flat = Access(outp, (1,), el)
+    emit_pointwise(b, (n_out,), flat, [], lambda b, v: b.constant(identity, el))
+    acc_strides = [0] * len(shape)
+    for j, d in enumerate(kept):
+        acc_strides[d] = out_st[j]
+    acc = Access(outp, tuple(acc_strides), el)
+    emit_pointwise(b, shape, acc, [acc, Access(xp, in_st, el)], lambda b, v: combine(b, v[0], v[1]), hoist=False)
+    if kind == "mean":
+        emit_pointwise(b, (n_out,), flat, [flat], lambda b, v: finish(b, v[0]))
 
 
 # --------------------------------------------------------------------------- matmul
@@ -204,7 +547,8 @@ CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, CBLAS_TRANS = 101, 111, 112
 _I32_MAX = 2**31 - 1
 
 
-def _emit_matmul(ctx: KernelContext, op: Operation) -> None:
+def emit_gemm(ctx: KernelContext, op: Operation) -> None:
+    """The BLAS call(s) of a `buf.matmul` (alpha, beta, accumulator); ignores ``activation``."""
     assert isinstance(op, buf.MatmulOp)
     b = ctx.b
     ta, tb, alpha, beta = op.flags
@@ -309,17 +653,41 @@ def _emit_matmul(ctx: KernelContext, op: Operation) -> None:
     emit_strided_nest(b, batch_o, strides, lambda offs: call(offs[1], offs[2], offs[0]))
 
 
-#: buf kernel op -> emitter. Every `buf.KernelOp` subclass must appear here.
+def _emit_matmul(ctx: KernelContext, op: Operation) -> None:
+    """GEMM, then the activation (if any) as a second sweep over the output.
+
+    `kernels_nn` replaces this entry with an epilogue fused into the blocks the GEMM writes.
+    """
+    assert isinstance(op, buf.MatmulOp)
+    emit_gemm(ctx, op)
+    act = op.activation.data
+    if act != "none" and numel(_shape(op.output)):
+        with _scalar_errors(op):
+            emit_elementwise(ctx, op.output, [op.output], lambda b, v: emit_unary(b, act, v[0]))
+
+
+#: buf kernel op -> emitter. Every `buf.KernelOp` subclass must appear here (softmax,
+#: layer_norm and attention are registered by `kernels_nn`, imported by the pass).
 REGISTRY: dict[type[Operation], Emitter] = {
     buf.MatmulOp: _emit_matmul,
     buf.AddOp: _emit_binary,
     buf.SubOp: _emit_binary,
     buf.MulOp: _emit_binary,
     buf.DivOp: _emit_binary,
-    buf.ReluOp: _emit_relu,
+    buf.BinaryOp: _emit_binary,
+    buf.ReluOp: _emit_unary,
+    buf.UnaryOp: _emit_unary,
     buf.CopyOp: _emit_copy,
+    buf.BroadcastOp: _emit_copy,
     buf.TransposeOp: _emit_transpose,
     buf.BiasActivationOp: _emit_bias_activation,
+    buf.SelectOp: _emit_select,
+    buf.CastOp: _emit_cast,
+    buf.FusedElementwiseOp: _emit_fused_elementwise,
+    buf.SliceOp: _emit_slice,
+    buf.ConcatOp: _emit_concat,
+    buf.EmbeddingOp: _emit_embedding,
+    buf.ReduceOp: _emit_reduce,
 }
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, IntegerType, f32, i32, i64
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, IntegerType, f32, i1, i8, i32, i64
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 PTR = llvm.LLVMPointerType()
@@ -113,6 +113,27 @@ class FunctionBuilder:
     def store(self, value: SSAValue, ptr: SSAValue) -> None:
         self.add(llvm.StoreOp(value, ptr))
 
+    # i1 buffers hold one byte per element (NumPy's bool): they are read and written as i8,
+    # never as i1 (a vector of i1 in memory is bit-packed, so the vectoriser would misread it).
+
+    def load_element(self, ptr: SSAValue, index: SSAValue | int | None, element_type: Attribute) -> SSAValue:
+        """``ptr[index]`` of a buffer of ``element_type`` (i1 is stored as one byte)."""
+        if element_type == i1:
+            byte = self.load(self.gep(ptr, index, i8), i8)
+            return self.add(llvm.ICmpOp(byte, self.constant(0, i8), _icmp("ne")))
+        return self.load(self.gep(ptr, index, element_type), element_type)
+
+    def store_element(self, value: SSAValue, ptr: SSAValue, index: SSAValue | int | None, element_type: Attribute) -> None:
+        """``ptr[index] = value`` for a buffer of ``element_type`` (i1 is stored as one byte 0/1)."""
+        if element_type == i1:
+            self.store(self.add(llvm.ZExtOp(value, i8)), self.gep(ptr, index, i8))
+            return
+        self.store(value, self.gep(ptr, index, element_type))
+
+
+def _icmp(predicate: str) -> IntegerAttr:
+    return IntegerAttr(llvm.ICmpPredicateFlag(predicate).to_int(), i64)
+
 
 # --------------------------------------------------------------------------- loops
 
@@ -138,6 +159,37 @@ def emit_loop(b: FunctionBuilder, trip_count: int, body: Callable[[SSAValue], No
     exit_ = b.new_block()  # created last so blocks print in control-flow order
     b.add(llvm.CondBrOp(more, loop, [nxt], exit_, []))
     b.block = exit_
+
+
+def emit_carried_loop(
+    b: FunctionBuilder,
+    trip_count: int,
+    init: Sequence[SSAValue],
+    body: Callable[[SSAValue, list[SSAValue]], Sequence[SSAValue]],
+) -> list[SSAValue]:
+    """``acc = init; for i in range(trip_count): acc = body(i, acc)``; returns the final ``acc``.
+
+    The loop-carried values become block arguments (phis), which is the form LLVM recognises
+    as a reduction: an ``fadd`` chain with the ``reassoc`` flag (or ``llvm.maximum``)
+    vectorises into vector accumulators. ``body`` may open loops itself.
+    """
+    init = list(init)
+    if trip_count <= 0:
+        return init
+    if trip_count == 1:
+        return list(body(b.i64(0), init))
+    types = [v.type for v in init]
+    loop = b.new_block([i64, *types])
+    b.add(llvm.BrOp(loop, b.i64(0), *init))
+    b.block = loop
+    i, acc = loop.args[0], list(loop.args[1:])
+    new = list(body(i, acc))
+    nxt = b.add_i64(i, b.i64(1))
+    more = b.add(llvm.ICmpOp(nxt, b.i64(trip_count), _icmp("slt")))
+    exit_ = b.new_block(types)
+    b.add(llvm.CondBrOp(more, loop, [nxt, *new], exit_, new))
+    b.block = exit_
+    return list(exit_.args)
 
 
 def collapse_dims(shape: Sequence[int], strides: Sequence[Sequence[int]]) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:

@@ -1,13 +1,15 @@
-"""Helpers shared by the aten → tg pattern files: scalar constants, op lists, match-failure reasons."""
+"""Helpers shared by the aten → tg pattern files: constants, casts, op lists, match-failure reasons."""
 
 from __future__ import annotations
 
 from contextvars import ContextVar
 
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType, f32
-from xdsl.ir import Operation, SSAValue
+import numpy as np
+from xdsl.dialects.builtin import f32
+from xdsl.ir import Attribute, Operation, SSAValue
 
-from tensor_graphs.dialects.tensor import ConstantOp, ReshapeOp, shape_of
+from tensor_graphs.dialects.tensor import CastOp, ConstantOp, ReshapeOp, shape_of
+from tensor_graphs.frontend.constants import dense_from_numpy, numpy_dtype_of
 
 #: op -> why no pattern could convert it; set by the pass around its walk (None outside a pass)
 MATCH_FAILURES: ContextVar[dict[int, tuple[Operation, str]] | None] = ContextVar("aten_match_failures", default=None)
@@ -20,9 +22,18 @@ def notify_match_failure(op: Operation, reason: str) -> None:
         failures[id(op)] = (op, reason)
 
 
-def scalar_constant(value: float) -> ConstantOp:
-    """``tg.constant dense<value> : tensor<f32>``."""
-    return ConstantOp(DenseIntOrFPElementsAttr.from_list(TensorType(f32, []), [float(value)]))
+def element_type(value: SSAValue) -> Attribute:
+    return value.type.element_type  # type: ignore[attr-defined]
+
+
+def constant(value: float | int | bool, shape: tuple[int, ...] = (), element_type: Attribute = f32) -> ConstantOp:
+    """``tg.constant dense<value> : tensor<shape x element_type>`` (every element equal)."""
+    return ConstantOp(dense_from_numpy(np.full(shape, value, dtype=numpy_dtype_of(element_type)), element_type))
+
+
+def scalar_constant(value: float | int | bool, element_type: Attribute = f32) -> ConstantOp:
+    """``tg.constant dense<value> : tensor<element_type>`` (rank 0, broadcasts against anything)."""
+    return constant(value, (), element_type)
 
 
 class OpList(list[Operation]):
@@ -35,3 +46,7 @@ class OpList(list[Operation]):
     def reshape(self, value: SSAValue, shape: tuple[int, ...]) -> SSAValue:
         """``value`` reshaped to ``shape`` (no op when it already has that shape)."""
         return value if shape_of(value) == tuple(shape) else self.add(ReshapeOp(value, tuple(shape)))
+
+    def cast(self, value: SSAValue, to: Attribute) -> SSAValue:
+        """``value`` with element type ``to`` (no op when it has it already)."""
+        return value if element_type(value) == to else self.add(CastOp(value, to))

@@ -1,7 +1,8 @@
-"""aten → tg: data movement (t, transpose, permute, view/reshape/flatten/unsqueeze, contiguous/clone).
+"""aten → tg: data movement (t, transpose, permute, view/reshape/flatten/(un)squeeze, expand, contiguous/clone).
 
-Everything is either ``tg.transpose {perm}`` or ``tg.reshape``; ops that do not change the value
-(``contiguous``, ``clone``, a transpose of equal dims, a reshape to the same shape) disappear.
+Everything is ``tg.transpose {perm}``, ``tg.reshape`` or ``tg.broadcast``; ops that do not change
+the value (``contiguous``, ``clone``, a transpose of equal dims, a reshape or expand to the same
+shape) disappear.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewri
 from tensor_graphs.dialects import aten
 from tensor_graphs.dialects.aten import normalize_dim
 from tensor_graphs.dialects.shapes import ShapeError
-from tensor_graphs.dialects.tensor import ReshapeOp, TransposeOp, shape_of
+from tensor_graphs.dialects.tensor import BroadcastOp, ReshapeOp, TransposeOp, shape_of
 from tensor_graphs.lowering.aten_to_tensor.common import notify_match_failure
 
 
@@ -52,9 +53,20 @@ class TransposePattern(RewritePattern):
         _replace_with_transpose(op, perm, rewriter)
 
 
+_RESHAPES = (
+    aten.ViewOp,
+    aten.ReshapeOp,
+    aten.UnsafeViewOp,
+    aten.FlattenUsingIntsOp,
+    aten.UnsqueezeOp,
+    aten.SqueezeDimOp,
+    aten.SqueezeDimsOp,
+)
+
+
 class ReshapePattern(RewritePattern):
-    """Every shape change (``view``, ``reshape``, ``_unsafe_view``, ``flatten``, ``unsqueeze``) is ``tg.reshape``
-    to the op's result type.
+    """Every shape change (``view``, ``reshape``, ``_unsafe_view``, ``flatten``, ``unsqueeze``, ``squeeze``)
+    is ``tg.reshape`` to the op's result type.
 
     ```mlir
     %y = aten.view %x {size = array<i64: -1, 6>} : (tensor<2x3x2xf32>) -> tensor<2x6xf32>
@@ -64,7 +76,7 @@ class ReshapePattern(RewritePattern):
     """
 
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, (aten.ViewOp, aten.ReshapeOp, aten.UnsafeViewOp, aten.FlattenUsingIntsOp, aten.UnsqueezeOp)):
+        if not isinstance(op, _RESHAPES):
             return
         shape = shape_of(op.result)
         if shape == shape_of(op.self):
@@ -89,5 +101,24 @@ class IdentityPattern(RewritePattern):
             rewriter.replace(op, [], [op.self])
 
 
+class ExpandPattern(RewritePattern):
+    """``expand`` materialises NumPy broadcasting as ``tg.broadcast`` (nothing when the shape stays).
+
+    ```mlir
+    %y = aten.expand %x {size = array<i64: 4, -1, 3>} : (tensor<1x3xf32>) -> tensor<4x1x3xf32>
+    // becomes
+    %y = tg.broadcast %x : (tensor<1x3xf32>) -> tensor<4x1x3xf32>
+    ```
+    """
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: aten.ExpandOp, rewriter: PatternRewriter) -> None:
+        shape = shape_of(op.result)
+        if shape == shape_of(op.self):
+            rewriter.replace(op, [], [op.self])
+        else:
+            rewriter.replace(op, BroadcastOp(op.self, shape))
+
+
 def populate_data_movement_patterns() -> list[RewritePattern]:
-    return [TransposePattern(), ReshapePattern(), IdentityPattern()]
+    return [TransposePattern(), ReshapePattern(), ExpandPattern(), IdentityPattern()]

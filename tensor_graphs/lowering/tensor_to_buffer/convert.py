@@ -15,15 +15,21 @@ func.func @f(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {  func.func @f(%x: memref<
                                                         }
 ```
 
-``tg.weight``/``tg.constant`` become ``buf.weight``/``buf.constant``, ``tg.reshape`` a zero-copy
-``buf.reshape``, and every other `tg` op one kernel (picked from :mod:`.kernels`) writing a fresh
-``buf.alloc``. A returned value whose root buffer is such an alloc is computed straight into its
-output argument; anything else (an input, a weight, a constant, a buffer already returned)
-is copied out with ``buf.copy``.
+``tg.weight``/``tg.constant`` become ``buf.weight``/``buf.constant``; every other `tg` op runs by
+the path :mod:`.kernels` picks for it: a zero-copy alias of its input (``tg.reshape`` ->
+``buf.reshape``, a contiguous ``tg.slice`` -> ``buf.subview`` at an element offset), or one kernel
+writing a fresh ``buf.alloc`` (and, for kernels that need scratch such as ``buf.attention``, a
+second ``buf.alloc`` passed as its second output, live for that op only).
+
+A returned value whose root buffer (followed back through aliases) is such an alloc, and
+which covers all of it, is computed straight into its output argument; anything else (an
+input, a weight, a constant, a buffer already returned, a part of a buffer) is copied out
+with ``buf.copy``.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -45,7 +51,14 @@ from xdsl.utils.exceptions import PassFailedException
 
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects import tensor as tg
-from tensor_graphs.lowering.tensor_to_buffer.kernels import NoKernelError, op_name, select_kernel
+from tensor_graphs.dialects.shapes import numel
+from tensor_graphs.lowering.tensor_to_buffer.kernels import (
+    ALIAS_OPS,
+    AliasVariant,
+    NoKernelError,
+    op_name,
+    select_kernel,
+)
 
 PASS = "convert-tensor-to-buffer"
 
@@ -63,13 +76,19 @@ def memref_of(type: Attribute, fn: func.FuncOp, what: str) -> MemRefType:
     shape = tuple(type.get_shape())
     if any(d < 0 for d in shape):
         raise _fail(fn, f"{what} has dynamic shape {type}; only static shapes are supported")
-    return MemRefType(type.element_type, shape)
+    return _memref(type)
+
+
+@functools.lru_cache(maxsize=4096)
+def _memref(type: TensorType) -> MemRefType:
+    # building a MemRefType runs xDSL's constraint checks (~0.2 ms); a graph repeats few shapes
+    return MemRefType(type.element_type, type.get_shape())
 
 
 def root_buffer(value: SSAValue) -> SSAValue:
-    """The buffer ``value`` aliases, following `buf.reshape`s back to their source."""
-    while isinstance(value.owner, buf.ReshapeOp):
-        value = value.owner.input
+    """The buffer ``value`` aliases, following `buf.reshape`s and `buf.subview`s back to their source."""
+    while isinstance(value.owner, ALIAS_OPS):
+        value = value.owner.operands[0]
     return value
 
 
@@ -129,24 +148,29 @@ def _lower_op(fn: func.FuncOp, op: Operation, ins: list[SSAValue]) -> tuple[list
             if isinstance(attr := op.properties.get(key) or op.attributes.get(key), StringAttr) and attr.data
         )
         raise _fail(fn, f"{what} is not a tg op and has no buffer lowering{hint}")
-    if len(op.results) != 1 or op.regions:
-        raise _fail(fn, f"cannot lower '{name}': expected one result and no regions")
+    if len(op.results) != 1:
+        raise _fail(fn, f"cannot lower '{name}': expected one result, got {len(op.results)}")
     if isinstance(op, tg.WeightOp):
         w = buf.WeightOp(op.weight_name.data, memref_of(op.result.type, fn, "tg.weight"))
         return [w], w.result
     if isinstance(op, tg.ConstantOp):
         c = buf.ConstantOp(op.value)
         return [c], c.result
-    if isinstance(op, tg.ReshapeOp):
-        r = buf.ReshapeOp(ins[0], memref_of(op.result.type, fn, "tg.reshape"))
-        return [r], r.result
     try:
         variant = select_kernel(op)
     except NoKernelError as e:
         raise _fail(fn, str(e)) from None
-    out = buf.AllocOp(memref_of(op.results[0].type, fn, f"result of '{name}'"))
-    kernel = variant.build(op, ins, out.result)
-    return [out, kernel], out.result
+    result_type = memref_of(op.results[0].type, fn, f"result of '{name}'")
+    if isinstance(variant, AliasVariant):
+        alias = variant.build(op, ins[0], result_type)
+        return [alias], alias.results[0]
+    out = buf.AllocOp(result_type)
+    scratch_type = variant.scratch(op) if variant.scratch is not None else None
+    if scratch_type is None:
+        return [out, variant.build(op, ins, out.result)], out.result
+    scratch = buf.AllocOp(scratch_type)
+    scratch.result.name_hint = "scratch"
+    return [out, scratch, variant.build(op, ins, out.result, scratch.result)], out.result
 
 
 def _write_outputs(block: Block, returned: list[SSAValue], outs: list[SSAValue]) -> None:
@@ -156,8 +180,10 @@ def _write_outputs(block: Block, returned: list[SSAValue], outs: list[SSAValue])
     for k, out in enumerate(outs):
         value = returned[k]
         root = root_buffer(value)
-        if isinstance(root.owner, buf.AllocOp):
-            # the root is still an alloc only while no earlier output claimed it
+        if isinstance(root.owner, buf.AllocOp) and numel(root.type.get_shape()) == numel(out.type.get_shape()):  # type: ignore[attr-defined]
+            # the root is still an alloc only while no earlier output claimed it; with as many
+            # elements as the output, the aliases in between (reshapes, full subviews) are the
+            # identity on its bytes
             alloc = root.owner
             if root.type == out.type:
                 written: SSAValue = out
@@ -172,10 +198,10 @@ def _write_outputs(block: Block, returned: list[SSAValue], outs: list[SSAValue])
         else:
             copies.append(buf.CopyOp([value], [out]))
     block.add_ops(copies)
-    for value in returned:  # reshapes that only fed func.return are dead now
-        while isinstance(value.owner, buf.ReshapeOp) and value.owner.parent is block and not value.uses:
+    for value in returned:  # aliases that only fed func.return are dead now
+        while isinstance(value.owner, ALIAS_OPS) and value.owner.parent is block and not value.uses:
             owner = value.owner
-            value = owner.input
+            value = owner.operands[0]
             block.erase_op(owner)
 
 

@@ -1,10 +1,16 @@
-"""Kernel paths: the registry of `buf` kernels that can run each `tg` op.
+"""Kernel paths: the registry of ways each `tg` op can run at the `buf` level.
 
 An op may run by more than one path (a fused kernel or its decomposition, BLAS or an emitted
-loop, ...). `convert-tensor-to-buffer` never hard-wires the choice: it asks this registry.
-Each :class:`KernelVariant` says whether it applies to a given op (and why not) and how to
-build the `buf` op that computes it into a given output buffer. Today
-:func:`select_kernel` takes the first variant that applies; a tuner can instead enumerate
+loop, a zero-copy view or a copy, ...). `convert-tensor-to-buffer` never hard-wires the choice:
+it asks this registry. A variant is either
+
+- a :class:`KernelVariant`: one `buf` kernel call writing a fresh output buffer (plus, when
+  its ``scratch`` says so, a scratch buffer passed as the kernel's second output), or
+- an :class:`AliasVariant`: no kernel at all, the result is a zero-copy view of the op's
+  first operand (``buf.reshape``, ``buf.subview``); e.g. a contiguous ``tg.slice``.
+
+Each variant says whether it applies to a given op (and why not). Today :func:`select_kernel`
+takes the first variant that applies; a tuner can instead enumerate
 :func:`applicable_kernels`, time each, and pass its pick as ``choose``.
 
 ```python
@@ -16,18 +22,30 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Union
 
-from xdsl.dialects.builtin import Float32Type, TensorType, UnregisteredOp
+from xdsl.dialects.builtin import Float32Type, MemRefType, StringAttr, TensorType, UnregisteredOp
 from xdsl.ir import Operation, SSAValue
 
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects import tensor as tg
+from tensor_graphs.dialects.shapes import numel
+from tensor_graphs.lowering.tensor_to_buffer.scratch import attention_scratch_type
 
 #: ``applies(op)``: ``None`` when the variant can run ``op``, else the reason it cannot.
 Applies = Callable[[Operation], "str | None"]
 #: ``build(op, inputs, output)``: the `buf` kernel op computing ``op`` from ``inputs`` (the
 #: buffers of ``op``'s operands, in operand order) into ``output``. Not inserted anywhere.
-Build = Callable[[Operation, Sequence[SSAValue], SSAValue], buf.KernelOp]
+#: A variant with ``scratch`` is called as ``build(op, inputs, output, scratch)``.
+Build = Callable[..., buf.KernelOp]
+#: ``scratch(op)``: the type of the scratch buffer the kernel needs for ``op``, or None.
+Scratch = Callable[[Operation], "MemRefType | None"]
+#: ``build(op, input, result_type)``: the alias op (one result of ``result_type``) viewing
+#: ``input`` (the buffer of ``op``'s first operand). Not inserted anywhere.
+BuildAlias = Callable[[Operation, SSAValue, MemRefType], Operation]
+
+#: `buf` ops whose result is the same bytes as (part of) their input: zero-copy views.
+ALIAS_OPS: tuple[type[Operation], ...] = (buf.ReshapeOp, buf.SubviewOp)
 
 
 def _always(op: Operation) -> str | None:
@@ -42,6 +60,22 @@ class KernelVariant:
     build: Build
     applies: Applies = field(default=_always)
     description: str = ""
+    #: When set and it returns a type for an op, the lowering allocates a buffer of that type
+    #: (planned like any other, live for this op only) and passes it as the second output.
+    scratch: Scratch | None = None
+
+
+@dataclass(frozen=True)
+class AliasVariant:
+    """A zero-copy way to run a `tg` op: its result is a view of its first operand's buffer."""
+
+    name: str
+    build: BuildAlias
+    applies: Applies = field(default=_always)
+    description: str = ""
+
+
+Variant = Union[KernelVariant, AliasVariant]
 
 
 def op_name(op: Operation) -> str:
@@ -53,11 +87,11 @@ class NoKernelError(ValueError):
     """No registered kernel variant can run an op; the message lists every variant's reason."""
 
 
-#: tg op class -> its kernel variants, in order of preference.
-KERNELS: dict[type[Operation], list[KernelVariant]] = {}
+#: tg op class -> its variants, in order of preference.
+KERNELS: dict[type[Operation], list[Variant]] = {}
 
 
-def register_kernel(op_cls: type[Operation], variant: KernelVariant, *, prefer: bool = False) -> KernelVariant:
+def register_kernel(op_cls: type[Operation], variant: Variant, *, prefer: bool = False) -> Variant:
     """Add ``variant`` for ``op_cls`` (last, or first with ``prefer=True``); replaces one of the same name."""
     variants = [v for v in KERNELS.get(op_cls, []) if v.name != variant.name]
     if prefer:
@@ -68,17 +102,17 @@ def register_kernel(op_cls: type[Operation], variant: KernelVariant, *, prefer: 
     return variant
 
 
-def variants_for(op: Operation) -> list[KernelVariant]:
+def variants_for(op: Operation) -> list[Variant]:
     """Every registered variant for ``op``'s class (applicable or not)."""
     return list(KERNELS.get(type(op), []))
 
 
-def applicable_kernels(op: Operation) -> list[KernelVariant]:
+def applicable_kernels(op: Operation) -> list[Variant]:
     """The variants that can run ``op``, in order of preference (what a tuner enumerates)."""
     return [v for v in variants_for(op) if v.applies(op) is None]
 
 
-def select_kernel(op: Operation, choose: Callable[[Operation, list[KernelVariant]], KernelVariant] | None = None) -> KernelVariant:
+def select_kernel(op: Operation, choose: Callable[[Operation, list[Variant]], Variant] | None = None) -> Variant:
     """The variant that runs ``op``: the first applicable one, or ``choose(op, applicable)``.
 
     Raises :class:`NoKernelError` naming the op and each variant's reason when none applies.
@@ -97,7 +131,11 @@ def select_kernel(op: Operation, choose: Callable[[Operation, list[KernelVariant
     return choose(op, ok) if choose is not None else ok[0]
 
 
-# --------------------------------------------------------------------------- the built-in paths
+# --------------------------------------------------------------------------- helpers
+
+
+def _shape(value: SSAValue) -> tuple[int, ...]:
+    return tuple(value.type.get_shape())  # type: ignore[attr-defined]
 
 
 def _all_f32(op: Operation) -> str | None:
@@ -108,30 +146,200 @@ def _all_f32(op: Operation) -> str | None:
     return None
 
 
-def _matmul(op: Operation, ins: Sequence[SSAValue], out: SSAValue) -> buf.KernelOp:
-    assert isinstance(op, tg.MatmulOp)
-    props = {k: op.properties[k] for k in ("transpose_a", "transpose_b", "alpha", "beta")}
-    return buf.MatmulOp(ins, [out], props)
+def _same_props(kernel: type[buf.KernelOp], *names: str, **fixed) -> Build:
+    """Build ``kernel`` copying the properties ``names`` of the tg op and adding ``fixed`` ones
+    (a callable in ``fixed`` is called with the op)."""
 
-
-def _same_props(kernel: type[buf.KernelOp], *names: str) -> Build:
     def build(op: Operation, ins: Sequence[SSAValue], out: SSAValue) -> buf.KernelOp:
-        return kernel(ins, [out], {n: op.properties[n] for n in names if n in op.properties})
+        props = {n: op.properties[n] for n in names if n in op.properties}
+        props.update({k: v(op) if callable(v) else v for k, v in fixed.items()})
+        return kernel(ins, [out], props)
 
     return build
 
 
+def _register_all(op_cls: type[Operation], *variants: Variant) -> None:
+    for v in variants:
+        register_kernel(op_cls, v)
+
+
+# --------------------------------------------------------------------------- zero-copy paths
+
+
+def contiguous_slice_offset(shape: Sequence[int], dim: int, start: int, step: int, size: int) -> int | None:
+    """Element offset of ``x[..., start : start + step * size : step, ...]`` (along ``dim``) in a
+    row-major ``x`` of ``shape`` when those elements are one contiguous run; None otherwise.
+
+    Contiguous when the slice is empty, or takes one index or steps by 1 along ``dim`` and
+    either every dim before ``dim`` has size 1 or the slice covers all of ``dim``.
+    """
+    outer, inner = numel(shape[:dim]), numel(shape[dim + 1 :])
+    if size == 0 or outer == 0 or inner == 0:
+        return 0
+    if size > 1 and step != 1:
+        return None
+    if outer == 1 or size == shape[dim]:
+        return start * inner
+    return None
+
+
+def _slice_offset(op: Operation) -> int | None:
+    assert isinstance(op, tg.SliceOp)
+    dim, start, step = op.bounds
+    return contiguous_slice_offset(_shape(op.input), dim, start, step, _shape(op.result)[dim])
+
+
+def _slice_is_contiguous(op: Operation) -> str | None:
+    if _slice_offset(op) is not None:
+        return None
+    assert isinstance(op, tg.SliceOp)
+    dim, _, step = op.bounds
+    if step != 1:
+        return f"step {step} along dim {dim} is not contiguous"
+    return f"dims before dim {dim} of {list(_shape(op.input))} are not all 1 and the slice is not the full range"
+
+
+def _subview(op: Operation, src: SSAValue, type: MemRefType) -> Operation:
+    offset = _slice_offset(op)
+    assert offset is not None
+    return buf.SubviewOp(src, offset, type)
+
+
+def _reshape(op: Operation, src: SSAValue, type: MemRefType) -> Operation:
+    return buf.ReshapeOp(src, type)
+
+
+def _same_numel(op: Operation) -> str | None:
+    a, r = _shape(op.operands[0]), _shape(op.results[0])
+    return None if numel(a) == numel(r) else f"{list(a)} -> {list(r)} changes the element count"
+
+
+def _only_unit_dims_move(op: Operation) -> str | None:
+    """A transpose that keeps every dim larger than 1 in order moves no bytes."""
+    assert isinstance(op, tg.TransposeOp)
+    shape = _shape(op.input)
+    moved = [p for p in op.permutation if shape[p] != 1]
+    return None if moved == sorted(moved) else "it reorders dims larger than 1"
+
+
+# --------------------------------------------------------------------------- kernels with extras
+
+
+def _matmul(op: Operation, ins: Sequence[SSAValue], out: SSAValue) -> buf.KernelOp:
+    assert isinstance(op, tg.MatmulOp)
+    props = {k: op.properties[k] for k in ("transpose_a", "transpose_b", "alpha", "beta", "activation") if k in op.properties}
+    return buf.MatmulOp(ins, [out], props)
+
+
+def _unary(op: Operation, ins: Sequence[SSAValue], out: SSAValue) -> buf.KernelOp:
+    return buf.UnaryOp(ins, [out], {"fn": StringAttr(op.fn)})  # type: ignore[attr-defined]
+
+
+def _attention_scratch(op: Operation) -> MemRefType:
+    assert isinstance(op, tg.AttentionOp)
+    return attention_scratch_type(_shape(op.q), _shape(op.k), _shape(op.v))
+
+
+def _attention(op: Operation, ins: Sequence[SSAValue], out: SSAValue, scratch: SSAValue | None = None) -> buf.KernelOp:
+    props = {k: op.properties[k] for k in ("scale", "causal") if k in op.properties}
+    return buf.AttentionOp(ins, [out] if scratch is None else [out, scratch], props)
+
+
+def _body_is_closed(op: Operation) -> str | None:
+    """The scalar body may only use its own arguments and the values it defines."""
+    assert isinstance(op, tg.FusedElementwiseOp)
+    inner = list(op.body.walk())
+    defined: set[SSAValue] = {a for b in op.body.blocks for a in b.args}
+    defined.update(r for o in inner for r in o.results)
+    defined.update(a for o in inner for r in o.regions for b in r.blocks for a in b.args)
+    for o in inner:
+        for v in o.operands:
+            if v not in defined:
+                what = f"%{v.name_hint}" if v.name_hint else "a value"
+                return f"its body uses {what} defined outside it (only block arguments carry inputs)"
+    return None
+
+
+def _fused_elementwise(op: Operation, ins: Sequence[SSAValue], out: SSAValue) -> buf.KernelOp:
+    """Clones the scalar body (arith/math ops stay as they are); tg.yield becomes buf.yield."""
+    assert isinstance(op, tg.FusedElementwiseOp)
+    body = op.body.clone()
+    block = body.block
+    term = block.last_op
+    assert isinstance(term, tg.YieldOp)
+    block.insert_op_before(buf.YieldOp(*term.values), term)
+    block.erase_op(term)
+    return buf.FusedElementwiseOp(ins, [out], body)
+
+
+# --------------------------------------------------------------------------- the built-in paths
+
+register_kernel(tg.ReshapeOp, AliasVariant("reshape.alias", _reshape, description="same bytes, new shape"))
 register_kernel(tg.MatmulOp, KernelVariant("matmul.blas", _matmul, _all_f32, "one cblas_sgemm per batch"))
-for _tg_op, _buf_op in (
-    (tg.AddOp, buf.AddOp),
-    (tg.SubOp, buf.SubOp),
-    (tg.MulOp, buf.MulOp),
-    (tg.DivOp, buf.DivOp),
-    (tg.ReluOp, buf.ReluOp),
+
+for _tg_op, _buf_op, _fn in (
+    (tg.AddOp, buf.AddOp, "add"),
+    (tg.SubOp, buf.SubOp, "sub"),
+    (tg.MulOp, buf.MulOp, "mul"),
+    (tg.DivOp, buf.DivOp, "div"),
 ):
-    register_kernel(_tg_op, KernelVariant(f"{_buf_op.name.removeprefix('buf.')}.loop", _same_props(_buf_op)))
-register_kernel(tg.TransposeOp, KernelVariant("transpose.loop", _same_props(buf.TransposeOp, "perm")))
+    _register_all(
+        _tg_op,
+        KernelVariant(f"{_fn}.loop", _same_props(_buf_op)),
+        KernelVariant(f"{_fn}.binary", _same_props(buf.BinaryOp, fn=StringAttr(_fn)), description="buf.binary"),
+    )
+for _tg_op, _fn in ((tg.PowOp, "pow"), (tg.MaxOp, "max"), (tg.MinOp, "min")):
+    register_kernel(_tg_op, KernelVariant(f"{_fn}.binary", _same_props(buf.BinaryOp, fn=StringAttr(_fn))))
+
+register_kernel(tg.ReluOp, KernelVariant("relu.loop", _same_props(buf.ReluOp)))
+for _cls in (*tg.UNARY_OPS.values(), tg.GeluOp):
+    register_kernel(_cls, KernelVariant(f"{_cls.name.removeprefix('tg.')}.unary", _unary, description="buf.unary {fn}"))
+
+register_kernel(tg.SelectOp, KernelVariant("select.loop", _same_props(buf.SelectOp)))
+register_kernel(tg.CastOp, KernelVariant("cast.loop", _same_props(buf.CastOp)))
+_register_all(
+    tg.TransposeOp,
+    AliasVariant("transpose.alias", _reshape, _only_unit_dims_move, "only size-1 dims move: a reshape"),
+    KernelVariant("transpose.loop", _same_props(buf.TransposeOp, "perm")),
+)
+_register_all(
+    tg.SliceOp,
+    AliasVariant("slice.subview", _subview, _slice_is_contiguous, "contiguous: a zero-copy buf.subview"),
+    KernelVariant("slice.copy", _same_props(buf.SliceOp, "dim", "start", "step"), description="strided copy"),
+)
+register_kernel(tg.ConcatOp, KernelVariant("concat.copy", _same_props(buf.ConcatOp, "dim")))
+_register_all(
+    tg.BroadcastOp,
+    AliasVariant("broadcast.alias", _reshape, _same_numel, "adds only size-1 dims: a reshape"),
+    KernelVariant("broadcast.copy", _same_props(buf.BroadcastOp)),
+)
+register_kernel(tg.EmbeddingOp, KernelVariant("embedding.gather", _same_props(buf.EmbeddingOp)))
+for _cls in (tg.SumOp, tg.MeanOp, tg.AmaxOp):
+    register_kernel(
+        _cls,
+        KernelVariant(
+            f"{_cls.name.removeprefix('tg.')}.loop",
+            _same_props(buf.ReduceOp, "dims", "keepdim", kind=lambda op: StringAttr(op.KIND)),
+            description="buf.reduce {kind}",
+        ),
+    )
+register_kernel(tg.SoftmaxOp, KernelVariant("softmax.loop", _same_props(buf.SoftmaxOp, "dim", log=tg.bool_attr(False))))
+register_kernel(tg.LogSoftmaxOp, KernelVariant("log_softmax.loop", _same_props(buf.SoftmaxOp, "dim", log=tg.bool_attr(True))))
+register_kernel(tg.LayerNormOp, KernelVariant("layer_norm.loop", _same_props(buf.LayerNormOp, "eps")))
+register_kernel(
+    tg.AttentionOp,
+    KernelVariant(
+        "attention.flash",
+        _attention,
+        description="tiled online softmax; scratch layout in scratch.py",
+        scratch=_attention_scratch,
+    ),
+)
 register_kernel(
     tg.BiasActivationOp,
     KernelVariant("bias_activation.loop", _same_props(buf.BiasActivationOp, "activation"), description="one sweep"),
+)
+register_kernel(
+    tg.FusedElementwiseOp,
+    KernelVariant("fused_elementwise.loop", _fused_elementwise, _body_is_closed, "one loop over the output"),
 )

@@ -1,0 +1,284 @@
+"""GPT-2 small (124M, random init) logits: tensor_graphs against PyTorch eager, torch.compile and ONNX Runtime.
+
+    .venv/bin/python benchmarks/gpt2.py [--repeat 10] [--seqs 32 128] [--threads 1 2] [--engines ...]
+
+All engines run in one process on the same model and the same token ids (batch 1). Before any
+timing, each engine's logits are checked against eager PyTorch (max abs diff <= 1e-3). Timed calls
+alternate engine by engine (ABCDABCD...) so that machine noise hits all alike; the table shows the
+median per call in milliseconds, each engine's time over the fastest in its row, and tensor_graphs
+over the fastest peer (below 1 means tensor_graphs is faster).
+
+Threads: ``torch.set_num_threads`` (eager and torch.compile), ``tensor_graphs.set_num_threads``
+and ORT's ``intra_op_num_threads`` are set to the same count. Inductor specialises its C++ kernels
+on the thread count, so torch.compile is compiled once per (seq, threads); its compile time is
+reported cold (a fresh inductor cache directory for each run of this script). ONNX Runtime gets
+the model exported by ``torch.onnx.export`` (the dynamo exporter, else the legacy TorchScript one)
+with static shapes, ``ORT_ENABLE_ALL`` graph optimisation, one inter-op thread and intra-op
+spinning off (a spinning pool would steal the cores from the engine timed next).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+# before torch._inductor is imported: cold, private caches so the compile time is honest
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="tg-bench-inductor-"))
+
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import io  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import traceback  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import tensor_graphs as tg  # noqa: E402
+
+ENGINES = ("tensor_graphs", "eager", "torch.compile", "onnxruntime")
+LABELS = {
+    "tensor_graphs": "tensor_graphs",
+    "eager": "PyTorch eager",
+    "torch.compile": "torch.compile (inductor)",
+    "onnxruntime": "ONNX Runtime",
+}
+MAX_ABS = 1e-3
+
+
+class LogitsOnly(torch.nn.Module):
+    """``ids -> logits`` of a GPT2LMHeadModel: no KV cache, one tensor out."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.model(ids, use_cache=False).logits
+
+
+def build() -> LogitsOnly:
+    import transformers
+
+    torch.manual_seed(0)
+    return LogitsOnly(transformers.GPT2LMHeadModel(transformers.GPT2Config()).eval()).eval()
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def timed(f: Callable):
+    t0 = time.perf_counter()
+    out = f()
+    return out, time.perf_counter() - t0
+
+
+# --------------------------------------------------------------------------- engines
+
+
+def make_tensor_graphs(model, ids, threads, cache):
+    if "tg_error" in cache:
+        raise cache["tg_error"]  # compiled once per seq; do not retry for the next thread count
+    if "tg" not in cache:
+        stats = tg.CompileStats()
+        try:
+            fn, seconds = timed(lambda: tg.compile(model, (ids,), stats=stats))
+        except Exception as e:
+            cache["tg_error"] = e
+            raise
+        phases = ", ".join(f"{k} {v:.2f}s" for k, v in stats.seconds.items())
+        log(f"  tensor_graphs compile(): {seconds:.2f} s ({phases}); {fn.memory}")
+        cache["tg"] = fn
+        cache["compile:tensor_graphs"] = seconds
+    fn = cache["tg"]
+    return lambda: fn(ids)
+
+
+def make_eager(model, ids, threads, cache):
+    def run():
+        with torch.no_grad():
+            return model(ids)
+
+    return run
+
+
+def make_inductor(model, ids, threads, cache):
+    torch._dynamo.reset()  # inductor kernels are specialised on the thread count: recompile
+    compiled = torch.compile(model, backend="inductor")
+
+    def run():
+        with torch.no_grad():
+            return compiled(ids)
+
+    _, seconds = timed(run)  # the first call compiles
+    log(f"  torch.compile (inductor), {threads} thread(s): first call (compile) {seconds:.1f} s")
+    cache[f"compile:torch.compile:{threads}"] = seconds
+    return run
+
+
+def export_onnx(model, ids, path: str) -> str:
+    """Export with the dynamo exporter; fall back to the legacy (TorchScript) one."""
+    errors = []
+    for dynamo in (True, False):
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), torch.no_grad():
+                torch.onnx.export(
+                    model, (ids,), path, input_names=["ids"], output_names=["logits"], dynamo=dynamo
+                )
+            return "dynamo" if dynamo else "legacy"
+        except Exception as e:  # noqa: BLE001 - try the other exporter, report both if neither works
+            errors.append(f"{'dynamo' if dynamo else 'legacy'}: {type(e).__name__}: {str(e).splitlines()[0][:300]}")
+    raise RuntimeError("torch.onnx.export failed: " + " | ".join(errors))
+
+
+def make_onnxruntime(model, ids, threads, cache):
+    import onnxruntime as ort
+
+    if "onnx_path" not in cache:
+        path = os.path.join(tempfile.mkdtemp(prefix="tg-bench-onnx-"), "gpt2.onnx")
+        exporter, seconds = timed(lambda: export_onnx(model, ids, path))
+        log(f"  torch.onnx.export ({exporter} exporter): {seconds:.1f} s")
+        cache["onnx_path"] = path
+        cache[f"compile:torch.onnx.export ({exporter})"] = seconds
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    sess, seconds = timed(lambda: ort.InferenceSession(cache["onnx_path"], so, providers=["CPUExecutionProvider"]))
+    log(f"  ONNX Runtime session (ORT_ENABLE_ALL, {threads} thread(s)): {seconds:.1f} s")
+    cache[f"compile:onnxruntime session:{threads}"] = seconds
+    name = sess.get_inputs()[0].name
+    feed = {name: ids.numpy()}
+    return lambda: sess.run(None, feed)[0]
+
+
+MAKERS = {
+    "tensor_graphs": make_tensor_graphs,
+    "eager": make_eager,
+    "torch.compile": make_inductor,
+    "onnxruntime": make_onnxruntime,
+}
+
+
+# --------------------------------------------------------------------------- timing
+
+
+def as_numpy(y) -> np.ndarray:
+    return y.detach().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
+
+
+def bench(engines: dict[str, Callable], repeat: int, warmup: int = 2) -> dict[str, float]:
+    for f in engines.values():
+        for _ in range(warmup):
+            f()
+    times: dict[str, list[float]] = {k: [] for k in engines}
+    for _ in range(repeat):
+        for name, f in engines.items():
+            t0 = time.perf_counter()
+            f()
+            times[name].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) * 1e3 for k, v in times.items()}
+
+
+def table(rows: list[tuple[int, int, dict[str, float]]], engines: list[str]) -> str:
+    head = "| threads | seq | " + " | ".join(f"{LABELS[e]} ms" for e in engines)
+    sep = "|--------:|----:|" + "|".join("-" * (len(LABELS[e]) + 4) + ":" for e in engines)
+    peers = [e for e in engines if e != "tensor_graphs"]
+    show_ratio = "tensor_graphs" in engines and peers
+    if show_ratio:
+        head += " | tg / fastest peer"
+        sep += "|------------------:"
+    lines = [head + " |", sep + "|"]
+    for threads, seq, med in rows:
+        fastest = min(med[e] for e in engines if e in med)
+        cells = [f"{med[e]:.1f} ({med[e] / fastest:.2f}x)" if e in med else "failed" for e in engines]
+        line = f"| {threads:7d} | {seq:3d} | " + " | ".join(cells)
+        if show_ratio:
+            avail = [med[e] for e in peers if e in med]
+            ratio = f"{med['tensor_graphs'] / min(avail):.2f}" if "tensor_graphs" in med and avail else "n/a"
+            line += f" | {ratio}"
+        lines.append(line + " |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=10, help="timed calls per engine and row (median; at least 3)")
+    ap.add_argument("--seqs", type=int, nargs="+", default=[32, 128], help="sequence lengths (batch 1)")
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="thread counts")
+    ap.add_argument("--engines", nargs="+", default=list(ENGINES), choices=ENGINES, help="engines to run")
+    args = ap.parse_args()
+    repeat = max(args.repeat, 3)
+    engines = [e for e in ENGINES if e in args.engines]
+
+    log(f"torch {torch.__version__}, {os.cpu_count()} CPUs; inductor cache {os.environ['TORCHINDUCTOR_CACHE_DIR']}")
+    load_before = os.getloadavg()[0]
+    if load_before > 0.5:
+        log(f"WARNING: load average {load_before:.2f} before starting: other processes share the cores, "
+            "so the timings (above all at 2 threads) are unreliable")
+    model, seconds = timed(build)
+    log(f"GPT-2 small, random init (seed 0): {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, built in {seconds:.1f} s")
+
+    rows: list[tuple[int, int, dict[str, float]]] = []
+    compile_times: dict[tuple[int, str], float] = {}
+    failures: list[str] = []
+    for seq in args.seqs:
+        ids = torch.randint(0, model.model.config.vocab_size, (1, seq), generator=torch.Generator().manual_seed(seq))
+        with torch.no_grad():
+            expected = model(ids).numpy()
+        cache: dict = {}
+        for threads in args.threads:
+            torch.set_num_threads(threads)
+            tg.set_num_threads(threads)
+            log(f"seq {seq}, {threads} thread(s):")
+            ready: dict[str, Callable] = {}
+            for name in engines:
+                try:
+                    run = MAKERS[name](model, ids, threads, cache)
+                    diff = float(np.abs(as_numpy(run()) - expected).max())
+                except Exception as e:  # noqa: BLE001 - report and carry on with the other engines
+                    failures.append(f"{name} (seq {seq}, {threads} thread(s)): {type(e).__name__}: {e}")
+                    log(f"  {name}: FAILED: {type(e).__name__}: {str(e)[:2000]}")
+                    traceback.print_exc(limit=3)
+                    continue
+                ok = diff <= MAX_ABS
+                log(f"  {name}: max abs logits diff vs eager {diff:.2e} {'ok' if ok else f'> {MAX_ABS}: NOT TIMED'}")
+                if ok:
+                    ready[name] = run
+                else:
+                    failures.append(f"{name} (seq {seq}, {threads} thread(s)): logits differ from eager by {diff:.3g}")
+            for key, value in cache.items():
+                if key.startswith("compile:"):
+                    compile_times[(seq, key.removeprefix("compile:"))] = value
+            med = bench(ready, repeat)
+            rows.append((threads, seq, med))
+            log("  median ms: " + ", ".join(f"{k} {v:.1f}" for k, v in med.items()))
+
+    print()
+    print(f"GPT-2 small logits, batch 1, median of {repeat} alternating calls (ms); (Nx) = time / fastest in the row; "
+          f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after (this process included)")
+    print()
+    print(table(rows, engines))
+    print()
+    print("| seq | compile | seconds |")
+    print("|----:|---------|--------:|")
+    for (seq, what), seconds in compile_times.items():
+        label = what.replace("torch.compile:", "torch.compile (inductor, cold), threads ").replace(
+            "onnxruntime session:", "ONNX Runtime session (ORT_ENABLE_ALL), threads "
+        )
+        print(f"| {seq:3d} | {label} | {seconds:.1f} |")
+    if failures:
+        print("\nFailures:")
+        for f in failures:
+            print(f"  - {f}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,195 @@
+// RUN: tg-opt %s -p convert-buffer-to-llvm --split-input-file | filecheck %s
+
+// The NN kernels of convert-buffer-to-llvm (tensor_graphs/codegen/llvm/kernels_nn.py).
+
+// Causal flash attention, Sq = Sk = 128 in 64 x 64 tiles, scratch [S 4096 | m 64 | l 64 | acc 4096]:
+// per query block, m = -inf, l = 0, acc = 0; the key-block loop ends at the last block that
+// holds a visible key, (q0 + 63 + Sk - Sq) / 64 + 1 clamped to [0, 2]; inside it, S = scale * Q K^T
+// by sgemm into the scores tile (the arena at the scratch view), a row loop (causal cut, running
+// max, exp, row sum, acc rescale), then acc += P V by sgemm with beta = 1.
+
+// CHECK-LABEL: llvm.func internal @forward__0_attention(
+// CHECK-DAG:     %[[SCALE:.*]] = llvm.mlir.constant(1.250000e-01 : f32) : f32
+// CHECK-DAG:     %[[NEGINF:.*]] = llvm.mlir.constant(0xff800000 : f32) : f32
+// CHECK-DAG:     %[[ONE:.*]] = llvm.mlir.constant(1.000000e+00 : f32) : f32
+// CHECK-DAG:     %[[ZERO:.*]] = llvm.mlir.constant(0.000000e+00 : f32) : f32
+// CHECK-DAG:     %[[BLK:.*]] = llvm.mlir.constant(64) : i64
+// CHECK-DAG:     %[[M:.*]] = llvm.getelementptr inbounds %arena_1[%{{.*}}] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+// CHECK:         llvm.store %[[NEGINF]], %{{.*}} : f32, !llvm.ptr
+// CHECK:         llvm.sdiv %{{.*}}, %[[BLK]] : i64
+// CHECK:         llvm.select %{{.*}} : i1, i64
+// CHECK:         %[[KBEND:.*]] = llvm.select %{{.*}} : i1, i64
+// CHECK-NEXT:    %[[ANY:.*]] = llvm.icmp "slt" %{{.*}}, %[[KBEND]] : i64
+// CHECK-NEXT:    llvm.cond_br %[[ANY]], ^[[KBLOOP:.*]](%{{.*}} : i64), ^[[KBEXIT:.*]]
+// CHECK:       ^[[KBLOOP]](%[[KB:.*]]: i64):
+// CHECK:         llvm.call @scipy_cblas_sgemm(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[SCALE]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %arena_1, %{{.*}})
+// the row's columns at and past vis = clamp(q0 + r + Sk - Sq + 1 - k0, 0, 64) are above the
+// diagonal: P = 0 there, and the max and exp loops stop at vis
+// CHECK:         llvm.icmp "sgt"
+// CHECK-NEXT:    llvm.select %{{.*}} : i1, i64
+// CHECK-NEXT:    llvm.icmp "slt"
+// CHECK-NEXT:    %[[VIS:.*]] = llvm.select %{{.*}} : i1, i64
+// CHECK-NEXT:    %[[SOME:.*]] = llvm.icmp "slt" %[[VIS]], %[[BLK]] : i64
+// CHECK-NEXT:    llvm.cond_br %[[SOME]], ^[[HIDDEN:.*]](%[[VIS]] : i64), ^{{.*}}
+// CHECK:       ^[[HIDDEN]](%{{.*}}: i64):
+// CHECK:         llvm.store %[[ZERO]], %{{.*}} : f32, !llvm.ptr
+// CHECK:         llvm.intr.maxnum
+// CHECK:         llvm.icmp "slt" %{{.*}}, %[[VIS]] : i64
+// CHECK:         llvm.fcmp "oeq" %{{.*}}, %[[NEGINF]] : f32
+// CHECK:         llvm.fadd %{{.*}} {fastmathFlags = #llvm.fastmath<reassoc,contract>} : f32
+// CHECK:         llvm.call @scipy_cblas_sgemm(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[ONE]], %arena_1, %{{.*}}, %{{.*}}, %{{.*}}, %[[ONE]], %{{.*}}, %{{.*}})
+// CHECK:         %[[KBNEXT:.*]] = llvm.add %[[KB]], %{{.*}} overflow<nsw> : i64
+// CHECK-NEXT:    %[[MORE:.*]] = llvm.icmp "slt" %[[KBNEXT]], %[[KBEND]] : i64
+// CHECK-NEXT:    llvm.cond_br %[[MORE]], ^[[KBLOOP]](%[[KBNEXT]] : i64), ^[[KBEXIT]]
+// out = acc / l, 0 where l == 0 (a fully masked row)
+// CHECK:       ^[[KBEXIT]]:
+// CHECK:         llvm.fdiv %[[ONE]], %{{.*}} : f32
+// CHECK:         llvm.fcmp "ogt"
+// CHECK-NOT:     llvm.call @scipy_cblas_sgemm
+// CHECK:         llvm.return
+
+builtin.module attributes {tg.arena_size = 33536 : i64} {
+  func.func @forward(%q: memref<1x2x128x64xf32>, %k: memref<1x2x128x64xf32>, %v: memref<1x2x128x64xf32>, %o: memref<1x2x128x64xf32>) attributes {tg.num_outputs = 1 : i64} {
+    %arena = buf.arena : memref<33536xi8>
+    %s = buf.view %arena[0] : memref<33536xi8> -> memref<8320xf32>
+    buf.attention ins(%q, %k, %v : memref<1x2x128x64xf32>, memref<1x2x128x64xf32>, memref<1x2x128x64xf32>) outs(%o, %s : memref<1x2x128x64xf32>, memref<8320xf32>) {scale = 0.125 : f32, causal = true}
+    func.return
+  }
+}
+
+// -----
+
+// Without causal masking every key block is visited: a static loop, no block bound, no select.
+
+// CHECK-LABEL: llvm.func internal @forward__0_attention(
+// CHECK-NOT:     llvm.sdiv
+// CHECK:         llvm.call @scipy_cblas_sgemm
+// CHECK-NOT:     llvm.icmp "sgt"
+// CHECK:         llvm.call @scipy_cblas_sgemm
+// CHECK:         llvm.return
+
+builtin.module attributes {tg.arena_size = 33536 : i64} {
+  func.func @forward(%q: memref<1x2x128x64xf32>, %k: memref<1x2x128x64xf32>, %v: memref<1x2x128x64xf32>, %o: memref<1x2x128x64xf32>) attributes {tg.num_outputs = 1 : i64} {
+    %arena = buf.arena : memref<33536xi8>
+    %s = buf.view %arena[0] : memref<33536xi8> -> memref<8320xf32>
+    buf.attention ins(%q, %k, %v : memref<1x2x128x64xf32>, memref<1x2x128x64xf32>, memref<1x2x128x64xf32>) outs(%o, %s : memref<1x2x128x64xf32>, memref<8320xf32>) {scale = 0.125 : f32}
+    func.return
+  }
+}
+
+// -----
+
+// Decode (Sq = 1), GQA with 4 query heads on 2 kv heads, an additive padding mask [B, 1, 1, Sk]:
+// matrix-vector products (sgemv), never sgemm; the mask is added before the running max.
+
+// CHECK:         llvm.func @scipy_cblas_sgemv(
+// CHECK-NOT:     scipy_cblas_sgemm
+// CHECK-LABEL: llvm.func internal @forward__0_attention(
+// CHECK:         llvm.call @scipy_cblas_sgemv(
+// CHECK:         llvm.load %{{.*}} : !llvm.ptr -> f32
+// CHECK:         llvm.load %{{.*}} : !llvm.ptr -> f32
+// CHECK-NEXT:    llvm.fadd
+// CHECK:         llvm.intr.maxnum
+// CHECK:         llvm.call @scipy_cblas_sgemv(
+// CHECK:         llvm.return
+
+builtin.module attributes {tg.arena_size = 1024 : i64} {
+  func.func @forward(%q: memref<2x4x1x64xf32>, %k: memref<2x2x100x64xf32>, %v: memref<2x2x100x64xf32>, %mask: memref<2x1x1x100xf32>, %o: memref<2x4x1x64xf32>) attributes {tg.num_outputs = 1 : i64} {
+    %arena = buf.arena : memref<1024xi8>
+    %s = buf.view %arena[0] : memref<1024xi8> -> memref<130xf32>
+    buf.attention ins(%q, %k, %v, %mask : memref<2x4x1x64xf32>, memref<2x2x100x64xf32>, memref<2x2x100x64xf32>, memref<2x1x1x100xf32>) outs(%o, %s : memref<2x4x1x64xf32>, memref<130xf32>) {scale = 0.125 : f32, causal = true}
+    func.return
+  }
+}
+
+// -----
+
+// Softmax over the last dim: per row a max loop (maxnum, carried in a block argument), an exp-sum
+// loop that stores exp(x - max) with a reassociable sum, and one scale loop by 1 / sum.
+
+// CHECK-LABEL: llvm.func internal @forward__0_softmax(
+// CHECK:       ^[[ROW:.*]](%{{.*}}: i64):
+// CHECK:       ^[[MAX:.*]](%{{.*}}: i64, %[[MACC:.*]]: f32):
+// CHECK:         %[[MNEW:.*]] = llvm.intr.maxnum(%[[MACC]], %{{.*}}) : (f32, f32) -> f32
+// CHECK:         llvm.cond_br %{{.*}}, ^[[MAX]](%{{.*}}, %[[MNEW]] : i64, f32), ^[[MAXEXIT:.*]](%[[MNEW]] : f32)
+// CHECK:       ^[[MAXEXIT]](%[[ROWMAX:.*]]: f32):
+// CHECK:       ^[[SUM:.*]](%{{.*}}: i64, %[[SACC:.*]]: f32):
+// CHECK:         llvm.fsub %{{.*}}, %[[ROWMAX]] : f32
+// CHECK:         llvm.store
+// CHECK:         %[[SNEW:.*]] = llvm.fadd %[[SACC]], %{{.*}} {fastmathFlags = #llvm.fastmath<reassoc,contract>} : f32
+// CHECK:         llvm.cond_br %{{.*}}, ^[[SUM]](%{{.*}}, %[[SNEW]] : i64, f32), ^[[SUMEXIT:.*]](%[[SNEW]] : f32)
+// CHECK:       ^[[SUMEXIT]](%[[TOTAL:.*]]: f32):
+// CHECK:         %[[INV:.*]] = llvm.fdiv %{{.*}}, %[[TOTAL]] : f32
+// CHECK:         llvm.fmul %{{.*}}, %[[INV]] : f32
+// CHECK:         llvm.cond_br %{{.*}}, ^[[ROW]](%{{.*}} : i64), ^{{.*}}
+// CHECK:         llvm.return
+
+builtin.module {
+  func.func @forward(%x: memref<4x1000xf32>, %o: memref<4x1000xf32>) attributes {tg.num_outputs = 1 : i64} {
+    buf.softmax ins(%x : memref<4x1000xf32>) outs(%o : memref<4x1000xf32>) {dim = 1 : i64}
+    func.return
+  }
+}
+
+// -----
+
+// Log-softmax along a middle dim: tiles of inner columns with the per-column max and sum in a
+// stack buffer allocated once in the entry block.
+
+// CHECK-LABEL: llvm.func internal @forward__0_softmax(
+// CHECK:         llvm.alloca %{{.*}} x f32 {alignment = 64 : i64} : (i64) -> !llvm.ptr
+// CHECK:         llvm.intr.maxnum
+// CHECK:         llvm.fsub
+// CHECK:         llvm.return
+
+builtin.module {
+  func.func @forward(%x: memref<2x9x300xf32>, %o: memref<2x9x300xf32>) attributes {tg.num_outputs = 1 : i64} {
+    buf.softmax ins(%x : memref<2x9x300xf32>) outs(%o : memref<2x9x300xf32>) {dim = 1 : i64, log = true}
+    func.return
+  }
+}
+
+// -----
+
+// Layer norm: per row a sum of deviations from the first element, a sum of squared deviations
+// (both reassociable), rstd = 1 / sqrt(var + eps), then (x - mean) * rstd * w + b.
+
+// CHECK-LABEL: llvm.func internal @forward__0_layer_norm(
+// CHECK:         llvm.fadd %{{.*}} {fastmathFlags = #llvm.fastmath<reassoc,contract>} : f32
+// CHECK:         llvm.fmul
+// CHECK:         llvm.fadd %{{.*}} {fastmathFlags = #llvm.fastmath<reassoc,contract>} : f32
+// CHECK:         llvm.intr.sqrt
+// CHECK:         llvm.fdiv
+// CHECK:         llvm.store
+// CHECK:         llvm.return
+
+builtin.module {
+  func.func @forward(%x: memref<4x768xf32>, %w: memref<768xf32>, %b: memref<768xf32>, %o: memref<4x768xf32>) attributes {tg.num_outputs = 1 : i64} {
+    buf.layer_norm ins(%x, %w, %b : memref<4x768xf32>, memref<768xf32>, memref<768xf32>) outs(%o : memref<4x768xf32>) {eps = 1.0e-05 : f32}
+    func.return
+  }
+}
+
+// -----
+
+// Matmul with a GELU epilogue, N = 300 = 256 + 44: per column block, the bias is copied into the
+// block, sgemm writes it (N = 256, then 44, ldc = 300), and the activation loop runs over it.
+
+// CHECK-LABEL: llvm.func internal @forward__0_matmul(
+// CHECK-DAG:     %[[LDC:.*]] = llvm.mlir.constant(300 : i32) : i32
+// CHECK-DAG:     %[[NB:.*]] = llvm.mlir.constant(256 : i32) : i32
+// CHECK-DAG:     %[[TAIL:.*]] = llvm.mlir.constant(44 : i32) : i32
+// CHECK:         llvm.getelementptr inbounds %bias_1[
+// CHECK:         llvm.call @scipy_cblas_sgemm(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[NB]], %{{.*}}, %{{.*}}, %x_1, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[LDC]])
+// CHECK:         llvm.cond_br
+// CHECK:         llvm.getelementptr inbounds %bias_1[
+// CHECK:         llvm.call @scipy_cblas_sgemm(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[TAIL]], %{{.*}}, %{{.*}}, %x_1, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[LDC]])
+// CHECK:         llvm.cond_br
+// CHECK:         llvm.return
+
+builtin.module {
+  func.func @forward(%x: memref<4x64xf32>, %w: memref<300x64xf32>, %bias: memref<300xf32>, %o: memref<4x300xf32>) attributes {tg.num_outputs = 1 : i64} {
+    buf.matmul ins(%x, %w, %bias : memref<4x64xf32>, memref<300x64xf32>, memref<300xf32>) outs(%o : memref<4x300xf32>) {transpose_b = true, beta = 1.0 : f32, activation = "gelu"}
+    func.return
+  }
+}

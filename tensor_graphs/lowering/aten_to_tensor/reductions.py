@@ -1,0 +1,88 @@
+"""aten → tg: reductions (mean, sum, amax over dims) and softmax / log_softmax.
+
+Dims are normalised (negative counted from the end), deduplicated and sorted; an empty or absent
+dim list means every dim, as in torch.
+"""
+
+from __future__ import annotations
+
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
+
+from tensor_graphs.dialects import aten
+from tensor_graphs.dialects.aten import normalize_dim
+from tensor_graphs.dialects.shapes import ShapeError
+from tensor_graphs.dialects.tensor import AmaxOp, LogSoftmaxOp, MeanOp, SoftmaxOp, SumOp, shape_of
+from tensor_graphs.lowering.aten_to_tensor.common import OpList, element_type, notify_match_failure
+
+_REDUCTIONS = {
+    aten.MeanDimOp: MeanOp,
+    aten.SumDimIntListOp: SumOp,
+    aten.SumOp: SumOp,
+    aten.AmaxOp: AmaxOp,
+}
+
+_SOFTMAX = {
+    aten.SoftmaxIntOp: SoftmaxOp,
+    aten.SoftmaxOp: SoftmaxOp,
+    aten.LogSoftmaxIntOp: LogSoftmaxOp,
+    aten.LogSoftmaxOp: LogSoftmaxOp,
+}
+
+
+class ReducePattern(RewritePattern):
+    """``mean.dim``, ``sum``, ``sum.dim_IntList`` and ``amax`` as ``tg.mean/sum/amax`` over sorted dims.
+
+    ```mlir
+    %y = aten.mean.dim %x {dim = array<i64: -1, 0>, keepdim = true} : (tensor<2x3x4xf32>) -> tensor<1x3x1xf32>
+    // becomes
+    %y = tg.mean %x {dims = array<i64: 0, 2>, keepdim = true} : (tensor<2x3x4xf32>) -> tensor<1x3x1xf32>
+    ```
+    A ``dtype`` other than the input's is a ``tg.cast`` of the input first.
+    """
+
+    def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
+        tg_op = _REDUCTIONS.get(type(op))
+        if tg_op is None:
+            return
+        rank = len(shape_of(op.self))
+        dims_attr = getattr(op, "dim", None)
+        dims = list(dims_attr.get_values()) if dims_attr is not None else []
+        try:
+            dims = sorted({normalize_dim(d, rank) for d in dims}) if dims else list(range(rank))
+        except ShapeError as e:
+            return notify_match_failure(op, str(e))
+        keepdim = bool(op.keepdim.value.data) if hasattr(op, "keepdim") else False
+        ops = OpList()
+        x = ops.cast(op.self, element_type(op.result))
+        y = ops.add(tg_op(x, tuple(dims), keepdim))
+        rewriter.replace(op, ops, [y])
+
+
+class SoftmaxPattern(RewritePattern):
+    """``softmax.int``/``_softmax`` → ``tg.softmax``; ``log_softmax.int``/``_log_softmax`` → ``tg.log_softmax``.
+
+    ```mlir
+    %y = aten.softmax.int %x {dim = -1 : i64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+    // becomes
+    %y = tg.softmax %x {dim = 1 : i64} : tensor<2x3xf32>
+    ```
+    """
+
+    def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
+        tg_op = _SOFTMAX.get(type(op))
+        if tg_op is None:
+            return
+        if op.result.type != op.self.type:
+            return notify_match_failure(op, f"the result type {op.result.type} differs from the input's {op.self.type}")
+        shape = shape_of(op.self)
+        if not shape:
+            return notify_match_failure(op, "softmax of a rank-0 tensor")
+        try:
+            dim = normalize_dim(op.dim.value.data, len(shape))
+        except ShapeError as e:
+            return notify_match_failure(op, str(e))
+        rewriter.replace(op, tg_op(op.self, dim))
+
+
+def populate_reduction_patterns() -> list[RewritePattern]:
+    return [ReducePattern(), SoftmaxPattern()]

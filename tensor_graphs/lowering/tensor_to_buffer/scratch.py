@@ -1,0 +1,80 @@
+"""Kernel scratch layouts: the one place where the lowering (which allocates scratch) and the
+kernel emitters (which carve it up) agree on sizes and offsets.
+
+A kernel that needs temporary memory gets it as a second output buffer, a ``buf.alloc`` that
+`plan-memory` places in the arena like any other buffer, live for that one op.
+
+Attention (``buf.attention ins(q, k, v[, mask]) outs(out, scratch)``) is tiled flash-style:
+one block of ``Br`` query rows against one block of ``Bc`` keys at a time, with an online
+softmax, so it never holds a seq x seq matrix. Its scratch is one ``memref<N x f32>``:
+
+```
+[ scores Br*Bc | m Br | l Br | acc Br*Dv ]      (f32 elements, in this order)
+  scores: q_block @ k_block^T * scale (+ mask), row-major [Br, Bc]
+  m:      running row maximum            l: running row sum of exp(score - m)
+  acc:    running output rows, row-major [Br, Dv]
+Br = min(64, Sq), Bc = min(64, Sk)
+```
+
+One set of tiles serves all (batch, head) pairs in turn; a kernel that runs heads in parallel
+needs one set per worker (not yet planned here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import MemRefType, f32
+
+#: Query rows per attention tile (``Br``) and keys per tile (``Bc``), before clamping to the sequence.
+ATTENTION_BLOCK_Q = 64
+ATTENTION_BLOCK_K = 64
+
+
+@dataclass(frozen=True)
+class AttentionTiles:
+    """Tile sizes of one attention call and where each part of its scratch starts (in f32 elements)."""
+
+    br: int  #: query rows per tile
+    bc: int  #: keys per tile
+    dv: int  #: value head dim
+
+    @property
+    def scores(self) -> int:
+        return 0
+
+    @property
+    def m(self) -> int:
+        return self.br * self.bc
+
+    @property
+    def l(self) -> int:  # noqa: E743 (the flash-attention paper's name)
+        return self.m + self.br
+
+    @property
+    def acc(self) -> int:
+        return self.l + self.br
+
+    @property
+    def elements(self) -> int:
+        return self.acc + self.br * self.dv
+
+
+def attention_tiles(q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequence[int]) -> AttentionTiles:
+    """Tiles for q [..., Sq, D], k [..., Sk, D], v [..., Sk, Dv]."""
+    return AttentionTiles(
+        br=min(ATTENTION_BLOCK_Q, q_shape[-2]),
+        bc=min(ATTENTION_BLOCK_K, k_shape[-2]),
+        dv=v_shape[-1],
+    )
+
+
+def attention_scratch_elements(q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequence[int]) -> int:
+    """f32 elements of attention scratch: ``Br*Bc + 2*Br + Br*Dv`` (layout in the module doc)."""
+    return attention_tiles(q_shape, k_shape, v_shape).elements
+
+
+def attention_scratch_type(q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequence[int]) -> MemRefType:
+    """The scratch buffer `convert-tensor-to-buffer` allocates for one attention call."""
+    return MemRefType(f32, [attention_scratch_elements(q_shape, k_shape, v_shape)])
