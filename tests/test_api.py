@@ -134,3 +134,11 @@ def test_compile_stats():
     stats = tg.CompileStats()
     tg.compile(mlp((4, 4)), (torch.randn(1, 4),), stats=stats)
     assert stats.total > 0 and "llvm jit" in stats.seconds
+
+
+def test_memory_report_shows_reuse():
+    fn = tg.compile(mlp((64, 256, 256, 256, 8)), (torch.randn(16, 64),))
+    m = fn.memory
+    # four intermediates of 16x256 floats (matmul outputs / activations), planned into less
+    assert m.intermediate_bytes >= 3 * 16 * 256 * 4
+    assert 0 < m.arena_bytes < m.intermediate_bytes

@@ -150,19 +150,10 @@ def test_gpt2_small_compiles_within_budget(small_seq128):
     assert seconds <= COMPILE_BUDGET_S, f"compile() took {seconds:.1f} s > {COMPILE_BUDGET_S} s: {stats.seconds}"
 
 
-def intermediate_bytes(fn) -> int:
-    """Sum of all intermediate buffer sizes (no reuse), as plan-memory records it on the module."""
-    mem = fn.memory
-    if hasattr(mem, "intermediate_bytes"):
-        return mem.intermediate_bytes
-    m = re.search(r"tg\.intermediate_bytes\s*=\s*(\d+)", fn.ir("buf"))
-    assert m, "the buf-level module carries no tg.intermediate_bytes attribute"
-    return int(m.group(1))
-
-
 def test_gpt2_small_arena_reuses_memory(small_seq128):
     fn = small_seq128[0]
-    arena, total = fn.memory.arena_bytes, intermediate_bytes(fn)
+    arena, total = fn.memory.arena_bytes, fn.memory.intermediate_bytes
+    assert f"tg.intermediate_bytes = {total} : i64" in fn.ir("buf")
     mib = 1 << 20
     print(f"\nGPT-2 small seq 128: arena {arena / mib:.1f} MiB, intermediates {total / mib:.1f} MiB "
           f"({arena / total:.3f}); {fn.memory}")

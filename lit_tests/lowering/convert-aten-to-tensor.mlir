@@ -333,7 +333,7 @@ func.func @aten.layer_norm$no_affine_gets_ones_and_zeros(%x: tensor<2x8xf32>) ->
 // CHECK-LABEL: func.func @aten.scaled_dot_product_attention$bool_mask_becomes_additive
 // CHECK-SAME:    %[[M:[a-z0-9]+]]: tensor<1x1x7x7xi1>
 // CHECK:         %[[ZERO:.*]] = tg.constant dense<0.000000e+00> : tensor<f32>
-// CHECK-NEXT:    %[[NINF:.*]] = tg.constant dense<0xff800000> : tensor<f32>
+// CHECK-NEXT:    %[[NINF:.*]] = tg.constant dense<"0x000080FF"> : tensor<f32>
 // CHECK-NEXT:    %[[ADD:.*]] = tg.select %[[M]], %[[ZERO]], %[[NINF]] : (tensor<1x1x7x7xi1>, tensor<f32>, tensor<f32>) -> tensor<1x1x7x7xf32>
 // CHECK-NEXT:    tg.attention %{{.*}}, %{{.*}}, %{{.*}} mask %[[ADD]] {scale = 2.500000e-01 : f32} : (tensor<1x4x7x16xf32>, tensor<1x4x7x16xf32>, tensor<1x4x7x16xf32>, tensor<1x1x7x7xf32>) -> tensor<1x4x7x16xf32>
 func.func @aten.scaled_dot_product_attention$bool_mask_becomes_additive(%q: tensor<1x4x7x16xf32>, %k: tensor<1x4x7x16xf32>, %v: tensor<1x4x7x16xf32>, %m: tensor<1x1x7x7xi1>) -> tensor<1x4x7x16xf32> {
@@ -394,7 +394,7 @@ func.func @aten.where$scalar_branches(%x: tensor<2x3xf32>, %c: tensor<2x3xi1>) -
 
 // CHECK-LABEL: func.func @aten.masked_fill$select
 // CHECK-SAME:    (%[[X:.*]]: tensor<2x3xf32>, %[[M:.*]]: tensor<3xi1>, %[[C:.*]]: tensor<2x3xi1>)
-// CHECK-NEXT:    %[[V:.*]] = tg.constant dense<0xff800000> : tensor<f32>
+// CHECK-NEXT:    %[[V:.*]] = tg.constant dense<"0x000080FF"> : tensor<f32>
 // CHECK-NEXT:    %[[A:.*]] = tg.select %[[M]], %[[V]], %[[X]] : (tensor<3xi1>, tensor<f32>, tensor<2x3xf32>) -> tensor<2x3xf32>
 // CHECK-NEXT:    tg.select %[[C]], %[[X]], %[[A]] : (tensor<2x3xi1>, tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
 func.func @aten.masked_fill$select(%x: tensor<2x3xf32>, %m: tensor<3xi1>, %c: tensor<2x3xi1>) -> (tensor<2x3xf32>, tensor<2x3xf32>) {

@@ -1,6 +1,6 @@
 // RUN: tg-opt %s -p fuse-attention | filecheck %s
 
-// Note: -inf is written as raw bytes: xDSL 0.74 prints it as 0xff800000, which it parses back as an integer.
+// Note: -inf is written as raw bytes (xDSL 0.74 parses its own 0xff800000 float spelling back as an integer; tg.constant prints non-finite values as raw bytes for that reason).
 // (dense<"0x000080FF"> is -inf as f32).
 
 // CHECK-LABEL: func.func @fuse$transpose_mul_scale_softmax

@@ -38,6 +38,8 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.ir import Attribute, Dialect, Region, SSAValue
+from xdsl.parser import Parser
+from xdsl.printer import Printer
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     IRDLOperation,
@@ -63,7 +65,7 @@ from tensor_graphs.dialects.shapes import (
     permute_shape,
 )
 from tensor_graphs.dialects.functions import ACTIVATIONS, BINARY_FUNCTIONS, UNARY_FUNCTIONS
-from tensor_graphs.dialects.tensor import bool_attr, float_attr, reduced_shape
+from tensor_graphs.dialects.tensor import bool_attr, float_attr, print_dense, reduced_shape
 
 AnyMemRef = base(MemRefType)
 
@@ -164,7 +166,6 @@ class ConstantOp(IRDLOperation):
     value = prop_def(DenseIntOrFPElementsAttr)
     result = result_def(AnyMemRef)
     traits = traits_def(Pure())
-    assembly_format = "$value attr-dict `:` type($result)"
 
     def __init__(self, value: DenseIntOrFPElementsAttr):
         vt = value.type
@@ -172,6 +173,23 @@ class ConstantOp(IRDLOperation):
             properties={"value": value},
             result_types=[MemRefType(vt.element_type, vt.get_shape())],
         )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ConstantOp:
+        value = parser.parse_attribute()
+        if not isinstance(value, DenseIntOrFPElementsAttr):
+            parser.raise_error(f"buf.constant expects a dense<...> value, got {value}")
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        result_type = parser.parse_type()
+        return cls.create(properties={"value": value}, attributes=attrs, result_types=[result_type])
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        print_dense(printer, self.value)  # exact for -inf/NaN (see tensor.print_dense)
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.result.type)
 
     def verify_(self) -> None:
         vt = self.value.type

@@ -20,6 +20,8 @@ from xdsl.dialects.builtin import (
     BoolAttr,
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
+    Float32Type,
+    Float64Type,
     FloatAttr,
     IntegerAttr,
     IntegerType,
@@ -30,6 +32,8 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.ir import Attribute, Dialect, Region, SSAValue
+from xdsl.parser import Parser
+from xdsl.printer import Printer
 from xdsl.irdl import (
     AnyAttr,
     region_def,
@@ -104,6 +108,32 @@ class WeightOp(IRDLOperation):
         super().__init__(properties={"name": StringAttr(name)}, result_types=[type])
 
 
+#: Float constants with more elements than this print as raw hex bytes (compact and exact).
+HEX_PRINT_THRESHOLD = 1024
+
+
+def print_dense(printer: Printer, value: DenseIntOrFPElementsAttr) -> None:
+    """Prints ``value`` so that parsing the text gives the same bits back.
+
+    xDSL 0.74 prints -inf/NaN inside ``dense<...>`` as ``0xff800000``, which its parser reads
+    back as an integer (4286578688.0): a folded attention mask would silently change in a text
+    round trip. Float constants holding a non-finite value, or large ones, are printed as
+    ``dense<"0x...">`` (little-endian raw bytes), which parses exactly.
+    """
+    import numpy as np
+
+    t = value.get_type()
+    el = t.element_type
+    width = {Float32Type: np.float32, Float64Type: np.float64}.get(type(el))
+    if width is not None:
+        raw = np.frombuffer(value.data.data, dtype=width)
+        if raw.size > HEX_PRINT_THRESHOLD or not np.isfinite(raw).all():
+            printer.print_string(f'dense<"0x{value.data.data.hex().upper()}"> : ')
+            printer.print_attribute(t)
+            return
+    printer.print_attribute(value)
+
+
 @irdl_op_definition
 class ConstantOp(IRDLOperation):
     """A small constant held inline in the IR (scalars, masks, folded results)."""
@@ -113,10 +143,24 @@ class ConstantOp(IRDLOperation):
     value = prop_def(ParamAttrConstraint(DenseIntOrFPElementsAttr, (_T, AnyAttr())))
     result = result_def(_T)
     traits = traits_def(Pure(), ConstantLike())
-    assembly_format = "attr-dict $value"
 
     def __init__(self, value: DenseIntOrFPElementsAttr):
         super().__init__(properties={"value": value}, result_types=[value.type])
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ConstantOp:
+        attrs = parser.parse_optional_attr_dict()
+        value = parser.parse_attribute()
+        if not isinstance(value, DenseIntOrFPElementsAttr):
+            parser.raise_error(f"tg.constant expects a dense<...> value, got {value}")
+        op = cls(value)
+        op.attributes.update(attrs)
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" ")
+        print_dense(printer, self.value)
 
 
 # --------------------------------------------------------------------------- BLAS

@@ -32,6 +32,8 @@ class MemoryReport:
     arena_bytes: int
     weight_bytes: int
     state_bytes: int = 0
+    #: what the intermediates would take without reuse (the planner's input); arena / this = reuse
+    intermediate_bytes: int = 0
 
     @property
     def total_bytes(self) -> int:
@@ -142,7 +144,11 @@ class CompiledGraph:
     @property
     def memory(self) -> MemoryReport:
         weight_bytes = sum(a.nbytes for a in self._weights)
-        return MemoryReport(arena_bytes=self.signature.arena_size, weight_bytes=weight_bytes)
+        return MemoryReport(
+            arena_bytes=self.signature.arena_size,
+            weight_bytes=weight_bytes,
+            intermediate_bytes=self.signature.intermediate_bytes,
+        )
 
     @property
     def native_calls_per_invocation(self) -> int:

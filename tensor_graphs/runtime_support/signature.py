@@ -95,6 +95,8 @@ class GraphSignature:
     constants: dict[str, np.ndarray] = field(default_factory=dict)
     #: message of each error status (status k >= 1 is ``errors[k - 1]``)
     errors: tuple[str, ...] = ()
+    #: sum of the sizes of every intermediate buffer before planning (``tg.intermediate_bytes``)
+    intermediate_bytes: int = 0
 
     def status_error(self, status: int) -> Exception:
         """The exception for a nonzero status returned by the native function: an
@@ -126,6 +128,7 @@ class GraphSignature:
         module.attributes["tg.input_types"] = ArrayAttr([memref(s) for s in self.inputs])
         module.attributes["tg.output_types"] = ArrayAttr([memref(s) for s in self.outputs])
         module.attributes["tg.errors"] = ArrayAttr([StringAttr(m) for m in self.errors])
+        module.attributes["tg.intermediate_bytes"] = IntegerAttr(self.intermediate_bytes, i64)
 
     @staticmethod
     def from_module(module: ModuleOp) -> GraphSignature:
@@ -154,6 +157,7 @@ class GraphSignature:
             outputs=tuple(TensorSpec.of(t, f"output{i}") for i, t in enumerate(a["tg.output_types"].data)),  # type: ignore[attr-defined]
             constants={k: dense_to_numpy(v) for k, v in consts.data.items()} if consts is not None else {},  # type: ignore[attr-defined]
             errors=tuple(m.data for m in errors.data) if errors is not None else (),  # type: ignore[attr-defined]
+            intermediate_bytes=a["tg.intermediate_bytes"].value.data if "tg.intermediate_bytes" in a else 0,  # type: ignore[attr-defined]
         )
 
 

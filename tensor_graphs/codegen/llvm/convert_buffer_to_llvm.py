@@ -299,8 +299,15 @@ class _GraphLowering:
             outputs=tuple(out_specs),
             constants={n: _constant_value(op) for n, op in self.constants},
             errors=tuple(self.errors),
+            intermediate_bytes=_int_attr(self.fn, "tg.intermediate_bytes") or _int_attr(self.module, "tg.intermediate_bytes"),
         )
         return llfn, signature
+
+
+def _int_attr(op: Operation, name: str) -> int:
+    """An integer attribute set by plan-memory (0 when absent)."""
+    a = op.attributes.get(name)
+    return a.value.data if isinstance(a, IntegerAttr) else 0
 
 
 def _constant_value(op: buf.ConstantOp) -> np.ndarray:
