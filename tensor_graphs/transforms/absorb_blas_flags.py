@@ -39,7 +39,7 @@ from tensor_graphs.dialects.tensor import (
     shape_of,
 )
 from tensor_graphs.transforms.dce import erase_with_dead_users, only_live_user_is
-from tensor_graphs.transforms.evaluate import scalar_constant
+from tensor_graphs.transforms.fusion.common import scalar_scale
 
 
 def _rebuild(
@@ -69,22 +69,9 @@ def _swaps_last_two(op: TransposeOp) -> bool:
 
 
 def _scale_of(value: SSAValue) -> tuple[SSAValue, float] | None:
-    """``(x, c)`` when ``value`` is ``x * c``, ``c * x`` or ``x / c`` for a one-element constant
-    ``c`` that leaves ``x``'s type unchanged (``x / c`` gives ``1 / c``); else None."""
-    op = value.owner
-    if not isinstance(op, MulOp | DivOp):
-        return None
-    candidates = [(op.lhs, op.rhs)] + ([(op.rhs, op.lhs)] if isinstance(op, MulOp) else [])
-    for x, c in candidates:
-        scale = scalar_constant(c)
-        if scale is None or x.type != op.result.type:
-            continue
-        if isinstance(op, DivOp):
-            if scale == 0.0:
-                return None
-            scale = 1.0 / scale
-        return x, scale
-    return None
+    """``(x, c)`` when ``value`` is ``x * c``, ``c * x`` or ``x / c`` (see fusion.common.scalar_scale)."""
+    scaled = scalar_scale(value)
+    return None if scaled is None else scaled[:2]
 
 
 class AbsorbTransposeIntoFlags(RewritePattern):
