@@ -28,7 +28,7 @@ def rand(*shape) -> np.ndarray:
 
 
 def test_nn_emitters_are_registered():
-    for op in (buf.SoftmaxOp, buf.LayerNormOp, buf.AttentionOp):
+    for op in (buf.SoftmaxOp, buf.LayerNormOp, buf.RmsNormOp, buf.AttentionOp):
         assert REGISTRY[op].__module__ == nn.__name__
     assert REGISTRY[buf.MatmulOp] is nn._emit_matmul
 
@@ -123,6 +123,22 @@ def test_layer_norm_large_mean_small_variance():
     w, b = np.ones(256, np.float32), np.zeros(256, np.float32)
     out = run_kernel("layer_norm", [x, w, b], x.shape, "{eps = 1.0e-05 : f32}")
     np.testing.assert_allclose(out, layer_norm_ref(x, w, b, 1e-5), rtol=1e-3, atol=1e-3)
+
+
+# --------------------------------------------------------------------------- rms norm
+
+
+def rms_norm_ref(x, w, eps):
+    x = x.astype(np.float64)
+    return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
+
+
+@pytest.mark.parametrize("shape", [(4, 1024), (2, 3, 50), (7,), (5, 1), (3, 128)])
+@pytest.mark.parametrize("eps", [1e-6, 1e-12])
+def test_rms_norm(shape, eps):
+    x, w = rand(*shape) * 2 + 1, rand(shape[-1])
+    out = run_kernel("rms_norm", [x, w], shape, f"{{eps = {eps:e} : f32}}")
+    np.testing.assert_allclose(out, rms_norm_ref(x, w, eps), rtol=RTOL, atol=ATOL)
 
 
 # --------------------------------------------------------------------------- attention

@@ -24,7 +24,16 @@ from tensor_graphs.transforms.evaluate import evaluate_function
 
 RTOL, ATOL = 1e-5, 1e-6
 LIT = Path(__file__).resolve().parent.parent / "lit_tests" / "transforms"
-FUSION_PASSES = ("fuse-attention", "fuse-gelu", "fuse-layer-norm", "fuse-matmul-epilogue", "fuse-elementwise", "canonicalize")
+FUSION_PASSES = (
+    "fuse-attention",
+    "fuse-gelu",
+    "fuse-layer-norm",
+    "fuse-rms-norm",
+    "fuse-silu",
+    "fuse-matmul-epilogue",
+    "fuse-elementwise",
+    "canonicalize",
+)
 
 
 def parse(text: str) -> ModuleOp:
@@ -87,6 +96,57 @@ def test_fusion_passes_are_idempotent_on_their_lit_cases():
     for name in FUSION_PASSES[:-1]:
         once = run(name, parse((LIT / f"{name}.mlir").read_text()))
         assert str(run(name, once)) == str(once), name
+
+
+# --------------------------------------------------------------------------- rms norm, silu
+
+RMS_WEIGHT_PLACEMENTS = {
+    "w_times_n": "%n = tg.mul %x, %r : (tensor<3x16xf32>, tensor<3x1xf32>) -> tensor<3x16xf32>\n"
+    "  %y = tg.mul %w, %n : (tensor<16xf32>, tensor<3x16xf32>) -> tensor<3x16xf32>",
+    "n_times_w": "%n = tg.mul %r, %x : (tensor<3x1xf32>, tensor<3x16xf32>) -> tensor<3x16xf32>\n"
+    "  %y = tg.mul %n, %w : (tensor<3x16xf32>, tensor<16xf32>) -> tensor<3x16xf32>",
+    "x_times_w_times_r": "%n = tg.mul %x, %w : (tensor<3x16xf32>, tensor<16xf32>) -> tensor<3x16xf32>\n"
+    "  %y = tg.mul %r, %n : (tensor<3x1xf32>, tensor<3x16xf32>) -> tensor<3x16xf32>",
+    "x_times_r_w": "%n = tg.mul %w, %r : (tensor<16xf32>, tensor<3x1xf32>) -> tensor<3x16xf32>\n"
+    "  %y = tg.mul %n, %x : (tensor<3x16xf32>, tensor<3x16xf32>) -> tensor<3x16xf32>",
+}
+
+
+@pytest.mark.parametrize("placement", RMS_WEIGHT_PLACEMENTS)
+def test_rms_norm_fusion_keeps_the_numbers(placement: str):
+    before = parse(f"""
+func.func @f(%x: tensor<3x16xf32>, %w: tensor<16xf32>) -> tensor<3x16xf32> {{
+  %two = tg.constant dense<2.0> : tensor<f32>
+  %eps = tg.constant dense<1.0e-06> : tensor<f32>
+  %sq = tg.pow %x, %two : (tensor<3x16xf32>, tensor<f32>) -> tensor<3x16xf32>
+  %ms = tg.mean %sq {{dims = array<i64: 1>, keepdim = true}} : (tensor<3x16xf32>) -> tensor<3x1xf32>
+  %me = tg.add %ms, %eps : (tensor<3x1xf32>, tensor<f32>) -> tensor<3x1xf32>
+  %r = tg.rsqrt %me : tensor<3x1xf32>
+  {RMS_WEIGHT_PLACEMENTS[placement]}
+  func.return %y : tensor<3x16xf32>
+}}""")
+    after = run("fuse-rms-norm,dce", before)
+    assert body_ops(functions(after)[0]) == ["tg.rms_norm"]
+    for seed in range(3):
+        assert_same_numbers(before, after, seed)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "%s = tg.sigmoid %x : tensor<4x9xf32>\n  %y = tg.mul %s, %x : (tensor<4x9xf32>, tensor<4x9xf32>) -> tensor<4x9xf32>",
+        "%one = tg.constant dense<1.0> : tensor<f32>\n  %n = tg.neg %x : tensor<4x9xf32>\n"
+        "  %e = tg.exp %n : tensor<4x9xf32>\n  %d = tg.add %e, %one : (tensor<4x9xf32>, tensor<f32>) -> tensor<4x9xf32>\n"
+        "  %y = tg.div %x, %d : (tensor<4x9xf32>, tensor<4x9xf32>) -> tensor<4x9xf32>",
+    ],
+    ids=["x_sigmoid", "x_over_one_plus_exp_neg"],
+)
+def test_silu_fusion_keeps_the_numbers(body: str):
+    before = parse(f"func.func @f(%x: tensor<4x9xf32>) -> tensor<4x9xf32> {{\n  {body}\n  func.return %y : tensor<4x9xf32>\n}}")
+    after = run("fuse-silu,dce", before)
+    assert body_ops(functions(after)[0]) == ["tg.silu"]
+    for seed in range(3):
+        assert_same_numbers(before, after, seed)
 
 
 # --------------------------------------------------------------------------- real torch exports

@@ -504,6 +504,20 @@ class LayerNormOp(KernelOp):
 
 
 @irdl_op_definition
+class RmsNormOp(KernelOp):
+    """RMS norm over the last dim: ins(x, weight [D])."""
+
+    name = "buf.rms_norm"
+    NUM_INPUTS: ClassVar[tuple[int, ...]] = (2,)
+    eps = prop_def(FloatAttr, default_value=float_attr(1e-6))
+
+    def verify_kernel(self, ins, out):
+        _same(ins[0], out, "same as the input")
+        if tuple(ins[1]) != tuple(out[-1:]):
+            raise ShapeError(f"weight shape {list(ins[1])} should be {list(out[-1:])}")
+
+
+@irdl_op_definition
 class EmbeddingOp(KernelOp):
     """Row gather: ins(table [V, D], indices [...]) -> out [..., D]."""
 
@@ -655,6 +669,7 @@ BUF = Dialect(
         ReduceOp,
         SoftmaxOp,
         LayerNormOp,
+        RmsNormOp,
         EmbeddingOp,
         SliceOp,
         ConcatOp,

@@ -741,6 +741,29 @@ class LayerNormOp(IRDLOperation):
 
 
 @irdl_op_definition
+class RmsNormOp(IRDLOperation):
+    """RMS norm over the last dim: ``x * rsqrt(mean(x^2) + eps) * weight``; ``weight`` has shape [D]."""
+
+    name = "tg.rms_norm"
+    T: ClassVar = VarConstraint("T", AnyTensor)
+    input = operand_def(T)
+    weight = operand_def(AnyTensor)
+    eps = prop_def(FloatAttr, default_value=float_attr(1e-6))
+    result = result_def(T)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input `,` $weight attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, input: SSAValue, weight: SSAValue, eps: float):
+        super().__init__(operands=[input, weight], properties={"eps": float_attr(eps)}, result_types=[input.type])
+
+    def verify_(self) -> None:
+        d = shape_of(self.input)[-1:]
+        _check(len(d) == 1, "tg.rms_norm: the input needs rank >= 1")
+        _check(shape_of(self.weight) == d, f"tg.rms_norm: weight shape {list(shape_of(self.weight))} should be {list(d)}")
+
+
+@irdl_op_definition
 class AttentionOp(IRDLOperation):
     """Scaled dot-product attention: ``softmax(q @ k^T * scale + mask) @ v``.
 
@@ -913,6 +936,7 @@ TG = Dialect(
         SoftmaxOp,
         LogSoftmaxOp,
         LayerNormOp,
+        RmsNormOp,
         AttentionOp,
         BiasActivationOp,
         FusedElementwiseOp,

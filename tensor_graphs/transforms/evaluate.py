@@ -58,6 +58,7 @@ from tensor_graphs.dialects.tensor import (
     FusedElementwiseOp,
     GeluOp,
     LayerNormOp,
+    RmsNormOp,
     LogSoftmaxOp,
     MatmulOp,
     ReduceOp,
@@ -310,6 +311,13 @@ def _layer_norm(op: LayerNormOp, x: np.ndarray, weight: np.ndarray, bias: np.nda
     return out.astype(_result_dtype(op))
 
 
+def _rms_norm(op: RmsNormOp, x: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    x64 = _f64(x)
+    ms = (x64 * x64).mean(axis=-1, keepdims=True)
+    out = x64 / np.sqrt(ms + op.eps.value.data) * _f64(weight)
+    return out.astype(_result_dtype(op))
+
+
 def causal_allowed(sq: int, sk: int) -> np.ndarray:
     """``[sq, sk]`` bool: key ``j`` is visible to query ``i`` iff ``j <= i + sk - sq``."""
     return np.arange(sk)[None, :] <= np.arange(sq)[:, None] + (sk - sq)
@@ -509,6 +517,7 @@ def _evaluators() -> dict[type[Operation], Evaluator]:
         SoftmaxOp: _softmax,
         LogSoftmaxOp: _log_softmax,
         LayerNormOp: _layer_norm,
+        RmsNormOp: _rms_norm,
         AttentionOp: _attention,
         FusedElementwiseOp: _fused_elementwise,
         YieldOp: _yield,

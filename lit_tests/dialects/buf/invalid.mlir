@@ -331,6 +331,22 @@ func.func @layer_norm_wrong_output(%a: memref<2x4xf32>, %w: memref<4xf32>, %o: m
 
 // -----
 
+func.func @rms_norm_bad_weight(%a: memref<2x4xf32>, %w: memref<2xf32>, %o: memref<2x4xf32>) {
+  buf.rms_norm ins(%a, %w : memref<2x4xf32>, memref<2xf32>) outs(%o : memref<2x4xf32>)
+  func.return
+}
+// CHECK: buf.rms_norm: weight shape [2] should be [4]
+
+// -----
+
+func.func @rms_norm_wrong_output(%a: memref<2x4xf32>, %w: memref<4xf32>, %o: memref<8xf32>) {
+  buf.rms_norm ins(%a, %w : memref<2x4xf32>, memref<4xf32>) outs(%o : memref<8xf32>)
+  func.return
+}
+// CHECK: buf.rms_norm: output shape [8] should be [2, 4] (same as the input)
+
+// -----
+
 func.func @embedding_table_rank(%t: memref<10xf32>, %i: memref<3xi64>, %o: memref<3x1xf32>) {
   buf.embedding ins(%t, %i : memref<10xf32>, memref<3xi64>) outs(%o : memref<3x1xf32>)
   func.return

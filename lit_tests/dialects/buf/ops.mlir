@@ -74,6 +74,8 @@ func.func @transformer_kernels(%x: memref<2x8x16xf32>, %w: memref<16xf32>, %c: m
   buf.softmax ins(%x : memref<2x8x16xf32>) outs(%o : memref<2x8x16xf32>) {dim = 2 : i64, log = true}
   // CHECK-NEXT: buf.layer_norm ins(%x, %w, %w : memref<2x8x16xf32>, memref<16xf32>, memref<16xf32>) outs(%o : memref<2x8x16xf32>) {eps = 1.000000e-06 : f32}
   buf.layer_norm ins(%x, %w, %w : memref<2x8x16xf32>, memref<16xf32>, memref<16xf32>) outs(%o : memref<2x8x16xf32>) {eps = 1.0e-06 : f32}
+  // CHECK-NEXT: buf.rms_norm ins(%x, %w : memref<2x8x16xf32>, memref<16xf32>) outs(%o : memref<2x8x16xf32>) {eps = 1.000000e-05 : f32}
+  buf.rms_norm ins(%x, %w : memref<2x8x16xf32>, memref<16xf32>) outs(%o : memref<2x8x16xf32>) {eps = 1.0e-05 : f32}
   // CHECK-NEXT: buf.embedding ins(%t, %i : memref<100x16xf32>, memref<2x8xi64>) outs(%o : memref<2x8x16xf32>)
   buf.embedding ins(%t, %i : memref<100x16xf32>, memref<2x8xi64>) outs(%o : memref<2x8x16xf32>)
   // CHECK-NEXT: buf.slice ins(%x : memref<2x8x16xf32>) outs(%s : memref<2x3x16xf32>) {dim = 1 : i64, start = 1 : i64, step = 3 : i64}

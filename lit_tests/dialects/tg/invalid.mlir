@@ -110,3 +110,19 @@ func.func @constant_type_mismatch() -> tensor<2xf32> {
   func.return %c : tensor<2xf32>
 }
 // CHECK: attribute tensor<2xf32> expected from variable 'T', but got tensor<3xf32>
+
+// -----
+
+func.func @rms_norm_bad_weight(%x: tensor<2x8xf32>, %w: tensor<4xf32>) -> tensor<2x8xf32> {
+  %y = tg.rms_norm %x, %w : (tensor<2x8xf32>, tensor<4xf32>) -> tensor<2x8xf32>
+  func.return %y : tensor<2x8xf32>
+}
+// CHECK: tg.rms_norm: weight shape [4] should be [8]
+
+// -----
+
+func.func @rms_norm_scalar_input(%x: tensor<f32>, %w: tensor<1xf32>) -> tensor<f32> {
+  %y = tg.rms_norm %x, %w : (tensor<f32>, tensor<1xf32>) -> tensor<f32>
+  func.return %y : tensor<f32>
+}
+// CHECK: tg.rms_norm: the input needs rank >= 1

@@ -35,3 +35,12 @@ func.func @batched_matmul_broadcast(%a: tensor<4x3x8x16xf32>, %b: tensor<3x16x5x
   %y = tg.matmul %a, %b : (tensor<4x3x8x16xf32>, tensor<3x16x5xf32>) -> tensor<4x3x8x5xf32>
   func.return %y : tensor<4x3x8x5xf32>
 }
+
+// CHECK-LABEL: func.func @rms_norm
+func.func @rms_norm(%x: tensor<2x8x16xf32>, %w: tensor<16xf32>) -> tensor<2x8x16xf32> {
+  // CHECK-NEXT: %{{.*}} = tg.rms_norm %x, %w {eps = 1.000000e-05 : f32} : (tensor<2x8x16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  %y = tg.rms_norm %x, %w {eps = 1.0e-05 : f32} : (tensor<2x8x16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  // CHECK-NEXT: %{{.*}} = tg.rms_norm %{{.*}}, %w : (tensor<2x8x16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  %z = tg.rms_norm %y, %w : (tensor<2x8x16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  func.return %z : tensor<2x8x16xf32>
+}

@@ -10,6 +10,8 @@ matmul activation epilogue. Importing this module registers them into
 - `buf.layer_norm {eps}`: per row of the last dim, two passes in fp32 (the mean, as the row's
   first element plus the mean deviation from it, so a large common offset costs no digits;
   then the mean of squared deviations: no cancellation), then ``(x - mean) * rstd * w + b``.
+- `buf.rms_norm {eps}`: per row of the last dim, the sum of squares (``reassoc``, so LLVM
+  vectorises it), ``rstd = 1 / sqrt(sum / D + eps)``, then ``x * rstd * w``.
 - `buf.attention {scale, causal}`: tiled, with an online softmax, never an Sq x Sk matrix::
 
       for each batch, kv head, query head of its group, query block [q0, q0 + Br):
@@ -397,6 +399,48 @@ def _emit_layer_norm(ctx: KernelContext, op: Operation) -> None:
     emit_for(b, 0, rows, row)
 
 
+# --------------------------------------------------------------------------- rms norm
+
+
+def _emit_rms_norm(ctx: KernelContext, op: Operation) -> None:
+    assert isinstance(op, buf.RmsNormOp)
+    x, w = op.inputs
+    out = op.output
+    _require_f32(op, [x, w, out])
+    check_no_overlap(ctx, op, out, [x], in_place_ok=True)
+    check_no_overlap(ctx, op, out, [w], in_place_ok=False)
+    shape = _shape(out)
+    if numel(shape) == 0:
+        return
+    d = shape[-1]
+    rows = numel(shape) // d
+    eps = op.eps.value.data
+    b = ctx.b
+    px, pw, po = ctx.ptr(x), ctx.ptr(w), ctx.ptr(out)
+    inv_d = b.f32(1.0 / d)
+
+    def row(r: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+        base = _mul_idx(b, r, d)
+        xr, orow = _at(b, px, base), _at(b, po, base)
+
+        def sq(j: SSAValue, c: list[SSAValue]) -> list[SSAValue]:
+            e = _load(b, xr, j)
+            return [_fadd(b, c[0], _fmul(b, e, e), reassoc=True)]
+
+        (ss,) = emit_for(b, 0, d, sq, [b.f32(0.0)])
+        ms = _fmul(b, ss, inv_d)
+        rstd = b.add(llvm.FDivOp(b.f32(1.0), b.add(llvm.FSqrtOp(_fadd(b, ms, b.f32(eps))))))
+
+        def norm(j: SSAValue, _c: list[SSAValue]) -> list[SSAValue]:
+            _store(b, _fmul(b, _fmul(b, _load(b, xr, j), rstd), _load(b, pw, j)), orow, j)
+            return []
+
+        emit_for(b, 0, d, norm)
+        return []
+
+    emit_for(b, 0, rows, row)
+
+
 # --------------------------------------------------------------------------- attention
 
 
@@ -741,5 +785,6 @@ _emit_matmul.plain = _PLAIN_MATMUL  # type: ignore[attr-defined]
 
 REGISTRY[buf.SoftmaxOp] = _emit_softmax
 REGISTRY[buf.LayerNormOp] = _emit_layer_norm
+REGISTRY[buf.RmsNormOp] = _emit_rms_norm
 REGISTRY[buf.AttentionOp] = _emit_attention
 REGISTRY[buf.MatmulOp] = _emit_matmul
