@@ -434,6 +434,31 @@ func.func @aten.to$cast_or_identity(%i: tensor<3xi64>, %x: tensor<3xf32>) -> (te
 
 // -----
 
+// CHECK-LABEL: func.func @aten.cos$rope_tables
+// CHECK-SAME:    (%[[X:.*]]: tensor<4x8xf32>)
+// CHECK-NEXT:    %[[C:.*]] = tg.cos %[[X]] : tensor<4x8xf32>
+// CHECK-NEXT:    %[[S:.*]] = tg.sin %[[X]] : tensor<4x8xf32>
+// CHECK-NEXT:    func.return %[[C]], %[[S]]
+func.func @aten.cos$rope_tables(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %0 = aten.cos %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %1 = aten.sin %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  func.return %0, %1 : tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.to.device$cast_or_identity
+// CHECK-SAME:    (%[[I:.*]]: tensor<3xi64>, %[[X:.*]]: tensor<3xf32>)
+// CHECK-NEXT:    %[[C:.*]] = tg.cast %[[I]] : (tensor<3xi64>) -> tensor<3xf32>
+// CHECK-NEXT:    func.return %[[C]], %[[X]]
+func.func @aten.to.device$cast_or_identity(%i: tensor<3xi64>, %x: tensor<3xf32>) -> (tensor<3xf32>, tensor<3xf32>) {
+  %0 = aten.to.device %i {dtype = "float32"} : (tensor<3xi64>) -> tensor<3xf32>
+  %1 = aten.to.device %x {dtype = "float32"} : (tensor<3xf32>) -> tensor<3xf32>
+  func.return %0, %1 : tensor<3xf32>, tensor<3xf32>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @aten.zeros_like$splat_constant_whatever_the_input
 // CHECK-NEXT:    %[[Z:.*]] = tg.constant dense<0.000000e+00> : tensor<2x3xf32>
 // CHECK-NEXT:    func.return %[[Z]]

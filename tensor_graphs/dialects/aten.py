@@ -1097,6 +1097,31 @@ class ToDtypeLayoutOp(AtenOp):
 
 
 @irdl_op_definition
+class ToDeviceOp(AtenOp):
+    """``aten::to.device(Tensor(a) self, Device device, ScalarType dtype, bool non_blocking=False, bool copy=False, MemoryFormat? memory_format=None) -> Tensor(a)``"""
+
+    name = "aten.to.device"
+    TARGET: ClassVar[str] = "aten::to.device"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("device", "drop"), ("dtype", "dtype"), ("non_blocking", "bool"), ("copy", "bool"), ("memory_format", "int?"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    dtype = prop_def(StringAttr)
+    non_blocking = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
+    copy = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
+    memory_format = opt_prop_def(IntegerAttr[I64])
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, dtype: str, non_blocking: bool = False, copy: bool = False, memory_format: int | None = None, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, None, dtype, non_blocking, copy, memory_format), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_same_shape(self)
+
+
+@irdl_op_definition
 class ToCopyOp(AtenOp):
     """``aten::_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor``"""
 
@@ -1780,6 +1805,46 @@ class ErfOp(AtenOp):
 
     name = "aten.erf"
     TARGET: ClassVar[str] = "aten::erf"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"),)
+    self = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_,), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_same_type(self)
+
+
+@irdl_op_definition
+class CosOp(AtenOp):
+    """``aten::cos(Tensor self) -> Tensor``"""
+
+    name = "aten.cos"
+    TARGET: ClassVar[str] = "aten::cos"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"),)
+    self = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_,), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_same_type(self)
+
+
+@irdl_op_definition
+class SinOp(AtenOp):
+    """``aten::sin(Tensor self) -> Tensor``"""
+
+    name = "aten.sin"
+    TARGET: ClassVar[str] = "aten::sin"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"),)
     self = operand_def(AnyTensor)
     result = result_def(AnyTensor)
@@ -2897,6 +2962,7 @@ ATEN_OPS: dict[str, type[AtenOp]] = {op.TARGET: op for op in (
     EmbeddingOp,
     ToDtypeOp,
     ToDtypeLayoutOp,
+    ToDeviceOp,
     ToCopyOp,
     TypeAsOp,
     AddTensorOp,
@@ -2929,6 +2995,8 @@ ATEN_OPS: dict[str, type[AtenOp]] = {op.TARGET: op for op in (
     SigmoidOp,
     SiluOp,
     ErfOp,
+    CosOp,
+    SinOp,
     NegOp,
     AbsOp,
     MeanDimOp,
@@ -3013,6 +3081,7 @@ ATEN = Dialect(
         EmbeddingOp,
         ToDtypeOp,
         ToDtypeLayoutOp,
+        ToDeviceOp,
         ToCopyOp,
         TypeAsOp,
         AddTensorOp,
@@ -3045,6 +3114,8 @@ ATEN = Dialect(
         SigmoidOp,
         SiluOp,
         ErfOp,
+        CosOp,
+        SinOp,
         NegOp,
         AbsOp,
         MeanDimOp,

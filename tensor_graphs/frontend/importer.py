@@ -11,10 +11,12 @@ builtin.module {
 }
 ```
 
-Parameters, buffers and lifted tensor constants all become ``tg.weight "<fqn>"``; their values go
-to :attr:`ImportedGraph.weights` as NumPy views of the torch tensors (no copies where the tensor is
-a contiguous CPU float32 tensor), except integer and bool buffers and constants (index tables,
-masks): those become ``tg.constant`` so that constant folding can evaluate what is built from them.
+Parameters, persistent buffers and lifted tensor constants all become ``tg.weight "<fqn>"``; their
+values go to :attr:`ImportedGraph.weights` as NumPy views of the torch tensors (no copies where the
+tensor is a contiguous CPU float32 tensor), except integer and bool buffers and constants (index
+tables, masks) and non-persistent buffers of any dtype (``register_buffer(..., persistent=False)``:
+derived at construction, not in the state dict, e.g. RoPE's ``inv_freq``): those become inline
+``tg.constant`` so that constant folding can evaluate what is built from them (the cos/sin tables).
 Python scalars where a schema wants a Tensor become rank-0 ``tg.constant`` ops of the dtype torch
 promotes them to (``int64_tensor + 1`` adds an i64 constant, ``float_tensor * 2`` an f32 one).
 Inputs are float32 tensors, or int64/int32 tensors (token ids). Unknown ops become
@@ -296,8 +298,10 @@ class GraphImporter:
                 return
             name = spec.target
             tensor = self.ep.state_dict[name] if name in self.ep.state_dict else self.ep.constants[name]
-            if kind != InputKind.PARAMETER and not tensor.is_floating_point():
-                # an index table or a mask: a constant, so that what is computed from it folds
+            non_persistent = kind == InputKind.BUFFER and getattr(spec, "persistent", True) is False
+            if non_persistent or (kind != InputKind.PARAMETER and not tensor.is_floating_point()):
+                # an index table or a mask, or a buffer the model derives at construction and does not
+                # save (RoPE's inv_freq): a constant, so that what is computed from it folds
                 attr = dense_from_numpy(tensor.detach().cpu().numpy(), _ELEMENT_TYPES[tensor.dtype])
                 op = self.append(ConstantOp(attr))
                 op.results[0].name_hint = node.name

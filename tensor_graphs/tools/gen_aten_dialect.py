@@ -112,6 +112,7 @@ OPS: tuple[OpSpec, ...] = (
     # dtype conversions
     _any("to", "dtype", verifier="_verify_same_shape"),
     _any("to", "dtype_layout", verifier="_verify_same_shape"),
+    _any("to", "device", verifier="_verify_same_shape"),
     _any("_to_copy", verifier="_verify_same_shape"),
     _any("type_as", verifier="_verify_type_as"),
     # elementwise
@@ -145,6 +146,8 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec("sigmoid", verifier="_verify_same_type"),
     OpSpec("silu", verifier="_verify_same_type"),
     OpSpec("erf", verifier="_verify_same_type"),
+    OpSpec("cos", verifier="_verify_same_type"),
+    OpSpec("sin", verifier="_verify_same_type"),
     _any("neg", verifier="_verify_same_type"),
     _any("abs", verifier="_verify_same_type"),
     # reductions and normalisations

@@ -158,6 +158,12 @@ func.func @masks_and_dtypes(%x: tensor<4x4xf32>, %q: tensor<1x2x4x8xf32>) -> ten
   %9 = aten.where.self %3, %x, %2 : (tensor<4x4xi1>, tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
   // CHECK: aten.to.dtype_layout %{{.*}} {dtype = "float32"} : (tensor<4xi64>) -> tensor<4xf32>
   %10 = aten.to.dtype_layout %7 {dtype = "float32"} : (tensor<4xi64>) -> tensor<4xf32>
+  // CHECK: aten.to.device %{{.*}} {dtype = "float32"} : (tensor<4xi64>) -> tensor<4xf32>
+  %c0 = aten.to.device %7 {dtype = "float32"} : (tensor<4xi64>) -> tensor<4xf32>
+  // CHECK: aten.cos %{{.*}} : (tensor<4xf32>) -> tensor<4xf32>
+  %c1 = aten.cos %c0 : (tensor<4xf32>) -> tensor<4xf32>
+  // CHECK: aten.sin %{{.*}} : (tensor<4xf32>) -> tensor<4xf32>
+  %c2 = aten.sin %c1 : (tensor<4xf32>) -> tensor<4xf32>
   // CHECK: aten.scaled_dot_product_attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {scale = 1.250000e-01 : f64} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<4x4xi1>) -> tensor<1x2x4x8xf32>
   %11 = aten.scaled_dot_product_attention %q, %q, %q, %3 {scale = 0.125 : f64} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<4x4xi1>) -> tensor<1x2x4x8xf32>
   // CHECK: aten.scaled_dot_product_attention %{{.*}}, %{{.*}}, %{{.*}} {is_causal = true} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>

@@ -1,9 +1,9 @@
 """aten → tg: elementwise ops.
 
 Binary arithmetic (add/sub/mul/div in Tensor and Scalar forms, maximum, minimum, pow), unary
-functions (relu, tanh, exp, log, sqrt, rsqrt, neg, abs, sigmoid, silu, erf → the ``tg`` op of
+functions (relu, tanh, exp, log, sqrt, rsqrt, neg, abs, sigmoid, silu, erf, cos, sin → the ``tg`` op of
 that function name), ``gelu`` with its ``approximate`` form, ``where``/``masked_fill`` →
-``tg.select``, and the dtype conversions (``to``, ``_to_copy``, ``type_as`` → ``tg.cast``, or
+``tg.select``, and the dtype conversions (``to`` — ``to.device`` too: the device is dropped —, ``_to_copy``, ``type_as`` → ``tg.cast``, or
 nothing when the dtype stays). Scalars become rank-0 ``tg.constant`` operands that broadcast;
 operands whose element type differs from the result's (torch's type promotion) are cast first.
 """
@@ -60,6 +60,8 @@ _UNARY: dict[type, str] = {
     aten.SigmoidOp: "sigmoid",
     aten.SiluOp: "silu",
     aten.ErfOp: "erf",
+    aten.CosOp: "cos",
+    aten.SinOp: "sin",
 }
 
 
@@ -186,7 +188,7 @@ class CastPattern(RewritePattern):
     """
 
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, (aten.ToDtypeOp, aten.ToDtypeLayoutOp, aten.ToCopyOp, aten.TypeAsOp)):
+        if not isinstance(op, (aten.ToDtypeOp, aten.ToDtypeLayoutOp, aten.ToDeviceOp, aten.ToCopyOp, aten.TypeAsOp)):
             return
         ops = OpList()
         y = ops.cast(op.self, element_type(op.result))
