@@ -142,3 +142,17 @@ def test_memory_report_shows_reuse():
     # four intermediates of 16x256 floats (matmul outputs / activations), planned into less
     assert m.intermediate_bytes >= 3 * 16 * 256 * 4
     assert 0 < m.arena_bytes < m.intermediate_bytes
+
+
+class ReturnsMask(torch.nn.Module):
+    def forward(self, x):
+        return torch.relu(x), torch.ones(2, 3, dtype=torch.bool)
+
+
+def test_bool_output_in_torch_mode():
+    x = torch.randn(2, 3)
+    fn = tg.compile(ReturnsMask(), (x,))
+    y, mask = fn(x)
+    assert mask.dtype == torch.bool and bool(mask.all())
+    y2, mask2 = fn(x.numpy())
+    assert mask2.dtype == np.bool_ and mask2.all()

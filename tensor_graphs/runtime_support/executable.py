@@ -166,7 +166,16 @@ _TORCH_DTYPES: dict[str, object] = {}
 def _init_torch_dtypes() -> None:
     import torch
 
-    _TORCH_DTYPES.update({"float32": torch.float32, "float64": torch.float64, "int64": torch.int64, "int32": torch.int32})
+    _TORCH_DTYPES.update(
+        {
+            "float32": torch.float32,
+            "float64": torch.float64,
+            "int64": torch.int64,
+            "int32": torch.int32,
+            "int8": torch.int8,
+            "bool": torch.bool,
+        }
+    )
 
 
 def _numpy_pointer(arg: np.ndarray, spec: TensorSpec, i: int) -> int:
