@@ -144,6 +144,19 @@ def test_rope_tables_fold(small_qwen3):
     check_logits(small_qwen3, fn, ids, SMALL_MAX_ABS)
 
 
+def test_gqa_reads_shared_kv_heads(small_qwen3):
+    """repeat_kv (expand of K/V per query group) is not materialised: the attention reads the
+    KV heads (fewer than the query heads) directly."""
+    ids = token_ids(1, 7, SMALL_QWEN3["vocab_size"], seed=2)
+    fn = tg.compile(small_qwen3, (ids,))
+    tg_ir = fn.ir("tg")
+    assert op_counts(tg_ir)["tg.broadcast"] == 0, op_counts(tg_ir)
+    heads, kv_heads = SMALL_QWEN3["num_attention_heads"], SMALL_QWEN3["num_key_value_heads"]
+    attention = [line for line in tg_ir.splitlines() if "tg.attention" in line]
+    assert attention and all(f"tensor<1x{kv_heads}x7x" in line and f"tensor<1x{heads}x7x" in line for line in attention)
+    check_logits(small_qwen3, fn, ids, SMALL_MAX_ABS)
+
+
 def test_persistent_float_buffer_stays_a_weight():
     """Only non-persistent buffers become constants; persistent ones stay weights (in the state dict)."""
 

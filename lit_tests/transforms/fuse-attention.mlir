@@ -180,3 +180,30 @@ func.func @fuse$k_transposed_value_gets_a_transpose(%q: tensor<2x3x4xf32>, %kt: 
   %o = tg.matmul %p, %v : (tensor<2x3x5xf32>, tensor<2x5x4xf32>) -> tensor<2x3x4xf32>
   func.return %o : tensor<2x3x4xf32>
 }
+
+// Grouped-query attention written with repeat_kv: the shared K/V heads are read directly.
+// CHECK-LABEL: func.func @gqa$repeat_kv_reads_shared_heads
+func.func @gqa$repeat_kv_reads_shared_heads(%q: tensor<1x4x7x16xf32>, %k: tensor<1x2x7x16xf32>, %v: tensor<1x2x7x16xf32>) -> tensor<1x4x7x16xf32> {
+  // CHECK-NEXT: %[[O:.*]] = tg.attention %q, %k, %v {scale = 2.500000e-01 : f32, causal = true} : (tensor<1x4x7x16xf32>, tensor<1x2x7x16xf32>, tensor<1x2x7x16xf32>) -> tensor<1x4x7x16xf32>
+  // CHECK-NEXT: func.return %[[O]]
+  %k5 = tg.reshape %k : (tensor<1x2x7x16xf32>) -> tensor<1x2x1x7x16xf32>
+  %kb = tg.broadcast %k5 : (tensor<1x2x1x7x16xf32>) -> tensor<1x2x2x7x16xf32>
+  %kr = tg.reshape %kb : (tensor<1x2x2x7x16xf32>) -> tensor<1x4x7x16xf32>
+  %v5 = tg.reshape %v : (tensor<1x2x7x16xf32>) -> tensor<1x2x1x7x16xf32>
+  %vb = tg.broadcast %v5 : (tensor<1x2x1x7x16xf32>) -> tensor<1x2x2x7x16xf32>
+  %vr = tg.reshape %vb : (tensor<1x2x2x7x16xf32>) -> tensor<1x4x7x16xf32>
+  %o = tg.attention %q, %kr, %vr {scale = 0.25 : f32, causal = true} : (tensor<1x4x7x16xf32>, tensor<1x4x7x16xf32>, tensor<1x4x7x16xf32>) -> tensor<1x4x7x16xf32>
+  func.return %o : tensor<1x4x7x16xf32>
+}
+
+// A broadcast that repeats along another dim than the group dim is not repeat_kv.
+// CHECK-LABEL: func.func @expect_no_gqa$broadcast_along_sequence
+func.func @expect_no_gqa$broadcast_along_sequence(%q: tensor<1x4x8x16xf32>, %k: tensor<1x4x1x16xf32>) -> tensor<1x4x8x16xf32> {
+  // CHECK: tg.broadcast
+  // CHECK: tg.attention %q, %{{.*}}, %{{.*}} {scale = 2.500000e-01 : f32} : (tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>)
+  %k5 = tg.reshape %k : (tensor<1x4x1x16xf32>) -> tensor<1x4x1x1x16xf32>
+  %kb = tg.broadcast %k5 : (tensor<1x4x1x1x16xf32>) -> tensor<1x4x1x8x16xf32>
+  %kr = tg.reshape %kb : (tensor<1x4x1x8x16xf32>) -> tensor<1x4x8x16xf32>
+  %o = tg.attention %q, %kr, %kr {scale = 0.25 : f32} : (tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32>
+  func.return %o : tensor<1x4x8x16xf32>
+}

@@ -35,6 +35,19 @@ Two patterns:
        =>
        %o = tg.attention %q, %k, %v {scale = 1.25e-01 : f32, causal = true} : (...)
 
+3. ``ReadSharedKVHeads`` — grouped-query attention written with ``repeat_kv`` (K and V heads
+   repeated G times by unsqueeze -> expand -> reshape, as transformers' Llama/Qwen3 do) reads the
+   Hkv shared heads directly: query head h uses kv head h // G, which is `tg.attention`'s own
+   convention, so the repeated copies are never materialised::
+
+       %k5 = tg.reshape %k : (tensor<1x2x7x16xf32>) -> tensor<1x2x1x7x16xf32>
+       %kb = tg.broadcast %k5 : (tensor<1x2x1x7x16xf32>) -> tensor<1x2x2x7x16xf32>
+       %kr = tg.reshape %kb : (tensor<1x2x2x7x16xf32>) -> tensor<1x4x7x16xf32>
+       (the same for v)
+       %o  = tg.attention %q, %kr, %vr {...} : (tensor<1x4x7x16xf32>, tensor<1x4x7x16xf32>, ...)
+       =>
+       %o  = tg.attention %q, %k, %v {...} : (tensor<1x4x7x16xf32>, tensor<1x2x7x16xf32>, ...)
+
 A constant boolean mask that is not causal becomes a constant additive mask; a non-constant one
 becomes ``select(cond, 0, fill)`` (or the reverse), an additive mask the kernel adds.
 """
@@ -59,8 +72,10 @@ from tensor_graphs.dialects.shapes import is_broadcastable_to, permute_shape
 from tensor_graphs.dialects.tensor import (
     AddOp,
     AttentionOp,
+    BroadcastOp,
     ConstantOp,
     MatmulOp,
+    ReshapeOp,
     SelectOp,
     SoftmaxOp,
     TransposeOp,
@@ -313,6 +328,56 @@ class FoldCausalMaskIntoAttention(RewritePattern):
         erase_dead_producers(operands, rewriter)
 
 
+def _shared_heads(value: SSAValue) -> tuple[SSAValue, tuple[int, ...]] | None:
+    """``(x, shape)`` when ``value`` is ``reshape(broadcast(x))`` repeating each of Hkv heads G
+    times: the broadcast result is [..., Hkv, G, S, D] from an x of [..., Hkv, 1, S, D] (any
+    reshape of it), the final reshape [..., Hkv * G, S, D]; ``shape`` is [..., Hkv, S, D]."""
+    reshape = value.owner
+    if not isinstance(reshape, ReshapeOp) or not isinstance(reshape.input.owner, BroadcastOp):
+        return None
+    expand = reshape.input.owner
+    b, out = shape_of(expand.result), shape_of(reshape.result)
+    if len(b) != len(out) + 1 or len(out) < 3:
+        return None
+    if b[:-4] != out[:-3] or b[-4] * b[-3] != out[-3] or b[-2:] != out[-2:]:
+        return None
+    source = expand.input
+    src = shape_of(source)
+    unit = (*b[:-3], 1, *b[-2:])
+    if tuple(src) != unit and not (len(src) == len(unit) - 1 and tuple(src) == (*b[:-3], *b[-2:])):
+        return None  # the broadcast must repeat along the group dim only
+    return source, (*b[:-3], *b[-2:])
+
+
+class ReadSharedKVHeads(RewritePattern):
+    """K/V repeated per query group (repeat_kv) feed `tg.attention` as the shared heads instead."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: AttentionOp, rewriter: PatternRewriter) -> None:
+        k, v = _shared_heads(op.k), _shared_heads(op.v)
+        if k is None or v is None or k[1][:-2] != v[1][:-2]:
+            return
+        heads = shape_of(op.q)[-3]
+        if heads % k[1][-3]:
+            return
+        new_ops: list[Operation] = []
+        kv: list[SSAValue] = []
+        for source, shape in (k, v):
+            if isinstance(source.owner, ReshapeOp):  # look through the unsqueeze of repeat_kv
+                source = source.owner.input
+            if tuple(shape_of(source)) == tuple(shape):
+                kv.append(source)
+            else:
+                r = ReshapeOp(source, shape)
+                new_ops.append(r)
+                kv.append(r.result)
+        attn = AttentionOp(op.q, kv[0], kv[1], op.mask, op.scale.value.data, op.is_causal)
+        attn.result.name_hint = op.result.name_hint
+        operands = list(op.operands)
+        rewriter.replace(op, [*new_ops, attn], [attn.result])
+        erase_dead_producers(operands, rewriter)
+
+
 @dataclass(frozen=True)
 class FuseAttentionPass(ModulePass):
     """Fuses hand-written attention into tg.attention and turns constant causal masks into ``causal``."""
@@ -321,5 +386,7 @@ class FuseAttentionPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         PatternRewriteWalker(
-            GreedyRewritePatternApplier([FuseHandWrittenAttention(), FoldCausalMaskIntoAttention()], dce_enabled=False)
+            GreedyRewritePatternApplier(
+                [FuseHandWrittenAttention(), FoldCausalMaskIntoAttention(), ReadSharedKVHeads()], dce_enabled=False
+            )
         ).rewrite_module(op)
