@@ -1,3 +1,6 @@
+import re
+from collections import Counter
+
 import numpy as np
 import pytest
 import torch
@@ -18,3 +21,36 @@ def mlp(sizes, bias=True, relu=True):
         if relu and i < len(sizes) - 2:
             layers.append(torch.nn.ReLU())
     return torch.nn.Sequential(*layers).eval()
+
+
+class LogitsOnly(torch.nn.Module):
+    """``ids -> logits`` of a transformers causal LM: no KV cache, no output dataclass, so
+    torch.export sees one tensor out."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.model(ids, use_cache=False).logits
+
+
+def check_logits(model: torch.nn.Module, fn, ids: torch.Tensor, max_abs: float) -> float:
+    """Compiled logits vs PyTorch's: same shape and dtype, finite, max abs diff <= ``max_abs``."""
+    with torch.no_grad():
+        expected = model(ids)
+    got = fn(ids)
+    assert isinstance(got, torch.Tensor) and got.dtype == torch.float32
+    assert tuple(got.shape) == tuple(expected.shape)
+    diff = (got - expected).abs().max().item()
+    assert np.isfinite(diff), "non-finite logits"
+    assert diff <= max_abs, f"max abs logits diff {diff:.3g} > {max_abs} at ids shape {list(ids.shape)}"
+    return diff
+
+
+_OP_RE = re.compile(r'^\s*(?:%[^=\n]*=\s*)?"?((?:tg|aten|buf)\.\w+)', re.M)
+
+
+def op_counts(ir_text: str) -> Counter:
+    """How many times each op (by name) appears in a module's text, nested regions included."""
+    return Counter(_OP_RE.findall(ir_text))

@@ -12,9 +12,7 @@ correctness, structure, compile-time and memory tests (each shape compiles once)
 
 from __future__ import annotations
 
-import re
 import time
-from collections import Counter
 
 import numpy as np
 import pytest
@@ -23,6 +21,8 @@ import torch
 transformers = pytest.importorskip("transformers")  # in the test extra; absent only outside `make test`
 
 import tensor_graphs as tg  # noqa: E402
+from conftest import LogitsOnly, op_counts  # noqa: E402
+from conftest import check_logits as check_logits_within  # noqa: E402
 
 #: Logits tolerance: max |tg - torch| over all logits (fp32 on both sides).
 MAX_ABS = 1e-3
@@ -30,17 +30,6 @@ MAX_ABS = 1e-3
 COMPILE_BUDGET_S = 15.0
 #: arena bytes / sum of intermediate tensor bytes at seq 128.
 ARENA_FRACTION = 0.25
-
-
-class LogitsOnly(torch.nn.Module):
-    """``ids -> logits``: no KV cache, no output dataclass, so torch.export sees one tensor out."""
-
-    def __init__(self, model: torch.nn.Module):
-        super().__init__()
-        self.model = model
-
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.model(ids, use_cache=False).logits
 
 
 def gpt2(seed: int = 0, **config) -> LogitsOnly:
@@ -55,23 +44,7 @@ def token_ids(batch: int, seq: int, vocab: int, seed: int) -> torch.Tensor:
 
 
 def check_logits(model: LogitsOnly, fn, ids: torch.Tensor) -> float:
-    with torch.no_grad():
-        expected = model(ids)
-    got = fn(ids)
-    assert isinstance(got, torch.Tensor) and got.dtype == torch.float32
-    assert tuple(got.shape) == tuple(expected.shape)
-    diff = (got - expected).abs().max().item()
-    assert np.isfinite(diff), "non-finite logits"
-    assert diff <= MAX_ABS, f"max abs logits diff {diff:.3g} > {MAX_ABS} at ids shape {list(ids.shape)}"
-    return diff
-
-
-_OP_RE = re.compile(r'^\s*(?:%[^=\n]*=\s*)?"?((?:tg|aten|buf)\.\w+)', re.M)
-
-
-def op_counts(ir_text: str) -> Counter:
-    """How many times each op (by name) appears in a module's text, nested regions included."""
-    return Counter(_OP_RE.findall(ir_text))
+    return check_logits_within(model, fn, ids, MAX_ABS)
 
 
 # --------------------------------------------------------------------------- GPT-2 small (124M)

@@ -16,9 +16,7 @@ wrapper ``ids -> model(ids, use_cache=False).logits`` with int64 token ids.
 
 from __future__ import annotations
 
-import re
 import time
-from collections import Counter
 
 import numpy as np
 import pytest
@@ -27,6 +25,7 @@ import torch
 transformers = pytest.importorskip("transformers")  # in the test extra; absent only outside `make test`
 
 import tensor_graphs as tg  # noqa: E402
+from conftest import LogitsOnly, check_logits, op_counts  # noqa: E402
 from tensor_graphs.frontend import import_model  # noqa: E402
 
 #: small models: max |tg - torch| over all logits (fp32 on both sides)
@@ -65,17 +64,6 @@ SMALL_LLAMA = dict(
 )
 
 
-class LogitsOnly(torch.nn.Module):
-    """``ids -> logits``: no KV cache, no output dataclass, so torch.export sees one tensor out."""
-
-    def __init__(self, model: torch.nn.Module):
-        super().__init__()
-        self.model = model
-
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.model(ids, use_cache=False).logits
-
-
 def qwen3(seed: int = 0, **config) -> LogitsOnly:
     torch.manual_seed(seed)
     return LogitsOnly(transformers.Qwen3ForCausalLM(transformers.Qwen3Config(**config)).eval()).eval()
@@ -89,26 +77,6 @@ def llama(seed: int = 0, **config) -> LogitsOnly:
 def token_ids(batch: int, seq: int, vocab: int, seed: int) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     return torch.randint(0, vocab, (batch, seq), generator=g, dtype=torch.int64)
-
-
-def check_logits(model: LogitsOnly, fn, ids: torch.Tensor, max_abs: float) -> float:
-    with torch.no_grad():
-        expected = model(ids)
-    got = fn(ids)
-    assert isinstance(got, torch.Tensor) and got.dtype == torch.float32
-    assert tuple(got.shape) == tuple(expected.shape)
-    diff = (got - expected).abs().max().item()
-    assert np.isfinite(diff), "non-finite logits"
-    assert diff <= max_abs, f"max abs logits diff {diff:.3g} > {max_abs} at ids shape {list(ids.shape)}"
-    return diff
-
-
-_OP_RE = re.compile(r'^\s*(?:%[^=\n]*=\s*)?"?((?:tg|aten|buf)\.\w+)', re.M)
-
-
-def op_counts(ir_text: str) -> Counter:
-    """How many times each op (by name) appears in a module's text, nested regions included."""
-    return Counter(_OP_RE.findall(ir_text))
 
 
 # --------------------------------------------------------------------------- small Qwen3
