@@ -7,7 +7,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 from conftest import mlp
 from xdsl.dialects.builtin import ModuleOp
 

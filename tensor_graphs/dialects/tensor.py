@@ -53,7 +53,7 @@ from xdsl.irdl import (
 from xdsl.traits import ConstantLike, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
-from tensor_graphs.dialects.functions import ACTIVATIONS, UNARY_FUNCTIONS
+from tensor_graphs.dialects.functions import ACTIVATIONS
 from tensor_graphs.dialects.shapes import (
     ShapeError,
     broadcast_shapes,

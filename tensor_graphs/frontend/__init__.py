@@ -3,7 +3,7 @@
     graph = import_model(model, (x,))          # ImportedGraph(module, weights, input_names, num_outputs)
     export_model(model, (x,), "model.mlir")    # + model.safetensors beside it
 
-Names are imported lazily: ``tensor_graphs.frontend.constants`` (dense attributes from NumPy) is used
+Names are imported lazily: ``tensor_graphs.dialects.dense`` (dense attributes from NumPy) is used
 by passes that ``tg-opt`` runs, and must not pull in torch.
 """
 

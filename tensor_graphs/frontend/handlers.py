@@ -10,7 +10,7 @@ are dropped. Ops missing here become ``aten.unsupported``.
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch

@@ -37,7 +37,6 @@ from torch.export.graph_signature import InputKind, OutputKind
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
     BFloat16Type,
-    DenseIntOrFPElementsAttr,
     IntegerType,
     ModuleOp,
     Signedness,
@@ -56,7 +55,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from tensor_graphs.dialects import aten
 from tensor_graphs.dialects.tensor import ConstantOp, WeightOp
-from tensor_graphs.frontend.constants import dense_from_numpy
+from tensor_graphs.dialects.dense import dense_from_numpy
 from tensor_graphs.frontend.handlers import HANDLERS
 
 _ELEMENT_TYPES: dict[torch.dtype, Attribute] = {

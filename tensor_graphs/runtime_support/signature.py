@@ -27,46 +27,19 @@ from dataclasses import dataclass, field
 import numpy as np
 from xdsl.dialects.builtin import (
     ArrayAttr,
-    DenseIntOrFPElementsAttr,
     DictionaryAttr,
-    Float32Type,
-    Float64Type,
     IntegerAttr,
-    IntegerType,
     MemRefType,
     ModuleOp,
     StringAttr,
     i64,
 )
-from xdsl.ir import Attribute
 
-_NUMPY_DTYPES: dict[str, np.dtype] = {
-    "f32": np.dtype(np.float32),
-    "f64": np.dtype(np.float64),
-    "i64": np.dtype(np.int64),
-    "i32": np.dtype(np.int32),
-    "i1": np.dtype(np.bool_),
-    "i8": np.dtype(np.int8),
-}
+from tensor_graphs.dialects.dense import dense_from_numpy, element_type_of, numpy_dtype_of, numpy_from_dense
 
-
-def numpy_dtype(element_type: Attribute) -> np.dtype:
-    """NumPy dtype of an xDSL element type (f32, f64, i64, i32, i8, i1)."""
-    if isinstance(element_type, Float32Type):
-        return _NUMPY_DTYPES["f32"]
-    if isinstance(element_type, Float64Type):
-        return _NUMPY_DTYPES["f64"]
-    if isinstance(element_type, IntegerType):
-        return _NUMPY_DTYPES[f"i{element_type.width.data}"]
-    raise TypeError(f"no NumPy dtype for element type {element_type}")
-
-
-def dense_to_numpy(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
-    """The value of a dense attribute as a contiguous NumPy array of its own shape and dtype."""
-    t = attr.get_type()
-    dtype = numpy_dtype(t.element_type)
-    # np.array(...).reshape keeps rank 0 (np.ascontiguousarray would make it shape (1,))
-    return np.array(attr.get_values(), dtype=dtype).reshape(tuple(t.get_shape()))
+#: element type <-> NumPy dtype and dense attributes <-> arrays: one definition, in dialects.dense
+numpy_dtype = numpy_dtype_of
+dense_to_numpy = numpy_from_dense
 
 
 @dataclass(frozen=True)
@@ -111,19 +84,14 @@ class GraphSignature:
 
     def attach(self, module: ModuleOp) -> None:
         """Record this signature on ``module`` as ``tg.*`` attributes."""
-        from xdsl.dialects.builtin import TensorType
 
         def memref(spec: TensorSpec) -> MemRefType:
-            return MemRefType(_element_type(spec.dtype), spec.shape)
-
-        def dense(value: np.ndarray) -> DenseIntOrFPElementsAttr:
-            t = TensorType(_element_type(value.dtype), value.shape)
-            return DenseIntOrFPElementsAttr.from_list(t, value.reshape(-1).tolist())
+            return MemRefType(element_type_of(spec.dtype), spec.shape)
 
         module.attributes["tg.entry"] = StringAttr(self.entry)
         module.attributes["tg.arena_size"] = IntegerAttr(self.arena_size, i64)
         module.attributes["tg.weight_table"] = ArrayAttr([StringAttr(n) for n in self.weight_table])
-        module.attributes["tg.constants"] = DictionaryAttr({k: dense(v) for k, v in self.constants.items()})
+        module.attributes["tg.constants"] = DictionaryAttr({k: dense_from_numpy(v) for k, v in self.constants.items()})
         module.attributes["tg.input_names"] = ArrayAttr([StringAttr(s.name) for s in self.inputs])
         module.attributes["tg.input_types"] = ArrayAttr([memref(s) for s in self.inputs])
         module.attributes["tg.output_types"] = ArrayAttr([memref(s) for s in self.outputs])
@@ -159,13 +127,3 @@ class GraphSignature:
             errors=tuple(m.data for m in errors.data) if errors is not None else (),  # type: ignore[attr-defined]
             intermediate_bytes=a["tg.intermediate_bytes"].value.data if "tg.intermediate_bytes" in a else 0,  # type: ignore[attr-defined]
         )
-
-
-def _element_type(dtype: np.dtype) -> Attribute:
-    from xdsl.dialects.builtin import f32, f64, i1, i8, i32
-
-    table = {"float32": f32, "float64": f64, "int64": i64, "int32": i32, "int8": i8, "bool": i1}
-    try:
-        return table[np.dtype(dtype).name]
-    except KeyError:
-        raise TypeError(f"dtype {dtype} is not supported") from None

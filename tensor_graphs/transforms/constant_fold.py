@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, ModuleOp, TensorType
+from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -56,17 +56,6 @@ def _fits(op: Operation, max_elements: int) -> bool:
     return all(
         isinstance(r.type, TensorType) and numel(r.type.get_shape()) <= max_elements for r in op.results
     )
-
-
-def _dense(array: np.ndarray, type: TensorType) -> DenseIntOrFPElementsAttr:
-    """``dense<...> : type`` of ``array``: the frontend's ``dense_from_numpy`` when it exists (one
-    ``tobytes``, xDSL's byte layout), else ``evaluate.array_to_dense`` (the same layout)."""
-    try:
-        from tensor_graphs.frontend.constants import dense_from_numpy
-    except ImportError:
-        return array_to_dense(array, type)
-    shaped = np.broadcast_to(np.asarray(array), tuple(type.get_shape()))
-    return dense_from_numpy(shaped, type.get_element_type())
 
 
 @dataclass
@@ -106,7 +95,7 @@ class FoldConstantOperands(RewritePattern):
             folded = [evaluate_op(op, operands)]
         if len(folded) != len(op.results):
             return
-        constants = [ConstantOp(_dense(np.asarray(a), r.type)) for a, r in zip(folded, op.results)]  # type: ignore[arg-type]
+        constants = [ConstantOp(array_to_dense(np.asarray(a), r.type)) for a, r in zip(folded, op.results)]  # type: ignore[arg-type]
         for c, r in zip(constants, op.results):
             c.result.name_hint = r.name_hint
         operand_values = list(op.operands)

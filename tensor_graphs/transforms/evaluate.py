@@ -31,19 +31,15 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 from xdsl.dialects import arith, func, math
 from xdsl.dialects.builtin import (
-    BytesAttr,
     DenseIntOrFPElementsAttr,
-    Float16Type,
-    Float32Type,
-    Float64Type,
     FloatAttr,
     IntegerAttr,
-    IntegerType,
-    Signedness,
     TensorType,
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
+from tensor_graphs.dialects.dense import dense_from_numpy
+from tensor_graphs.dialects.dense import numpy_dtype_of as numpy_dtype
 from tensor_graphs.dialects.functions import UNARY_FUNCTIONS, apply_unary
 from tensor_graphs.dialects.tensor import (
     AttentionOp,
@@ -83,24 +79,6 @@ class EvaluationError(ValueError):
 # --------------------------------------------------------------------------- dtypes and constants
 
 
-def numpy_dtype(element_type: Attribute) -> np.dtype:
-    """The NumPy dtype of ``element_type``'s values (``i1`` is ``bool``; the rest little-endian)."""
-    if isinstance(element_type, Float32Type):
-        return np.dtype("<f4")
-    if isinstance(element_type, Float64Type):
-        return np.dtype("<f8")
-    if isinstance(element_type, Float16Type):
-        return np.dtype("<f2")
-    if isinstance(element_type, IntegerType):
-        width = element_type.width.data
-        if width == 1:
-            return np.dtype(bool)
-        if width in (8, 16, 32, 64):
-            unsigned = element_type.signedness.data == Signedness.UNSIGNED
-            return np.dtype(f"<{'u' if unsigned else 'i'}{width // 8}")
-    raise EvaluationError(f"evaluate: element type {element_type} has no NumPy equivalent")
-
-
 def _storage_dtype(element_type: Attribute) -> np.dtype:
     """The dtype of one element in a ``dense<>`` attribute's bytes (i1 takes one byte)."""
     dtype = numpy_dtype(element_type)
@@ -120,19 +98,9 @@ def dense_to_array(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
 
 
 def array_to_dense(array: np.ndarray, type: TensorType) -> DenseIntOrFPElementsAttr:
-    """A ``dense<...>`` attribute of ``type`` holding ``array`` (cast to the element type).
-
-    One ``tobytes`` of the whole array: fast for constants of millions of elements.
-    """
-    element_type = type.get_element_type()
-    dtype = numpy_dtype(element_type)
-    data = np.asarray(array)
-    if dtype == np.dtype(bool):
-        data = np.where(data.astype(bool), np.int8(-1), np.int8(0))  # xDSL stores true as 0xff
-    else:
-        data = data.astype(dtype, copy=False)
-    data = np.ascontiguousarray(np.broadcast_to(data, tuple(type.get_shape())))
-    return DenseIntOrFPElementsAttr(type, BytesAttr(data.tobytes()))
+    """A ``dense<...>`` attribute of ``type`` holding ``array`` (broadcast to its shape, cast to
+    its element type), built from the raw bytes (fast for millions of elements)."""
+    return dense_from_numpy(np.broadcast_to(np.asarray(array), tuple(type.get_shape())), type.get_element_type())
 
 
 def constant_array(value: SSAValue) -> np.ndarray | None:

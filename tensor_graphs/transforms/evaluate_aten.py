@@ -23,7 +23,7 @@ from xdsl.dialects.builtin import DenseArrayBase, FloatAttr, IntegerAttr, String
 from xdsl.ir import Operation
 
 from tensor_graphs.dialects.aten import AtenOp
-from tensor_graphs.frontend.constants import numpy_dtype_of
+from tensor_graphs.dialects.dense import numpy_dtype_of
 
 #: c10::MemoryFormat value -> torch.memory_format name
 _MEMORY_FORMATS = {0: "contiguous_format", 1: "preserve_format", 2: "channels_last", 3: "channels_last_3d"}

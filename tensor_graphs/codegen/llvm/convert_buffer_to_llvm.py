@@ -38,7 +38,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import func, llvm
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, UnitAttr, i8, i32, i64
@@ -48,7 +47,8 @@ from xdsl.passes import ModulePass
 from tensor_graphs.codegen.llvm.kernels import REGISTRY, LoweringError, check_memref
 from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder
 from tensor_graphs.dialects import buffer as buf
-from tensor_graphs.runtime_support.signature import GraphSignature, TensorSpec, numpy_dtype
+from tensor_graphs.dialects.dense import numpy_from_dense
+from tensor_graphs.runtime_support.signature import GraphSignature, TensorSpec
 
 try:  # softmax, layer_norm, attention: registered into REGISTRY on import
     from tensor_graphs.codegen.llvm import kernels_nn  # noqa: F401
@@ -297,7 +297,7 @@ class _GraphLowering:
             weight_table=(*self.weight_slots, *(n for n, _ in self.constants)),
             inputs=tuple(in_specs),
             outputs=tuple(out_specs),
-            constants={n: _constant_value(op) for n, op in self.constants},
+            constants={n: numpy_from_dense(op.value) for n, op in self.constants},
             errors=tuple(self.errors),
             intermediate_bytes=_int_attr(self.fn, "tg.intermediate_bytes") or _int_attr(self.module, "tg.intermediate_bytes"),
         )
@@ -308,12 +308,6 @@ def _int_attr(op: Operation, name: str) -> int:
     """An integer attribute set by plan-memory (0 when absent)."""
     a = op.attributes.get(name)
     return a.value.data if isinstance(a, IntegerAttr) else 0
-
-
-def _constant_value(op: buf.ConstantOp) -> np.ndarray:
-    """The value of a `buf.constant` with its own shape (rank 0 included)."""
-    t = op.value.get_type()
-    return np.array(op.value.get_values(), dtype=numpy_dtype(t.element_type)).reshape(tuple(t.get_shape()))
 
 
 @dataclass(frozen=True)

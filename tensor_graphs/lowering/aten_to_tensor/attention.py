@@ -10,7 +10,7 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewri
 
 from tensor_graphs.dialects import aten
 from tensor_graphs.dialects.tensor import AttentionOp, ConstantOp, SelectOp, shape_of
-from tensor_graphs.frontend.constants import dense_from_numpy
+from tensor_graphs.dialects.dense import dense_from_numpy
 from tensor_graphs.lowering.aten_to_tensor.common import OpList, element_type, notify_match_failure, scalar_constant
 
 

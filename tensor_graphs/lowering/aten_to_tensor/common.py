@@ -9,7 +9,7 @@ from xdsl.dialects.builtin import f32
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from tensor_graphs.dialects.tensor import CastOp, ConstantOp, ReshapeOp, shape_of
-from tensor_graphs.frontend.constants import dense_from_numpy, numpy_dtype_of
+from tensor_graphs.dialects.dense import dense_from_numpy, numpy_dtype_of
 
 #: op -> why no pattern could convert it; set by the pass around its walk (None outside a pass)
 MATCH_FAILURES: ContextVar[dict[int, tuple[Operation, str]] | None] = ContextVar("aten_match_failures", default=None)
