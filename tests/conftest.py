@@ -54,3 +54,32 @@ _OP_RE = re.compile(r'^\s*(?:%[^=\n]*=\s*)?"?((?:tg|aten|buf)\.\w+)', re.M)
 def op_counts(ir_text: str) -> Counter:
     """How many times each op (by name) appears in a module's text, nested regions included."""
     return Counter(_OP_RE.findall(ir_text))
+
+
+def parse(text: str):
+    """A verified module parsed from ``text`` (every tensor_graphs dialect loaded)."""
+    from xdsl.parser import Parser
+
+    from tensor_graphs.context import make_context
+
+    module = Parser(make_context(), text).parse_module()
+    module.verify()
+    return module
+
+
+def run(passes: str, module):
+    """A copy of ``module`` after ``passes`` (verified)."""
+    from tensor_graphs.context import make_context
+    from tensor_graphs.passes import build_pipeline
+
+    out = module.clone()
+    build_pipeline(passes).apply(make_context(), out)
+    out.verify()
+    return out
+
+
+def functions(module) -> list:
+    """The func.func ops of ``module``."""
+    from xdsl.dialects import func
+
+    return [op for op in module.ops if isinstance(op, func.FuncOp)]

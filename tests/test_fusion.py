@@ -15,7 +15,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from xdsl.dialects import func
 from xdsl.dialects.builtin import IntegerType, ModuleOp
-from xdsl.parser import Parser
 
 from tensor_graphs.context import make_context
 from tensor_graphs.dialects.tensor import AttentionOp, FusedElementwiseOp, WeightOp, shape_of
@@ -36,21 +35,7 @@ FUSION_PASSES = (
 )
 
 
-def parse(text: str) -> ModuleOp:
-    module = Parser(make_context(), text).parse_module()
-    module.verify()
-    return module
-
-
-def run(passes: str, module: ModuleOp) -> ModuleOp:
-    out = module.clone()
-    build_pipeline(passes).apply(make_context(), out)
-    out.verify()
-    return out
-
-
-def functions(module: ModuleOp) -> list[func.FuncOp]:
-    return [op for op in module.ops if isinstance(op, func.FuncOp)]
+from conftest import functions, parse, run  # noqa: E402  (shared with test_transforms)
 
 
 def body_ops(f: func.FuncOp) -> list[str]:

@@ -11,11 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.parser import Parser
 
-from tensor_graphs.context import make_context
 from tensor_graphs.dialects.tensor import MatmulOp, WeightOp, shape_of
-from tensor_graphs.passes import build_pipeline
 from tensor_graphs.transforms.evaluate import EVALUATORS, EvaluationError, evaluate_function, evaluate_op
 
 RTOL, ATOL = 1e-5, 1e-6
@@ -24,22 +21,7 @@ RTOL, ATOL = 1e-5, 1e-6
 # --------------------------------------------------------------------------- helpers
 
 
-def parse(text: str) -> ModuleOp:
-    module = Parser(make_context(), text).parse_module()
-    module.verify()
-    return module
-
-
-def run(passes: str, module: ModuleOp) -> ModuleOp:
-    """A copy of ``module`` after ``passes`` (verified)."""
-    out = module.clone()
-    build_pipeline(passes).apply(make_context(), out)
-    out.verify()
-    return out
-
-
-def functions(module: ModuleOp) -> list[func.FuncOp]:
-    return [op for op in module.ops if isinstance(op, func.FuncOp)]
+from conftest import functions, parse, run  # noqa: E402  (shared with test_fusion)
 
 
 def body_ops(module: ModuleOp) -> list[str]:
