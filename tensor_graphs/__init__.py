@@ -3,9 +3,29 @@
     import tensor_graphs as tg
     fn = tg.compile(model, (x,))   # one native function for the whole graph
     y = fn(x)
+    dec = tg.compile_decoder(lm, max_seq=512)   # prefill + decode over one KV cache
+    tokens = dec.generate(ids, max_new_tokens=20)
 """
 
-from tensor_graphs.api import CompileStats, compile, compile_module, export, set_num_threads
+from tensor_graphs.api import (
+    CompileStats,
+    compile,
+    compile_decoder,
+    compile_module,
+    estimate_memory,
+    export,
+    generate,
+    set_num_threads,
+)
 
-__all__ = ["CompileStats", "compile", "compile_module", "export", "set_num_threads"]
+__all__ = [
+    "CompileStats",
+    "compile",
+    "compile_decoder",
+    "compile_module",
+    "estimate_memory",
+    "export",
+    "generate",
+    "set_num_threads",
+]
 __version__ = "0.1.0"

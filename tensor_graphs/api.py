@@ -1,4 +1,5 @@
-"""The public Python surface: `compile`, `compile_module`, `export`, `set_num_threads`."""
+"""The public Python surface: `compile`, `compile_module`, `export`, `set_num_threads`, and for
+token-by-token generation with a KV cache `compile_decoder`, `generate`, `estimate_memory`."""
 
 from __future__ import annotations
 
@@ -47,11 +48,15 @@ def compile_module(
     *,
     keep_ir: bool = True,
     stats: CompileStats | None = None,
+    tg_passes: Sequence[str] = (),
+    states: Mapping[str, np.ndarray] | None = None,
 ) -> CompiledGraph:
     """Lower ``module`` (at the aten, tg, buf or llvm level) to native code and bind ``weights``.
 
     The module is lowered in place. With ``keep_ir`` the text of every level it passes through
-    is kept for ``fn.ir(level)``.
+    is kept for ``fn.ir(level)``. ``tg_passes`` run after the tg-level optimisation (e.g.
+    ``introduce-kv-cache{capacity=256}``); ``states`` binds persistent state arrays by name
+    (missing ones are allocated zeroed).
     """
     from tensor_graphs.codegen.llvm.jit import jit_compile
 
@@ -76,6 +81,9 @@ def compile_module(
     elif level == "tg":
         run("optimise tg", TG_OPTIMIZE)
         keep("tg")
+    if level in ("aten", "tg") and tg_passes:
+        run("tg passes", tg_passes)
+        keep("tg")
     if level in ("aten", "tg"):
         run("tg -> buf", BUFFER_PIPELINE)
         keep("buf")
@@ -89,7 +97,7 @@ def compile_module(
     stats.seconds["llvm jit"] = time.perf_counter() - t0
     if keep_ir:
         ir["llvm"] = native.llvm_ir
-    return CompiledGraph(native, dict(weights or {}), ir)
+    return CompiledGraph(native, dict(weights or {}), ir, states=states)
 
 
 def compile(
@@ -118,6 +126,151 @@ def export(model, example_inputs: Sequence, path: str | Path):
     from tensor_graphs.frontend import export_model
 
     return export_model(model, tuple(_as_torch(x) for x in example_inputs), path)
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+def _decoder_modules(model, max_seq, batch, prefill_chunk, stats):
+    """Import ``model``'s step at the chunk length and at 1, optimise, add the KV cache and plan
+    memory; returns (buf-level modules, weights, chunk, capacity, max_seq, max_position)."""
+    import torch
+
+    from tensor_graphs.frontend import import_model
+    from tensor_graphs.frontend.causal_lm import CausalLMStep, max_positions
+
+    limit = max_positions(model)
+    if max_seq is None:
+        if limit is None:
+            raise ValueError("max_seq is required: the model's config gives no max_position_embeddings")
+        max_seq = limit
+    if not isinstance(max_seq, int) or max_seq < 1:
+        raise ValueError(f"max_seq must be a positive int, got {max_seq!r}")
+    if limit is not None and max_seq > limit:
+        raise ValueError(f"max_seq = {max_seq} exceeds the model's {limit} positions (max_position_embeddings)")
+    if not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"batch must be a positive int, got {batch!r}")
+    if not isinstance(prefill_chunk, int) or prefill_chunk < 1:
+        raise ValueError(f"prefill_chunk must be a positive int, got {prefill_chunk!r}")
+    chunk = min(prefill_chunk, max_seq)
+    # a padded last chunk may write up to chunk - 1 rows past the last real position
+    capacity = max_seq + chunk - 1
+    step = CausalLMStep(model).eval()
+    modules, weights = [], {}
+    ctx = _context()
+    for length in dict.fromkeys((chunk, 1)):
+        ids = torch.zeros((batch, length), dtype=torch.int64)
+        pos = torch.arange(length, dtype=torch.int64).expand(batch, length).contiguous()
+        t0 = time.perf_counter()
+        graph = import_model(step, (ids, pos))
+        stats.seconds["import"] = stats.seconds.get("import", 0.0) + time.perf_counter() - t0
+        t0 = time.perf_counter()
+        passes = (*TENSOR_PIPELINE, f"introduce-kv-cache{{capacity={capacity}}}", *BUFFER_PIPELINE)
+        build_pipeline(passes).apply(ctx, graph.module)
+        stats.seconds["aten -> buf"] = stats.seconds.get("aten -> buf", 0.0) + time.perf_counter() - t0
+        modules.append(graph.module)
+        weights.update(graph.weights)
+    return modules, weights, chunk, capacity, max_seq, limit
+
+
+def _estimate(modules, weights) -> "DecoderMemory":
+    from tensor_graphs.dialects import buffer as buf
+    from tensor_graphs.runtime_support.decoder import DecoderMemory
+
+    arena = sum(int(m.attributes["tg.arena_size"].value.data) for m in modules)  # type: ignore[attr-defined]
+    states: dict[str, int] = {}
+    outputs = 0
+    for m in modules:
+        for op in m.walk():
+            if isinstance(op, buf.StateOp):
+                states[op.state_name.data] = buf.nbytes(op.result.type)
+        fn = next(op for op in m.walk() if "tg.num_outputs" in op.attributes)
+        n_out = fn.attributes["tg.num_outputs"].value.data
+        outputs += sum(buf.nbytes(t) for t in fn.function_type.inputs.data[len(fn.function_type.inputs.data) - n_out :])
+    # weights are shared by both graphs; each graph binds its own IR constants
+    constants = sum(buf.nbytes(op.result.type) for m in modules for op in m.walk() if isinstance(op, buf.ConstantOp))
+    weight_bytes = sum(a.nbytes for a in weights.values()) + constants
+    return DecoderMemory(arena_bytes=arena, weight_bytes=weight_bytes, state_bytes=sum(states.values()), output_bytes=outputs)
+
+
+def available_memory() -> int | None:
+    """Bytes the OS says can still be allocated (Linux ``MemAvailable``), or None when unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def estimate_memory(model, max_seq: int | None = None, *, batch: int = 1, prefill_chunk: int = 32):
+    """Bytes `compile_decoder` with these arguments would hold: arena, weights, KV cache, outputs.
+
+    Plans memory without generating code or allocating anything (it imports and optimises the
+    model: seconds for a large one).
+    """
+    modules, weights, *_ = _decoder_modules(model, max_seq, batch, prefill_chunk, CompileStats())
+    return _estimate(modules, weights)
+
+
+def compile_decoder(
+    model,
+    *,
+    max_seq: int | None = None,
+    batch: int = 1,
+    prefill_chunk: int = 32,
+    keep_ir: bool = False,
+    stats: CompileStats | None = None,
+):
+    """Compile a transformers causal LM for generation with a KV cache: a prefill function for
+    chunks of ``prefill_chunk`` tokens and a decode function for one token, compiled once and
+    sharing one cache of ``max_seq`` positions (default: the model's maximum). Every prompt
+    length up to ``max_seq`` and every position run on these two functions.
+
+    Raises ``MemoryError`` before generating code or allocating the cache when the arenas, the
+    KV cache and the outputs would not fit the memory the OS reports as available.
+    """
+    from tensor_graphs.runtime_support.decoder import CompiledDecoder
+
+    stats = stats if stats is not None else CompileStats()
+    modules, weights, chunk, capacity, max_seq, limit = _decoder_modules(model, max_seq, batch, prefill_chunk, stats)
+    need = _estimate(modules, weights)
+    free = available_memory()
+    if free is not None and need.new_bytes > free:
+        gib = 1 << 30
+        raise MemoryError(
+            f"compile_decoder(max_seq={max_seq}, batch={batch}) needs {need.new_bytes / gib:.2f} GiB beyond the weights "
+            f"(KV cache {need.state_bytes / gib:.2f} GiB, arenas {need.arena_bytes / gib:.2f} GiB, outputs "
+            f"{need.output_bytes / gib:.2f} GiB) but only {free / gib:.2f} GiB is available; lower max_seq or batch"
+        )
+    graphs = []
+    states: dict[str, np.ndarray] | None = None
+    for module in modules:
+        fn = compile_module(module, weights, keep_ir=keep_ir, stats=stats, states=states)
+        states = fn.states  # the decode graph binds the prefill graph's cache
+        graphs.append(fn)
+    return CompiledDecoder(graphs, chunk=chunk, max_seq=max_seq, capacity=capacity, batch=batch, max_position=limit)
+
+
+def generate(model, input_ids, max_new_tokens: int, *, eos_token_id=None, max_seq: int | None = None, prefill_chunk: int = 32):
+    """Greedy generation (``transformers``' ``generate(do_sample=False)``) with a compiled decoder.
+
+    ``model`` is a transformers causal LM (compiled here, for ``max_seq`` positions, default
+    prompt + new tokens) or a `CompiledDecoder` (reused). ``eos_token_id`` defaults to the
+    model's generation config.
+    """
+    from tensor_graphs.runtime_support.decoder import CompiledDecoder
+
+    if isinstance(model, CompiledDecoder):
+        decoder = model
+    else:
+        if eos_token_id is None:
+            eos_token_id = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+        length = int(input_ids.shape[1]) + max_new_tokens
+        decoder = compile_decoder(model, max_seq=max_seq or length, batch=int(input_ids.shape[0]), prefill_chunk=prefill_chunk)
+    return decoder.generate(input_ids, max_new_tokens, eos_token_id=eos_token_id)
 
 
 def set_num_threads(n: int) -> None:

@@ -23,6 +23,19 @@ def mlp(sizes, bias=True, relu=True):
     return torch.nn.Sequential(*layers).eval()
 
 
+#: a small Qwen3 (GQA 4 Q / 2 KV heads, q/k norms, RoPE, tied embeddings) shared by the tests
+SMALL_QWEN3 = dict(
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    intermediate_size=128,
+    vocab_size=100,
+    tie_word_embeddings=True,
+)
+
+
 class LogitsOnly(torch.nn.Module):
     """``ids -> logits`` of a transformers causal LM: no KV cache, no output dataclass, so
     torch.export sees one tensor out."""

@@ -25,7 +25,7 @@ import torch
 transformers = pytest.importorskip("transformers")  # in the test extra; absent only outside `make test`
 
 import tensor_graphs as tg  # noqa: E402
-from conftest import LogitsOnly, check_logits, op_counts  # noqa: E402
+from conftest import SMALL_QWEN3, LogitsOnly, check_logits, op_counts  # noqa: E402
 from tensor_graphs.frontend import import_model  # noqa: E402
 
 #: small models: max |tg - torch| over all logits (fp32 on both sides)
@@ -33,16 +33,6 @@ SMALL_MAX_ABS = 1e-4
 #: Qwen3-0.6B dimensions (28 layers, vocab 151936)
 FULL_MAX_ABS = 1e-3
 
-SMALL_QWEN3 = dict(
-    hidden_size=64,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    head_dim=16,
-    intermediate_size=128,
-    vocab_size=100,
-    tie_word_embeddings=True,
-)
 QWEN3_0_6B = dict(
     hidden_size=1024,
     num_hidden_layers=28,

@@ -224,3 +224,69 @@ builtin.module {
     func.return
   }
 }
+
+// -----
+
+// KV cache: a buf.state is a pointer from the weights table, in the slot after the weights and
+// the constants (q_scale: 0, __const0: 1, kv.0.key: 2); the module records it in
+// tg.state_names/tg.state_types. Kernels that read the run-time position past = dims[0]
+// (buf.cache_write, buf.attention {kv_cache}) take %dims as their last argument, and the entry
+// first checks that dims is not null. A cache_write checks past + n <= capacity (unsigned, so a
+// negative past fails too) and copies the update to positions [past, past + n).
+
+// CHECK:      builtin.module attributes {
+// CHECK-SAME:   tg.weight_table = ["q_scale", "__const0"]
+// CHECK-SAME:   tg.state_names = ["kv.0.key"]
+// CHECK-SAME:   tg.state_types = [memref<1x2x40x16xf32>]
+// CHECK-SAME:   tg.errors = ["kv cache 'kv.0.key': position {past} + 1 new tokens exceed its 40 positions", "dims is null: {{.*}}", "attention over a kv cache: position {past} + 1 queries exceed its 40 positions"]
+// CHECK:      llvm.func @decode(%arena: !llvm.ptr {llvm.noalias}, %weights: !llvm.ptr, %inputs: !llvm.ptr, %outputs: !llvm.ptr, %dims: !llvm.ptr) -> i32 {
+// CHECK-DAG:    %[[TWO:.*]] = llvm.mlir.constant(2) : i64
+// CHECK:        %w = llvm.load %weights : !llvm.ptr -> !llvm.ptr
+// CHECK:        %[[SLOT:.*]] = llvm.getelementptr inbounds %weights[%[[TWO]]] : (!llvm.ptr, i64) -> !llvm.ptr, !llvm.ptr
+// CHECK-NEXT:   %ks = llvm.load %[[SLOT]] : !llvm.ptr -> !llvm.ptr
+// CHECK:        llvm.call @decode__0_mul(%q, %w, %arena) : (!llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
+// CHECK:        %[[ADDR:.*]] = llvm.ptrtoint %dims : !llvm.ptr to i64
+// CHECK:        %[[NONNULL:.*]] = llvm.icmp "ne" %[[ADDR]], %{{.*}} : i64
+// CHECK:        llvm.cond_br %[[NONNULL]]
+// CHECK:        llvm.call @decode__1_cache_write(%k, %ks, %dims) : (!llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
+// CHECK:        llvm.call @decode__2_attention(%arena, %ks, %o, %s, %dims)
+// CHECK:        llvm.call @decode__3_mul(%o, %c) : (!llvm.ptr, !llvm.ptr) -> i32
+
+// CHECK:      llvm.func internal @decode__0_mul(%q_1: !llvm.ptr {llvm.noalias}, %w_1: !llvm.ptr {llvm.noalias}, %arena_1: !llvm.ptr {llvm.noalias}) -> i32 {
+// CHECK:      llvm.func internal @decode__1_cache_write(%k_1: !llvm.ptr {llvm.noalias}, %ks_1: !llvm.ptr {llvm.noalias}, %[[DIMS:.*]]: !llvm.ptr) -> i32 {
+// CHECK-DAG:    %[[LAST:.*]] = llvm.mlir.constant(39) : i64
+// CHECK-DAG:    %[[INNER:.*]] = llvm.mlir.constant(16) : i64
+// CHECK:        %[[PAST:.*]] = llvm.load %[[DIMS]] : !llvm.ptr -> i64
+// CHECK-NEXT:   %[[FITS:.*]] = llvm.icmp "ule" %[[PAST]], %[[LAST]] : i64
+// CHECK-NEXT:   llvm.cond_br %[[FITS]], ^[[COPY:.*]], ^{{.*}}
+// CHECK:      ^[[COPY]]:
+// CHECK-NEXT:   %[[OFF:.*]] = llvm.mul %[[PAST]], %[[INNER]] overflow<nsw> : i64
+// CHECK-NEXT:   %[[DST:.*]] = llvm.getelementptr inbounds %ks_1[%[[OFF]]] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+// CHECK:      ^[[HEAD:.*]](%[[H:.*]]: i64):
+// CHECK:        %[[AT:.*]] = llvm.getelementptr inbounds %[[DST]][%{{.*}}] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+// CHECK:        llvm.call_intrinsic "llvm.memcpy.p0.p0.i64"(%[[AT]], %{{.*}}, %{{.*}}, %{{.*}})
+
+// kv_cache attention: keys = past + Sq; the key-block loop runs to ceil(keys / Bc) at run time
+// CHECK:      llvm.func internal @decode__2_attention(
+// CHECK-SAME:   %[[ADIMS:[^:]*]]: !llvm.ptr) -> i32 {
+// CHECK:        %[[APAST:.*]] = llvm.load %[[ADIMS]] : !llvm.ptr -> i64
+// CHECK:        llvm.icmp "ule" %[[APAST]], %{{.*}} : i64
+// CHECK:        %[[KEYS:.*]] = llvm.add %[[APAST]], %{{.*}} overflow<nsw> : i64
+// CHECK:        %[[UP:.*]] = llvm.add %[[KEYS]], %{{.*}} overflow<nsw> : i64
+// CHECK:        %[[NKB:.*]] = llvm.sdiv %[[UP]], %{{.*}} : i64
+
+builtin.module attributes {tg.arena_size = 512 : i64} {
+  func.func @decode(%q: memref<1x2x1x16xf32>, %k: memref<1x2x1x16xf32>, %o: memref<1x2x1x16xf32>) attributes {tg.num_outputs = 1 : i64} {
+    %arena = buf.arena : memref<512xi8>
+    %w = buf.weight "q_scale" : memref<16xf32>
+    %c = buf.constant dense<0.5> : tensor<f32> : memref<f32>
+    %ks = buf.state "kv.0.key" : memref<1x2x40x16xf32>
+    %qs = buf.view %arena[0] : memref<512xi8> -> memref<1x2x1x16xf32>
+    buf.mul ins(%q, %w : memref<1x2x1x16xf32>, memref<16xf32>) outs(%qs : memref<1x2x1x16xf32>)
+    buf.cache_write ins(%k : memref<1x2x1x16xf32>) outs(%ks : memref<1x2x40x16xf32>) {axis = 2 : i64}
+    %s = buf.view %arena[128] : memref<512xi8> -> memref<58xf32>
+    buf.attention ins(%qs, %ks, %ks : memref<1x2x1x16xf32>, memref<1x2x40x16xf32>, memref<1x2x40x16xf32>) outs(%o, %s : memref<1x2x1x16xf32>, memref<58xf32>) {scale = 0.25 : f32, kv_cache = true}
+    buf.mul ins(%o, %c : memref<1x2x1x16xf32>, memref<f32>) outs(%o : memref<1x2x1x16xf32>)
+    func.return
+  }
+}

@@ -33,7 +33,7 @@
 // CHECK-NEXT:    llvm.cond_br %[[SOME]], ^[[HIDDEN:.*]](%[[VIS]] : i64), ^{{.*}}
 // CHECK:       ^[[HIDDEN]](%{{.*}}: i64):
 // CHECK:         llvm.store %[[ZERO]], %{{.*}} : f32, !llvm.ptr
-// CHECK:         llvm.intr.maxnum
+// CHECK:         llvm.call_intrinsic "llvm.maximum.f32"
 // CHECK:         llvm.icmp "slt" %{{.*}}, %[[VIS]] : i64
 // CHECK:         llvm.fcmp "oeq" %{{.*}}, %[[NEGINF]] : f32
 // CHECK:         llvm.fadd %{{.*}} {fastmathFlags = #llvm.fastmath<reassoc,contract>} : f32
@@ -89,7 +89,7 @@ builtin.module attributes {tg.arena_size = 33536 : i64} {
 // CHECK:         llvm.load %{{.*}} : !llvm.ptr -> f32
 // CHECK:         llvm.load %{{.*}} : !llvm.ptr -> f32
 // CHECK-NEXT:    llvm.fadd
-// CHECK:         llvm.intr.maxnum
+// CHECK:         llvm.call_intrinsic "llvm.maximum.f32"
 // CHECK:         llvm.call @scipy_cblas_sgemv(
 // CHECK:         llvm.return
 
@@ -104,13 +104,13 @@ builtin.module attributes {tg.arena_size = 1024 : i64} {
 
 // -----
 
-// Softmax over the last dim: per row a max loop (maxnum, carried in a block argument), an exp-sum
+// Softmax over the last dim: per row a max loop (llvm.maximum, carried in a block argument), an exp-sum
 // loop that stores exp(x - max) with a reassociable sum, and one scale loop by 1 / sum.
 
 // CHECK-LABEL: llvm.func internal @forward__0_softmax(
 // CHECK:       ^[[ROW:.*]](%{{.*}}: i64):
 // CHECK:       ^[[MAX:.*]](%{{.*}}: i64, %[[MACC:.*]]: f32):
-// CHECK:         %[[MNEW:.*]] = llvm.intr.maxnum(%[[MACC]], %{{.*}}) : (f32, f32) -> f32
+// CHECK:         %[[MNEW:.*]] = llvm.call_intrinsic "llvm.maximum.f32"(%[[MACC]], %{{.*}}) : (f32, f32) -> f32
 // CHECK:         llvm.cond_br %{{.*}}, ^[[MAX]](%{{.*}}, %[[MNEW]] : i64, f32), ^[[MAXEXIT:.*]](%[[MNEW]] : f32)
 // CHECK:       ^[[MAXEXIT]](%[[ROWMAX:.*]]: f32):
 // CHECK:       ^[[SUM:.*]](%{{.*}}: i64, %[[SACC:.*]]: f32):
@@ -138,7 +138,7 @@ builtin.module {
 
 // CHECK-LABEL: llvm.func internal @forward__0_softmax(
 // CHECK:         llvm.alloca %{{.*}} x f32 {alignment = 64 : i64} : (i64) -> !llvm.ptr
-// CHECK:         llvm.intr.maxnum
+// CHECK:         llvm.call_intrinsic "llvm.maximum.f32"
 // CHECK:         llvm.fsub
 // CHECK:         llvm.return
 

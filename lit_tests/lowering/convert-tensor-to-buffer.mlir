@@ -380,3 +380,20 @@ func.func @scalar_argument_rejected(%n: i64) {
 }
 // CHECK: convert-tensor-to-buffer: in @scalar_argument_rejected: argument #0 has type i64; only tensors can be lowered to buffers
 
+
+// -----
+
+// KV cache: tg.state becomes buf.state (outside the arena); tg.cache_write writes into the
+// state's own buffer (no copy of the cache), and its value is that buffer, which attention reads.
+// CHECK-LABEL: func.func @kv_cache_decode(%q: memref<1x4x1x16xf32>, %k: memref<1x2x1x16xf32>, %out0: memref<1x4x1x16xf32>)
+// CHECK-NEXT:    %[[KS:.*]] = buf.state "kv.0.key" : memref<1x2x40x16xf32>
+// CHECK-NEXT:    buf.cache_write ins(%k : memref<1x2x1x16xf32>) outs(%[[KS]] : memref<1x2x40x16xf32>) {axis = 2 : i64}
+// CHECK-NEXT:    %[[S:.*]] = buf.alloc : memref<58xf32>
+// CHECK-NEXT:    buf.attention ins(%q, %[[KS]], %[[KS]] : memref<1x4x1x16xf32>, memref<1x2x40x16xf32>, memref<1x2x40x16xf32>) outs(%out0, %[[S]] : memref<1x4x1x16xf32>, memref<58xf32>) {scale = 2.500000e-01 : f32, causal = true, kv_cache = true}
+// CHECK-NEXT:    func.return
+func.func @kv_cache_decode(%q: tensor<1x4x1x16xf32>, %k: tensor<1x2x1x16xf32>) -> tensor<1x4x1x16xf32> {
+  %ks = tg.state "kv.0.key" : tensor<1x2x40x16xf32>
+  %kc = tg.cache_write %k into %ks {axis = 2 : i64} : (tensor<1x2x40x16xf32>, tensor<1x2x1x16xf32>) -> tensor<1x2x40x16xf32>
+  %o = tg.attention %q, %kc, %kc {scale = 0.25 : f32, causal = true, kv_cache = true} : (tensor<1x4x1x16xf32>, tensor<1x2x40x16xf32>, tensor<1x2x40x16xf32>) -> tensor<1x4x1x16xf32>
+  func.return %o : tensor<1x4x1x16xf32>
+}

@@ -159,6 +159,20 @@ class WeightOp(IRDLOperation):
 
 
 @irdl_op_definition
+class StateOp(IRDLOperation):
+    """A persistent mutable buffer (a KV cache) outside the arena, bound once like a weight and
+    kept between calls; `buf.cache_write` updates it in place."""
+
+    name = "buf.state"
+    state_name = prop_def(StringAttr, prop_name="name")
+    result = result_def(AnyMemRef)
+    assembly_format = "$name attr-dict `:` type($result)"
+
+    def __init__(self, name: str, type: MemRefType):
+        super().__init__(properties={"name": StringAttr(name)}, result_types=[type])
+
+
+@irdl_op_definition
 class ConstantOp(IRDLOperation):
     """A constant buffer, bound like a weight but defined in the IR."""
 
@@ -595,6 +609,8 @@ class AttentionOp(KernelOp):
     NUM_OUTPUTS: ClassVar[tuple[int, ...]] = (1, 2)
     scale = prop_def(FloatAttr)
     causal = prop_def(BoolAttr, default_value=bool_attr(False))
+    #: k and v are caches: only their first ``past + Sq`` positions are keys (``past`` = dims[0])
+    kv_cache = prop_def(BoolAttr, default_value=bool_attr(False))
 
     def verify_kernel(self, ins, out):
         q, k, v = ins[:3]
@@ -605,6 +621,47 @@ class AttentionOp(KernelOp):
         _same((*q[:-1], v[-1]), out, "q rows x v columns")
         if len(ins) == 4 and not is_broadcastable_to(ins[3], (*q[:-1], k[-2])):
             raise ShapeError(f"mask {list(ins[3])} does not broadcast to the scores {list((*q[:-1], k[-2]))}")
+        if self.kv_cache.value.data:
+            if len(ins) == 4:
+                raise ShapeError("kv_cache attention takes no mask")
+            if not self.causal.value.data and q[-2] != 1:
+                raise ShapeError("kv_cache attention with more than one query must be causal")
+            if q[-2] > k[-2]:
+                raise ShapeError(f"{q[-2]} queries do not fit a cache of {k[-2]} positions")
+
+
+@irdl_op_definition
+class CacheWriteOp(KernelOp):
+    """ins(update) outs(state): copies ``update`` into ``state`` along ``axis`` at positions
+    ``[past, past + n)``, ``past`` being the graph's run-time position (``dims[0]``); the generated
+    code fails with a status when ``past + n`` exceeds the state's size along ``axis``."""
+
+    name = "buf.cache_write"
+    NUM_INPUTS: ClassVar[tuple[int, ...]] = (1,)
+    axis = prop_def(IntegerAttr[i64])
+
+    def verify_kernel(self, ins, out):
+        u, axis = ins[0], self.axis.value.data
+        if len(u) != len(out) or not 0 <= axis < len(out):
+            raise ShapeError(f"axis {axis} / rank mismatch ({list(u)} into {list(out)})")
+        if any(a != b for i, (a, b) in enumerate(zip(u, out)) if i != axis) or u[axis] > out[axis]:
+            raise ShapeError(f"update {list(u)} does not fit state {list(out)} along axis {axis}")
+
+
+@irdl_op_definition
+class RopeOp(KernelOp):
+    """Rotary embedding (rotate-half form, see `tg.rope`): ins(x, cos, sin) outs(out)."""
+
+    name = "buf.rope"
+    NUM_INPUTS: ClassVar[tuple[int, ...]] = (3,)
+
+    def verify_kernel(self, ins, out):
+        _same(ins[0], out, "same as the input")
+        if out and out[-1] % 2:
+            raise ShapeError(f"the last dim {out[-1]} must be even")
+        for s_ in ins[1:]:
+            if not is_broadcastable_to(s_, out):
+                raise ShapeError(f"cos/sin {list(s_)} does not broadcast to {list(out)}")
 
 
 @irdl_op_definition
@@ -651,6 +708,7 @@ BUF = Dialect(
         AllocOp,
         ViewOp,
         WeightOp,
+        StateOp,
         ConstantOp,
         ReshapeOp,
         MatmulOp,
@@ -675,6 +733,8 @@ BUF = Dialect(
         ConcatOp,
         BroadcastOp,
         AttentionOp,
+        CacheWriteOp,
+        RopeOp,
         FusedElementwiseOp,
         YieldOp,
         SubviewOp,

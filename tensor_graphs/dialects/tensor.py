@@ -771,6 +771,11 @@ class AttentionOp(IRDLOperation):
     H must be a multiple of Hkv (grouped-query attention: query head h reads kv head
     h // (H / Hkv)). ``causal`` masks key j > query i + (Sk - Sq). ``mask`` (optional, f32,
     additive) broadcasts to [..., H, Sq, Sk].
+
+    With ``kv_cache``, k and v are KV caches (results of `tg.cache_write`) with room for Sk
+    positions of which only the first ``past + Sq`` hold keys, ``past`` being the graph's
+    run-time position (the number of tokens cached before this call); the rest is ignored.
+    Query i sits at position ``past + i`` and (causal) sees keys ``0 .. past + i``.
     """
 
     name = "tg.attention"
@@ -780,22 +785,33 @@ class AttentionOp(IRDLOperation):
     mask = opt_operand_def(AnyTensor)
     scale = prop_def(FloatAttr)
     causal = prop_def(BoolAttr, default_value=bool_attr(False))
+    kv_cache = prop_def(BoolAttr, default_value=bool_attr(False))
     result = result_def(AnyTensor)
     traits = traits_def(Pure())
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$q `,` $k `,` $v (`mask` $mask^)? attr-dict `:` functional-type(operands, results)"
 
-    def __init__(self, q: SSAValue, k: SSAValue, v: SSAValue, mask: SSAValue | None, scale: float, causal: bool):
+    def __init__(
+        self, q: SSAValue, k: SSAValue, v: SSAValue, mask: SSAValue | None, scale: float, causal: bool,
+        kv_cache: bool = False,
+    ):
         qs, vs = shape_of(q), shape_of(v)
+        props = {"scale": float_attr(scale), "causal": bool_attr(causal)}
+        if kv_cache:
+            props["kv_cache"] = bool_attr(True)
         super().__init__(
             operands=[q, k, v, [mask] if mask is not None else []],
-            properties={"scale": float_attr(scale), "causal": bool_attr(causal)},
+            properties=props,
             result_types=[TensorType(q.type.element_type, (*qs[:-1], vs[-1]))],  # type: ignore[attr-defined]
         )
 
     @property
     def is_causal(self) -> bool:
         return bool(self.causal.value.data)
+
+    @property
+    def uses_kv_cache(self) -> bool:
+        return bool(self.kv_cache.value.data)
 
     def verify_(self) -> None:
         q, k, v = shape_of(self.q), shape_of(self.k), shape_of(self.v)
@@ -814,6 +830,98 @@ class AttentionOp(IRDLOperation):
                    f"tg.attention: mask shape {list(shape_of(self.mask))} does not broadcast to the scores {list(scores)}")
             _check(self.mask.type.element_type == self.q.type.element_type,  # type: ignore[attr-defined]
                    "tg.attention: the mask must be additive, with the element type of q")
+        if self.uses_kv_cache:
+            _check(self.mask is None, "tg.attention: kv_cache attention takes no mask (its keys past the run-time length are ignored)")
+            _check(self.is_causal or q[-2] == 1, "tg.attention: kv_cache attention with more than one query must be causal")
+            _check(q[-2] <= k[-2], f"tg.attention: {q[-2]} queries do not fit a cache of {k[-2]} positions")
+
+
+# --------------------------------------------------------------------------- state (KV cache)
+
+
+@irdl_op_definition
+class StateOp(IRDLOperation):
+    """Persistent mutable tensor (a KV cache): allocated once outside the arena, kept between
+    calls, bound like a weight and updated in place by `tg.cache_write`.
+
+    ```mlir
+    %k = tg.state "kv.0.key" : tensor<1x2x256x16xf32>
+    ```
+    """
+
+    name = "tg.state"
+    state_name = prop_def(StringAttr, prop_name="name")
+    result = result_def(AnyTensor)
+    assembly_format = "$name attr-dict `:` type($result)"
+
+    def __init__(self, name: str, type: TensorType):
+        super().__init__(properties={"name": StringAttr(name)}, result_types=[type])
+
+
+@irdl_op_definition
+class CacheWriteOp(IRDLOperation):
+    """Writes ``update`` into ``state`` along ``axis`` at positions ``[past, past + n)`` (n =
+    ``update``'s size along ``axis``; ``past`` = the graph's run-time position) and returns the
+    state after the write: the same buffer, updated in place, never a copy of the cache.
+
+    ```mlir
+    %kc = tg.cache_write %k into %state {axis = 2 : i64} : (tensor<1x2x256x16xf32>, tensor<1x2x8x16xf32>) -> tensor<1x2x256x16xf32>
+    ```
+    """
+
+    name = "tg.cache_write"
+    state = operand_def(AnyTensor)
+    update = operand_def(AnyTensor)
+    axis = prop_def(IntegerAttr[i64])
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$update `into` $state attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, state: SSAValue, update: SSAValue, axis: int):
+        super().__init__(operands=[state, update], properties={"axis": IntegerAttr(axis, i64)}, result_types=[state.type])
+
+    def verify_(self) -> None:
+        s, u, axis = shape_of(self.state), shape_of(self.update), self.axis.value.data
+        _check(self.result.type == self.state.type, "tg.cache_write: the result type must equal the state type")
+        _check(self.update.type.element_type == self.state.type.element_type,  # type: ignore[attr-defined]
+               "tg.cache_write: update and state element types differ")
+        _check(len(u) == len(s) and 0 <= axis < len(s), f"tg.cache_write: axis {axis} / rank mismatch ({list(u)} into {list(s)})")
+        _check(all(a == b for i, (a, b) in enumerate(zip(u, s)) if i != axis) and u[axis] <= s[axis],
+               f"tg.cache_write: update {list(u)} does not fit state {list(s)} along axis {axis}")
+
+
+# --------------------------------------------------------------------------- rope
+
+
+@irdl_op_definition
+class RopeOp(IRDLOperation):
+    """Rotary position embedding, rotate-half form (Llama, Qwen): ``x * cos + rotate_half(x) * sin``
+    with ``rotate_half(x) = concat(-x[..., D/2:], x[..., :D/2])``; cos and sin broadcast to x.
+
+    ```mlir
+    %r = tg.rope %q, %cos, %sin : (tensor<1x4x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>) -> tensor<1x4x8x16xf32>
+    ```
+    """
+
+    name = "tg.rope"
+    T: ClassVar = VarConstraint("T", AnyTensor)
+    input = operand_def(T)
+    cos = operand_def(AnyTensor)
+    sin = operand_def(AnyTensor)
+    result = result_def(T)
+    traits = traits_def(Pure())
+    assembly_format = "$input `,` $cos `,` $sin attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, input: SSAValue, cos: SSAValue, sin: SSAValue):
+        super().__init__(operands=[input, cos, sin], result_types=[input.type])
+
+    def verify_(self) -> None:
+        x = shape_of(self.input)
+        _check(len(x) >= 1 and x[-1] % 2 == 0, f"tg.rope: the last dim of the input {list(x)} must be even")
+        for name, v in (("cos", self.cos), ("sin", self.sin)):
+            _check(is_broadcastable_to(shape_of(v), x), f"tg.rope: {name} shape {list(shape_of(v))} does not broadcast to {list(x)}")
+            _check(v.type.element_type == self.input.type.element_type,  # type: ignore[attr-defined]
+                   f"tg.rope: {name} element type differs from the input's")
 
 
 # --------------------------------------------------------------------------- fused
@@ -938,6 +1046,9 @@ TG = Dialect(
         LayerNormOp,
         RmsNormOp,
         AttentionOp,
+        StateOp,
+        CacheWriteOp,
+        RopeOp,
         BiasActivationOp,
         FusedElementwiseOp,
         YieldOp,

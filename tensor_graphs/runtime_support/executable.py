@@ -6,11 +6,22 @@ returns (an index out of range, say) raises ``IndexError``/``RuntimeError`` with
 the compiler recorded. Weights are bound when
 the graph is loaded and never copied; the arena is allocated once and reused by every call (so
 one `CompiledGraph` must not be called from two threads at the same time).
+
+A graph with persistent state (KV caches, ``signature.states``) binds one array per state when
+it is loaded (given ones, or fresh zeroed ones) and updates them in place on every call;
+``fn.states`` returns them, so that two graphs (a prefill and a decode graph) can share their
+caches: ``decode = CompiledGraph(native, weights, states=prefill.states)``. Such a graph is
+called as ``fn(*inputs, past=n)``, ``n`` being the number of positions already cached; it goes
+to the native function as ``dims[0]`` (see `signature`)::
+
+    logits = prefill(prompt_ids, past=0)           # writes positions [0, len(prompt))
+    logits = decode(next_id, past=len(prompt))     # writes position len(prompt)
 """
 
 from __future__ import annotations
 
 import ctypes
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -54,6 +65,24 @@ def aligned_empty(nbytes: int, alignment: int = ARENA_ALIGNMENT) -> np.ndarray:
     return raw[start : start + nbytes]
 
 
+def _bind_state(spec: TensorSpec, array: np.ndarray | None) -> np.ndarray:
+    """A given state array (checked) or, for None, a fresh zeroed 64-byte aligned one."""
+    if array is None:
+        nbytes = int(np.prod(spec.shape, dtype=np.int64)) * spec.dtype.itemsize
+        return aligned_empty(nbytes).view(spec.dtype).reshape(spec.shape)
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"state '{spec.name}' must be a NumPy array, got {type(array).__name__}")
+    if array.dtype != spec.dtype:
+        raise TypeError(f"state '{spec.name}' has dtype {array.dtype}, expected {spec.dtype}")
+    if array.shape != spec.shape:
+        raise ValueError(f"state '{spec.name}' has shape {list(array.shape)}, expected {list(spec.shape)}")
+    if not array.flags.c_contiguous:
+        raise ValueError(f"state '{spec.name}' must be C-contiguous")
+    if not array.flags.writeable:
+        raise ValueError(f"state '{spec.name}' must be writable (the graph updates it in place)")
+    return array
+
+
 def _bind_weight(name: str, array: np.ndarray, expected: np.dtype) -> np.ndarray:
     if not isinstance(array, np.ndarray):
         raise TypeError(f"weight '{name}' must be a NumPy array, got {type(array).__name__}")
@@ -65,13 +94,19 @@ def _bind_weight(name: str, array: np.ndarray, expected: np.dtype) -> np.ndarray
 
 
 class CompiledGraph:
-    """A compiled graph: ``fn(*inputs)`` runs it; ``fn.ir(level)``, ``fn.memory`` describe it."""
+    """A compiled graph: ``fn(*inputs)`` (``fn(*inputs, past=n)`` with states) runs it;
+    ``fn.ir(level)``, ``fn.memory``, ``fn.states`` describe it.
+
+    ``states`` binds arrays to the graph's states by name (names it does not use are ignored);
+    a state not given is allocated zeroed.
+    """
 
     def __init__(
         self,
         native,  # tensor_graphs.codegen.llvm.jit.NativeGraph
         weights: Mapping[str, np.ndarray],
         ir: Mapping[str, str] | None = None,
+        states: Mapping[str, np.ndarray] | None = None,
     ):
         self._native = native  # keeps the execution engine (and so the code) alive
         sig: GraphSignature = native.signature
@@ -89,7 +124,12 @@ class CompiledGraph:
             else:
                 bound.append(_bind_weight(name, weights[name], np.dtype(np.float32)))
         self._weights = bound
-        self._weight_table = (ctypes.c_void_p * max(len(bound), 1))(*[a.ctypes.data for a in bound])
+        given = states or {}
+        self._states = {spec.name: _bind_state(spec, given.get(spec.name)) for spec in sig.states}
+        table = [a.ctypes.data for a in bound] + [a.ctypes.data for a in self._states.values()]
+        self._weight_table = (ctypes.c_void_p * max(len(table), 1))(*table)
+        #: dims[0] = past (read by graphs with states); preallocated, written by each call
+        self._dims = (ctypes.c_int64 * 1)()
 
         self._arena = aligned_empty(max(sig.arena_size, ARENA_ALIGNMENT))
         self._inputs = (ctypes.c_void_p * max(len(sig.inputs), 1))()
@@ -100,14 +140,26 @@ class CompiledGraph:
             ctypes.addressof(self._weight_table),
             ctypes.addressof(self._inputs),
             ctypes.addressof(self._outputs),
-            None,
+            ctypes.addressof(self._dims),
         )
         self._out_specs = [(s.shape, s.dtype) for s in sig.outputs]
 
     # ------------------------------------------------------------------ calling
 
-    def __call__(self, *args):
+    def __call__(self, *args, past: int | None = None):
         sig = self.signature
+        if self._states:
+            if past is None:
+                raise TypeError(
+                    f"{sig.entry} keeps state ({', '.join(self._states)}): pass past=<positions already cached>"
+                )
+            try:
+                past = operator.index(past)
+            except TypeError:
+                raise TypeError(f"past must be an int, got {type(past).__name__}") from None
+            if past < 0:
+                raise ValueError(f"past must be >= 0, got {past}")
+            self._dims[0] = past
         if len(args) != len(sig.inputs):
             names = ", ".join(f"{s.name}: {s}" for s in sig.inputs)
             raise TypeError(f"expected {len(sig.inputs)} input(s) ({names}), got {len(args)}")
@@ -130,7 +182,7 @@ class CompiledGraph:
             for i, o in enumerate(outs):
                 self._outputs[i] = o.ctypes.data
         if status := self._fn(*self._static_args):
-            raise sig.status_error(status)
+            raise sig.status_error(status, past)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     # ------------------------------------------------------------------ introspection
@@ -142,11 +194,18 @@ class CompiledGraph:
         return self._ir[level]
 
     @property
+    def states(self) -> dict[str, np.ndarray]:
+        """The bound state arrays by name (updated in place by every call); pass them as
+        ``states=`` to another graph to share the caches."""
+        return dict(self._states)
+
+    @property
     def memory(self) -> MemoryReport:
         weight_bytes = sum(a.nbytes for a in self._weights)
         return MemoryReport(
             arena_bytes=self.signature.arena_size,
             weight_bytes=weight_bytes,
+            state_bytes=sum(a.nbytes for a in self._states.values()),
             intermediate_bytes=self.signature.intermediate_bytes,
         )
 

@@ -8,16 +8,26 @@ It returns a status: 0 when the graph ran, k >= 1 when a check in the generated 
 (an embedding index out of range, say), with the message ``errors[k - 1]``; the outputs are
 then incomplete. :meth:`GraphSignature.status_error` turns a status into the exception to raise.
 
-``weights`` follows ``weight_table`` (model weights by name, then IR constants), ``inputs`` and
-``outputs`` follow the function's arguments. ``dims`` is reserved for symbolic sizes (null for
-now). Outputs are written in place (destination passing); the arena holds everything else.
-Output buffers must not overlap the inputs, each other or the arena: the generated kernels
-assume distinct graph buffers share no byte (``noalias``).
+``weights`` follows ``weight_table`` (model weights by name, then IR constants), then the
+graph's persistent ``states`` (KV caches, `buf.state`): the state ``i`` is at slot
+``len(weight_table) + i`` (:meth:`GraphSignature.state_slot`). ``inputs`` and ``outputs`` follow
+the function's arguments. Outputs are written in place (destination passing); the arena holds
+everything else. Output buffers must not overlap the inputs, each other or the arena: the
+generated kernels assume distinct graph buffers share no byte (``noalias``).
+
+``dims`` holds the run-time sizes as ``int64``. For a graph with states, ``dims[0]`` is ``past``:
+the number of positions already cached, where `buf.cache_write` writes its new positions and
+from which `buf.attention {kv_cache}` counts its queries; it must not be null then. A graph
+without states ignores ``dims`` (it may be null). States persist between calls: the caller
+allocates them once (zeroed) and may share them between graphs (a prefill and a decode graph).
+
+An error message may contain ``{past}``, which :meth:`GraphSignature.status_error` replaces by
+the ``past`` of the failing call ("kv cache 'kv.0.key': position {past} + 8 new tokens ...").
 
 `convert-buffer-to-llvm` stores a :class:`GraphSignature` on the llvm-level module as
 attributes (``tg.entry``, ``tg.arena_size``, ``tg.weight_table``, ``tg.constants``,
-``tg.input_names``, ``tg.input_types``, ``tg.output_types``, ``tg.errors``) so that module is
-self-describing.
+``tg.input_names``, ``tg.input_types``, ``tg.output_types``, ``tg.state_names``,
+``tg.state_types``, ``tg.errors``) so that module is self-describing.
 """
 
 from __future__ import annotations
@@ -44,7 +54,7 @@ dense_to_numpy = numpy_from_dense
 
 @dataclass(frozen=True)
 class TensorSpec:
-    """Shape and dtype of one graph input or output."""
+    """Shape and dtype of one graph input, output or state."""
 
     shape: tuple[int, ...]
     dtype: np.dtype
@@ -70,12 +80,19 @@ class GraphSignature:
     errors: tuple[str, ...] = ()
     #: sum of the sizes of every intermediate buffer before planning (``tg.intermediate_bytes``)
     intermediate_bytes: int = 0
+    #: persistent buffers (`buf.state`, KV caches) by first appearance; table slots after the weights
+    states: tuple[TensorSpec, ...] = ()
 
-    def status_error(self, status: int) -> Exception:
+    def state_slot(self, index: int) -> int:
+        """Slot of ``states[index]`` in the ``weights`` table (after the weights and constants)."""
+        return len(self.weight_table) + index
+
+    def status_error(self, status: int, past: int | None = None) -> Exception:
         """The exception for a nonzero status returned by the native function: an
-        ``IndexError`` for an index out of range, a ``RuntimeError`` otherwise."""
+        ``IndexError`` for an index out of range, a ``RuntimeError`` otherwise. ``past`` (the
+        call's ``dims[0]``) fills the ``{past}`` of a message."""
         if 1 <= status <= len(self.errors):
-            message = self.errors[status - 1]
+            message = self.errors[status - 1].replace("{past}", "past" if past is None else str(past))
             kind = IndexError if "index out of range" in message else RuntimeError
             return kind(f"{self.entry}: {message}")
         return RuntimeError(f"{self.entry}: the native function returned the unknown status {status}")
@@ -95,6 +112,9 @@ class GraphSignature:
         module.attributes["tg.input_names"] = ArrayAttr([StringAttr(s.name) for s in self.inputs])
         module.attributes["tg.input_types"] = ArrayAttr([memref(s) for s in self.inputs])
         module.attributes["tg.output_types"] = ArrayAttr([memref(s) for s in self.outputs])
+        if self.states:
+            module.attributes["tg.state_names"] = ArrayAttr([StringAttr(s.name) for s in self.states])
+            module.attributes["tg.state_types"] = ArrayAttr([memref(s) for s in self.states])
         module.attributes["tg.errors"] = ArrayAttr([StringAttr(m) for m in self.errors])
         module.attributes["tg.intermediate_bytes"] = IntegerAttr(self.intermediate_bytes, i64)
 
@@ -117,6 +137,13 @@ class GraphSignature:
         names += [""] * (len(in_types) - len(names))
         consts = a.get("tg.constants")
         errors = a.get("tg.errors")
+        state_names = [s.data for s in a["tg.state_names"].data] if "tg.state_names" in a else []  # type: ignore[attr-defined]
+        state_types = list(a["tg.state_types"].data) if "tg.state_types" in a else []  # type: ignore[attr-defined]
+        if len(state_names) != len(state_types):
+            raise ValueError(
+                f"module records {len(state_names)} state name(s) (tg.state_names) but "
+                f"{len(state_types)} state type(s) (tg.state_types)"
+            )
         return GraphSignature(
             entry=a["tg.entry"].data,  # type: ignore[attr-defined]
             arena_size=a["tg.arena_size"].value.data,  # type: ignore[attr-defined]
@@ -126,4 +153,5 @@ class GraphSignature:
             constants={k: dense_to_numpy(v) for k, v in consts.data.items()} if consts is not None else {},  # type: ignore[attr-defined]
             errors=tuple(m.data for m in errors.data) if errors is not None else (),  # type: ignore[attr-defined]
             intermediate_bytes=a["tg.intermediate_bytes"].value.data if "tg.intermediate_bytes" in a else 0,  # type: ignore[attr-defined]
+            states=tuple(TensorSpec.of(t, n) for n, t in zip(state_names, state_types)),
         )

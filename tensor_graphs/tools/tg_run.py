@@ -32,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-n", "--repeat", type=int, default=100, help="timed calls (default 100)")
     ap.add_argument("--threads", type=int, default=1, help="BLAS threads (default 1)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--past", type=int, default=None,
+                    help="for a graph with state (a KV cache): positions already cached (default 0); states start zeroed")
     args = ap.parse_args(argv)
 
     from xdsl.parser import Parser
@@ -69,16 +71,17 @@ def main(argv: list[str] | None = None) -> int:
         inputs = [np.load(p) for p in args.input]
     else:
         inputs = [rng.standard_normal(s.shape).astype(s.dtype) for s in specs]
+    call = {"past": args.past if args.past is not None else 0} if fn.signature.states else {}
     try:
-        out = fn(*inputs)
-    except (TypeError, ValueError) as e:
+        out = fn(*inputs, **call)
+    except (TypeError, ValueError, RuntimeError) as e:
         print(f"tg-run: {e}", file=sys.stderr)
         return 2
     outs = out if isinstance(out, tuple) else (out,)
     times = []
     for _ in range(max(args.repeat, 1)):
         t0 = time.perf_counter()
-        fn(*inputs)
+        fn(*inputs, **call)
         times.append(time.perf_counter() - t0)
 
     print(f"compiled {path.name} in {compile_s:.3f} s; {fn.memory}")

@@ -7,7 +7,7 @@ operands, since weights are bound at run time. ``evaluate_function`` runs a whol
 Numerics: every result is cast to its IR element type (float32 for f32 tensors). ``tg.matmul``
 computes ``activation(alpha * op(a) @ op(b) + beta * acc)`` in float64 and casts the result to
 float32 once, so the reference is at least as accurate as any float32 kernel it is compared
-against; so do the reductions, softmax, layer norm, attention, the unary functions
+against; so do the reductions, softmax, layer norm, rope, attention, the unary functions
 (``functions.apply_unary``) and the scalar body of ``tg.fused_elementwise`` (its float values are
 carried in float64, see :func:`evaluate_scalar_body`). Binary elementwise ops run in the operands'
 own dtype (float32), like the generated loops.
@@ -20,6 +20,9 @@ Conventions the kernels must agree with:
   query head ``h`` reads kv head ``h // (H / Hkv)``; a query row with no visible key (every
   score ``-inf``) gives zeros, not NaN.
 - ``tg.softmax``/``tg.log_softmax`` follow ``torch.softmax`` (a row of ``-inf`` gives NaN).
+- State (``tg.state``, ``tg.cache_write``, ``tg.attention {kv_cache}``) is evaluated as a graph's
+  first call: fresh zeroed caches and run-time position ``past = 0``, so a cache write lands at
+  positions ``[0, n)`` and a kv_cache attention reads the first ``Sq`` positions.
 
 Used by `constant-fold` and by the property tests (before/after a pass must evaluate the same).
 """
@@ -55,6 +58,7 @@ from tensor_graphs.dialects.tensor import (
     GeluOp,
     LayerNormOp,
     RmsNormOp,
+    RopeOp,
     LogSoftmaxOp,
     MatmulOp,
     ReduceOp,
@@ -66,6 +70,8 @@ from tensor_graphs.dialects.tensor import (
     WeightOp,
     YieldOp,
     shape_of,
+    StateOp,
+    CacheWriteOp,
 )
 from tensor_graphs.dialects.tensor import TG as _TG
 
@@ -286,12 +292,35 @@ def _rms_norm(op: RmsNormOp, x: np.ndarray, weight: np.ndarray) -> np.ndarray:
     return out.astype(_result_dtype(op))
 
 
+def _rope(op: RopeOp, x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    x64 = _f64(x)
+    half = x.shape[-1] // 2
+    rotated = np.concatenate([-x64[..., half:], x64[..., :half]], axis=-1)
+    return (x64 * _f64(cos) + rotated * _f64(sin)).astype(_result_dtype(op))
+
+
 def causal_allowed(sq: int, sk: int) -> np.ndarray:
     """``[sq, sk]`` bool: key ``j`` is visible to query ``i`` iff ``j <= i + sk - sq``."""
     return np.arange(sk)[None, :] <= np.arange(sq)[:, None] + (sk - sq)
 
 
+def _state(op: StateOp) -> np.ndarray:
+    """A fresh cache (the first call): zeros."""
+    return np.zeros(shape_of(op.result), dtype=_result_dtype(op))
+
+
+def _cache_write(op: CacheWriteOp, state: np.ndarray, update: np.ndarray) -> np.ndarray:
+    """``state`` with ``update`` written at positions ``[past, past + n)``, ``past = 0``."""
+    out = np.array(state, copy=True)
+    index = [slice(None)] * out.ndim
+    index[op.axis.value.data] = slice(0, update.shape[op.axis.value.data])
+    out[tuple(index)] = update
+    return out
+
+
 def _attention(op: AttentionOp, q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    if op.uses_kv_cache:  # past = 0: the first Sq cached positions are the keys
+        k, v = k[..., : q.shape[-2], :], v[..., : q.shape[-2], :]
     heads, kv_heads = q.shape[-3], k.shape[-3]
     group = heads // kv_heads
     k64, v64 = _f64(k), _f64(v)
@@ -471,6 +500,8 @@ def _evaluators() -> dict[type[Operation], Evaluator]:
     table: dict[type[Operation], Evaluator] = {
         WeightOp: _weight,
         ConstantOp: _constant,
+        StateOp: _state,
+        CacheWriteOp: _cache_write,
         MatmulOp: _matmul,
         SelectOp: _select,
         CastOp: _cast,
@@ -486,6 +517,7 @@ def _evaluators() -> dict[type[Operation], Evaluator]:
         LogSoftmaxOp: _log_softmax,
         LayerNormOp: _layer_norm,
         RmsNormOp: _rms_norm,
+        RopeOp: _rope,
         AttentionOp: _attention,
         FusedElementwiseOp: _fused_elementwise,
         YieldOp: _yield,

@@ -60,10 +60,16 @@ def _property(op: AtenOp, name: str, kind: str):
 
 def _arguments(op: AtenOp, tensors: Iterator) -> tuple[list, dict]:
     """Positional and keyword arguments for the torch op, in schema order."""
+    import torch
+
     schema = _torch_op(op.TARGET)._schema
     positional, keyword = [], {}
     for (name, kind), schema_arg in zip(op.ARGS, schema.arguments, strict=True):
-        if kind == "drop":
+        if kind == "drop":  # device/layout: the CPU and strided defaults
+            if schema_arg.has_default_value() or schema_arg.kwarg_only:
+                continue
+            value = torch.device("cpu") if "Device" in str(schema_arg.type) else torch.strided
+            positional.append(value)
             continue
         if kind == "tensor":
             value = next(tensors)

@@ -347,6 +347,30 @@ func.func @rms_norm_wrong_output(%a: memref<2x4xf32>, %w: memref<4xf32>, %o: mem
 
 // -----
 
+func.func @rope_wrong_output(%x: memref<2x8xf32>, %c: memref<8xf32>, %o: memref<16xf32>) {
+  buf.rope ins(%x, %c, %c : memref<2x8xf32>, memref<8xf32>, memref<8xf32>) outs(%o : memref<16xf32>)
+  func.return
+}
+// CHECK: buf.rope: output shape [16] should be [2, 8] (same as the input)
+
+// -----
+
+func.func @rope_odd_last_dim(%x: memref<2x7xf32>, %c: memref<7xf32>, %o: memref<2x7xf32>) {
+  buf.rope ins(%x, %c, %c : memref<2x7xf32>, memref<7xf32>, memref<7xf32>) outs(%o : memref<2x7xf32>)
+  func.return
+}
+// CHECK: buf.rope: the last dim 7 must be even
+
+// -----
+
+func.func @rope_tables_do_not_broadcast(%x: memref<2x8xf32>, %c: memref<8xf32>, %s: memref<4xf32>, %o: memref<2x8xf32>) {
+  buf.rope ins(%x, %c, %s : memref<2x8xf32>, memref<8xf32>, memref<4xf32>) outs(%o : memref<2x8xf32>)
+  func.return
+}
+// CHECK: buf.rope: cos/sin [4] does not broadcast to [2, 8]
+
+// -----
+
 func.func @embedding_table_rank(%t: memref<10xf32>, %i: memref<3xi64>, %o: memref<3x1xf32>) {
   buf.embedding ins(%t, %i : memref<10xf32>, memref<3xi64>) outs(%o : memref<3x1xf32>)
   func.return
@@ -505,3 +529,37 @@ func.func @matmul_unknown_activation(%a: memref<2x3xf32>, %b: memref<3x5xf32>, %
   func.return
 }
 // CHECK: buf.matmul: unknown activation 'exp'
+
+// -----
+
+func.func @cache_write_shape_mismatch(%u: memref<1x3x4x16xf32>) {
+  %s = buf.state "kv.0.key" : memref<1x2x40x16xf32>
+  buf.cache_write ins(%u : memref<1x3x4x16xf32>) outs(%s : memref<1x2x40x16xf32>) {axis = 2 : i64}
+  func.return
+}
+// CHECK: buf.cache_write: update [1, 3, 4, 16] does not fit state [1, 2, 40, 16] along axis 2
+
+// -----
+
+func.func @cache_write_bad_axis(%u: memref<1x2x4x16xf32>) {
+  %s = buf.state "kv.0.key" : memref<1x2x40x16xf32>
+  buf.cache_write ins(%u : memref<1x2x4x16xf32>) outs(%s : memref<1x2x40x16xf32>) {axis = 4 : i64}
+  func.return
+}
+// CHECK: buf.cache_write: axis 4 / rank mismatch ([1, 2, 4, 16] into [1, 2, 40, 16])
+
+// -----
+
+func.func @kv_cache_attention_with_mask(%q: memref<1x2x4x8xf32>, %k: memref<1x2x16x8xf32>, %m: memref<4x16xf32>, %o: memref<1x2x4x8xf32>) {
+  // expected-error@+1 {{buf.attention: kv_cache attention takes no mask}}
+  buf.attention ins(%q, %k, %k, %m : memref<1x2x4x8xf32>, memref<1x2x16x8xf32>, memref<1x2x16x8xf32>, memref<4x16xf32>) outs(%o : memref<1x2x4x8xf32>) {scale = 1.0 : f32, causal = true, kv_cache = true}
+  func.return
+}
+
+// -----
+
+func.func @kv_cache_attention_not_causal(%q: memref<1x2x4x8xf32>, %k: memref<1x2x16x8xf32>, %o: memref<1x2x4x8xf32>) {
+  // expected-error@+1 {{buf.attention: kv_cache attention with more than one query must be causal}}
+  buf.attention ins(%q, %k, %k : memref<1x2x4x8xf32>, memref<1x2x16x8xf32>, memref<1x2x16x8xf32>) outs(%o : memref<1x2x4x8xf32>) {scale = 1.0 : f32, kv_cache = true}
+  func.return
+}

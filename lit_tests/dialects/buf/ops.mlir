@@ -111,3 +111,22 @@ func.func @transformer_kernels(%x: memref<2x8x16xf32>, %w: memref<16xf32>, %c: m
   // CHECK-NEXT: func.return
   func.return
 }
+
+// KV cache: a persistent buffer outside the arena, written at the run-time position dims[0]
+// CHECK-LABEL: func.func @kv_cache_decode
+func.func @kv_cache_decode(%q: memref<1x4x1x16xf32>, %k: memref<1x2x1x16xf32>, %o: memref<1x4x1x16xf32>, %scratch: memref<58xf32>) attributes {tg.num_outputs = 1 : i64} {
+  // CHECK-NEXT: %ks = buf.state "kv.0.key" : memref<1x2x40x16xf32>
+  %ks = buf.state "kv.0.key" : memref<1x2x40x16xf32>
+  // CHECK-NEXT: buf.cache_write ins(%k : memref<1x2x1x16xf32>) outs(%ks : memref<1x2x40x16xf32>) {axis = 2 : i64}
+  buf.cache_write ins(%k : memref<1x2x1x16xf32>) outs(%ks : memref<1x2x40x16xf32>) {axis = 2 : i64}
+  // CHECK-NEXT: buf.attention ins(%q, %ks, %ks : memref<1x4x1x16xf32>, memref<1x2x40x16xf32>, memref<1x2x40x16xf32>) outs(%o, %scratch : memref<1x4x1x16xf32>, memref<58xf32>) {scale = 2.500000e-01 : f32, causal = true, kv_cache = true}
+  buf.attention ins(%q, %ks, %ks : memref<1x4x1x16xf32>, memref<1x2x40x16xf32>, memref<1x2x40x16xf32>) outs(%o, %scratch : memref<1x4x1x16xf32>, memref<58xf32>) {scale = 0.25 : f32, causal = true, kv_cache = true}
+  func.return
+}
+
+// CHECK-LABEL: func.func @rope
+func.func @rope(%q: memref<1x4x8x16xf32>, %cos: memref<1x1x8x16xf32>, %sin: memref<8x16xf32>, %o: memref<1x4x8x16xf32>) {
+  // CHECK-NEXT: buf.rope ins(%q, %cos, %sin : memref<1x4x8x16xf32>, memref<1x1x8x16xf32>, memref<8x16xf32>) outs(%o : memref<1x4x8x16xf32>)
+  buf.rope ins(%q, %cos, %sin : memref<1x4x8x16xf32>, memref<1x1x8x16xf32>, memref<8x16xf32>) outs(%o : memref<1x4x8x16xf32>)
+  func.return
+}

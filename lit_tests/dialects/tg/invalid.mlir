@@ -126,3 +126,61 @@ func.func @rms_norm_scalar_input(%x: tensor<f32>, %w: tensor<1xf32>) -> tensor<f
   func.return %y : tensor<f32>
 }
 // CHECK: tg.rms_norm: the input needs rank >= 1
+
+// -----
+
+func.func @rope_odd_last_dim(%x: tensor<2x7xf32>, %c: tensor<7xf32>) -> tensor<2x7xf32> {
+  %y = tg.rope %x, %c, %c : (tensor<2x7xf32>, tensor<7xf32>, tensor<7xf32>) -> tensor<2x7xf32>
+  func.return %y : tensor<2x7xf32>
+}
+// CHECK: tg.rope: the last dim of the input [2, 7] must be even
+
+// -----
+
+func.func @rope_cos_does_not_broadcast(%x: tensor<2x8xf32>, %c: tensor<3x8xf32>, %s: tensor<8xf32>) -> tensor<2x8xf32> {
+  %y = tg.rope %x, %c, %s : (tensor<2x8xf32>, tensor<3x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  func.return %y : tensor<2x8xf32>
+}
+// CHECK: tg.rope: cos shape [3, 8] does not broadcast to [2, 8]
+
+// -----
+
+func.func @rope_sin_element_type(%x: tensor<2x8xf32>, %c: tensor<8xf32>, %s: tensor<8xf16>) -> tensor<2x8xf32> {
+  %y = tg.rope %x, %c, %s : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf16>) -> tensor<2x8xf32>
+  func.return %y : tensor<2x8xf32>
+}
+// CHECK: tg.rope: sin element type differs from the input's
+
+// -----
+
+func.func @cache_write_shape_mismatch(%k: tensor<1x3x4x16xf32>) -> tensor<1x2x40x16xf32> {
+  %s = tg.state "kv.0.key" : tensor<1x2x40x16xf32>
+  %c = tg.cache_write %k into %s {axis = 2 : i64} : (tensor<1x2x40x16xf32>, tensor<1x3x4x16xf32>) -> tensor<1x2x40x16xf32>
+  func.return %c : tensor<1x2x40x16xf32>
+}
+// CHECK: tg.cache_write: update [1, 3, 4, 16] does not fit state [1, 2, 40, 16] along axis 2
+
+// -----
+
+func.func @cache_write_too_many_positions(%k: tensor<1x2x48x16xf32>) -> tensor<1x2x40x16xf32> {
+  %s = tg.state "kv.0.key" : tensor<1x2x40x16xf32>
+  %c = tg.cache_write %k into %s {axis = 2 : i64} : (tensor<1x2x40x16xf32>, tensor<1x2x48x16xf32>) -> tensor<1x2x40x16xf32>
+  func.return %c : tensor<1x2x40x16xf32>
+}
+// CHECK: tg.cache_write: update [1, 2, 48, 16] does not fit state [1, 2, 40, 16] along axis 2
+
+// -----
+
+func.func @kv_cache_attention_with_mask(%q: tensor<1x4x1x16xf32>, %k: tensor<1x2x40x16xf32>, %m: tensor<1x40xf32>) -> tensor<1x4x1x16xf32> {
+  %o = tg.attention %q, %k, %k mask %m {scale = 0.25 : f32, kv_cache = true} : (tensor<1x4x1x16xf32>, tensor<1x2x40x16xf32>, tensor<1x2x40x16xf32>, tensor<1x40xf32>) -> tensor<1x4x1x16xf32>
+  func.return %o : tensor<1x4x1x16xf32>
+}
+// CHECK: tg.attention: kv_cache attention takes no mask (its keys past the run-time length are ignored)
+
+// -----
+
+func.func @kv_cache_attention_not_causal(%q: tensor<1x4x8x16xf32>, %k: tensor<1x2x40x16xf32>) -> tensor<1x4x8x16xf32> {
+  %o = tg.attention %q, %k, %k {scale = 0.25 : f32, kv_cache = true} : (tensor<1x4x8x16xf32>, tensor<1x2x40x16xf32>, tensor<1x2x40x16xf32>) -> tensor<1x4x8x16xf32>
+  func.return %o : tensor<1x4x8x16xf32>
+}
+// CHECK: tg.attention: kv_cache attention with more than one query must be causal

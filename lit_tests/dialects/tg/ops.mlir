@@ -44,3 +44,32 @@ func.func @rms_norm(%x: tensor<2x8x16xf32>, %w: tensor<16xf32>) -> tensor<2x8x16
   %z = tg.rms_norm %y, %w : (tensor<2x8x16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
   func.return %z : tensor<2x8x16xf32>
 }
+
+// CHECK-LABEL: func.func @rope
+func.func @rope(%q: tensor<1x4x8x16xf32>, %cos: tensor<1x1x8x16xf32>, %sin: tensor<8x16xf32>) -> tensor<1x4x8x16xf32> {
+  // CHECK-NEXT: %r = tg.rope %q, %cos, %sin : (tensor<1x4x8x16xf32>, tensor<1x1x8x16xf32>, tensor<8x16xf32>) -> tensor<1x4x8x16xf32>
+  %r = tg.rope %q, %cos, %sin : (tensor<1x4x8x16xf32>, tensor<1x1x8x16xf32>, tensor<8x16xf32>) -> tensor<1x4x8x16xf32>
+  func.return %r : tensor<1x4x8x16xf32>
+}
+
+// KV cache: a persistent state, written in place at the run-time position, read by attention
+// CHECK-LABEL: func.func @kv_cache_decode
+func.func @kv_cache_decode(%q: tensor<1x4x1x16xf32>, %k: tensor<1x2x1x16xf32>) -> tensor<1x4x1x16xf32> {
+  // CHECK-NEXT: %ks = tg.state "kv.0.key" : tensor<1x2x40x16xf32>
+  %ks = tg.state "kv.0.key" : tensor<1x2x40x16xf32>
+  // CHECK-NEXT: %kc = tg.cache_write %k into %ks {axis = 2 : i64} : (tensor<1x2x40x16xf32>, tensor<1x2x1x16xf32>) -> tensor<1x2x40x16xf32>
+  %kc = tg.cache_write %k into %ks {axis = 2 : i64} : (tensor<1x2x40x16xf32>, tensor<1x2x1x16xf32>) -> tensor<1x2x40x16xf32>
+  // CHECK-NEXT: %o = tg.attention %q, %kc, %kc {scale = 2.500000e-01 : f32, kv_cache = true} : (tensor<1x4x1x16xf32>, tensor<1x2x40x16xf32>, tensor<1x2x40x16xf32>) -> tensor<1x4x1x16xf32>
+  %o = tg.attention %q, %kc, %kc {scale = 0.25 : f32, kv_cache = true} : (tensor<1x4x1x16xf32>, tensor<1x2x40x16xf32>, tensor<1x2x40x16xf32>) -> tensor<1x4x1x16xf32>
+  func.return %o : tensor<1x4x1x16xf32>
+}
+
+// CHECK-LABEL: func.func @kv_cache_prefill
+func.func @kv_cache_prefill(%q: tensor<1x4x8x16xf32>, %v: tensor<1x2x8x16xf32>) -> tensor<1x4x8x16xf32> {
+  %vs = tg.state "kv.0.value" : tensor<1x2x40x16xf32>
+  // CHECK: tg.cache_write %v into %vs {axis = 2 : i64} : (tensor<1x2x40x16xf32>, tensor<1x2x8x16xf32>) -> tensor<1x2x40x16xf32>
+  %vc = tg.cache_write %v into %vs {axis = 2 : i64} : (tensor<1x2x40x16xf32>, tensor<1x2x8x16xf32>) -> tensor<1x2x40x16xf32>
+  // CHECK-NEXT: tg.attention %q, %vc, %vc {scale = 2.500000e-01 : f32, causal = true, kv_cache = true}
+  %o = tg.attention %q, %vc, %vc {scale = 0.25 : f32, causal = true, kv_cache = true} : (tensor<1x4x8x16xf32>, tensor<1x2x40x16xf32>, tensor<1x2x40x16xf32>) -> tensor<1x4x8x16xf32>
+  func.return %o : tensor<1x4x8x16xf32>
+}

@@ -29,7 +29,17 @@ functions (linear time, where one huge function was superlinear) and vectorises 
 run-time alias checks. A kernel returns its status; the entry returns a nonzero one at once.
 The module records its :class:`GraphSignature` as ``tg.*`` attributes. Weights take table slots by first
 appearance, then IR constants (``__const0``, ``__const1``, ...) whose values go into
-``tg.constants``. ``buf.reshape`` and ``buf.subview`` are aliases (a pointer, no copy).
+``tg.constants``, then the persistent states (``buf.state``, KV caches) by first appearance
+(``tg.state_names``/``tg.state_types``): ``%k = buf.state "kv.0.key"`` is
+``load weights[len(weight_table) + i]``. ``buf.reshape`` and ``buf.subview`` are aliases (a
+pointer, no copy).
+
+Run-time sizes: ``dims[0]`` is ``past`` (the positions already cached) in a graph with states.
+A kernel reads them with ``ctx.dim(i)``; a kernel function that does gets the ``dims`` pointer
+as one more (last) argument, and its call is preceded by a check that ``dims`` is not null::
+
+    llvm.call @decode__0_cache_write(%k, %kc, %dims)     // past = load dims[0] inside
+
 Kernels lower through :data:`kernels.REGISTRY`; `kernels_nn` (softmax, layer norm,
 attention, the matmul epilogue) registers its emitters there when this module is imported.
 """
@@ -56,6 +66,12 @@ except ModuleNotFoundError as e:  # pragma: no cover - until kernels_nn.py lands
     if e.name != "tensor_graphs.codegen.llvm.kernels_nn":
         raise
     kernels_nn = None  # type: ignore[assignment]
+
+try:  # rope: registered into REGISTRY on import
+    from tensor_graphs.codegen.llvm import kernels_rope  # noqa: F401
+except ModuleNotFoundError as e:  # pragma: no cover - until kernels_rope.py lands
+    if e.name != "tensor_graphs.codegen.llvm.kernels_rope":
+        raise
 
 #: Kernels whose emitters live in `kernels_nn.py`.
 NN_KERNELS = (buf.SoftmaxOp, buf.LayerNormOp, buf.AttentionOp)
@@ -85,6 +101,14 @@ class _GraphLowering:
         self._kernel_ptrs: dict[SSAValue, SSAValue] | None = None
         self.kernel_functions: list[llvm.FuncOp] = []
         self._propagate: Block | None = None
+        self.state_slots: dict[str, int] = {}
+        self.state_types: dict[str, object] = {}
+        #: the entry's ``dims`` argument; while a kernel is emitted: its ``dims`` argument, once
+        #: `dim` asked for it, and the values it loaded from it
+        self._dims: SSAValue | None = None
+        self._kernel_dims: SSAValue | None = None
+        self._dim_values: dict[int, SSAValue] = {}
+        self._dims_checked = False
 
     # KernelContext ------------------------------------------------------------------
 
@@ -130,6 +154,43 @@ class _GraphLowering:
         b.add(llvm.CondBrOp(ok, cont, [], fail, []))
         b.block = cont
 
+    def dim(self, index: int) -> SSAValue:
+        """``dims[index]`` (an i64; ``dims[0]`` is ``past``), loaded once per kernel function at
+        the top of its entry block, so the value dominates every use."""
+        if index in self._dim_values:
+            return self._dim_values[index]
+        b = self.b
+        if self._kernel_ptrs is None:
+            assert self._dims is not None
+            dims = self._dims
+        else:
+            if self._kernel_dims is None:
+                self._kernel_dims = b.entry.insert_arg(PTR, len(b.entry.args))
+                self._kernel_dims.name_hint = "dims"
+            dims = self._kernel_dims
+        ops: list[Operation] = []
+        if index:
+            const = b.i64(index)  # hoisted to the top of the entry block
+            ops.append(llvm.GEPOp(dims, [llvm.GEP_USE_SSA_VAL], i64, ssa_indices=[const], inbounds=True))
+            anchor: Operation | None = const.owner  # type: ignore[assignment]
+        else:
+            anchor = None
+        ops.append(llvm.LoadOp(ops[-1].results[0] if ops else dims, i64))
+        for op in ops:
+            if anchor is None:
+                first = b.entry.first_op
+                if first is None:
+                    b.entry.add_op(op)
+                else:
+                    b.entry.insert_op_before(op, first)
+            else:
+                b.entry.insert_op_after(op, anchor)
+            anchor = op
+        value = ops[-1].results[0]
+        value.name_hint = "past" if index == 0 else f"dim{index}"
+        self._dim_values[index] = value
+        return value
+
     def declare(self, name: str, type: llvm.LLVMFunctionType) -> None:
         if name not in self.declarations:
             self.declarations[name] = llvm.FuncOp(name, type, linkage=llvm.LinkageAttr("external"))
@@ -157,6 +218,18 @@ class _GraphLowering:
             if isinstance(op, buf.ConstantOp):
                 self.constants.append((f"__const{len(self.constants)}", op))
         self.const_slots = {id(op): n + i for i, (_, op) in enumerate(self.constants)}
+        n += len(self.constants)
+        for op in self.fn.body.walk():
+            if isinstance(op, buf.StateOp):
+                name = op.state_name.data
+                if name in self.weight_types:
+                    raise LoweringError(f"buf.state: '{name}' is also the name of a weight")
+                if name in self.state_types and self.state_types[name] != op.result.type:
+                    raise LoweringError(
+                        f"buf.state: '{name}' is used as {self.state_types[name]} and as {op.result.type}"
+                    )
+                self.state_types[name] = op.result.type
+                self.state_slots.setdefault(name, n + len(self.state_slots))
 
     def _emit_kernel(self, op: buf.KernelOp, emitter) -> None:
         """Emit ``op`` as its own function and call it from the entry (see the module doc)."""
@@ -176,15 +249,27 @@ class _GraphLowering:
             arg.name_hint = self.values[v].name_hint
         for v in (*op.inputs, *op.outputs):
             ptrs[v] = next(a for a, u in zip(kb.args, buffers) if self.values[u] is self.values[v])
-        checks, fail_blocks = self._checks, self._fail_blocks
-        self.b, self._kernel_ptrs, self._fail_blocks = kb, ptrs, {}
+        checks, fail_blocks, dim_values = self._checks, self._fail_blocks, self._dim_values
+        self.b, self._kernel_ptrs, self._fail_blocks, self._dim_values = kb, ptrs, {}, {}
         try:
             emitter(self, op)
             kb.add(llvm.ReturnOp(kb.i32(0)))
         finally:
-            self.b, self._kernel_ptrs, self._fail_blocks = main, None, fail_blocks
+            self.b, self._kernel_ptrs, self._fail_blocks, self._dim_values = main, None, fail_blocks, dim_values
+        call_args = [self.values[v] for v in buffers]
+        if self._kernel_dims is not None:  # the kernel reads dims: pass it as its last argument
+            self._kernel_dims = None
+            kfn.properties["function_type"] = llvm.LLVMFunctionType([PTR] * (len(buffers) + 1), i32)
+            kfn.properties["arg_attrs"] = ArrayAttr([*kfn.properties["arg_attrs"].data, DictionaryAttr({})])  # type: ignore[attr-defined]
+            assert self._dims is not None
+            if not self._dims_checked:  # once, before the first kernel that reads dims
+                self._dims_checked = True
+                address = main.add(llvm.PtrToIntOp(self._dims, i64))
+                nonnull = main.add(llvm.ICmpOp(address, main.i64(0), IntegerAttr(llvm.ICmpPredicateFlag.NE.to_int(), i64)))
+                self.check(nonnull, "dims is null: this graph keeps state (a KV cache) and reads past from dims[0]")
+            call_args.append(self._dims)
         self.kernel_functions.append(kfn)
-        status = main.add(llvm.CallOp(name, *(self.values[v] for v in buffers), return_type=i32))
+        status = main.add(llvm.CallOp(name, *call_args, return_type=i32))
         if self._checks > checks:  # the kernel can fail: return its status at once
             if self._propagate is None:
                 self._propagate = main.new_block([i32])
@@ -220,7 +305,7 @@ class _GraphLowering:
             [DictionaryAttr({"llvm.noalias": UnitAttr()} if a == "arena" else {}) for a in ABI_ARGS]
         )
         self.b = b = FunctionBuilder(llfn.body, [PTR] * len(ABI_ARGS))
-        arena, weights, inputs, outputs, _dims = b.args
+        arena, weights, inputs, outputs, self._dims = b.args
         for a, hint in zip(b.args, ABI_ARGS):
             a.name_hint = hint
 
@@ -279,6 +364,9 @@ class _GraphLowering:
             elif isinstance(op, buf.ConstantOp):
                 self.values[op.result] = self._table_entry(weights, self.const_slots[id(op)])
                 self.extents[op.result] = (op.result, 0, buf.nbytes(op.result.type))
+            elif isinstance(op, buf.StateOp):
+                self.values[op.result] = self._table_entry(weights, self.state_slots[op.state_name.data])
+                self.extents[op.result] = (("state", op.state_name.data), 0, buf.nbytes(op.result.type))
             elif isinstance(op, func.ReturnOp):
                 if op.operands:
                     raise LoweringError(
@@ -300,6 +388,7 @@ class _GraphLowering:
             constants={n: numpy_from_dense(op.value) for n, op in self.constants},
             errors=tuple(self.errors),
             intermediate_bytes=_int_attr(self.fn, "tg.intermediate_bytes") or _int_attr(self.module, "tg.intermediate_bytes"),
+            states=tuple(TensorSpec.of(t, n) for n, t in self.state_types.items()),  # type: ignore[arg-type]
         )
         return llfn, signature
 

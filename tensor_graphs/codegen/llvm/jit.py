@@ -101,9 +101,16 @@ class NativeGraph:
         return GRAPH_CFUNCTYPE(self.address)
 
 
+#: How many native graphs this process has JIT-compiled (tests count recompilations with it).
+COMPILATIONS = 0
+
+
 def jit_compile(module: ModuleOp, opt_level: int = 3) -> NativeGraph:
     """Optimise ``module`` (llvm dialect, with a recorded signature) and JIT it for this CPU."""
     import llvmlite.binding as llvm
+
+    global COMPILATIONS
+    COMPILATIONS += 1
 
     from tensor_graphs.runtime_support import blas
 

@@ -18,6 +18,11 @@
   the identity and accumulated in place by a loop nest whose inner loop runs along the output.
 - `buf.embedding` checks every index against [0, V): an index out of range makes the graph
   function return an error status (see `KernelContext.check`) instead of reading out of bounds.
+- `buf.cache_write {axis}` copies its update into the state (a KV cache) at positions
+  ``[past, past + n)`` along ``axis``, ``past`` being the run-time ``dims[0]``
+  (`KernelContext.dim`): one ``llvm.memcpy`` of ``n * inner`` elements per index of the dims
+  before ``axis``. It first checks ``past + n <= capacity`` (an unsigned compare, which also
+  rejects a negative ``past``) and otherwise returns an error status naming the cache.
 - Overlap checks: an elementwise input may be the output itself (same bytes); any partial
   overlap, or an output shared with an operand of a kernel that cannot run in place, is a
   clear `LoweringError`.
@@ -87,8 +92,13 @@ class KernelContext(Protocol):
 
     def check(self, ok: SSAValue, message: str) -> None:
         """Continue when the i1 ``ok`` holds; otherwise the graph function returns the status
-        of ``message`` (recorded in the signature's ``errors``). The cursor moves to the
-        continuation block."""
+        of ``message`` (recorded in the signature's ``errors``; ``{past}`` in it is filled
+        in by the runtime). The cursor moves to the continuation block."""
+        ...
+
+    def dim(self, index: int) -> SSAValue:
+        """The run-time size ``dims[index]`` as an i64 (``dims[0]`` is ``past``, the positions
+        already in the KV caches); it dominates every block of the kernel."""
         ...
 
 
@@ -468,6 +478,36 @@ def _emit_embedding(ctx: KernelContext, op: Operation) -> None:
     emit_loop(b, numel(_shape(idx)), row)
 
 
+def state_name(value: SSAValue) -> str | None:
+    """The name of the `buf.state` that ``value`` is (or aliases), else None."""
+    owner = value.owner
+    while isinstance(owner, buf.ReshapeOp | buf.SubviewOp):
+        owner = owner.input.owner
+    return owner.state_name.data if isinstance(owner, buf.StateOp) else None
+
+
+def _emit_cache_write(ctx: KernelContext, op: Operation) -> None:
+    """``state[..., past : past + n, ...] = update`` along ``axis`` (``past`` = ``dims[0]``)."""
+    assert isinstance(op, buf.CacheWriteOp)
+    (update,), state = op.inputs, op.output
+    el = _require_same_element(op, [update, state])
+    check_no_overlap(ctx, op, state, [update], in_place_ok=False)
+    axis = op.axis.value.data
+    shape, n = _shape(state), _shape(update)[axis]
+    cap, outer, inner = shape[axis], numel(shape[:axis]), numel(shape[axis + 1 :])
+    name = state_name(state)
+    what = f"kv cache '{name}'" if name is not None else f"cache {state.type}"
+    b = ctx.b
+    past = ctx.dim(0)
+    # unsigned: a negative past is a huge number, so one compare checks 0 <= past <= cap - n
+    fits = b.add(llvm.ICmpOp(past, b.i64(cap - n), IntegerAttr(llvm.ICmpPredicateFlag.ULE.to_int(), i64)))
+    ctx.check(fits, f"{what}: position {{past}} + {n} new tokens exceed its {cap} positions")
+    if n == 0 or outer == 0 or inner == 0:
+        return
+    dst = b.gep(ctx.ptr(state), b.mul_i64(past, b.i64(inner)) if inner != 1 else past, el)
+    emit_copy_nest(b, (outer, n * inner), Access(dst, (cap * inner, 1), el), Access(ctx.ptr(update), (n * inner, 1), el))
+
+
 # --------------------------------------------------------------------------- reductions
 
 
@@ -688,6 +728,7 @@ REGISTRY: dict[type[Operation], Emitter] = {
     buf.ConcatOp: _emit_concat,
     buf.EmbeddingOp: _emit_embedding,
     buf.ReduceOp: _emit_reduce,
+    buf.CacheWriteOp: _emit_cache_write,
 }
 
 

@@ -6,7 +6,7 @@ matmul activation epilogue. Importing this module registers them into
   that writes ``exp(x - max)``, and a scale loop (log-softmax: ``x - max - log(sum)``). Any
   other dim: tiles of up to :data:`SOFTMAX_TILE` contiguous columns of the inner dims, with the
   per-column max and sum in a stack buffer, so every inner loop runs over contiguous memory.
-  Reductions carry ``reassoc`` (sums) or use ``llvm.maxnum`` so LLVM vectorises them.
+  Reductions carry ``reassoc`` (sums) or use ``llvm.maximum`` so LLVM vectorises them.
 - `buf.layer_norm {eps}`: per row of the last dim, two passes in fp32 (the mean, as the row's
   first element plus the mean deviation from it, so a large common offset costs no digits;
   then the mean of squared deviations: no cancellation), then ``(x - mean) * rstd * w + b``.
@@ -32,6 +32,13 @@ matmul activation epilogue. Importing this module registers them into
   ``-inf - -inf`` appears, and ``1 / l`` is replaced by 0 when ``l == 0``. The scratch is
   the op's second output, planned in the arena (layout from
   `lowering.tensor_to_buffer.scratch.attention_tiles`).
+
+  With ``kv_cache`` the keys are the first ``Sk' = past + Sq`` positions of caches with room
+  for ``Sk`` (``past`` = ``dims[0]``, read at run time; the kernel first checks
+  ``past <= Sk - Sq``): the heads of k and v keep their static stride ``Sk * D``, while the
+  number of key blocks (``ceil(Sk' / Bc)``), the width of the last one (``min(Bc, Sk' - k0)``)
+  and the causal diagonal (key j visible to query i when ``j <= i + past``) are run-time
+  values. Without ``kv_cache`` all of them are constants, as before.
 - `buf.matmul` with ``activation != "none"``: the GEMM runs per output tile of
   :data:`EPILOGUE_ROWS` x :data:`EPILOGUE_COLS` (sgemm on ``A[r0:r0+mb] x B[:, n0:n0+nb]`` into
   ``C[r0:r0+mb, n0:n0+nb]`` with ``ldc = N``), and the activation runs over each tile right
@@ -66,6 +73,7 @@ from tensor_graphs.codegen.llvm.kernels import (
 )
 from tensor_graphs.codegen.llvm.loops import FunctionBuilder, broadcast_strides, collapse_dims, emit_strided_nest
 from tensor_graphs.codegen.llvm.scalar import emit_unary
+from tensor_graphs.codegen.llvm.scalar import fmax as scalar_fmax
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.shapes import contiguous_strides, numel
 from tensor_graphs.lowering.tensor_to_buffer.scratch import attention_tiles
@@ -170,7 +178,10 @@ def _fmul(b: FunctionBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
 
 
 def _fmax(b: FunctionBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
-    return b.add(llvm.VectorFMaxOp(x, y))  # llvm.maxnum: a max reduction LLVM vectorises
+    # llvm.maximum (NaN-propagating), a max reduction LLVM vectorises. Not llvm.maxnum: with a
+    # small constant trip count (a row of 20, 21, 22 or 28 floats) LLVM 22's loop vectoriser
+    # aborts on a maxnum reduction ("VPlan cost model and legacy cost model disagreed").
+    return scalar_fmax(b, x, y)
 
 
 def _at(b: FunctionBuilder, ptr: SSAValue, index: SSAValue | int | None) -> SSAValue:
@@ -476,8 +487,30 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
     kv_heads, seq_k, dim_v = sk_[-3], sk_[-2], sv_[-1]
     group = heads // kv_heads
     br, bc = tiles.br, tiles.bc
-    n_qblocks, n_kblocks = -(-seq_q // br), -(-seq_k // bc)
-    diag = seq_k - seq_q  # causal: key j is visible to query i when j <= i + diag
+    n_qblocks = -(-seq_q // br)
+    # keys in use (seq_k is also the head stride of k and v), key blocks, and the causal
+    # diagonal (key j is visible to query i when j <= i + diag): run-time values over a KV cache
+    keys: Index
+    n_kblocks: Index
+    diag: Index
+    if bool(op.kv_cache.value.data):
+        if mask is not None:
+            raise LoweringError(f"{op.name}: kv_cache attention takes no mask (keys past the run-time length are ignored)")
+        if not causal and seq_q > 1:
+            raise LoweringError(f"{op.name}: kv_cache attention with more than one query must be causal")
+        if seq_q > seq_k:
+            raise LoweringError(f"{op.name}: {seq_q} queries do not fit a cache of {seq_k} positions")
+        past = ctx.dim(0)
+        ule = IntegerAttr(llvm.ICmpPredicateFlag.ULE.to_int(), i64)
+        ctx.check(
+            b.add(llvm.ICmpOp(past, b.i64(seq_k - seq_q), ule)),
+            f"attention over a kv cache: position {{past}} + {seq_q} queries exceed its {seq_k} positions",
+        )
+        keys = b.add_i64(past, b.i64(seq_q))
+        n_kblocks = b.add(llvm.SDivOp(b.add_i64(keys, b.i64(bc - 1)), b.i64(bc)))
+        diag = past
+    else:
+        keys, n_kblocks, diag = seq_k, -(-seq_k // bc), seq_k - seq_q
 
     pq, pk, pv, po, ps = ctx.ptr(q), ctx.ptr(k), ctx.ptr(v), ctx.ptr(out), ctx.ptr(scratch)
     pm = ctx.ptr(mask) if mask is not None else None
@@ -495,10 +528,10 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
     ]
     neg_inf, zero = b.f32(_NEG_INF), b.f32(0.0)
 
-    def rows_in_block(start: SSAValue, block: int, total: int) -> Index:
-        if total % block == 0:
+    def rows_in_block(start: SSAValue, block: int, total: Index) -> Index:
+        if isinstance(total, int) and total % block == 0:
             return block
-        return _min_i64(b, b.i64(block), b.add(llvm.SubOp(b.i64(total), start)))
+        return _min_i64(b, b.i64(block), b.add(llvm.SubOp(_val(b, total), start)))
 
     def query_block(offs: dict[str, SSAValue | None], qb: SSAValue) -> None:
         q0 = _mul_idx(b, qb, br) or b.i64(0)
@@ -515,18 +548,24 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
         emit_for(b, 0, acc_len or 0, lambda i, _: _store(b, zero, p_acc, i) or [])
 
         if causal:  # key blocks past the last visible key of the block's last row are skipped
-            last = b.add_i64(q0, b.i64(rows - 1 + diag)) if isinstance(rows, int) else b.add_i64(
-                b.add_i64(q0, rows), b.i64(diag - 1)
-            )
+            if isinstance(diag, int):
+                last = b.add_i64(q0, b.i64(rows - 1 + diag)) if isinstance(rows, int) else b.add_i64(
+                    b.add_i64(q0, rows), b.i64(diag - 1)
+                )
+            else:
+                last = b.add_i64(q0, b.i64(rows - 1)) if isinstance(rows, int) else b.add_i64(
+                    b.add_i64(q0, rows), b.i64(-1)
+                )
+                last = b.add_i64(last, diag)
             blocks = b.add_i64(b.add(llvm.SDivOp(last, b.i64(bc))), b.i64(1))
-            blocks = _min_i64(b, blocks, b.i64(n_kblocks))
+            blocks = _min_i64(b, blocks, _val(b, n_kblocks))
             kb_end: Index = b.add(llvm.SelectOp(_icmp(b, "slt", last, b.i64(0)), b.i64(0), blocks))
         else:
             kb_end = n_kblocks
 
         def key_block(kb: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
             k0 = _mul_idx(b, kb, bc) or b.i64(0)
-            cols = rows_in_block(k0, bc, seq_k)
+            cols = rows_in_block(k0, bc, keys)
             k_ptr = _at(b, pk, _add_idx(b, offs["k"], _mul_idx(b, k0, dim)))
             v_ptr = _at(b, pv, _add_idx(b, offs["v"], _mul_idx(b, k0, dim_v)))
             # S = scale * Q_blk @ K_blk^T
@@ -542,7 +581,10 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
                     m_base = _add_idx(b, _add_idx(b, offs["mask"], _mul_idx(b, qi, ms_q)), _mul_idx(b, k0, ms_k))
                     m_row = _at(b, pm, m_base)
                 if causal:  # columns [vis, cols) lie above the diagonal: P = 0 there, no exp
-                    first_hidden = b.add(llvm.SubOp(b.add_i64(qi, b.i64(diag + 1)), k0))
+                    if isinstance(diag, int):
+                        first_hidden = b.add(llvm.SubOp(b.add_i64(qi, b.i64(diag + 1)), k0))
+                    else:
+                        first_hidden = b.add(llvm.SubOp(b.add_i64(b.add_i64(qi, diag), b.i64(1)), k0))
                     vis = _min_i64(b, _max_i64(b, first_hidden, b.i64(0)), _val(b, cols))
                     emit_for(b, vis, cols, lambda c, _z: _store(b, zero, s_row, c) or [])
                 else:

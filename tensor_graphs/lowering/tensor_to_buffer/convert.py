@@ -15,7 +15,9 @@ func.func @f(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {  func.func @f(%x: memref<
                                                         }
 ```
 
-``tg.weight``/``tg.constant`` become ``buf.weight``/``buf.constant``; every other `tg` op runs by
+``tg.weight``/``tg.constant``/``tg.state`` become ``buf.weight``/``buf.constant``/``buf.state``;
+``tg.cache_write`` becomes ``buf.cache_write`` writing into the state's own buffer (its value
+is that buffer: the cache is updated in place, never copied); every other `tg` op runs by
 the path :mod:`.kernels` picks for it: a zero-copy alias of its input (``tg.reshape`` ->
 ``buf.reshape``, a contiguous ``tg.slice`` -> ``buf.subview`` at an element offset), or one kernel
 writing a fresh ``buf.alloc`` (and, for kernels that need scratch such as ``buf.attention``, a
@@ -156,6 +158,12 @@ def _lower_op(fn: func.FuncOp, op: Operation, ins: list[SSAValue]) -> tuple[list
     if isinstance(op, tg.ConstantOp):
         c = buf.ConstantOp(op.value)
         return [c], c.result
+    if isinstance(op, tg.StateOp):
+        st = buf.StateOp(op.state_name.data, memref_of(op.result.type, fn, "tg.state"))
+        return [st], st.result
+    if isinstance(op, tg.CacheWriteOp):
+        # in place: the kernel writes into the state's buffer, which is also the op's value
+        return [buf.CacheWriteOp([ins[1]], [ins[0]], {"axis": op.axis})], ins[0]
     try:
         variant = select_kernel(op)
     except NoKernelError as e:

@@ -241,7 +241,7 @@ def _attention_scratch(op: Operation) -> MemRefType:
 
 
 def _attention(op: Operation, ins: Sequence[SSAValue], out: SSAValue, scratch: SSAValue | None = None) -> buf.KernelOp:
-    props = {k: op.properties[k] for k in ("scale", "causal") if k in op.properties}
+    props = {k: op.properties[k] for k in ("scale", "causal", "kv_cache") if k in op.properties}
     return buf.AttentionOp(ins, [out] if scratch is None else [out, scratch], props)
 
 
@@ -327,6 +327,9 @@ register_kernel(tg.SoftmaxOp, KernelVariant("softmax.loop", _same_props(buf.Soft
 register_kernel(tg.LogSoftmaxOp, KernelVariant("log_softmax.loop", _same_props(buf.SoftmaxOp, "dim", log=tg.bool_attr(True))))
 register_kernel(tg.LayerNormOp, KernelVariant("layer_norm.loop", _same_props(buf.LayerNormOp, "eps")))
 register_kernel(tg.RmsNormOp, KernelVariant("rms_norm.loop", _same_props(buf.RmsNormOp, "eps")))
+register_kernel(
+    tg.RopeOp, KernelVariant("rope.loop", _same_props(buf.RopeOp), description="rotate-half, per row of the last dim")
+)
 register_kernel(
     tg.AttentionOp,
     KernelVariant(

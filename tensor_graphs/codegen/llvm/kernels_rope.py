@@ -1,0 +1,86 @@
+"""Emitter for `buf.rope` (rotary embedding, rotate-half form); importing this module registers
+it into :data:`kernels.REGISTRY` (``convert_buffer_to_llvm`` imports it).
+
+For each row of the last dim ``D`` (``h = D / 2``), one loop over ``j < h``::
+
+    out[j]     = x[j]     * cos[j]     - x[j + h] * sin[j]
+    out[j + h] = x[j + h] * cos[j + h] + x[j]     * sin[j + h]
+
+The rows are a strided nest over the leading dims (contiguous ones collapse); cos and sin are
+read through their broadcast strides, so a row of the tables is shared by every head without a
+copy. The inner loop is straight-line loads, multiplies and stores at unit stride (or a
+loop-invariant table element when the tables broadcast along the last dim), which LLVM
+vectorises. ``x`` may be the output itself (each iteration reads ``x[j]`` and ``x[j + h]``
+before writing them); the tables must not overlap the output.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import llvm
+from xdsl.ir import Operation, SSAValue
+
+from tensor_graphs.codegen.llvm.kernels import (
+    REGISTRY,
+    KernelContext,
+    LoweringError,
+    _require_float,
+    check_no_overlap,
+)
+from tensor_graphs.codegen.llvm.loops import FunctionBuilder, broadcast_strides, emit_loop, emit_strided_nest
+from tensor_graphs.dialects import buffer as buf
+from tensor_graphs.dialects.shapes import contiguous_strides, numel
+
+
+def _shape(value: SSAValue) -> tuple[int, ...]:
+    return tuple(value.type.get_shape())  # type: ignore[attr-defined]
+
+
+def _index(b: FunctionBuilder, j: SSAValue, stride: int) -> SSAValue | None:
+    """``j * stride`` for a table's last-dim stride (1, or 0 when it broadcasts)."""
+    return b.offset(None, j, stride)
+
+
+def _emit_rope(ctx: KernelContext, op: Operation) -> None:
+    assert isinstance(op, buf.RopeOp)
+    x, cos, sin = op.inputs
+    out = op.output
+    el = _require_float(op, [x, cos, sin, out])
+    shape = _shape(out)
+    if _shape(x) != shape or not shape or shape[-1] % 2:
+        raise LoweringError(f"{op.name}: input {x.type} and output {out.type} need one shape with an even last dim")
+    check_no_overlap(ctx, op, out, [x], in_place_ok=True)
+    check_no_overlap(ctx, op, out, [cos, sin], in_place_ok=False)
+    if numel(shape) == 0:
+        return
+    d = shape[-1]
+    h = d // 2
+    b = ctx.b
+    own = contiguous_strides(shape)
+    cos_st, sin_st = broadcast_strides(_shape(cos), shape), broadcast_strides(_shape(sin), shape)
+    px, pc, ps, po = ctx.ptr(x), ctx.ptr(cos), ctx.ptr(sin), ctx.ptr(out)
+    cs, ss = cos_st[-1], sin_st[-1]
+
+    def row(offsets: list[SSAValue | None]) -> None:
+        o_row, x_row, c_row, s_row = offsets
+        # pointers to the lower and upper half of this row of each buffer
+        x_lo, o_lo = b.gep(px, x_row, el), b.gep(po, o_row, el)
+        x_hi, o_hi = b.gep(x_lo, h, el), b.gep(o_lo, h, el)
+        c_lo, s_lo = b.gep(pc, c_row, el), b.gep(ps, s_row, el)
+        c_hi, s_hi = b.gep(c_lo, h * cs, el), b.gep(s_lo, h * ss, el)
+
+        def body(j: SSAValue) -> None:
+            a, r = b.load_element(x_lo, j, el), b.load_element(x_hi, j, el)
+            jc, js = _index(b, j, cs), _index(b, j, ss)
+            c0, c1 = b.load_element(c_lo, jc, el), b.load_element(c_hi, jc, el)
+            s0, s1 = b.load_element(s_lo, js, el), b.load_element(s_hi, js, el)
+            lo = b.add(llvm.FSubOp(b.add(llvm.FMulOp(a, c0)), b.add(llvm.FMulOp(r, s0))))
+            hi = b.add(llvm.FAddOp(b.add(llvm.FMulOp(r, c1)), b.add(llvm.FMulOp(a, s1))))
+            b.store_element(lo, o_lo, j, el)
+            b.store_element(hi, o_hi, j, el)
+
+        emit_loop(b, h, body)
+
+    emit_strided_nest(b, shape[:-1], [own[:-1], own[:-1], cos_st[:-1], sin_st[:-1]], row)
+
+
+REGISTRY[buf.RopeOp] = _emit_rope

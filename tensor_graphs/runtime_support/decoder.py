@@ -1,0 +1,239 @@
+"""Token-by-token generation over compiled native functions that share one KV cache.
+
+A :class:`CompiledDecoder` holds two compiled graphs of the same model, both reading and
+appending to the same persistent KV-cache state (allocated once for ``capacity`` positions,
+updated in place by the generated code):
+
+- ``prefill``: a chunk of ``chunk`` tokens at the run-time position ``past``. A prompt of any
+  length ``P <= max_seq`` runs as ``ceil(P / chunk)`` calls at ``past = 0, chunk, 2 chunk, ...``;
+  the last chunk is padded on the right. Padding is harmless: causal attention never lets a real
+  token see a later (padded) one, and the cache rows the padding writes lie past the prompt,
+  where the next token's write lands before any read.
+- ``decode``: one token at ``past = position``.
+
+Both are compiled once; every prompt length and every position reuses them (``past`` travels
+in the native ABI's ``dims[0]``).
+
+```python
+dec = tensor_graphs.compile_decoder(model, max_seq=256)
+logits = dec.prefill(ids)          # [B, V]: the last prompt token's logits
+logits = dec.decode(next_ids)      # [B, V]; dec.position == P + 1
+tokens = dec.generate(ids, max_new_tokens=20)   # greedy, like transformers' generate(do_sample=False)
+```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from tensor_graphs.runtime_support.executable import CompiledGraph
+
+
+@dataclass(frozen=True)
+class DecoderMemory:
+    """Bytes a compiled decoder holds (or, from `estimate_memory`, would hold)."""
+
+    #: the arenas of the prefill and decode graphs (intermediates, planned)
+    arena_bytes: int
+    #: model weights (bound in place: the torch parameters' own memory, not copied)
+    weight_bytes: int
+    #: the KV cache: 2 x layers x batch x kv heads x capacity x head dim x 4 bytes
+    state_bytes: int
+    #: the logits a prefill chunk and a decode step return (allocated per call)
+    output_bytes: int = 0
+
+    @property
+    def kv_cache_bytes(self) -> int:
+        return self.state_bytes
+
+    @property
+    def total_bytes(self) -> int:
+        return self.arena_bytes + self.weight_bytes + self.state_bytes + self.output_bytes
+
+    @property
+    def new_bytes(self) -> int:
+        """What compiling allocates beyond the weights (which stay where they are)."""
+        return self.arena_bytes + self.state_bytes + self.output_bytes
+
+    def __str__(self) -> str:
+        mib = 1 << 20
+        return (
+            f"arena {self.arena_bytes / mib:.1f} MiB, weights {self.weight_bytes / mib:.1f} MiB, "
+            f"KV cache {self.state_bytes / mib:.1f} MiB, outputs {self.output_bytes / mib:.1f} MiB"
+        )
+
+
+class CompiledDecoder:
+    """Prefill and decode native functions over one KV cache; see the module docstring."""
+
+    def __init__(
+        self,
+        graphs: Sequence[CompiledGraph],
+        *,
+        chunk: int,
+        max_seq: int,
+        capacity: int,
+        batch: int,
+        max_position: int | None = None,
+    ):
+        self._graphs = list(graphs)
+        self._prefill_fn = self._graphs[0]
+        self._decode_fn = self._graphs[-1]
+        self.chunk = chunk
+        self.max_seq = max_seq
+        self.capacity = capacity
+        self.batch = batch
+        #: positions past this get clamped (only padding ever reaches them)
+        self._last_position = min(capacity, max_position or capacity) - 1
+        self._position = 0
+        self._ids = np.zeros((batch, 1), dtype=np.int64)
+        self._pos = np.zeros((batch, 1), dtype=np.int64)
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def position(self) -> int:
+        """Tokens currently in the KV cache."""
+        return self._position
+
+    def reset(self) -> None:
+        """Forget the cached tokens (the cache memory is kept and simply overwritten)."""
+        self._position = 0
+
+    @property
+    def states(self) -> dict[str, np.ndarray]:
+        """The KV-cache arrays by name (shared by both graphs)."""
+        return self._prefill_fn.states
+
+    @property
+    def memory(self) -> DecoderMemory:
+        p = self._prefill_fn.memory
+        arena = sum(g.signature.arena_size for g in self._graphs)
+        out = sum(sum(int(np.prod(s.shape)) * s.dtype.itemsize for s in g.signature.outputs) for g in self._graphs)
+        # the weights are shared; each graph binds its own IR constants
+        weights = p.weight_bytes + sum(a.nbytes for g in self._graphs[1:] for a in g.signature.constants.values())
+        return DecoderMemory(arena_bytes=arena, weight_bytes=weights, state_bytes=p.state_bytes, output_bytes=out)
+
+    @property
+    def prefill_graph(self) -> CompiledGraph:
+        return self._prefill_fn
+
+    @property
+    def decode_graph(self) -> CompiledGraph:
+        return self._decode_fn
+
+    # ------------------------------------------------------------------ running
+
+    def _ids_array(self, ids, what: str) -> tuple[np.ndarray, bool]:
+        is_torch = not isinstance(ids, np.ndarray)
+        if is_torch:
+            try:
+                ids = ids.detach().cpu().numpy()
+            except AttributeError:
+                raise TypeError(f"{what} must be a NumPy array or a torch.Tensor of int64 token ids, got {type(ids).__name__}") from None
+        if ids.ndim != 2 or ids.shape[0] != self.batch:
+            raise ValueError(f"{what} must have shape [{self.batch}, tokens] (batch {self.batch}), got {list(ids.shape)}")
+        if not np.issubdtype(ids.dtype, np.integer):
+            raise TypeError(f"{what} must hold integer token ids, got {ids.dtype}")
+        return np.ascontiguousarray(ids, dtype=np.int64), is_torch
+
+    @staticmethod
+    def _out(logits: np.ndarray, as_torch: bool):
+        if as_torch:
+            import torch
+
+            return torch.from_numpy(logits)
+        return logits
+
+    def _check_room(self, new: int) -> None:
+        if self._position + new > self.max_seq:
+            raise ValueError(
+                f"{self._position} cached + {new} new tokens exceed max_seq = {self.max_seq}; "
+                f"compile with a larger max_seq or call reset()"
+            )
+
+    def prefill(self, input_ids):
+        """Reset the cache, run the prompt ``input_ids`` [B, P] and return its last token's logits [B, V]."""
+        ids, as_torch = self._ids_array(input_ids, "input_ids")
+        self.reset()
+        return self._out(self.extend(ids), as_torch)
+
+    def extend(self, ids: np.ndarray) -> np.ndarray:
+        """Append the tokens ``ids`` [B, n] to the cache (in chunks); the last one's logits [B, V]."""
+        n = ids.shape[1]
+        if n == 0:
+            raise ValueError("no tokens to run: input_ids has 0 columns")
+        self._check_room(n)
+        if n == 1:
+            return self._step(ids)
+        c = self.chunk
+        logits = None
+        for start in range(0, n, c):
+            piece = ids[:, start : start + c]
+            real = piece.shape[1]
+            chunk_ids = np.zeros((self.batch, c), dtype=np.int64)
+            chunk_ids[:, :real] = piece
+            past = self._position
+            positions = np.minimum(np.arange(past, past + c, dtype=np.int64), self._last_position)
+            chunk_pos = np.ascontiguousarray(np.broadcast_to(positions, (self.batch, c)))
+            out = self._prefill_fn(chunk_ids, chunk_pos, past=past)
+            logits = out[:, real - 1, :]
+            self._position = past + real
+        assert logits is not None
+        return np.ascontiguousarray(logits)
+
+    def _step(self, ids: np.ndarray) -> np.ndarray:
+        self._ids[:] = ids
+        self._pos[:] = self._position
+        out = self._decode_fn(self._ids, self._pos, past=self._position)
+        self._position += 1
+        return out[:, 0, :]
+
+    def decode(self, token_ids):
+        """Append one token per row (``token_ids`` [B, 1]) and return its logits [B, V]."""
+        ids, as_torch = self._ids_array(token_ids, "token_ids")
+        if ids.shape[1] != 1:
+            raise ValueError(f"decode takes one token per row ([{self.batch}, 1]), got {list(ids.shape)}; use prefill/extend for more")
+        if self._position == 0:
+            raise ValueError("decode before prefill: run prefill(input_ids) first")
+        self._check_room(1)
+        return self._out(self._step(ids), as_torch)
+
+    def generate(self, input_ids, max_new_tokens: int, *, eos_token_id: int | Sequence[int] | None = None):
+        """Greedy decoding: ``input_ids`` [B, P] followed by up to ``max_new_tokens`` tokens.
+
+        Stops early once every row has produced ``eos_token_id`` (kept in the output, as
+        transformers does). Returns the kind of ``input_ids`` (NumPy or torch), int64.
+        """
+        ids, as_torch = self._ids_array(input_ids, "input_ids")
+        if max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+        if (need := ids.shape[1] + max(max_new_tokens - 1, 0)) > self.max_seq:
+            raise ValueError(
+                f"{ids.shape[1]} prompt + {max_new_tokens} new tokens need {need} cached positions, "
+                f"more than max_seq = {self.max_seq}; compile with a larger max_seq"
+            )
+        eos = set() if eos_token_id is None else ({eos_token_id} if isinstance(eos_token_id, int) else set(eos_token_id))
+        out = [ids]
+        if max_new_tokens:
+            self.reset()
+            logits = self.extend(ids)
+            done = np.zeros(self.batch, dtype=bool)
+            for step in range(max_new_tokens):
+                token = logits.argmax(axis=-1).astype(np.int64)[:, None]
+                out.append(token)
+                done |= np.isin(token[:, 0], list(eos)) if eos else False
+                if done.all() or step == max_new_tokens - 1:
+                    break
+                logits = self._step(token)
+        result = np.concatenate(out, axis=1)
+        return self._out(result, as_torch)
+
+    def __repr__(self) -> str:
+        return (
+            f"<CompiledDecoder batch {self.batch}, max_seq {self.max_seq}, prefill chunk {self.chunk}, "
+            f"position {self._position}; {self.memory}>"
+        )

@@ -1,0 +1,109 @@
+"""`introduce-kv-cache`: causal self-attention reads its keys and values from a KV cache.
+
+A graph traced for ``S`` new tokens computes each layer's keys and values for those tokens
+only. This pass gives every `tg.attention` (in program order: layer ``i``) two persistent
+`tg.state` tensors of ``capacity`` positions, writes the new keys/values into them at the
+graph's run-time position ``past`` with `tg.cache_write` (in place), and lets the attention
+read the caches (``kv_cache``: the first ``past + S`` positions are keys)::
+
+    %o = tg.attention %q, %k, %v {scale = 0.25 : f32, causal = true}
+        : (tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>) -> tensor<1x4x8x16xf32>
+    =>  (capacity = 64)
+    %kc0 = tg.state "kv.0.key" : tensor<1x2x64x16xf32>
+    %vc0 = tg.state "kv.0.value" : tensor<1x2x64x16xf32>
+    %kw = tg.cache_write %k into %kc0 {axis = 2 : i64} : (...) -> tensor<1x2x64x16xf32>
+    %vw = tg.cache_write %v into %vc0 {axis = 2 : i64} : (...) -> tensor<1x2x64x16xf32>
+    %o = tg.attention %q, %kw, %vw {scale = 0.25 : f32, causal = true, kv_cache = true} : ...
+
+The same graph then serves any position: a prefill chunk of ``S`` tokens at ``past = 0, S,
+2S, ...`` and, traced with ``S = 1``, each decode step. The cache holds ``Hkv`` heads (after
+`fuse-attention` has removed repeat_kv), so grouped-query attention caches no copies.
+
+Only self-attention fits: each attention must be causal (or have one query, where causal and
+not are the same), take no mask, and read as many keys as it has queries; anything else fails
+with a message naming the attention. The function records ``tg.kv_capacity``.
+
+    tg-opt model.mlir -p introduce-kv-cache{capacity=2048}
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, TensorType, i64
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import PassFailedException
+
+from tensor_graphs.dialects.tensor import AttentionOp, CacheWriteOp, StateOp, shape_of
+
+PASS = "introduce-kv-cache"
+
+
+def state_names(layer: int) -> tuple[str, str]:
+    """Names of layer ``layer``'s key and value caches."""
+    return f"kv.{layer}.key", f"kv.{layer}.value"
+
+
+def _why_not(op: AttentionOp) -> str | None:
+    q, k = shape_of(op.q), shape_of(op.k)
+    if op.mask is not None:
+        return "it has an explicit mask (only causal self-attention can read a cache)"
+    if k[-2] != q[-2]:
+        return f"it reads {k[-2]} keys for {q[-2]} queries (not self-attention over the new tokens)"
+    if not op.is_causal and q[-2] != 1:
+        return "it is not causal"
+    return None
+
+
+def introduce_kv_cache(fn: func.FuncOp, capacity: int) -> int:
+    """Rewrite the attentions of ``fn`` to read KV caches of ``capacity`` positions; returns how many."""
+    attentions = [op for op in fn.walk() if isinstance(op, AttentionOp) and not op.uses_kv_cache]
+    if not attentions:
+        return 0
+    block = fn.body.block
+    last_state: StateOp | None = None  # states go first in the function, in layer order
+    for layer, op in enumerate(attentions):
+        where = f"@{fn.sym_name.data}: attention #{layer} ({op.result.name_hint or 'unnamed'})"
+        if (reason := _why_not(op)) is not None:
+            raise PassFailedException(f"{PASS}: in {where}: cannot cache its keys: {reason}")
+        seq = shape_of(op.k)[-2]
+        if seq > capacity:
+            raise PassFailedException(f"{PASS}: in {where}: {seq} new tokens do not fit a cache of {capacity} positions")
+        cached = []
+        for name, value in zip(state_names(layer), (op.k, op.v)):
+            shape = shape_of(value)
+            state = StateOp(name, TensorType(value.type.element_type, (*shape[:-2], capacity, shape[-1])))  # type: ignore[attr-defined]
+            state.result.name_hint = name.replace(".", "_")
+            if last_state is None:
+                block.insert_op_before(state, block.first_op)  # type: ignore[arg-type]
+            else:
+                block.insert_op_after(state, last_state)
+            last_state = state
+            write = CacheWriteOp(state.result, value, axis=len(shape) - 2)
+            block.insert_op_before(write, op)
+            cached.append(write.result)
+        new = AttentionOp(op.q, cached[0], cached[1], None, op.scale.value.data, op.is_causal, kv_cache=True)
+        block.insert_op_before(new, op)
+        new.result.name_hint = op.result.name_hint
+        op.result.replace_all_uses_with(new.result)
+        block.erase_op(op)
+    fn.attributes["tg.kv_capacity"] = IntegerAttr(capacity, i64)
+    return len(attentions)
+
+
+@dataclass(frozen=True)
+class IntroduceKVCachePass(ModulePass):
+    """Every causal self-attention reads (and appends to) a KV cache of ``capacity`` positions."""
+
+    name = "introduce-kv-cache"
+
+    capacity: int = 0
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.capacity <= 0:
+            raise PassFailedException(f"{PASS}: needs capacity > 0 (the cache's positions), e.g. {PASS}{{capacity=2048}}")
+        for fn in list(op.walk()):
+            if isinstance(fn, func.FuncOp) and fn.body.blocks:
+                introduce_kv_cache(fn, self.capacity)
