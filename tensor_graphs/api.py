@@ -161,8 +161,9 @@ def _decoder_modules(model, max_seq, batch, prefill_chunk, stats):
     for length in dict.fromkeys((chunk, 1)):
         ids = torch.zeros((batch, length), dtype=torch.int64)
         pos = torch.arange(length, dtype=torch.int64).expand(batch, length).contiguous()
+        rows = torch.arange(batch, dtype=torch.int64) * length + length - 1
         t0 = time.perf_counter()
-        graph = import_model(step, (ids, pos))
+        graph = import_model(step, (ids, pos, rows))
         stats.seconds["import"] = stats.seconds.get("import", 0.0) + time.perf_counter() - t0
         t0 = time.perf_counter()
         passes = (*TENSOR_PIPELINE, f"introduce-kv-cache{{capacity={capacity}}}", *BUFFER_PIPELINE)
@@ -263,14 +264,17 @@ def generate(model, input_ids, max_new_tokens: int, *, eos_token_id=None, max_se
     """
     from tensor_graphs.runtime_support.decoder import CompiledDecoder
 
+    pad_token_id = None
     if isinstance(model, CompiledDecoder):
         decoder = model
     else:
+        config = getattr(model, "generation_config", None)
         if eos_token_id is None:
-            eos_token_id = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+            eos_token_id = getattr(config, "eos_token_id", None)
+        pad_token_id = getattr(config, "pad_token_id", None)
         length = int(input_ids.shape[1]) + max_new_tokens
         decoder = compile_decoder(model, max_seq=max_seq or length, batch=int(input_ids.shape[0]), prefill_chunk=prefill_chunk)
-    return decoder.generate(input_ids, max_new_tokens, eos_token_id=eos_token_id)
+    return decoder.generate(input_ids, max_new_tokens, eos_token_id=eos_token_id, pad_token_id=pad_token_id)
 
 
 def set_num_threads(n: int) -> None:

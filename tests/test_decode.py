@@ -192,3 +192,19 @@ def test_batch_of_two():
     with torch.inference_mode():
         expected = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=6, do_sample=False)
     assert decoder.generate(ids, 6).tolist() == expected.tolist()
+
+
+def test_eos_stops_rows_like_transformers():
+    """A row that emits eos continues with pad tokens; generation stops when every row has."""
+    model = _model("gpt2")
+    ids = torch.cat([_prompt(5, seed=7), _prompt(5, seed=8)])
+    with torch.inference_mode():
+        free = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=8, do_sample=False)
+    eos = int(free[0, 7])  # row 0's third new token: row 0 stops there, row 1 goes on (unless it emits it too)
+    model.generation_config.eos_token_id = eos
+    model.generation_config.pad_token_id = 0
+    with torch.inference_mode():
+        expected = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=8, do_sample=False)
+    decoder = tg.compile_decoder(model, max_seq=16, batch=2, prefill_chunk=CHUNK)
+    got = decoder.generate(ids, 8, eos_token_id=eos, pad_token_id=0)
+    assert got.tolist() == expected.tolist()

@@ -1,6 +1,13 @@
 """A transformers causal language model as the graph a decoder compiles: one step of ``S`` tokens.
 
-    step = CausalLMStep(model)          # forward(input_ids [B, S], position_ids [B, S]) -> logits [B, S, V]
+    step = CausalLMStep(model)
+    logits = step(input_ids, position_ids, rows)   # [B, S], [B, S], [B] -> [B, V]
+
+Only the rows whose logits are wanted go through the output projection: ``rows`` indexes the
+``B * S`` final hidden states (row ``b * S + i`` is token ``i`` of sequence ``b``), gathered with
+``F.embedding`` into a ``tg.embedding``; a prefill chunk asks for its last real token, whose
+index is known only at run time (the last chunk may be padded). For a 151936-token vocabulary
+and a 128-token chunk this skips 40 GFLOP of the 150 a full-logits step would do.
 
 The step runs the model without its own cache (``use_cache=False``): `introduce-kv-cache` later
 gives every attention a persistent cache, so the same traced graph serves any position. The
@@ -13,19 +20,31 @@ fold) and lets the causal mask fold to ``causal = true``.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 
 class CausalLMStep(torch.nn.Module):
-    """``(input_ids, position_ids) -> logits`` of a transformers ``*ForCausalLM`` (GPT-2, Qwen3, Llama, ...)."""
+    """``(input_ids, position_ids, rows) -> logits of the selected rows`` of a transformers
+    ``*ForCausalLM`` whose logits are ``lm_head(final hidden states)`` (GPT-2, Qwen3, Llama, ...)."""
 
     def __init__(self, model: torch.nn.Module):
         super().__init__()
-        self.model = model
+        base = getattr(model, "base_model", None)
+        head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+        if base is None or base is model or head is None:
+            raise TypeError(
+                f"{type(model).__name__} is not a transformers causal LM with a base model and an "
+                "output projection (lm_head); compile_decoder supports GPT-2, Qwen3, Llama and the like"
+            )
+        self.base = base
+        self.head = head
 
-    def forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         mask = torch.ones(input_ids.shape, dtype=torch.long)
-        out = self.model(input_ids=input_ids, position_ids=position_ids, attention_mask=mask, use_cache=False)
-        return out.logits
+        out = self.base(input_ids=input_ids, position_ids=position_ids, attention_mask=mask, use_cache=False)
+        hidden = out.last_hidden_state
+        b, s, h = hidden.shape
+        return self.head(F.embedding(rows, hidden.reshape(b * s, h)))
 
 
 def max_positions(model: torch.nn.Module) -> int | None:

@@ -42,7 +42,7 @@ class DecoderMemory:
     weight_bytes: int
     #: the KV cache: 2 x layers x batch x kv heads x capacity x head dim x 4 bytes
     state_bytes: int
-    #: the logits a prefill chunk and a decode step return (allocated per call)
+    #: the logits a prefill chunk and a decode step return ([B, V] each, allocated per call)
     output_bytes: int = 0
 
     @property
@@ -91,6 +91,10 @@ class CompiledDecoder:
         self._position = 0
         self._ids = np.zeros((batch, 1), dtype=np.int64)
         self._pos = np.zeros((batch, 1), dtype=np.int64)
+        #: the rows of the B x S final hidden states whose logits a call returns: each sequence's
+        #: last token (a decode step: row b; a chunk: b * chunk + last real index)
+        self._decode_rows = np.arange(batch, dtype=np.int64)
+        self._chunk_rows = np.arange(batch, dtype=np.int64) * chunk
 
     # ------------------------------------------------------------------ state
 
@@ -179,18 +183,17 @@ class CompiledDecoder:
             past = self._position
             positions = np.minimum(np.arange(past, past + c, dtype=np.int64), self._last_position)
             chunk_pos = np.ascontiguousarray(np.broadcast_to(positions, (self.batch, c)))
-            out = self._prefill_fn(chunk_ids, chunk_pos, past=past)
-            logits = out[:, real - 1, :]
+            logits = self._prefill_fn(chunk_ids, chunk_pos, self._chunk_rows + (real - 1), past=past)
             self._position = past + real
         assert logits is not None
-        return np.ascontiguousarray(logits)
+        return logits
 
     def _step(self, ids: np.ndarray) -> np.ndarray:
         self._ids[:] = ids
         self._pos[:] = self._position
-        out = self._decode_fn(self._ids, self._pos, past=self._position)
+        logits = self._decode_fn(self._ids, self._pos, self._decode_rows, past=self._position)
         self._position += 1
-        return out[:, 0, :]
+        return logits
 
     def decode(self, token_ids):
         """Append one token per row (``token_ids`` [B, 1]) and return its logits [B, V]."""
@@ -202,11 +205,19 @@ class CompiledDecoder:
         self._check_room(1)
         return self._out(self._step(ids), as_torch)
 
-    def generate(self, input_ids, max_new_tokens: int, *, eos_token_id: int | Sequence[int] | None = None):
+    def generate(
+        self,
+        input_ids,
+        max_new_tokens: int,
+        *,
+        eos_token_id: int | Sequence[int] | None = None,
+        pad_token_id: int | None = None,
+    ):
         """Greedy decoding: ``input_ids`` [B, P] followed by up to ``max_new_tokens`` tokens.
 
-        Stops early once every row has produced ``eos_token_id`` (kept in the output, as
-        transformers does). Returns the kind of ``input_ids`` (NumPy or torch), int64.
+        As transformers does: a row that has produced an ``eos_token_id`` (kept in the output)
+        continues with ``pad_token_id`` (default: the first eos id), and generation stops once
+        every row has. Returns the kind of ``input_ids`` (NumPy or torch), int64.
         """
         ids, as_torch = self._ids_array(input_ids, "input_ids")
         if max_new_tokens < 0:
@@ -216,7 +227,8 @@ class CompiledDecoder:
                 f"{ids.shape[1]} prompt + {max_new_tokens} new tokens need {need} cached positions, "
                 f"more than max_seq = {self.max_seq}; compile with a larger max_seq"
             )
-        eos = set() if eos_token_id is None else ({eos_token_id} if isinstance(eos_token_id, int) else set(eos_token_id))
+        eos = [] if eos_token_id is None else ([eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id))
+        pad = pad_token_id if pad_token_id is not None else (eos[0] if eos else 0)
         out = [ids]
         if max_new_tokens:
             self.reset()
@@ -224,8 +236,10 @@ class CompiledDecoder:
             done = np.zeros(self.batch, dtype=bool)
             for step in range(max_new_tokens):
                 token = logits.argmax(axis=-1).astype(np.int64)[:, None]
+                token[done, 0] = pad
                 out.append(token)
-                done |= np.isin(token[:, 0], list(eos)) if eos else False
+                if eos:
+                    done |= np.isin(token[:, 0], eos)
                 if done.all() or step == max_new_tokens - 1:
                     break
                 logits = self._step(token)
