@@ -27,6 +27,7 @@ bench: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[test,bench]'
 	$(PY) benchmarks/mlp.py
 	$(PY) benchmarks/gpt2.py
+	$(PY) benchmarks/decode.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
