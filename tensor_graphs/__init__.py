@@ -5,6 +5,7 @@
     y = fn(x)
     dec = tg.compile_decoder(lm, max_seq=512)   # prefill + decode over one KV cache
     tokens = dec.generate(ids, max_new_tokens=20)
+    fn = tg.compile(model, (x,), profile=True); print(fn.profile(x))   # time per kernel
 """
 
 from tensor_graphs.api import (
@@ -15,8 +16,10 @@ from tensor_graphs.api import (
     estimate_memory,
     export,
     generate,
+    profile,
     set_num_threads,
 )
+from tensor_graphs.runtime_support.profile import ProfileReport
 
 __all__ = [
     "CompileStats",
@@ -26,6 +29,8 @@ __all__ = [
     "estimate_memory",
     "export",
     "generate",
+    "profile",
+    "ProfileReport",
     "set_num_threads",
 ]
 __version__ = "0.1.0"

@@ -1,5 +1,6 @@
-"""The public Python surface: `compile`, `compile_module`, `export`, `set_num_threads`, and for
-token-by-token generation with a KV cache `compile_decoder`, `generate`, `estimate_memory`."""
+"""The public Python surface: `compile`, `compile_module`, `export`, `set_num_threads`,
+`profile`, and for token-by-token generation with a KV cache `compile_decoder`, `generate`,
+`estimate_memory`."""
 
 from __future__ import annotations
 
@@ -11,8 +12,15 @@ from pathlib import Path
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
-from tensor_graphs.passes import BUFFER_PIPELINE, LLVM_PIPELINE, TENSOR_PIPELINE, build_pipeline
+from tensor_graphs.passes import (
+    BUFFER_PIPELINE,
+    LLVM_PIPELINE,
+    PROFILED_LLVM_PIPELINE,
+    TENSOR_PIPELINE,
+    build_pipeline,
+)
 from tensor_graphs.runtime_support.executable import CompiledGraph
+from tensor_graphs.runtime_support.profile import ProfileReport
 
 #: Levels in lowering order.
 LEVELS: tuple[str, ...] = ("aten", "tg", "buf", "llvm")
@@ -50,13 +58,15 @@ def compile_module(
     stats: CompileStats | None = None,
     tg_passes: Sequence[str] = (),
     states: Mapping[str, np.ndarray] | None = None,
+    profile: bool = False,
 ) -> CompiledGraph:
     """Lower ``module`` (at the aten, tg, buf or llvm level) to native code and bind ``weights``.
 
     The module is lowered in place. With ``keep_ir`` the text of every level it passes through
     is kept for ``fn.ir(level)``. ``tg_passes`` run after the tg-level optimisation (e.g.
     ``introduce-kv-cache{capacity=256}``); ``states`` binds persistent state arrays by name
-    (missing ones are allocated zeroed).
+    (missing ones are allocated zeroed). ``profile`` times every kernel call
+    (``convert-buffer-to-llvm{profile=true}``) for ``fn.profile(...)``.
     """
     from tensor_graphs.codegen.llvm.jit import jit_compile
 
@@ -74,6 +84,11 @@ def compile_module(
             ir[level] = str(module)
 
     level = module_level(module)
+    if profile and level == "llvm" and "tg.profile" not in module.attributes:
+        raise ValueError(
+            "compile_module(profile=True): this module is already at the llvm level, lowered without "
+            "profiling; pass a module at the aten, tg or buf level (or lower it with convert-buffer-to-llvm{profile=true})"
+        )
     keep(level)
     if level == "aten":
         run("aten -> tg", TENSOR_PIPELINE)
@@ -91,7 +106,7 @@ def compile_module(
         run("plan memory", ("plan-memory",))
         keep("buf")
     if level != "llvm":
-        run("buf -> llvm", LLVM_PIPELINE)
+        run("buf -> llvm", PROFILED_LLVM_PIPELINE if profile else LLVM_PIPELINE)
     t0 = time.perf_counter()
     native = jit_compile(module)
     stats.seconds["llvm jit"] = time.perf_counter() - t0
@@ -106,11 +121,13 @@ def compile(
     *,
     keep_ir: bool = True,
     stats: CompileStats | None = None,
+    profile: bool = False,
 ) -> CompiledGraph:
     """Compile a ``torch.nn.Module`` for inputs shaped like ``example_inputs``.
 
     Returns a callable backed by ONE native function: ``fn(*inputs)`` takes NumPy arrays or
-    torch tensors (all one kind) and returns the same kind.
+    torch tensors (all one kind) and returns the same kind. With ``profile`` every kernel call
+    is timed: ``print(fn.profile(*inputs))`` shows where the time goes.
     """
     from tensor_graphs.frontend import import_model
 
@@ -118,7 +135,7 @@ def compile(
     t0 = time.perf_counter()
     graph = import_model(model, tuple(_as_torch(x) for x in example_inputs))
     stats.seconds["import"] = time.perf_counter() - t0
-    return compile_module(graph.module, graph.weights, keep_ir=keep_ir, stats=stats)
+    return compile_module(graph.module, graph.weights, keep_ir=keep_ir, stats=stats, profile=profile)
 
 
 def export(model, example_inputs: Sequence, path: str | Path):
@@ -224,6 +241,7 @@ def compile_decoder(
     prefill_chunk: int = 32,
     keep_ir: bool = False,
     stats: CompileStats | None = None,
+    profile: bool = False,
 ):
     """Compile a transformers causal LM for generation with a KV cache: a prefill function for
     chunks of ``prefill_chunk`` tokens and a decode function for one token, compiled once and
@@ -231,7 +249,8 @@ def compile_decoder(
     length up to ``max_seq`` and every position run on these two functions.
 
     Raises ``MemoryError`` before generating code or allocating the cache when the arenas, the
-    KV cache and the outputs would not fit the memory the OS reports as available.
+    KV cache and the outputs would not fit the memory the OS reports as available. With
+    ``profile`` both graphs time their kernels (``dec.decode_graph.profile(..., past=n)``).
     """
     from tensor_graphs.runtime_support.decoder import CompiledDecoder
 
@@ -249,7 +268,7 @@ def compile_decoder(
     graphs = []
     states: dict[str, np.ndarray] | None = None
     for module in modules:
-        fn = compile_module(module, weights, keep_ir=keep_ir, stats=stats, states=states)
+        fn = compile_module(module, weights, keep_ir=keep_ir, stats=stats, states=states, profile=profile)
         states = fn.states  # the decode graph binds the prefill graph's cache
         graphs.append(fn)
     return CompiledDecoder(graphs, chunk=chunk, max_seq=max_seq, capacity=capacity, batch=batch, max_position=limit)
@@ -275,6 +294,11 @@ def generate(model, input_ids, max_new_tokens: int, *, eos_token_id=None, max_se
         length = int(input_ids.shape[1]) + max_new_tokens
         decoder = compile_decoder(model, max_seq=max_seq or length, batch=int(input_ids.shape[0]), prefill_chunk=prefill_chunk)
     return decoder.generate(input_ids, max_new_tokens, eos_token_id=eos_token_id, pad_token_id=pad_token_id)
+
+
+def profile(fn: CompiledGraph, *inputs, repeat: int = 10, warmup: int = 1, **call_kwargs) -> ProfileReport:
+    """Where ``fn`` (compiled with ``profile=True``) spends its time: ``fn.profile(...)``."""
+    return fn.profile(*inputs, repeat=repeat, warmup=warmup, **call_kwargs)
 
 
 def set_num_threads(n: int) -> None:

@@ -68,6 +68,8 @@ TENSOR_PIPELINE: tuple[str, ...] = (
 BUFFER_PIPELINE: tuple[str, ...] = ("convert-tensor-to-buffer", "plan-memory")
 #: buf -> llvm dialect.
 LLVM_PIPELINE: tuple[str, ...] = ("convert-buffer-to-llvm",)
+#: buf -> llvm dialect with every kernel call timed (``compile_module(..., profile=True)``).
+PROFILED_LLVM_PIPELINE: tuple[str, ...] = ("convert-buffer-to-llvm{profile=true}",)
 DEFAULT_PIPELINE: tuple[str, ...] = TENSOR_PIPELINE + BUFFER_PIPELINE + LLVM_PIPELINE
 
 

@@ -16,17 +16,23 @@ to the native function as ``dims[0]`` (see `signature`)::
 
     logits = prefill(prompt_ids, past=0)           # writes positions [0, len(prompt))
     logits = decode(next_id, past=len(prompt))     # writes position len(prompt)
+
+A graph compiled with profiling (``profile=True``) also binds its kernel counters (the table
+slot after the states, see `signature`); every call adds to them, and ``fn.profile(*inputs,
+repeat=n)`` zeroes them, runs the graph ``n`` times and returns a `profile.ProfileReport`.
 """
 
 from __future__ import annotations
 
 import ctypes
 import operator
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
+from tensor_graphs.runtime_support.profile import ProfileReport
 from tensor_graphs.runtime_support.signature import GraphSignature, TensorSpec
 
 #: int32 f(arena*, weights**, inputs**, outputs**, dims*): 0, or an error status (signature.errors)
@@ -127,6 +133,10 @@ class CompiledGraph:
         given = states or {}
         self._states = {spec.name: _bind_state(spec, given.get(spec.name)) for spec in sig.states}
         table = [a.ctypes.data for a in bound] + [a.ctypes.data for a in self._states.values()]
+        #: profiled graphs: [ns, calls] per kernel, added to by every call (signature.profile_slot)
+        self._counters = np.zeros(max(2 * len(sig.profile), 1), np.int64) if sig.profile is not None else None
+        if self._counters is not None:
+            table.append(self._counters.ctypes.data)
         self._weight_table = (ctypes.c_void_p * max(len(table), 1))(*table)
         #: dims[0] = past (read by graphs with states); preallocated, written by each call
         self._dims = (ctypes.c_int64 * 1)()
@@ -184,6 +194,33 @@ class CompiledGraph:
         if status := self._fn(*self._static_args):
             raise sig.status_error(status, past)
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def profile(self, *args, repeat: int = 10, warmup: int = 1, **call_kwargs) -> ProfileReport:
+        """Run the graph ``warmup`` times, then ``repeat`` times timing every kernel; returns the
+        report of the timed calls (``print(report)``: kernels by time, then by kind).
+        ``call_kwargs`` go to each call (``past=`` for a graph with states)."""
+        if self._counters is None:
+            raise RuntimeError(
+                f"{self.signature.entry} was compiled without profiling: compile it with profile=True "
+                "(tg.compile / tg.compile_module(..., profile=True), tg-run --profile, "
+                "convert-buffer-to-llvm{profile=true})"
+            )
+        if repeat < 1 or warmup < 0:
+            raise ValueError(f"profile: repeat must be >= 1 and warmup >= 0, got {repeat} and {warmup}")
+        for _ in range(warmup):
+            self(*args, **call_kwargs)
+        self._counters[:] = 0
+        t0 = time.perf_counter_ns()
+        for _ in range(repeat):
+            self(*args, **call_kwargs)
+        wall = time.perf_counter_ns() - t0
+        labels = self.signature.profile or ()
+        return ProfileReport.from_counters(self.signature.entry, labels, self._counters[: 2 * len(labels)], repeat, wall)
+
+    @property
+    def profiled(self) -> bool:
+        """True when the graph was compiled with profiling (``fn.profile`` works)."""
+        return self._counters is not None
 
     # ------------------------------------------------------------------ introspection
 

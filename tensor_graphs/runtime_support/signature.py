@@ -21,13 +21,23 @@ from which `buf.attention {kv_cache}` counts its queries; it must not be null th
 without states ignores ``dims`` (it may be null). States persist between calls: the caller
 allocates them once (zeroed) and may share them between graphs (a prefill and a decode graph).
 
+A graph compiled with profiling (``convert-buffer-to-llvm{profile=true}``, ``profile=True`` in
+the Python API) has a ``profile`` (None otherwise): one label per kernel, in call order. Its
+``weights`` table has one more slot, :meth:`GraphSignature.profile_slot` (after the weights,
+constants and states): an ``int64_t *counters`` of ``2 * len(profile)`` entries that every call
+adds to, ``counters[2 * k]`` the nanoseconds spent in kernel ``k`` (``CLOCK_MONOTONIC``, from the
+previous reading: the time between two kernel calls goes to the later one) and
+``counters[2 * k + 1]`` how many times it ran. A graph without profiling has no such slot and
+reads nothing more: its code is exactly what it would be without the option.
+
 An error message may contain ``{past}``, which :meth:`GraphSignature.status_error` replaces by
 the ``past`` of the failing call ("kv cache 'kv.0.key': position {past} + 8 new tokens ...").
 
 `convert-buffer-to-llvm` stores a :class:`GraphSignature` on the llvm-level module as
 attributes (``tg.entry``, ``tg.arena_size``, ``tg.weight_table``, ``tg.constants``,
 ``tg.input_names``, ``tg.input_types``, ``tg.output_types``, ``tg.state_names``,
-``tg.state_types``, ``tg.errors``) so that module is self-describing.
+``tg.state_types``, ``tg.errors``, and ``tg.profile`` when profiled) so that module is
+self-describing.
 """
 
 from __future__ import annotations
@@ -82,10 +92,18 @@ class GraphSignature:
     intermediate_bytes: int = 0
     #: persistent buffers (`buf.state`, KV caches) by first appearance; table slots after the weights
     states: tuple[TensorSpec, ...] = ()
+    #: per kernel, in call order, a label ("buf.matmul 128x768 @ 768x2304 (%qkv)") when the graph
+    #: was compiled with profiling; None otherwise
+    profile: tuple[str, ...] | None = None
 
     def state_slot(self, index: int) -> int:
         """Slot of ``states[index]`` in the ``weights`` table (after the weights and constants)."""
         return len(self.weight_table) + index
+
+    def profile_slot(self) -> int:
+        """Slot of the profile counters in the ``weights`` table (after the weights, constants
+        and states) of a graph compiled with profiling."""
+        return len(self.weight_table) + len(self.states)
 
     def status_error(self, status: int, past: int | None = None) -> Exception:
         """The exception for a nonzero status returned by the native function: an
@@ -116,6 +134,8 @@ class GraphSignature:
             module.attributes["tg.state_names"] = ArrayAttr([StringAttr(s.name) for s in self.states])
             module.attributes["tg.state_types"] = ArrayAttr([memref(s) for s in self.states])
         module.attributes["tg.errors"] = ArrayAttr([StringAttr(m) for m in self.errors])
+        if self.profile is not None:
+            module.attributes["tg.profile"] = ArrayAttr([StringAttr(label) for label in self.profile])
         module.attributes["tg.intermediate_bytes"] = IntegerAttr(self.intermediate_bytes, i64)
 
     @staticmethod
@@ -137,6 +157,7 @@ class GraphSignature:
         names += [""] * (len(in_types) - len(names))
         consts = a.get("tg.constants")
         errors = a.get("tg.errors")
+        profile = a.get("tg.profile")
         state_names = [s.data for s in a["tg.state_names"].data] if "tg.state_names" in a else []  # type: ignore[attr-defined]
         state_types = list(a["tg.state_types"].data) if "tg.state_types" in a else []  # type: ignore[attr-defined]
         if len(state_names) != len(state_types):
@@ -154,4 +175,5 @@ class GraphSignature:
             errors=tuple(m.data for m in errors.data) if errors is not None else (),  # type: ignore[attr-defined]
             intermediate_bytes=a["tg.intermediate_bytes"].value.data if "tg.intermediate_bytes" in a else 0,  # type: ignore[attr-defined]
             states=tuple(TensorSpec.of(t, n) for n, t in zip(state_names, state_types)),
+            profile=tuple(label.data for label in profile.data) if profile is not None else None,  # type: ignore[attr-defined]
         )

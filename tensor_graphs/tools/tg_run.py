@@ -2,6 +2,7 @@
 
     tg-run model.mlir                       # random inputs, median time per call
     tg-run model.mlir --input x.npy -n 200  # given inputs
+    tg-run --profile model.mlir             # + time per kernel: the top 30, then per kind
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--past", type=int, default=None,
                     help="for a graph with state (a KV cache): positions already cached (default 0); states start zeroed")
+    ap.add_argument("--profile", action="store_true",
+                    help="time every kernel call: print the 30 slowest kernels and the time per kind of kernel")
     args = ap.parse_args(argv)
 
     from xdsl.parser import Parser
@@ -58,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             weights = load_weights(module, path)
         t0 = time.perf_counter()
-        fn = tg.compile_module(module, weights, keep_ir=False)
+        fn = tg.compile_module(module, weights, keep_ir=False, profile=args.profile)
         compile_s = time.perf_counter() - t0
     except Exception as e:  # a user's module: report, don't dump a traceback
         print(f"tg-run: {type(e).__name__}: {e}", file=sys.stderr)
@@ -83,13 +86,18 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         fn(*inputs, **call)
         times.append(time.perf_counter() - t0)
+    report = fn.profile(*inputs, repeat=max(args.repeat, 1), warmup=0, **call) if args.profile else None
 
     print(f"compiled {path.name} in {compile_s:.3f} s; {fn.memory}")
     for spec, x in zip(specs, inputs):
         print(_summary(f"input  {spec.name}", x))
     for i, o in enumerate(outs):
         print(_summary(f"output {i}", o))
-    print(f"median time per call: {statistics.median(times) * 1e6:.1f} us over {len(times)} calls ({args.threads} BLAS thread(s))")
+    profiled = " (profiled: each kernel call also reads the clock)" if args.profile else ""
+    print(f"median time per call: {statistics.median(times) * 1e6:.1f} us over {len(times)} calls ({args.threads} BLAS thread(s)){profiled}")
+    if report is not None:
+        print()
+        print(report.format(top=30))
     return 0
 
 

@@ -40,17 +40,31 @@ as one more (last) argument, and its call is preceded by a check that ``dims`` i
 
     llvm.call @decode__0_cache_write(%k, %kc, %dims)     // past = load dims[0] inside
 
+Profiling (``convert-buffer-to-llvm{profile=true}``): the entry also loads ``int64_t *counters``
+from the weights table slot after the states (`GraphSignature.profile_slot`), reads the clock
+(libc ``clock_gettime(CLOCK_MONOTONIC)`` into a timespec on its stack) before the first kernel
+and after each, and adds the nanoseconds since the previous reading and one call to kernel
+``k``'s counters ``counters[2k]`` and ``counters[2k + 1]``::
+
+    %st = llvm.call @forward__0_matmul(%x, %w, %t)
+    %now = <clock_gettime(1, %timespec); sec * 1000000000 + nsec>
+    counters[0] += %now - %before;  counters[1] += 1
+
+The module records one label per kernel (``tg.profile``, see :func:`kernel_label`). Without
+the option nothing of this is emitted: the code is the same as before it existed.
+
 Kernels lower through :data:`kernels.REGISTRY`; `kernels_nn` (softmax, layer norm,
 attention, the matmul epilogue) registers its emitters there when this module is imported.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func, llvm
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, UnitAttr, i8, i32, i64
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, UnitAttr, i8, i32, i64
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
@@ -79,11 +93,51 @@ NN_KERNELS = (buf.SoftmaxOp, buf.LayerNormOp, buf.AttentionOp)
 #: Argument order of every graph function (the native ABI).
 ABI_ARGS: tuple[str, ...] = ("arena", "weights", "inputs", "outputs", "dims")
 
+#: libc's clock, read by profiled graphs: ``int clock_gettime(clockid_t, struct timespec *)``
+CLOCK_GETTIME = "clock_gettime"
+CLOCK_GETTIME_TYPE = llvm.LLVMFunctionType([i32, PTR], i32)
+#: ``CLOCK_MONOTONIC`` of this platform (1 on Linux)
+CLOCK_MONOTONIC: int = getattr(time, "CLOCK_MONOTONIC", 1)
+
+
+def _shape(value: SSAValue) -> list[int]:
+    return list(value.type.get_shape())  # type: ignore[attr-defined]
+
+
+def _dims(shape: list[int]) -> str:
+    return "x".join(map(str, shape)) if shape else "scalar"
+
+
+def kernel_label(op: buf.KernelOp) -> str:
+    """What a profile calls a kernel: its op, a short shape description, its variant, and the
+    name of its output when it has one: ``buf.matmul 128x768 @ 768x2304 gelu (%h)``,
+    ``buf.attention q 1x12x128x64 kv 1x12x128x64 causal``, ``buf.reduce 128x768 -> 128 sum``."""
+    if isinstance(op, buf.MatmulOp):
+        ta, tb, _, _ = op.flags
+        a, b = _shape(op.inputs[0]), _shape(op.inputs[1])
+        for shape, transposed in ((a, ta), (b, tb)):
+            if transposed and len(shape) >= 2:
+                shape[-2:] = shape[-1], shape[-2]
+        what = f"{_dims(a)} @ {_dims(b)}"
+    elif isinstance(op, buf.AttentionOp):
+        what = f"q {_dims(_shape(op.inputs[0]))} kv {_dims(_shape(op.inputs[1]))}"
+        what += " causal" * bool(op.causal.value.data) + " kv_cache" * bool(op.kv_cache.value.data)
+    else:
+        out = _shape(op.output)
+        first = _shape(op.inputs[0]) if op.inputs else out
+        what = _dims(out) if first == out else f"{_dims(first)} -> {_dims(out)}"
+    for prop in ("fn", "kind", "activation"):
+        variant = op.properties.get(prop)
+        if isinstance(variant, StringAttr) and variant.data != "none":
+            what += f" {variant.data}"
+    name = op.output.name_hint
+    return f"{op.name} {what}" + (f" (%{name})" if name else "")
+
 
 class _GraphLowering:
     """Lowers one `func.func` of `buf` ops into one `llvm.func`; implements `KernelContext`."""
 
-    def __init__(self, fn: func.FuncOp, module: ModuleOp, declarations: dict[str, llvm.FuncOp]):
+    def __init__(self, fn: func.FuncOp, module: ModuleOp, declarations: dict[str, llvm.FuncOp], profile: bool = False):
         self.fn = fn
         self.module = module
         self.declarations = declarations
@@ -109,6 +163,15 @@ class _GraphLowering:
         self._kernel_dims: SSAValue | None = None
         self._dim_values: dict[int, SSAValue] = {}
         self._dims_checked = False
+        #: profiling: one label per kernel; the entry's weights table and the counters' slot in
+        #: it, the counters pointer, the timespec, the last clock reading
+        self.profile = profile
+        self.labels: list[str] = []
+        self._weights: SSAValue | None = None
+        self._profile_slot = 0
+        self._counters: SSAValue | None = None
+        self._timespec: SSAValue | None = None
+        self._last_time: SSAValue | None = None
 
     # KernelContext ------------------------------------------------------------------
 
@@ -195,6 +258,30 @@ class _GraphLowering:
         if name not in self.declarations:
             self.declarations[name] = llvm.FuncOp(name, type, linkage=llvm.LinkageAttr("external"))
 
+    # profiling ----------------------------------------------------------------------
+
+    def _clock(self) -> SSAValue:
+        """Nanoseconds of ``CLOCK_MONOTONIC``, read into the entry's timespec."""
+        b, ts = self.b, self._timespec
+        assert ts is not None
+        b.add(llvm.CallOp(CLOCK_GETTIME, b.i32(CLOCK_MONOTONIC), ts, return_type=i32))
+        sec = b.load(ts, i64)
+        nsec = b.load(b.gep(ts, 1, i64), i64)
+        now = b.add_i64(b.mul_i64(sec, b.i64(1_000_000_000)), nsec)
+        now.name_hint = "now"
+        return now
+
+    def _count(self, kernel: int) -> None:
+        """After kernel ``kernel``'s call: add the time since the last reading and one call."""
+        assert self._counters is not None and self._last_time is not None
+        b = self.b
+        now = self._clock()
+        elapsed = b.add(llvm.SubOp(now, self._last_time))
+        for slot, amount in ((2 * kernel, elapsed), (2 * kernel + 1, b.i64(1))):
+            counter = b.gep(self._counters, slot, i64)
+            b.store(b.add_i64(b.load(counter, i64), amount), counter)
+        self._last_time = now
+
     # lowering -----------------------------------------------------------------------
 
     def _scan(self) -> None:
@@ -268,8 +355,19 @@ class _GraphLowering:
                 nonnull = main.add(llvm.ICmpOp(address, main.i64(0), IntegerAttr(llvm.ICmpPredicateFlag.NE.to_int(), i64)))
                 self.check(nonnull, "dims is null: this graph keeps state (a KV cache) and reads past from dims[0]")
             call_args.append(self._dims)
+        kernel = len(self.kernel_functions)
         self.kernel_functions.append(kfn)
+        if self.profile:
+            self.labels.append(kernel_label(op))
+            if self._last_time is None:  # the first kernel: the counters and the start time
+                self.declare(CLOCK_GETTIME, CLOCK_GETTIME_TYPE)
+                assert self._weights is not None
+                self._counters = self._table_entry(self._weights, self._profile_slot)
+                self._counters.name_hint = "counters"
+                self._last_time = self._clock()
         status = main.add(llvm.CallOp(name, *call_args, return_type=i32))
+        if self.profile:
+            self._count(kernel)
         if self._checks > checks:  # the kernel can fail: return its status at once
             if self._propagate is None:
                 self._propagate = main.new_block([i32])
@@ -308,6 +406,11 @@ class _GraphLowering:
         arena, weights, inputs, outputs, self._dims = b.args
         for a, hint in zip(b.args, ABI_ARGS):
             a.name_hint = hint
+        if self.profile:  # a static alloca; the rest comes with the first kernel
+            self._timespec = b.add(llvm.AllocaOp(b.i64(2), i64, alignment=8))
+            self._timespec.name_hint = "timespec"
+            self._weights = weights
+            self._profile_slot = len(self.weight_slots) + len(self.constants) + len(self.state_slots)
 
         in_specs: list[TensorSpec] = []
         out_specs: list[TensorSpec] = []
@@ -389,6 +492,7 @@ class _GraphLowering:
             errors=tuple(self.errors),
             intermediate_bytes=_int_attr(self.fn, "tg.intermediate_bytes") or _int_attr(self.module, "tg.intermediate_bytes"),
             states=tuple(TensorSpec.of(t, n) for n, t in self.state_types.items()),  # type: ignore[arg-type]
+            profile=tuple(self.labels) if self.profile else None,
         )
         return llfn, signature
 
@@ -401,9 +505,12 @@ def _int_attr(op: Operation, name: str) -> int:
 
 @dataclass(frozen=True)
 class ConvertBufferToLLVMPass(ModulePass):
-    """Lower the one planned graph function of a `buf` module to an `llvm.func`."""
+    """Lower the one planned graph function of a `buf` module to an `llvm.func`; with
+    ``profile=true``, time every kernel call into per-kernel counters (see the module doc)."""
 
     name = "convert-buffer-to-llvm"
+
+    profile: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         funcs = [o for o in op.ops if isinstance(o, func.FuncOp)]
@@ -416,7 +523,7 @@ class ConvertBufferToLLVMPass(ModulePass):
                 f"convert-buffer-to-llvm: expected exactly one graph function per module, found {names}"
             )
         declarations: dict[str, llvm.FuncOp] = {}
-        lowering = _GraphLowering(funcs[0], op, declarations)
+        lowering = _GraphLowering(funcs[0], op, declarations, profile=self.profile)
         llfn, signature = lowering.lower()
         funcs[0].detach()
         funcs[0].erase()

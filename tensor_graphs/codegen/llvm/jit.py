@@ -6,7 +6,8 @@
 
 Each graph gets its own execution engine, optimised with the new pass manager for the host
 CPU (so loops vectorise with the widest vector ISA it has), with OpenBLAS loaded into the
-process so ``scipy_cblas_sgemm`` resolves.
+process so ``scipy_cblas_sgemm`` resolves, and libc's ``clock_gettime`` registered for graphs
+compiled with profiling.
 """
 
 from __future__ import annotations
@@ -86,6 +87,19 @@ def _target_machine(opt_level: int) -> Any:
     return target.create_target_machine(cpu=cpu, features=features, opt=opt_level, codemodel="jitdefault", jit=True)
 
 
+@functools.cache
+def _register_clock() -> None:
+    """Make libc's ``clock_gettime`` (read by profiled graphs) resolvable by the JIT."""
+    import llvmlite.binding as llvm
+
+    from tensor_graphs.codegen.llvm.convert_buffer_to_llvm import CLOCK_GETTIME
+
+    address = ctypes.cast(getattr(ctypes.CDLL(None), CLOCK_GETTIME), ctypes.c_void_p).value
+    if not address:  # pragma: no cover - every POSIX libc has it
+        raise CodegenError(f"{CLOCK_GETTIME} was not found in this process: profiling needs it")
+    llvm.add_symbol(CLOCK_GETTIME, address)
+
+
 @dataclass
 class NativeGraph:
     """A compiled graph: keep this object alive as long as ``address`` is called."""
@@ -119,6 +133,8 @@ def jit_compile(module: ModuleOp, opt_level: int = 3) -> NativeGraph:
     signature = GraphSignature.from_module(module)
     triple, _, _ = _host()
     blas.load()
+    if signature.profile:
+        _register_clock()
 
     opt_tm = _target_machine(opt_level)
     ir_text = to_llvm_ir(module, triple=triple, data_layout=str(opt_tm.target_data))
@@ -181,6 +197,8 @@ def call_native(
 
     ``weights`` maps names of the signature's weight table to arrays; IR constants
     (``__const*``) come from the signature unless given. ``arena`` defaults to a fresh one.
+    A graph compiled with profiling gets fresh counters (discarded; `CompiledGraph.profile`
+    reports them).
     A nonzero status from the native code raises (``IndexError`` for an index out of range,
     ``RuntimeError`` otherwise) with the message recorded in the signature.
     """
@@ -204,6 +222,10 @@ def call_native(
             table.append(sig.constants[name])
         else:
             raise KeyError(f"call_native: weight '{name}' is missing")
+    if sig.profile is not None:
+        if sig.states:
+            raise ValueError("call_native: a graph with states runs through CompiledGraph")
+        table.append(np.zeros(2 * len(sig.profile), np.int64))
     tables = [_pointer_table(t) if t else None for t in (table, ins, outs)]
     status = native.cfunc(arena.ctypes.data, *(ctypes.addressof(t) if t is not None else None for t in tables), None)
     if status:
