@@ -76,7 +76,12 @@ def _host() -> tuple[str, str, str]:
 
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
-    return llvm.get_process_triple(), llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+    triple, features = llvm.get_process_triple(), llvm.get_host_cpu_features().flatten()
+    if triple.startswith("x86_64") and "+avx512f" in features:
+        # LLVM tunes Intel's AVX-512 CPUs (Skylake-X to Emerald Rapids) to vectorise with 256-bit
+        # registers; our loops and kernels are written for the full 512-bit width.
+        features += ",-prefer-256-bit"
+    return triple, llvm.get_host_cpu_name(), features
 
 
 def _target_machine(opt_level: int) -> Any:
