@@ -1,4 +1,4 @@
-# Two entry points: `make demo` and `make test`. Each creates .venv when missing and
+# Entry points: `make demo`, `make test` and `make bench`. Each creates .venv when missing and
 # installs the package with its test extras.
 PYTHON ?= python3
 VENV := .venv
@@ -23,11 +23,12 @@ pytest: $(STAMP)
 lit: $(STAMP)
 	$(VENV)/bin/lit -sv lit_tests
 
+# Every workload, every engine, 1 and 2 threads -> BENCHMARKS.md + benchmarks.png (30+ minutes).
+# `make bench BENCH_ARGS=--quick` is a few-minute smoke run (BENCHMARKS.quick.md).
+BENCH_ARGS ?=
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[test,bench]'
-	$(PY) benchmarks/mlp.py
-	$(PY) benchmarks/gpt2.py
-	$(PY) benchmarks/decode.py
+	$(VENV)/bin/tg-bench $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

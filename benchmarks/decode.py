@@ -16,7 +16,9 @@ the context grows by a few tokens over the measurement). Every decode step is gr
 input is the argmax of the previous logits (the argmax is inside the timed region; it is tiny).
 
 Engines, all in one process, alternating call by call (ABCDABCD...) so that machine noise hits
-all alike:
+all alike, in turns that start with a 0.1 s pause and one untimed call (so that one engine's
+busy-waiting threads do not slow the next, and its own are awake), then timed calls for at least
+50 ms:
 
 * ``eager``: ``model(ids, past_key_values=DynamicCache, use_cache=True, logits_to_keep=1)``
   under ``torch.inference_mode``;
@@ -448,14 +450,28 @@ class Row:
     na: dict[str, str] = field(default_factory=dict)
 
 
-def bench_prefill(engines: dict[str, Engine], ids, repeat: int, expected: int, warn) -> dict[str, float]:
+# Thread pools that busy-wait after a call (OpenMP in PyTorch and inductor kernels, OpenBLAS) keep
+# a core spinning for a while; on a machine with few cores the engine timed next would pay for it.
+# So every engine's turn starts after a pause, then (calls shorter than WAKE_S) one untimed call
+# that wakes its own threads, then timed calls for at least BLOCK_S seconds.
+SETTLE_S = 0.1
+BLOCK_S = 0.05
+WAKE_S = 0.5
+
+
+def bench_prefill(engines: dict[str, Engine], ids, repeat: int, expected: int, warn,
+                  settle_s: float = SETTLE_S) -> dict[str, float]:
     times = {k: [] for k in engines}
+    estimate: dict[str, float] = {}
     dead = set()
     for r in range(repeat + 1):  # the first round is warm-up (and the correctness check)
         for name, e in engines.items():
             if name in dead:
                 continue
+            time.sleep(settle_s)
             try:
+                if r and estimate[name] < WAKE_S:
+                    e.prefill(ids)  # wakes the engine's threads; untimed
                 t0 = time.perf_counter()
                 logits = e.prefill(ids)
                 tok = argmax(logits)
@@ -465,6 +481,7 @@ def bench_prefill(engines: dict[str, Engine], ids, repeat: int, expected: int, w
                 dead.add(name)
                 continue
             if r == 0:
+                estimate[name] = dt
                 if tok != expected:
                     warn(name, f"greedy token after prefill {tok} != eager's {expected}")
             else:
@@ -472,27 +489,50 @@ def bench_prefill(engines: dict[str, Engine], ids, repeat: int, expected: int, w
     return {k: statistics.median(v) * 1e3 for k, v in times.items() if v and k not in dead}
 
 
-def bench_decode(engines: dict[str, Engine], first: dict[str, int], steps: int, warmup: int, warn) -> dict[str, float]:
-    """Alternating greedy decode steps from each engine's current state; median ms per step."""
+def bench_decode(engines: dict[str, Engine], first: dict[str, int], steps: int, warmup: int, warn,
+                 settle_s: float = SETTLE_S) -> dict[str, float]:
+    """Greedy decode steps from each engine's current state, engines alternating in blocks; median ms per step.
+
+    Each engine runs ``warmup`` untimed steps, then ``steps`` timed ones in turns (see ``SETTLE_S``);
+    the untimed wake-up steps also advance the cache, so an engine decodes at most
+    ``warmup + 2 * steps`` tokens.
+    """
     tok = {k: torch.tensor([[first[k]]], dtype=torch.long) for k in engines}
-    times = {k: [] for k in engines}
+    times: dict[str, list[float]] = {k: [] for k in engines}
+    estimate: dict[str, float] = {}
     dead = set()
-    for r in range(warmup + steps):
+
+    def step(name, e) -> float:
+        t0 = time.perf_counter()
+        nxt = argmax(e.decode(tok[name]))
+        dt = time.perf_counter() - t0
+        tok[name] = torch.tensor([[nxt]], dtype=torch.long)
+        return dt
+
+    def turn(name, e, timed: bool) -> None:
+        time.sleep(settle_s)
+        try:
+            if not timed:
+                estimate[name] = step(name, e)
+                return
+            if estimate.get(name, 0.0) < WAKE_S:
+                step(name, e)  # wakes the engine's threads; untimed
+            end = time.perf_counter() + BLOCK_S
+            while len(times[name]) < steps:
+                times[name].append(step(name, e))
+                if time.perf_counter() >= end:
+                    break
+        except Exception as ex:  # noqa: BLE001
+            warn(name, f"decode failed: {one_line(ex)}")
+            dead.add(name)
+
+    for _ in range(warmup):
         for name, e in engines.items():
-            if name in dead:
-                continue
-            try:
-                t0 = time.perf_counter()
-                logits = e.decode(tok[name])
-                nxt = argmax(logits)
-                dt = time.perf_counter() - t0
-            except Exception as ex:  # noqa: BLE001
-                warn(name, f"decode failed: {one_line(ex)}")
-                dead.add(name)
-                continue
-            tok[name] = torch.tensor([[nxt]], dtype=torch.long)
-            if r >= warmup:
-                times[name].append(dt)
+            if name not in dead:
+                turn(name, e, timed=False)
+    while todo := [k for k in engines if k not in dead and len(times[k]) < steps]:
+        for name in todo:
+            turn(name, engines[name], timed=True)
     return {k: statistics.median(v) * 1e3 for k, v in times.items() if v and k not in dead}
 
 
@@ -530,6 +570,116 @@ def table(rows: list[Row], engines: list[str]) -> str:
         lines.append(f"| {row.model} | {row.what} ({row.unit}) | {row.threads} | " + " | ".join(cells)
                      + f" | {ceiling} | {ratio} |")
     return "\n".join(lines)
+
+
+def bench_model(spec: Spec, model, engines: list[str], threads_list: list[int], *, steps: int, warmup: int,
+                repeat: int, bandwidth: dict[int, float]) -> tuple[list[Row], list[tuple[str, str, str, float]], list[str]]:
+    """Prefill and decode rows of one model for every thread count: ``(rows, compile rows, notes)``.
+
+    ``engines`` must include ``"eager"`` (the reference); ``bandwidth`` (bytes/s per thread count)
+    is raised in place by the re-measurement next to every decode row.
+    """
+    rows: list[Row] = []
+    compile_rows: list[tuple[str, str, str, float]] = []
+    notes: list[str] = []
+    wbytes = weight_bytes_per_token(model)
+    max_ctx = max(spec.contexts + [spec.prefill])
+    max_cache = max_ctx + warmup + 2 * steps + 8  # bench_decode's wake-up steps advance the cache too
+    vocab = model.config.vocab_size
+    ids_all = torch.randint(0, vocab, (1, max_ctx), generator=torch.Generator().manual_seed(1))
+    ids_p = ids_all[:, :spec.prefill]
+    objs = {e: CLASSES[e](model, max_cache, spec.prefill) for e in engines}
+    na: dict[str, str] = {}
+
+    def warn_for(row_label):
+        def warn(name, msg):
+            line = f"{spec.label}, {row_label}: {name}: {msg}"
+            log(f"  WARNING: {line}")
+            notes.append(line)
+            if "failed" in msg:
+                na.setdefault(name, msg)
+        return warn
+
+    snapshots: dict[int, tuple] = {}
+    for threads in threads_list:
+        torch.set_num_threads(threads)
+        log(f"{spec.label}, {threads} thread(s):")
+        live: dict[str, Engine] = {}
+        # ONNX Runtime first: the exporter's transient copy of the weights then peaks before the
+        # tensor_graphs copy exists
+        for name in sorted(objs, key=lambda n: n != "onnxruntime"):
+            e = objs[name]
+            if name in na and "setup" in na[name]:
+                continue
+            try:
+                e.setup(threads)
+                live[name] = e
+            except Exception as ex:  # noqa: BLE001 - report and carry on with the other engines
+                na[name] = f"setup failed: {one_line(ex)}"
+                log(f"  {name}: n/a: {na[name]}")
+                if name != "tensor_graphs" or "compile_decoder" not in str(ex):
+                    traceback.print_exc(limit=4)
+        live = {k: live[k] for k in objs if k in live}  # table order for the alternation
+        if "eager" not in live:
+            log("  eager failed: nothing to compare with")
+            break
+
+        # eager reference: greedy token after the prefill, and (once) the cache snapshots
+        ref = Eager(model, max_cache, spec.prefill)
+        expected = argmax(ref.prefill(ids_p))
+        for ctx in spec.contexts:
+            if ctx != spec.prefill and ctx not in snapshots:
+                r = Eager(model, max_cache, spec.prefill)
+                logits, t = timed(lambda: r.prefill(ids_all[:, :ctx]))
+                snapshots[ctx] = ([(lay.keys.clone(), lay.values.clone()) for lay in r.cache.layers], logits.clone())
+                log(f"  eager cache fill to context {ctx} (untimed): {t:.1f} s")
+                del r
+
+        label = f"prefill {spec.prefill}"
+        med = bench_prefill(live, ids_p, repeat, expected, warn_for(f"{label}, {threads}t"))
+        rows.append(Row(spec.label, label, threads, "ms", med, None, dict(na)))
+        log(f"  {label}: " + ", ".join(f"{k} {v:.1f} ms" for k, v in med.items()))
+
+        for ctx in spec.contexts:
+            warn = warn_for(f"decode @{ctx}, {threads}t")
+            first = {}
+            if ctx == spec.prefill:
+                for name in list(live):  # state = the last timed prefill; its greedy token comes first
+                    if name in med:
+                        first[name] = expected
+            else:
+                want = argmax(snapshots[ctx][1])
+                for name, e in live.items():
+                    try:
+                        (logits, t) = timed(lambda: e.fill(ids_all[:, :ctx], snapshots[ctx]))
+                    except Exception as ex:  # noqa: BLE001
+                        warn(name, f"fill to context {ctx} failed: {one_line(ex)}")
+                        continue
+                    if name == "tensor_graphs":
+                        log(f"  tensor_graphs prefill to context {ctx} (untimed): {t:.1f} s")
+                    got = argmax(logits)
+                    if got != want:
+                        warn(name, f"greedy token at context {ctx} {got} != eager's {want}")
+                    first[name] = got
+            dmed = bench_decode({k: live[k] for k in first}, first, steps, warmup, warn)
+            tps = {k: 1e3 / v for k, v in dmed.items()}
+            kvb = kv_bytes_per_token(model, ctx)
+            # re-measured next to every decode row: on a shared machine any one copy is a low estimate
+            bandwidth[threads] = max(bandwidth[threads], measure_bandwidth(threads, repeat=5))
+            ceiling = bandwidth[threads] / (wbytes + kvb)
+            rows.append(Row(spec.label, f"decode @{ctx}", threads, "tok/s", tps, ceiling, dict(na)))
+            log(f"  decode @{ctx}: " + ", ".join(f"{k} {v:.2f} tok/s" for k, v in tps.items())
+                + f"; ceiling {ceiling:.2f} tok/s ({(wbytes + kvb) / 1e6:.0f} MB/token)")
+    for name, e in objs.items():
+        for what, t in e.compile_times.items():
+            compile_rows.append((spec.label, LABELS[name], what, t))
+        if name in na:
+            notes.append(f"{spec.label}: {LABELS[name]} n/a: {na[name]}")
+    objs.clear()  # the engines' compiled graphs, sessions and caches
+    snapshots.clear()
+    torch._dynamo.reset()
+    gc.collect()
+    return rows, compile_rows, notes
 
 
 # --------------------------------------------------------------------------- main
@@ -586,100 +736,12 @@ def main() -> int:
         nparams = sum(p.numel() for p in model.parameters())
         log(f"\n{spec.label}: {nparams / 1e6:.1f}M parameters, {wbytes / 1e6:.1f} MB read per token "
             f"(weights), built in {t:.1f} s")
-        max_ctx = max(spec.contexts + [spec.prefill])
-        max_cache = max_ctx + args.warmup + args.steps + 8
-        vocab = model.config.vocab_size
-        ids_all = torch.randint(0, vocab, (1, max_ctx), generator=torch.Generator().manual_seed(1))
-        ids_p = ids_all[:, :spec.prefill]
-        objs = {e: CLASSES[e](model, max_cache, spec.prefill) for e in engines}
-        na: dict[str, str] = {}
-
-        def warn_for(row_label):
-            def warn(name, msg):
-                line = f"{spec.label}, {row_label}: {name}: {msg}"
-                log(f"  WARNING: {line}")
-                notes.append(line)
-                if "failed" in msg:
-                    na.setdefault(name, msg)
-            return warn
-
-        snapshots: dict[int, tuple] = {}
-        for threads in threads_list:
-            torch.set_num_threads(threads)
-            log(f"{spec.label}, {threads} thread(s):")
-            live: dict[str, Engine] = {}
-            # ONNX Runtime first: the exporter's transient copy of the weights then peaks before the
-            # tensor_graphs copy exists
-            for name in sorted(objs, key=lambda n: n != "onnxruntime"):
-                e = objs[name]
-                if name in na and "setup" in na[name]:
-                    continue
-                try:
-                    e.setup(threads)
-                    live[name] = e
-                except Exception as ex:  # noqa: BLE001 - report and carry on with the other engines
-                    na[name] = f"setup failed: {one_line(ex)}"
-                    log(f"  {name}: n/a: {na[name]}")
-                    if name != "tensor_graphs" or "compile_decoder" not in str(ex):
-                        traceback.print_exc(limit=4)
-            live = {k: live[k] for k in objs if k in live}  # table order for the alternation
-            if "eager" not in live:
-                log("  eager failed: nothing to compare with")
-                break
-
-            # eager reference: greedy token after the prefill, and (once) the cache snapshots
-            ref = Eager(model, max_cache, spec.prefill)
-            expected = argmax(ref.prefill(ids_p))
-            for ctx in spec.contexts:
-                if ctx != spec.prefill and ctx not in snapshots:
-                    r = Eager(model, max_cache, spec.prefill)
-                    logits, t = timed(lambda: r.prefill(ids_all[:, :ctx]))
-                    snapshots[ctx] = ([(lay.keys.clone(), lay.values.clone()) for lay in r.cache.layers], logits.clone())
-                    log(f"  eager cache fill to context {ctx} (untimed): {t:.1f} s")
-                    del r
-
-            label = f"prefill {spec.prefill}"
-            med = bench_prefill(live, ids_p, args.repeat, expected, warn_for(f"{label}, {threads}t"))
-            rows.append(Row(spec.label, label, threads, "ms", med, None, dict(na)))
-            log(f"  {label}: " + ", ".join(f"{k} {v:.1f} ms" for k, v in med.items()))
-
-            for ctx in spec.contexts:
-                warn = warn_for(f"decode @{ctx}, {threads}t")
-                first = {}
-                if ctx == spec.prefill:
-                    for name in list(live):  # state = the last timed prefill; its greedy token comes first
-                        if name in med:
-                            first[name] = expected
-                else:
-                    want = argmax(snapshots[ctx][1])
-                    for name, e in live.items():
-                        try:
-                            (logits, t) = timed(lambda: e.fill(ids_all[:, :ctx], snapshots[ctx]))
-                        except Exception as ex:  # noqa: BLE001
-                            warn(name, f"fill to context {ctx} failed: {one_line(ex)}")
-                            continue
-                        if name == "tensor_graphs":
-                            log(f"  tensor_graphs prefill to context {ctx} (untimed): {t:.1f} s")
-                        got = argmax(logits)
-                        if got != want:
-                            warn(name, f"greedy token at context {ctx} {got} != eager's {want}")
-                        first[name] = got
-                dmed = bench_decode({k: live[k] for k in first}, first, args.steps, args.warmup, warn)
-                tps = {k: 1e3 / v for k, v in dmed.items()}
-                kvb = kv_bytes_per_token(model, ctx)
-                # re-measured next to every decode row: on a shared machine any one copy is a low estimate
-                bandwidth[threads] = max(bandwidth[threads], measure_bandwidth(threads, repeat=5))
-                ceiling = bandwidth[threads] / (wbytes + kvb)
-                rows.append(Row(spec.label, f"decode @{ctx}", threads, "tok/s", tps, ceiling, dict(na)))
-                log(f"  decode @{ctx}: " + ", ".join(f"{k} {v:.2f} tok/s" for k, v in tps.items())
-                    + f"; ceiling {ceiling:.2f} tok/s ({(wbytes + kvb) / 1e6:.0f} MB/token)")
-        for name, e in objs.items():
-            for what, t in e.compile_times.items():
-                compile_rows.append((spec.label, LABELS[name], what, t))
-            if name in na:
-                notes.append(f"{spec.label}: {LABELS[name]} n/a: {na[name]}")
-        del objs, model, snapshots
-        torch._dynamo.reset()
+        r, c, n = bench_model(spec, model, engines, threads_list, steps=args.steps, warmup=args.warmup,
+                              repeat=args.repeat, bandwidth=bandwidth)
+        rows += r
+        compile_rows += c
+        notes += n
+        del model
         gc.collect()
 
     wall = time.perf_counter() - t_start
@@ -700,7 +762,7 @@ def main() -> int:
     print()
     print("tg / fastest peer: below 1 means tensor_graphs is faster (time ratio).")
     print("torch.compile uses a StaticCache of max_cache_len "
-          f"(largest context + {args.warmup + args.steps + 8}); it attends over every slot (masked).")
+          f"(largest context + {args.warmup + 2 * args.steps + 8}); it attends over every slot (masked).")
     print()
     print("| model | engine | compile step | seconds |")
     print("|---|---|---|--:|")

@@ -4,9 +4,11 @@
 
 All engines run in one process on the same model and the same token ids (batch 1). Before any
 timing, each engine's logits are checked against eager PyTorch (max abs diff <= 1e-3). Timed calls
-alternate engine by engine (ABCDABCD...) so that machine noise hits all alike; the table shows the
-median per call in milliseconds, each engine's time over the fastest in its row, and tensor_graphs
-over the fastest peer (below 1 means tensor_graphs is faster).
+alternate engine by engine (ABCDABCD...) so that machine noise hits all alike, in turns of a 0.1 s
+pause, one untimed call and timed calls for at least 50 ms (so that one engine's busy-waiting
+threads do not slow the next, and its own are awake);
+the table shows the median per call in milliseconds, each engine's time over the fastest in its
+row, and tensor_graphs over the fastest peer (below 1 means tensor_graphs is faster).
 
 Threads: ``torch.set_num_threads`` (eager and torch.compile), ``tensor_graphs.set_num_threads``
 and ORT's ``intra_op_num_threads`` are set to the same count. Inductor specialises its C++ kernels
@@ -135,22 +137,33 @@ def export_onnx(model, ids, path: str) -> str:
     raise RuntimeError("torch.onnx.export failed: " + " | ".join(errors))
 
 
-def make_onnxruntime(model, ids, threads, cache):
+def ort_session(path: str, threads: int):
+    """A CPU session: ``ORT_ENABLE_ALL``, ``threads`` intra-op threads, one inter-op thread, no spinning."""
     import onnxruntime as ort
 
-    if "onnx_path" not in cache:
-        path = os.path.join(tempfile.mkdtemp(prefix="tg-bench-onnx-"), "gpt2.onnx")
-        exporter, seconds = timed(lambda: export_onnx(model, ids, path))
-        log(f"  torch.onnx.export ({exporter} exporter): {seconds:.1f} s")
-        cache["onnx_path"] = path
-        cache[f"compile:torch.onnx.export ({exporter})"] = seconds
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    sess, seconds = timed(lambda: ort.InferenceSession(cache["onnx_path"], so, providers=["CPUExecutionProvider"]))
+    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+
+
+def onnx_file(model, ids, cache) -> str:
+    """The model exported for ``ids`` (static shapes), once per ``cache``; its path."""
+    if "onnx_path" not in cache:
+        path = os.path.join(tempfile.mkdtemp(prefix="tg-bench-onnx-"), "model.onnx")
+        exporter, seconds = timed(lambda: export_onnx(model, ids, path))
+        log(f"  torch.onnx.export ({exporter} exporter): {seconds:.1f} s")
+        cache["onnx_path"] = path
+        cache[f"compile:torch.onnx.export ({exporter})"] = seconds
+    return cache["onnx_path"]
+
+
+def make_onnxruntime(model, ids, threads, cache):
+    onnx_file(model, ids, cache)
+    sess, seconds = timed(lambda: ort_session(cache["onnx_path"], threads))
     log(f"  ONNX Runtime session (ORT_ENABLE_ALL, {threads} thread(s)): {seconds:.1f} s")
     cache[f"compile:onnxruntime session:{threads}"] = seconds
     name = sess.get_inputs()[0].name
@@ -173,17 +186,89 @@ def as_numpy(y) -> np.ndarray:
     return y.detach().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
 
 
-def bench(engines: dict[str, Callable], repeat: int, warmup: int = 2) -> dict[str, float]:
-    for f in engines.values():
+# Thread pools that busy-wait after a call (OpenMP in PyTorch and inductor kernels, OpenBLAS)
+# keep a core spinning for a while: on a machine with few cores the engine timed next would pay
+# for it. Engines therefore alternate in blocks, each after a pause in which the previous
+# engine's threads go to sleep; a block starts with one untimed call (the wake-up: waking a
+# sleeping pool costs up to ~10 ms on this kind of VM) unless calls take WAKE_S or more, then runs
+# calls for BLOCK_S seconds (at least one).
+SETTLE_S = 0.1
+BLOCK_S = 0.05
+WAKE_S = 0.5  # calls shorter than this get the untimed wake-up call
+
+
+def bench(engines: dict[str, Callable], repeat: int, warmup: int = 2, *, settle_s: float = SETTLE_S,
+          block_s: float = BLOCK_S, wake_s: float = WAKE_S) -> dict[str, float]:
+    """Median ms per call of each engine over ``repeat`` rounds of alternating blocks (see ``SETTLE_S``).
+
+    ``settle_s = block_s = wake_s = 0`` is plain call-by-call alternation (ABCDABCD...).
+    """
+    estimate: dict[str, float] = {}
+    for name, f in engines.items():
         for _ in range(warmup):
+            t0 = time.perf_counter()
             f()
+            estimate[name] = time.perf_counter() - t0
     times: dict[str, list[float]] = {k: [] for k in engines}
     for _ in range(repeat):
         for name, f in engines.items():
-            t0 = time.perf_counter()
-            f()
-            times[name].append(time.perf_counter() - t0)
+            if settle_s:
+                time.sleep(settle_s)
+            if estimate.get(name, 0.0) < wake_s:
+                f()  # the first call after the pause wakes the engine's threads: untimed
+            end = time.perf_counter() + block_s
+            while True:
+                t0 = time.perf_counter()
+                f()
+                t1 = time.perf_counter()
+                times[name].append(t1 - t0)
+                if t1 >= end:
+                    break
     return {k: statistics.median(v) * 1e3 for k, v in times.items()}
+
+
+def bench_forward(model, x, engines: list[str], threads_list: list[int], repeat: int, *, expected=None,
+                  makers: dict[str, Callable] | None = None, warmup: int = 2):
+    """Time ``model(x)`` on every engine at every thread count, engines alternating in turns (``bench``).
+
+    Each engine's output is first checked against ``expected`` (default: eager's) to ``MAX_ABS``;
+    one that fails or differs is left out of the timing. Returns ``([(threads, {engine: median
+    ms})], {compile step: seconds}, [failure lines])``. ``makers`` maps an engine name to
+    ``maker(model, x, threads, cache) -> run`` (default ``MAKERS``); ``cache`` lives across the
+    thread counts, so that what need not be redone (tensor_graphs' compile, the ONNX export) is not.
+    """
+    makers = makers or MAKERS
+    if expected is None:
+        with torch.no_grad():
+            expected = as_numpy(model(x))
+    cache: dict = {}
+    rows: list[tuple[int, dict[str, float]]] = []
+    failures: list[str] = []
+    for threads in threads_list:
+        torch.set_num_threads(threads)
+        tg.set_num_threads(threads)
+        log(f"{threads} thread(s):")
+        ready: dict[str, Callable] = {}
+        for name in engines:
+            try:
+                run = makers[name](model, x, threads, cache)
+                diff = float(np.abs(as_numpy(run()) - expected).max())
+            except Exception as e:  # noqa: BLE001 - report and carry on with the other engines
+                failures.append(f"{name} ({threads} thread(s)): {type(e).__name__}: {e}")
+                log(f"  {name}: FAILED: {type(e).__name__}: {str(e)[:2000]}")
+                traceback.print_exc(limit=3)
+                continue
+            ok = diff <= MAX_ABS
+            log(f"  {name}: max abs diff vs eager {diff:.2e} {'ok' if ok else f'> {MAX_ABS}: NOT TIMED'}")
+            if ok:
+                ready[name] = run
+            else:
+                failures.append(f"{name} ({threads} thread(s)): output differs from eager by {diff:.3g}")
+        med = bench(ready, repeat, warmup)
+        rows.append((threads, med))
+        log("  median ms: " + ", ".join(f"{k} {v:.3f}" for k, v in med.items()))
+    seconds = {k.removeprefix("compile:"): v for k, v in cache.items() if k.startswith("compile:")}
+    return rows, seconds, failures
 
 
 def table(rows: list[tuple[int, int, dict[str, float]]], engines: list[str]) -> str:
@@ -232,33 +317,12 @@ def main() -> int:
         ids = torch.randint(0, model.model.config.vocab_size, (1, seq), generator=torch.Generator().manual_seed(seq))
         with torch.no_grad():
             expected = model(ids).numpy()
-        cache: dict = {}
-        for threads in args.threads:
-            torch.set_num_threads(threads)
-            tg.set_num_threads(threads)
-            log(f"seq {seq}, {threads} thread(s):")
-            ready: dict[str, Callable] = {}
-            for name in engines:
-                try:
-                    run = MAKERS[name](model, ids, threads, cache)
-                    diff = float(np.abs(as_numpy(run()) - expected).max())
-                except Exception as e:  # noqa: BLE001 - report and carry on with the other engines
-                    failures.append(f"{name} (seq {seq}, {threads} thread(s)): {type(e).__name__}: {e}")
-                    log(f"  {name}: FAILED: {type(e).__name__}: {str(e)[:2000]}")
-                    traceback.print_exc(limit=3)
-                    continue
-                ok = diff <= MAX_ABS
-                log(f"  {name}: max abs logits diff vs eager {diff:.2e} {'ok' if ok else f'> {MAX_ABS}: NOT TIMED'}")
-                if ok:
-                    ready[name] = run
-                else:
-                    failures.append(f"{name} (seq {seq}, {threads} thread(s)): logits differ from eager by {diff:.3g}")
-            for key, value in cache.items():
-                if key.startswith("compile:"):
-                    compile_times[(seq, key.removeprefix("compile:"))] = value
-            med = bench(ready, repeat)
+        log(f"seq {seq}:")
+        med_by_threads, seconds, failed = bench_forward(model, ids, engines, args.threads, repeat, expected=expected)
+        for threads, med in med_by_threads:
             rows.append((threads, seq, med))
-            log("  median ms: " + ", ".join(f"{k} {v:.1f}" for k, v in med.items()))
+        compile_times.update({(seq, what): t for what, t in seconds.items()})
+        failures += [f"{f} (seq {seq})" for f in failed]
 
     print()
     print(f"GPT-2 small logits, batch 1, median of {repeat} alternating calls (ms); (Nx) = time / fastest in the row; "

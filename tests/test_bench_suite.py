@@ -1,0 +1,164 @@
+"""`tg-bench` (benchmarks/suite.py): its FLOP counts, sgemm ceiling, report and chart, without timing engines.
+
+The FLOPs the suite divides by are counted from weight shapes (``roofline.weight_gemms``,
+``roofline.attention_flops``); here they must equal what ``torch.utils.flop_counter`` counts on
+the eager model, for the models the suite runs (tiny configurations).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from tensor_graphs.tools import tg_bench
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def suite():
+    path = tg_bench.find_suite()
+    assert path == ROOT / "benchmarks" / "suite.py"
+    return tg_bench.load_suite(path)
+
+
+def counted(model, *args, **kw) -> int:
+    """FLOPs by torch's counter, with transformers' eager attention (the counter has no formula for the
+    CPU flash-attention kernel that SDPA dispatches to; eager attention is two counted matmuls)."""
+    for m in model.modules():
+        if getattr(m, "config", None) is not None:
+            m.config._attn_implementation = "eager"
+    with torch.no_grad(), FlopCounterMode(display=False) as fc:
+        model(*args, **kw)
+    return fc.get_total_flops()
+
+
+def test_flops_of_the_mlp_match_torch_flop_counter(suite):
+    roofline = suite.roofline
+    model = suite.mlp.build()
+    gemms = roofline.weight_gemms(model, 64)
+    assert [(g.m, g.k, g.n) for g in gemms] == [(64, 256, 1024), (64, 1024, 1024), (64, 1024, 256)]
+    assert sum(g.flops for g in gemms) == counted(model, torch.randn(64, 256))
+
+
+def test_flops_of_gpt2_all_logits_match_torch_flop_counter(suite):
+    roofline = suite.roofline
+    model = suite.gpt2.LogitsOnly(suite.decode.build_gpt2(True)).eval()
+    c, seq = model.model.config, 24
+    ids = torch.randint(0, c.vocab_size, (1, seq))
+    ours = sum(g.flops for g in roofline.weight_gemms(model, seq))  # Conv1D weights [K, N] and the LM head
+    ours += roofline.attention_flops(c.n_layer, c.n_head, c.n_embd // c.n_head, seq, seq)
+    assert ours == counted(model, ids)
+
+
+def test_flops_of_a_qwen3_prefill_with_last_logits_match_torch_flop_counter(suite):
+    roofline = suite.roofline
+    model = suite.decode.build_qwen3(True)
+    c, seq = model.config, 16
+    layers, _, head_dim = suite.decode.kv_shape(model)
+    gemms = roofline.weight_gemms(model, seq, lm_head=model.get_output_embeddings(), lm_rows=1)
+    assert [g.m for g in gemms].count(1) == 1  # only the LM head, for the last position
+    ours = sum(g.flops for g in gemms) + roofline.attention_flops(layers, c.num_attention_heads, head_dim, seq, seq)
+    ids = torch.randint(0, c.vocab_size, (1, seq))
+    assert ours == counted(model, ids, use_cache=False, logits_to_keep=1)
+
+
+def test_flops_of_the_encoder_block_match_torch_flop_counter(suite):
+    model = suite.EncoderBlock(64, 4, 128).eval()
+    x = torch.randn(1, 20, 64)
+    ours = sum(g.flops for g in suite.roofline.weight_gemms(model, 20))
+    ours += suite.roofline.attention_flops(1, 4, 16, 20, 20)
+    assert ours == counted(model, x)
+
+
+def test_sgemm_gflops_runs_the_shapes_it_is_given(suite):
+    roofline = suite.roofline
+    gemms = [roofline.Gemm(32, 64, 48), roofline.Gemm(32, 48, 16, trans_b=False)]
+    assert roofline.sgemm_gflops(gemms, threads=1, repeat=2) > 0
+    assert "OpenBLAS" in roofline.openblas_config()
+
+
+def fake_run(suite):
+    R = suite.Result
+    run = suite.Run([1, 2], quick=True)
+    run.sgemm = {1: [100.0, 110.0], 2: [190.0]}
+    run.bandwidth = run.bandwidth_start = {1: 20e9, 2: 30e9}
+    peers = ["tensor_graphs", "eager", "torch.compile", "onnxruntime"]
+    run.results = [
+        R("gpt2-prefill", "GPT-2", "prefill 128", 1, "ms", {"tensor_graphs": 40.0, "eager": 50.0, "onnxruntime": 80.0},
+          [*peers, "onnxruntime-opt"], {"torch.compile": "boom"}, flops=4e9, gemm_flops=3.5e9, gemm_gflops=90.0,
+          gemm_bound=True, tokens=128),
+        R("mlp", "MLP", "batch 1", 2, "ms", {"tensor_graphs": 0.1, "eager": 0.05}, peers, flops=3e6,
+          gemm_flops=3e6, gemm_gflops=5.0, tokens=1),
+        R("qwen3", "Qwen3", "decode @128", 2, "tok/s", {"tensor_graphs": 5.0, "eager": 4.0, "torch.compile": 6.0},
+          peers, bytes_per_token=3e9, ceiling=10.0),
+    ]
+    run.compile_rows = [("GPT-2", "tensor_graphs", "tg.compile", 12.0)]
+    run.note("a note")
+    return run
+
+
+def test_result_ratios_are_time_ratios_for_both_units(suite):
+    prefill, mlp_row, decode_row = fake_run(suite).results
+    assert prefill.fastest_peer() == "eager" and prefill.tg_ratio() == pytest.approx(0.8)
+    assert prefill.tg_gflops() == pytest.approx(100.0)
+    assert mlp_row.tg_ratio() == pytest.approx(2.0) and mlp_row.gemv
+    assert decode_row.fastest_peer() == "torch.compile" and decode_row.tg_ratio() == pytest.approx(6.0 / 5.0)
+
+
+def test_report_has_the_tables_ratios_and_ceilings(suite, tmp_path):
+    run = fake_run(suite)
+    args = suite.parse_args(["--quick", "--out", str(tmp_path / "B.md")], "tg-bench")
+    text = suite.report(run, args, ["tg-bench", "--quick"], suite.datetime.now(suite.timezone.utc), (0.1, 0.2), 1024)
+    assert "| 1 | 100.0, 110.0 | 110.0 | 20.0 | 20.0 |" in text  # sgemm: the best measurement is the ceiling
+    row = next(ln for ln in text.splitlines() if ln.startswith("| GPT-2 | prefill 128 | 1 |"))
+    assert "40.0 (1.00x)" in row and "failed" in row and "**0.80** (eager)" in row and "91% sgemm" in row
+    assert "| n/a |" in next(ln for ln in text.splitlines() if ln.startswith("| MLP | batch 1 |"))  # no ORT-opt
+    assert "| GPT-2 | prefill 128 ◆ | 1 | 4 (3.5) | 100.0 | 91% | 90.0 | 111% |" in text
+    assert "| Qwen3 | decode @128 | 2 | 3000.0 | 10.0 | 5 | 50% | 6 (torch.compile) |" in text
+    assert "50% BW" in text and "2*M*N*K" in text and "`tg-bench --quick`" in text
+    assert "benchmarks.quick.png" in text and "- a note" in text
+
+
+def test_chart_is_a_png(suite, tmp_path):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "c.png"
+    assert suite.write_chart(fake_run(suite).results, [1, 2], str(path), "t") is None
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_options(suite):
+    a = suite.parse_args(["--threads", "2", "--only", "mlp", "qwen3", "--json"], "tg-bench")
+    assert (a.threads, a.only, a.out, a.chart, a.json) == ([2], ["mlp", "qwen3"], "BENCHMARKS.md", "benchmarks.png",
+                                                          "benchmarks.json")
+    assert suite.parse_args(["--quick", "--out", "d/R.md"], None).chart == os.path.join("d", "benchmarks.quick.png")
+    with pytest.raises(SystemExit):
+        suite.parse_args(["--only", "resnet"], None)
+    with pytest.raises(SystemExit):
+        suite.parse_args(["--threads", "0"], None)
+
+
+def test_tg_bench_without_a_checkout_says_where_the_suite_is(monkeypatch, capsys):
+    monkeypatch.setattr(tg_bench, "find_suite", lambda: None)
+    assert tg_bench.main(["--quick"]) == 2
+    assert "cannot find benchmarks/suite.py" in capsys.readouterr().err
+
+
+def test_tg_bench_finds_the_suite_through_the_environment(monkeypatch, tmp_path):
+    (tmp_path / "suite.py").write_text("")
+    monkeypatch.setenv(tg_bench.ENV, str(tmp_path))
+    assert tg_bench.find_suite() == tmp_path / "suite.py"
+
+
+def test_tg_bench_help_runs_from_the_command_line():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "tensor_graphs.tools.tg_bench", "--help"], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "usage: tg-bench" in out.stdout and "--quick" in out.stdout
