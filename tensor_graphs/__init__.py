@@ -16,6 +16,7 @@ from tensor_graphs.api import (
     estimate_memory,
     export,
     generate,
+    get_num_threads,
     profile,
     set_num_threads,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "estimate_memory",
     "export",
     "generate",
+    "get_num_threads",
     "profile",
     "ProfileReport",
     "set_num_threads",

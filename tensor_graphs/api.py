@@ -13,10 +13,10 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from tensor_graphs.passes import (
-    BUFFER_PIPELINE,
     LLVM_PIPELINE,
     PROFILED_LLVM_PIPELINE,
     TENSOR_PIPELINE,
+    buffer_pipeline,
     build_pipeline,
 )
 from tensor_graphs.runtime_support.executable import CompiledGraph
@@ -59,6 +59,8 @@ def compile_module(
     tg_passes: Sequence[str] = (),
     states: Mapping[str, np.ndarray] | None = None,
     profile: bool = False,
+    pack_weights: bool = True,
+    packed: dict[str, np.ndarray] | None = None,
 ) -> CompiledGraph:
     """Lower ``module`` (at the aten, tg, buf or llvm level) to native code and bind ``weights``.
 
@@ -66,7 +68,10 @@ def compile_module(
     is kept for ``fn.ir(level)``. ``tg_passes`` run after the tg-level optimisation (e.g.
     ``introduce-kv-cache{capacity=256}``); ``states`` binds persistent state arrays by name
     (missing ones are allocated zeroed). ``profile`` times every kernel call
-    (``convert-buffer-to-llvm{profile=true}``) for ``fn.profile(...)``.
+    (``convert-buffer-to-llvm{profile=true}``) for ``fn.profile(...)``. ``pack_weights``: GEMMs
+    by a weight read a copy packed into column panels when the graph is loaded (the fast
+    path; ``False`` reads every weight where it is, through BLAS). ``packed``: packed weights
+    already made for another graph of the same weights (filled with the ones made here).
     """
     from tensor_graphs.codegen.llvm.jit import jit_compile
 
@@ -100,7 +105,7 @@ def compile_module(
         run("tg passes", tg_passes)
         keep("tg")
     if level in ("aten", "tg"):
-        run("tg -> buf", BUFFER_PIPELINE)
+        run("tg -> buf", buffer_pipeline(pack_weights))
         keep("buf")
     elif level == "buf" and any(op.name == "buf.alloc" for op in module.walk()):
         run("plan memory", ("plan-memory",))
@@ -112,7 +117,7 @@ def compile_module(
     stats.seconds["llvm jit"] = time.perf_counter() - t0
     if keep_ir:
         ir["llvm"] = native.llvm_ir
-    return CompiledGraph(native, dict(weights or {}), ir, states=states)
+    return CompiledGraph(native, dict(weights or {}), ir, states=states, packed=packed)
 
 
 def compile(
@@ -122,12 +127,16 @@ def compile(
     keep_ir: bool = True,
     stats: CompileStats | None = None,
     profile: bool = False,
+    pack_weights: bool = True,
 ) -> CompiledGraph:
     """Compile a ``torch.nn.Module`` for inputs shaped like ``example_inputs``.
 
     Returns a callable backed by ONE native function: ``fn(*inputs)`` takes NumPy arrays or
     torch tensors (all one kind) and returns the same kind. With ``profile`` every kernel call
-    is timed: ``print(fn.profile(*inputs))`` shows where the time goes.
+    is timed: ``print(fn.profile(*inputs))`` shows where the time goes. With ``pack_weights``
+    (the default) the weights of GEMMs are packed into column panels once, here: the graph
+    then reads those copies (``fn.repack()`` after changing the parameters in place); with
+    ``False`` it reads the model's parameter memory itself.
     """
     from tensor_graphs.frontend import import_model
 
@@ -135,7 +144,7 @@ def compile(
     t0 = time.perf_counter()
     graph = import_model(model, tuple(_as_torch(x) for x in example_inputs))
     stats.seconds["import"] = time.perf_counter() - t0
-    return compile_module(graph.module, graph.weights, keep_ir=keep_ir, stats=stats, profile=profile)
+    return compile_module(graph.module, graph.weights, keep_ir=keep_ir, stats=stats, profile=profile, pack_weights=pack_weights)
 
 
 def export(model, example_inputs: Sequence, path: str | Path):
@@ -148,7 +157,7 @@ def export(model, example_inputs: Sequence, path: str | Path):
 # --------------------------------------------------------------------------- decoding
 
 
-def _decoder_modules(model, max_seq, batch, prefill_chunk, stats):
+def _decoder_modules(model, max_seq, batch, prefill_chunk, stats, pack_weights=True):
     """Import ``model``'s step at the chunk length and at 1, optimise, add the KV cache and plan
     memory; returns (buf-level modules, weights, chunk, capacity, max_seq, max_position)."""
     import torch
@@ -183,7 +192,7 @@ def _decoder_modules(model, max_seq, batch, prefill_chunk, stats):
         graph = import_model(step, (ids, pos, rows))
         stats.seconds["import"] = stats.seconds.get("import", 0.0) + time.perf_counter() - t0
         t0 = time.perf_counter()
-        passes = (*TENSOR_PIPELINE, f"introduce-kv-cache{{capacity={capacity}}}", *BUFFER_PIPELINE)
+        passes = (*TENSOR_PIPELINE, f"introduce-kv-cache{{capacity={capacity}}}", *buffer_pipeline(pack_weights))
         build_pipeline(passes).apply(ctx, graph.module)
         stats.seconds["aten -> buf"] = stats.seconds.get("aten -> buf", 0.0) + time.perf_counter() - t0
         modules.append(graph.module)
@@ -191,7 +200,7 @@ def _decoder_modules(model, max_seq, batch, prefill_chunk, stats):
     return modules, weights, chunk, capacity, max_seq, limit
 
 
-def _estimate(modules, weights) -> "DecoderMemory":
+def _estimate(modules) -> "DecoderMemory":
     from tensor_graphs.dialects import buffer as buf
     from tensor_graphs.runtime_support.decoder import DecoderMemory
 
@@ -205,10 +214,23 @@ def _estimate(modules, weights) -> "DecoderMemory":
         fn = next(op for op in m.walk() if "tg.num_outputs" in op.attributes)
         n_out = fn.attributes["tg.num_outputs"].value.data
         outputs += sum(buf.nbytes(t) for t in fn.function_type.inputs.data[len(fn.function_type.inputs.data) - n_out :])
-    # weights are shared by both graphs; each graph binds its own IR constants
+    # weights (plain or packed) are shared by both graphs; each graph binds its own IR constants
     constants = sum(buf.nbytes(op.result.type) for m in modules for op in m.walk() if isinstance(op, buf.ConstantOp))
-    weight_bytes = sum(a.nbytes for a in weights.values()) + constants
-    return DecoderMemory(arena_bytes=arena, weight_bytes=weight_bytes, state_bytes=sum(states.values()), output_bytes=outputs)
+    plain: dict[str, int] = {}
+    packed: dict[tuple[str, str], int] = {}
+    for m in modules:
+        for op in m.walk():
+            if isinstance(op, buf.WeightOp):
+                plain[op.weight_name.data] = buf.nbytes(op.result.type)
+            elif isinstance(op, buf.PackedWeightOp):
+                packed[(op.weight_name.data, str(op.result.type))] = buf.nbytes(op.result.type)
+    return DecoderMemory(
+        arena_bytes=arena,
+        weight_bytes=sum(plain.values()) + constants,
+        state_bytes=sum(states.values()),
+        output_bytes=outputs,
+        packed_bytes=sum(packed.values()),
+    )
 
 
 def available_memory() -> int | None:
@@ -223,14 +245,15 @@ def available_memory() -> int | None:
     return None
 
 
-def estimate_memory(model, max_seq: int | None = None, *, batch: int = 1, prefill_chunk: int = 32):
-    """Bytes `compile_decoder` with these arguments would hold: arena, weights, KV cache, outputs.
+def estimate_memory(model, max_seq: int | None = None, *, batch: int = 1, prefill_chunk: int = 32, pack_weights: bool = True):
+    """Bytes `compile_decoder` with these arguments would hold: arena, weights (the packed
+    copies included), KV cache, outputs.
 
     Plans memory without generating code or allocating anything (it imports and optimises the
     model: seconds for a large one).
     """
-    modules, weights, *_ = _decoder_modules(model, max_seq, batch, prefill_chunk, CompileStats())
-    return _estimate(modules, weights)
+    modules, *_ = _decoder_modules(model, max_seq, batch, prefill_chunk, CompileStats(), pack_weights)
+    return _estimate(modules)
 
 
 def compile_decoder(
@@ -242,6 +265,7 @@ def compile_decoder(
     keep_ir: bool = False,
     stats: CompileStats | None = None,
     profile: bool = False,
+    pack_weights: bool = True,
 ):
     """Compile a transformers causal LM for generation with a KV cache: a prefill function for
     chunks of ``prefill_chunk`` tokens and a decode function for one token, compiled once and
@@ -250,25 +274,28 @@ def compile_decoder(
 
     Raises ``MemoryError`` before generating code or allocating the cache when the arenas, the
     KV cache and the outputs would not fit the memory the OS reports as available. With
-    ``profile`` both graphs time their kernels (``dec.decode_graph.profile(..., past=n)``).
+    ``profile`` both graphs time their kernels (``dec.decode_graph.profile(..., past=n)``);
+    ``pack_weights`` as in `compile` (both graphs share the packed copies).
     """
     from tensor_graphs.runtime_support.decoder import CompiledDecoder
 
     stats = stats if stats is not None else CompileStats()
-    modules, weights, chunk, capacity, max_seq, limit = _decoder_modules(model, max_seq, batch, prefill_chunk, stats)
-    need = _estimate(modules, weights)
+    modules, weights, chunk, capacity, max_seq, limit = _decoder_modules(model, max_seq, batch, prefill_chunk, stats, pack_weights)
+    need = _estimate(modules)
     free = available_memory()
     if free is not None and need.new_bytes > free:
         gib = 1 << 30
         raise MemoryError(
             f"compile_decoder(max_seq={max_seq}, batch={batch}) needs {need.new_bytes / gib:.2f} GiB beyond the weights "
-            f"(KV cache {need.state_bytes / gib:.2f} GiB, arenas {need.arena_bytes / gib:.2f} GiB, outputs "
-            f"{need.output_bytes / gib:.2f} GiB) but only {free / gib:.2f} GiB is available; lower max_seq or batch"
+            f"(KV cache {need.state_bytes / gib:.2f} GiB, arenas {need.arena_bytes / gib:.2f} GiB, packed weights "
+            f"{need.packed_bytes / gib:.2f} GiB, outputs {need.output_bytes / gib:.2f} GiB) but only "
+            f"{free / gib:.2f} GiB is available; lower max_seq or batch (or pack_weights=False)"
         )
     graphs = []
     states: dict[str, np.ndarray] | None = None
+    packed: dict[str, np.ndarray] = {}  # both graphs read the same packed weights
     for module in modules:
-        fn = compile_module(module, weights, keep_ir=keep_ir, stats=stats, states=states, profile=profile)
+        fn = compile_module(module, weights, keep_ir=keep_ir, stats=stats, states=states, profile=profile, packed=packed)
         states = fn.states  # the decode graph binds the prefill graph's cache
         graphs.append(fn)
     return CompiledDecoder(graphs, chunk=chunk, max_seq=max_seq, capacity=capacity, batch=batch, max_position=limit)
@@ -302,10 +329,19 @@ def profile(fn: CompiledGraph, *inputs, repeat: int = 10, warmup: int = 1, **cal
 
 
 def set_num_threads(n: int) -> None:
-    """Threads used by BLAS calls inside compiled graphs."""
-    from tensor_graphs.runtime_support.blas import set_num_threads as _set
+    """Threads every parallel kernel of every compiled graph uses (process wide; the default is
+    ``OMP_NUM_THREADS`` or the CPUs this process may run on). See `runtime_support.threads`."""
+    from tensor_graphs.runtime_support import threads
 
-    _set(n)
+    threads.load()
+    threads.set_num_threads(n)
+
+
+def get_num_threads() -> int:
+    """The thread count `set_num_threads` set."""
+    from tensor_graphs.runtime_support import threads
+
+    return threads.get_num_threads()
 
 
 def _as_torch(x):

@@ -66,6 +66,13 @@ TENSOR_PIPELINE: tuple[str, ...] = (
 )
 #: tg -> buf with every buffer placed in the arena.
 BUFFER_PIPELINE: tuple[str, ...] = ("convert-tensor-to-buffer", "plan-memory")
+
+
+def buffer_pipeline(pack_weights: bool = True) -> tuple[str, ...]:
+    """:data:`BUFFER_PIPELINE`; without ``pack_weights`` no GEMM reads a packed weight copy."""
+    if pack_weights:
+        return BUFFER_PIPELINE
+    return ("convert-tensor-to-buffer{pack-weights=false}", *BUFFER_PIPELINE[1:])
 #: buf -> llvm dialect.
 LLVM_PIPELINE: tuple[str, ...] = ("convert-buffer-to-llvm",)
 #: buf -> llvm dialect with every kernel call timed (``compile_module(..., profile=True)``).

@@ -96,14 +96,32 @@ def test_outputs_that_alias_inputs_are_copies():
 
 
 def test_weights_are_bound_not_copied():
+    """pack_weights=False: the graph reads the parameters' own memory."""
     model = mlp((8, 16, 4))
-    fn = tg.compile(model, (torch.randn(2, 8),))
+    fn = tg.compile(model, (torch.randn(2, 8),), pack_weights=False)
+    assert fn.memory.packed_bytes == 0 and "packed" not in fn.ir("buf")
     w = model[0].weight
     with torch.no_grad():
         w.mul_(2.0)  # the compiled graph sees the same memory
     x = torch.randn(2, 8)
     with torch.no_grad():
         np.testing.assert_allclose(fn(x.numpy()), model(x).numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_packed_weights_are_a_snapshot_until_repack():
+    """By default a GEMM's weight is packed once, at load time; repack() refreshes the copies."""
+    model = mlp((8, 16, 4))
+    fn = tg.compile(model, (torch.randn(2, 8),))
+    assert "buf.packed_matmul" in fn.ir("buf")
+    assert fn.memory.packed_bytes == 1 * 8 * 16 * 4  # fc0: [16, 8] -> one panel of 16 columns
+    x = torch.randn(2, 8)
+    with torch.no_grad():
+        before = model(x).numpy()
+        model[0].weight.mul_(2.0)
+        after = model(x).numpy()
+    np.testing.assert_allclose(fn(x.numpy()), before, rtol=1e-4, atol=1e-5)
+    fn.repack()
+    np.testing.assert_allclose(fn(x.numpy()), after, rtol=1e-4, atol=1e-5)
 
 
 def test_call_allocates_only_outputs():
@@ -125,7 +143,10 @@ def test_call_allocates_only_outputs():
 
 def test_memory_report(fn):
     m = fn.memory
-    assert m.weight_bytes == (16 * 8 + 16 + 4 * 16 + 4) * 4
+    # fc0's [16, 8] weight is read packed (one panel of 16 columns), the rest as it is
+    assert m.packed_bytes == 16 * 8 * 4
+    assert m.weight_bytes == (16 + 4 * 16 + 4) * 4
+    assert m.total_bytes == m.arena_bytes + m.weight_bytes + m.packed_bytes
     assert m.arena_bytes >= 0 and m.state_bytes == 0
     assert "arena" in str(m)
 

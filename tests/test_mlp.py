@@ -69,5 +69,10 @@ def test_memory_report_counts_weights_once():
     model = mlp((256, 1024, 1024, 256))
     fn = tg.compile(model, (torch.randn(1, 256),))
     params = sum(p.numel() * 4 for p in model.parameters())
-    assert fn.memory.weight_bytes == params
+    # every N is a multiple of 64: the packed copies hold exactly the weight matrices, no padding
+    matrices = sum(m.weight.numel() * 4 for m in model if isinstance(m, torch.nn.Linear))
+    assert fn.memory.packed_bytes == matrices
+    assert fn.memory.weight_bytes == params - matrices  # the biases, read where they are
     assert 0 < fn.memory.arena_bytes <= 2 * 1024 * 4 + 128
+    unpacked = tg.compile(model, (torch.randn(1, 256),), pack_weights=False)
+    assert unpacked.memory.weight_bytes == params and unpacked.memory.packed_bytes == 0

@@ -290,3 +290,34 @@ builtin.module attributes {tg.arena_size = 512 : i64} {
     func.return
   }
 }
+
+// -----
+
+// A packed GEMM: the packed weight takes the table slot "fc.weight@panels64t" (the runtime packs
+// fc.weight into it); the kernel hands its buffers to a worker, run on min(tg_num_threads, 2
+// panels) threads through libgomp (a direct call for one); each worker takes its range of the
+// panels and runs register tiles of 6 rows x 4 vectors of <16 x f32> with FMAs.
+// CHECK:      tg.weight_table = ["fc.weight@panels64t"]
+// CHECK-SAME: tg.packed_weights = ["fc.weight@panels64t"]
+// CHECK:      llvm.func @GOMP_parallel(!llvm.ptr, !llvm.ptr, i32, i32)
+// CHECK:      llvm.func @omp_get_thread_num() -> i32
+// CHECK:      llvm.mlir.global external @tg_num_threads() {addr_space = 0 : i32} : i32
+// CHECK:      llvm.func internal @forward__0_packed_matmul(%x_1: !llvm.ptr {llvm.noalias}, %wp_1: !llvm.ptr {llvm.noalias}, %out0_1: !llvm.ptr {llvm.noalias}) -> i32 {
+// CHECK:        %[[N:.*]] = llvm.load %{{.*}} : !llvm.ptr -> i32
+// CHECK:        llvm.call @GOMP_parallel(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (!llvm.ptr, !llvm.ptr, i32, i32) -> ()
+// CHECK:        llvm.call @forward__0_packed_matmul__par0(%{{.*}}) : (!llvm.ptr) -> ()
+// CHECK:      llvm.func internal @forward__0_packed_matmul__par0(%shared: !llvm.ptr) {
+// CHECK:        llvm.call @omp_get_thread_num() : () -> i32
+// CHECK:        llvm.call @omp_get_num_threads() : () -> i32
+// CHECK:        llvm.load %{{.*}} {alignment = 64 : i64} : !llvm.ptr -> vector<16xf32>
+// CHECK:        llvm.intr.fma(%{{.*}}, %{{.*}}, %{{.*}}) : (vector<16xf32>, vector<16xf32>, vector<16xf32>) -> vector<16xf32>
+// LLVMIR:     define internal void @"forward__0_packed_matmul__par0"(ptr %".1") noinline
+// LLVMIR:       call <16 x float> @"llvm.fma.v16f32"
+builtin.module {
+  func.func @forward(%x: memref<6x32xf32>, %out0: memref<6x128xf32>) attributes {tg.num_outputs = 1 : i64} {
+    %arena = buf.arena : memref<0xi8>
+    %wp = buf.packed_weight "fc.weight" {transposed = true} : memref<2x32x64xf32>
+    buf.packed_matmul ins(%x, %wp : memref<6x32xf32>, memref<2x32x64xf32>) outs(%out0 : memref<6x128xf32>)
+    func.return
+  }
+}

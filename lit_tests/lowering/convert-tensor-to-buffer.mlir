@@ -1,4 +1,5 @@
 // RUN: tg-opt %s --allow-unregistered-dialect --split-input-file --verify-diagnostics -p convert-tensor-to-buffer | filecheck %s
+// RUN: tg-opt %s --allow-unregistered-dialect --split-input-file --verify-diagnostics -p "convert-tensor-to-buffer{pack-weights=false}" | filecheck --check-prefix=NOPACK %s
 // tg -> buf: destination passing, one kernel per tg op, outputs written in place where possible.
 
 // CHECK-LABEL: func.func @output_written_in_place
@@ -396,4 +397,48 @@ func.func @kv_cache_decode(%q: tensor<1x4x1x16xf32>, %k: tensor<1x2x1x16xf32>) -
   %kc = tg.cache_write %k into %ks {axis = 2 : i64} : (tensor<1x2x40x16xf32>, tensor<1x2x1x16xf32>) -> tensor<1x2x40x16xf32>
   %o = tg.attention %q, %kc, %kc {scale = 0.25 : f32, causal = true, kv_cache = true} : (tensor<1x4x1x16xf32>, tensor<1x2x40x16xf32>, tensor<1x2x40x16xf32>) -> tensor<1x4x1x16xf32>
   func.return %o : tensor<1x4x1x16xf32>
+}
+
+// -----
+
+// A GEMM by a weight reads the weight packed into column panels (made once, at load time):
+// buf.packed_weight [ceil(N / 64) x K x 64] replaces the buf.weight, which nothing else reads,
+// so it is dropped. The bias stays where it is.
+// CHECK-LABEL: func.func @weight_gemm_reads_a_packed_copy
+// CHECK-NEXT:    %b = buf.weight "fc.bias" : memref<100xf32>
+// CHECK-NEXT:    %w_packed = buf.packed_weight "fc.weight" {transposed = true} : memref<2x32x64xf32>
+// CHECK-NEXT:    buf.packed_matmul ins(%x, %w_packed, %b : memref<5x32xf32>, memref<2x32x64xf32>, memref<100xf32>) outs(%out0 : memref<5x100xf32>) {beta = 1.000000e+00 : f32, activation = "relu"}
+// CHECK-NEXT:    func.return
+// NOPACK-LABEL: func.func @weight_gemm_reads_a_packed_copy
+// NOPACK-NEXT:    %w = buf.weight "fc.weight" : memref<100x32xf32>
+// NOPACK-NEXT:    %b = buf.weight "fc.bias" : memref<100xf32>
+// NOPACK-NEXT:    buf.matmul ins(%x, %w, %b : memref<5x32xf32>, memref<100x32xf32>, memref<100xf32>) outs(%out0 : memref<5x100xf32>) {transpose_b = true, beta = 1.000000e+00 : f32, activation = "relu"}
+func.func @weight_gemm_reads_a_packed_copy(%x: tensor<5x32xf32>) -> tensor<5x100xf32> {
+  %w = tg.weight "fc.weight" : tensor<100x32xf32>
+  %b = tg.weight "fc.bias" : tensor<100xf32>
+  %y = tg.matmul %x, %w, %b {transpose_b = true, beta = 1.0 : f32, activation = "relu"} : (tensor<5x32xf32>, tensor<100x32xf32>, tensor<100xf32>) -> tensor<5x100xf32>
+  func.return %y : tensor<5x100xf32>
+}
+
+// -----
+
+// A weight read by a GEMM and by a gather keeps its buf.weight; a [K, N] weight (Conv1D) packs
+// untransposed; two activations multiply through BLAS.
+// CHECK-LABEL: func.func @packed_only_where_a_weight_is_the_rhs
+// CHECK-NEXT:    %e = buf.weight "wte" : memref<64x16xf32>
+// CHECK:         buf.embedding ins(%e, %ids
+// CHECK:         %c_packed = buf.packed_weight "c.weight" : memref<1x16x64xf32>
+// CHECK-NEXT:    %{{.*}} = buf.alloc : memref<3x64xf32>
+// CHECK-NEXT:    buf.packed_matmul ins(%{{.*}}, %c_packed : memref<3x16xf32>, memref<1x16x64xf32>) outs(
+// CHECK:         %e_packed = buf.packed_weight "wte" {transposed = true} : memref<1x16x64xf32>
+// CHECK:         buf.packed_matmul ins(%{{.*}}, %e_packed : memref<3x16xf32>, memref<1x16x64xf32>) outs(
+// CHECK:         buf.matmul ins(%{{.*}}, %{{.*}} : memref<3x64xf32>, memref<3x64xf32>) outs(%out0 : memref<3x3xf32>) {transpose_b = true}
+func.func @packed_only_where_a_weight_is_the_rhs(%ids: tensor<3xi64>) -> tensor<3x3xf32> {
+  %e = tg.weight "wte" : tensor<64x16xf32>
+  %c = tg.weight "c.weight" : tensor<16x64xf32>
+  %h = tg.embedding %e, %ids : (tensor<64x16xf32>, tensor<3xi64>) -> tensor<3x16xf32>
+  %y = tg.matmul %h, %c : (tensor<3x16xf32>, tensor<16x64xf32>) -> tensor<3x64xf32>
+  %z = tg.matmul %h, %e {transpose_b = true} : (tensor<3x16xf32>, tensor<64x16xf32>) -> tensor<3x64xf32>
+  %s = tg.matmul %y, %z {transpose_b = true} : (tensor<3x64xf32>, tensor<3x64xf32>) -> tensor<3x3xf32>
+  func.return %s : tensor<3x3xf32>
 }

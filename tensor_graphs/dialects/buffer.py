@@ -159,6 +159,35 @@ class WeightOp(IRDLOperation):
 
 
 @irdl_op_definition
+class PackedWeightOp(IRDLOperation):
+    """A weight packed into column panels for `buf.packed_matmul`, bound like a weight.
+
+    ``memref<P x K x NR x f32>``: panel ``p`` holds the columns ``[p * NR, (p + 1) * NR)`` of the
+    GEMM's ``B[K, N]`` as a row-major ``K x NR`` block, zero-padded past ``N``. The weight ``name``
+    is stored ``[N, K]`` when ``transposed`` (``nn.Linear``), else ``[K, N]``. The runtime packs it
+    once when the graph is loaded (`dialects.packing.PanelLayout`).
+    """
+
+    name = "buf.packed_weight"
+    weight_name = prop_def(StringAttr, prop_name="name")
+    transposed = prop_def(BoolAttr, default_value=bool_attr(False))
+    result = result_def(MemRefType.constr(f32))
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$name attr-dict `:` type($result)"
+
+    def __init__(self, name: str, transposed: bool, type: MemRefType):
+        super().__init__(
+            properties={"name": StringAttr(name), "transposed": bool_attr(transposed)}, result_types=[type]
+        )
+
+    def verify_(self) -> None:
+        shape = shape_of(self.result)
+        _check(len(shape) == 3, f"buf.packed_weight: expected memref<panels x K x NR x f32>, got {self.result.type}")
+        _check(shape[2] > 0 and shape[2] % 16 == 0, f"buf.packed_weight: panel width {shape[2]} is not a positive multiple of 16")
+
+
+@irdl_op_definition
 class StateOp(IRDLOperation):
     """A persistent mutable buffer (a KV cache) outside the arena, bound once like a weight and
     kept between calls; `buf.cache_write` updates it in place."""
@@ -344,6 +373,45 @@ class MatmulOp(KernelOp):
         els = {v.type.element_type for v in (*self.inputs, self.output)}  # type: ignore[attr-defined]
         if els != {f32}:
             raise ShapeError("only f32 buffers are supported")
+
+
+@irdl_op_definition
+class PackedMatmulOp(KernelOp):
+    """``out = act(alpha * a @ B + beta * acc)`` with ``B[K, N]`` a `buf.packed_weight`.
+
+    ``a`` is ``[..., M, K]`` (its batch dims fold into M), the packed weight
+    ``[ceil(N / NR), K, NR]``, ``out`` ``[..., M, N]``; ``acc`` (a bias ``[N]`` or a residual)
+    broadcasts to ``out``. The activation is applied to each output tile as it is written.
+    """
+
+    name = "buf.packed_matmul"
+    NUM_INPUTS: ClassVar[tuple[int, ...]] = (2, 3)
+    alpha = prop_def(FloatAttr, default_value=float_attr(1.0))
+    beta = prop_def(FloatAttr, default_value=float_attr(0.0))
+    activation = prop_def(StringAttr, default_value=StringAttr("none"))
+
+    def verify_kernel(self, ins, out):
+        a, packed = ins[0], ins[1]
+        if len(a) < 2 or len(packed) != 3:
+            raise ShapeError(f"expected a [..., M, K] lhs and a [panels, K, NR] packed weight, got {list(a)} and {list(packed)}")
+        panels, k, nr = packed
+        if a[-1] != k:
+            raise ShapeError(f"contraction dims differ: lhs {list(a)} has K={a[-1]}, the packed weight {list(packed)} K={k}")
+        if len(out) != len(a) or tuple(out[:-1]) != tuple(a[:-1]):
+            raise ShapeError(f"output shape {list(out)} should be {list(a[:-1])} + [N]")
+        if nr <= 0 or -(-out[-1] // nr) != panels:
+            raise ShapeError(f"N={out[-1]} needs {-(-out[-1] // max(nr, 1))} panels of {nr} columns, the packed weight has {panels}")
+        if len(ins) == 3 and not is_broadcastable_to(ins[2], out):
+            raise ShapeError(f"accumulator {list(ins[2])} does not broadcast to {list(out)}")
+        if self.activation.data not in ACTIVATIONS:
+            raise ShapeError(f"unknown activation '{self.activation.data}'")
+        els = {v.type.element_type for v in (*self.inputs, self.output)}  # type: ignore[attr-defined]
+        if els != {f32}:
+            raise ShapeError("only f32 buffers are supported")
+
+    @property
+    def flags(self) -> tuple[float, float]:
+        return self.alpha.value.data, self.beta.value.data
 
 
 class ElementwiseBinaryKernel(KernelOp, abc.ABC):
@@ -708,10 +776,12 @@ BUF = Dialect(
         AllocOp,
         ViewOp,
         WeightOp,
+        PackedWeightOp,
         StateOp,
         ConstantOp,
         ReshapeOp,
         MatmulOp,
+        PackedMatmulOp,
         AddOp,
         SubOp,
         MulOp,

@@ -38,12 +38,14 @@ class DecoderMemory:
 
     #: the arenas of the prefill and decode graphs (intermediates, planned)
     arena_bytes: int
-    #: model weights (bound in place: the torch parameters' own memory, not copied)
+    #: model weights read where they are (the torch parameters' own memory) and IR constants
     weight_bytes: int
     #: the KV cache: 2 x layers x batch x kv heads x capacity x head dim x 4 bytes
     state_bytes: int
     #: the logits a prefill chunk and a decode step return ([B, V] each, allocated per call)
     output_bytes: int = 0
+    #: the GEMMs' weights packed into column panels (copies, shared by both graphs)
+    packed_bytes: int = 0
 
     @property
     def kv_cache_bytes(self) -> int:
@@ -51,18 +53,19 @@ class DecoderMemory:
 
     @property
     def total_bytes(self) -> int:
-        return self.arena_bytes + self.weight_bytes + self.state_bytes + self.output_bytes
+        return self.arena_bytes + self.weight_bytes + self.packed_bytes + self.state_bytes + self.output_bytes
 
     @property
     def new_bytes(self) -> int:
         """What compiling allocates beyond the weights (which stay where they are)."""
-        return self.arena_bytes + self.state_bytes + self.output_bytes
+        return self.arena_bytes + self.packed_bytes + self.state_bytes + self.output_bytes
 
     def __str__(self) -> str:
         mib = 1 << 20
         return (
             f"arena {self.arena_bytes / mib:.1f} MiB, weights {self.weight_bytes / mib:.1f} MiB, "
-            f"KV cache {self.state_bytes / mib:.1f} MiB, outputs {self.output_bytes / mib:.1f} MiB"
+            f"packed weights {self.packed_bytes / mib:.1f} MiB, KV cache {self.state_bytes / mib:.1f} MiB, "
+            f"outputs {self.output_bytes / mib:.1f} MiB"
         )
 
 
@@ -117,9 +120,18 @@ class CompiledDecoder:
         p = self._prefill_fn.memory
         arena = sum(g.signature.arena_size for g in self._graphs)
         out = sum(sum(int(np.prod(s.shape)) * s.dtype.itemsize for s in g.signature.outputs) for g in self._graphs)
-        # the weights are shared; each graph binds its own IR constants
-        weights = p.weight_bytes + sum(a.nbytes for g in self._graphs[1:] for a in g.signature.constants.values())
-        return DecoderMemory(arena_bytes=arena, weight_bytes=weights, state_bytes=p.state_bytes, output_bytes=out)
+        # the weights and packed weights are shared (counted once); each graph binds its own IR constants
+        sizes: dict[int, tuple[int, bool]] = {}
+        for g in self._graphs:
+            for name, a in g.bound_weights.items():
+                sizes[id(a)] = (a.nbytes, name in g.signature.packed)
+        return DecoderMemory(
+            arena_bytes=arena,
+            weight_bytes=sum(n for n, packed in sizes.values() if not packed),
+            state_bytes=p.state_bytes,
+            output_bytes=out,
+            packed_bytes=sum(n for n, packed in sizes.values() if packed),
+        )
 
     @property
     def prefill_graph(self) -> CompiledGraph:

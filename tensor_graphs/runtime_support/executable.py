@@ -3,9 +3,11 @@
 A call validates its arguments (count, dtype, shape, contiguity), allocates its outputs, fills
 three small pointer tables and calls the graph's native function once; a nonzero status it
 returns (an index out of range, say) raises ``IndexError``/``RuntimeError`` with the message
-the compiler recorded. Weights are bound when
-the graph is loaded and never copied; the arena is allocated once and reused by every call (so
-one `CompiledGraph` must not be called from two threads at the same time).
+the compiler recorded. Weights are bound when the graph is loaded: read where they are
+(never copied), except those a GEMM reads packed into column panels, which are packed once,
+here (`dialects.packing`; ``fn.repack()`` refreshes them after the model's parameters change in
+place). The arena is allocated once and reused by every call (so one `CompiledGraph` must not
+be called from two threads at the same time).
 
 A graph with persistent state (KV caches, ``signature.states``) binds one array per state when
 it is loaded (given ones, or fresh zeroed ones) and updates them in place on every call;
@@ -47,20 +49,23 @@ class MemoryReport:
     """Bytes a compiled graph holds: its arena, its bound weights, its persistent state."""
 
     arena_bytes: int
+    #: weights (and IR constants) read where they are
     weight_bytes: int
     state_bytes: int = 0
     #: what the intermediates would take without reuse (the planner's input); arena / this = reuse
     intermediate_bytes: int = 0
+    #: the weights packed into column panels for the GEMMs (copies made when the graph was loaded)
+    packed_bytes: int = 0
 
     @property
     def total_bytes(self) -> int:
-        return self.arena_bytes + self.weight_bytes + self.state_bytes
+        return self.arena_bytes + self.weight_bytes + self.packed_bytes + self.state_bytes
 
     def __str__(self) -> str:
         mib = 1 << 20
         return (
             f"arena {self.arena_bytes / mib:.3f} MiB, weights {self.weight_bytes / mib:.3f} MiB, "
-            f"state {self.state_bytes / mib:.3f} MiB"
+            f"packed weights {self.packed_bytes / mib:.3f} MiB, state {self.state_bytes / mib:.3f} MiB"
         )
 
 
@@ -104,7 +109,9 @@ class CompiledGraph:
     ``fn.ir(level)``, ``fn.memory``, ``fn.states`` describe it.
 
     ``states`` binds arrays to the graph's states by name (names it does not use are ignored);
-    a state not given is allocated zeroed.
+    a state not given is allocated zeroed. Weights read by packed GEMMs (``signature.packed``)
+    are packed here, once: from ``packed`` (a dict by slot name, shared with other graphs and
+    filled with what this one packs) when it has them.
     """
 
     def __init__(
@@ -113,6 +120,7 @@ class CompiledGraph:
         weights: Mapping[str, np.ndarray],
         ir: Mapping[str, str] | None = None,
         states: Mapping[str, np.ndarray] | None = None,
+        packed: dict[str, np.ndarray] | None = None,
     ):
         self._native = native  # keeps the execution engine (and so the code) alive
         sig: GraphSignature = native.signature
@@ -120,13 +128,22 @@ class CompiledGraph:
         self._ir = dict(ir or {})
         self._ir.setdefault("llvm", native.llvm_ir)
 
-        missing = [n for n in sig.weight_table if n not in weights and n not in sig.constants]
+        sources = {n: (layout.source if (layout := sig.packed_layout(n)) else n) for n in sig.weight_table}
+        missing = [s for n, s in sources.items() if s not in weights and n not in sig.constants]
         if missing:
-            raise ValueError("weights missing for this graph: " + ", ".join(missing))
+            raise ValueError("weights missing for this graph: " + ", ".join(dict.fromkeys(missing)))
+        self._given = {s: weights[s] for n, s in sources.items() if n not in sig.constants}
+        #: packed copies by slot name; a dict shared with other graphs (a decoder's two) packs each once
+        self._packed = packed if packed is not None else {}
         bound: list[np.ndarray] = []
         for name in sig.weight_table:
             if name in sig.constants:
                 bound.append(sig.constants[name])
+            elif (layout := sig.packed_layout(name)) is not None:
+                if name not in self._packed:
+                    source = _bind_weight(layout.source, weights[layout.source], np.dtype(np.float32))
+                    self._packed[name] = layout.pack(source)
+                bound.append(self._packed[name])
             else:
                 bound.append(_bind_weight(name, weights[name], np.dtype(np.float32)))
         self._weights = bound
@@ -217,6 +234,21 @@ class CompiledGraph:
         labels = self.signature.profile or ()
         return ProfileReport.from_counters(self.signature.entry, labels, self._counters[: 2 * len(labels)], repeat, wall)
 
+    def repack(self) -> None:
+        """Re-pack the packed weights from the weights as they are now (after changing the
+        model's parameters in place: the GEMMs read packed copies made when the graph was
+        loaded). Weights bound as they are need nothing: the graph reads their memory."""
+        for name, array in self._packed.items():
+            layout = self.signature.packed_layout(name)
+            if layout is not None and layout.source in self._given:
+                array[...] = layout.pack(np.asarray(self._given[layout.source]))
+
+    @property
+    def packed(self) -> dict[str, np.ndarray]:
+        """The packed weights by slot name (``"fc.weight@panels64t"``); pass them as ``packed=``
+        to another graph of the same model to share them."""
+        return dict(self._packed)
+
     @property
     def profiled(self) -> bool:
         """True when the graph was compiled with profiling (``fn.profile`` works)."""
@@ -237,13 +269,20 @@ class CompiledGraph:
         return dict(self._states)
 
     @property
+    def bound_weights(self) -> dict[str, np.ndarray]:
+        """Every array of the weights table by slot name: weights, IR constants, packed weights."""
+        return dict(zip(self.signature.weight_table, self._weights))
+
+    @property
     def memory(self) -> MemoryReport:
-        weight_bytes = sum(a.nbytes for a in self._weights)
+        packed = set(self.signature.packed)
+        sizes = {name: a.nbytes for name, a in self.bound_weights.items()}
         return MemoryReport(
             arena_bytes=self.signature.arena_size,
-            weight_bytes=weight_bytes,
+            weight_bytes=sum(n for name, n in sizes.items() if name not in packed),
             state_bytes=sum(a.nbytes for a in self._states.values()),
             intermediate_bytes=self.signature.intermediate_bytes,
+            packed_bytes=sum(n for name, n in sizes.items() if name in packed),
         )
 
     @property

@@ -36,8 +36,13 @@ the ``past`` of the failing call ("kv cache 'kv.0.key': position {past} + 8 new 
 `convert-buffer-to-llvm` stores a :class:`GraphSignature` on the llvm-level module as
 attributes (``tg.entry``, ``tg.arena_size``, ``tg.weight_table``, ``tg.constants``,
 ``tg.input_names``, ``tg.input_types``, ``tg.output_types``, ``tg.state_names``,
-``tg.state_types``, ``tg.errors``, and ``tg.profile`` when profiled) so that module is
-self-describing.
+``tg.state_types``, ``tg.errors``, ``tg.packed_weights``, and ``tg.profile`` when profiled) so
+that module is self-describing.
+
+A weight read by `buf.packed_matmul` takes a slot named after its packed layout
+(``"fc.weight@panels64t"``, listed in ``packed``): the caller binds there the weight ``fc.weight``
+packed into column panels (`dialects.packing.PanelLayout.pack`), made once when the graph is
+loaded; a weight only read that way is not bound as it is at all.
 """
 
 from __future__ import annotations
@@ -95,6 +100,15 @@ class GraphSignature:
     #: per kernel, in call order, a label ("buf.matmul 128x768 @ 768x2304 (%qkv)") when the graph
     #: was compiled with profiling; None otherwise
     profile: tuple[str, ...] | None = None
+    #: the weight-table slots holding a weight packed into panels (``"fc.weight@panels64t"``, see
+    #: `dialects.packing.PanelLayout`): the runtime packs the named weight into them once
+    packed: tuple[str, ...] = ()
+
+    def packed_layout(self, slot: str):
+        """The `PanelLayout` of a packed slot, or None for a weight bound as it is."""
+        from tensor_graphs.dialects.packing import PanelLayout
+
+        return PanelLayout.from_slot_name(slot) if slot in self.packed else None
 
     def state_slot(self, index: int) -> int:
         """Slot of ``states[index]`` in the ``weights`` table (after the weights and constants)."""
@@ -136,6 +150,8 @@ class GraphSignature:
         module.attributes["tg.errors"] = ArrayAttr([StringAttr(m) for m in self.errors])
         if self.profile is not None:
             module.attributes["tg.profile"] = ArrayAttr([StringAttr(label) for label in self.profile])
+        if self.packed:
+            module.attributes["tg.packed_weights"] = ArrayAttr([StringAttr(n) for n in self.packed])
         module.attributes["tg.intermediate_bytes"] = IntegerAttr(self.intermediate_bytes, i64)
 
     @staticmethod
@@ -158,6 +174,7 @@ class GraphSignature:
         consts = a.get("tg.constants")
         errors = a.get("tg.errors")
         profile = a.get("tg.profile")
+        packed = a.get("tg.packed_weights")
         state_names = [s.data for s in a["tg.state_names"].data] if "tg.state_names" in a else []  # type: ignore[attr-defined]
         state_types = list(a["tg.state_types"].data) if "tg.state_types" in a else []  # type: ignore[attr-defined]
         if len(state_names) != len(state_types):
@@ -176,4 +193,5 @@ class GraphSignature:
             intermediate_bytes=a["tg.intermediate_bytes"].value.data if "tg.intermediate_bytes" in a else 0,  # type: ignore[attr-defined]
             states=tuple(TensorSpec.of(t, n) for n, t in zip(state_names, state_types)),
             profile=tuple(label.data for label in profile.data) if profile is not None else None,  # type: ignore[attr-defined]
+            packed=tuple(n.data for n in packed.data) if packed is not None else (),  # type: ignore[attr-defined]
         )

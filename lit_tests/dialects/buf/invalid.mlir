@@ -563,3 +563,43 @@ func.func @kv_cache_attention_not_causal(%q: memref<1x2x4x8xf32>, %k: memref<1x2
   buf.attention ins(%q, %k, %k : memref<1x2x4x8xf32>, memref<1x2x16x8xf32>, memref<1x2x16x8xf32>) outs(%o : memref<1x2x4x8xf32>) {scale = 1.0 : f32, kv_cache = true}
   func.return
 }
+
+// -----
+
+func.func @packed_weight_not_3d() {
+  // expected-error@+1 {{buf.packed_weight: expected memref<panels x K x NR x f32>, got memref<8x64xf32>}}
+  %wp = buf.packed_weight "w" : memref<8x64xf32>
+  func.return
+}
+
+// -----
+
+func.func @packed_weight_panel_not_whole_vectors() {
+  // expected-error@+1 {{buf.packed_weight: panel width 24 is not a positive multiple of 16}}
+  %wp = buf.packed_weight "w" : memref<1x8x24xf32>
+  func.return
+}
+
+// -----
+
+func.func @packed_matmul_k_mismatch(%a: memref<4x7xf32>, %wp: memref<1x8x64xf32>, %o: memref<4x64xf32>) {
+  // expected-error@+1 {{buf.packed_matmul: contraction dims differ: lhs [4, 7] has K=7, the packed weight [1, 8, 64] K=8}}
+  buf.packed_matmul ins(%a, %wp : memref<4x7xf32>, memref<1x8x64xf32>) outs(%o : memref<4x64xf32>)
+  func.return
+}
+
+// -----
+
+func.func @packed_matmul_panel_count(%a: memref<4x8xf32>, %wp: memref<1x8x64xf32>, %o: memref<4x100xf32>) {
+  // expected-error@+1 {{buf.packed_matmul: N=100 needs 2 panels of 64 columns, the packed weight has 1}}
+  buf.packed_matmul ins(%a, %wp : memref<4x8xf32>, memref<1x8x64xf32>) outs(%o : memref<4x100xf32>)
+  func.return
+}
+
+// -----
+
+func.func @packed_matmul_wrong_rows(%a: memref<4x8xf32>, %wp: memref<1x8x64xf32>, %o: memref<3x64xf32>) {
+  // expected-error@+1 {{buf.packed_matmul: output shape [3, 64] should be [4] + [N]}}
+  buf.packed_matmul ins(%a, %wp : memref<4x8xf32>, memref<1x8x64xf32>) outs(%o : memref<3x64xf32>)
+  func.return
+}

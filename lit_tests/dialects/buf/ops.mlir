@@ -130,3 +130,17 @@ func.func @rope(%q: memref<1x4x8x16xf32>, %cos: memref<1x1x8x16xf32>, %sin: memr
   buf.rope ins(%q, %cos, %sin : memref<1x4x8x16xf32>, memref<1x1x8x16xf32>, memref<8x16xf32>) outs(%o : memref<1x4x8x16xf32>)
   func.return
 }
+
+// A GEMM by a weight packed into column panels: [ceil(N / NR) x K x NR], NR = 64 here
+// CHECK-LABEL: func.func @packed_matmul
+func.func @packed_matmul(%x: memref<2x5x32xf32>, %b: memref<100xf32>, %o: memref<2x5x100xf32>) {
+  // CHECK-NEXT: %wp = buf.packed_weight "fc.weight" {transposed = true} : memref<2x32x64xf32>
+  %wp = buf.packed_weight "fc.weight" {transposed = true} : memref<2x32x64xf32>
+  // CHECK-NEXT: %wk = buf.packed_weight "conv.weight" : memref<2x32x64xf32>
+  %wk = buf.packed_weight "conv.weight" : memref<2x32x64xf32>
+  // CHECK-NEXT: buf.packed_matmul ins(%x, %wp, %b : memref<2x5x32xf32>, memref<2x32x64xf32>, memref<100xf32>) outs(%o : memref<2x5x100xf32>) {beta = 1.000000e+00 : f32, activation = "gelu_tanh"}
+  buf.packed_matmul ins(%x, %wp, %b : memref<2x5x32xf32>, memref<2x32x64xf32>, memref<100xf32>) outs(%o : memref<2x5x100xf32>) {beta = 1.0 : f32, activation = "gelu_tanh"}
+  // CHECK-NEXT: buf.packed_matmul ins(%x, %wk : memref<2x5x32xf32>, memref<2x32x64xf32>) outs(%o : memref<2x5x100xf32>) {alpha = 5.000000e-01 : f32}
+  buf.packed_matmul ins(%x, %wk : memref<2x5x32xf32>, memref<2x32x64xf32>) outs(%o : memref<2x5x100xf32>) {alpha = 0.5 : f32}
+  func.return
+}

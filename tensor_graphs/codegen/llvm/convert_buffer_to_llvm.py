@@ -53,13 +53,26 @@ and after each, and adds the nanoseconds since the previous reading and one call
 The module records one label per kernel (``tg.profile``, see :func:`kernel_label`). Without
 the option nothing of this is emitted: the code is the same as before it existed.
 
+Parallel kernels (`KernelContext.parallel`): the kernel function stores its buffer pointers
+(and any i64 values the work needs) in a table on its stack and runs a worker function
+``<kernel>__par<k>(ptr %shared)`` on a team of ``min(tg_num_threads, items)`` threads through
+libgomp (a direct call when that is 1); each worker reloads the pointers and takes the range
+``[items * t / T, items * (t + 1) / T)`` of its thread ``t`` of ``T``::
+
+    %n = llvm.load @tg_num_threads                      // runtime_support.threads
+    llvm.call @GOMP_parallel(@forward__3_packed_matmul__par0, %shared, %n, 0)
+
 Kernels lower through :data:`kernels.REGISTRY`; `kernels_nn` (softmax, layer norm,
-attention, the matmul epilogue) registers its emitters there when this module is imported.
+attention, the matmul epilogue) and `kernels_gemm` (the packed GEMM) register their emitters
+there when this module is imported. ``buf.packed_weight`` takes a weights-table slot named
+after its layout (``"fc.weight@panels64t"``, `dialects.packing.PanelLayout`), which the runtime
+fills with the packed copy of the weight.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -69,10 +82,12 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from tensor_graphs.codegen.llvm.kernels import REGISTRY, LoweringError, check_memref
-from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder
+from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, Index
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.dense import numpy_from_dense
+from tensor_graphs.dialects.packing import PanelLayout
 from tensor_graphs.runtime_support.signature import GraphSignature, TensorSpec
+from tensor_graphs.runtime_support.threads import GOMP_PARALLEL, NUM_THREADS_SYMBOL, OMP_GET_NUM_THREADS, OMP_GET_THREAD_NUM
 
 try:  # softmax, layer_norm, attention: registered into REGISTRY on import
     from tensor_graphs.codegen.llvm import kernels_nn  # noqa: F401
@@ -80,6 +95,8 @@ except ModuleNotFoundError as e:  # pragma: no cover - until kernels_nn.py lands
     if e.name != "tensor_graphs.codegen.llvm.kernels_nn":
         raise
     kernels_nn = None  # type: ignore[assignment]
+
+from tensor_graphs.codegen.llvm import kernels_gemm  # noqa: E402,F401  (buf.packed_matmul, registered on import)
 
 try:  # rope: registered into REGISTRY on import
     from tensor_graphs.codegen.llvm import kernels_rope  # noqa: F401
@@ -96,8 +113,16 @@ ABI_ARGS: tuple[str, ...] = ("arena", "weights", "inputs", "outputs", "dims")
 #: libc's clock, read by profiled graphs: ``int clock_gettime(clockid_t, struct timespec *)``
 CLOCK_GETTIME = "clock_gettime"
 CLOCK_GETTIME_TYPE = llvm.LLVMFunctionType([i32, PTR], i32)
+#: libgomp: ``void GOMP_parallel(void (*fn)(void *), void *data, unsigned threads, unsigned flags)``
+GOMP_PARALLEL_TYPE = llvm.LLVMFunctionType([PTR, PTR, i32, i32])
+#: ``int omp_get_thread_num(void)``, ``int omp_get_num_threads(void)``
+OMP_QUERY_TYPE = llvm.LLVMFunctionType([], i32)
 #: ``CLOCK_MONOTONIC`` of this platform (1 on Linux)
 CLOCK_MONOTONIC: int = getattr(time, "CLOCK_MONOTONIC", 1)
+
+
+def _pred(name: str) -> IntegerAttr:
+    return IntegerAttr(llvm.ICmpPredicateFlag(name).to_int(), i64)
 
 
 def _shape(value: SSAValue) -> list[int]:
@@ -119,6 +144,9 @@ def kernel_label(op: buf.KernelOp) -> str:
             if transposed and len(shape) >= 2:
                 shape[-2:] = shape[-1], shape[-2]
         what = f"{_dims(a)} @ {_dims(b)}"
+    elif isinstance(op, buf.PackedMatmulOp):
+        a = _shape(op.inputs[0])
+        what = f"{_dims(a)} @ {a[-1]}x{_shape(op.output)[-1]}"
     elif isinstance(op, buf.AttentionOp):
         what = f"q {_dims(_shape(op.inputs[0]))} kv {_dims(_shape(op.inputs[1]))}"
         what += " causal" * bool(op.causal.value.data) + " kv_cache" * bool(op.kv_cache.value.data)
@@ -146,6 +174,8 @@ class _GraphLowering:
         self.extents: dict[SSAValue, tuple[object, int, int]] = {}
         self.weight_slots: dict[str, int] = {}
         self.weight_types: dict[str, object] = {}
+        #: the slots of packed weights (`buf.packed_weight`), in slot order
+        self.packed_slots: dict[str, None] = {}
         self.constants: list[tuple[str, buf.ConstantOp]] = []
         #: messages of the error statuses (status k is errors[k - 1]) and their return blocks
         self.errors: list[str] = []
@@ -154,6 +184,11 @@ class _GraphLowering:
         #: while a kernel is emitted: its buffers' pointers (the kernel function's arguments)
         self._kernel_ptrs: dict[SSAValue, SSAValue] | None = None
         self.kernel_functions: list[llvm.FuncOp] = []
+        #: the functions of the kernel being emitted: its own, then its parallel workers
+        self.kernel_functions_pending: list[llvm.FuncOp] = []
+        self._workers = 0
+        self._parallel_depth = 0
+        self.kernel_count = 0
         self._propagate: Block | None = None
         self.state_slots: dict[str, int] = {}
         self.state_types: dict[str, object] = {}
@@ -204,6 +239,8 @@ class _GraphLowering:
 
     def check(self, ok: SSAValue, message: str) -> None:
         """Branch to ``return k`` (the status of ``message``) unless ``ok``; continue after."""
+        if self._parallel_depth:
+            raise LoweringError("convert-buffer-to-llvm: a run-time check inside a parallel region cannot return its status")
         b = self.b
         self._checks += 1
         if message not in self.errors:
@@ -222,6 +259,8 @@ class _GraphLowering:
         the top of its entry block, so the value dominates every use."""
         if index in self._dim_values:
             return self._dim_values[index]
+        if self._parallel_depth:
+            raise LoweringError("convert-buffer-to-llvm: read dims before parallel() and pass them as values")
         b = self.b
         if self._kernel_ptrs is None:
             assert self._dims is not None
@@ -258,6 +297,74 @@ class _GraphLowering:
         if name not in self.declarations:
             self.declarations[name] = llvm.FuncOp(name, type, linkage=llvm.LinkageAttr("external"))
 
+    def parallel(self, items: Index, body: Callable[[SSAValue, SSAValue], None], values: Sequence[SSAValue] = ()) -> list[SSAValue]:
+        """Split ``[0, items)`` into one contiguous range per thread and run ``body(start, end)``
+        on each (see the module doc); ``values`` (i64s of the kernel) are passed to the threads.
+        Returns ``values`` as the threads see them (the body must use those)."""
+        if self._kernel_ptrs is None or self._parallel_depth:
+            raise LoweringError("convert-buffer-to-llvm: parallel() is for the body of one kernel, not nested")
+        main, kb = self.b, self.b
+        self.declare(GOMP_PARALLEL, GOMP_PARALLEL_TYPE)
+        self.declare(OMP_GET_THREAD_NUM, OMP_QUERY_TYPE)
+        self.declare(OMP_GET_NUM_THREADS, OMP_QUERY_TYPE)
+        if NUM_THREADS_SYMBOL not in self.declarations:
+            self.declarations[NUM_THREADS_SYMBOL] = llvm.GlobalOp(i32, NUM_THREADS_SYMBOL, "external")
+        kernel = self.kernel_functions_pending[-1]
+        worker_name = f"{kernel.sym_name.data}__par{self._workers}"
+        self._workers += 1
+        worker = llvm.FuncOp(worker_name, llvm.LLVMFunctionType([PTR]), linkage=llvm.LinkageAttr("internal"))
+        self.kernel_functions_pending.append(worker)
+        # the kernel: its buffer pointers and the values into a stack table, then the team
+        ptrs = list(dict.fromkeys(self._kernel_ptrs.values()))
+        shared: list[SSAValue] = [*ptrs, *values]
+        if not isinstance(items, int):
+            shared.append(items)
+        size = kb.i64(max(len(shared), 1))
+        alloca = llvm.AllocaOp(size, PTR, alignment=8)  # (ptr-typed: llvmlite then takes i64 stores too)
+        kb.entry.insert_op_after(alloca, size.owner)  # type: ignore[arg-type]
+        table = alloca.results[0]
+        def slot(b: FunctionBuilder, base: SSAValue, i: int, type) -> SSAValue:  # 8 bytes: a pointer or an i64
+            return b.add(llvm.GEPOp(base, [llvm.GEP_USE_SSA_VAL], type, ssa_indices=[b.i64(i)], inbounds=True))
+
+        for i, v in enumerate(shared):
+            kb.store(v, slot(kb, table, i, v.type))
+        wanted = kb.load(kb.add(llvm.AddressOfOp(NUM_THREADS_SYMBOL, PTR)), i32)
+        if isinstance(items, int):  # never more threads than items
+            wanted = kb.add(llvm.SelectOp(kb.add(llvm.ICmpOp(wanted, kb.i32(items), _pred("slt"))), wanted, kb.i32(items)))
+        team, alone, done = kb.new_block(), kb.new_block(), kb.new_block()
+        kb.add(llvm.CondBrOp(kb.add(llvm.ICmpOp(wanted, kb.i32(1), _pred("sgt"))), team, [], alone, []))
+        kb.block = team
+        kb.add(llvm.CallOp(GOMP_PARALLEL, kb.add(llvm.AddressOfOp(worker_name, PTR)), table, wanted, kb.i32(0)))
+        kb.add(llvm.BrOp(done))
+        kb.block = alone
+        kb.add(llvm.CallOp(worker_name, table))
+        kb.add(llvm.BrOp(done))
+        kb.block = done
+        # the worker: reload everything, take this thread's range
+        wb = FunctionBuilder(worker.body, [PTR])
+        wb.args[0].name_hint = "shared"
+        loaded = [wb.load(slot(wb, wb.args[0], i, v.type), v.type) for i, v in enumerate(shared)]
+        for v, w in zip(shared, loaded):
+            w.name_hint = v.name_hint
+        mapping = dict(zip(ptrs, loaded[: len(ptrs)]))
+        inner_values = loaded[len(ptrs) : len(ptrs) + len(values)]
+        n = wb.i64(items) if isinstance(items, int) else loaded[-1]
+        tid = wb.add(llvm.SExtOp(wb.add(llvm.CallOp(OMP_GET_THREAD_NUM, return_type=i32)), i64))
+        nt = wb.add(llvm.SExtOp(wb.add(llvm.CallOp(OMP_GET_NUM_THREADS, return_type=i32)), i64))
+        start = wb.add(llvm.SDivOp(wb.mul_i64(n, tid), nt))
+        end = wb.add(llvm.SDivOp(wb.mul_i64(n, wb.add_i64(tid, wb.i64(1))), nt))
+        start.name_hint, end.name_hint = "start", "end"
+        saved_ptrs = self._kernel_ptrs
+        self.b, self._kernel_ptrs = wb, {k: mapping[v] for k, v in saved_ptrs.items()}
+        self._parallel_depth += 1
+        try:
+            body(start, end)
+            wb.add(llvm.ReturnOp())
+        finally:
+            self.b, self._kernel_ptrs = main, saved_ptrs
+            self._parallel_depth -= 1
+        return inner_values
+
     # profiling ----------------------------------------------------------------------
 
     def _clock(self) -> SSAValue:
@@ -292,14 +399,18 @@ class _GraphLowering:
                     f"convert-buffer-to-llvm: @{self.fn.sym_name.data} still has a buf.alloc of "
                     f"{op.result.type}: the module is not planned, run plan-memory first"
                 )
-            if isinstance(op, buf.WeightOp):
-                name = op.weight_name.data
+            if isinstance(op, buf.WeightOp | buf.PackedWeightOp):
+                name = _weight_slot_name(op)
                 if name in self.weight_types and self.weight_types[name] != op.result.type:
                     raise LoweringError(
                         f"buf.weight: '{name}' is used as {self.weight_types[name]} and as {op.result.type}"
                     )
                 self.weight_types[name] = op.result.type
                 self.weight_slots.setdefault(name, len(self.weight_slots))
+                if isinstance(op, buf.PackedWeightOp):
+                    self.packed_slots[name] = None
+        if clash := [n for n in self.packed_slots if n in self._plain_weights()]:
+            raise LoweringError(f"buf.weight: '{clash[0]}' is also the name of a packed weight's slot")
         n = len(self.weight_slots)
         for op in self.fn.body.walk():
             if isinstance(op, buf.ConstantOp):
@@ -327,7 +438,7 @@ class _GraphLowering:
             if all(self.values[v] is not self.values[u] for u in buffers):
                 buffers.append(v)
         noalias = [all(self.disjoint(v, u) for u in buffers if u is not v) for v in buffers]
-        name = f"{self.fn.sym_name.data}__{len(self.kernel_functions)}_{op.name.removeprefix('buf.')}"
+        name = f"{self.fn.sym_name.data}__{self.kernel_count}_{op.name.removeprefix('buf.')}"
         kfn = llvm.FuncOp(name, llvm.LLVMFunctionType([PTR] * len(buffers), i32), linkage=llvm.LinkageAttr("internal"))
         kfn.properties["arg_attrs"] = ArrayAttr([DictionaryAttr({"llvm.noalias": UnitAttr()} if n else {}) for n in noalias])
         kb = FunctionBuilder(kfn.body, [PTR] * len(buffers))
@@ -338,6 +449,7 @@ class _GraphLowering:
             ptrs[v] = next(a for a, u in zip(kb.args, buffers) if self.values[u] is self.values[v])
         checks, fail_blocks, dim_values = self._checks, self._fail_blocks, self._dim_values
         self.b, self._kernel_ptrs, self._fail_blocks, self._dim_values = kb, ptrs, {}, {}
+        self.kernel_functions_pending, self._workers = [kfn], 0
         try:
             emitter(self, op)
             kb.add(llvm.ReturnOp(kb.i32(0)))
@@ -355,8 +467,10 @@ class _GraphLowering:
                 nonnull = main.add(llvm.ICmpOp(address, main.i64(0), IntegerAttr(llvm.ICmpPredicateFlag.NE.to_int(), i64)))
                 self.check(nonnull, "dims is null: this graph keeps state (a KV cache) and reads past from dims[0]")
             call_args.append(self._dims)
-        kernel = len(self.kernel_functions)
-        self.kernel_functions.append(kfn)
+        kernel = self.kernel_count
+        self.kernel_count += 1
+        self.kernel_functions.extend(self.kernel_functions_pending)
+        self.kernel_functions_pending = []
         if self.profile:
             self.labels.append(kernel_label(op))
             if self._last_time is None:  # the first kernel: the counters and the start time
@@ -376,6 +490,9 @@ class _GraphLowering:
             cont = main.new_block()
             main.add(llvm.CondBrOp(ok, cont, [], self._propagate, [status]))
             main.block = cont
+
+    def _plain_weights(self) -> set[str]:
+        return {op.weight_name.data for op in self.fn.body.walk() if isinstance(op, buf.WeightOp)}
 
     def _table_entry(self, table: SSAValue, index: int) -> SSAValue:
         b = self.b
@@ -461,9 +578,10 @@ class _GraphLowering:
                 base = self.extents.get(op.input, (op.input, 0, 0))
                 start = base[1] + op.offset.value.data * width
                 self.extents[op.result] = (base[0], start, start + buf.nbytes(op.result.type))
-            elif isinstance(op, buf.WeightOp):
-                self.values[op.result] = self._table_entry(weights, self.weight_slots[op.weight_name.data])
-                self.extents[op.result] = (("weight", op.weight_name.data), 0, buf.nbytes(op.result.type))
+            elif isinstance(op, buf.WeightOp | buf.PackedWeightOp):
+                slot = _weight_slot_name(op)
+                self.values[op.result] = self._table_entry(weights, self.weight_slots[slot])
+                self.extents[op.result] = (("weight", slot), 0, buf.nbytes(op.result.type))
             elif isinstance(op, buf.ConstantOp):
                 self.values[op.result] = self._table_entry(weights, self.const_slots[id(op)])
                 self.extents[op.result] = (op.result, 0, buf.nbytes(op.result.type))
@@ -493,8 +611,18 @@ class _GraphLowering:
             intermediate_bytes=_int_attr(self.fn, "tg.intermediate_bytes") or _int_attr(self.module, "tg.intermediate_bytes"),
             states=tuple(TensorSpec.of(t, n) for n, t in self.state_types.items()),  # type: ignore[arg-type]
             profile=tuple(self.labels) if self.profile else None,
+            packed=tuple(self.packed_slots),
         )
         return llfn, signature
+
+
+def _weight_slot_name(op: buf.WeightOp | buf.PackedWeightOp) -> str:
+    """A weight's name in the weights table; a packed copy's names its layout too
+    (``"fc.weight@panels64t"``, see `dialects.packing.PanelLayout`)."""
+    if isinstance(op, buf.WeightOp):
+        return op.weight_name.data
+    nr = op.result.type.get_shape()[2]
+    return PanelLayout(op.weight_name.data, nr, bool(op.transposed.value.data)).slot_name
 
 
 def _int_attr(op: Operation, name: str) -> int:

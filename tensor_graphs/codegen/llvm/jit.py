@@ -6,8 +6,9 @@
 
 Each graph gets its own execution engine, optimised with the new pass manager for the host
 CPU (so loops vectorise with the widest vector ISA it has), with OpenBLAS loaded into the
-process so ``scipy_cblas_sgemm`` resolves, and libc's ``clock_gettime`` registered for graphs
-compiled with profiling.
+process so ``scipy_cblas_sgemm`` resolves, libgomp and the thread count for parallel kernels
+(`runtime_support.threads`), and libc's ``clock_gettime`` registered for graphs compiled with
+profiling.
 """
 
 from __future__ import annotations
@@ -131,13 +132,14 @@ def jit_compile(module: ModuleOp, opt_level: int = 3) -> NativeGraph:
     global COMPILATIONS
     COMPILATIONS += 1
 
-    from tensor_graphs.runtime_support import blas
+    from tensor_graphs.runtime_support import blas, threads
 
     if not 0 <= opt_level <= 3:
         raise ValueError(f"jit_compile: opt_level must be 0..3, got {opt_level}")
     signature = GraphSignature.from_module(module)
     triple, _, _ = _host()
     blas.load()
+    threads.load()
     if signature.profile:
         _register_clock()
 
@@ -200,8 +202,8 @@ def call_native(
 ) -> None:
     """Run ``native`` once on NumPy buffers (outputs are written in place).
 
-    ``weights`` maps names of the signature's weight table to arrays; IR constants
-    (``__const*``) come from the signature unless given. ``arena`` defaults to a fresh one.
+    ``weights`` maps names of the signature's weight table to arrays (a packed slot is packed
+    from its source weight); IR constants (``__const*``) come from the signature unless given. ``arena`` defaults to a fresh one.
     A graph compiled with profiling gets fresh counters (discarded; `CompiledGraph.profile`
     reports them).
     A nonzero status from the native code raises (``IndexError`` for an index out of range,
@@ -221,12 +223,15 @@ def call_native(
     outs = [_checked(a, s.shape, s.dtype, f"output {i}", writable=True) for i, (a, s) in enumerate(zip(outputs, sig.outputs))]
     table: list[np.ndarray] = []
     for name in sig.weight_table:
+        layout = sig.packed_layout(name)
         if name in weights:
             table.append(np.asarray(weights[name], order="C"))
         elif name in sig.constants:
             table.append(sig.constants[name])
+        elif layout is not None and layout.source in weights:
+            table.append(layout.pack(np.asarray(weights[layout.source], np.float32)))
         else:
-            raise KeyError(f"call_native: weight '{name}' is missing")
+            raise KeyError(f"call_native: weight '{layout.source if layout else name}' is missing")
     if sig.profile is not None:
         if sig.states:
             raise ValueError("call_native: a graph with states runs through CompiledGraph")

@@ -101,6 +101,15 @@ class KernelContext(Protocol):
         already in the KV caches); it dominates every block of the kernel."""
         ...
 
+    def parallel(
+        self, items: int | SSAValue, body: Callable[[SSAValue, SSAValue], None], values: Sequence[SSAValue] = ()
+    ) -> list[SSAValue]:
+        """Run ``body(start, end)`` on every thread (`runtime_support.threads`), each over its own
+        contiguous range of ``[0, items)``; the cursor is then in a worker function, where
+        ``ptr()`` gives the worker's pointers. ``values`` (i64s computed before) reach the
+        workers as the returned values. No run-time check or ``dim()`` inside ``body``."""
+        ...
+
 
 Emitter = Callable[[KernelContext, Operation], None]
 

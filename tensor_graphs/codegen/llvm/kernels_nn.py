@@ -71,7 +71,18 @@ from tensor_graphs.codegen.llvm.kernels import (
     check_no_overlap,
     emit_elementwise,
 )
-from tensor_graphs.codegen.llvm.loops import FunctionBuilder, broadcast_strides, collapse_dims, emit_strided_nest
+from tensor_graphs.codegen.llvm.loops import (
+    FunctionBuilder,
+    Index,
+    broadcast_strides,
+    collapse_dims,
+    emit_for,
+    emit_strided_nest,
+)
+from tensor_graphs.codegen.llvm.loops import icmp as _icmp
+from tensor_graphs.codegen.llvm.loops import max_i64 as _max_i64
+from tensor_graphs.codegen.llvm.loops import min_i64 as _min_i64
+from tensor_graphs.codegen.llvm.loops import value as _val
 from tensor_graphs.codegen.llvm.scalar import emit_unary
 from tensor_graphs.codegen.llvm.scalar import fmax as scalar_fmax
 from tensor_graphs.dialects import buffer as buf
@@ -99,66 +110,6 @@ def _require_f32(op: Operation, values: Sequence[SSAValue]) -> None:
     bad = [str(v.type.element_type) for v in values if v.type.element_type != f32]  # type: ignore[attr-defined]
     if bad:
         raise LoweringError(f"{op.name}: codegen supports f32 buffers only, got {', '.join(bad)}")
-
-
-Index = SSAValue | int
-
-
-def _val(b: FunctionBuilder, x: Index) -> SSAValue:
-    return b.i64(x) if isinstance(x, int) else x
-
-
-def emit_for(
-    b: FunctionBuilder,
-    start: Index,
-    end: Index,
-    body: Callable[[SSAValue, list[SSAValue]], Sequence[SSAValue]],
-    init: Sequence[SSAValue] = (),
-) -> list[SSAValue]:
-    """``for i in range(start, end): carried = body(i, carried)``; returns the final values.
-
-    ``start``/``end`` are i64 values or Python ints; with static bounds the loop is emitted
-    rotated (no guard), otherwise a guard skips it when ``start >= end``. Loop-carried values
-    (reductions) travel as block arguments, which become phis. ``body`` may open loops
-    itself; it leaves the cursor where control continues.
-    """
-    init = list(init)
-    if isinstance(start, int) and isinstance(end, int):
-        if end <= start:
-            return init
-        if end - start == 1:
-            return list(body(b.i64(start), init))
-    types = [v.type for v in init]
-    loop = Block(arg_types=[i64, *types])
-    exit_ = Block(arg_types=types)
-    b.region.add_block(loop)
-    if isinstance(start, int) and isinstance(end, int):
-        b.add(llvm.BrOp(loop, b.i64(start), *init))
-    else:
-        go = _icmp(b, "slt", _val(b, start), _val(b, end))
-        b.add(llvm.CondBrOp(go, loop, [_val(b, start), *init], exit_, init))
-    b.block = loop
-    i, carried = loop.args[0], list(loop.args[1:])
-    new = list(body(i, carried))
-    nxt = b.add_i64(i, b.i64(1))
-    more = _icmp(b, "slt", nxt, _val(b, end))
-    b.region.add_block(exit_)  # added last so blocks print in control-flow order
-    b.add(llvm.CondBrOp(more, loop, [nxt, *new], exit_, new))
-    b.block = exit_
-    return list(exit_.args)
-
-
-def _icmp(b: FunctionBuilder, pred: str, x: SSAValue, y: SSAValue) -> SSAValue:
-    flag = llvm.ICmpPredicateFlag(pred)
-    return b.add(llvm.ICmpOp(x, y, IntegerAttr(flag.to_int(), i64)))
-
-
-def _min_i64(b: FunctionBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
-    return b.add(llvm.SelectOp(_icmp(b, "slt", x, y), x, y))
-
-
-def _max_i64(b: FunctionBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
-    return b.add(llvm.SelectOp(_icmp(b, "sgt", x, y), x, y))
 
 
 def _i32(b: FunctionBuilder, x: Index) -> SSAValue:

@@ -192,6 +192,68 @@ def emit_carried_loop(
     return list(exit_.args)
 
 
+#: A loop bound or index: an i64 value, or a Python int (a constant).
+Index = SSAValue | int
+
+
+def value(b: FunctionBuilder, x: Index) -> SSAValue:
+    """An i64 value: ``x`` itself, or the constant ``x``."""
+    return b.i64(x) if isinstance(x, int) else x
+
+
+def emit_for(
+    b: FunctionBuilder,
+    start: Index,
+    end: Index,
+    body: Callable[[SSAValue, list[SSAValue]], Sequence[SSAValue]],
+    init: Sequence[SSAValue] = (),
+) -> list[SSAValue]:
+    """``for i in range(start, end): carried = body(i, carried)``; returns the final values.
+
+    ``start``/``end`` are i64 values or Python ints; with static bounds the loop is emitted
+    rotated (no guard), otherwise a guard skips it when ``start >= end``. Loop-carried values
+    (reductions) travel as block arguments, which become phis. ``body`` may open loops
+    itself; it leaves the cursor where control continues.
+    """
+    init = list(init)
+    if isinstance(start, int) and isinstance(end, int):
+        if end <= start:
+            return init
+        if end - start == 1:
+            return list(body(b.i64(start), init))
+    types = [v.type for v in init]
+    loop = Block(arg_types=[i64, *types])
+    exit_ = Block(arg_types=types)
+    b.region.add_block(loop)
+    if isinstance(start, int) and isinstance(end, int):
+        b.add(llvm.BrOp(loop, b.i64(start), *init))
+    else:
+        go = icmp(b, "slt", value(b, start), value(b, end))
+        b.add(llvm.CondBrOp(go, loop, [value(b, start), *init], exit_, init))
+    b.block = loop
+    i, carried = loop.args[0], list(loop.args[1:])
+    new = list(body(i, carried))
+    nxt = b.add_i64(i, b.i64(1))
+    more = icmp(b, "slt", nxt, value(b, end))
+    b.region.add_block(exit_)  # added last so blocks print in control-flow order
+    b.add(llvm.CondBrOp(more, loop, [nxt, *new], exit_, new))
+    b.block = exit_
+    return list(exit_.args)
+
+
+def icmp(b: FunctionBuilder, pred: str, x: SSAValue, y: SSAValue) -> SSAValue:
+    flag = llvm.ICmpPredicateFlag(pred)
+    return b.add(llvm.ICmpOp(x, y, IntegerAttr(flag.to_int(), i64)))
+
+
+def min_i64(b: FunctionBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
+    return b.add(llvm.SelectOp(icmp(b, "slt", x, y), x, y))
+
+
+def max_i64(b: FunctionBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
+    return b.add(llvm.SelectOp(icmp(b, "sgt", x, y), x, y))
+
+
 def collapse_dims(shape: Sequence[int], strides: Sequence[Sequence[int]]) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
     """Drop size-1 dims and merge adjacent dims that are contiguous for every stride vector.
 

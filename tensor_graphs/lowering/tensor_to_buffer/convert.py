@@ -15,7 +15,9 @@ func.func @f(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {  func.func @f(%x: memref<
                                                         }
 ```
 
-``tg.weight``/``tg.constant``/``tg.state`` become ``buf.weight``/``buf.constant``/``buf.state``;
+``tg.weight``/``tg.constant``/``tg.state`` become ``buf.weight``/``buf.constant``/``buf.state``
+(a weight read by a GEMM becomes a ``buf.packed_weight``, its copy packed into column panels
+at load time, see `kernels`; a ``buf.weight`` nothing reads any more is dropped);
 ``tg.cache_write`` becomes ``buf.cache_write`` writing into the state's own buffer (its value
 is that buffer: the cache is updated in place, never copied); every other `tg` op runs by
 the path :mod:`.kernels` picks for it: a zero-copy alias of its input (``tg.reshape`` ->
@@ -94,8 +96,10 @@ def root_buffer(value: SSAValue) -> SSAValue:
     return value
 
 
-def convert_function(fn: func.FuncOp) -> None:
-    """Rewrite one `tg`-level function into destination-passing `buf` form, in place."""
+def convert_function(fn: func.FuncOp, pack_weights: bool = True) -> None:
+    """Rewrite one `tg`-level function into destination-passing `buf` form, in place.
+
+    ``pack_weights``: kernel variants that read a weight packed at load time may be chosen."""
     if "tg.num_outputs" in fn.attributes:
         return  # already at the buf level
     in_types = [memref_of(t, fn, f"argument #{i}") for i, t in enumerate(fn.function_type.inputs.data)]
@@ -127,19 +131,22 @@ def convert_function(fn: func.FuncOp) -> None:
         if isinstance(op, func.ReturnOp):
             returned = [mapping[v] for v in op.arguments]
             continue
-        new_ops, value = _lower_op(fn, op, [mapping[v] for v in op.operands])
+        new_ops, value = _lower_op(fn, op, [mapping[v] for v in op.operands], pack_weights)
         new.add_ops(new_ops)
         value.name_hint = op.results[0].name_hint
         mapping[op.results[0]] = value
 
     _write_outputs(new, returned, outs)
+    for op in list(new.ops):  # a weight read only through its packed copy is not bound at all
+        if isinstance(op, buf.WeightOp) and not op.result.uses:
+            new.erase_op(op)
     new.add_op(func.ReturnOp())
     fn.body.add_block(new)
     fn.body.detach_block(old)
     old.erase(safe_erase=False)
 
 
-def _lower_op(fn: func.FuncOp, op: Operation, ins: list[SSAValue]) -> tuple[list[Operation], SSAValue]:
+def _lower_op(fn: func.FuncOp, op: Operation, ins: list[SSAValue], pack_weights: bool = True) -> tuple[list[Operation], SSAValue]:
     """The buf ops computing ``op`` and the buffer that holds its value."""
     name = op_name(op)
     if not name.startswith("tg."):
@@ -165,20 +172,23 @@ def _lower_op(fn: func.FuncOp, op: Operation, ins: list[SSAValue]) -> tuple[list
         # in place: the kernel writes into the state's buffer, which is also the op's value
         return [buf.CacheWriteOp([ins[1]], [ins[0]], {"axis": op.axis})], ins[0]
     try:
-        variant = select_kernel(op)
+        variant = select_kernel(op, pack_weights=pack_weights)
     except NoKernelError as e:
         raise _fail(fn, str(e)) from None
     result_type = memref_of(op.results[0].type, fn, f"result of '{name}'")
     if isinstance(variant, AliasVariant):
         alias = variant.build(op, ins[0], result_type)
         return [alias], alias.results[0]
+    before: list[Operation] = []
+    if variant.prepare is not None:
+        before, ins = variant.prepare(op, ins)
     out = buf.AllocOp(result_type)
     scratch_type = variant.scratch(op) if variant.scratch is not None else None
     if scratch_type is None:
-        return [out, variant.build(op, ins, out.result)], out.result
+        return [*before, out, variant.build(op, ins, out.result)], out.result
     scratch = buf.AllocOp(scratch_type)
     scratch.result.name_hint = "scratch"
-    return [out, scratch, variant.build(op, ins, out.result, scratch.result)], out.result
+    return [*before, out, scratch, variant.build(op, ins, out.result, scratch.result)], out.result
 
 
 def _write_outputs(block: Block, returned: list[SSAValue], outs: list[SSAValue]) -> None:
@@ -215,11 +225,15 @@ def _write_outputs(block: Block, returned: list[SSAValue], outs: list[SSAValue])
 
 @dataclass(frozen=True)
 class ConvertTensorToBufferPass(ModulePass):
-    """Lower every `tg`-level ``func.func`` to destination-passing `buf` form."""
+    """Lower every `tg`-level ``func.func`` to destination-passing `buf` form; with
+    ``pack_weights=false`` no kernel reads a weight packed at load time (GEMMs by a weight
+    then call BLAS on the weight as stored)."""
 
     name = "convert-tensor-to-buffer"
+
+    pack_weights: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for fn in list(op.walk()):
             if isinstance(fn, func.FuncOp):
-                convert_function(fn)
+                convert_function(fn, self.pack_weights)

@@ -31,6 +31,7 @@ from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects import tensor as tg
 from tensor_graphs.dialects.shapes import numel
 from tensor_graphs.lowering.tensor_to_buffer.scratch import attention_scratch_type
+from tensor_graphs.dialects.packing import PanelLayout, panel_columns
 
 #: ``applies(op)``: ``None`` when the variant can run ``op``, else the reason it cannot.
 Applies = Callable[[Operation], "str | None"]
@@ -40,6 +41,8 @@ Applies = Callable[[Operation], "str | None"]
 Build = Callable[..., buf.KernelOp]
 #: ``scratch(op)``: the type of the scratch buffer the kernel needs for ``op``, or None.
 Scratch = Callable[[Operation], "MemRefType | None"]
+#: ``prepare(op, inputs)``: ops to insert before the kernel and the kernel's new inputs.
+Prepare = Callable[[Operation, Sequence[SSAValue]], "tuple[list[Operation], list[SSAValue]]"]
 #: ``build(op, input, result_type)``: the alias op (one result of ``result_type``) viewing
 #: ``input`` (the buffer of ``op``'s first operand). Not inserted anywhere.
 BuildAlias = Callable[[Operation, SSAValue, MemRefType], Operation]
@@ -63,6 +66,12 @@ class KernelVariant:
     #: When set and it returns a type for an op, the lowering allocates a buffer of that type
     #: (planned like any other, live for this op only) and passes it as the second output.
     scratch: Scratch | None = None
+    #: When set, ``prepare(op, inputs)`` returns ops to insert before the kernel and the inputs
+    #: to build it from (a weight replaced by its packed copy, say).
+    prepare: Prepare | None = None
+    #: True when the kernel reads a weight in a packed copy made when the graph is loaded
+    #: (`convert-tensor-to-buffer{pack-weights=false}` skips such variants).
+    packs_weights: bool = False
 
 
 @dataclass(frozen=True)
@@ -112,12 +121,18 @@ def applicable_kernels(op: Operation) -> list[Variant]:
     return [v for v in variants_for(op) if v.applies(op) is None]
 
 
-def select_kernel(op: Operation, choose: Callable[[Operation, list[Variant]], Variant] | None = None) -> Variant:
+def select_kernel(
+    op: Operation,
+    choose: Callable[[Operation, list[Variant]], Variant] | None = None,
+    *,
+    pack_weights: bool = True,
+) -> Variant:
     """The variant that runs ``op``: the first applicable one, or ``choose(op, applicable)``.
+    Without ``pack_weights``, variants that read packed weights are not considered.
 
     Raises :class:`NoKernelError` naming the op and each variant's reason when none applies.
     """
-    variants = variants_for(op)
+    variants = [v for v in variants_for(op) if pack_weights or not getattr(v, "packs_weights", False)]
     if not variants:
         raise NoKernelError(
             f"no buf kernel is registered for '{op_name(op)}' "
@@ -231,6 +246,41 @@ def _matmul(op: Operation, ins: Sequence[SSAValue], out: SSAValue) -> buf.Kernel
     return buf.MatmulOp(ins, [out], props)
 
 
+def _packed_matmul_applies(op: Operation) -> str | None:
+    """A GEMM by a 2-D f32 weight with at least 16 columns, lhs not transposed."""
+    assert isinstance(op, tg.MatmulOp)
+    if (why := _all_f32(op)) is not None:
+        return why
+    w = op.operands[1].owner
+    if not isinstance(w, tg.WeightOp):
+        return "the rhs is not a weight"
+    if len(_shape(op.operands[1])) != 2:
+        return f"the weight {list(_shape(op.operands[1]))} is not 2-D"
+    if op.properties.get("transpose_a") == tg.bool_attr(True):
+        return "the lhs is transposed"
+    n = _shape(op.results[0])[-1]
+    if n < 16:
+        return f"N = {n} < 16 columns: too narrow to pack"
+    return None
+
+
+def _pack_rhs(op: Operation, ins: Sequence[SSAValue]) -> tuple[list[Operation], list[SSAValue]]:
+    """The weight operand becomes a `buf.packed_weight` of it (panels of `panel_columns(N)`)."""
+    assert isinstance(op, tg.MatmulOp)
+    w = op.operands[1].owner
+    assert isinstance(w, tg.WeightOp)
+    transposed = op.properties.get("transpose_b") == tg.bool_attr(True)
+    layout = PanelLayout(w.weight_name.data, panel_columns(_shape(op.results[0])[-1]), transposed)
+    packed = buf.PackedWeightOp(layout.source, transposed, MemRefType(Float32Type(), layout.shape(_shape(op.operands[1]))))
+    packed.result.name_hint = (op.operands[1].name_hint or "w") + "_packed"
+    return [packed], [ins[0], packed.result, *ins[2:]]
+
+
+def _packed_matmul(op: Operation, ins: Sequence[SSAValue], out: SSAValue) -> buf.KernelOp:
+    props = {k: op.properties[k] for k in ("alpha", "beta", "activation") if k in op.properties}
+    return buf.PackedMatmulOp(ins, [out], props)
+
+
 def _unary(op: Operation, ins: Sequence[SSAValue], out: SSAValue) -> buf.KernelOp:
     return buf.UnaryOp(ins, [out], {"fn": StringAttr(op.fn)})  # type: ignore[attr-defined]
 
@@ -275,7 +325,18 @@ def _fused_elementwise(op: Operation, ins: Sequence[SSAValue], out: SSAValue) ->
 # --------------------------------------------------------------------------- the built-in paths
 
 register_kernel(tg.ReshapeOp, AliasVariant("reshape.alias", _reshape, description="same bytes, new shape"))
-register_kernel(tg.MatmulOp, KernelVariant("matmul.blas", _matmul, _all_f32, "one cblas_sgemm per batch"))
+_register_all(
+    tg.MatmulOp,
+    KernelVariant(
+        "matmul.packed",
+        _packed_matmul,
+        _packed_matmul_applies,
+        "emitted register-tiled GEMM over the weight packed into column panels once, at load time",
+        prepare=_pack_rhs,
+        packs_weights=True,
+    ),
+    KernelVariant("matmul.blas", _matmul, _all_f32, "one cblas_sgemm per batch"),
+)
 
 for _tg_op, _buf_op, _fn in (
     (tg.AddOp, buf.AddOp, "add"),

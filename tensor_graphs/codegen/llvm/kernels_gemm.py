@@ -1,0 +1,203 @@
+"""`buf.packed_matmul`: a register-tiled GEMM over a weight packed into column panels.
+
+    out[M, N] = act(alpha * A[M, K] @ B[K, N] + beta * acc)      B as `buf.packed_weight`: [P, K, NR]
+
+(`dialects.packing`: panel ``p`` is columns ``[p NR, p NR + NR)`` of ``B``, a row-major ``K x NR``
+block). The panels are split among the threads (`KernelContext.parallel`); each thread runs::
+
+    for p in its panels:                                     NR = 16 V columns, V vectors
+        for r0 in 0, MR, 2 MR, ... (then one block of the M % MR rows left):
+            c[i][v] = 0                                      MR x V vectors of 16 floats (registers)
+            for k in 0 .. K:
+                b[v] = panel[p][k][16 v : 16 v + 16]          V aligned loads
+                c[i][v] = fma(splat(A[r0 + i][k]), b[v], c[i][v])
+            c *= alpha
+            store c into out[r0 : r0 + MR, p NR : p NR + NR]  (the last panel's padding columns
+                                                              go to a stack tile, never to out)
+            out tile = act(out tile + beta * acc tile)        one loop over the tile, still in L1
+
+MR is chosen so that the accumulators fill the 32 vector registers: 6 rows for V = 4 (24
+accumulators, 4 panel vectors, the broadcast folded into the FMA), 8 for V = 3, 12 for V = 2,
+16 for V = 1. Every size is static: the row loop, the tail block and the last panel are
+emitted for the shapes at hand. With M = 1 the same code is a matrix-vector product that
+streams each panel once (the memory-bound decode step). ``A`` (batch dims folded into M) and
+``out`` must be contiguous; ``acc`` (a bias ``[N]``, a residual ``[M, N]``, ...) must read as
+one row stride and a column stride of 0 or 1 over the folded rows, and must not share bytes
+with ``out`` (plan-memory never places a kernel's output over its inputs).
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import llvm
+from xdsl.dialects.builtin import DenseArrayBase, VectorType, f32, i32
+from xdsl.ir import Operation, SSAValue
+
+from tensor_graphs.codegen.llvm.kernels import (
+    REGISTRY,
+    Access,
+    KernelContext,
+    LoweringError,
+    _scalar_errors,
+    check_no_overlap,
+    emit_pointwise,
+)
+from tensor_graphs.codegen.llvm.loops import FunctionBuilder, broadcast_strides, collapse_dims, emit_for, icmp, min_i64
+from tensor_graphs.codegen.llvm.loops import value as _val
+from tensor_graphs.codegen.llvm.scalar import emit_unary
+from tensor_graphs.dialects import buffer as buf
+from tensor_graphs.dialects.shapes import contiguous_strides, numel
+
+#: floats per vector register (AVX-512)
+LANES = 16
+VEC = VectorType(f32, [LANES])
+#: rows per register tile, by vectors per panel row (NR / 16)
+ROWS_PER_TILE: dict[int, int] = {1: 16, 2: 12, 3: 8, 4: 6}
+
+
+def _shape(value: SSAValue) -> tuple[int, ...]:
+    return tuple(value.type.get_shape())  # type: ignore[attr-defined]
+
+
+def rows_per_tile(vectors: int) -> int:
+    """Rows of the register tile for panels of ``vectors`` vectors (``MR``)."""
+    return ROWS_PER_TILE.get(vectors, max(1, 24 // vectors))
+
+
+def _splat(b: FunctionBuilder, x: SSAValue) -> SSAValue:
+    """``<16 x float>`` of ``x`` (insertelement + zero shuffle: a broadcast LLVM folds into the FMA)."""
+    undef = b.add(llvm.UndefOp(VEC))
+    one = b.add(llvm.InsertElementOp(undef, x, b.i64(0)))
+    return b.add(llvm.ShuffleVectorOp(one, undef, DenseArrayBase.from_list(i32, [0] * LANES), VEC))
+
+
+def _vector_at(b: FunctionBuilder, ptr: SSAValue, index: int) -> SSAValue:
+    """``&ptr[index]`` (floats) typed as a vector pointer, so that a vector can be stored there."""
+    return b.add(llvm.GEPOp(b.gep(ptr, index, f32), [llvm.GEP_USE_SSA_VAL], VEC, ssa_indices=[b.i64(0)], inbounds=True))
+
+
+def _acc_strides(op: Operation, acc: SSAValue, out_shape: tuple[int, ...]) -> tuple[int, int]:
+    """(row stride, column stride) of ``acc`` broadcast to ``out`` with its rows folded into one dim."""
+    st = broadcast_strides(_shape(acc), out_shape)
+    rows, (out_rs, acc_rs) = collapse_dims(out_shape[:-1], [contiguous_strides(out_shape)[:-1], st[:-1]])
+    if len(rows) > 1 or st[-1] not in (0, 1):
+        raise LoweringError(
+            f"{op.name}: the accumulator {list(_shape(acc))} does not read as one row stride over the "
+            f"output {list(out_shape)}; use buf.matmul"
+        )
+    return (acc_rs[0] if rows else 0), st[-1]
+
+
+def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
+    assert isinstance(op, buf.PackedMatmulOp)
+    a, packed = op.inputs[0], op.inputs[1]
+    acc = op.inputs[2] if len(op.inputs) == 3 else None
+    out = op.output
+    alpha, beta = op.flags
+    act = op.activation.data
+    so = _shape(out)
+    panels, k, nr = _shape(packed)
+    n = so[-1]
+    m = numel(so[:-1])
+    if m == 0 or n == 0:
+        return
+    if nr % LANES:
+        raise LoweringError(f"{op.name}: panels of {nr} columns are not whole vectors of {LANES}")
+    check_no_overlap(ctx, op, out, [a, packed], in_place_ok=False)
+    if acc is not None and beta != 0.0:
+        check_no_overlap(ctx, op, out, [acc], in_place_ok=False)
+        acc_rs, acc_cs = _acc_strides(op, acc, so)
+    else:
+        acc = None
+    vectors = nr // LANES
+    mr = rows_per_tile(vectors)
+    full_panels, last_cols = divmod(n, nr)
+    b0 = ctx.b
+    # a stack tile for the last panel's rows (its padding columns are never written to out)
+    tile = None
+    if last_cols:
+        size = b0.i64(mr * nr)
+        alloca = llvm.AllocaOp(size, f32, alignment=64)
+        b0.entry.insert_op_after(alloca, size.owner)  # type: ignore[arg-type]
+        tile = alloca.results[0]
+
+    def panel_range(start: SSAValue, end: SSAValue) -> None:
+        b = ctx.b
+        pa, pb, po = ctx.ptr(a), ctx.ptr(packed), ctx.ptr(out)
+        pacc = ctx.ptr(acc) if acc is not None else None
+        stack = tile  # the alloca lives in the kernel function; a worker gets its own below
+        if last_cols and b is not b0:
+            size = b.i64(mr * nr)
+            alloca = llvm.AllocaOp(size, f32, alignment=64)
+            b.entry.insert_op_after(alloca, size.owner)  # type: ignore[arg-type]
+            stack = alloca.results[0]
+
+        def block(p: SSAValue, r0: SSAValue | int, rows: int, partial: bool) -> None:
+            """Rows ``[r0, r0 + rows)`` of panel ``p``: the register tile, then its epilogue."""
+            a_row = b.gep(pa, b.mul_i64(_val(b, r0), b.i64(k)) if r0 != 0 else None, f32)
+            panel = b.gep(pb, b.mul_i64(p, b.i64(k * nr)), f32)
+            zero = _splat(b, b.f32(0.0))
+
+            def step(kk: SSAValue, c: list[SSAValue]) -> list[SSAValue]:
+                row = b.gep(panel, b.mul_i64(kk, b.i64(nr)), f32)
+                bv = [b.add(llvm.LoadOp(b.gep(row, v * LANES, f32), VEC, alignment=64)) for v in range(vectors)]
+                new = []
+                for i in range(rows):
+                    x = _splat(b, b.load(b.gep(a_row, b.add_i64(kk, b.i64(i * k)) if i else kk, f32), f32))
+                    new += [b.add(llvm.FMAOp(x, bv[v], c[i * vectors + v])) for v in range(vectors)]
+                return new
+
+            c = emit_for(b, 0, k, step, [zero] * (rows * vectors))
+            if alpha != 1.0:
+                scale = _splat(b, b.f32(alpha))
+                c = [b.add(llvm.FMulOp(x, scale)) for x in c]
+            col0 = b.mul_i64(p, b.i64(nr))
+            out_tile = b.gep(po, b.add_i64(b.mul_i64(_val(b, r0), b.i64(n)), col0) if r0 != 0 else col0, f32)
+            dest, ld = (stack, nr) if partial else (out_tile, n)
+            assert dest is not None
+            for i in range(rows):
+                for v in range(vectors):
+                    b.add(llvm.StoreOp(c[i * vectors + v], _vector_at(b, dest, i * ld + v * LANES), alignment=4))
+            cols = last_cols if partial else nr
+            if not (partial or acc is not None or act != "none"):
+                return
+            ins = [Access(dest, (ld, 1), f32)]
+            if acc is not None:
+                assert pacc is not None
+                acc_off = b.add_i64(
+                    b.mul_i64(_val(b, r0), b.i64(acc_rs)) if acc_rs and r0 != 0 else b.i64(0),
+                    b.mul_i64(col0, b.i64(acc_cs)) if acc_cs else b.i64(0),
+                )
+                ins.append(Access(b.gep(pacc, acc_off, f32), (acc_rs, acc_cs), f32))
+
+            def epilogue(b: FunctionBuilder, vals: list[SSAValue]) -> SSAValue:
+                y = vals[0]
+                if acc is not None:
+                    t = vals[1] if beta == 1.0 else b.add(llvm.FMulOp(vals[1], b.f32(beta)))
+                    y = b.add(llvm.FAddOp(y, t))
+                return y if act == "none" else emit_unary(b, act, y)
+
+            with _scalar_errors(op):
+                emit_pointwise(b, (rows, cols), Access(out_tile, (n, 1), f32), ins, epilogue)
+
+        def panel(p: SSAValue, partial: bool) -> None:
+            full_rows, rest = divmod(m, mr)
+            emit_for(b, 0, full_rows, lambda r, _: block(p, b.mul_i64(r, b.i64(mr)), mr, partial) or [])
+            if rest:
+                block(p, full_rows * mr, rest, partial)
+
+        if full_panels:
+            last = end if not last_cols else min_i64(b, end, b.i64(full_panels))
+            emit_for(b, start, last, lambda p, _: panel(p, False) or [])
+        if last_cols:  # the thread whose range ends at the last panel runs it
+            has_last = icmp(b, "eq", end, b.i64(panels))
+            run, after = b.new_block(), b.new_block()
+            b.add(llvm.CondBrOp(has_last, run, [], after, []))
+            b.block = run
+            panel(b.i64(full_panels), True)
+            b.add(llvm.BrOp(after))
+            b.block = after
+
+    ctx.parallel(panels, panel_range)
+
+
+REGISTRY[buf.PackedMatmulOp] = _emit_packed_matmul

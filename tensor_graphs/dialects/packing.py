@@ -1,0 +1,84 @@
+"""Weights packed into column panels, the layout `buf.packed_matmul` reads (`buf.packed_weight`).
+
+A GEMM ``C[M, N] = A[M, K] @ B[K, N]`` whose ``B`` is a weight reads ``B`` in panels of ``nr``
+columns: panel ``p`` holds columns ``[p * nr, (p + 1) * nr)`` as one contiguous, row-major
+``K x nr`` block, the last panel zero-padded past ``N``::
+
+    packed[p, k, j] = B[k, p * nr + j]      (0 where p * nr + j >= N)     shape [ceil(N / nr), K, nr]
+
+The GEMM's inner loop then loads one row of ``nr`` floats of a panel per ``k`` (one cache line
+per 16 floats, in order), which is what OpenBLAS's sgemm packs ``B`` into on every call; here it
+is done once, when the graph is loaded. A matrix-vector product streams the same panels.
+
+The weight comes as PyTorch stores it, ``[N, K]`` (``transposed``: ``B`` is its transpose, as in
+``nn.Linear``), or ``[K, N]`` (transformers' ``Conv1D``). `PanelLayout` names the packed array
+in the graph's weight table (``"<weight>@panels<nr>[t]"``) and packs it with NumPy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Columns per panel for weights of at least this many columns (four AVX-512 vectors).
+PANEL_COLUMNS = 64
+#: Byte alignment of packed arrays (a panel row of 64 floats is then four aligned vectors).
+PACKED_ALIGNMENT = 64
+
+
+def panel_columns(n: int) -> int:
+    """Panel width for a weight of ``n`` output columns: 64, or ``n`` rounded up to 16 when smaller."""
+    return PANEL_COLUMNS if n >= PANEL_COLUMNS else max(16, -(-n // 16) * 16)
+
+
+@dataclass(frozen=True)
+class PanelLayout:
+    """How one weight is packed: ``source`` (its name), ``nr`` columns per panel, and whether the
+    weight is stored ``[N, K]`` (``transposed``) or ``[K, N]``."""
+
+    source: str
+    nr: int
+    transposed: bool
+
+    @property
+    def slot_name(self) -> str:
+        """The packed array's name in the weight table."""
+        return f"{self.source}@panels{self.nr}{'t' if self.transposed else ''}"
+
+    @staticmethod
+    def from_slot_name(name: str) -> PanelLayout | None:
+        """The layout a weight-table name stands for, or None for a plain weight."""
+        source, sep, tail = name.rpartition("@panels")
+        if not sep or not tail:
+            return None
+        transposed = tail.endswith("t")
+        digits = tail[:-1] if transposed else tail
+        if not digits.isdigit() or int(digits) <= 0:
+            return None
+        return PanelLayout(source, int(digits), transposed)
+
+    def shape(self, weight_shape: tuple[int, ...]) -> tuple[int, int, int]:
+        """``[panels, K, nr]`` for a weight of ``weight_shape``."""
+        n, k = weight_shape if self.transposed else weight_shape[::-1]
+        return (-(-n // self.nr), k, self.nr)
+
+    def pack(self, weight: np.ndarray) -> np.ndarray:
+        """The packed copy of ``weight`` (float32, 64-byte aligned, C-contiguous)."""
+        if weight.ndim != 2 or weight.dtype != np.float32:
+            raise ValueError(
+                f"weight '{self.source}': panels pack a 2-D float32 matrix, got {weight.dtype}{list(weight.shape)}"
+            )
+        wt = weight if self.transposed else weight.T  # [N, K]
+        n, k = wt.shape
+        panels, _, nr = self.shape(weight.shape)
+        raw = np.empty(panels * k * nr * 4 + PACKED_ALIGNMENT, np.uint8)
+        start = (-raw.ctypes.data) % PACKED_ALIGNMENT
+        out = raw[start : start + panels * k * nr * 4].view(np.float32).reshape(panels, k, nr)
+        full = n // nr
+        out[:full] = wt[: full * nr].reshape(full, nr, k).transpose(0, 2, 1)
+        if full < panels:
+            rest = n - full * nr
+            out[full, :, :rest] = wt[full * nr :].T
+            out[full, :, rest:] = 0.0
+        return out

@@ -1,0 +1,221 @@
+"""The packed GEMM (`buf.packed_matmul` over a `buf.packed_weight`) against float64 NumPy.
+
+Every register-tile shape the emitter specialises on is covered: row counts below, at and above
+one tile (MR = 6/8/12/16 rows for panels of 64/48/32/16 columns) with a tail block, widths that
+fill whole panels and ones that end in a partial last panel, K = 1, a matrix-vector product
+(M = 1), folded batch dims, alpha/beta with every accumulator broadcast the kernel reads in
+place, and every activation of the epilogue; at 1 and 2 threads (which must agree bit for bit:
+each output element is computed by the same code on whichever thread). Tolerance: rtol 1e-5,
+atol 1e-5 * sqrt(K) (a K-long f32 dot product, reassociated by the FMAs).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from xdsl.utils.exceptions import VerifyException
+
+import tensor_graphs as tg
+from tensor_graphs.codegen.llvm.kernels import LoweringError
+from tensor_graphs.dialects.functions import ACTIVATIONS, apply_unary
+from tensor_graphs.dialects.packing import PanelLayout, panel_columns
+from test_codegen_llvm import compile_text, memref, run
+
+rng = np.random.default_rng(0)
+
+
+def rand(*shape) -> np.ndarray:
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def packed_module(a_shape, w_shape, transposed: bool, out_shape, acc_shape=None, attrs: str = "") -> str:
+    n = out_shape[-1]
+    k = a_shape[-1]
+    nr = panel_columns(n)
+    packed_type = memref((-(-n // nr), k, nr))
+    ins = [("%a", memref(a_shape)), ("%wp", packed_type)]
+    args = [f"%a: {memref(a_shape)}"]
+    if acc_shape is not None:
+        args.append(f"%c: {memref(acc_shape)}")
+        ins.append(("%c", memref(acc_shape)))
+    args.append(f"%o: {memref(out_shape)}")
+    t = "{transposed = true} " if transposed else ""
+    return f"""
+builtin.module {{
+  func.func @forward({", ".join(args)}) attributes {{tg.num_outputs = 1 : i64}} {{
+    %wp = buf.packed_weight "w" {t}: {packed_type}
+    buf.packed_matmul ins({", ".join(v for v, _ in ins)} : {", ".join(t for _, t in ins)}) outs(%o : {memref(out_shape)}) {attrs}
+    func.return
+  }}
+}}"""
+
+
+@pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
+def threads(request):
+    before = tg.get_num_threads()
+    tg.set_num_threads(request.param)
+    yield request.param
+    tg.set_num_threads(before)
+
+
+def check(got: np.ndarray, want: np.ndarray, k: int) -> None:
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * max(1.0, np.sqrt(k)))
+
+
+SHAPES = [  # (M, K, N): N sets the panel width (64 from 64 on, else N rounded up to 16)
+    (1, 64, 64),  # matrix-vector
+    (1, 300, 200),  # matrix-vector, partial last panel
+    (6, 32, 64),  # one full register tile
+    (7, 32, 64),  # a tile and a 1-row tail
+    (13, 5, 130),  # 2 tiles + 1 row; 2 full panels + 2 columns
+    (8, 48, 48),  # panels of 48: one tile of 8 rows
+    (9, 17, 47),  # one partial panel of 48
+    (12, 7, 32),  # panels of 32: 12-row tiles
+    (25, 9, 31),
+    (16, 3, 16),  # panels of 16: 16-row tiles
+    (40, 1, 17),  # K = 1
+    (33, 70, 257),
+]
+
+
+@pytest.mark.parametrize("transposed", [True, False], ids=["w[N,K]", "w[K,N]"])
+@pytest.mark.parametrize("m,k,n", SHAPES)
+def test_packed_matmul(m, k, n, transposed, threads):
+    a = rand(m, k)
+    w = rand(n, k) if transposed else rand(k, n)
+    native = compile_text(packed_module((m, k), w.shape, transposed, (m, n)))
+    (out,) = run(native, [a], {"w": w})
+    ref = a.astype(np.float64) @ (w.T if transposed else w).astype(np.float64)
+    check(out, ref, k)
+
+
+@pytest.mark.parametrize(
+    "acc_shape",
+    [(37,), (1, 37), (9, 37), (9, 1), ()],
+    ids=["bias", "row", "residual", "column", "scalar"],
+)
+@pytest.mark.parametrize("alpha,beta", [(1.0, 1.0), (0.5, 2.0), (-1.5, 0.25)])
+def test_alpha_beta_accumulator(acc_shape, alpha, beta, threads):
+    m, k, n = 9, 20, 37
+    a, w, c = rand(m, k), rand(n, k), rand(*acc_shape)
+    attrs = f"{{alpha = {alpha} : f32, beta = {beta} : f32}}"
+    native = compile_text(packed_module((m, k), w.shape, True, (m, n), acc_shape, attrs))
+    (out,) = run(native, [a, c], {"w": w})
+    ref = alpha * (a.astype(np.float64) @ w.T.astype(np.float64)) + beta * c.astype(np.float64)
+    check(out, ref, k)
+
+
+@pytest.mark.parametrize("activation", [a for a in ACTIVATIONS if a != "none"])
+def test_epilogue_activation_with_bias(activation, threads):
+    m, k, n = 14, 33, 70
+    a, w, bias = rand(m, k), rand(n, k), rand(n)
+    attrs = f'{{beta = 1.0 : f32, activation = "{activation}"}}'
+    native = compile_text(packed_module((m, k), w.shape, True, (m, n), (n,), attrs))
+    (out,) = run(native, [a, bias], {"w": w})
+    pre = (a.astype(np.float64) @ w.T.astype(np.float64) + bias).astype(np.float32)
+    want = apply_unary(activation, pre)
+    np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5 * np.sqrt(k))
+
+
+def test_batch_dims_fold_into_rows(threads):
+    a, w, c = rand(2, 3, 5, 24), rand(24, 80), rand(2, 3, 5, 80)
+    attrs = "{beta = 1.0 : f32}"
+    native = compile_text(packed_module(a.shape, w.shape, False, (2, 3, 5, 80), c.shape, attrs))
+    (out,) = run(native, [a, c], {"w": w})
+    check(out, a.astype(np.float64) @ w.astype(np.float64) + c, 24)
+
+
+def test_threads_agree_bit_for_bit():
+    a, w, bias = rand(50, 96), rand(1000, 96), rand(1000)
+    native = compile_text(packed_module(a.shape, w.shape, True, (50, 1000), (1000,), '{beta = 1.0 : f32, activation = "gelu"}'))
+    before = tg.get_num_threads()
+    try:
+        outs = []
+        for t in (1, 2, 3):
+            tg.set_num_threads(t)
+            outs.append(run(native, [a, bias], {"w": w})[0])
+    finally:
+        tg.set_num_threads(before)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_array_equal(outs[0], outs[2])
+
+
+def test_parallel_kernel_runs_a_worker_through_libgomp():
+    native = compile_text(packed_module((4, 8), (256, 8), True, (4, 256)))  # 4 panels: up to 4 threads
+    ir = native.llvm_ir
+    assert "@GOMP_parallel" in ir and "@tg_num_threads" in ir
+    assert "__par0(ptr" in ir and "<16 x float>" in ir and "fma" in ir
+
+
+def test_accumulator_sharing_the_output_is_rejected():
+    text = f"""
+builtin.module {{
+  func.func @forward(%a: {memref((4, 8))}, %o: {memref((4, 64))}) attributes {{tg.num_outputs = 1 : i64}} {{
+    %wp = buf.packed_weight "w" {{transposed = true}} : {memref((1, 8, 64))}
+    buf.packed_matmul ins(%a, %wp, %o : {memref((4, 8))}, {memref((1, 8, 64))}, {memref((4, 64))}) outs(%o : {memref((4, 64))}) {{beta = 1.0 : f32}}
+    func.return
+  }}
+}}"""
+    with pytest.raises(LoweringError, match="overlaps the output"):
+        compile_text(text)
+
+
+def test_accumulator_without_one_row_stride_is_rejected():
+    text = packed_module((2, 3, 8), (64, 8), True, (2, 3, 64), (3, 64), "{beta = 1.0 : f32}")
+    with pytest.raises(LoweringError, match="one row stride"):
+        compile_text(text)
+
+
+def test_panel_count_is_verified():
+    text = packed_module((4, 8), (64, 8), True, (4, 64)).replace("memref<1x8x64xf32>", "memref<2x8x64xf32>")
+    with pytest.raises(VerifyException, match="needs 1 panels of 64 columns"):
+        compile_text(text)
+
+
+# --------------------------------------------------------------------------- the layout
+
+
+@pytest.mark.parametrize("n,k,transposed", [(130, 7, True), (130, 7, False), (64, 3, True), (20, 5, False)])
+def test_panel_layout(n, k, transposed):
+    b = rand(k, n)  # the GEMM's B[K, N]
+    layout = PanelLayout("w", panel_columns(n), transposed)
+    packed = layout.pack(np.ascontiguousarray(b.T) if transposed else b)
+    nr = layout.nr
+    assert packed.shape == layout.shape(b.T.shape if transposed else b.shape) == (-(-n // nr), k, nr)
+    assert packed.ctypes.data % 64 == 0 and packed.flags.c_contiguous
+    for p in range(packed.shape[0]):
+        cols = b[:, p * nr : (p + 1) * nr]
+        np.testing.assert_array_equal(packed[p, :, : cols.shape[1]], cols)
+        assert not packed[p, :, cols.shape[1] :].any()
+    assert PanelLayout.from_slot_name(layout.slot_name) == layout
+    assert PanelLayout.from_slot_name("fc.weight") is None and PanelLayout.from_slot_name("x@panelsQ") is None
+
+
+def test_panel_columns():
+    assert [panel_columns(n) for n in (1, 16, 17, 32, 48, 63, 64, 65, 50257)] == [16, 16, 32, 32, 48, 64, 64, 64, 64]
+
+
+# --------------------------------------------------------------------------- through the compiler
+
+
+def test_linear_layers_take_the_packed_path_and_match_torch(threads):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(40, 100), torch.nn.GELU(), torch.nn.Linear(100, 100), torch.nn.ReLU(), torch.nn.Linear(100, 8)
+    ).eval()
+    x = torch.randn(3, 7, 40)
+    fn = tg.compile(model, (x,))
+    buf_ir = fn.ir("buf")
+    assert buf_ir.count("buf.packed_matmul") == 2 and buf_ir.count("buf.matmul") == 1  # N = 8 < 16 stays BLAS
+    with torch.no_grad():
+        np.testing.assert_allclose(fn(x).numpy(), model(x).numpy(), rtol=1e-4, atol=1e-5)
+    plain = tg.compile(model, (x,), pack_weights=False)
+    assert "packed" not in plain.ir("buf")
+    np.testing.assert_allclose(fn(x).numpy(), plain(x).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_set_num_threads_rejects_nonsense():
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="positive thread count"):
+            tg.set_num_threads(bad)
