@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -429,3 +430,58 @@ def test_matmul_output_must_not_be_an_operand():
     kernel = "buf.matmul ins(%t, %w : memref<4x8xf32>, memref<8x8xf32>) outs(%t : memref<4x8xf32>)"
     with pytest.raises(LoweringError, match="cannot run in place"):
         ConvertBufferToLLVMPass().apply(make_context(), parse(ALIAS.format(u=128, kernel=kernel)))
+
+
+# --------------------------------------------------------------------------- shared kernel functions
+
+SHARED = """
+builtin.module attributes {tg.arena_size = 1024 : i64} {
+  func.func @forward(%x: memref<4x8xf32>, %ids: memref<3xi64>, %o: memref<4x8xf32>, %e: memref<3x8xf32>, %f: memref<3x8xf32>) attributes {tg.num_outputs = 3 : i64} {
+    %arena = buf.arena : memref<1024xi8>
+    %two = buf.constant dense<2.0> : tensor<f32> : memref<f32>
+    %three = buf.constant dense<3.0> : tensor<f32> : memref<f32>
+    %t1 = buf.weight "t1" : memref<10x8xf32>
+    %t2 = buf.weight "t2" : memref<10x8xf32>
+    %a = buf.view %arena[0] : memref<1024xi8> -> memref<4x8xf32>
+    %b = buf.view %arena[128] : memref<1024xi8> -> memref<4x8xf32>
+    %c = buf.view %arena[256] : memref<1024xi8> -> memref<4x8xf32>
+    %d = buf.view %arena[384] : memref<1024xi8> -> memref<4x8xf32>
+    buf.relu ins(%x : memref<4x8xf32>) outs(%a : memref<4x8xf32>)
+    buf.relu ins(%a : memref<4x8xf32>) outs(%b : memref<4x8xf32>)
+    buf.relu ins(%b : memref<4x8xf32>) outs(%b : memref<4x8xf32>)
+    buf.mul ins(%b, %two : memref<4x8xf32>, memref<f32>) outs(%c : memref<4x8xf32>)
+    buf.relu ins(%c : memref<4x8xf32>) outs(%d : memref<4x8xf32>)
+    buf.mul ins(%d, %three : memref<4x8xf32>, memref<f32>) outs(%o : memref<4x8xf32>)
+    buf.embedding ins(%t1, %ids : memref<10x8xf32>, memref<3xi64>) outs(%e : memref<3x8xf32>)
+    buf.embedding ins(%t2, %ids : memref<10x8xf32>, memref<3xi64>) outs(%f : memref<3x8xf32>)
+    func.return
+  }
+}
+"""
+
+
+def test_kernels_with_the_same_code_share_one_function():
+    """The relus a -> b and c -> d (arena to arena, the same layout) share a function; x -> a
+    (from an input), the in-place relu (one pointer), the multiplications by different splat
+    constants (immediates) and the embeddings (whose range checks name their tables) each have
+    their own."""
+    module = parse(SHARED)
+    ConvertBufferToLLVMPass().apply(make_context(), module)
+    text = str(module)
+    defined = re.findall(r"llvm.func internal @forward__(\d+)_(\w+)\(", text)
+    assert [(int(i), kind) for i, kind in defined] == [
+        (0, "relu"), (1, "relu"), (2, "relu"), (3, "mul"), (5, "mul"), (6, "embedding"), (7, "embedding")
+    ]
+    assert text.count("llvm.call @forward__1_relu(") == 2
+    native = compile_text(SHARED)
+    x, ids = rand(4, 8), np.array([1, 9, 0])
+    t1, t2 = rand(10, 8), rand(10, 8)
+    sig = native.signature
+    outs = [np.full(s.shape, np.nan, s.dtype) for s in sig.outputs]
+    call_native(native, np.zeros(sig.arena_size, np.uint8), {"t1": t1, "t2": t2}, [x, ids], outs)
+    np.testing.assert_allclose(outs[0], np.maximum(x, 0) * 6.0, rtol=1e-6)  # relu(relu(x) * 2) * 3
+    np.testing.assert_array_equal(outs[1], t1[ids])
+    np.testing.assert_array_equal(outs[2], t2[ids])
+    assert [m.split(":")[0] for m in sig.errors] == ["embedding 't1'", "embedding 't2'"]
+    with pytest.raises(IndexError, match="embedding 't1': index out of range"):
+        call_native(native, np.zeros(sig.arena_size, np.uint8), {"t1": t1, "t2": t2}, [x, np.array([1, 10, 0])], outs)

@@ -6,10 +6,13 @@ Tolerances: rtol = atol = 1e-5 (float32 kernels, float64 references).
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 import tensor_graphs.codegen.llvm.kernels_nn as nn
+import tensor_graphs as tg
 from tensor_graphs.codegen.llvm.convert_buffer_to_llvm import ConvertBufferToLLVMPass
 from tensor_graphs.codegen.llvm.jit import call_native, to_llvm_ir
 from tensor_graphs.codegen.llvm.kernels import REGISTRY, LoweringError
@@ -162,12 +165,13 @@ def attention_ref(q, k, v, mask, scale, causal):
     return np.where(l > 0, (p @ v) / np.where(l > 0, l, 1.0), 0.0)
 
 
-def attention_module(q_shape, k_shape, v_shape, mask_shape=None, scale=0.125, causal=False, scratch=True) -> str:
+def attention_module(q_shape, k_shape, v_shape, mask_shape=None, scale=0.125, causal=False, scratch=True, slots=1) -> str:
+    """One buf.attention; its scratch holds ``slots`` sets of tiles (it runs on up to that many threads)."""
     out_shape = (*q_shape[:-1], v_shape[-1])
     shapes = [q_shape, k_shape, v_shape] + ([mask_shape] if mask_shape is not None else [])
     names = ["%q", "%k", "%v", "%mask"][: len(shapes)]
     args = ", ".join(f"{n}: {memref(s)}" for n, s in zip(names, shapes)) + f", %o: {memref(out_shape)}"
-    n = attention_scratch_elements(q_shape, k_shape, v_shape)
+    n = attention_scratch_elements(q_shape, k_shape, v_shape, slots)
     size = (4 * n + 63) // 64 * 64
     outs = f"%o, %s : {memref(out_shape)}, memref<{n}xf32>" if scratch else f"%o : {memref(out_shape)}"
     return f"""
@@ -181,9 +185,17 @@ builtin.module attributes {{tg.arena_size = {size} : i64}} {{
 }}"""
 
 
-def run_attention(q, k, v, mask=None, scale=0.125, causal=False) -> np.ndarray:
-    text = attention_module(q.shape, k.shape, v.shape, None if mask is None else mask.shape, scale, causal)
+def run_attention(q, k, v, mask=None, scale=0.125, causal=False, slots=1) -> np.ndarray:
+    text = attention_module(q.shape, k.shape, v.shape, None if mask is None else mask.shape, scale, causal, slots=slots)
     return run(compile_text(text), [q, k, v] + ([mask] if mask is not None else []))[0]
+
+
+@pytest.fixture
+def three_threads():
+    before = tg.get_num_threads()
+    tg.set_num_threads(3)
+    yield
+    tg.set_num_threads(before)
 
 
 ATTENTION_CASES = {
@@ -214,6 +226,24 @@ def test_attention(case):
     np.testing.assert_allclose(out, attention_ref(q, k, v, None, scale, causal), rtol=RTOL, atol=ATOL)
 
 
+@pytest.mark.parametrize("slots", [2, 3])
+@pytest.mark.parametrize("case", list(ATTENTION_CASES))
+def test_attention_on_threads_equals_one_thread(case, slots, three_threads):
+    """3 threads asked for, at most ``slots`` used (one scratch set each; fewer when there are
+    fewer (batch, head, query block) items): bit for bit the result of one thread."""
+    bsz, h, hkv, sq, sk, d, dv, causal = ATTENTION_CASES[case]
+    q, k, v = rand(bsz, h, sq, d), rand(bsz, hkv, sk, d), rand(bsz, hkv, sk, dv)
+    np.testing.assert_array_equal(run_attention(q, k, v, None, 0.3, causal, slots=slots), run_attention(q, k, v, None, 0.3, causal))
+
+
+def test_attention_scratch_slots():
+    tiles = attention_tiles((1, 2, 130, 64), (1, 2, 7, 64), (1, 2, 7, 32))
+    assert tiles.slot_elements % 16 == 0 and tiles.slot_elements >= tiles.elements
+    for slots in (1, 2, 5):
+        n = attention_scratch_elements((1, 2, 130, 64), (1, 2, 7, 64), (1, 2, 7, 32), slots)
+        assert tiles.slots(n) == slots and tiles.slots(n - 1) == slots - 1
+
+
 def test_attention_rank_3_and_extra_batch_dims():
     for qs, ks in [((2, 7, 8), (1, 9, 8)), ((2, 3, 2, 5, 8), (2, 3, 1, 66, 8))]:
         q, k, v = rand(*qs), rand(*ks), rand(*ks)
@@ -234,11 +264,12 @@ MASKS = {
 
 
 @pytest.mark.parametrize("case", list(MASKS))
-def test_attention_additive_mask(case):
+def test_attention_additive_mask(case, three_threads):
     qs, ks, ms, causal = MASKS[case]
     q, k, v, mask = rand(*qs), rand(*ks), rand(*ks), rand(*ms)
     out = run_attention(q, k, v, mask, 0.3, causal)
     np.testing.assert_allclose(out, attention_ref(q, k, v, mask, 0.3, causal), rtol=RTOL, atol=ATOL)
+    np.testing.assert_array_equal(run_attention(q, k, v, mask, 0.3, causal, slots=2), out)  # on 2 threads
 
 
 def test_attention_fully_masked_rows_are_zero_not_nan():
@@ -282,8 +313,11 @@ def test_attention_is_tiled_gemms_and_causal_skips_blocks():
     ir = _llvm_ir(attention_module((1, 1, 256, 64), (1, 1, 256, 64), (1, 1, 256, 64), causal=True))
     # two sgemm call sites (S = Q K^T and acc += P V) inside the loops, no seq x seq buffer
     assert ir.count('call ccc void @"scipy_cblas_sgemm"') == 2
-    assert "sdiv" in ir  # the causal key-block bound: (q0 + rows - 1 + Sk - Sq) / Bc + 1
-    assert "sdiv" not in _llvm_ir(attention_module((1, 1, 256, 64), (1, 1, 256, 64), (1, 1, 256, 64)))
+    # the causal key-block bound: (q0 + rows - 1 + Sk - Sq) / Bc + 1 (other divisions split the
+    # (batch, head, query block) items among the threads)
+    by_bc = re.compile(r'sdiv i64 %"[^"]+", 64\b')
+    assert by_bc.search(ir)
+    assert not by_bc.search(_llvm_ir(attention_module((1, 1, 256, 64), (1, 1, 256, 64), (1, 1, 256, 64))))
 
 
 def test_decode_attention_uses_sgemv():

@@ -41,12 +41,14 @@ def kernel_functions(fn) -> dict[int, str]:
 
 
 def check_report(fn, report: ProfileReport, runs: int) -> None:
-    """Every kernel once, one call per run, shares summing to 1, measured <= wall."""
+    """Every kernel once, one call per run, shares summing to 1, measured <= wall. A kernel
+    whose code equals an earlier one's calls that function (no function of its own)."""
     kinds = kernel_functions(fn)
-    assert len(report.kernels) == len(kinds) == len(fn.signature.profile) > 0
-    assert sorted(k.index for k in report.kernels) == sorted(kinds) == list(range(len(kinds)))
+    assert len(report.kernels) == len(fn.signature.profile) > 0
+    assert sorted(k.index for k in report.kernels) == list(range(len(report.kernels)))
+    assert set(kinds) <= set(range(len(report.kernels))) and 0 in kinds
     for k in report.kernels:
-        assert k.kind == kinds[k.index]
+        assert k.kind == kinds.get(k.index, k.kind)
         assert k.calls == runs
         assert k.total_ns >= 0
     assert sum(k.share for k in report.kernels) == pytest.approx(1.0)

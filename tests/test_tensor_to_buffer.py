@@ -24,6 +24,7 @@ from tensor_graphs.lowering.tensor_to_buffer.kernels import (
     select_kernel,
 )
 from tensor_graphs.lowering.tensor_to_buffer.scratch import attention_scratch_elements, attention_tiles
+from tensor_graphs.runtime_support.threads import default_num_threads
 
 RELU = """
 func.func @f(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
@@ -251,8 +252,15 @@ def test_attention_gets_its_scratch_as_second_output():
     out, scratch = att.outputs
     assert out is first(module, func.FuncOp).body.block.args[-1]
     assert isinstance(scratch.owner, buf.AllocOp)
-    assert scratch.type.get_shape() == (attention_scratch_elements((1, 2, 100, 16), (1, 2, 30, 16), (1, 2, 30, 8)),)
+    # one set of tiles per thread the kernel may use: the CPUs of this machine by default
+    slots = default_num_threads()
+    assert scratch.type.get_shape() == (attention_scratch_elements((1, 2, 100, 16), (1, 2, 30, 16), (1, 2, 30, 8), slots),)
     assert bool(att.causal.value.data) and att.scale.value.data == 0.25
+    for threads in (1, 3):
+        module = parse(ATTENTION)
+        ConvertTensorToBufferPass(threads=threads).apply(make_context(), module)
+        elements = first(module, buf.AttentionOp).outputs[1].type.get_shape()[0]
+        assert elements == attention_scratch_elements((1, 2, 100, 16), (1, 2, 30, 16), (1, 2, 30, 8), threads)
 
 
 def test_a_registered_variant_can_ask_for_scratch(registry):
@@ -264,7 +272,7 @@ def test_a_registered_variant_can_ask_for_scratch(registry):
 
     register_kernel(
         tg.AttentionOp,
-        KernelVariant("attention.wide", build, scratch=lambda op: MemRefType(f32, [7])),
+        KernelVariant("attention.wide", build, scratch=lambda op, threads: MemRefType(f32, [7])),
         prefer=True,
     )
     att = first(lower(ATTENTION), buf.AttentionOp)

@@ -2,19 +2,25 @@
 
 // The NN kernels of convert-buffer-to-llvm (tensor_graphs/codegen/llvm/kernels_nn.py).
 
-// Causal flash attention, Sq = Sk = 128 in 64 x 64 tiles, scratch [S 4096 | m 64 | l 64 | acc 4096]:
-// per query block, m = -inf, l = 0, acc = 0; the key-block loop ends at the last block that
-// holds a visible key, (q0 + 63 + Sk - Sq) / 64 + 1 clamped to [0, 2]; inside it, S = scale * Q K^T
-// by sgemm into the scores tile (the arena at the scratch view), a row loop (causal cut, running
-// max, exp, row sum, acc rescale), then acc += P V by sgemm with beta = 1.
+// Causal flash attention, Sq = Sk = 128 in 64 x 64 tiles, scratch [S 4096 | m 64 | l 64 | acc 4096]
+// twice (two slots: up to two threads). The kernel hands its buffers to a worker (libgomp, or a
+// direct call for one thread), which takes its range of the (batch, head, query block) items and
+// its slot of the scratch (thread * 8320 floats): per query block, m = -inf, l = 0, acc = 0; the key-block loop ends at the last block
+// that holds a visible key, (q0 + 63 + Sk - Sq) / 64 + 1 clamped to [0, 2]; inside it,
+// S = scale * Q K^T by sgemm into the scores tile (the slot's start), a row loop (causal cut,
+// running max, exp, row sum, acc rescale), then acc += P V by sgemm with beta = 1.
 
 // CHECK-LABEL: llvm.func internal @forward__0_attention(
+// CHECK:         llvm.call @GOMP_parallel
+// CHECK:         llvm.call @forward__0_attention__par0(
+// CHECK-LABEL: llvm.func internal @forward__0_attention__par0(%shared: !llvm.ptr) {
 // CHECK-DAG:     %[[SCALE:.*]] = llvm.mlir.constant(1.250000e-01 : f32) : f32
 // CHECK-DAG:     %[[NEGINF:.*]] = llvm.mlir.constant(0xff800000 : f32) : f32
 // CHECK-DAG:     %[[ONE:.*]] = llvm.mlir.constant(1.000000e+00 : f32) : f32
 // CHECK-DAG:     %[[ZERO:.*]] = llvm.mlir.constant(0.000000e+00 : f32) : f32
 // CHECK-DAG:     %[[BLK:.*]] = llvm.mlir.constant(64) : i64
-// CHECK-DAG:     %[[M:.*]] = llvm.getelementptr inbounds %arena_1[%{{.*}}] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+// CHECK:         %[[OFF:.*]] = llvm.mul %thread, %{{.*}} overflow<nsw> : i64
+// CHECK-NEXT:    %[[SLOT:.*]] = llvm.getelementptr inbounds %arena_2[%[[OFF]]] : (!llvm.ptr, i64) -> !llvm.ptr, f32
 // CHECK:         llvm.store %[[NEGINF]], %{{.*}} : f32, !llvm.ptr
 // CHECK:         llvm.sdiv %{{.*}}, %[[BLK]] : i64
 // CHECK:         llvm.select %{{.*}} : i1, i64
@@ -22,7 +28,7 @@
 // CHECK-NEXT:    %[[ANY:.*]] = llvm.icmp "slt" %{{.*}}, %[[KBEND]] : i64
 // CHECK-NEXT:    llvm.cond_br %[[ANY]], ^[[KBLOOP:.*]](%{{.*}} : i64), ^[[KBEXIT:.*]]
 // CHECK:       ^[[KBLOOP]](%[[KB:.*]]: i64):
-// CHECK:         llvm.call @scipy_cblas_sgemm(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[SCALE]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %arena_1, %{{.*}})
+// CHECK:         llvm.call @scipy_cblas_sgemm(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[SCALE]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[SLOT]], %{{.*}})
 // the row's columns at and past vis = clamp(q0 + r + Sk - Sq + 1 - k0, 0, 64) are above the
 // diagonal: P = 0 there, and the max and exp loops stop at vis
 // CHECK:         llvm.icmp "sgt"
@@ -37,7 +43,7 @@
 // CHECK:         llvm.icmp "slt" %{{.*}}, %[[VIS]] : i64
 // CHECK:         llvm.fcmp "oeq" %{{.*}}, %[[NEGINF]] : f32
 // CHECK:         llvm.fadd %{{.*}} {fastmathFlags = #llvm.fastmath<reassoc,contract>} : f32
-// CHECK:         llvm.call @scipy_cblas_sgemm(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[ONE]], %arena_1, %{{.*}}, %{{.*}}, %{{.*}}, %[[ONE]], %{{.*}}, %{{.*}})
+// CHECK:         llvm.call @scipy_cblas_sgemm(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[ONE]], %[[SLOT]], %{{.*}}, %{{.*}}, %{{.*}}, %[[ONE]], %{{.*}}, %{{.*}})
 // CHECK:         %[[KBNEXT:.*]] = llvm.add %[[KB]], %{{.*}} overflow<nsw> : i64
 // CHECK-NEXT:    %[[MORE:.*]] = llvm.icmp "slt" %[[KBNEXT]], %[[KBEND]] : i64
 // CHECK-NEXT:    llvm.cond_br %[[MORE]], ^[[KBLOOP]](%[[KBNEXT]] : i64), ^[[KBEXIT]]
@@ -48,11 +54,11 @@
 // CHECK-NOT:     llvm.call @scipy_cblas_sgemm
 // CHECK:         llvm.return
 
-builtin.module attributes {tg.arena_size = 33536 : i64} {
+builtin.module attributes {tg.arena_size = 66560 : i64} {
   func.func @forward(%q: memref<1x2x128x64xf32>, %k: memref<1x2x128x64xf32>, %v: memref<1x2x128x64xf32>, %o: memref<1x2x128x64xf32>) attributes {tg.num_outputs = 1 : i64} {
-    %arena = buf.arena : memref<33536xi8>
-    %s = buf.view %arena[0] : memref<33536xi8> -> memref<8320xf32>
-    buf.attention ins(%q, %k, %v : memref<1x2x128x64xf32>, memref<1x2x128x64xf32>, memref<1x2x128x64xf32>) outs(%o, %s : memref<1x2x128x64xf32>, memref<8320xf32>) {scale = 0.125 : f32, causal = true}
+    %arena = buf.arena : memref<66560xi8>
+    %s = buf.view %arena[0] : memref<66560xi8> -> memref<16640xf32>
+    buf.attention ins(%q, %k, %v : memref<1x2x128x64xf32>, memref<1x2x128x64xf32>, memref<1x2x128x64xf32>) outs(%o, %s : memref<1x2x128x64xf32>, memref<16640xf32>) {scale = 0.125 : f32, causal = true}
     func.return
   }
 }
@@ -62,7 +68,8 @@ builtin.module attributes {tg.arena_size = 33536 : i64} {
 // Without causal masking every key block is visited: a static loop, no block bound, no select.
 
 // CHECK-LABEL: llvm.func internal @forward__0_attention(
-// CHECK-NOT:     llvm.sdiv
+// CHECK:         %[[BLK:.*]] = llvm.mlir.constant(64) : i64
+// CHECK-NOT:     llvm.sdiv %{{.*}}, %[[BLK]]
 // CHECK:         llvm.call @scipy_cblas_sgemm
 // CHECK-NOT:     llvm.icmp "sgt"
 // CHECK:         llvm.call @scipy_cblas_sgemm

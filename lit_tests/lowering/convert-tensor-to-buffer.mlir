@@ -1,5 +1,6 @@
-// RUN: tg-opt %s --allow-unregistered-dialect --split-input-file --verify-diagnostics -p convert-tensor-to-buffer | filecheck %s
-// RUN: tg-opt %s --allow-unregistered-dialect --split-input-file --verify-diagnostics -p "convert-tensor-to-buffer{pack-weights=false}" | filecheck --check-prefix=NOPACK %s
+// RUN: tg-opt %s --allow-unregistered-dialect --split-input-file --verify-diagnostics -p "convert-tensor-to-buffer{threads=1}" | filecheck %s
+// RUN: tg-opt %s --allow-unregistered-dialect --split-input-file --verify-diagnostics -p "convert-tensor-to-buffer{pack-weights=false threads=1}" | filecheck --check-prefix=NOPACK %s
+// RUN: tg-opt %s --allow-unregistered-dialect --split-input-file --verify-diagnostics -p "convert-tensor-to-buffer{threads=3}" | filecheck --check-prefix=THREADS %s
 // tg -> buf: destination passing, one kernel per tg op, outputs written in place where possible.
 
 // CHECK-LABEL: func.func @output_written_in_place
@@ -240,8 +241,11 @@ func.func @transpose$unit_dims_only_is_a_reshape(%x: tensor<1x5x1x8xf32>) -> ten
 
 // The scratch is [scores Br*Bc | m Br | l Br | acc Br*Dv] f32 with Br = min(64, 100),
 // Bc = min(64, 30), Dv = 8: 64*30 + 2*64 + 64*8 = 2560, passed as the second output.
+// With up to 3 threads (threads=3) the scratch holds 3 sets, each rounded up to 16 floats.
 // CHECK-LABEL: func.func @attention$gets_a_scratch_buffer
 // CHECK-NEXT:   %scratch = buf.alloc : memref<2560xf32>
+// THREADS-LABEL: func.func @attention$gets_a_scratch_buffer
+// THREADS-NEXT:   %scratch = buf.alloc : memref<7680xf32>
 // CHECK-NEXT:   buf.attention ins(%q, %k, %v, %m : memref<1x2x100x16xf32>, memref<1x2x30x16xf32>, memref<1x2x30x8xf32>, memref<100x30xf32>) outs(%out0, %scratch : memref<1x2x100x8xf32>, memref<2560xf32>) {scale = 2.500000e-01 : f32, causal = true}
 // CHECK-NEXT:   func.return
 func.func @attention$gets_a_scratch_buffer(%q: tensor<1x2x100x16xf32>, %k: tensor<1x2x30x16xf32>, %v: tensor<1x2x30x8xf32>, %m: tensor<100x30xf32>) -> tensor<1x2x100x8xf32> {

@@ -27,6 +27,10 @@ Each kernel is its own function (``<entry>__<n>_<kernel>``, internal and never i
 extents prove a buffer shares no byte with the others: LLVM then optimises many small
 functions (linear time, where one huge function was superlinear) and vectorises without
 run-time alias checks. A kernel returns its status; the entry returns a nonzero one at once.
+Kernels whose code would be the same (same op, properties, types, pointer sharing and relative
+layout of their buffers, splat constants: `_GraphLowering._kernel_key`) call one function, the
+first one's: the layers of a transformer share their kernels, so LLVM compiles each once. A
+kernel with run-time checks keeps its own (its messages may name a weight or a cache).
 The module records its :class:`GraphSignature` as ``tg.*`` attributes. Weights take table slots by first
 appearance, then IR constants (``__const0``, ``__const1``, ...) whose values go into
 ``tg.constants``, then the persistent states (``buf.state``, KV caches) by first appearance
@@ -57,7 +61,8 @@ Parallel kernels (`KernelContext.parallel`): the kernel function stores its buff
 (and any i64 values the work needs) in a table on its stack and runs a worker function
 ``<kernel>__par<k>(ptr %shared)`` on a team of ``min(tg_num_threads, items)`` threads through
 libgomp (a direct call when that is 1); each worker reloads the pointers and takes the range
-``[items * t / T, items * (t + 1) / T)`` of its thread ``t`` of ``T``::
+``[items * t / T, items * (t + 1) / T)`` of its thread ``t`` of ``T`` (a kernel that can use only
+one thread, one item or one scratch slot, runs its work in place, with no worker)::
 
     %n = llvm.load @tg_num_threads                      // runtime_support.threads
     llvm.call @GOMP_parallel(@forward__3_packed_matmul__par0, %shared, %n, 0)
@@ -81,7 +86,7 @@ from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, Module
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
-from tensor_graphs.codegen.llvm.kernels import REGISTRY, LoweringError, check_memref
+from tensor_graphs.codegen.llvm.kernels import REGISTRY, LoweringError, check_memref, splat_value
 from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, Index
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.dense import numpy_from_dense
@@ -189,6 +194,8 @@ class _GraphLowering:
         self._workers = 0
         self._parallel_depth = 0
         self.kernel_count = 0
+        #: `_kernel_key` -> (function name, reads dims, has run-time checks)
+        self._kernel_cache: dict[tuple, tuple[str, bool, bool]] = {}
         self._propagate: Block | None = None
         self.state_slots: dict[str, int] = {}
         self.state_types: dict[str, object] = {}
@@ -297,19 +304,33 @@ class _GraphLowering:
         if name not in self.declarations:
             self.declarations[name] = llvm.FuncOp(name, type, linkage=llvm.LinkageAttr("external"))
 
-    def parallel(self, items: Index, body: Callable[[SSAValue, SSAValue], None], values: Sequence[SSAValue] = ()) -> list[SSAValue]:
-        """Split ``[0, items)`` into one contiguous range per thread and run ``body(start, end)``
-        on each (see the module doc); ``values`` (i64s of the kernel) are passed to the threads.
-        Returns ``values`` as the threads see them (the body must use those)."""
+    def parallel(
+        self,
+        items: Index,
+        body: Callable[[SSAValue, SSAValue, SSAValue, list[SSAValue]], None],
+        values: Sequence[SSAValue] = (),
+        max_threads: int | None = None,
+    ) -> None:
+        """Split ``[0, items)`` into one contiguous range per thread and run
+        ``body(start, end, thread, values)`` on each (see the module doc): ``values`` are i64s of
+        the kernel as the threads see them. At most ``max_threads`` threads (their scratch)."""
         if self._kernel_ptrs is None or self._parallel_depth:
             raise LoweringError("convert-buffer-to-llvm: parallel() is for the body of one kernel, not nested")
         main, kb = self.b, self.b
+        caps = [c for c in (items if isinstance(items, int) else None, max_threads) if c is not None]
+        if caps and min(caps) <= 1:  # one thread at most: the body runs in the kernel itself
+            self._parallel_depth += 1
+            try:
+                body(kb.i64(0), kb.i64(items) if isinstance(items, int) else items, kb.i64(0), list(values))
+            finally:
+                self._parallel_depth -= 1
+            return
         self.declare(GOMP_PARALLEL, GOMP_PARALLEL_TYPE)
         self.declare(OMP_GET_THREAD_NUM, OMP_QUERY_TYPE)
         self.declare(OMP_GET_NUM_THREADS, OMP_QUERY_TYPE)
         if NUM_THREADS_SYMBOL not in self.declarations:
             self.declarations[NUM_THREADS_SYMBOL] = llvm.GlobalOp(i32, NUM_THREADS_SYMBOL, "external")
-        kernel = self.kernel_functions_pending[-1]
+        kernel = self.kernel_functions_pending[0]
         worker_name = f"{kernel.sym_name.data}__par{self._workers}"
         self._workers += 1
         worker = llvm.FuncOp(worker_name, llvm.LLVMFunctionType([PTR]), linkage=llvm.LinkageAttr("internal"))
@@ -323,14 +344,16 @@ class _GraphLowering:
         alloca = llvm.AllocaOp(size, PTR, alignment=8)  # (ptr-typed: llvmlite then takes i64 stores too)
         kb.entry.insert_op_after(alloca, size.owner)  # type: ignore[arg-type]
         table = alloca.results[0]
+
         def slot(b: FunctionBuilder, base: SSAValue, i: int, type) -> SSAValue:  # 8 bytes: a pointer or an i64
             return b.add(llvm.GEPOp(base, [llvm.GEP_USE_SSA_VAL], type, ssa_indices=[b.i64(i)], inbounds=True))
 
         for i, v in enumerate(shared):
             kb.store(v, slot(kb, table, i, v.type))
         wanted = kb.load(kb.add(llvm.AddressOfOp(NUM_THREADS_SYMBOL, PTR)), i32)
-        if isinstance(items, int):  # never more threads than items
-            wanted = kb.add(llvm.SelectOp(kb.add(llvm.ICmpOp(wanted, kb.i32(items), _pred("slt"))), wanted, kb.i32(items)))
+        if caps:  # never more threads than items (or scratch slots)
+            cap = min(caps)
+            wanted = kb.add(llvm.SelectOp(kb.add(llvm.ICmpOp(wanted, kb.i32(cap), _pred("slt"))), wanted, kb.i32(cap)))
         team, alone, done = kb.new_block(), kb.new_block(), kb.new_block()
         kb.add(llvm.CondBrOp(kb.add(llvm.ICmpOp(wanted, kb.i32(1), _pred("sgt"))), team, [], alone, []))
         kb.block = team
@@ -353,17 +376,16 @@ class _GraphLowering:
         nt = wb.add(llvm.SExtOp(wb.add(llvm.CallOp(OMP_GET_NUM_THREADS, return_type=i32)), i64))
         start = wb.add(llvm.SDivOp(wb.mul_i64(n, tid), nt))
         end = wb.add(llvm.SDivOp(wb.mul_i64(n, wb.add_i64(tid, wb.i64(1))), nt))
-        start.name_hint, end.name_hint = "start", "end"
+        start.name_hint, end.name_hint, tid.name_hint = "start", "end", "thread"
         saved_ptrs = self._kernel_ptrs
         self.b, self._kernel_ptrs = wb, {k: mapping[v] for k, v in saved_ptrs.items()}
         self._parallel_depth += 1
         try:
-            body(start, end)
+            body(start, end, tid, inner_values)
             wb.add(llvm.ReturnOp())
         finally:
             self.b, self._kernel_ptrs = main, saved_ptrs
             self._parallel_depth -= 1
-        return inner_values
 
     # profiling ----------------------------------------------------------------------
 
@@ -438,6 +460,13 @@ class _GraphLowering:
             if all(self.values[v] is not self.values[u] for u in buffers):
                 buffers.append(v)
         noalias = [all(self.disjoint(v, u) for u in buffers if u is not v) for v in buffers]
+        key = self._kernel_key(op, buffers, noalias)
+        known = self._kernel_cache.get(key)
+        if known is not None and not known[2]:  # the same code as an earlier kernel: call that one
+            name, reads_dims, _ = known
+            call_args = [self.values[v] for v in buffers] + ([self._dims] if reads_dims else [])
+            self._call_kernel(op, name, call_args, can_fail=False)
+            return
         name = f"{self.fn.sym_name.data}__{self.kernel_count}_{op.name.removeprefix('buf.')}"
         kfn = llvm.FuncOp(name, llvm.LLVMFunctionType([PTR] * len(buffers), i32), linkage=llvm.LinkageAttr("internal"))
         kfn.properties["arg_attrs"] = ArrayAttr([DictionaryAttr({"llvm.noalias": UnitAttr()} if n else {}) for n in noalias])
@@ -456,7 +485,8 @@ class _GraphLowering:
         finally:
             self.b, self._kernel_ptrs, self._fail_blocks, self._dim_values = main, None, fail_blocks, dim_values
         call_args = [self.values[v] for v in buffers]
-        if self._kernel_dims is not None:  # the kernel reads dims: pass it as its last argument
+        reads_dims = self._kernel_dims is not None
+        if reads_dims:  # the kernel reads dims: pass it as its last argument
             self._kernel_dims = None
             kfn.properties["function_type"] = llvm.LLVMFunctionType([PTR] * (len(buffers) + 1), i32)
             kfn.properties["arg_attrs"] = ArrayAttr([*kfn.properties["arg_attrs"].data, DictionaryAttr({})])  # type: ignore[attr-defined]
@@ -467,10 +497,45 @@ class _GraphLowering:
                 nonnull = main.add(llvm.ICmpOp(address, main.i64(0), IntegerAttr(llvm.ICmpPredicateFlag.NE.to_int(), i64)))
                 self.check(nonnull, "dims is null: this graph keeps state (a KV cache) and reads past from dims[0]")
             call_args.append(self._dims)
-        kernel = self.kernel_count
-        self.kernel_count += 1
         self.kernel_functions.extend(self.kernel_functions_pending)
         self.kernel_functions_pending = []
+        can_fail = self._checks > checks
+        self._kernel_cache[key] = (name, reads_dims, can_fail)
+        self._call_kernel(op, name, call_args, can_fail)
+
+    def _kernel_key(self, op: buf.KernelOp, buffers: list[SSAValue], noalias: list[bool]) -> tuple:
+        """Everything a kernel function's code depends on: the op, its properties and types, which
+        operands share a pointer, noalias, the operands' bytes relative to each other (in-place
+        and overlap decisions), splat constants (emitted as immediates). Two kernels with the same
+        key get the same function (a transformer's layers share theirs), unless it has run-time
+        checks, whose messages may name a weight or a cache."""
+        operands = (*op.inputs, *op.outputs)
+        roots: dict[object, int] = {}
+        low: dict[object, int] = {}
+        for v in operands:
+            if (e := self.extents.get(v)) is not None:
+                low[e[0]] = min(low.get(e[0], e[1]), e[1])
+        layout = []
+        for v in operands:
+            e = self.extents.get(v)
+            layout.append(None if e is None else (roots.setdefault(e[0], len(roots)), e[1] - low[e[0]], e[2] - low[e[0]]))
+        return (
+            op.name,
+            tuple(sorted((k, str(a)) for k, a in op.properties.items())),
+            tuple(str(v.type) for v in operands),
+            tuple(next(i for i, u in enumerate(buffers) if self.values[u] is self.values[v]) for v in operands),
+            tuple(noalias),
+            tuple(layout),
+            tuple(splat_value(v) for v in op.inputs),
+            str(op.regions[0]) if op.regions else None,
+        )
+
+    def _call_kernel(self, op: buf.KernelOp, name: str, call_args: list[SSAValue], can_fail: bool) -> None:
+        """The entry's call of kernel function ``name`` for ``op`` (timed when profiling; a
+        nonzero status returned at once when the kernel can fail)."""
+        main = self.b
+        kernel = self.kernel_count
+        self.kernel_count += 1
         if self.profile:
             self.labels.append(kernel_label(op))
             if self._last_time is None:  # the first kernel: the counters and the start time
@@ -482,7 +547,7 @@ class _GraphLowering:
         status = main.add(llvm.CallOp(name, *call_args, return_type=i32))
         if self.profile:
             self._count(kernel)
-        if self._checks > checks:  # the kernel can fail: return its status at once
+        if can_fail:  # return its status at once
             if self._propagate is None:
                 self._propagate = main.new_block([i32])
                 self._propagate.add_op(llvm.ReturnOp(self._propagate.args[0]))

@@ -102,12 +102,17 @@ class KernelContext(Protocol):
         ...
 
     def parallel(
-        self, items: int | SSAValue, body: Callable[[SSAValue, SSAValue], None], values: Sequence[SSAValue] = ()
-    ) -> list[SSAValue]:
-        """Run ``body(start, end)`` on every thread (`runtime_support.threads`), each over its own
-        contiguous range of ``[0, items)``; the cursor is then in a worker function, where
-        ``ptr()`` gives the worker's pointers. ``values`` (i64s computed before) reach the
-        workers as the returned values. No run-time check or ``dim()`` inside ``body``."""
+        self,
+        items: int | SSAValue,
+        body: Callable[[SSAValue, SSAValue, SSAValue, list[SSAValue]], None],
+        values: Sequence[SSAValue] = (),
+        max_threads: int | None = None,
+    ) -> None:
+        """Run ``body(start, end, thread, values)`` on every thread (`runtime_support.threads`;
+        at most ``max_threads``), each over its own contiguous range of ``[0, items)``; the
+        cursor is then in a worker function, where ``ptr()`` gives the worker's pointers and
+        ``values`` (i64s computed before, in the kernel) arrive as ``values``. ``thread`` is the
+        worker's index (for its own scratch). No run-time check or ``dim()`` inside ``body``."""
         ...
 
 

@@ -136,7 +136,7 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
         spread = max(1, min(MAX_SPREAD, blocks // vectors, k))
         prefetching = min(blocks, -(-vectors * k // (per_step * (k // spread))))
 
-    def panel_range(start: SSAValue, end: SSAValue) -> None:
+    def panel_range(start: SSAValue, end: SSAValue, _thread: SSAValue, _values: list[SSAValue]) -> None:
         b = ctx.b
         pa, pb, po = ctx.ptr(a), ctx.ptr(packed), ctx.ptr(out)
         pacc = ctx.ptr(acc) if acc is not None else None

@@ -431,6 +431,7 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
     if scratch.type.element_type != f32 or numel(_shape(scratch)) < tiles.elements:  # type: ignore[attr-defined]
         raise LoweringError(f"{op.name}: the scratch must hold at least {tiles.elements} f32, got {scratch.type}")
     check_no_overlap(ctx, op, scratch, [*ins, out], in_place_ok=False)
+    slots = tiles.slots(numel(_shape(scratch)))  # one set of tiles per thread
 
     scale, causal = op.scale.value.data, bool(op.causal.value.data)
     batch = sq_[:-3]
@@ -441,9 +442,6 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
     n_qblocks = -(-seq_q // br)
     # keys in use (seq_k is also the head stride of k and v), key blocks, and the causal
     # diagonal (key j is visible to query i when j <= i + diag): run-time values over a KV cache
-    keys: Index
-    n_kblocks: Index
-    diag: Index
     if bool(op.kv_cache.value.data):
         if mask is not None:
             raise LoweringError(f"{op.name}: kv_cache attention takes no mask (keys past the run-time length are ignored)")
@@ -457,165 +455,178 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
             b.add(llvm.ICmpOp(past, b.i64(seq_k - seq_q), ule)),
             f"attention over a kv cache: position {{past}} + {seq_q} queries exceed its {seq_k} positions",
         )
-        keys = b.add_i64(past, b.i64(seq_q))
-        n_kblocks = b.add(llvm.SDivOp(b.add_i64(keys, b.i64(bc - 1)), b.i64(bc)))
-        diag = past
+        run_time = [past]  # keys = past + Sq, ceil(keys / Bc) key blocks, the diagonal at past
     else:
-        keys, n_kblocks, diag = seq_k, -(-seq_k // bc), seq_k - seq_q
+        run_time = []
+    items = numel(batch) * heads * n_qblocks  # (batch, head, query block): split among the threads
 
-    pq, pk, pv, po, ps = ctx.ptr(q), ctx.ptr(k), ctx.ptr(v), ctx.ptr(out), ctx.ptr(scratch)
-    pm = ctx.ptr(mask) if mask is not None else None
-    p_scores, p_max, p_sum, p_acc = (_at(b, ps, off) for off in (tiles.scores, tiles.m, tiles.l, tiles.acc))
-
-    scores_shape = (*sq_[:-1], seq_k)
-    ms = broadcast_strides(_shape(mask), scores_shape) if mask is not None else (0,) * len(scores_shape)
-    ms_h, ms_q, ms_k = ms[-3], ms[-2], ms[-1]
-    per_batch = [
-        tuple(s * heads * seq_q * dim for s in contiguous_strides(batch)),
-        tuple(s * kv_heads * seq_k * dim for s in contiguous_strides(batch)),
-        tuple(s * kv_heads * seq_k * dim_v for s in contiguous_strides(batch)),
-        tuple(s * heads * seq_q * dim_v for s in contiguous_strides(batch)),
-        tuple(ms[: len(batch)]),
-    ]
-    neg_inf, zero = b.f32(_NEG_INF), b.f32(0.0)
-
-    def rows_in_block(start: SSAValue, block: int, total: Index) -> Index:
-        if isinstance(total, int) and total % block == 0:
-            return block
-        return _min_i64(b, b.i64(block), b.add(llvm.SubOp(_val(b, total), start)))
-
-    def query_block(offs: dict[str, SSAValue | None], qb: SSAValue) -> None:
-        q0 = _mul_idx(b, qb, br) or b.i64(0)
-        rows = rows_in_block(q0, br, seq_q)
-        q_ptr = _at(b, pq, _add_idx(b, offs["q"], _mul_idx(b, q0, dim)))
-
-        def init_row(r: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-            _store(b, neg_inf, p_max, r)
-            _store(b, zero, p_sum, r)
-            return []
-
-        emit_for(b, 0, rows, init_row)
-        acc_len = rows * dim_v if isinstance(rows, int) else _mul_idx(b, rows, dim_v)
-        emit_for(b, 0, acc_len or 0, lambda i, _: _store(b, zero, p_acc, i) or [])
-
-        if causal:  # key blocks past the last visible key of the block's last row are skipped
-            if isinstance(diag, int):
-                last = b.add_i64(q0, b.i64(rows - 1 + diag)) if isinstance(rows, int) else b.add_i64(
-                    b.add_i64(q0, rows), b.i64(diag - 1)
-                )
-            else:
-                last = b.add_i64(q0, b.i64(rows - 1)) if isinstance(rows, int) else b.add_i64(
-                    b.add_i64(q0, rows), b.i64(-1)
-                )
-                last = b.add_i64(last, diag)
-            blocks = b.add_i64(b.add(llvm.SDivOp(last, b.i64(bc))), b.i64(1))
-            blocks = _min_i64(b, blocks, _val(b, n_kblocks))
-            kb_end: Index = b.add(llvm.SelectOp(_icmp(b, "slt", last, b.i64(0)), b.i64(0), blocks))
+    def work(start: SSAValue, end: SSAValue, tid: SSAValue, values: list[SSAValue]) -> None:
+        """Items ``[start, end)`` of (batch, head, query block), on scratch slot ``tid``."""
+        b = ctx.b
+        keys: Index
+        n_kblocks: Index
+        diag: Index
+        if values:
+            (past,) = values
+            keys = b.add_i64(past, b.i64(seq_q))
+            n_kblocks = b.add(llvm.SDivOp(b.add_i64(keys, b.i64(bc - 1)), b.i64(bc)))
+            diag = past
         else:
-            kb_end = n_kblocks
+            keys, n_kblocks, diag = seq_k, -(-seq_k // bc), seq_k - seq_q
+        pq, pk, pv, po = ctx.ptr(q), ctx.ptr(k), ctx.ptr(v), ctx.ptr(out)
+        ps = _at(b, ctx.ptr(scratch), _mul_idx(b, tid, tiles.slot_elements))
+        pm = ctx.ptr(mask) if mask is not None else None
+        p_scores, p_max, p_sum, p_acc = (_at(b, ps, off) for off in (tiles.scores, tiles.m, tiles.l, tiles.acc))
 
-        def key_block(kb: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-            k0 = _mul_idx(b, kb, bc) or b.i64(0)
-            cols = rows_in_block(k0, bc, keys)
-            k_ptr = _at(b, pk, _add_idx(b, offs["k"], _mul_idx(b, k0, dim)))
-            v_ptr = _at(b, pv, _add_idx(b, offs["v"], _mul_idx(b, k0, dim_v)))
-            # S = scale * Q_blk @ K_blk^T
-            if seq_q == 1:
-                _sgemv(ctx, False, cols, dim, scale, k_ptr, dim, q_ptr, 1, 0.0, p_scores)
-            else:
-                _sgemm(ctx, False, True, rows, cols, dim, scale, q_ptr, dim, k_ptr, dim, 0.0, p_scores, bc)
+        scores_shape = (*sq_[:-1], seq_k)
+        ms = broadcast_strides(_shape(mask), scores_shape) if mask is not None else (0,) * len(scores_shape)
+        ms_h, ms_q, ms_k = ms[-3], ms[-2], ms[-1]
+        per_batch = [
+            tuple(s * heads * seq_q * dim for s in contiguous_strides(batch)),
+            tuple(s * kv_heads * seq_k * dim for s in contiguous_strides(batch)),
+            tuple(s * kv_heads * seq_k * dim_v for s in contiguous_strides(batch)),
+            tuple(s * heads * seq_q * dim_v for s in contiguous_strides(batch)),
+            tuple(ms[: len(batch)]),
+        ]
+        neg_inf, zero = b.f32(_NEG_INF), b.f32(0.0)
 
-            def row(r: SSAValue, _c: list[SSAValue]) -> list[SSAValue]:
-                s_row = _at(b, p_scores, _mul_idx(b, r, bc))
-                qi = b.add_i64(q0, r)
-                if pm is not None:
-                    m_base = _add_idx(b, _add_idx(b, offs["mask"], _mul_idx(b, qi, ms_q)), _mul_idx(b, k0, ms_k))
-                    m_row = _at(b, pm, m_base)
-                if causal:  # columns [vis, cols) lie above the diagonal: P = 0 there, no exp
-                    if isinstance(diag, int):
-                        first_hidden = b.add(llvm.SubOp(b.add_i64(qi, b.i64(diag + 1)), k0))
-                    else:
-                        first_hidden = b.add(llvm.SubOp(b.add_i64(b.add_i64(qi, diag), b.i64(1)), k0))
-                    vis = _min_i64(b, _max_i64(b, first_hidden, b.i64(0)), _val(b, cols))
-                    emit_for(b, vis, cols, lambda c, _z: _store(b, zero, s_row, c) or [])
+        def rows_in_block(start: SSAValue, block: int, total: Index) -> Index:
+            if isinstance(total, int) and total % block == 0:
+                return block
+            return _min_i64(b, b.i64(block), b.add(llvm.SubOp(_val(b, total), start)))
+
+        def query_block(offs: dict[str, SSAValue | None], qb: SSAValue) -> None:
+            q0 = _mul_idx(b, qb, br) or b.i64(0)
+            rows = rows_in_block(q0, br, seq_q)
+            q_ptr = _at(b, pq, _add_idx(b, offs["q"], _mul_idx(b, q0, dim)))
+
+            def init_row(r: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+                _store(b, neg_inf, p_max, r)
+                _store(b, zero, p_sum, r)
+                return []
+
+            emit_for(b, 0, rows, init_row)
+            acc_len = rows * dim_v if isinstance(rows, int) else _mul_idx(b, rows, dim_v)
+            emit_for(b, 0, acc_len or 0, lambda i, _: _store(b, zero, p_acc, i) or [])
+
+            if causal:  # key blocks past the last visible key of the block's last row are skipped
+                if isinstance(diag, int):
+                    last = b.add_i64(q0, b.i64(rows - 1 + diag)) if isinstance(rows, int) else b.add_i64(
+                        b.add_i64(q0, rows), b.i64(diag - 1)
+                    )
                 else:
-                    vis = cols
-
-                if pm is not None:  # its own loop: LLVM does not vectorise a max reduction that also stores
-
-                    def add_mask(c: SSAValue, _a: list[SSAValue]) -> list[SSAValue]:
-                        _store(b, _fadd(b, _load(b, s_row, c), _load(b, m_row, _mul_idx(b, c, ms_k))), s_row, c)
-                        return []
-
-                    emit_for(b, 0, vis, add_mask)
-                (mx,) = emit_for(b, 0, vis, lambda c, acc: [_fmax(b, acc[0], _load(b, s_row, c))], [neg_inf])
-                m_old = _load(b, p_max, r)
-                m_new = _fmax(b, m_old, mx)
-                # every score so far masked: use 0 as the max so that exp(-inf - 0) = 0, not NaN
-                all_masked = b.add(llvm.FCmpOp(m_new, neg_inf, "oeq"))
-                m_use = b.add(llvm.SelectOp(all_masked, zero, m_new))
-                alpha = emit_unary(b, "exp", _fsub(b, m_old, m_use))
-
-                def exp_sum(c: SSAValue, acc: list[SSAValue]) -> list[SSAValue]:
-                    p = emit_unary(b, "exp", _fsub(b, _load(b, s_row, c), m_use))
-                    _store(b, p, s_row, c)
-                    return [_fadd(b, acc[0], p, reassoc=True)]
-
-                (total,) = emit_for(b, 0, vis, exp_sum, [zero])
-                _store(b, _fadd(b, _fmul(b, _load(b, p_sum, r), alpha), total), p_sum, r)
-                _store(b, m_new, p_max, r)
-                acc_row = _at(b, p_acc, _mul_idx(b, r, dim_v))
-                emit_for(b, 0, dim_v, lambda c, _a: _store(b, _fmul(b, _load(b, acc_row, c), alpha), acc_row, c) or [])
-                return []
-
-            emit_for(b, 0, rows, row)
-            # acc += P @ V_blk
-            if seq_q == 1:
-                _sgemv(ctx, True, cols, dim_v, 1.0, v_ptr, dim_v, p_scores, 1, 1.0, p_acc)
+                    last = b.add_i64(q0, b.i64(rows - 1)) if isinstance(rows, int) else b.add_i64(
+                        b.add_i64(q0, rows), b.i64(-1)
+                    )
+                    last = b.add_i64(last, diag)
+                blocks = b.add_i64(b.add(llvm.SDivOp(last, b.i64(bc))), b.i64(1))
+                blocks = _min_i64(b, blocks, _val(b, n_kblocks))
+                kb_end: Index = b.add(llvm.SelectOp(_icmp(b, "slt", last, b.i64(0)), b.i64(0), blocks))
             else:
-                _sgemm(ctx, False, False, rows, dim_v, cols, 1.0, p_scores, bc, v_ptr, dim_v, 1.0, p_acc, dim_v)
-            return []
+                kb_end = n_kblocks
 
-        emit_for(b, 0, kb_end, key_block)
+            def key_block(kb: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+                k0 = _mul_idx(b, kb, bc) or b.i64(0)
+                cols = rows_in_block(k0, bc, keys)
+                k_ptr = _at(b, pk, _add_idx(b, offs["k"], _mul_idx(b, k0, dim)))
+                v_ptr = _at(b, pv, _add_idx(b, offs["v"], _mul_idx(b, k0, dim_v)))
+                # S = scale * Q_blk @ K_blk^T
+                if seq_q == 1:
+                    _sgemv(ctx, False, cols, dim, scale, k_ptr, dim, q_ptr, 1, 0.0, p_scores)
+                else:
+                    _sgemm(ctx, False, True, rows, cols, dim, scale, q_ptr, dim, k_ptr, dim, 0.0, p_scores, bc)
 
-        o_base = _add_idx(b, offs["out"], _mul_idx(b, q0, dim_v))
+                def row(r: SSAValue, _c: list[SSAValue]) -> list[SSAValue]:
+                    s_row = _at(b, p_scores, _mul_idx(b, r, bc))
+                    qi = b.add_i64(q0, r)
+                    if pm is not None:
+                        m_base = _add_idx(b, _add_idx(b, offs["mask"], _mul_idx(b, qi, ms_q)), _mul_idx(b, k0, ms_k))
+                        m_row = _at(b, pm, m_base)
+                    if causal:  # columns [vis, cols) lie above the diagonal: P = 0 there, no exp
+                        if isinstance(diag, int):
+                            first_hidden = b.add(llvm.SubOp(b.add_i64(qi, b.i64(diag + 1)), k0))
+                        else:
+                            first_hidden = b.add(llvm.SubOp(b.add_i64(b.add_i64(qi, diag), b.i64(1)), k0))
+                        vis = _min_i64(b, _max_i64(b, first_hidden, b.i64(0)), _val(b, cols))
+                        emit_for(b, vis, cols, lambda c, _z: _store(b, zero, s_row, c) or [])
+                    else:
+                        vis = cols
 
-        def finish(r: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-            l_r = _load(b, p_sum, r)
-            inv = b.add(llvm.FDivOp(b.f32(1.0), l_r))
-            inv = b.add(llvm.SelectOp(b.add(llvm.FCmpOp(l_r, zero, "ogt")), inv, zero))
-            acc_row = _at(b, p_acc, _mul_idx(b, r, dim_v))
-            o_row = _at(b, po, _add_idx(b, o_base, _mul_idx(b, r, dim_v)))
-            emit_for(b, 0, dim_v, lambda c, _a: _store(b, _fmul(b, _load(b, acc_row, c), inv), o_row, c) or [])
-            return []
+                    if pm is not None:  # its own loop: LLVM does not vectorise a max reduction that also stores
 
-        emit_for(b, 0, rows, finish)
+                        def add_mask(c: SSAValue, _a: list[SSAValue]) -> list[SSAValue]:
+                            _store(b, _fadd(b, _load(b, s_row, c), _load(b, m_row, _mul_idx(b, c, ms_k))), s_row, c)
+                            return []
 
-    def per_batch_body(offsets: list[SSAValue | None]) -> None:
-        oq, ok, ov, oo, om = offsets
+                        emit_for(b, 0, vis, add_mask)
+                    (mx,) = emit_for(b, 0, vis, lambda c, acc: [_fmax(b, acc[0], _load(b, s_row, c))], [neg_inf])
+                    m_old = _load(b, p_max, r)
+                    m_new = _fmax(b, m_old, mx)
+                    # every score so far masked: use 0 as the max so that exp(-inf - 0) = 0, not NaN
+                    all_masked = b.add(llvm.FCmpOp(m_new, neg_inf, "oeq"))
+                    m_use = b.add(llvm.SelectOp(all_masked, zero, m_new))
+                    alpha = emit_unary(b, "exp", _fsub(b, m_old, m_use))
 
-        def per_kv_head(kh: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-            ok_h = _add_idx(b, ok, _mul_idx(b, kh, seq_k * dim))
-            ov_h = _add_idx(b, ov, _mul_idx(b, kh, seq_k * dim_v))
+                    def exp_sum(c: SSAValue, acc: list[SSAValue]) -> list[SSAValue]:
+                        p = emit_unary(b, "exp", _fsub(b, _load(b, s_row, c), m_use))
+                        _store(b, p, s_row, c)
+                        return [_fadd(b, acc[0], p, reassoc=True)]
 
-            def per_head(g: SSAValue, _g: list[SSAValue]) -> list[SSAValue]:
-                h = _add_idx(b, _mul_idx(b, kh, group), g) or b.i64(0)
-                offs = {
-                    "q": _add_idx(b, oq, _mul_idx(b, h, seq_q * dim)),
-                    "k": ok_h,
-                    "v": ov_h,
-                    "out": _add_idx(b, oo, _mul_idx(b, h, seq_q * dim_v)),
-                    "mask": _add_idx(b, om, _mul_idx(b, h, ms_h)),
-                }
-                emit_for(b, 0, n_qblocks, lambda qb, _q: query_block(offs, qb) or [])
+                    (total,) = emit_for(b, 0, vis, exp_sum, [zero])
+                    _store(b, _fadd(b, _fmul(b, _load(b, p_sum, r), alpha), total), p_sum, r)
+                    _store(b, m_new, p_max, r)
+                    acc_row = _at(b, p_acc, _mul_idx(b, r, dim_v))
+                    emit_for(b, 0, dim_v, lambda c, _a: _store(b, _fmul(b, _load(b, acc_row, c), alpha), acc_row, c) or [])
+                    return []
+
+                emit_for(b, 0, rows, row)
+                # acc += P @ V_blk
+                if seq_q == 1:
+                    _sgemv(ctx, True, cols, dim_v, 1.0, v_ptr, dim_v, p_scores, 1, 1.0, p_acc)
+                else:
+                    _sgemm(ctx, False, False, rows, dim_v, cols, 1.0, p_scores, bc, v_ptr, dim_v, 1.0, p_acc, dim_v)
                 return []
 
-            emit_for(b, 0, group, per_head)
+            emit_for(b, 0, kb_end, key_block)
+
+            o_base = _add_idx(b, offs["out"], _mul_idx(b, q0, dim_v))
+
+            def finish(r: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+                l_r = _load(b, p_sum, r)
+                inv = b.add(llvm.FDivOp(b.f32(1.0), l_r))
+                inv = b.add(llvm.SelectOp(b.add(llvm.FCmpOp(l_r, zero, "ogt")), inv, zero))
+                acc_row = _at(b, p_acc, _mul_idx(b, r, dim_v))
+                o_row = _at(b, po, _add_idx(b, o_base, _mul_idx(b, r, dim_v)))
+                emit_for(b, 0, dim_v, lambda c, _a: _store(b, _fmul(b, _load(b, acc_row, c), inv), o_row, c) or [])
+                return []
+
+            emit_for(b, 0, rows, finish)
+
+        def item(it: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+            """Item ``it`` = ((batch index * heads) + head) * n_qblocks + query block."""
+            qb = b.add(llvm.SRemOp(it, b.i64(n_qblocks))) if n_qblocks > 1 else b.i64(0)
+            rest = b.add(llvm.SDivOp(it, b.i64(n_qblocks))) if n_qblocks > 1 else it
+            h = b.add(llvm.SRemOp(rest, b.i64(heads)))
+            rest = b.add(llvm.SDivOp(rest, b.i64(heads)))
+            oq = ok = ov = oo = om = None
+            for d in reversed(range(len(batch))):  # the batch index, innermost dim first
+                idx = b.add(llvm.SRemOp(rest, b.i64(batch[d]))) if d else rest
+                rest = b.add(llvm.SDivOp(rest, b.i64(batch[d]))) if d else rest
+                oq, ok, ov, oo, om = (_add_idx(b, o, _mul_idx(b, idx, st[d])) for o, st in zip((oq, ok, ov, oo, om), per_batch))
+            kh = b.add(llvm.SDivOp(h, b.i64(group))) if group > 1 else h
+            offs = {
+                "q": _add_idx(b, oq, _mul_idx(b, h, seq_q * dim)),
+                "k": _add_idx(b, ok, _mul_idx(b, kh, seq_k * dim)),
+                "v": _add_idx(b, ov, _mul_idx(b, kh, seq_k * dim_v)),
+                "out": _add_idx(b, oo, _mul_idx(b, h, seq_q * dim_v)),
+                "mask": _add_idx(b, om, _mul_idx(b, h, ms_h)),
+            }
+            query_block(offs, qb)
             return []
 
-        emit_for(b, 0, kv_heads, per_kv_head)
+        emit_for(b, start, end, item)
 
-    emit_strided_nest(b, batch, per_batch, per_batch_body)
+    ctx.parallel(items, work, run_time, max_threads=slots)
 
 
 # --------------------------------------------------------------------------- matmul epilogue

@@ -96,10 +96,11 @@ def root_buffer(value: SSAValue) -> SSAValue:
     return value
 
 
-def convert_function(fn: func.FuncOp, pack_weights: bool = True) -> None:
+def convert_function(fn: func.FuncOp, pack_weights: bool = True, threads: int = 1) -> None:
     """Rewrite one `tg`-level function into destination-passing `buf` form, in place.
 
-    ``pack_weights``: kernel variants that read a weight packed at load time may be chosen."""
+    ``pack_weights``: kernel variants that read a weight packed at load time may be chosen.
+    ``threads``: the most threads a kernel's scratch must serve (one set of tiles each)."""
     if "tg.num_outputs" in fn.attributes:
         return  # already at the buf level
     in_types = [memref_of(t, fn, f"argument #{i}") for i, t in enumerate(fn.function_type.inputs.data)]
@@ -131,7 +132,7 @@ def convert_function(fn: func.FuncOp, pack_weights: bool = True) -> None:
         if isinstance(op, func.ReturnOp):
             returned = [mapping[v] for v in op.arguments]
             continue
-        new_ops, value = _lower_op(fn, op, [mapping[v] for v in op.operands], pack_weights)
+        new_ops, value = _lower_op(fn, op, [mapping[v] for v in op.operands], pack_weights, threads)
         new.add_ops(new_ops)
         value.name_hint = op.results[0].name_hint
         mapping[op.results[0]] = value
@@ -146,7 +147,9 @@ def convert_function(fn: func.FuncOp, pack_weights: bool = True) -> None:
     old.erase(safe_erase=False)
 
 
-def _lower_op(fn: func.FuncOp, op: Operation, ins: list[SSAValue], pack_weights: bool = True) -> tuple[list[Operation], SSAValue]:
+def _lower_op(
+    fn: func.FuncOp, op: Operation, ins: list[SSAValue], pack_weights: bool = True, threads: int = 1
+) -> tuple[list[Operation], SSAValue]:
     """The buf ops computing ``op`` and the buffer that holds its value."""
     name = op_name(op)
     if not name.startswith("tg."):
@@ -183,7 +186,7 @@ def _lower_op(fn: func.FuncOp, op: Operation, ins: list[SSAValue], pack_weights:
     if variant.prepare is not None:
         before, ins = variant.prepare(op, ins)
     out = buf.AllocOp(result_type)
-    scratch_type = variant.scratch(op) if variant.scratch is not None else None
+    scratch_type = variant.scratch(op, threads) if variant.scratch is not None else None
     if scratch_type is None:
         return [*before, out, variant.build(op, ins, out.result)], out.result
     scratch = buf.AllocOp(scratch_type)
@@ -227,13 +230,21 @@ def _write_outputs(block: Block, returned: list[SSAValue], outs: list[SSAValue])
 class ConvertTensorToBufferPass(ModulePass):
     """Lower every `tg`-level ``func.func`` to destination-passing `buf` form; with
     ``pack_weights=false`` no kernel reads a weight packed at load time (GEMMs by a weight
-    then call BLAS on the weight as stored)."""
+    then call BLAS on the weight as stored). ``threads``: the most threads a parallel kernel
+    with scratch (attention) will use, one set of scratch tiles each; 0 (the default) means
+    the CPUs this process may run on."""
 
     name = "convert-tensor-to-buffer"
 
     pack_weights: bool = True
+    threads: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from tensor_graphs.runtime_support.threads import default_num_threads
+
+        if self.threads < 0:
+            raise PassFailedException(f"{PASS}: threads must be >= 0 (0: this machine's CPUs), got {self.threads}")
+        threads = self.threads or default_num_threads()
         for fn in list(op.walk()):
             if isinstance(fn, func.FuncOp):
-                convert_function(fn, self.pack_weights)
+                convert_function(fn, self.pack_weights, threads)

@@ -39,8 +39,9 @@ Applies = Callable[[Operation], "str | None"]
 #: buffers of ``op``'s operands, in operand order) into ``output``. Not inserted anywhere.
 #: A variant with ``scratch`` is called as ``build(op, inputs, output, scratch)``.
 Build = Callable[..., buf.KernelOp]
-#: ``scratch(op)``: the type of the scratch buffer the kernel needs for ``op``, or None.
-Scratch = Callable[[Operation], "MemRefType | None"]
+#: ``scratch(op, threads)``: the type of the scratch buffer the kernel needs for ``op`` when it
+#: may run on up to ``threads`` threads, or None.
+Scratch = Callable[[Operation, int], "MemRefType | None"]
 #: ``prepare(op, inputs)``: ops to insert before the kernel and the kernel's new inputs.
 Prepare = Callable[[Operation, Sequence[SSAValue]], "tuple[list[Operation], list[SSAValue]]"]
 #: ``build(op, input, result_type)``: the alias op (one result of ``result_type``) viewing
@@ -285,9 +286,10 @@ def _unary(op: Operation, ins: Sequence[SSAValue], out: SSAValue) -> buf.KernelO
     return buf.UnaryOp(ins, [out], {"fn": StringAttr(op.fn)})  # type: ignore[attr-defined]
 
 
-def _attention_scratch(op: Operation) -> MemRefType:
+def _attention_scratch(op: Operation, threads: int) -> MemRefType:
+    """One set of tiles per thread (`scratch.py`)."""
     assert isinstance(op, tg.AttentionOp)
-    return attention_scratch_type(_shape(op.q), _shape(op.k), _shape(op.v))
+    return attention_scratch_type(_shape(op.q), _shape(op.k), _shape(op.v), threads)
 
 
 def _attention(op: Operation, ins: Sequence[SSAValue], out: SSAValue, scratch: SSAValue | None = None) -> buf.KernelOp:
@@ -396,7 +398,7 @@ register_kernel(
     KernelVariant(
         "attention.flash",
         _attention,
-        description="tiled online softmax; scratch layout in scratch.py",
+        description="tiled online softmax, items on threads; scratch layout in scratch.py",
         scratch=_attention_scratch,
     ),
 )

@@ -16,8 +16,10 @@ softmax, so it never holds a seq x seq matrix. Its scratch is one ``memref<N x f
 Br = min(64, Sq), Bc = min(64, Sk)
 ```
 
-One set of tiles serves all (batch, head) pairs in turn; a kernel that runs heads in parallel
-needs one set per worker (not yet planned here).
+The kernel runs its (batch, head, query block) items on several threads, each with its own
+set of tiles: the scratch holds ``slots`` sets, set ``t`` from element ``t * slot_elements`` on
+(``slot_elements`` is the set rounded up to 16 floats, so every set starts 64-byte aligned), and
+the kernel uses at most that many threads. One slot is exactly one set.
 """
 
 from __future__ import annotations
@@ -60,6 +62,17 @@ class AttentionTiles:
     def elements(self) -> int:
         return self.acc + self.br * self.dv
 
+    @property
+    def slot_elements(self) -> int:
+        """One set of tiles rounded up to a multiple of 16 floats (64 bytes)."""
+        return -(-self.elements // 16) * 16
+
+    def slots(self, scratch_elements: int) -> int:
+        """How many sets of tiles a scratch of ``scratch_elements`` holds (0: not even one)."""
+        if scratch_elements < self.elements:
+            return 0
+        return 1 + (scratch_elements - self.elements) // self.slot_elements
+
 
 def attention_tiles(q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequence[int]) -> AttentionTiles:
     """Tiles for q [..., Sq, D], k [..., Sk, D], v [..., Sk, Dv]."""
@@ -70,11 +83,17 @@ def attention_tiles(q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Seq
     )
 
 
-def attention_scratch_elements(q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequence[int]) -> int:
-    """f32 elements of attention scratch: ``Br*Bc + 2*Br + Br*Dv`` (layout in the module doc)."""
-    return attention_tiles(q_shape, k_shape, v_shape).elements
+def attention_scratch_elements(
+    q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequence[int], slots: int = 1
+) -> int:
+    """f32 elements of attention scratch for ``slots`` threads: ``Br*Bc + 2*Br + Br*Dv`` per
+    thread (layout in the module doc)."""
+    tiles = attention_tiles(q_shape, k_shape, v_shape)
+    return tiles.elements + (max(slots, 1) - 1) * tiles.slot_elements
 
 
-def attention_scratch_type(q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequence[int]) -> MemRefType:
+def attention_scratch_type(
+    q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequence[int], slots: int = 1
+) -> MemRefType:
     """The scratch buffer `convert-tensor-to-buffer` allocates for one attention call."""
-    return MemRefType(f32, [attention_scratch_elements(q_shape, k_shape, v_shape)])
+    return MemRefType(f32, [attention_scratch_elements(q_shape, k_shape, v_shape, slots)])
