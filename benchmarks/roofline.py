@@ -103,7 +103,15 @@ def sgemm_gflops(gemms: list[Gemm], threads: int, *, repeat: int = 5, min_second
     Each distinct shape gets its own A, B, C (random, float32); a pass runs the whole list once.
     ``min_seconds``: repeat a pass inside one timing until it lasts that long (for tiny lists).
     """
+    before = blas.get_num_threads()  # tensor_graphs holds OpenBLAS to one thread (runtime_support.threads)
     blas.set_num_threads(threads)
+    try:
+        return _sgemm_gflops(gemms, repeat, min_seconds)
+    finally:
+        blas.set_num_threads(before)
+
+
+def _sgemm_gflops(gemms: list[Gemm], repeat: int, min_seconds: float) -> float:
     sgemm = _sgemm()
     rng = np.random.default_rng(0)
     buffers = {}

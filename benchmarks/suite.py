@@ -26,7 +26,7 @@ noise hits all alike, and each row reports medians. Each thread count (``--threa
 
 The same run measures the machine's ceilings: OpenBLAS sgemm GFLOP/s (the scipy-openblas32
 library tensor_graphs calls) at 2048^3 and at each row's own GEMM shapes, and read bandwidth
-(``np.sum`` over 512 MiB). Forward / prefill rows report tensor_graphs' achieved GFLOP/s as a
+(``np.max`` / ``torch.sum`` over 512 MiB, the better). Forward / prefill rows report tensor_graphs' achieved GFLOP/s as a
 share of sgemm; decode rows the tokens/s as a share of the bandwidth ceiling.
 
 ``--quick`` runs tiny configurations of the same workloads (a smoke test of the whole pipeline,
@@ -412,7 +412,7 @@ def measure_ceilings(run: Run, size: int) -> None:
         if t not in run.bandwidth:
             bw = decode.measure_bandwidth(t, repeat=3 if run.quick else 7)
             run.bandwidth[t] = run.bandwidth_start[t] = bw
-            log(f"np.sum read bandwidth, {t} thread(s): {bw / 1e9:.1f} GB/s")
+            log(f"np.max / torch.sum read bandwidth, {t} thread(s): {bw / 1e9:.1f} GB/s")
 
 
 # --------------------------------------------------------------------------- report
@@ -578,8 +578,8 @@ METHOD = """\
   ◆ marks the GEMM-bound rows (prefill at seq 128).
   Rows of fewer than 16 tokens (MLP batch 1) multiply matrices by vectors: memory-bound, so no
   share of sgemm is given (GEMV).
-- **Bandwidth ceiling** (decode rows): read GB/s of `np.sum` over 512 MiB of float32 split across
-  the threads (the best median of the run: at its start and next to every decode row) / bytes
+- **Bandwidth ceiling** (decode rows): read GB/s over 512 MiB of float32, the better of `np.max` split across
+  the threads and `torch.sum` on them (the best median of the run: at its start and next to every decode row) / bytes
   read per token (every parameter once, the tied embedding counted once as the LM head, plus the
   KV cache at that context).
 - **Models** are random-init (seed 0), fp32, batch 1 (MLP: batch 1 and 64); timings do not depend
@@ -606,7 +606,7 @@ def report(run: Run, args, argv: list[str], started: datetime, load: tuple[float
         "",
         "## Machine ceilings (measured in this run)",
         "",
-        f"| threads | OpenBLAS sgemm {size}³ GFLOP/s (each measurement) | used | np.sum read GB/s at start | used (best) |",
+        f"| threads | OpenBLAS sgemm {size}³ GFLOP/s (each measurement) | used | np.max / torch.sum read GB/s at start | used (best) |",
         "|--:|--:|--:|--:|--:|",
     ]
     for t in run.threads:
