@@ -43,8 +43,9 @@ Threads: ``torch.set_num_threads``, ``tg.set_num_threads`` and ORT's ``intra_op_
 are set to the same count (``--threads``).
 
 Memory bandwidth is measured in the same run, per thread count: a read-only stream over a
-512 MiB float32 array, the better median of several passes of ``np.max`` (split across the
-threads, which NumPy runs without the GIL) and of ``torch.sum`` (torch's threads), at the start
+512 MiB float32 array, the best median of several passes of a vectorised OpenMP sum in C
+(``stream_read.c``, compiled with gcc when the suite runs), ``np.max`` (split across the
+threads, which NumPy runs without the GIL) and ``torch.sum`` (torch's threads), at the start
 and again right before every decode row (``np.max``, not ``np.sum``: NumPy's pairwise summation
 is bound by its adds on some CPUs, 8.6 GB/s on one Emerald Rapids core where a compare per
 element streams 15.5 GB/s, as fast as an AVX-512 sum written in C); the best of these medians
@@ -68,6 +69,7 @@ os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="tg-ben
 
 import argparse  # noqa: E402
 import contextlib  # noqa: E402
+import functools  # noqa: E402
 import gc  # noqa: E402
 import io  # noqa: E402
 import json  # noqa: E402
@@ -170,10 +172,31 @@ def kv_bytes_per_token(model, context: int) -> int:
 # --------------------------------------------------------------------------- bandwidth
 
 
+@functools.cache
+def _stream_probe():
+    """``benchmarks/stream_read.c`` compiled with gcc (OpenMP, -march=native) and loaded, or None."""
+    import ctypes
+    import shutil
+    import subprocess
+    import tempfile
+
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        return None
+    out = os.path.join(tempfile.mkdtemp(prefix="tg-bench-stream-"), "stream_read.so")
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stream_read.c")
+    cmd = [cc, "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", src, "-o", out]
+    if subprocess.run(cmd, capture_output=True).returncode != 0:
+        return None
+    fn = ctypes.CDLL(out).tg_stream_read
+    fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_long, ctypes.c_int], ctypes.c_double
+    return fn
+
+
 def measure_bandwidth(threads: int, mib: int = 512, repeat: int = 7) -> float:
-    """Bytes read per second over ``mib`` MiB of float32 on ``threads`` threads: the better median of
-    ``np.max`` over one part per Python thread (NumPy drops the GIL) and ``torch.sum`` with that
-    many torch threads."""
+    """Bytes read per second over ``mib`` MiB of float32 on ``threads`` threads: the best median of
+    a vectorised OpenMP sum in C (``stream_read.c``, when a C compiler is found), ``np.max`` over
+    one part per Python thread (NumPy drops the GIL) and ``torch.sum`` with that many torch threads."""
     n = mib * 2**20 // 4
     src = np.ones(n, dtype=np.float32)  # written: the pages are faulted in
     bounds = np.linspace(0, n, threads + 1).astype(int)
@@ -191,9 +214,11 @@ def measure_bandwidth(threads: int, mib: int = 512, repeat: int = 7) -> float:
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     tensor = torch.from_numpy(src)
+    stream = _stream_probe()
+    probes = [numpy_max, tensor.sum] + ([lambda: stream(src.ctypes.data, n, threads)] if stream else [])
     try:
         rates = []
-        for probe in (numpy_max, tensor.sum):
+        for probe in probes:
             probe()
             times = []
             for _ in range(repeat):

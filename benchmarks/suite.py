@@ -9,7 +9,7 @@ Workloads (``--only``; fp32, batch 1 unless said, random init with ``torch.manua
 
 * ``mlp``: MLP 256 -> 1024 -> 1024 -> 256 (ReLU) at batch 1 and 64 (``benchmarks/mlp.py``);
 * ``encoder``: one post-LN transformer encoder block (a transformers ``BertLayer``: d_model 768,
-  12 heads, FFN 3072, GELU), sequence 128, no mask;
+  12 heads, FFN 3072, GELU; and d_model 256, 4 heads, FFN 1024), sequence 128, no mask;
 * ``gpt2-prefill``: GPT-2 small, ``ids -> logits`` of every position at seq 32 and 128
   (``benchmarks/gpt2.py``);
 * ``gpt2-decode``: GPT-2 small with a KV cache: prefill 128 (last logits) and greedy decode
@@ -277,15 +277,17 @@ class EncoderBlock(torch.nn.Module):
 
 
 def workload_encoder(run: Run) -> None:
-    d, heads, ffn, seq = (128, 4, 512, 32) if run.quick else (768, 12, 3072, 128)
-    torch.manual_seed(0)
-    model = EncoderBlock(d, heads, ffn).eval()
-    x = torch.randn(1, seq, d, generator=torch.Generator().manual_seed(seq))
-    label = f"Encoder block (BertLayer d {d}, {heads} heads, FFN {ffn})"
-    makers = dict(gpt2.MAKERS, **{"onnxruntime-opt": ort_optimizer_maker("bert", heads, d, run, label)})
-    forward_rows(run, "encoder", label, f"seq {seq}", model, x, list(ENGINES), repeat=REPEATS[run.quick].rounds,
-                 warmup=2, makers=makers, gemms=roofline.weight_gemms(model, seq),
-                 attn_flops=roofline.attention_flops(1, heads, d // heads, seq, seq))
+    """d_model 768 (BERT-base) and the overhead-bound d_model 256, at seq 128."""
+    configs = [(128, 4, 512, 32)] if run.quick else [(768, 12, 3072, 128), (256, 4, 1024, 128)]
+    for d, heads, ffn, seq in configs:
+        torch.manual_seed(0)
+        model = EncoderBlock(d, heads, ffn).eval()
+        x = torch.randn(1, seq, d, generator=torch.Generator().manual_seed(seq))
+        label = f"Encoder block (BertLayer d {d}, {heads} heads, FFN {ffn})"
+        makers = dict(gpt2.MAKERS, **{"onnxruntime-opt": ort_optimizer_maker("bert", heads, d, run, label)})
+        forward_rows(run, "encoder", label, f"seq {seq}", model, x, list(ENGINES), repeat=REPEATS[run.quick].rounds,
+                     warmup=2, makers=makers, gemms=roofline.weight_gemms(model, seq),
+                     attn_flops=roofline.attention_flops(1, heads, d // heads, seq, seq))
 
 
 def workload_gpt2_prefill(run: Run) -> None:
@@ -471,6 +473,62 @@ def compute_table(results: list[Result], sgemm: dict[int, float], size: int) -> 
     return "\n".join(lines)
 
 
+#: The targets each row is held to (issue 5): (what, holds(row, sgemm GFLOP/s) -> bool | None).
+#: None: the row cannot say (an engine failed, no ceiling).
+Target = tuple[str, Callable[["Result", dict[int, float]], "bool | None"]]
+
+
+def _ratio_at_most(limit: float) -> Callable[["Result", dict[int, float]], "bool | None"]:
+    return lambda r, _: None if r.tg_ratio() is None else r.tg_ratio() <= limit  # type: ignore[operator]
+
+
+def _sgemm_share(limit: float) -> Callable[["Result", dict[int, float]], "bool | None"]:
+    return lambda r, sg: None if r.tg_gflops() is None else r.tg_gflops() >= limit * sg[r.threads]  # type: ignore[operator]
+
+
+def _bandwidth_share(limit: float) -> Callable[["Result", dict[int, float]], "bool | None"]:
+    def holds(r: Result, _: dict[int, float]) -> bool | None:
+        tgv = r.values.get("tensor_graphs")
+        return None if not tgv or not r.ceiling else tgv >= limit * r.ceiling
+
+    return holds
+
+
+def overhead_bound(r: Result) -> bool:
+    """MLP batch 1, the d_model-256 encoder block and the decode rows."""
+    return r.unit == "tok/s" or (r.workload == "mlp" and r.tokens == 1) or (r.workload == "encoder" and " d 256," in r.model)
+
+
+def row_targets(r: Result) -> list[Target]:
+    """Every row: at most 1.0x the fastest peer; overhead-bound rows 0.7x; GEMM-bound prefill at
+    least 90% of sgemm at 1 thread and 88% at 2; decode at least 1.25x the fastest peer's tok/s
+    (a time ratio of 0.8) and 85% of the bandwidth ceiling."""
+    out: list[Target] = [("<= 1.0x fastest peer", _ratio_at_most(1.0))]
+    if overhead_bound(r):
+        out.append(("<= 0.7x", _ratio_at_most(0.7)))
+    if r.gemm_bound:
+        share = 0.90 if r.threads == 1 else 0.88
+        out.append((f">= {share:.0%} of sgemm", _sgemm_share(share)))
+    if r.unit == "tok/s":
+        out += [(">= 1.25x peer tok/s", _ratio_at_most(0.8)), (">= 85% of bandwidth", _bandwidth_share(0.85))]
+    return out
+
+
+def targets_table(results: list[Result], sgemm: dict[int, float]) -> tuple[str, int, int]:
+    """Each row's targets, met or not: (markdown, met, total)."""
+    lines = ["| workload | row | threads | targets |", "|---|---|--:|---|"]
+    met = total = 0
+    for r in results:
+        cells = []
+        for what, holds in row_targets(r):
+            ok = holds(r, sgemm)
+            total += 1
+            met += bool(ok)
+            cells.append(f"{what}: {'met' if ok else ('n/a' if ok is None else '**missed**')}")
+        lines.append(f"| {r.model} | {r.what} | {r.threads} | {'; '.join(cells)} |")
+    return "\n".join(lines), met, total
+
+
 def decode_table(results: list[Result]) -> str:
     lines = ["| workload | row | threads | MB read per token | ceiling tok/s | tg tok/s | tg % of ceiling | "
              "best peer tok/s |", "|---|---|--:|--:|--:|--:|--:|--:|"]
@@ -622,6 +680,8 @@ def report(run: Run, args, argv: list[str], started: datetime, load: tuple[float
         out += ["### Compute (forward and prefill rows)", "", compute_table(run.results, sgemm, size), ""]
     if any(r.unit == "tok/s" for r in run.results):
         out += ["### Decode against the bandwidth ceiling", "", decode_table(run.results), ""]
+    table, met, total = targets_table(run.results, sgemm)
+    out += [f"### Targets ({met} of {total} met)", "", table, ""]
     out += ["## Compile times (not part of any timing)", "", "| workload | engine | step | seconds |",
             "|---|---|---|--:|"]
     out += [f"| {m} | {e} | {w} | {t:.1f} |" for m, e, w, t in run.compile_rows]

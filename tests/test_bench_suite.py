@@ -124,6 +124,26 @@ def test_report_has_the_tables_ratios_and_ceilings(suite, tmp_path):
     assert "benchmarks.quick.png" in text and "- a note" in text
 
 
+def test_targets_of_each_row(suite, tmp_path):
+    """GEMM-bound prefill: <= 1.0x and >= 90% of sgemm at 1 thread; MLP batch 1 and decode
+    (overhead-bound): also <= 0.7x; decode: also >= 1.25x the peer's tok/s and >= 85% of the
+    bandwidth ceiling."""
+    run = fake_run(suite)
+    args = suite.parse_args(["--quick", "--out", str(tmp_path / "B.md")], "tg-bench")
+    text = suite.report(run, args, ["tg-bench", "--quick"], suite.datetime.now(suite.timezone.utc), (0.1, 0.2), 1024)
+    lines = text.splitlines()
+    assert "### Targets (2 of 8 met)" in text
+    prefill = next(ln for ln in lines if ln.startswith("| GPT-2 | prefill 128 | 1 | <="))
+    assert prefill.endswith("<= 1.0x fastest peer: met; >= 90% of sgemm: met |")  # 100 of 110 GFLOP/s
+    mlp_row = next(ln for ln in lines if ln.startswith("| MLP | batch 1 | 2 | <="))
+    assert mlp_row.endswith("<= 1.0x fastest peer: **missed**; <= 0.7x: **missed** |")
+    decode_row = next(ln for ln in lines if ln.startswith("| Qwen3 | decode @128 | 2 | <="))
+    assert decode_row.endswith("<= 1.0x fastest peer: **missed**; <= 0.7x: **missed**; >= 1.25x peer tok/s: **missed**; "
+                               ">= 85% of bandwidth: **missed** |")
+    assert suite.overhead_bound(suite.Result("encoder", "Encoder block (BertLayer d 256, 4 heads, FFN 1024)",
+                                             "seq 128", 1, "ms"))
+
+
 def test_chart_is_a_png(suite, tmp_path):
     pytest.importorskip("matplotlib")
     path = tmp_path / "c.png"

@@ -328,12 +328,35 @@ def elementwise_programs(draw) -> str:
     )
 
 
+def assert_at_least_as_accurate(source: str, before: ModuleOp, after: ModuleOp, seed: int) -> None:
+    """``after`` (a fused body carries float64) is within ``RTOL``/``ATOL`` of ``before`` (float32
+    after every op), or closer than it to the exact result (the program evaluated in float64):
+    a chain like exp(exp(exp(x))) amplifies the float32 rounding of its intermediates beyond any
+    fixed tolerance, and the fused body, which skips those roundings, is then the better one."""
+    (f_before,), (f_after,) = functions(before), functions(after)
+    (f_exact,) = functions(parse(source.replace("f32", "f64")))
+    inputs, weights = bindings(f_before, np.random.default_rng(seed))
+    expected = evaluate_function(f_before, inputs, weights)
+    got = evaluate_function(f_after, inputs, weights)
+    exact = evaluate_function(f_exact, [x.astype(np.float64) for x in inputs], weights)
+
+    def error(x: np.ndarray, t: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore"):
+            return np.nan_to_num(np.abs(x.astype(np.float64) - t), nan=np.inf)
+
+    for g, e, t in zip(got, expected, exact, strict=True):
+        assert g.dtype == e.dtype and g.shape == e.shape
+        close = np.isclose(g, e, rtol=RTOL, atol=ATOL, equal_nan=True)
+        closer = error(g, t) <= error(e, t) + RTOL * np.abs(t)
+        assert np.all(close | closer), f"{g[~(close | closer)]} vs {e[~(close | closer)]} (exact {t[~(close | closer)]})"
+
+
 @settings(max_examples=60, deadline=None)
 @given(elementwise_programs(), st.integers(0, 2**32 - 1))
 def test_property_fuse_elementwise_evaluates_the_same(source: str, seed: int):
     before = parse(source)
     after = run("fuse-elementwise,dce", before)
-    assert_same_numbers(before, after, seed)
+    assert_at_least_as_accurate(source, before, after, seed)
     # Every value that leaves the function is computed by at most one fused op; nothing elementwise is left unfused
     # next to a producer it could have joined.
     (f,) = functions(after)

@@ -11,6 +11,8 @@ atol 1e-5 * sqrt(K) (a K-long f32 dot product, reassociated by the FMAs).
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -219,3 +221,32 @@ def test_set_num_threads_rejects_nonsense():
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match="positive thread count"):
             tg.set_num_threads(bad)
+
+
+# --------------------------------------------------------------------------- a tied embedding
+
+
+def test_tied_embedding_gathers_from_the_packed_lm_head():
+    """GPT-2 ties wte to the LM head: the head packs it, and the embedding gathers its rows from
+    those panels (rows 64 floats apart), so the table is bound once. Logits match PyTorch
+    (max abs 1e-4); an index out of range still names the table."""
+    transformers = pytest.importorskip("transformers")
+    from conftest import LogitsOnly
+
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=1, n_embd=48, n_head=2, vocab_size=203, n_positions=32)
+    model = LogitsOnly(transformers.GPT2LMHeadModel(config).eval())
+    ids = torch.randint(0, 203, (2, 9))
+    fn = tg.compile(model, (ids,))
+    buf_ir = fn.ir("buf")
+    (name,) = set(re.findall(r'buf.packed_weight "([\w.]+)" \{transposed = true\} : memref<4x48x64xf32>', buf_ir))
+    assert name in ("model.lm_head.weight", "model.transformer.wte.weight")  # torch.export keeps one of the tied names
+    assert "buf.packed_embedding" in buf_ir and f'buf.weight "{name}"' not in buf_ir
+    assert fn.memory.packed_bytes >= 4 * 48 * 64 * 4 and fn.memory.weight_bytes < 203 * 48 * 4
+    with torch.no_grad():
+        np.testing.assert_allclose(fn(ids).numpy(), model(ids).numpy(), rtol=1e-4, atol=1e-4)
+    ids[1, 3] = 203
+    with pytest.raises(IndexError, match=rf"embedding '{re.escape(name)}': index out of range \[0, 203\)"):
+        fn(ids)
+    plain = tg.compile(model, (ids.clamp(max=202),), pack_weights=False)
+    assert "buf.embedding" in plain.ir("buf") and "packed" not in plain.ir("buf")

@@ -426,17 +426,23 @@ func.func @weight_gemm_reads_a_packed_copy(%x: tensor<5x32xf32>) -> tensor<5x100
 
 // -----
 
-// A weight read by a GEMM and by a gather keeps its buf.weight; a [K, N] weight (Conv1D) packs
-// untransposed; two activations multiply through BLAS.
+// A table that a GEMM reads packed (a tied LM head) is gathered from those panels too
+// (buf.packed_embedding; the same slot, so the table is bound once); a [K, N] weight (Conv1D)
+// packs untransposed; two activations multiply through BLAS. Without packing, the gather reads
+// the table as it is.
 // CHECK-LABEL: func.func @packed_only_where_a_weight_is_the_rhs
-// CHECK-NEXT:    %e = buf.weight "wte" : memref<64x16xf32>
-// CHECK:         buf.embedding ins(%e, %ids
+// CHECK-NOT:     buf.weight
+// CHECK:         %e_packed = buf.packed_weight "wte" {transposed = true} : memref<1x16x64xf32>
+// CHECK:         buf.packed_embedding ins(%e_packed, %ids : memref<1x16x64xf32>, memref<3xi64>) outs(%{{.*}} : memref<3x16xf32>) {rows = 64 : i64}
 // CHECK:         %c_packed = buf.packed_weight "c.weight" : memref<1x16x64xf32>
 // CHECK-NEXT:    %{{.*}} = buf.alloc : memref<3x64xf32>
 // CHECK-NEXT:    buf.packed_matmul ins(%{{.*}}, %c_packed : memref<3x16xf32>, memref<1x16x64xf32>) outs(
-// CHECK:         %e_packed = buf.packed_weight "wte" {transposed = true} : memref<1x16x64xf32>
-// CHECK:         buf.packed_matmul ins(%{{.*}}, %e_packed : memref<3x16xf32>, memref<1x16x64xf32>) outs(
+// CHECK:         %e_packed_1 = buf.packed_weight "wte" {transposed = true} : memref<1x16x64xf32>
+// CHECK:         buf.packed_matmul ins(%{{.*}}, %e_packed_1 : memref<3x16xf32>, memref<1x16x64xf32>) outs(
 // CHECK:         buf.matmul ins(%{{.*}}, %{{.*}} : memref<3x64xf32>, memref<3x64xf32>) outs(%out0 : memref<3x3xf32>) {transpose_b = true}
+// NOPACK-LABEL: func.func @packed_only_where_a_weight_is_the_rhs
+// NOPACK-NEXT:    %e = buf.weight "wte" : memref<64x16xf32>
+// NOPACK:         buf.embedding ins(%e, %ids
 func.func @packed_only_where_a_weight_is_the_rhs(%ids: tensor<3xi64>) -> tensor<3x3xf32> {
   %e = tg.weight "wte" : tensor<64x16xf32>
   %c = tg.weight "c.weight" : tensor<16x64xf32>

@@ -613,6 +613,30 @@ class EmbeddingOp(KernelOp):
 
 
 @irdl_op_definition
+class PackedEmbeddingOp(KernelOp):
+    """Row gather from a table packed into column panels: ins(table, indices) -> out [..., D].
+
+    ``table`` is the `buf.packed_weight` of a ``{transposed}`` ``[rows, D]`` weight (a tied LM
+    head's embedding), ``[ceil(rows / NR), D, NR]``: row ``j`` is column ``j % NR`` of panel
+    ``j // NR``, its D elements ``NR`` floats apart. Reading it here spares binding the table
+    a second time, as it is stored.
+    """
+
+    name = "buf.packed_embedding"
+    NUM_INPUTS: ClassVar[tuple[int, ...]] = (2,)
+    rows = prop_def(IntegerAttr[i64])
+
+    def verify_kernel(self, ins, out):
+        rows = self.rows.value.data
+        if len(ins[0]) != 3:
+            raise ShapeError(f"the packed table must be [panels, D, NR], got {list(ins[0])}")
+        panels, d, nr = ins[0]
+        if rows < 0 or nr <= 0 or -(-rows // nr) != panels:
+            raise ShapeError(f"{rows} rows need {-(-rows // max(nr, 1))} panels of {nr}, the table has {panels}")
+        _same((*ins[1], d), out, "indices shape + row size")
+
+
+@irdl_op_definition
 class SliceOp(KernelOp):
     """Copies ``x[..., start : start + step * size : step, ...]`` along ``dim`` (strided slices)."""
 
@@ -799,6 +823,7 @@ BUF = Dialect(
         LayerNormOp,
         RmsNormOp,
         EmbeddingOp,
+        PackedEmbeddingOp,
         SliceOp,
         ConcatOp,
         BroadcastOp,

@@ -144,3 +144,13 @@ func.func @packed_matmul(%x: memref<2x5x32xf32>, %b: memref<100xf32>, %o: memref
   buf.packed_matmul ins(%x, %wk : memref<2x5x32xf32>, memref<2x32x64xf32>) outs(%o : memref<2x5x100xf32>) {alpha = 0.5 : f32}
   func.return
 }
+
+// A gather from a table packed into panels (a tied LM head's embedding): 100 rows in 2 panels
+// CHECK-LABEL: func.func @packed_embedding
+func.func @packed_embedding(%ids: memref<2x5xi64>, %o: memref<2x5x32xf32>) {
+  // CHECK-NEXT: %t = buf.packed_weight "wte" {transposed = true} : memref<2x32x64xf32>
+  %t = buf.packed_weight "wte" {transposed = true} : memref<2x32x64xf32>
+  // CHECK-NEXT: buf.packed_embedding ins(%t, %ids : memref<2x32x64xf32>, memref<2x5xi64>) outs(%o : memref<2x5x32xf32>) {rows = 100 : i64}
+  buf.packed_embedding ins(%t, %ids : memref<2x32x64xf32>, memref<2x5xi64>) outs(%o : memref<2x5x32xf32>) {rows = 100 : i64}
+  func.return
+}

@@ -16,8 +16,9 @@
 - `buf.reduce`: when the innermost input dim is reduced, each output element accumulates in a
   register over a (vectorised, ``reassoc``) inner loop; otherwise the output is filled with
   the identity and accumulated in place by a loop nest whose inner loop runs along the output.
-- `buf.embedding` checks every index against [0, V): an index out of range makes the graph
-  function return an error status (see `KernelContext.check`) instead of reading out of bounds.
+- `buf.embedding` (and `buf.packed_embedding`, from a table packed into column panels) checks
+  every index against [0, V): an index out of range makes the graph function return an error
+  status (see `KernelContext.check`) instead of reading out of bounds.
 - `buf.cache_write {axis}` copies its update into the state (a KV cache) at positions
   ``[past, past + n)`` along ``axis``, ``past`` being the run-time ``dims[0]``
   (`KernelContext.dim`): one ``llvm.memcpy`` of ``n * inner`` elements per index of the dims
@@ -463,8 +464,10 @@ def _emit_concat(ctx: KernelContext, op: Operation) -> None:
 
 
 def _emit_embedding(ctx: KernelContext, op: Operation) -> None:
-    """``out[i, :] = table[idx[i], :]``, each index checked against [0, V) first."""
-    assert isinstance(op, buf.EmbeddingOp)
+    """``out[i, :] = table[idx[i], :]``, each index checked against [0, V) first. From a packed
+    table (`buf.packed_embedding`), row ``j`` starts at ``(j / NR) * D * NR + j % NR`` and its
+    elements are ``NR`` apart."""
+    assert isinstance(op, buf.EmbeddingOp | buf.PackedEmbeddingOp)
     table, idx = op.inputs
     out = op.output
     el = _require_same_element(op, [table, out])
@@ -472,9 +475,14 @@ def _emit_embedding(ctx: KernelContext, op: Operation) -> None:
     if not isinstance(ie, IntegerType) or ie == i1:
         raise LoweringError(f"{op.name}: indices must be an integer buffer, got {idx.type}")
     check_no_overlap(ctx, op, out, [table, idx], in_place_ok=False)
-    vocab, dim = _shape(table)
+    if isinstance(op, buf.PackedEmbeddingOp):
+        _, dim, nr = _shape(table)
+        vocab = op.rows.value.data
+    else:
+        (vocab, dim), nr = _shape(table), 1
     owner = table.owner
-    what = f"'{owner.weight_name.data}'" if isinstance(owner, buf.WeightOp) else f"of a {table.type}"
+    named = isinstance(owner, buf.WeightOp | buf.PackedWeightOp)
+    what = f"'{owner.weight_name.data}'" if named else f"of a {table.type}"  # type: ignore[union-attr]
     message = f"embedding {what}: index out of range [0, {vocab})"
     b = ctx.b
     tp, ip, op_ = ctx.ptr(table), ctx.ptr(idx), ctx.ptr(out)
@@ -485,9 +493,14 @@ def _emit_embedding(ctx: KernelContext, op: Operation) -> None:
         if ie != i64:
             j = b.add(llvm.SExtOp(j, i64))
         ctx.check(b.add(llvm.ICmpOp(j, b.i64(vocab), ult)), message)  # also rejects j < 0
-        src = b.gep(tp, b.mul_i64(j, b.i64(dim)), el)
+        if nr == 1:
+            start = b.mul_i64(j, b.i64(dim))
+        else:
+            panel = b.add(llvm.UDivOp(j, b.i64(nr)))
+            start = b.add_i64(b.mul_i64(panel, b.i64(dim * nr)), b.add(llvm.URemOp(j, b.i64(nr))))
+        src = b.gep(tp, start, el)
         dst = b.gep(op_, b.offset(None, i, dim), el)
-        emit_copy_nest(b, (dim,), Access(dst, (1,), el), Access(src, (1,), el))
+        emit_copy_nest(b, (dim,), Access(dst, (1,), el), Access(src, (nr,), el))
 
     emit_loop(b, numel(_shape(idx)), row)
 
@@ -741,6 +754,7 @@ REGISTRY: dict[type[Operation], Emitter] = {
     buf.SliceOp: _emit_slice,
     buf.ConcatOp: _emit_concat,
     buf.EmbeddingOp: _emit_embedding,
+    buf.PackedEmbeddingOp: _emit_embedding,
     buf.ReduceOp: _emit_reduce,
     buf.CacheWriteOp: _emit_cache_write,
 }

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Union
 
-from xdsl.dialects.builtin import Float32Type, MemRefType, StringAttr, TensorType, UnregisteredOp
+from xdsl.dialects.builtin import Float32Type, IntegerAttr, MemRefType, StringAttr, TensorType, UnregisteredOp, i64
 from xdsl.ir import Operation, SSAValue
 
 from tensor_graphs.dialects import buffer as buf
@@ -282,6 +282,40 @@ def _packed_matmul(op: Operation, ins: Sequence[SSAValue], out: SSAValue) -> buf
     return buf.PackedMatmulOp(ins, [out], props)
 
 
+def _table_packed_by_a_gemm(op: Operation) -> str | None:
+    """The table is a weight that a GEMM also reads, packed (a tied LM head's embedding)."""
+    assert isinstance(op, tg.EmbeddingOp)
+    if not isinstance(op.table.owner, tg.WeightOp) or op.table.type.element_type != Float32Type():  # type: ignore[attr-defined]
+        return "the table is not an f32 weight"
+    for use in op.table.uses:
+        user = use.operation
+        if (
+            isinstance(user, tg.MatmulOp)
+            and use.index == 1
+            and user.properties.get("transpose_b") == tg.bool_attr(True)
+            and _packed_matmul_applies(user) is None
+        ):
+            return None
+    return "no GEMM reads the table packed"
+
+
+def _pack_table(op: Operation, ins: Sequence[SSAValue]) -> tuple[list[Operation], list[SSAValue]]:
+    """The table becomes the `buf.packed_weight` its GEMM reads (the same layout: one slot)."""
+    assert isinstance(op, tg.EmbeddingOp)
+    w = op.table.owner
+    assert isinstance(w, tg.WeightOp)
+    rows = _shape(op.table)[0]
+    layout = PanelLayout(w.weight_name.data, panel_columns(rows), True)
+    packed = buf.PackedWeightOp(layout.source, True, MemRefType(Float32Type(), layout.shape(_shape(op.table))))
+    packed.result.name_hint = (op.table.name_hint or "table") + "_packed"
+    return [packed], [packed.result, ins[1]]
+
+
+def _packed_embedding(op: Operation, ins: Sequence[SSAValue], out: SSAValue) -> buf.KernelOp:
+    assert isinstance(op, tg.EmbeddingOp)
+    return buf.PackedEmbeddingOp(ins, [out], {"rows": IntegerAttr(_shape(op.table)[0], i64)})
+
+
 def _unary(op: Operation, ins: Sequence[SSAValue], out: SSAValue) -> buf.KernelOp:
     return buf.UnaryOp(ins, [out], {"fn": StringAttr(op.fn)})  # type: ignore[attr-defined]
 
@@ -376,7 +410,18 @@ _register_all(
     AliasVariant("broadcast.alias", _reshape, _same_numel, "adds only size-1 dims: a reshape"),
     KernelVariant("broadcast.copy", _same_props(buf.BroadcastOp)),
 )
-register_kernel(tg.EmbeddingOp, KernelVariant("embedding.gather", _same_props(buf.EmbeddingOp)))
+_register_all(
+    tg.EmbeddingOp,
+    KernelVariant(
+        "embedding.packed_table",
+        _packed_embedding,
+        _table_packed_by_a_gemm,
+        "gather from the panels a GEMM packed the table into (the table is not bound twice)",
+        prepare=_pack_table,
+        packs_weights=True,
+    ),
+    KernelVariant("embedding.gather", _same_props(buf.EmbeddingOp)),
+)
 for _cls in (tg.SumOp, tg.MeanOp, tg.AmaxOp):
     register_kernel(
         _cls,
