@@ -485,3 +485,55 @@ def test_kernels_with_the_same_code_share_one_function():
     assert [m.split(":")[0] for m in sig.errors] == ["embedding 't1'", "embedding 't2'"]
     with pytest.raises(IndexError, match="embedding 't1': index out of range"):
         call_native(native, np.zeros(sig.arena_size, np.uint8), {"t1": t1, "t2": t2}, [x, np.array([1, 10, 0])], outs)
+
+
+# --------------------------------------------------------------------------- kernels split among threads
+
+
+@pytest.fixture(params=[1, 2, 3], ids=["1thread", "2threads", "3threads"])
+def threads(request):
+    import tensor_graphs as tg
+
+    before = tg.get_num_threads()
+    tg.set_num_threads(request.param)
+    yield request.param
+    tg.set_num_threads(before)
+
+
+LARGE = {
+    # name: (op, input shapes, output shape, attrs, reference): every one >= PARALLEL_MIN_ELEMENTS
+    "flat_add_with_a_remainder": ("add", [(70000,), (70000,)], (70000,), "", lambda a, b: a + b),
+    "rows_add_broadcast": ("add", [(300, 257), (257,)], (300, 257), "", lambda a, b: a + b),
+    "relu_3d": ("relu", [(5, 130, 103)], (5, 130, 103), "", lambda a: np.maximum(a, 0)),
+    "transpose_2d_tiled": ("transpose", [(300, 260)], (260, 300), "{perm = array<i64: 1, 0>}", lambda a: a.T),
+    "transpose_heads": ("transpose", [(130, 16, 40)], (16, 130, 40), "{perm = array<i64: 1, 0, 2>}",
+                        lambda a: a.transpose(1, 0, 2)),
+    "strided_slice": ("slice", [(260, 600)], (260, 300), "{dim = 1 : i64, start = 1 : i64, step = 2 : i64}",
+                      lambda a: a[:, 1::2]),
+}
+
+
+@pytest.mark.parametrize("case", list(LARGE))
+def test_large_kernels_split_rows_among_threads(case, threads):
+    from tensor_graphs.codegen.llvm.kernels import PARALLEL_MIN_ELEMENTS
+
+    op, in_shapes, out_shape, attrs, ref = LARGE[case]
+    assert int(np.prod(out_shape)) >= PARALLEL_MIN_ELEMENTS
+    native = compile_text(kernel_module(op, in_shapes, out_shape, attrs))
+    assert "@GOMP_parallel" in native.llvm_ir
+    inputs = [rand(*s) for s in in_shapes]
+    np.testing.assert_array_equal(run(native, inputs)[0], ref(*inputs))
+
+
+def test_large_elementwise_in_place_with_a_splat_constant(threads):
+    text = f"""
+builtin.module {{
+  func.func @forward(%x: {memref((400, 300))}, %o: {memref((400, 300))}) attributes {{tg.num_outputs = 1 : i64}} {{
+    %c = buf.constant dense<3.0> : tensor<f32> : memref<f32>
+    buf.copy ins(%x : {memref((400, 300))}) outs(%o : {memref((400, 300))})
+    buf.mul ins(%o, %c : {memref((400, 300))}, memref<f32>) outs(%o : {memref((400, 300))})
+    func.return
+  }}
+}}"""
+    x = rand(400, 300)
+    np.testing.assert_array_equal(run(compile_text(text), [x])[0], x * 3.0)

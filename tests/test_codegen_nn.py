@@ -54,6 +54,7 @@ SOFTMAX_CASES = [
     ((2, 9, 300), 1),  # middle dim, inner wider than one tile (256 + 44)
     ((6, 4), 0),  # first dim
     ((5, 1), 1),  # a row of one
+    ((300, 257), 1),  # last dim, large: the rows are split among the threads
 ]
 
 
@@ -112,7 +113,7 @@ def layer_norm_ref(x, w, b, eps):
     return (x - mu) / np.sqrt(var + eps) * w + b
 
 
-@pytest.mark.parametrize("shape", [(4, 768), (2, 3, 50), (7,), (5, 1)])
+@pytest.mark.parametrize("shape", [(4, 768), (2, 3, 50), (7,), (5, 1), (130, 768)])  # the last: rows on threads
 @pytest.mark.parametrize("eps", [1e-5, 1e-12])
 def test_layer_norm(shape, eps):
     x, w, b = rand(*shape) * 2 + 3, rand(shape[-1]), rand(shape[-1])
@@ -136,7 +137,7 @@ def rms_norm_ref(x, w, eps):
     return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
 
 
-@pytest.mark.parametrize("shape", [(4, 1024), (2, 3, 50), (7,), (5, 1), (3, 128)])
+@pytest.mark.parametrize("shape", [(4, 1024), (2, 3, 50), (7,), (5, 1), (3, 128), (2, 70, 1024)])  # the last: rows on threads
 @pytest.mark.parametrize("eps", [1e-6, 1e-12])
 def test_rms_norm(shape, eps):
     x, w = rand(*shape) * 2 + 1, rand(shape[-1])
@@ -286,8 +287,13 @@ def test_attention_fully_masked_rows_are_zero_not_nan():
 
 def test_attention_scratch_layout_is_the_planners():
     t = attention_tiles((1, 2, 130, 64), (1, 2, 7, 64), (1, 2, 7, 32))
-    assert (t.br, t.bc) == (64, 7)
-    assert attention_scratch_elements((1, 2, 130, 64), (1, 2, 7, 64), (1, 2, 7, 32)) == 64 * 7 + 2 * 64 + 64 * 32
+    assert (t.br, t.bc, t.bc_pad, t.dv_pad) == (64, 7, 16, 32)
+    # scores [64 x 16] | m 64 | l 64 | acc [64 x 32] | kt [64 x 16]; Dv = 32 is whole vectors: no vp
+    assert (t.m, t.l, t.acc, t.kt, t.vp) == (1024, 1088, 1152, 3200, 4224)
+    assert attention_scratch_elements((1, 2, 130, 64), (1, 2, 7, 64), (1, 2, 7, 32)) == 4224
+    odd = attention_tiles((1, 1, 5, 8), (1, 1, 70, 8), (1, 1, 70, 8))  # Dv = 8: value rows padded to 16
+    assert odd.pads_values and odd.elements == odd.vp + 64 * 16
+    assert all(off % 16 == 0 for off in (odd.m, odd.l, odd.acc, odd.kt, odd.vp))
 
 
 def test_attention_without_scratch_is_a_clear_error():
@@ -311,8 +317,9 @@ def _llvm_ir(text: str) -> str:
 
 def test_attention_is_tiled_gemms_and_causal_skips_blocks():
     ir = _llvm_ir(attention_module((1, 1, 256, 64), (1, 1, 256, 64), (1, 1, 256, 64), causal=True))
-    # two sgemm call sites (S = Q K^T and acc += P V) inside the loops, no seq x seq buffer
-    assert ir.count('call ccc void @"scipy_cblas_sgemm"') == 2
+    # S = Q K^T and acc += P V are register tiles of FMAs over <16 x float> (kernels_gemm), no BLAS,
+    # no seq x seq buffer
+    assert "scipy_cblas" not in ir and "@\"llvm.fma.v16f32\"" in ir
     # the causal key-block bound: (q0 + rows - 1 + Sk - Sq) / Bc + 1 (other divisions split the
     # (batch, head, query block) items among the threads)
     by_bc = re.compile(r'sdiv i64 %"[^"]+", 64\b')
@@ -320,9 +327,10 @@ def test_attention_is_tiled_gemms_and_causal_skips_blocks():
     assert not by_bc.search(_llvm_ir(attention_module((1, 1, 256, 64), (1, 1, 256, 64), (1, 1, 256, 64))))
 
 
-def test_decode_attention_uses_sgemv():
+def test_decode_attention_is_one_row_tiles():
+    """Sq = 1: one-row register tiles (matrix-vector products), no BLAS call."""
     ir = _llvm_ir(attention_module((1, 4, 1, 64), (1, 4, 100, 64), (1, 4, 100, 64), causal=True))
-    assert ir.count('call ccc void @"scipy_cblas_sgemv"') == 2 and "sgemm" not in ir
+    assert "scipy_cblas" not in ir and "@\"llvm.fma.v16f32\"" in ir
 
 
 def test_causal_attention_skips_key_blocks_above_the_diagonal():

@@ -96,7 +96,14 @@ func.func @forward(%x: tensor<{x}xf32>, %cos: tensor<{t}xf32>, %sin: tensor<{t}x
 
 @pytest.mark.parametrize(
     ("x_shape", "t_shape"),
-    [((2, 3, 4, 8), (4, 8)), ((2, 3, 4, 8), (4, 1)), ((4, 6), (1,)), ((2, 5, 12), (2, 1, 12))],
+    [
+        ((2, 3, 4, 8), (4, 8)),
+        ((2, 3, 4, 8), (4, 1)),
+        ((4, 6), (1,)),
+        ((2, 5, 12), (2, 1, 12)),
+        ((1, 16, 65, 128), (65, 128)),  # large: its rows are split among the threads
+        ((3, 70, 512), (1, 70, 512)),
+    ],
 )
 def test_tg_rope_kernel_matches_torch_and_evaluator(x_shape, t_shape):
     text = TG_ROPE.format(x="x".join(map(str, x_shape)), t="x".join(map(str, t_shape)))

@@ -233,9 +233,11 @@ func.func @f(%x: tensor<4x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>) {
 def test_attention_scratch_formula_and_layout():
     t = attention_tiles((1, 12, 128, 64), (1, 12, 128, 64), (1, 12, 128, 64))
     assert (t.br, t.bc, t.dv) == (64, 64, 64)
-    assert (t.scores, t.m, t.l, t.acc, t.elements) == (0, 4096, 4160, 4224, 4224 + 4096)
-    # short sequences shrink the tiles: Br = min(64, Sq), Bc = min(64, Sk)
-    assert attention_scratch_elements((2, 1, 64), (2, 7, 64), (2, 7, 32)) == 1 * 7 + 2 * 1 + 1 * 32
+    # scores [64 x 64] | m 64 | l 64 | acc [64 x 64] | kt [64 x 64] (Dv = 64: no padded value rows)
+    assert (t.scores, t.m, t.l, t.acc, t.kt, t.elements) == (0, 4096, 4160, 4224, 8320, 8320 + 4096)
+    # short sequences shrink the tiles: Br = min(64, Sq), Bc = min(64, Sk), rounded up to vectors
+    # where they are row strides: scores [1 x 16] | m 16 | l 16 | acc [1 x 32] | kt [64 x 16]
+    assert attention_scratch_elements((2, 1, 64), (2, 7, 64), (2, 7, 32)) == 16 + 16 + 16 + 32 + 64 * 16
 
 
 ATTENTION = """

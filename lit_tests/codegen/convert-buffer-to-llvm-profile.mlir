@@ -107,17 +107,17 @@ builtin.module attributes {tg.arena_size = 16448 : i64} {
 // CHECK:        llvm.store %{{.*}}, %counters : i64, !llvm.ptr
 // CHECK:        llvm.icmp "eq" %[[ST]], %{{.*}} : i32
 
-builtin.module attributes {tg.arena_size = 512 : i64} {
+builtin.module attributes {tg.arena_size = 3584 : i64} {
   func.func @decode(%ids: memref<1x2xi64>, %o: memref<1x2x1x16xf32>) attributes {tg.num_outputs = 1 : i64} {
-    %arena = buf.arena : memref<512xi8>
+    %arena = buf.arena : memref<3584xi8>
     %w = buf.weight "wte" : memref<50x16xf32>
     %ks = buf.state "kv.0.key" : memref<1x2x40x16xf32>
-    %e = buf.view %arena[0] : memref<512xi8> -> memref<1x2x16xf32>
+    %e = buf.view %arena[0] : memref<3584xi8> -> memref<1x2x16xf32>
     buf.embedding ins(%w, %ids : memref<50x16xf32>, memref<1x2xi64>) outs(%e : memref<1x2x16xf32>)
     %q = buf.reshape %e : memref<1x2x16xf32> -> memref<1x2x1x16xf32>
     buf.cache_write ins(%q : memref<1x2x1x16xf32>) outs(%ks : memref<1x2x40x16xf32>) {axis = 2 : i64}
-    %s = buf.view %arena[128] : memref<512xi8> -> memref<58xf32>
-    buf.attention ins(%q, %ks, %ks : memref<1x2x1x16xf32>, memref<1x2x40x16xf32>, memref<1x2x40x16xf32>) outs(%o, %s : memref<1x2x1x16xf32>, memref<58xf32>) {scale = 0.25 : f32, kv_cache = true}
+    %s = buf.view %arena[128] : memref<3584xi8> -> memref<864xf32>
+    buf.attention ins(%q, %ks, %ks : memref<1x2x1x16xf32>, memref<1x2x40x16xf32>, memref<1x2x40x16xf32>) outs(%o, %s : memref<1x2x1x16xf32>, memref<864xf32>) {scale = 0.25 : f32, kv_cache = true}
     func.return
   }
 }

@@ -275,17 +275,17 @@ builtin.module {
 // CHECK:        %[[UP:.*]] = llvm.add %[[KEYS]], %{{.*}} overflow<nsw> : i64
 // CHECK:        %[[NKB:.*]] = llvm.sdiv %[[UP]], %{{.*}} : i64
 
-builtin.module attributes {tg.arena_size = 512 : i64} {
+builtin.module attributes {tg.arena_size = 3584 : i64} {
   func.func @decode(%q: memref<1x2x1x16xf32>, %k: memref<1x2x1x16xf32>, %o: memref<1x2x1x16xf32>) attributes {tg.num_outputs = 1 : i64} {
-    %arena = buf.arena : memref<512xi8>
+    %arena = buf.arena : memref<3584xi8>
     %w = buf.weight "q_scale" : memref<16xf32>
     %c = buf.constant dense<0.5> : tensor<f32> : memref<f32>
     %ks = buf.state "kv.0.key" : memref<1x2x40x16xf32>
-    %qs = buf.view %arena[0] : memref<512xi8> -> memref<1x2x1x16xf32>
+    %qs = buf.view %arena[0] : memref<3584xi8> -> memref<1x2x1x16xf32>
     buf.mul ins(%q, %w : memref<1x2x1x16xf32>, memref<16xf32>) outs(%qs : memref<1x2x1x16xf32>)
     buf.cache_write ins(%k : memref<1x2x1x16xf32>) outs(%ks : memref<1x2x40x16xf32>) {axis = 2 : i64}
-    %s = buf.view %arena[128] : memref<512xi8> -> memref<58xf32>
-    buf.attention ins(%qs, %ks, %ks : memref<1x2x1x16xf32>, memref<1x2x40x16xf32>, memref<1x2x40x16xf32>) outs(%o, %s : memref<1x2x1x16xf32>, memref<58xf32>) {scale = 0.25 : f32, kv_cache = true}
+    %s = buf.view %arena[128] : memref<3584xi8> -> memref<864xf32>
+    buf.attention ins(%qs, %ks, %ks : memref<1x2x1x16xf32>, memref<1x2x40x16xf32>, memref<1x2x40x16xf32>) outs(%o, %s : memref<1x2x1x16xf32>, memref<864xf32>) {scale = 0.25 : f32, kv_cache = true}
     buf.mul ins(%o, %c : memref<1x2x1x16xf32>, memref<f32>) outs(%o : memref<1x2x1x16xf32>)
     func.return
   }

@@ -2,13 +2,15 @@
 
 // The NN kernels of convert-buffer-to-llvm (tensor_graphs/codegen/llvm/kernels_nn.py).
 
-// Causal flash attention, Sq = Sk = 128 in 64 x 64 tiles, scratch [S 4096 | m 64 | l 64 | acc 4096]
-// twice (two slots: up to two threads). The kernel hands its buffers to a worker (libgomp, or a
-// direct call for one thread), which takes its range of the (batch, head, query block) items and
-// its slot of the scratch (thread * 8320 floats): per query block, m = -inf, l = 0, acc = 0; the key-block loop ends at the last block
-// that holds a visible key, (q0 + 63 + Sk - Sq) / 64 + 1 clamped to [0, 2]; inside it,
-// S = scale * Q K^T by sgemm into the scores tile (the slot's start), a row loop (causal cut,
-// running max, exp, row sum, acc rescale), then acc += P V by sgemm with beta = 1.
+// Causal flash attention, Sq = Sk = 128 in 64 x 64 tiles, scratch
+// [S 4096 | m 64 | l 64 | acc 4096 | kt 4096] twice (two slots: up to two threads). The kernel hands
+// its buffers to a worker (libgomp, or a direct call for one thread), which takes its range of the
+// (batch, head, query block) items and its slot of the scratch (thread * 12416 floats): per query
+// block, m = -inf, l = 0, acc = 0; the key-block loop ends at the last block that holds a visible
+// key, (q0 + 63 + Sk - Sq) / 64 + 1 clamped to [0, 2]; inside it, the key block transposed into kt,
+// S = scale * Q kt in register tiles of FMAs (kernels_gemm) into the scores tile (the slot's
+// start), a row loop (causal cut, running max, exp, row sum, acc rescale), then acc += P V, the
+// same tiles started from acc. No BLAS call.
 
 // CHECK-LABEL: llvm.func internal @forward__0_attention(
 // CHECK:         llvm.call @GOMP_parallel
@@ -28,7 +30,11 @@
 // CHECK-NEXT:    %[[ANY:.*]] = llvm.icmp "slt" %{{.*}}, %[[KBEND]] : i64
 // CHECK-NEXT:    llvm.cond_br %[[ANY]], ^[[KBLOOP:.*]](%{{.*}} : i64), ^[[KBEXIT:.*]]
 // CHECK:       ^[[KBLOOP]](%[[KB:.*]]: i64):
-// CHECK:         llvm.call @scipy_cblas_sgemm(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[SCALE]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[SLOT]], %{{.*}})
+// S = scale * Q kt: the FMA loop, then the scale on every accumulator, stored into the scores tile
+// CHECK:         llvm.intr.fma(%{{.*}}, %{{.*}}, %{{.*}}) : (vector<16xf32>, vector<16xf32>, vector<16xf32>) -> vector<16xf32>
+// CHECK:         llvm.insertelement %[[SCALE]]
+// CHECK:         llvm.fmul %{{.*}} : vector<16xf32>
+// CHECK:         llvm.store %{{.*}}, %{{.*}} {alignment = 4 : i64} : vector<16xf32>, !llvm.ptr
 // the row's columns at and past vis = clamp(q0 + r + Sk - Sq + 1 - k0, 0, 64) are above the
 // diagonal: P = 0 there, and the max and exp loops stop at vis
 // CHECK:         llvm.icmp "sgt"
@@ -43,7 +49,9 @@
 // CHECK:         llvm.icmp "slt" %{{.*}}, %[[VIS]] : i64
 // CHECK:         llvm.fcmp "oeq" %{{.*}}, %[[NEGINF]] : f32
 // CHECK:         llvm.fadd %{{.*}} {fastmathFlags = #llvm.fastmath<reassoc,contract>} : f32
-// CHECK:         llvm.call @scipy_cblas_sgemm(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[ONE]], %[[SLOT]], %{{.*}}, %{{.*}}, %{{.*}}, %[[ONE]], %{{.*}}, %{{.*}})
+// acc += P V: the tile loaded from acc, the FMA loop, stored back
+// CHECK:         llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr -> vector<16xf32>
+// CHECK:         llvm.intr.fma(%{{.*}}, %{{.*}}, %{{.*}}) : (vector<16xf32>, vector<16xf32>, vector<16xf32>) -> vector<16xf32>
 // CHECK:         %[[KBNEXT:.*]] = llvm.add %[[KB]], %{{.*}} overflow<nsw> : i64
 // CHECK-NEXT:    %[[MORE:.*]] = llvm.icmp "slt" %[[KBNEXT]], %[[KBEND]] : i64
 // CHECK-NEXT:    llvm.cond_br %[[MORE]], ^[[KBLOOP]](%[[KBNEXT]] : i64), ^[[KBEXIT]]
@@ -51,35 +59,35 @@
 // CHECK:       ^[[KBEXIT]]:
 // CHECK:         llvm.fdiv %[[ONE]], %{{.*}} : f32
 // CHECK:         llvm.fcmp "ogt"
-// CHECK-NOT:     llvm.call @scipy_cblas_sgemm
+// CHECK-NOT:     scipy_cblas
 // CHECK:         llvm.return
 
-builtin.module attributes {tg.arena_size = 66560 : i64} {
+builtin.module attributes {tg.arena_size = 99328 : i64} {
   func.func @forward(%q: memref<1x2x128x64xf32>, %k: memref<1x2x128x64xf32>, %v: memref<1x2x128x64xf32>, %o: memref<1x2x128x64xf32>) attributes {tg.num_outputs = 1 : i64} {
-    %arena = buf.arena : memref<66560xi8>
-    %s = buf.view %arena[0] : memref<66560xi8> -> memref<16640xf32>
-    buf.attention ins(%q, %k, %v : memref<1x2x128x64xf32>, memref<1x2x128x64xf32>, memref<1x2x128x64xf32>) outs(%o, %s : memref<1x2x128x64xf32>, memref<16640xf32>) {scale = 0.125 : f32, causal = true}
+    %arena = buf.arena : memref<99328xi8>
+    %s = buf.view %arena[0] : memref<99328xi8> -> memref<24832xf32>
+    buf.attention ins(%q, %k, %v : memref<1x2x128x64xf32>, memref<1x2x128x64xf32>, memref<1x2x128x64xf32>) outs(%o, %s : memref<1x2x128x64xf32>, memref<24832xf32>) {scale = 0.125 : f32, causal = true}
     func.return
   }
 }
 
 // -----
 
-// Without causal masking every key block is visited: a static loop, no block bound, no select.
+// Without causal masking every key block is visited: a static loop, no block bound, no select
+// (one slot: the work runs in the kernel itself).
 
 // CHECK-LABEL: llvm.func internal @forward__0_attention(
 // CHECK:         %[[BLK:.*]] = llvm.mlir.constant(64) : i64
 // CHECK-NOT:     llvm.sdiv %{{.*}}, %[[BLK]]
-// CHECK:         llvm.call @scipy_cblas_sgemm
+// CHECK:         llvm.intr.fma
 // CHECK-NOT:     llvm.icmp "sgt"
-// CHECK:         llvm.call @scipy_cblas_sgemm
 // CHECK:         llvm.return
 
-builtin.module attributes {tg.arena_size = 33536 : i64} {
+builtin.module attributes {tg.arena_size = 49664 : i64} {
   func.func @forward(%q: memref<1x2x128x64xf32>, %k: memref<1x2x128x64xf32>, %v: memref<1x2x128x64xf32>, %o: memref<1x2x128x64xf32>) attributes {tg.num_outputs = 1 : i64} {
-    %arena = buf.arena : memref<33536xi8>
-    %s = buf.view %arena[0] : memref<33536xi8> -> memref<8320xf32>
-    buf.attention ins(%q, %k, %v : memref<1x2x128x64xf32>, memref<1x2x128x64xf32>, memref<1x2x128x64xf32>) outs(%o, %s : memref<1x2x128x64xf32>, memref<8320xf32>) {scale = 0.125 : f32}
+    %arena = buf.arena : memref<49664xi8>
+    %s = buf.view %arena[0] : memref<49664xi8> -> memref<12416xf32>
+    buf.attention ins(%q, %k, %v : memref<1x2x128x64xf32>, memref<1x2x128x64xf32>, memref<1x2x128x64xf32>) outs(%o, %s : memref<1x2x128x64xf32>, memref<12416xf32>) {scale = 0.125 : f32}
     func.return
   }
 }
@@ -87,24 +95,23 @@ builtin.module attributes {tg.arena_size = 33536 : i64} {
 // -----
 
 // Decode (Sq = 1), GQA with 4 query heads on 2 kv heads, an additive padding mask [B, 1, 1, Sk]:
-// matrix-vector products (sgemv), never sgemm; the mask is added before the running max.
+// one-row register tiles (matrix-vector products); the mask is added before the running max.
 
-// CHECK:         llvm.func @scipy_cblas_sgemv(
-// CHECK-NOT:     scipy_cblas_sgemm
+// CHECK-NOT:     scipy_cblas
 // CHECK-LABEL: llvm.func internal @forward__0_attention(
-// CHECK:         llvm.call @scipy_cblas_sgemv(
+// CHECK:         llvm.intr.fma
 // CHECK:         llvm.load %{{.*}} : !llvm.ptr -> f32
 // CHECK:         llvm.load %{{.*}} : !llvm.ptr -> f32
 // CHECK-NEXT:    llvm.fadd
 // CHECK:         llvm.call_intrinsic "llvm.maximum.f32"
-// CHECK:         llvm.call @scipy_cblas_sgemv(
+// CHECK:         llvm.intr.fma
 // CHECK:         llvm.return
 
-builtin.module attributes {tg.arena_size = 1024 : i64} {
+builtin.module attributes {tg.arena_size = 17024 : i64} {
   func.func @forward(%q: memref<2x4x1x64xf32>, %k: memref<2x2x100x64xf32>, %v: memref<2x2x100x64xf32>, %mask: memref<2x1x1x100xf32>, %o: memref<2x4x1x64xf32>) attributes {tg.num_outputs = 1 : i64} {
-    %arena = buf.arena : memref<1024xi8>
-    %s = buf.view %arena[0] : memref<1024xi8> -> memref<130xf32>
-    buf.attention ins(%q, %k, %v, %mask : memref<2x4x1x64xf32>, memref<2x2x100x64xf32>, memref<2x2x100x64xf32>, memref<2x1x1x100xf32>) outs(%o, %s : memref<2x4x1x64xf32>, memref<130xf32>) {scale = 0.125 : f32, causal = true}
+    %arena = buf.arena : memref<17024xi8>
+    %s = buf.view %arena[0] : memref<17024xi8> -> memref<4256xf32>
+    buf.attention ins(%q, %k, %v, %mask : memref<2x4x1x64xf32>, memref<2x2x100x64xf32>, memref<2x2x100x64xf32>, memref<2x1x1x100xf32>) outs(%o, %s : memref<2x4x1x64xf32>, memref<4256xf32>) {scale = 0.125 : f32, causal = true}
     func.return
   }
 }

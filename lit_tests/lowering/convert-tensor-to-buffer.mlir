@@ -239,14 +239,15 @@ func.func @transpose$unit_dims_only_is_a_reshape(%x: tensor<1x5x1x8xf32>) -> ten
 
 // ====== kernels with scratch or a body
 
-// The scratch is [scores Br*Bc | m Br | l Br | acc Br*Dv] f32 with Br = min(64, 100),
-// Bc = min(64, 30), Dv = 8: 64*30 + 2*64 + 64*8 = 2560, passed as the second output.
-// With up to 3 threads (threads=3) the scratch holds 3 sets, each rounded up to 16 floats.
+// The scratch is [scores Br*Bc' | m Br' | l Br' | acc Br*Dv' | kt D*Bc' | vp Bc*Dv'] f32 (layout in
+// scratch.py; ' = rounded up to 16) with Br = min(64, 100), Bc = min(64, 30), D = 16, Dv = 8:
+// 64*32 + 64 + 64 + 64*16 + 16*32 + 30*16 = 4192, passed as the second output. With up to 3
+// threads (threads=3) the scratch holds 3 sets, each rounded up to 16 floats.
 // CHECK-LABEL: func.func @attention$gets_a_scratch_buffer
-// CHECK-NEXT:   %scratch = buf.alloc : memref<2560xf32>
+// CHECK-NEXT:   %scratch = buf.alloc : memref<4192xf32>
 // THREADS-LABEL: func.func @attention$gets_a_scratch_buffer
-// THREADS-NEXT:   %scratch = buf.alloc : memref<7680xf32>
-// CHECK-NEXT:   buf.attention ins(%q, %k, %v, %m : memref<1x2x100x16xf32>, memref<1x2x30x16xf32>, memref<1x2x30x8xf32>, memref<100x30xf32>) outs(%out0, %scratch : memref<1x2x100x8xf32>, memref<2560xf32>) {scale = 2.500000e-01 : f32, causal = true}
+// THREADS-NEXT:   %scratch = buf.alloc : memref<12576xf32>
+// CHECK-NEXT:   buf.attention ins(%q, %k, %v, %m : memref<1x2x100x16xf32>, memref<1x2x30x16xf32>, memref<1x2x30x8xf32>, memref<100x30xf32>) outs(%out0, %scratch : memref<1x2x100x8xf32>, memref<4192xf32>) {scale = 2.500000e-01 : f32, causal = true}
 // CHECK-NEXT:   func.return
 func.func @attention$gets_a_scratch_buffer(%q: tensor<1x2x100x16xf32>, %k: tensor<1x2x30x16xf32>, %v: tensor<1x2x30x8xf32>, %m: tensor<100x30xf32>) -> tensor<1x2x100x8xf32> {
   %a = tg.attention %q, %k, %v mask %m {scale = 0.25 : f32, causal = true} : (tensor<1x2x100x16xf32>, tensor<1x2x30x16xf32>, tensor<1x2x30x8xf32>, tensor<100x30xf32>) -> tensor<1x2x100x8xf32>
@@ -255,8 +256,8 @@ func.func @attention$gets_a_scratch_buffer(%q: tensor<1x2x100x16xf32>, %k: tenso
 
 // CHECK-LABEL: func.func @attention$intermediate_result
 // CHECK-NEXT:   %a = buf.alloc : memref<1x1x8x4xf32>
-// CHECK-NEXT:   %scratch = buf.alloc : memref<112xf32>
-// CHECK-NEXT:   buf.attention ins(%q, %q, %q : memref<1x1x8x4xf32>, memref<1x1x8x4xf32>, memref<1x1x8x4xf32>) outs(%a, %scratch : memref<1x1x8x4xf32>, memref<112xf32>) {scale = 5.000000e-01 : f32}
+// CHECK-NEXT:   %scratch = buf.alloc : memref<480xf32>
+// CHECK-NEXT:   buf.attention ins(%q, %q, %q : memref<1x1x8x4xf32>, memref<1x1x8x4xf32>, memref<1x1x8x4xf32>) outs(%a, %scratch : memref<1x1x8x4xf32>, memref<480xf32>) {scale = 5.000000e-01 : f32}
 // CHECK-NEXT:   buf.unary ins(%a : memref<1x1x8x4xf32>) outs(%out0 : memref<1x1x8x4xf32>) {fn = "exp"}
 func.func @attention$intermediate_result(%q: tensor<1x1x8x4xf32>) -> tensor<1x1x8x4xf32> {
   %a = tg.attention %q, %q, %q {scale = 0.5 : f32} : (tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32>, tensor<1x1x8x4xf32>) -> tensor<1x1x8x4xf32>
@@ -393,8 +394,8 @@ func.func @scalar_argument_rejected(%n: i64) {
 // CHECK-LABEL: func.func @kv_cache_decode(%q: memref<1x4x1x16xf32>, %k: memref<1x2x1x16xf32>, %out0: memref<1x4x1x16xf32>)
 // CHECK-NEXT:    %[[KS:.*]] = buf.state "kv.0.key" : memref<1x2x40x16xf32>
 // CHECK-NEXT:    buf.cache_write ins(%k : memref<1x2x1x16xf32>) outs(%[[KS]] : memref<1x2x40x16xf32>) {axis = 2 : i64}
-// CHECK-NEXT:    %[[S:.*]] = buf.alloc : memref<58xf32>
-// CHECK-NEXT:    buf.attention ins(%q, %[[KS]], %[[KS]] : memref<1x4x1x16xf32>, memref<1x2x40x16xf32>, memref<1x2x40x16xf32>) outs(%out0, %[[S]] : memref<1x4x1x16xf32>, memref<58xf32>) {scale = 2.500000e-01 : f32, causal = true, kv_cache = true}
+// CHECK-NEXT:    %[[S:.*]] = buf.alloc : memref<864xf32>
+// CHECK-NEXT:    buf.attention ins(%q, %[[KS]], %[[KS]] : memref<1x4x1x16xf32>, memref<1x2x40x16xf32>, memref<1x2x40x16xf32>) outs(%out0, %[[S]] : memref<1x4x1x16xf32>, memref<864xf32>) {scale = 2.500000e-01 : f32, causal = true, kv_cache = true}
 // CHECK-NEXT:    func.return
 func.func @kv_cache_decode(%q: tensor<1x4x1x16xf32>, %k: tensor<1x2x1x16xf32>) -> tensor<1x4x1x16xf32> {
   %ks = tg.state "kv.0.key" : tensor<1x2x40x16xf32>

@@ -51,10 +51,12 @@ from tensor_graphs.codegen.llvm.loops import (
     broadcast_strides,
     collapse_dims,
     emit_carried_loop,
+    emit_for,
     emit_loop,
     emit_strided_nest,
     emit_tiled_nest,
 )
+from tensor_graphs.codegen.llvm.loops import value as _value
 from tensor_graphs.codegen.llvm.scalar import (
     ScalarCodegenError,
     emit_arith_body,
@@ -279,6 +281,86 @@ def emit_copy_nest(b: FunctionBuilder, shape: Sequence[int], out: Access, src: A
     emit_strided_nest(b, shape[:-1], [so[:-1], ss[:-1]], run, collapse=False)
 
 
+#: A kernel over at least this many elements splits its outermost rows among the threads
+#: (`split_rows`, `parallel_nest`); below it a parallel region costs more than it saves.
+PARALLEL_MIN_ELEMENTS = 1 << 16
+#: Elements per work item when a one-dimensional loop is split among the threads.
+PARALLEL_CHUNK = 4096
+
+
+def split_rows(
+    ctx: KernelContext, rows: int, elements: int, body: Callable[[FunctionBuilder, SSAValue | int, SSAValue | int], None]
+) -> None:
+    """``body(b, start, end)`` over the rows ``[0, rows)``: split among the graph's threads when the
+    kernel touches at least `PARALLEL_MIN_ELEMENTS` elements, else once, in the kernel. ``body``
+    emits at ``b`` and takes its buffers from ``ctx.ptr`` (a worker has its own pointers)."""
+    if rows < 2 or elements < PARALLEL_MIN_ELEMENTS:
+        body(ctx.b, 0, rows)
+        return
+    ctx.parallel(rows, lambda start, end, _t, _v: body(ctx.b, start, end))
+
+
+@dataclass(frozen=True)
+class Operand:
+    """A buffer a loop nest walks: element strides over the nest's shape, a first element."""
+
+    value: SSAValue
+    strides: tuple[int, ...]
+    offset: int = 0
+
+
+def parallel_nest(
+    ctx: KernelContext,
+    shape: Sequence[int],
+    operands: Sequence[Operand],
+    emit: Callable[[FunctionBuilder, tuple[int, ...], list[Access]], None],
+    elements: int | None = None,
+) -> None:
+    """``emit(b, shape, accesses)`` over ``shape`` (one `Access` per operand), with the outermost
+    dim (after collapsing contiguous dims) split among the threads when the nest has at least
+    `PARALLEL_MIN_ELEMENTS` elements (``elements``: what one iteration of the nest touches in all,
+    when its body is itself a loop): each work item is a block of rows (of 16 rows when the
+    outermost dim is the one a transposed read is tiled along, so tiles stay whole; of
+    `PARALLEL_CHUNK` elements when the nest is one flat loop), and the rows no whole block holds
+    run in the kernel after the team is done."""
+    shape = tuple(shape)
+    cshape, cstrides = collapse_dims(shape, [op.strides for op in operands])
+
+    def at(b: FunctionBuilder, first: SSAValue | int | None, step: list[int], sub: tuple[int, ...], inner: Sequence[tuple[int, ...]]) -> None:
+        accesses = []
+        for op, k, st in zip(operands, step, inner):
+            el = _element(op.value)
+            start = op.offset if first is None else b.add_i64(_value(b, first) if k == 1 else b.mul_i64(_value(b, first), b.i64(k)), b.i64(op.offset))
+            accesses.append(Access(b.gep(ctx.ptr(op.value), start, el), st, el))
+        emit(b, sub, accesses)
+
+    total = numel(shape) if elements is None else elements
+    if not cshape or total < PARALLEL_MIN_ELEMENTS:
+        at(ctx.b, None, [0] * len(operands), shape, [op.strides for op in operands])
+        return
+    if len(cshape) == 1:  # chunks of about PARALLEL_CHUNK elements (rows, when the body is a loop)
+        block = max(1, PARALLEL_CHUNK * cshape[0] // total)
+        sub, inner = (block,), [st for st in cstrides]
+    else:
+        tiled = _needs_tiling(cshape, cstrides) and any(st[-1] not in (0, 1) and st[0] == 1 for st in cstrides)
+        block = 16 if tiled else 1
+        sub, inner = (block, *cshape[1:]) if tiled else cshape[1:], [st if tiled else st[1:] for st in cstrides]
+    items, rest = divmod(cshape[0], block)
+    step = [block * st[0] for st in cstrides]
+    if items < 2:
+        at(ctx.b, None, [0] * len(operands), shape, [op.strides for op in operands])
+        return
+
+    def work(start: SSAValue, end: SSAValue, _t: SSAValue, _v: list[SSAValue]) -> None:
+        b = ctx.b
+        emit_for(b, start, end, lambda i, _c: at(b, i, step, sub, inner) or [])
+
+    ctx.parallel(items, work)
+    if rest:
+        tail = (rest, *cshape[1:]) if len(cshape) > 1 else (rest,)
+        at(ctx.b, items, step, tail, cstrides)
+
+
 def emit_elementwise(
     ctx: KernelContext,
     out: SSAValue,
@@ -287,32 +369,27 @@ def emit_elementwise(
     input_strides: Sequence[Sequence[int]] | None = None,
     input_offsets: Sequence[int] | None = None,
 ) -> None:
-    """``out[idx] = compute(inputs[k][offset_k + idx * strides_k])`` over the output shape.
+    """``out[idx] = compute(inputs[k][offset_k + idx * strides_k])`` over the output shape (its
+    rows split among the threads when large: `parallel_nest`).
 
     ``input_strides`` defaults to NumPy broadcasting of each input to the output shape,
     ``input_offsets`` (elements) to 0. Inputs that are splat `buf.constant`s are passed to
     ``compute`` as immediate constants (LLVM then folds ``x * 1.0``, ``pow(x, 2)``, ...).
     """
-    b = ctx.b
     shape = _shape(out)
     if input_strides is None:
         input_strides = [broadcast_strides(_shape(v), shape) for v in inputs]
     offsets = input_offsets or [0] * len(inputs)
-    splats: dict[int, SSAValue] = {}
-    accesses: list[Access] = []
-    for k, (v, st, off) in enumerate(zip(inputs, input_strides, offsets)):
-        c = splat_value(v)
-        if c is not None:
-            splats[k] = b.constant(c, _element(v))
-            continue
-        accesses.append(Access(b.gep(ctx.ptr(v), off, _element(v)), tuple(st), _element(v)))
+    splats = {k: c for k, v in enumerate(inputs) if (c := splat_value(v)) is not None}
+    operands = [Operand(out, contiguous_strides(shape))] + [
+        Operand(v, tuple(st), off) for k, (v, st, off) in enumerate(zip(inputs, input_strides, offsets)) if k not in splats
+    ]
 
     def full(b: FunctionBuilder, loaded: list[SSAValue]) -> SSAValue:
         it = iter(loaded)
-        return compute(b, [splats[k] if k in splats else next(it) for k in range(len(inputs))])
+        return compute(b, [b.constant(splats[k], _element(inputs[k])) if k in splats else next(it) for k in range(len(inputs))])
 
-    target = Access(ctx.ptr(out), contiguous_strides(shape), _element(out))
-    emit_pointwise(b, shape, target, accesses, full)
+    parallel_nest(ctx, shape, operands, lambda b, sub, acc: emit_pointwise(b, sub, acc[0], acc[1:], full))
 
 
 # --------------------------------------------------------------------------- elementwise
@@ -354,14 +431,14 @@ def _emit_copy(ctx: KernelContext, op: Operation) -> None:
 
 
 def _emit_strided_copy(ctx: KernelContext, out: SSAValue, src: SSAValue, strides: Sequence[int], offset: int = 0) -> None:
-    """``out[idx] = src[offset + idx . strides]`` (memcpy per contiguous run, see `emit_copy_nest`)."""
-    b, shape, el = ctx.b, _shape(out), _element(out)
+    """``out[idx] = src[offset + idx . strides]`` (memcpy per contiguous run, see `emit_copy_nest`;
+    rows split among the threads when large)."""
+    shape = _shape(out)
     if splat_value(src) is not None:
         emit_elementwise(ctx, out, [src], lambda b, v: v[0])
         return
-    emit_copy_nest(
-        b, shape, Access(ctx.ptr(out), contiguous_strides(shape), el), Access(b.gep(ctx.ptr(src), offset, el), tuple(strides), el)
-    )
+    operands = [Operand(out, contiguous_strides(shape)), Operand(src, tuple(strides), offset)]
+    parallel_nest(ctx, shape, operands, lambda b, sub, acc: emit_copy_nest(b, sub, acc[0], acc[1]))
 
 
 def _emit_transpose(ctx: KernelContext, op: Operation) -> None:

@@ -29,6 +29,8 @@ with ``out`` (plan-memory never places a kernel's output over its inputs).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import DenseArrayBase, VectorType, f32, i32
 from xdsl.ir import Operation, SSAValue
@@ -71,7 +73,7 @@ def rows_per_tile(vectors: int) -> int:
     return ROWS_PER_TILE.get(vectors, max(1, 24 // vectors))
 
 
-def _splat(b: FunctionBuilder, x: SSAValue) -> SSAValue:
+def splat(b: FunctionBuilder, x: SSAValue) -> SSAValue:
     """``<16 x float>`` of ``x`` (insertelement + zero shuffle: a broadcast LLVM folds into the FMA)."""
     undef = b.add(llvm.UndefOp(VEC))
     one = b.add(llvm.InsertElementOp(undef, x, b.i64(0)))
@@ -87,6 +89,76 @@ def _prefetch(b: FunctionBuilder, ptr: SSAValue) -> None:
     """``llvm.prefetch(ptr, read, locality 3, data)``: into L1 ahead of use (a hint: never faults,
     so running past the end of the weights is harmless)."""
     b.add(llvm.CallIntrinsicOp("llvm.prefetch.p0", [ptr, b.i32(0), b.i32(3), b.i32(1)], []))
+
+
+def register_tile(
+    b: FunctionBuilder,
+    rows: int,
+    vectors: int,
+    k: int | SSAValue,
+    a_at: Callable[[int, SSAValue], SSAValue],
+    b_row: Callable[[SSAValue], SSAValue],
+    init: list[SSAValue],
+    *,
+    alpha: float = 1.0,
+    b_aligned: bool = True,
+    spread: int = 1,
+    prefetch: SSAValue | None = None,
+    per_step: int = 0,
+) -> list[SSAValue]:
+    """The FMA loop of one register tile: ``c[i][v] = init + alpha * sum_k A[i][k] * B[k][16v : 16v + 16]``.
+
+    ``a_at(i, k)`` is the address of A's element (broadcast to a vector), ``b_row(k)`` of the
+    first of B's ``vectors`` vectors for step ``k`` (64-byte aligned when ``b_aligned``); ``init``
+    the ``rows * vectors`` starting vectors (zeros, or a tile loaded from C to accumulate into).
+    A static ``k`` runs ``spread`` steps per loop iteration, each iteration prefetching
+    ``per_step`` lines from ``prefetch`` on (the next panel); a run-time ``k`` runs one step each.
+    Returns the accumulators, row-major (``c[i * vectors + v]``).
+    """
+    align = 64 if b_aligned else 4
+
+    def step(kk: SSAValue, c: list[SSAValue]) -> list[SSAValue]:
+        row = b_row(kk)
+        bv = [b.add(llvm.LoadOp(b.gep(row, v * LANES, f32), VEC, alignment=align)) for v in range(vectors)]
+        new = []
+        for i in range(rows):
+            x = splat(b, b.load(a_at(i, kk), f32))
+            new += [b.add(llvm.FMAOp(x, bv[v], c[i * vectors + v])) for v in range(vectors)]
+        return new
+
+    if not isinstance(k, int):
+        c = emit_for(b, 0, k, step, init)
+    else:
+        def steps(it: SSAValue, c: list[SSAValue]) -> list[SSAValue]:
+            if prefetch is not None:
+                line = b.gep(prefetch, b.mul_i64(it, b.i64(per_step * LANES)), f32)
+                for j in range(per_step):
+                    _prefetch(b, b.gep(line, j * LANES, f32))
+            k0 = b.mul_i64(it, b.i64(spread)) if spread > 1 else it
+            for j in range(spread):
+                c = step(b.add_i64(k0, b.i64(j)) if j else k0, c)
+            return c
+
+        c = emit_for(b, 0, k // spread, steps, init)
+        for kk in range(k // spread * spread, k):
+            c = step(b.i64(kk), c)
+    if alpha != 1.0:
+        scale = splat(b, b.f32(alpha))
+        c = [b.add(llvm.FMulOp(x, scale)) for x in c]
+    return c
+
+
+def store_tile(b: FunctionBuilder, c: list[SSAValue], rows: int, vectors: int, dest: SSAValue, ld: int | SSAValue) -> None:
+    """``dest[i * ld + 16 v : ... + 16] = c[i * vectors + v]`` (unaligned stores)."""
+    for i in range(rows):
+        row = dest if i == 0 else b.gep(dest, i * ld if isinstance(ld, int) else b.mul_i64(b.i64(i), ld), f32)
+        for v in range(vectors):
+            b.add(llvm.StoreOp(c[i * vectors + v], _vector_at(b, row, v * LANES), alignment=4))
+
+
+def load_tile(b: FunctionBuilder, rows: int, vectors: int, src: SSAValue, ld: int) -> list[SSAValue]:
+    """The ``rows x vectors`` vectors of a tile at ``src`` (row stride ``ld`` floats)."""
+    return [b.add(llvm.LoadOp(b.gep(src, i * ld + v * LANES, f32), VEC, alignment=4)) for i in range(rows) for v in range(vectors)]
 
 
 def _acc_strides(op: Operation, acc: SSAValue, out_shape: tuple[int, ...]) -> tuple[int, int]:
@@ -152,44 +224,22 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
             Block ``rb`` (one of the first `prefetching`) also prefetches its share of panel p + 1."""
             a_row = b.gep(pa, b.mul_i64(_val(b, r0), b.i64(k)) if r0 != 0 else None, f32)
             panel = b.gep(pb, b.mul_i64(p, b.i64(k * nr)), f32)
-            zero = _splat(b, b.f32(0.0))
-            iters = k // spread  # loop iterations of `spread` k steps each (then k % spread more)
+            zero = splat(b, b.f32(0.0))
             ahead = None
-            if rb is not None:  # lines [rb, rb + 1) * per_step * iters of the next panel
-                ahead = b.gep(panel, b.add_i64(b.mul_i64(_val(b, rb), b.i64(per_step * iters * LANES)), b.i64(k * nr)), f32)
-
-            def step(kk: SSAValue, c: list[SSAValue]) -> list[SSAValue]:
-                row = b.gep(panel, b.mul_i64(kk, b.i64(nr)), f32)
-                bv = [b.add(llvm.LoadOp(b.gep(row, v * LANES, f32), VEC, alignment=64)) for v in range(vectors)]
-                new = []
-                for i in range(rows):
-                    x = _splat(b, b.load(b.gep(a_row, b.add_i64(kk, b.i64(i * k)) if i else kk, f32), f32))
-                    new += [b.add(llvm.FMAOp(x, bv[v], c[i * vectors + v])) for v in range(vectors)]
-                return new
-
-            def steps(it: SSAValue, c: list[SSAValue]) -> list[SSAValue]:
-                if ahead is not None:
-                    line = b.gep(ahead, b.mul_i64(it, b.i64(per_step * LANES)), f32)
-                    for j in range(per_step):
-                        _prefetch(b, b.gep(line, j * LANES, f32))
-                k0 = b.mul_i64(it, b.i64(spread)) if spread > 1 else it
-                for j in range(spread):
-                    c = step(b.add_i64(k0, b.i64(j)) if j else k0, c)
-                return c
-
-            c = emit_for(b, 0, iters, steps, [zero] * (rows * vectors))
-            for kk in range(iters * spread, k):
-                c = step(b.i64(kk), c)
-            if alpha != 1.0:
-                scale = _splat(b, b.f32(alpha))
-                c = [b.add(llvm.FMulOp(x, scale)) for x in c]
+            if rb is not None:  # lines [rb, rb + 1) * per_step * (k // spread) of the next panel
+                lines = per_step * (k // spread) * LANES
+                ahead = b.gep(panel, b.add_i64(b.mul_i64(_val(b, rb), b.i64(lines)), b.i64(k * nr)), f32)
+            c = register_tile(
+                b, rows, vectors, k,
+                lambda i, kk: b.gep(a_row, b.add_i64(kk, b.i64(i * k)) if i else kk, f32),
+                lambda kk: b.gep(panel, b.mul_i64(kk, b.i64(nr)), f32),
+                [zero] * (rows * vectors), alpha=alpha, spread=spread, prefetch=ahead, per_step=per_step,
+            )
             col0 = b.mul_i64(p, b.i64(nr))
             out_tile = b.gep(po, b.add_i64(b.mul_i64(_val(b, r0), b.i64(n)), col0) if r0 != 0 else col0, f32)
             dest, ld = (stack, nr) if partial else (out_tile, n)
             assert dest is not None
-            for i in range(rows):
-                for v in range(vectors):
-                    b.add(llvm.StoreOp(c[i * vectors + v], _vector_at(b, dest, i * ld + v * LANES), alignment=4))
+            store_tile(b, c, rows, vectors, dest, ld)
             cols = last_cols if partial else nr
             if not (partial or acc is not None or act != "none"):
                 return

@@ -57,6 +57,7 @@ from xdsl.dialects.builtin import IntegerAttr, f32, i32, i64
 from xdsl.ir import Block, Operation, SSAValue
 
 from tensor_graphs.codegen.llvm import kernels as _kernels
+from tensor_graphs.codegen.llvm import kernels_gemm as _gemm
 from tensor_graphs.codegen.llvm.kernels import (
     CBLAS_NO_TRANS,
     CBLAS_ROW_MAJOR,
@@ -70,6 +71,7 @@ from tensor_graphs.codegen.llvm.kernels import (
     LoweringError,
     check_no_overlap,
     emit_elementwise,
+    split_rows,
 )
 from tensor_graphs.codegen.llvm.loops import (
     FunctionBuilder,
@@ -224,33 +226,38 @@ def _emit_softmax(ctx: KernelContext, op: Operation) -> None:
     outer, n, inner = numel(shape[:dim]), shape[dim], numel(shape[dim + 1 :])
     if numel(shape) == 0:
         return
-    b = ctx.b
-    px, po = ctx.ptr(x), ctx.ptr(out)
-
     if inner == 1:
 
-        def row(r: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-            base = _mul_idx(b, r, n)
-            xr, orow = _at(b, px, base), _at(b, po, base)
-            (mx,) = emit_for(b, 0, n, lambda j, c: [_fmax(b, c[0], _load(b, xr, j))], [b.f32(_NEG_INF)])
+        def rows_range(b: FunctionBuilder, start: Index, stop: Index) -> None:
+            px, po = ctx.ptr(x), ctx.ptr(out)
 
-            def exp_sum(j: SSAValue, c: list[SSAValue]) -> list[SSAValue]:
-                e = emit_unary(b, "exp", _fsub(b, _load(b, xr, j), mx))
-                if not log:
-                    _store(b, e, orow, j)
-                return [_fadd(b, c[0], e, reassoc=True)]
+            def row(r: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+                base = _mul_idx(b, r, n)
+                xr, orow = _at(b, px, base), _at(b, po, base)
+                (mx,) = emit_for(b, 0, n, lambda j, c: [_fmax(b, c[0], _load(b, xr, j))], [b.f32(_NEG_INF)])
 
-            (total,) = emit_for(b, 0, n, exp_sum, [b.f32(0.0)])
-            if log:
-                shift = _fadd(b, mx, emit_unary(b, "log", total))
-                emit_for(b, 0, n, lambda j, c: _store(b, _fsub(b, _load(b, xr, j), shift), orow, j) or [])
-            else:
-                inv = b.add(llvm.FDivOp(b.f32(1.0), total))
-                emit_for(b, 0, n, lambda j, c: _store(b, _fmul(b, _load(b, orow, j), inv), orow, j) or [])
-            return []
+                def exp_sum(j: SSAValue, c: list[SSAValue]) -> list[SSAValue]:
+                    e = emit_unary(b, "exp", _fsub(b, _load(b, xr, j), mx))
+                    if not log:
+                        _store(b, e, orow, j)
+                    return [_fadd(b, c[0], e, reassoc=True)]
 
-        emit_for(b, 0, outer, row)
+                (total,) = emit_for(b, 0, n, exp_sum, [b.f32(0.0)])
+                if log:
+                    shift = _fadd(b, mx, emit_unary(b, "log", total))
+                    emit_for(b, 0, n, lambda j, c: _store(b, _fsub(b, _load(b, xr, j), shift), orow, j) or [])
+                else:
+                    inv = b.add(llvm.FDivOp(b.f32(1.0), total))
+                    emit_for(b, 0, n, lambda j, c: _store(b, _fmul(b, _load(b, orow, j), inv), orow, j) or [])
+                return []
+
+            emit_for(b, start, stop, row)
+
+        split_rows(ctx, outer, numel(shape), rows_range)
         return
+
+    b = ctx.b
+    px, po = ctx.ptr(x), ctx.ptr(out)
 
     # softmax along a dim with inner dims: tiles of contiguous inner columns
     width = min(inner, SOFTMAX_TILE)
@@ -324,41 +331,43 @@ def _emit_layer_norm(ctx: KernelContext, op: Operation) -> None:
     d = shape[-1]
     rows = numel(shape) // d
     eps = op.eps.value.data
-    b = ctx.b
-    px, pw, pb, po = ctx.ptr(x), ctx.ptr(w), ctx.ptr(bias), ctx.ptr(out)
-    inv_d = b.f32(1.0 / d)
+    def rows_range(b: FunctionBuilder, start: Index, stop: Index) -> None:
+        px, pw, pb, po = ctx.ptr(x), ctx.ptr(w), ctx.ptr(bias), ctx.ptr(out)
+        inv_d = b.f32(1.0 / d)
 
-    def row(r: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-        base = _mul_idx(b, r, d)
-        xr, orow = _at(b, px, base), _at(b, po, base)
-        # deviations are taken around the row's first element, mean = x0 + shift, and never
-        # rebuilt as one f32: a large common offset (|mean| >> std) then costs no digits
-        x0 = _load(b, xr, None)
-        (total,) = emit_for(
-            b, 0, d, lambda j, c: [_fadd(b, c[0], _fsub(b, _load(b, xr, j), x0), reassoc=True)], [b.f32(0.0)]
-        )
-        shift = _fmul(b, total, inv_d)
+        def row(r: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+            base = _mul_idx(b, r, d)
+            xr, orow = _at(b, px, base), _at(b, po, base)
+            # deviations are taken around the row's first element, mean = x0 + shift, and never
+            # rebuilt as one f32: a large common offset (|mean| >> std) then costs no digits
+            x0 = _load(b, xr, None)
+            (total,) = emit_for(
+                b, 0, d, lambda j, c: [_fadd(b, c[0], _fsub(b, _load(b, xr, j), x0), reassoc=True)], [b.f32(0.0)]
+            )
+            shift = _fmul(b, total, inv_d)
 
-        def dev(j: SSAValue) -> SSAValue:
-            return _fsub(b, _fsub(b, _load(b, xr, j), x0), shift)
+            def dev(j: SSAValue) -> SSAValue:
+                return _fsub(b, _fsub(b, _load(b, xr, j), x0), shift)
 
-        def sq(j: SSAValue, c: list[SSAValue]) -> list[SSAValue]:
-            e = dev(j)
-            return [_fadd(b, c[0], _fmul(b, e, e), reassoc=True)]
+            def sq(j: SSAValue, c: list[SSAValue]) -> list[SSAValue]:
+                e = dev(j)
+                return [_fadd(b, c[0], _fmul(b, e, e), reassoc=True)]
 
-        (ss,) = emit_for(b, 0, d, sq, [b.f32(0.0)])
-        var = _fmul(b, ss, inv_d)
-        rstd = b.add(llvm.FDivOp(b.f32(1.0), b.add(llvm.FSqrtOp(_fadd(b, var, b.f32(eps))))))
+            (ss,) = emit_for(b, 0, d, sq, [b.f32(0.0)])
+            var = _fmul(b, ss, inv_d)
+            rstd = b.add(llvm.FDivOp(b.f32(1.0), b.add(llvm.FSqrtOp(_fadd(b, var, b.f32(eps))))))
 
-        def norm(j: SSAValue, _c: list[SSAValue]) -> list[SSAValue]:
-            y = _fmul(b, _fmul(b, dev(j), rstd), _load(b, pw, j))
-            _store(b, _fadd(b, y, _load(b, pb, j)), orow, j)
+            def norm(j: SSAValue, _c: list[SSAValue]) -> list[SSAValue]:
+                y = _fmul(b, _fmul(b, dev(j), rstd), _load(b, pw, j))
+                _store(b, _fadd(b, y, _load(b, pb, j)), orow, j)
+                return []
+
+            emit_for(b, 0, d, norm)
             return []
 
-        emit_for(b, 0, d, norm)
-        return []
+        emit_for(b, start, stop, row)
 
-    emit_for(b, 0, rows, row)
+    split_rows(ctx, rows, numel(shape), rows_range)
 
 
 # --------------------------------------------------------------------------- rms norm
@@ -377,33 +386,107 @@ def _emit_rms_norm(ctx: KernelContext, op: Operation) -> None:
     d = shape[-1]
     rows = numel(shape) // d
     eps = op.eps.value.data
-    b = ctx.b
-    px, pw, po = ctx.ptr(x), ctx.ptr(w), ctx.ptr(out)
-    inv_d = b.f32(1.0 / d)
+    def rows_range(b: FunctionBuilder, start: Index, stop: Index) -> None:
+        px, pw, po = ctx.ptr(x), ctx.ptr(w), ctx.ptr(out)
+        inv_d = b.f32(1.0 / d)
 
-    def row(r: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-        base = _mul_idx(b, r, d)
-        xr, orow = _at(b, px, base), _at(b, po, base)
+        def row(r: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+            base = _mul_idx(b, r, d)
+            xr, orow = _at(b, px, base), _at(b, po, base)
 
-        def sq(j: SSAValue, c: list[SSAValue]) -> list[SSAValue]:
-            e = _load(b, xr, j)
-            return [_fadd(b, c[0], _fmul(b, e, e), reassoc=True)]
+            def sq(j: SSAValue, c: list[SSAValue]) -> list[SSAValue]:
+                e = _load(b, xr, j)
+                return [_fadd(b, c[0], _fmul(b, e, e), reassoc=True)]
 
-        (ss,) = emit_for(b, 0, d, sq, [b.f32(0.0)])
-        ms = _fmul(b, ss, inv_d)
-        rstd = b.add(llvm.FDivOp(b.f32(1.0), b.add(llvm.FSqrtOp(_fadd(b, ms, b.f32(eps))))))
+            (ss,) = emit_for(b, 0, d, sq, [b.f32(0.0)])
+            ms = _fmul(b, ss, inv_d)
+            rstd = b.add(llvm.FDivOp(b.f32(1.0), b.add(llvm.FSqrtOp(_fadd(b, ms, b.f32(eps))))))
 
-        def norm(j: SSAValue, _c: list[SSAValue]) -> list[SSAValue]:
-            _store(b, _fmul(b, _fmul(b, _load(b, xr, j), rstd), _load(b, pw, j)), orow, j)
+            def norm(j: SSAValue, _c: list[SSAValue]) -> list[SSAValue]:
+                _store(b, _fmul(b, _fmul(b, _load(b, xr, j), rstd), _load(b, pw, j)), orow, j)
+                return []
+
+            emit_for(b, 0, d, norm)
             return []
 
-        emit_for(b, 0, d, norm)
+        emit_for(b, start, stop, row)
+
+    split_rows(ctx, rows, numel(shape), rows_range)
+
+
+# --------------------------------------------------------------------------- attention
+
+
+def _transpose_into(b: FunctionBuilder, src: SSAValue, rows: Index, cols: int, dest: SSAValue, ld: int) -> None:
+    """``dest[c * ld + r] = src[r * cols + c]`` for ``r < rows`` (a run-time count up to ``ld``),
+    and zero for ``rows <= r < ld``: a key block transposed into the GEMM's B panel."""
+
+    def row(r: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+        base = _mul_idx(b, r, cols)
+        emit_for(b, 0, cols, lambda c, _c: _store(b, _load(b, src, _add_idx(b, base, c)), dest, b.add_i64(_mul_idx(b, c, ld) or b.i64(0), r)) or [])
+        return []
+
+    emit_for(b, 0, rows, row)
+    if not (isinstance(rows, int) and rows == ld):
+        zero = b.f32(0.0)
+
+        def zero_row(c: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+            line = _at(b, dest, _mul_idx(b, c, ld))
+            emit_for(b, rows, ld, lambda r, _r: _store(b, zero, line, r) or [])
+            return []
+
+        emit_for(b, 0, cols, zero_row)
+
+
+def _pad_rows_into(b: FunctionBuilder, src: SSAValue, rows: Index, cols: int, dest: SSAValue, ld: int) -> None:
+    """``dest[r * ld + c] = src[r * cols + c]`` for ``r < rows``, zero for ``cols <= c < ld``."""
+    zero = b.f32(0.0)
+
+    def row(r: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+        s_row, d_row = _at(b, src, _mul_idx(b, r, cols)), _at(b, dest, _mul_idx(b, r, ld))
+        emit_for(b, 0, cols, lambda c, _c: _store(b, _load(b, s_row, c), d_row, c) or [])
+        emit_for(b, cols, ld, lambda c, _c: _store(b, zero, d_row, c) or [])
         return []
 
     emit_for(b, 0, rows, row)
 
 
-# --------------------------------------------------------------------------- attention
+def _tile_gemm(
+    b: FunctionBuilder,
+    rows: int,
+    k: Index,
+    a: SSAValue,
+    lda: int,
+    bm: SSAValue,
+    ldb: int,
+    c: SSAValue,
+    ldc: int,
+    alpha: float = 1.0,
+    accumulate: bool = False,
+) -> None:
+    """``C[rows, ldc] (+)= alpha * A[rows, k] @ B[k, ldc]`` with register tiles (`kernels_gemm`):
+    ``ldc`` (a multiple of 16) columns in panels of up to 64, A and C row-major (row strides
+    ``lda``, ``ldc``), B's rows ``ldb`` floats apart; ``k`` may be a run-time count."""
+    for c0 in range(0, ldc, 64):
+        vectors = min(64, ldc - c0) // 16
+        mr = _gemm.rows_per_tile(vectors)
+
+        def tile(r0: SSAValue | int, n: int) -> None:
+            a_row = _at(b, a, _mul_idx(b, _val(b, r0), lda) if r0 != 0 else None)
+            c_tile = _at(b, c, _add_idx(b, _mul_idx(b, _val(b, r0), ldc) if r0 != 0 else None, c0))
+            init = _gemm.load_tile(b, n, vectors, c_tile, ldc) if accumulate else [_gemm.splat(b, b.f32(0.0))] * (n * vectors)
+            acc = _gemm.register_tile(
+                b, n, vectors, k,
+                lambda i, kk: _at(b, a_row, b.add_i64(kk, b.i64(i * lda)) if i else kk),
+                lambda kk: _at(b, bm, b.add_i64(_mul_idx(b, kk, ldb) or b.i64(0), b.i64(c0)) if c0 else _mul_idx(b, kk, ldb)),
+                init, alpha=alpha, b_aligned=False,  # (the arena base is 64-byte aligned only in CompiledGraph)
+            )
+            _gemm.store_tile(b, acc, n, vectors, c_tile, ldc)
+
+        full, rest = divmod(rows, mr)
+        emit_for(b, 0, full, lambda r, _: tile(b.mul_i64(r, b.i64(mr)), mr) or [])
+        if rest:
+            tile(full * mr, rest)
 
 
 def _emit_attention(ctx: KernelContext, op: Operation) -> None:
@@ -440,6 +523,8 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
     group = heads // kv_heads
     br, bc = tiles.br, tiles.bc
     n_qblocks = -(-seq_q // br)
+    last_rows = seq_q - (n_qblocks - 1) * br  # rows of the last query block
+    bc_pad, dv_pad = tiles.bc_pad, tiles.dv_pad
     # keys in use (seq_k is also the head stride of k and v), key blocks, and the causal
     # diagonal (key j is visible to query i when j <= i + diag): run-time values over a KV cache
     if bool(op.kv_cache.value.data):
@@ -476,7 +561,9 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
         pq, pk, pv, po = ctx.ptr(q), ctx.ptr(k), ctx.ptr(v), ctx.ptr(out)
         ps = _at(b, ctx.ptr(scratch), _mul_idx(b, tid, tiles.slot_elements))
         pm = ctx.ptr(mask) if mask is not None else None
-        p_scores, p_max, p_sum, p_acc = (_at(b, ps, off) for off in (tiles.scores, tiles.m, tiles.l, tiles.acc))
+        p_scores, p_max, p_sum, p_acc, p_kt, p_vp = (
+            _at(b, ps, off) for off in (tiles.scores, tiles.m, tiles.l, tiles.acc, tiles.kt, tiles.vp)
+        )
 
         scores_shape = (*sq_[:-1], seq_k)
         ms = broadcast_strides(_shape(mask), scores_shape) if mask is not None else (0,) * len(scores_shape)
@@ -495,6 +582,20 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
                 return block
             return _min_i64(b, b.i64(block), b.add(llvm.SubOp(_val(b, total), start)))
 
+        def by_rows(qb: SSAValue, emit: Callable[[int], None]) -> None:
+            """``emit(rows)`` for the query block's row count, a static one: Br, or for the last
+            block of a sequence that Br does not divide, what is left."""
+            if last_rows == br:
+                emit(br)
+                return
+            last, other, after = b.new_block(), b.new_block(), b.new_block()
+            b.add(llvm.CondBrOp(_icmp(b, "eq", qb, b.i64(n_qblocks - 1)), last, [], other, []))
+            for block, n in ((last, last_rows), (other, br)):
+                b.block = block
+                emit(n)
+                b.add(llvm.BrOp(after))
+            b.block = after
+
         def query_block(offs: dict[str, SSAValue | None], qb: SSAValue) -> None:
             q0 = _mul_idx(b, qb, br) or b.i64(0)
             rows = rows_in_block(q0, br, seq_q)
@@ -506,7 +607,7 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
                 return []
 
             emit_for(b, 0, rows, init_row)
-            acc_len = rows * dim_v if isinstance(rows, int) else _mul_idx(b, rows, dim_v)
+            acc_len = rows * dv_pad if isinstance(rows, int) else _mul_idx(b, rows, dv_pad)
             emit_for(b, 0, acc_len or 0, lambda i, _: _store(b, zero, p_acc, i) or [])
 
             if causal:  # key blocks past the last visible key of the block's last row are skipped
@@ -530,14 +631,12 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
                 cols = rows_in_block(k0, bc, keys)
                 k_ptr = _at(b, pk, _add_idx(b, offs["k"], _mul_idx(b, k0, dim)))
                 v_ptr = _at(b, pv, _add_idx(b, offs["v"], _mul_idx(b, k0, dim_v)))
-                # S = scale * Q_blk @ K_blk^T
-                if seq_q == 1:
-                    _sgemv(ctx, False, cols, dim, scale, k_ptr, dim, q_ptr, 1, 0.0, p_scores)
-                else:
-                    _sgemm(ctx, False, True, rows, cols, dim, scale, q_ptr, dim, k_ptr, dim, 0.0, p_scores, bc)
+                # kt = K_blk^T [D, Bc'] (zero past the block's keys), then S = scale * Q_blk @ kt
+                _transpose_into(b, k_ptr, cols, dim, p_kt, bc_pad)
+                by_rows(qb, lambda n: _tile_gemm(b, n, dim, q_ptr, dim, p_kt, bc_pad, p_scores, bc_pad, scale))
 
                 def row(r: SSAValue, _c: list[SSAValue]) -> list[SSAValue]:
-                    s_row = _at(b, p_scores, _mul_idx(b, r, bc))
+                    s_row = _at(b, p_scores, _mul_idx(b, r, bc_pad))
                     qi = b.add_i64(q0, r)
                     if pm is not None:
                         m_base = _add_idx(b, _add_idx(b, offs["mask"], _mul_idx(b, qi, ms_q)), _mul_idx(b, k0, ms_k))
@@ -575,16 +674,18 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
                     (total,) = emit_for(b, 0, vis, exp_sum, [zero])
                     _store(b, _fadd(b, _fmul(b, _load(b, p_sum, r), alpha), total), p_sum, r)
                     _store(b, m_new, p_max, r)
-                    acc_row = _at(b, p_acc, _mul_idx(b, r, dim_v))
+                    acc_row = _at(b, p_acc, _mul_idx(b, r, dv_pad))
                     emit_for(b, 0, dim_v, lambda c, _a: _store(b, _fmul(b, _load(b, acc_row, c), alpha), acc_row, c) or [])
                     return []
 
                 emit_for(b, 0, rows, row)
-                # acc += P @ V_blk
-                if seq_q == 1:
-                    _sgemv(ctx, True, cols, dim_v, 1.0, v_ptr, dim_v, p_scores, 1, 1.0, p_acc)
+                # acc += P @ V_blk (the rows of V padded to whole vectors first when Dv is not)
+                if tiles.pads_values:
+                    _pad_rows_into(b, v_ptr, cols, dim_v, p_vp, dv_pad)
+                    v_src, v_ld = p_vp, dv_pad
                 else:
-                    _sgemm(ctx, False, False, rows, dim_v, cols, 1.0, p_scores, bc, v_ptr, dim_v, 1.0, p_acc, dim_v)
+                    v_src, v_ld = v_ptr, dim_v
+                by_rows(qb, lambda n: _tile_gemm(b, n, cols, p_scores, bc_pad, v_src, v_ld, p_acc, dv_pad, accumulate=True))
                 return []
 
             emit_for(b, 0, kb_end, key_block)
@@ -595,7 +696,7 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
                 l_r = _load(b, p_sum, r)
                 inv = b.add(llvm.FDivOp(b.f32(1.0), l_r))
                 inv = b.add(llvm.SelectOp(b.add(llvm.FCmpOp(l_r, zero, "ogt")), inv, zero))
-                acc_row = _at(b, p_acc, _mul_idx(b, r, dim_v))
+                acc_row = _at(b, p_acc, _mul_idx(b, r, dv_pad))
                 o_row = _at(b, po, _add_idx(b, o_base, _mul_idx(b, r, dim_v)))
                 emit_for(b, 0, dim_v, lambda c, _a: _store(b, _fmul(b, _load(b, acc_row, c), inv), o_row, c) or [])
                 return []

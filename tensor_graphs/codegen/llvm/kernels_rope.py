@@ -6,7 +6,8 @@ For each row of the last dim ``D`` (``h = D / 2``), one loop over ``j < h``::
     out[j]     = x[j]     * cos[j]     - x[j + h] * sin[j]
     out[j + h] = x[j + h] * cos[j + h] + x[j]     * sin[j + h]
 
-The rows are a strided nest over the leading dims (contiguous ones collapse); cos and sin are
+The rows are a strided nest over the leading dims (contiguous ones collapse; split among the
+threads when the op is large, see `kernels.parallel_nest`); cos and sin are
 read through their broadcast strides, so a row of the tables is shared by every head without a
 copy. The inner loop is straight-line loads, multiplies and stores at unit stride (or a
 loop-invariant table element when the tables broadcast along the last dim), which LLVM
@@ -21,10 +22,13 @@ from xdsl.ir import Operation, SSAValue
 
 from tensor_graphs.codegen.llvm.kernels import (
     REGISTRY,
+    Access,
     KernelContext,
     LoweringError,
+    Operand,
     _require_float,
     check_no_overlap,
+    parallel_nest,
 )
 from tensor_graphs.codegen.llvm.loops import FunctionBuilder, broadcast_strides, emit_loop, emit_strided_nest
 from tensor_graphs.dialects import buffer as buf
@@ -54,33 +58,39 @@ def _emit_rope(ctx: KernelContext, op: Operation) -> None:
         return
     d = shape[-1]
     h = d // 2
-    b = ctx.b
     own = contiguous_strides(shape)
     cos_st, sin_st = broadcast_strides(_shape(cos), shape), broadcast_strides(_shape(sin), shape)
-    px, pc, ps, po = ctx.ptr(x), ctx.ptr(cos), ctx.ptr(sin), ctx.ptr(out)
     cs, ss = cos_st[-1], sin_st[-1]
 
-    def row(offsets: list[SSAValue | None]) -> None:
-        o_row, x_row, c_row, s_row = offsets
-        # pointers to the lower and upper half of this row of each buffer
-        x_lo, o_lo = b.gep(px, x_row, el), b.gep(po, o_row, el)
-        x_hi, o_hi = b.gep(x_lo, h, el), b.gep(o_lo, h, el)
-        c_lo, s_lo = b.gep(pc, c_row, el), b.gep(ps, s_row, el)
-        c_hi, s_hi = b.gep(c_lo, h * cs, el), b.gep(s_lo, h * ss, el)
+    def rows(b: FunctionBuilder, sub: tuple[int, ...], acc: list[Access]) -> None:
+        """The rows of ``sub`` from the accesses' first elements on."""
+        po, px, pc, ps = (a.ptr for a in acc)
 
-        def body(j: SSAValue) -> None:
-            a, r = b.load_element(x_lo, j, el), b.load_element(x_hi, j, el)
-            jc, js = _index(b, j, cs), _index(b, j, ss)
-            c0, c1 = b.load_element(c_lo, jc, el), b.load_element(c_hi, jc, el)
-            s0, s1 = b.load_element(s_lo, js, el), b.load_element(s_hi, js, el)
-            lo = b.add(llvm.FSubOp(b.add(llvm.FMulOp(a, c0)), b.add(llvm.FMulOp(r, s0))))
-            hi = b.add(llvm.FAddOp(b.add(llvm.FMulOp(r, c1)), b.add(llvm.FMulOp(a, s1))))
-            b.store_element(lo, o_lo, j, el)
-            b.store_element(hi, o_hi, j, el)
+        def row(offsets: list[SSAValue | None]) -> None:
+            o_row, x_row, c_row, s_row = offsets
+            # pointers to the lower and upper half of this row of each buffer
+            x_lo, o_lo = b.gep(px, x_row, el), b.gep(po, o_row, el)
+            x_hi, o_hi = b.gep(x_lo, h, el), b.gep(o_lo, h, el)
+            c_lo, s_lo = b.gep(pc, c_row, el), b.gep(ps, s_row, el)
+            c_hi, s_hi = b.gep(c_lo, h * cs, el), b.gep(s_lo, h * ss, el)
 
-        emit_loop(b, h, body)
+            def body(j: SSAValue) -> None:
+                a, r = b.load_element(x_lo, j, el), b.load_element(x_hi, j, el)
+                jc, js = _index(b, j, cs), _index(b, j, ss)
+                c0, c1 = b.load_element(c_lo, jc, el), b.load_element(c_hi, jc, el)
+                s0, s1 = b.load_element(s_lo, js, el), b.load_element(s_hi, js, el)
+                lo = b.add(llvm.FSubOp(b.add(llvm.FMulOp(a, c0)), b.add(llvm.FMulOp(r, s0))))
+                hi = b.add(llvm.FAddOp(b.add(llvm.FMulOp(r, c1)), b.add(llvm.FMulOp(a, s1))))
+                b.store_element(lo, o_lo, j, el)
+                b.store_element(hi, o_hi, j, el)
 
-    emit_strided_nest(b, shape[:-1], [own[:-1], own[:-1], cos_st[:-1], sin_st[:-1]], row)
+            emit_loop(b, h, body)
+
+        emit_strided_nest(b, sub, [a.strides for a in acc], row, collapse=False)
+
+    # the rows (every dim but the last) split among the threads when there are many
+    operands = [Operand(out, own[:-1]), Operand(x, own[:-1]), Operand(cos, cos_st[:-1]), Operand(sin, sin_st[:-1])]
+    parallel_nest(ctx, shape[:-1], operands, rows, elements=numel(shape))
 
 
 REGISTRY[buf.RopeOp] = _emit_rope

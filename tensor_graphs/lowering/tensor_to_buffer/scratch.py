@@ -9,11 +9,14 @@ one block of ``Br`` query rows against one block of ``Bc`` keys at a time, with 
 softmax, so it never holds a seq x seq matrix. Its scratch is one ``memref<N x f32>``:
 
 ```
-[ scores Br*Bc | m Br | l Br | acc Br*Dv ]      (f32 elements, in this order)
-  scores: q_block @ k_block^T * scale (+ mask), row-major [Br, Bc]
+[ scores Br*Bc' | m Br' | l Br' | acc Br*Dv' | kt D*Bc' | vp Bc*Dv' (only when Dv % 16 != 0) ]
+  scores: q_block @ k_block^T * scale (+ mask), row-major [Br, Bc']
   m:      running row maximum            l: running row sum of exp(score - m)
-  acc:    running output rows, row-major [Br, Dv]
-Br = min(64, Sq), Bc = min(64, Sk)
+  acc:    running output rows, row-major [Br, Dv']
+  kt:     the key block transposed, [D, Bc'] (zero past the block's keys): the GEMM's B panel
+  vp:     the value block with its rows padded to Dv' floats (zero past Dv)
+Br = min(64, Sq), Bc = min(64, Sk); Bc', Dv', Br' are Bc, Dv, Br rounded up to 16 (whole vectors),
+and every part starts at a multiple of 16 floats (64 bytes).
 ```
 
 The kernel runs its (batch, head, query block) items on several threads, each with its own
@@ -41,6 +44,17 @@ class AttentionTiles:
     br: int  #: query rows per tile
     bc: int  #: keys per tile
     dv: int  #: value head dim
+    d: int = 0  #: query/key head dim
+
+    @property
+    def bc_pad(self) -> int:
+        """Row stride of the scores and kt tiles: ``Bc`` in whole vectors."""
+        return _vectors(self.bc)
+
+    @property
+    def dv_pad(self) -> int:
+        """Row stride of the acc and vp tiles: ``Dv`` in whole vectors."""
+        return _vectors(self.dv)
 
     @property
     def scores(self) -> int:
@@ -48,19 +62,32 @@ class AttentionTiles:
 
     @property
     def m(self) -> int:
-        return self.br * self.bc
+        return self.br * self.bc_pad
 
     @property
     def l(self) -> int:  # noqa: E743 (the flash-attention paper's name)
-        return self.m + self.br
+        return self.m + _vectors(self.br)
 
     @property
     def acc(self) -> int:
-        return self.l + self.br
+        return self.l + _vectors(self.br)
+
+    @property
+    def kt(self) -> int:
+        return self.acc + self.br * self.dv_pad
+
+    @property
+    def vp(self) -> int:
+        return self.kt + self.d * self.bc_pad
+
+    @property
+    def pads_values(self) -> bool:
+        """The value rows are copied into ``vp``: their length is not whole vectors."""
+        return self.dv % 16 != 0
 
     @property
     def elements(self) -> int:
-        return self.acc + self.br * self.dv
+        return self.vp + (self.bc * self.dv_pad if self.pads_values else 0)
 
     @property
     def slot_elements(self) -> int:
@@ -74,20 +101,26 @@ class AttentionTiles:
         return 1 + (scratch_elements - self.elements) // self.slot_elements
 
 
+def _vectors(n: int) -> int:
+    """``n`` floats rounded up to whole 16-float vectors."""
+    return -(-n // 16) * 16
+
+
 def attention_tiles(q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequence[int]) -> AttentionTiles:
     """Tiles for q [..., Sq, D], k [..., Sk, D], v [..., Sk, Dv]."""
     return AttentionTiles(
         br=min(ATTENTION_BLOCK_Q, q_shape[-2]),
         bc=min(ATTENTION_BLOCK_K, k_shape[-2]),
         dv=v_shape[-1],
+        d=q_shape[-1],
     )
 
 
 def attention_scratch_elements(
     q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequence[int], slots: int = 1
 ) -> int:
-    """f32 elements of attention scratch for ``slots`` threads: ``Br*Bc + 2*Br + Br*Dv`` per
-    thread (layout in the module doc)."""
+    """f32 elements of attention scratch for ``slots`` threads, one set of tiles each (layout in
+    the module doc)."""
     tiles = attention_tiles(q_shape, k_shape, v_shape)
     return tiles.elements + (max(slots, 1) - 1) * tiles.slot_elements
 
