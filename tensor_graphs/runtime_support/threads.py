@@ -7,9 +7,9 @@ generated code reads how many threads to use from the process-wide ``int32``
 :data:`NUM_THREADS_SYMBOL`, which :func:`set_num_threads` sets; with 1 it calls the work
 directly, without entering libgomp.
 
-OpenBLAS (still called for GEMMs of two activations and on tiles inside attention) is held to
-one thread: the kernels that call it are threaded by the graph, and two thread pools would
-otherwise compete for the cores (OpenBLAS's idle threads keep spinning after each call).
+OpenBLAS (still called for GEMMs of two activations outside attention, and by graphs compiled
+with ``pack_weights=False``) is held to one thread: two thread pools would otherwise compete for
+the cores (OpenBLAS's idle threads keep spinning after each call).
 """
 
 from __future__ import annotations
