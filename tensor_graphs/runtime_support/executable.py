@@ -170,6 +170,8 @@ class CompiledGraph:
             ctypes.addressof(self._dims),
         )
         self._out_specs = [(s.shape, s.dtype) for s in sig.outputs]
+        #: torch dtypes of the inputs, (shape, torch dtype) of the outputs: made at the first torch call
+        self._torch: tuple[list, list] | None = None
 
     # ------------------------------------------------------------------ calling
 
@@ -197,11 +199,16 @@ class CompiledGraph:
                 torch_mode = is_torch
             elif torch_mode != is_torch:
                 raise TypeError("pass all inputs as NumPy arrays or all as torch tensors, not a mix")
-            self._inputs[i] = _torch_pointer(arg, spec, i) if is_torch else _numpy_pointer(arg, spec, i)
+            if is_torch:
+                if self._torch is None:
+                    self._torch = _torch_specs(sig)
+                self._inputs[i] = _torch_pointer(arg, spec, i, self._torch[0][i])
+            else:
+                self._inputs[i] = _numpy_pointer(arg, spec, i)
         if torch_mode:
-            import torch
-
-            outs = [torch.empty(shape, dtype=_TORCH_DTYPES[dtype.name]) for shape, dtype in self._out_specs]
+            assert self._torch is not None
+            empty = _TORCH_EMPTY[0]
+            outs = [empty(shape, dtype=dtype) for shape, dtype in self._torch[1]]
             for i, o in enumerate(outs):
                 self._outputs[i] = o.data_ptr()
         else:
@@ -296,6 +303,8 @@ class CompiledGraph:
 
 
 _TORCH_DTYPES: dict[str, object] = {}
+#: ``torch.empty``, once torch is imported (a call then skips the import machinery)
+_TORCH_EMPTY: list = []
 
 
 def _init_torch_dtypes() -> None:
@@ -311,6 +320,14 @@ def _init_torch_dtypes() -> None:
             "bool": torch.bool,
         }
     )
+    _TORCH_EMPTY[:] = [torch.empty, torch.Tensor]
+
+
+def _torch_specs(sig: GraphSignature) -> tuple[list, list]:
+    """The inputs' torch dtypes and the outputs' (shape, torch dtype) of ``sig``."""
+    if not _TORCH_DTYPES:
+        _init_torch_dtypes()
+    return ([_TORCH_DTYPES.get(s.dtype.name) for s in sig.inputs], [(s.shape, _TORCH_DTYPES[s.dtype.name]) for s in sig.outputs])
 
 
 def _numpy_pointer(arg: np.ndarray, spec: TensorSpec, i: int) -> int:
@@ -323,22 +340,17 @@ def _numpy_pointer(arg: np.ndarray, spec: TensorSpec, i: int) -> int:
     return arg.ctypes.data
 
 
-def _torch_pointer(arg, spec: TensorSpec, i: int) -> int:
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - torch is a dependency
-        torch = None
-    if torch is None or not isinstance(arg, torch.Tensor):
+def _torch_pointer(arg, spec: TensorSpec, i: int, dtype) -> int:
+    """The data pointer of a torch input, checked against ``spec`` (``dtype``: its torch dtype)."""
+    if not isinstance(arg, _TORCH_EMPTY[1]):
         raise TypeError(
             f"input {i} ('{spec.name}') must be a NumPy array or a torch.Tensor, got {type(arg).__name__}"
         )
-    if not _TORCH_DTYPES:
-        _init_torch_dtypes()
-    if arg.dtype != _TORCH_DTYPES.get(spec.dtype.name):
+    if arg.dtype != dtype:
         raise TypeError(f"input {i} ('{spec.name}') has dtype {arg.dtype}, expected torch.{spec.dtype.name}")
-    if tuple(arg.shape) != spec.shape:
+    if arg.shape != spec.shape:
         raise ValueError(f"input {i} ('{spec.name}') has shape {list(arg.shape)}, expected {list(spec.shape)}")
-    if arg.device.type != "cpu":
+    if not arg.is_cpu:
         raise ValueError(f"input {i} ('{spec.name}') is on {arg.device}; this graph runs on the CPU")
     if not arg.is_contiguous():
         raise ValueError(f"input {i} ('{spec.name}') is not contiguous; pass x.contiguous()")
