@@ -54,7 +54,7 @@ from collections.abc import Callable, Sequence
 
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import IntegerAttr, f32, i32, i64
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Operation, SSAValue
 
 from tensor_graphs.codegen.llvm import kernels as _kernels
 from tensor_graphs.codegen.llvm import kernels_gemm as _gemm
