@@ -341,6 +341,18 @@ def _same(expected: tuple[int, ...], out: tuple[int, ...], what: str) -> None:
         raise ShapeError(f"output shape {list(out)} should be {list(expected)} ({what})")
 
 
+def _verify_epilogue(op: KernelOp, ins: list[tuple[int, ...]], out: tuple[int, ...]) -> None:
+    """What a GEMM's epilogue needs: an accumulator (third input) that broadcasts to the output,
+    a known activation, f32 buffers."""
+    if len(ins) == 3 and not is_broadcastable_to(ins[2], out):
+        raise ShapeError(f"accumulator {list(ins[2])} does not broadcast to {list(out)}")
+    if op.activation.data not in ACTIVATIONS:  # type: ignore[attr-defined]
+        raise ShapeError(f"unknown activation '{op.activation.data}'")  # type: ignore[attr-defined]
+    els = {v.type.element_type for v in (*op.inputs, op.output)}  # type: ignore[attr-defined]
+    if els != {f32}:
+        raise ShapeError("only f32 buffers are supported")
+
+
 @irdl_op_definition
 class MatmulOp(KernelOp):
     """``out = alpha * op(a) @ op(b) + beta * acc`` (one `cblas_sgemm` per batch)."""
@@ -366,13 +378,7 @@ class MatmulOp(KernelOp):
     def verify_kernel(self, ins, out):
         ta, tb, _, _ = self.flags
         _same(matmul_shape(ins[0], ins[1], ta, tb), out, "matmul")
-        if len(ins) == 3 and not is_broadcastable_to(ins[2], out):
-            raise ShapeError(f"accumulator {list(ins[2])} does not broadcast to {list(out)}")
-        if self.activation.data not in ACTIVATIONS:
-            raise ShapeError(f"unknown activation '{self.activation.data}'")
-        els = {v.type.element_type for v in (*self.inputs, self.output)}  # type: ignore[attr-defined]
-        if els != {f32}:
-            raise ShapeError("only f32 buffers are supported")
+        _verify_epilogue(self, ins, out)
 
 
 @irdl_op_definition
@@ -401,13 +407,7 @@ class PackedMatmulOp(KernelOp):
             raise ShapeError(f"output shape {list(out)} should be {list(a[:-1])} + [N]")
         if nr <= 0 or -(-out[-1] // nr) != panels:
             raise ShapeError(f"N={out[-1]} needs {-(-out[-1] // max(nr, 1))} panels of {nr} columns, the packed weight has {panels}")
-        if len(ins) == 3 and not is_broadcastable_to(ins[2], out):
-            raise ShapeError(f"accumulator {list(ins[2])} does not broadcast to {list(out)}")
-        if self.activation.data not in ACTIVATIONS:
-            raise ShapeError(f"unknown activation '{self.activation.data}'")
-        els = {v.type.element_type for v in (*self.inputs, self.output)}  # type: ignore[attr-defined]
-        if els != {f32}:
-            raise ShapeError("only f32 buffers are supported")
+        _verify_epilogue(self, ins, out)
 
     @property
     def flags(self) -> tuple[float, float]:
