@@ -78,6 +78,7 @@ SHAPES = [  # (M, K, N): N sets the panel width (64 from 64 on, else N rounded u
     (16, 3, 16),  # panels of 16: 16-row tiles
     (40, 1, 17),  # K = 1
     (33, 70, 257),
+    (3, 8, 2565),  # 41 panels, the last of 5 columns: each thread takes several guided chunks
 ]
 
 

@@ -295,8 +295,9 @@ builtin.module attributes {tg.arena_size = 3584 : i64} {
 
 // A packed GEMM: the packed weight takes the table slot "fc.weight@panels64t" (the runtime packs
 // fc.weight into it); the kernel hands its buffers to a worker, run on min(tg_num_threads, 2
-// panels) threads through libgomp (a direct call for one); each worker takes its range of the
-// panels and runs register tiles of 6 rows x 4 vectors of <16 x f32> with FMAs.
+// panels) threads through libgomp (a direct call for one); in a team, each worker takes guided
+// chunks of the panels (GOMP_loop_guided_start/next, at least max(1, 2 / (threads * 16)) panels),
+// alone the whole range, and runs register tiles of 6 rows x 4 vectors of <16 x f32> with FMAs.
 // CHECK:      tg.weight_table = ["fc.weight@panels64t"]
 // CHECK-SAME: tg.packed_weights = ["fc.weight@panels64t"]
 // CHECK:      llvm.func @GOMP_parallel(!llvm.ptr, !llvm.ptr, i32, i32)
@@ -308,9 +309,20 @@ builtin.module attributes {tg.arena_size = 3584 : i64} {
 // CHECK:        llvm.call @forward__0_packed_matmul__par0(%{{.*}}) : (!llvm.ptr) -> ()
 // CHECK:      llvm.func internal @forward__0_packed_matmul__par0(%shared: !llvm.ptr) {
 // CHECK:        llvm.call @omp_get_thread_num() : () -> i32
-// CHECK:        llvm.call @omp_get_num_threads() : () -> i32
+// CHECK:        %threads = llvm.sext %{{.*}} : i32 to i64
+// CHECK:        %[[TEAM:.*]] = llvm.icmp "sgt" %threads, %{{.*}} : i64
+// CHECK:        llvm.cond_br %[[TEAM]], ^[[SHARED:.*]], ^[[LONE:.*]]
+// CHECK:      ^[[SHARED]]:
+// CHECK:        llvm.call @GOMP_loop_guided_start(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[LO:.*]], %[[HI:.*]]) : (i64, i64, i64, i64, !llvm.ptr, !llvm.ptr) -> i8
+// CHECK:      ^[[LONE]]:
+// CHECK:        llvm.store %{{.*}}, %[[LO]] : i64, !llvm.ptr
+// CHECK:      ^[[BODY:.*]]:
+// CHECK:        %start = llvm.load %[[LO]] : !llvm.ptr -> i64
+// CHECK:        %end = llvm.load %[[HI]] : !llvm.ptr -> i64
 // CHECK:        llvm.load %{{.*}} {alignment = 64 : i64} : !llvm.ptr -> vector<16xf32>
 // CHECK:        llvm.intr.fma(%{{.*}}, %{{.*}}, %{{.*}}) : (vector<16xf32>, vector<16xf32>, vector<16xf32>) -> vector<16xf32>
+// CHECK:        llvm.call @GOMP_loop_guided_next(%[[LO]], %[[HI]]) : (!llvm.ptr, !llvm.ptr) -> i8
+// CHECK:        llvm.call @GOMP_loop_end_nowait() : () -> ()
 // LLVMIR:     define internal void @"forward__0_packed_matmul__par0"(ptr %".1") noinline
 // LLVMIR:       call <16 x float> @"llvm.fma.v16f32"
 builtin.module {

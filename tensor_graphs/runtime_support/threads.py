@@ -26,6 +26,12 @@ NUM_THREADS_SYMBOL = "tg_num_threads"
 GOMP_PARALLEL = "GOMP_parallel"
 OMP_GET_THREAD_NUM = "omp_get_thread_num"
 OMP_GET_NUM_THREADS = "omp_get_num_threads"
+#: libgomp's guided loop schedule (what gcc emits for ``schedule(guided, chunk)``): threads take
+#: shrinking chunks of a range from a shared counter, so that a core slowed by something else
+#: takes fewer.
+GOMP_LOOP_GUIDED_START = "GOMP_loop_guided_start"
+GOMP_LOOP_GUIDED_NEXT = "GOMP_loop_guided_next"
+GOMP_LOOP_END_NOWAIT = "GOMP_loop_end_nowait"
 
 _num_threads = ctypes.c_int32(0)
 

@@ -60,12 +60,17 @@ the option nothing of this is emitted: the code is the same as before it existed
 Parallel kernels (`KernelContext.parallel`): the kernel function stores its buffer pointers
 (and any i64 values the work needs) in a table on its stack and runs a worker function
 ``<kernel>__par<k>(ptr %shared)`` on a team of ``min(tg_num_threads, items)`` threads through
-libgomp (a direct call when that is 1); each worker reloads the pointers and takes the range
-``[items * t / T, items * (t + 1) / T)`` of its thread ``t`` of ``T`` (a kernel that can use only
-one thread, one item or one scratch slot, runs its work in place, with no worker)::
+libgomp (a direct call when that is 1); each worker reloads the pointers and, in a team, takes
+chunks of ``[0, items)`` through libgomp's guided schedule until none is left (a lone call takes
+the whole range; a kernel that can use only one thread, one item or one scratch slot runs its
+work in place, with no worker)::
 
     %n = llvm.load @tg_num_threads                      // runtime_support.threads
     llvm.call @GOMP_parallel(@forward__3_packed_matmul__par0, %shared, %n, 0)
+    // in the worker (see KernelContext._guided_chunks):
+    %more = llvm.call @GOMP_loop_guided_start(0, %items, 1, %chunk, %lo, %hi)
+    ...   body(load %lo, load %hi); %more = llvm.call @GOMP_loop_guided_next(%lo, %hi) ...
+    llvm.call @GOMP_loop_end_nowait()
 
 Kernels lower through :data:`kernels.REGISTRY`; `kernels_nn` (softmax, layer norm,
 attention, the matmul epilogue) and `kernels_gemm` (the packed GEMM) register their emitters
@@ -92,7 +97,15 @@ from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.dense import numpy_from_dense
 from tensor_graphs.dialects.packing import PanelLayout
 from tensor_graphs.runtime_support.signature import GraphSignature, TensorSpec
-from tensor_graphs.runtime_support.threads import GOMP_PARALLEL, NUM_THREADS_SYMBOL, OMP_GET_NUM_THREADS, OMP_GET_THREAD_NUM
+from tensor_graphs.runtime_support.threads import (
+    GOMP_LOOP_GUIDED_NEXT,
+    GOMP_LOOP_GUIDED_START,
+    GOMP_LOOP_END_NOWAIT,
+    GOMP_PARALLEL,
+    NUM_THREADS_SYMBOL,
+    OMP_GET_NUM_THREADS,
+    OMP_GET_THREAD_NUM,
+)
 
 try:  # softmax, layer_norm, attention: registered into REGISTRY on import
     from tensor_graphs.codegen.llvm import kernels_nn  # noqa: F401
@@ -122,6 +135,19 @@ CLOCK_GETTIME_TYPE = llvm.LLVMFunctionType([i32, PTR], i32)
 GOMP_PARALLEL_TYPE = llvm.LLVMFunctionType([PTR, PTR, i32, i32])
 #: ``int omp_get_thread_num(void)``, ``int omp_get_num_threads(void)``
 OMP_QUERY_TYPE = llvm.LLVMFunctionType([], i32)
+#: ``bool GOMP_loop_guided_start(long start, long end, long incr, long chunk, long *istart, long *iend)``
+#: (C's ``bool``: an ``i8``, 0 or 1)
+GOMP_LOOP_START_TYPE = llvm.LLVMFunctionType([i64, i64, i64, i64, PTR, PTR], i8)
+#: ``bool GOMP_loop_guided_next(long *istart, long *iend)``
+GOMP_LOOP_NEXT_TYPE = llvm.LLVMFunctionType([PTR, PTR], i8)
+#: ``void GOMP_loop_end_nowait(void)``
+GOMP_LOOP_END_NOWAIT_TYPE = llvm.LLVMFunctionType([])
+#: A team's threads take a parallel kernel's items in guided chunks (each the items left over
+#: the threads) of at least ``items / (threads * this)``: the first chunks are as long as a
+#: static split's (a GEMM keeps streaming its panels in order), the last ones short enough that
+#: a core slowed by something else (another process, a busy hyperthread sibling) takes fewer
+#: instead of holding the team up at the end.
+CHUNKS_PER_THREAD = 16
 #: ``CLOCK_MONOTONIC`` of this platform (1 on Linux)
 CLOCK_MONOTONIC: int = getattr(time, "CLOCK_MONOTONIC", 1)
 
@@ -311,8 +337,9 @@ class _GraphLowering:
         values: Sequence[SSAValue] = (),
         max_threads: int | None = None,
     ) -> None:
-        """Split ``[0, items)`` into one contiguous range per thread and run
-        ``body(start, end, thread, values)`` on each (see the module doc): ``values`` are i64s of
+        """Share ``[0, items)`` among the threads in contiguous chunks and run
+        ``body(start, end, thread, values)`` on each chunk (see the module doc; a thread may
+        take several, so ``body`` must not assume one range per thread): ``values`` are i64s of
         the kernel as the threads see them. At most ``max_threads`` threads (their scratch)."""
         if self._kernel_ptrs is None or self._parallel_depth:
             raise LoweringError("convert-buffer-to-llvm: parallel() is for the body of one kernel, not nested")
@@ -374,18 +401,76 @@ class _GraphLowering:
         n = wb.i64(items) if isinstance(items, int) else loaded[-1]
         tid = wb.add(llvm.SExtOp(wb.add(llvm.CallOp(OMP_GET_THREAD_NUM, return_type=i32)), i64))
         nt = wb.add(llvm.SExtOp(wb.add(llvm.CallOp(OMP_GET_NUM_THREADS, return_type=i32)), i64))
-        start = wb.add(llvm.SDivOp(wb.mul_i64(n, tid), nt))
-        end = wb.add(llvm.SDivOp(wb.mul_i64(n, wb.add_i64(tid, wb.i64(1))), nt))
-        start.name_hint, end.name_hint, tid.name_hint = "start", "end", "thread"
+        tid.name_hint, nt.name_hint = "thread", "threads"
+        start, end, finish = self._guided_chunks(wb, n, nt)
         saved_ptrs = self._kernel_ptrs
         self.b, self._kernel_ptrs = wb, {k: mapping[v] for k, v in saved_ptrs.items()}
         self._parallel_depth += 1
         try:
             body(start, end, tid, inner_values)
+            finish()
             wb.add(llvm.ReturnOp())
         finally:
             self.b, self._kernel_ptrs = main, saved_ptrs
             self._parallel_depth -= 1
+
+    def _guided_chunks(
+        self, wb: FunctionBuilder, n: SSAValue, nt: SSAValue
+    ) -> tuple[SSAValue, SSAValue, Callable[[], None]]:
+        """In worker ``wb``: the loop over the chunks this thread takes of ``[0, n)``. Returns
+        the chunk's ``start`` and ``end`` (the cursor is in the loop body) and ``finish()``, which
+        closes the loop (the cursor is then after it).
+
+        A team (``nt > 1``) shares the range through libgomp's guided schedule with chunks of at
+        least ``max(1, n / (nt * CHUNKS_PER_THREAD))``; a lone call (no team) takes the whole
+        range at once, without libgomp::
+
+            if nt > 1: more = GOMP_loop_guided_start(0, n, 1, chunk, &start, &end)
+            else:      start, end, more = 0, n, true
+            while more:
+                body(start, end)
+                more = nt > 1 && GOMP_loop_guided_next(&start, &end)
+            if nt > 1: GOMP_loop_end_nowait()
+        """
+        for name, type in ((GOMP_LOOP_GUIDED_START, GOMP_LOOP_START_TYPE),
+                           (GOMP_LOOP_GUIDED_NEXT, GOMP_LOOP_NEXT_TYPE),
+                           (GOMP_LOOP_END_NOWAIT, GOMP_LOOP_END_NOWAIT_TYPE)):
+            self.declare(name, type)
+        bounds = llvm.AllocaOp(wb.i64(2), i64, alignment=8)
+        wb.add(bounds)
+        lo = bounds.results[0]
+        hi = wb.gep(lo, 1, i64)
+        team = wb.add(llvm.ICmpOp(nt, wb.i64(1), _pred("sgt")))
+        shared_start, lone_start, body_block, exit_block = wb.new_block(), wb.new_block(), wb.new_block(), wb.new_block()
+        wb.add(llvm.CondBrOp(team, shared_start, [], lone_start, []))
+        wb.block = shared_start
+        per = wb.add(llvm.SDivOp(n, wb.mul_i64(nt, wb.i64(CHUNKS_PER_THREAD))))
+        chunk = wb.add(llvm.SelectOp(wb.add(llvm.ICmpOp(per, wb.i64(1), _pred("slt"))), wb.i64(1), per))
+        got = wb.add(llvm.CallOp(GOMP_LOOP_GUIDED_START, wb.i64(0), n, wb.i64(1), chunk, lo, hi, return_type=i8))
+        wb.add(llvm.CondBrOp(wb.add(llvm.ICmpOp(got, wb.constant(0, i8), _pred("ne"))), body_block, [], exit_block, []))
+        wb.block = lone_start
+        wb.store(wb.i64(0), lo)
+        wb.store(n, hi)
+        wb.add(llvm.BrOp(body_block))
+        wb.block = body_block
+        start, end = wb.load(lo, i64), wb.load(hi, i64)
+        start.name_hint, end.name_hint = "start", "end"
+
+        def finish() -> None:
+            shared_next, done = wb.new_block(), wb.new_block()
+            wb.add(llvm.CondBrOp(team, shared_next, [], exit_block, []))
+            wb.block = shared_next
+            more = wb.add(llvm.CallOp(GOMP_LOOP_GUIDED_NEXT, lo, hi, return_type=i8))
+            wb.add(llvm.CondBrOp(wb.add(llvm.ICmpOp(more, wb.constant(0, i8), _pred("ne"))), body_block, [], exit_block, []))
+            wb.block = exit_block
+            end_team = wb.new_block()
+            wb.add(llvm.CondBrOp(team, end_team, [], done, []))
+            wb.block = end_team
+            wb.add(llvm.CallOp(GOMP_LOOP_END_NOWAIT))
+            wb.add(llvm.BrOp(done))
+            wb.block = done
+
+        return start, end, finish
 
     # profiling ----------------------------------------------------------------------
 

@@ -112,7 +112,8 @@ class KernelContext(Protocol):
         max_threads: int | None = None,
     ) -> None:
         """Run ``body(start, end, thread, values)`` on every thread (`runtime_support.threads`;
-        at most ``max_threads``), each over its own contiguous range of ``[0, items)``; the
+        at most ``max_threads``), over contiguous chunks of ``[0, items)`` (guided: a thread
+        may run several, and ``thread`` is the same for them); the
         cursor is then in a worker function, where ``ptr()`` gives the worker's pointers and
         ``values`` (i64s computed before, in the kernel) arrive as ``values``. ``thread`` is the
         worker's index (for its own scratch). No run-time check or ``dim()`` inside ``body``."""
