@@ -182,3 +182,15 @@ def test_tg_bench_help_runs_from_the_command_line():
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "usage: tg-bench" in out.stdout and "--quick" in out.stdout
+
+
+def test_kernel_profile_prints_where_a_workload_spends_its_time():
+    """benchmarks/kernel_profile.py: the bench's MLP at batch 1, profiled kernel by kernel."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kernel_profile.py"), "mlp-b1", "--repeat", "3"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "mlp-b1, 1 thread(s):" in r.stdout and "profile of @forward: 3 run(s), 3 kernels" in r.stdout
+    assert "buf.packed_matmul 1x256 @ 256x1024 relu" in r.stdout and "packed_matmul" in r.stdout.splitlines()[-1]
