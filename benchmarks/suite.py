@@ -629,7 +629,7 @@ METHOD = """\
   for these KV-cache graphs or an MLP.
 - **Compute ceiling**: {flops_how}. *tg GFLOP/s* = those FLOPs / tensor_graphs' median time;
   *% of sgemm* divides by OpenBLAS sgemm GFLOP/s at {size}³ measured in this run (the best of
-  the measurements at its start and end), *its GEMMs alone* by sgemm running exactly the row's
+  the measurements at its start and after every workload), *its GEMMs alone* by sgemm running exactly the row's
   weight GEMMs back to back (same library, beta 0, no epilogue) right after the row's timing
   (KV-cache rows: after the model's rows), with B as PyTorch stores the weights ([N, K],
   transposed); above 100% means tensor_graphs' GEMMs (on its own weight layout) beat that.
@@ -758,8 +758,10 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         torch._dynamo.reset()
         gc.collect()
         log(f"===== {w}: {run.seconds[w]:.0f} s")
+        # again after every workload: the ceiling is the best measurement of the run, so that a
+        # moment when another process shares the cores does not lower it
+        measure_ceilings(run, size)
     log("")
-    measure_ceilings(run, size)  # again at the end: the best of the two is the ceiling
     load_after = os.getloadavg()[0]
 
     if args.chart:
