@@ -406,6 +406,24 @@ def versions() -> dict:
     return out
 
 
+#: sgemm measurements of one run further apart than this (slowest / fastest) mean the machine's
+#: speed changed during the run (another process on the cores, or on a shared physical core,
+#: which the load average does not show)
+SPEED_SPREAD = 0.85
+
+
+def speed_varied(sgemm: dict[int, list[float]]) -> str | None:
+    """A warning for the report when one thread count's sgemm measurements disagree."""
+    spread = {t: min(v) / max(v) for t, v in sgemm.items() if len(v) > 1 and max(v) > 0}
+    low = {t: f for t, f in spread.items() if f < SPEED_SPREAD}
+    if not low:
+        return None
+    which = ", ".join(f"{t} thread(s) {100 * (1 - f):.0f}% below the best" for t, f in sorted(low.items()))
+    return (f"**The machine's speed varied during this run** (slowest sgemm measurement: {which}): something "
+            "else used the cores at times. Ratios to peers are measured alternating call by call and hold; a "
+            "row timed in a slow moment reads low against the ceiling (the best measurement). Re-run to compare.")
+
+
 def measure_ceilings(run: Run, size: int) -> None:
     for t in run.threads:
         g = roofline.square_gflops(size, t, repeat=3 if run.quick else 5)
@@ -671,6 +689,9 @@ def report(run: Run, args, argv: list[str], started: datetime, load: tuple[float
         if t in run.sgemm:
             out.append(f"| {t} | {', '.join(f'{g:.1f}' for g in run.sgemm[t])} | {sgemm[t]:.1f} | "
                        f"{run.bandwidth_start[t] / 1e9:.1f} | {run.bandwidth[t] / 1e9:.1f} |")
+    varied = speed_varied(run.sgemm)
+    if varied:
+        out += ["", varied]
     out += ["", "## Results", "", main_table(run.results, engines, sgemm), "",
             "ms rows: median time per call, lower is better; tok/s rows: higher is better. "
             "*tg / fastest peer* is a time ratio either way (below 1: tensor_graphs faster). "

@@ -122,6 +122,16 @@ def test_report_has_the_tables_ratios_and_ceilings(suite, tmp_path):
     assert "| Qwen3 | decode @128 | 2 | 3000.0 | 10.0 | 5 | 50% | 6 (torch.compile) |" in text
     assert "50% BW" in text and "2*M*N*K" in text and "`tg-bench --quick`" in text
     assert "benchmarks.quick.png" in text and "- a note" in text
+    assert "speed varied" not in text  # 100 and 110 GFLOP/s: within the spread a run is allowed
+
+
+def test_report_warns_when_the_machine_speed_varied(suite, tmp_path):
+    run = fake_run(suite)
+    run.sgemm[2] = [300.0, 160.0, 310.0]
+    args = suite.parse_args(["--quick", "--out", str(tmp_path / "B.md")], "tg-bench")
+    text = suite.report(run, args, ["tg-bench", "--quick"], suite.datetime.now(suite.timezone.utc), (0.1, 0.2), 1024)
+    assert "**The machine's speed varied during this run** (slowest sgemm measurement: 2 thread(s) 48% below" in text
+    assert suite.speed_varied({1: [100.0, 90.0]}) is None
 
 
 def test_targets_of_each_row(suite, tmp_path):
