@@ -207,7 +207,7 @@ class CompiledGraph:
                 self._inputs[i] = _numpy_pointer(arg, spec, i)
         if torch_mode:
             assert self._torch is not None
-            empty = _TORCH_EMPTY[0]
+            empty = _TORCH_API[0]
             outs = [empty(shape, dtype=dtype) for shape, dtype in self._torch[1]]
             for i, o in enumerate(outs):
                 self._outputs[i] = o.data_ptr()
@@ -303,8 +303,8 @@ class CompiledGraph:
 
 
 _TORCH_DTYPES: dict[str, object] = {}
-#: ``torch.empty``, once torch is imported (a call then skips the import machinery)
-_TORCH_EMPTY: list = []
+#: ``[torch.empty, torch.Tensor]`` once torch is imported (a call then skips the import machinery)
+_TORCH_API: list = []
 
 
 def _init_torch_dtypes() -> None:
@@ -320,7 +320,7 @@ def _init_torch_dtypes() -> None:
             "bool": torch.bool,
         }
     )
-    _TORCH_EMPTY[:] = [torch.empty, torch.Tensor]
+    _TORCH_API[:] = [torch.empty, torch.Tensor]
 
 
 def _torch_specs(sig: GraphSignature) -> tuple[list, list]:
@@ -342,7 +342,7 @@ def _numpy_pointer(arg: np.ndarray, spec: TensorSpec, i: int) -> int:
 
 def _torch_pointer(arg, spec: TensorSpec, i: int, dtype) -> int:
     """The data pointer of a torch input, checked against ``spec`` (``dtype``: its torch dtype)."""
-    if not isinstance(arg, _TORCH_EMPTY[1]):
+    if not isinstance(arg, _TORCH_API[1]):
         raise TypeError(
             f"input {i} ('{spec.name}') must be a NumPy array or a torch.Tensor, got {type(arg).__name__}"
         )
