@@ -85,6 +85,18 @@ def _host() -> tuple[str, str, str]:
     return triple, llvm.get_host_cpu_name(), features
 
 
+def host_float_lanes() -> int:
+    """float32 lanes of the widest vectors the JIT vectorises loops with on this host: 16 with
+    AVX-512, 8 with AVX/AVX2, 4 otherwise (tests check generated code against this, never a
+    literal copied from one machine)."""
+    features = _host()[2].split(",")
+    if "+avx512f" in features:
+        return 16
+    if "+avx" in features or "+avx2" in features:
+        return 8
+    return 4
+
+
 def _target_machine(opt_level: int) -> Any:
     import llvmlite.binding as llvm
 
