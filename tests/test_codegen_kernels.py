@@ -467,11 +467,15 @@ def test_embedding(idx_el, dtype):
 @pytest.mark.parametrize("bad", [50, -1, 2**40])
 def test_embedding_index_out_of_range_raises_index_error(bad):
     native = compile_text(embedding_module(50, 8, (5,)))
-    assert native.signature.errors == ("embedding 'wte': index out of range [0, 50)",)
+    # {bad_index:0:50}: the runtime fills in the offending value of input 0 ('ids') when it has the inputs
+    assert native.signature.errors == ("embedding 'wte': index out of range [0, 50){bad_index:0:50}",)
     fn = CompiledGraph(native, {"wte": rand(50, 8)})
     ids = np.array([0, 3, bad, 1, 2], np.int64)
-    with pytest.raises(IndexError, match=r"embedding 'wte': index out of range \[0, 50\)"):
+    with pytest.raises(IndexError, match=r"embedding 'wte': index out of range \[0, 50\)") as info:
         fn(ids)
+    assert "input 'ids'" in str(info.value) and "{bad_index" not in str(info.value)
+    message = str(native.signature.status_error(1, inputs=[ids]))
+    assert message == f"forward: embedding 'wte': index out of range [0, 50): input 'ids' holds {bad} at [2]"
     with pytest.raises(IndexError):
         call_native(native, None, {"wte": rand(50, 8)}, [ids], [np.zeros((5, 8), np.float32)])
     ids[2] = 49  # the graph stays usable after an error
@@ -480,7 +484,7 @@ def test_embedding_index_out_of_range_raises_index_error(bad):
 
 def test_errors_round_trip_through_module_attributes():
     module = lower(embedding_module(10, 4, (3,)))
-    assert GraphSignature.from_module(module).errors == ("embedding 'wte': index out of range [0, 10)",)
+    assert GraphSignature.from_module(module).errors == ("embedding 'wte': index out of range [0, 10){bad_index:0:10}",)
     ir = to_llvm_ir(module).replace('"', "")
     assert "define i32 @forward" in ir and "ret i32 1" in ir and "ret i32 0" in ir
 

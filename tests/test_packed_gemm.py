@@ -247,7 +247,8 @@ def test_tied_embedding_gathers_from_the_packed_lm_head():
     with torch.no_grad():
         np.testing.assert_allclose(fn(ids).numpy(), model(ids).numpy(), rtol=1e-4, atol=1e-4)
     ids[1, 3] = 203
-    with pytest.raises(IndexError, match=rf"embedding '{re.escape(name)}': index out of range \[0, 203\)"):
+    # named as the model's embedding wrote it, whichever tied name torch.export kept
+    with pytest.raises(IndexError, match=r"embedding 'model\.transformer\.wte\.weight'.*: index out of range \[0, 203\)"):
         fn(ids)
     plain = tg.compile(model, (ids.clamp(max=202),), pack_weights=False)
     assert "buf.embedding" in plain.ir("buf") and "packed" not in plain.ir("buf")

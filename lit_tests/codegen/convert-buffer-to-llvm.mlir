@@ -130,12 +130,13 @@ builtin.module {
 
 // -----
 
-// An embedding checks each index against [0, V) and returns status 1 (message in tg.errors)
-// instead of reading out of bounds; the row copy is an inner loop.
+// An embedding checks each index against [0, V) and returns status 1 (message in tg.errors;
+// {bad_index:0:50}: the runtime names the offending value of input 0) instead of reading out
+// of bounds; the row copy is an inner loop.
 
 // The entry returns a nonzero kernel status at once.
 
-// CHECK:      tg.errors = ["embedding 'wte': index out of range [0, 50)"]
+// CHECK:      tg.errors = ["embedding 'wte': index out of range [0, 50){bad_index:0:50}"]
 // CHECK:      llvm.func @embed(
 // CHECK:        %[[S:.*]] = llvm.call @embed__0_embedding(%w, %ids, %o)
 // CHECK:        %[[Z:.*]] = llvm.icmp "eq" %[[S]], %{{.*}} : i32

@@ -3,9 +3,10 @@
 // RUN: tg-opt %S/Inputs/convert-aten-to-tensor-unsupported.mlir -p convert-aten-to-tensor --verify-diagnostics | filecheck %s --check-prefix=ERR
 
 // ERR: convert-aten-to-tensor: 3 aten ops could not be converted:
-// ERR-NEXT: aten::erfinv has no tg lowering (unsupported ATen op) at layers.1 (Erfinv), model.py:12 in forward
-// ERR-NEXT: aten::atan has no tg lowering (unsupported ATen op)
-// ERR-NEXT: aten.gt.Scalar: only constant-fold removes this op, but operand 0 is computed at run time by aten.unsupported
+// ERR-NEXT: aten::erfinv has no tg lowering (unsupported ATen op) at layers.1 (Erfinv), model.py:12 in forward; write it with supported ops
+// ERR-NEXT: aten::atan has no tg lowering (unsupported ATen op); write it with supported ops
+// ERR-NEXT: aten.gt.Scalar: a comparison on values computed at run time (operand 0 is the result of the unsupported aten::atan): data-dependent masks and comparisons are not supported yet
+// ERR-SAME: make the mask a constant
 
 // CHECK-LABEL: func.func @aten.linear$basic
 // CHECK-SAME:    (%[[X:.*]]: tensor<2x8xf32>)

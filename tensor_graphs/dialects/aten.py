@@ -129,17 +129,22 @@ def _rule(op: IRDLOperation, fn, *args):
         raise VerifyException(f"{op.name}: {e}") from None
 
 
+def _dims(shape: Sequence[int]) -> str:
+    """``[?, 1024]``: a shape as a message shows it (a dynamic dim is ``?``)."""
+    return "[" + ", ".join("?" if d < 0 else str(d) for d in shape) + "]"
+
+
 def _expect_rank(op: IRDLOperation, what: str, value: SSAValue, ranks: Sequence[int]) -> None:
     rank = len(_shape(value))
     if rank not in ranks:
         want = " or ".join(map(str, ranks))
-        raise VerifyException(f"{op.name}: {what} must have rank {want}, got {list(_shape(value))}")
+        raise VerifyException(f"{op.name}: {what} must have rank {want}, got {_dims(_shape(value))}")
 
 
 def _expect_result(op: IRDLOperation, expected: Sequence[int]) -> None:
     got = _shape(op.results[0])
     if got != tuple(expected):
-        raise VerifyException(f"{op.name}: result shape {list(got)} should be {list(expected)}")
+        raise VerifyException(f"{op.name}: result shape {_dims(got)} should be {_dims(expected)}")
 
 
 def _verify_mm(op) -> None:

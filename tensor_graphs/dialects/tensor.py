@@ -111,6 +111,11 @@ class WeightOp(IRDLOperation):
 #: Float constants with more elements than this print as raw hex bytes (compact and exact).
 HEX_PRINT_THRESHOLD = 1024
 
+#: Discardable attribute of an embedding (aten.embedding, tg.embedding, buf.embedding and
+#: buf.packed_embedding): the name the model gives its table where that differs from the
+#: weight's (a tied LM head imported as ``lm_head.weight``); the index-out-of-range error names it.
+TABLE_NAME = "tg.table_name"
+
 
 def print_dense(printer: Printer, value: DenseIntOrFPElementsAttr) -> None:
     """Prints ``value`` so that parsing the text gives the same bits back.

@@ -16,17 +16,18 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tensor_graphs.frontend.importer import (
         ImportedGraph,
-        UnsupportedOpsError,
         import_exported_program,
         import_model,
         node_location,
     )
+    from tensor_graphs.frontend.unsupported import Unsupported, UnsupportedOpsError
     from tensor_graphs.frontend.weights import WEIGHTS_FILE_ATTR, load_weights, save_weights
 
 #: public name -> module that defines it
 _LAZY = {
     "ImportedGraph": "importer",
-    "UnsupportedOpsError": "importer",
+    "Unsupported": "unsupported",
+    "UnsupportedOpsError": "unsupported",
     "import_exported_program": "importer",
     "import_model": "importer",
     "node_location": "importer",
@@ -58,6 +59,7 @@ def export_model(model, example_inputs: tuple, path: str | Path) -> ImportedGrap
 __all__ = [
     "WEIGHTS_FILE_ATTR",
     "ImportedGraph",
+    "Unsupported",
     "UnsupportedOpsError",
     "export_model",
     "import_exported_program",

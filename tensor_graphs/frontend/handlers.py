@@ -4,7 +4,10 @@ A handler turns one FX ``call_function`` node into aten-level IR and returns the
 the node's result. Most ops need nothing beyond their schema, so their handler is built from the
 generated op class (:func:`schema_handler`); ops that are no-ops at the value level (``detach``,
 eval-mode ``dropout``, ...) forward their input; run-time assertions (``_assert_tensor_metadata``)
-are dropped. Ops missing here become ``aten.unsupported``.
+are dropped; size arithmetic on dynamic dims (``sym_size``, ``operator.mul``, ...) makes no op (its
+users read the example's value; the importer reports the dynamic dim). ``embedding`` records the
+table's name as the model wrote it (tied weights). Ops missing here become ``aten.unsupported``,
+reported with what to do (`unsupported.py`).
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
+from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import SSAValue
 
 from tensor_graphs.dialects import aten
+from tensor_graphs.dialects.tensor import TABLE_NAME
 
 if TYPE_CHECKING:
     from tensor_graphs.frontend.importer import GraphImporter
@@ -74,10 +79,8 @@ def schema_handler(op_class: type[aten.AtenOp]) -> Handler:
                 values.append(None)
             elif isinstance(value, torch.memory_format):
                 values.append(_MEMORY_FORMATS[value])
-            elif isinstance(value, torch.fx.Node):
-                raise importer.error(node, f"argument '{name}' is computed at run time (symbolic), expected a constant")
             else:
-                values.append(_dtype_name(value))
+                values.append(_dtype_name(importer.static_value(value, node, name)))
         val = node.meta.get("val")
         if isinstance(val, (list, tuple)):
             types = [importer.value_type(v, f"result {i} of {node.name}") for i, v in enumerate(val)]
@@ -109,6 +112,23 @@ def drop(importer: GraphImporter, node: torch.fx.Node) -> list[SSAValue]:
     return []
 
 
+def symbolic_size(importer: GraphImporter, node: torch.fx.Node) -> list[SSAValue]:
+    """A size computed from a dynamic dim (``sym_size``, arithmetic on sizes): no op; its users
+    read its example value (``importer.static_value``), and the dynamic dim is reported."""
+    return []
+
+
+def embedding(importer: GraphImporter, node: torch.fx.Node) -> SSAValue:
+    """``aten.embedding``, with the name of its table as the user wrote it when torch.export kept
+    another name of the same tensor (a tied LM head: ``transformer.wte.weight`` is imported as
+    ``lm_head.weight``): :data:`TABLE_NAME`, which the out-of-range index error names."""
+    value = _embedding(importer, node)
+    table = importer.table_name(node.args[0], node)
+    if table is not None:
+        value.owner.attributes[TABLE_NAME] = StringAttr(table)  # type: ignore[union-attr]
+    return value
+
+
 def getitem(importer: GraphImporter, node: torch.fx.Node) -> SSAValue:
     """``operator.getitem(multi_result_node, i)``: the i-th result."""
     source, index = node.args
@@ -128,13 +148,44 @@ def _overload(target: str) -> torch._ops.OpOverload:
     return getattr(getattr(torch.ops.aten, name), overload or "default")
 
 
+_embedding = schema_handler(aten.EmbeddingOp)
+
+#: size arithmetic torch.export records for dynamic dims (``x.shape[0] * 2``) and for the
+#: range checks of data-dependent sizes (``u0 >= 0``, then asserted)
+_SYMBOLIC_SIZES = (
+    torch.ops.aten.sym_size.int,
+    torch.ops.aten.sym_numel.default,
+    torch.ops.aten.sym_stride.int,
+    torch.ops.aten.sym_storage_offset.default,
+    operator.add,
+    operator.sub,
+    operator.mul,
+    operator.floordiv,
+    operator.truediv,
+    operator.mod,
+    operator.neg,
+    operator.pow,
+    operator.eq,
+    operator.ne,
+    operator.lt,
+    operator.le,
+    operator.gt,
+    operator.ge,
+    torch.sym_max,
+    torch.sym_min,
+    torch.sym_int,
+    torch.sym_float,
+)
+
 HANDLERS: dict[Any, Handler] = {
     **{_overload(target): schema_handler(cls) for target, cls in aten.ATEN_OPS.items()},
+    torch.ops.aten.embedding.default: embedding,
     torch.ops.aten.detach.default: forward_input,
     torch.ops.aten.detach_.default: forward_input,
     torch.ops.aten.alias.default: forward_input,
     torch.ops.aten.lift_fresh_copy.default: forward_input,
     torch.ops.aten.dropout.default: dropout,
     **{getattr(torch.ops.aten, name).default: drop for name in _ASSERTIONS if hasattr(torch.ops.aten, name)},
+    **{target: symbolic_size for target in _SYMBOLIC_SIZES},
     operator.getitem: getitem,
 }

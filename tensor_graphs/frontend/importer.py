@@ -19,15 +19,22 @@ derived at construction, not in the state dict, e.g. RoPE's ``inv_freq``): those
 ``tg.constant`` so that constant folding can evaluate what is built from them (the cos/sin tables).
 Python scalars where a schema wants a Tensor become rank-0 ``tg.constant`` ops of the dtype torch
 promotes them to (``int64_tensor + 1`` adds an i64 constant, ``float_tensor * 2`` an f32 one).
-Inputs are float32 tensors, or int64/int32 tensors (token ids). Unknown ops become
-``aten.unsupported`` and are reported all at once.
+Inputs are float32 tensors, or int64/int32 tensors (token ids).
+
+What cannot be compiled is reported all at once, after the whole graph is walked, in one
+:class:`~tensor_graphs.frontend.unsupported.UnsupportedOpsError` that says where each is and
+what to do: ops without a handler (imported as ``aten.unsupported``), control flow
+(``torch.cond``, ``while_loop``: their branches are ``get_attr`` subgraphs), dynamic dimensions
+(a program exported with ``dynamic_shapes``: imported at the example's sizes, so that the rest
+of the graph is still checked) and masks or comparisons on run-time data (which only constant
+folding can remove; the lowering says which, `run_time_mask_builders`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -57,6 +64,15 @@ from tensor_graphs.dialects import aten
 from tensor_graphs.dialects.tensor import ConstantOp, WeightOp
 from tensor_graphs.dialects.dense import dense_from_numpy
 from tensor_graphs.frontend.handlers import HANDLERS
+from tensor_graphs.frontend.unsupported import (
+    Unsupported,
+    UnsupportedOpsError,
+    data_dependent_shape,
+    dynamic_dim,
+    run_time_mask,
+    unsupported_target,
+)
+from tensor_graphs.lowering.aten_to_tensor.masks import RUN_TIME_MASK_FIX, run_time_mask_builders, run_time_mask_problem
 
 _ELEMENT_TYPES: dict[torch.dtype, Attribute] = {
     torch.float32: f32,
@@ -75,21 +91,6 @@ _WEIGHT_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSO
 
 #: dtypes a user input may have: float32 data, or integer token ids / indices
 INPUT_DTYPES = (torch.float32, torch.int64, torch.int32)
-
-
-class UnsupportedOpsError(ValueError):
-    """The model uses ATen ops the frontend cannot translate; lists every one with its location.
-
-    ``ops`` holds ``(target, location)`` pairs; ``graph`` the imported module with the
-    ``aten.unsupported`` placeholders, for inspection.
-    """
-
-    def __init__(self, ops: Sequence[tuple[str, str]], graph: ImportedGraph | None = None):
-        self.ops = list(ops)
-        self.graph = graph
-        n = len(self.ops)
-        listing = "; ".join(f"{target} at {loc}" if loc else target for target, loc in self.ops)
-        super().__init__(f"{n} unsupported op{'s' if n != 1 else ''}: {listing}")
 
 
 @dataclass
@@ -131,7 +132,7 @@ def node_location(node: torch.fx.Node) -> str:
     best = None
     for i, line in enumerate(lines):
         m = _FRAME_RE.search(line)
-        if m and "/torch/" not in m.group(1).replace("\\", "/"):
+        if m and "/torch/" not in m.group(1).replace("\\", "/") and not m.group(1).startswith("<"):
             code = lines[i + 1].strip() if i + 1 < len(lines) and not _FRAME_RE.search(lines[i + 1]) else ""
             best = f"{m.group(1)}:{m.group(2)} in {m.group(3)}" + (f": {code}" if code else "")
     if best:
@@ -142,8 +143,9 @@ def node_location(node: torch.fx.Node) -> str:
 # --------------------------------------------------------------------------- the importer
 
 
-def tensor_type(value: object, what: str) -> TensorType:
-    """The tensor type of a (fake) tensor."""
+def tensor_type(value: object, what: str, symbolic_dim: Callable[[torch.SymInt], int] | None = None) -> TensorType:
+    """The tensor type of a (fake) tensor; ``symbolic_dim`` gives a static size for a symbolic
+    dim (without it, a symbolic dim is a TypeError)."""
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"{what} is a {type(value).__name__}, expected a tensor")
     if value.dtype not in _ELEMENT_TYPES:
@@ -151,7 +153,9 @@ def tensor_type(value: object, what: str) -> TensorType:
     shape = []
     for d in value.shape:
         if not isinstance(d, int):
-            raise TypeError(f"{what} has a symbolic dim {d}; only static shapes are supported")
+            if symbolic_dim is None:
+                raise TypeError(f"{what} has a symbolic dim {d}; only static shapes are supported")
+            d = symbolic_dim(d)
         shape.append(d)
     return TensorType(_ELEMENT_TYPES[value.dtype], shape)
 
@@ -178,24 +182,79 @@ class GraphImporter:
         self.values: dict[torch.fx.Node, SSAValue | list[SSAValue | None]] = {}
         self.weights: dict[str, np.ndarray] = {}
         self.input_names: list[str] = []
-        self.unsupported_ops: list[tuple[str, str]] = []
+        #: what cannot be compiled, with the position of its node in the graph (for the one error)
+        self.unsupported_ops: list[tuple[int, Unsupported]] = []
         self._scalars: dict[tuple[object, str], SSAValue] = {}
+        #: the node being imported, its position, and the node each op was imported from
+        self._node: torch.fx.Node | None = None
+        self._position = 0
+        self._nodes: dict[Operation, torch.fx.Node] = {}
+        #: symbols of the dims exported as dynamic (reported once, at their input), of sizes and
+        #: numbers that depend on data (reported once, where they appear), and the nodes reported
+        self._dynamic: set[str] = set()
+        self._data_dependent: set[str] = set()
+        self._reported: set[torch.fx.Node] = set()
+        #: state-dict name -> every name of the same tensor (tied weights), made when first needed
+        self._aliases: dict[str, list[str]] | None = None
 
     # --- helpers for handlers
 
     def append(self, op: Operation) -> Operation:
         self.block.add_op(op)
+        if self._node is not None:
+            self._nodes[op] = self._node
         return op
 
     def error(self, node: torch.fx.Node, message: str) -> ValueError:
         loc = node_location(node)
         return ValueError(f"{_target_name(node)}{f' at {loc}' if loc else ''}: {message}")
 
+    def report(self, entry: Unsupported, position: int | None = None) -> None:
+        """Record something that cannot be compiled, at the node being imported (or at the
+        graph ``position`` given); all are raised together at the end, in graph order."""
+        self.unsupported_ops.append((self._position if position is None else position, entry))
+        if self._node is not None:
+            self._reported.add(self._node)
+
     def result_type(self, node: torch.fx.Node) -> TensorType:
-        return tensor_type(node.meta.get("val"), f"the result of {_target_name(node)}")
+        return self.value_type(node.meta.get("val"), f"the result of {_target_name(node)}")
 
     def value_type(self, value: object, what: str) -> TensorType:
-        return tensor_type(value, what)
+        return tensor_type(value, what, self._static_dim)
+
+    def static_value(self, value: object, node: torch.fx.Node, arg: str) -> object:
+        """A non-tensor argument: a symbolic size (a node computing a ``SymInt`` from a dynamic
+        dim, anywhere in a list) becomes its example value; the dynamic dim is reported."""
+        if isinstance(value, (list, tuple)):
+            return type(value)(self.static_value(v, node, arg) for v in value)
+        if not isinstance(value, torch.fx.Node):
+            return value
+        val = value.meta.get("val")
+        if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            return self._example_value(val)
+        raise self.error(node, f"argument '{arg}' is computed at run time, expected a constant")
+
+    def table_name(self, table: object, node: torch.fx.Node) -> str | None:
+        """The name the model gives the weight ``table`` where ``node`` reads it, when torch.export
+        imported that tensor under another of its names (tied weights: GPT-2's ``transformer.wte``
+        reads ``lm_head.weight``); None when the names agree."""
+        value = self.values.get(table) if isinstance(table, torch.fx.Node) else None
+        owner = value.owner if isinstance(value, SSAValue) else None
+        if not isinstance(owner, WeightOp):
+            return None
+        name = owner.weight_name.data
+        if self._aliases is None:
+            groups: dict[tuple, list[str]] = {}
+            for key, t in self.ep.state_dict.items():
+                if isinstance(t, torch.Tensor):
+                    groups.setdefault(_tensor_identity(t), []).append(key)
+            self._aliases = {key: names for names in groups.values() for key in names}
+        aliases = self._aliases.get(name, [name])
+        for path, _ in reversed(list((node.meta.get("nn_module_stack") or {}).values())):
+            for alias in aliases:
+                if path and alias.startswith(f"{path}."):
+                    return alias if alias != name else None
+        return None
 
     def scalar_constant(self, value: bool | int | float, dtype: torch.dtype = torch.float32) -> SSAValue:
         """A rank-0 ``tg.constant`` of ``dtype`` (one per distinct value and dtype)."""
@@ -207,12 +266,17 @@ class GraphImporter:
 
     def tensor_operand(self, value: object, node: torch.fx.Node, arg: str) -> SSAValue:
         """The SSA value of a Tensor argument; Python numbers become rank-0 constants of the dtype
-        torch promotes them to against the node's first tensor argument."""
+        torch promotes them to against the node's first tensor argument, and so do symbolic
+        numbers (a size of a dynamic dim, an ``.item()``: reported) at their example value."""
         if isinstance(value, torch.fx.Node):
             v = self.values[value]
-            if not isinstance(v, SSAValue):
-                raise self.error(node, f"argument '{arg}' is not a tensor")
-            return v
+            if isinstance(v, SSAValue):
+                return v
+            val = value.meta.get("val")
+            if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+                number = self._example_value(val)
+                return self.scalar_constant(number, _scalar_dtype(node, number))
+            raise self.error(node, f"argument '{arg}' is not a tensor")
         if isinstance(value, (bool, int, float)):
             return self.scalar_constant(value, _scalar_dtype(node, value))
         raise self.error(node, f"argument '{arg}' is a {type(value).__name__}, expected a tensor")
@@ -232,15 +296,48 @@ class GraphImporter:
         collect(list(node.kwargs.values()))
         val = node.meta.get("val")
         target, loc = _target_name(node), node_location(node)
-        self.unsupported_ops.append((target, loc))
+        self.report(unsupported_target(node.target, target, loc))
+        if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            self._explain(val)  # an .item(): what uses it is not reported again
         if isinstance(val, (list, tuple)):
-            types = [_try_tensor_type(v) for v in val]
+            types = [self._try_type(v) for v in val]
             op = self.append(aten.UnsupportedOp(target, inputs, [t for t in types if t is not None], loc))
             results = iter(op.results)
             return [next(results) if t is not None else None for t in types]
-        t = _try_tensor_type(val)
+        t = self._try_type(val)
         op = self.append(aten.UnsupportedOp(target, inputs, [t] if t is not None else [], loc))
         return op.results[0] if t is not None else []
+
+    # --- symbolic sizes
+
+    def _example_value(self, value: torch.SymInt | torch.SymFloat | torch.SymBool) -> bool | int | float:
+        """The value a symbolic number had in the example (0 when it depends on data: reported)."""
+        self._explain(value)
+        hint = value.node.hint
+        return 0 if hint is None else hint
+
+    def _static_dim(self, d: torch.SymInt) -> int:
+        """A symbolic dim at the example's size. A dim exported as dynamic was reported at its
+        input; one that depends on data (an unbacked size) is reported where it first appears."""
+        self._explain(d)
+        return int(d.node.hint) if d.node.hint is not None else 1
+
+    def _explain(self, value: torch.SymInt | torch.SymFloat | torch.SymBool) -> None:
+        """Report a symbolic number that depends on data (not on a dynamic input dim), once per
+        symbol, at the node that makes it (unless that node is reported already)."""
+        new = {str(s) for s in value.node.expr.free_symbols} - self._dynamic - self._data_dependent
+        if not new:
+            return
+        self._data_dependent |= new
+        node = self._node
+        if node is not None and node not in self._reported:
+            self.report(data_dependent_shape(_target_name(node), node_location(node)))
+
+    def _try_type(self, value: object) -> TensorType | None:
+        try:
+            return tensor_type(value, "value", self._static_dim)
+        except TypeError:
+            return None
 
     # --- the walk
 
@@ -253,7 +350,8 @@ class GraphImporter:
                     f"the model mutates '{spec.target}' ({spec.kind.name}) in forward; only pure inference graphs are supported"
                 )
         output_node = None
-        for node in self.ep.graph.nodes:
+        for position, node in enumerate(self.ep.graph.nodes):
+            self._node, self._position = node, position
             if node.op == "placeholder":
                 self._placeholder(node, specs.get(node.name))
             elif node.op == "call_function":
@@ -262,10 +360,13 @@ class GraphImporter:
                 if isinstance(value, SSAValue) and value.name_hint is None:
                     value.name_hint = node.name
                 self.values[node] = value
+            elif node.op == "get_attr" and isinstance(getattr(self.ep.graph_module, str(node.target), None), torch.nn.Module):
+                self.values[node] = []  # a branch or body of control flow: the op using it is reported
             elif node.op == "output":
                 output_node = node
             else:
                 raise self.error(node, f"unexpected FX node kind '{node.op}'")
+        self._node = None
         assert output_node is not None
         results = self._outputs(output_node)
         arg_types = [a.type for a in self.block.args]
@@ -273,13 +374,25 @@ class GraphImporter:
         fn = func.FuncOp(self.name, (arg_types, [r.type for r in results]), Region(self.block))
         module = ModuleOp([fn])
         graph = ImportedGraph(module, self.weights, self.input_names, len(results))
+        self._report_run_time_masks()
         if self.unsupported_ops:
-            raise UnsupportedOpsError(self.unsupported_ops, graph)
+            entries = [e for _, e in sorted(self.unsupported_ops, key=lambda pe: pe[0])]
+            raise UnsupportedOpsError(entries, graph)
         try:
             module.verify()
         except DiagnosticException as e:
             raise ValueError(f"the imported aten module does not verify: {e}") from e
         return graph
+
+    def _report_run_time_masks(self) -> None:
+        """Masks and comparisons on run-time data: what convert-aten-to-tensor would reject after
+        constant folding, found now so that they join the one error, with their place in the model."""
+        positions = {node: i for i, node in enumerate(self.ep.graph.nodes)}
+        for op, operand in run_time_mask_builders(self.block):
+            node = self._nodes.get(op)
+            target, loc = (_target_name(node), node_location(node)) if node is not None else (op.name, "")
+            entry = run_time_mask(target, loc, run_time_mask_problem(op, operand), RUN_TIME_MASK_FIX)
+            self.report(entry, positions.get(node, len(positions)))  # type: ignore[arg-type]
 
     def _placeholder(self, node: torch.fx.Node, spec) -> None:
         kind = spec.kind if spec is not None else InputKind.USER_INPUT
@@ -288,7 +401,8 @@ class GraphImporter:
             if not isinstance(val, torch.Tensor) or val.dtype not in INPUT_DTYPES:
                 what = f"a {type(val).__name__}" if not isinstance(val, torch.Tensor) else f"a {val.dtype} tensor"
                 raise TypeError(f"input '{node.name}' is {what}; tensor_graphs takes float32 (and int64/int32 index) tensors only")
-            arg = self.block.insert_arg(tensor_type(val, f"input '{node.name}'"), len(self.block.args))
+            self._report_dynamic_dims(node, val)
+            arg = self.block.insert_arg(self.value_type(val, f"input '{node.name}'"), len(self.block.args))
             arg.name_hint = node.name
             self.values[node] = arg
             self.input_names.append(node.name)
@@ -313,6 +427,20 @@ class GraphImporter:
             self.values[node] = op.results[0]
         else:
             raise ValueError(f"input '{node.name}' of kind {kind.name} is not supported")
+
+    def _report_dynamic_dims(self, node: torch.fx.Node, val: torch.Tensor) -> None:
+        """Each dim of input ``node`` exported as dynamic, once per symbol, with its range."""
+        ranges = {str(k): v for k, v in self.ep.range_constraints.items()}
+        for i, d in enumerate(val.shape):
+            if isinstance(d, int):
+                continue
+            symbol = str(d)
+            new = {str(s) for s in d.node.expr.free_symbols} - self._dynamic
+            self._dynamic |= new
+            if new:
+                r = ranges.get(symbol)
+                allowed = f", allowed {r.lower} to {r.upper}".replace("int_oo", "inf") if r is not None else ""
+                self.report(dynamic_dim(symbol, f"input '{node.name}' dim {i} (size {d.node.hint} in the example{allowed})"))
 
     def _outputs(self, node: torch.fx.Node) -> list[SSAValue]:
         spec = self.ep.call_spec.out_spec
@@ -340,6 +468,11 @@ def _target_name(node: torch.fx.Node) -> str:
     return getattr(target, "__name__", str(target))
 
 
+def _tensor_identity(t: torch.Tensor) -> tuple:
+    """Equal for two names of one tensor (tied weights), different for distinct tensors."""
+    return (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
+
+
 def _scalar_dtype(node: torch.fx.Node, value: bool | int | float) -> torch.dtype:
     """The dtype torch computes ``node`` in for the Python number ``value``: promoted against the
     node's first tensor argument, else the number's own default dtype."""
@@ -350,13 +483,6 @@ def _scalar_dtype(node: torch.fx.Node, value: bool | int | float) -> torch.dtype
                 dtype = torch.result_type(val, value)
                 return dtype if dtype in _ELEMENT_TYPES else torch.float32
     return torch.tensor(value).dtype if not isinstance(value, float) else torch.float32
-
-
-def _try_tensor_type(value: object) -> TensorType | None:
-    try:
-        return tensor_type(value, "value")
-    except TypeError:
-        return None
 
 
 # --------------------------------------------------------------------------- public API
@@ -411,4 +537,24 @@ def export_program(model: torch.nn.Module, example_inputs: tuple) -> ExportedPro
 
 def import_model(model: torch.nn.Module, example_inputs: tuple) -> ImportedGraph:
     """Export ``model`` with ``torch.export`` (eval mode, no grad) and import it at the aten level."""
-    return import_exported_program(export_program(model, example_inputs))
+    with _forget_generated_source():
+        return import_exported_program(export_program(model, example_inputs))
+
+
+@contextlib.contextmanager
+def _forget_generated_source():
+    """Drop the source of the Python code torch.fx generates meanwhile (``forward`` of each graph
+    module) when done: torch keeps it for good, in its loader's cache and in ``linecache``, with
+    a copy of the code's globals (~80 KB for a 2-layer GPT-2), so a process compiling models on
+    demand would grow by that with every compile. The code itself lives as long as its module."""
+    import linecache
+
+    from torch.fx.graph_module import _loader
+
+    before = set(_loader.eval_cache)
+    try:
+        yield
+    finally:
+        for key in set(_loader.eval_cache) - before:
+            del _loader.eval_cache[key]
+            linecache.cache.pop(key, None)

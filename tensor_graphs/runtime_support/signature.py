@@ -31,7 +31,10 @@ previous reading: the time between two kernel calls goes to the later one) and
 reads nothing more: its code is exactly what it would be without the option.
 
 An error message may contain ``{past}``, which :meth:`GraphSignature.status_error` replaces by
-the ``past`` of the failing call ("kv cache 'kv.0.key': position {past} + 8 new tokens ...").
+the ``past`` of the failing call ("kv cache 'kv.0.key': position {past} + 8 new tokens ..."),
+and ``{bad_index:K:N}``, which it replaces by the first value of input ``K`` outside ``[0, N)``
+and its position when it is given the call's inputs ("embedding 'wte.weight': index out of
+range [0, 256): input 'ids' holds 300 at [0, 3]"), else by the input's name.
 
 `convert-buffer-to-llvm` stores a :class:`GraphSignature` on the llvm-level module as
 attributes (``tg.entry``, ``tg.arena_size``, ``tg.weight_table``, ``tg.constants``,
@@ -47,6 +50,8 @@ loaded; a weight only read that way is not bound as it is at all.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -61,6 +66,9 @@ from xdsl.dialects.builtin import (
 )
 
 from tensor_graphs.dialects.dense import dense_from_numpy, element_type_of, numpy_dtype_of, numpy_from_dense
+
+#: ``{bad_index:K:N}`` in an error message: an index of input K outside [0, N) (see status_error)
+_BAD_INDEX = re.compile(r"\{bad_index:(\d+):(\d+)\}")
 
 #: element type <-> NumPy dtype and dense attributes <-> arrays: one definition, in dialects.dense
 numpy_dtype = numpy_dtype_of
@@ -119,15 +127,30 @@ class GraphSignature:
         and states) of a graph compiled with profiling."""
         return len(self.weight_table) + len(self.states)
 
-    def status_error(self, status: int, past: int | None = None) -> Exception:
+    def status_error(self, status: int, past: int | None = None, inputs: Sequence | None = None) -> Exception:
         """The exception for a nonzero status returned by the native function: an
         ``IndexError`` for an index out of range, a ``RuntimeError`` otherwise. ``past`` (the
-        call's ``dims[0]``) fills the ``{past}`` of a message."""
+        call's ``dims[0]``) fills the ``{past}`` of a message; ``inputs`` (the call's arguments,
+        arrays or tensors) the ``{bad_index:K:N}`` of one: the first value of input ``K`` outside
+        ``[0, N)`` and where it is (without them, only which input holds it)."""
         if 1 <= status <= len(self.errors):
             message = self.errors[status - 1].replace("{past}", "past" if past is None else str(past))
+            message = _BAD_INDEX.sub(lambda m: self._bad_index(int(m[1]), int(m[2]), inputs), message)
             kind = IndexError if "index out of range" in message else RuntimeError
             return kind(f"{self.entry}: {message}")
         return RuntimeError(f"{self.entry}: the native function returned the unknown status {status}")
+
+    def _bad_index(self, k: int, n: int, inputs: Sequence | None) -> str:
+        """What fills ``{bad_index:k:n}``: the offending value of input ``k`` and its position."""
+        name = self.inputs[k].name if k < len(self.inputs) and self.inputs[k].name else f"#{k}"
+        if inputs is not None and k < len(inputs):
+            values = np.asarray(inputs[k])
+            bad = np.argwhere((values < 0) | (values >= n))
+            if len(bad):
+                at = tuple(int(i) for i in bad[0])
+                more = f" ({len(bad) - 1} more)" if len(bad) > 1 else ""
+                return f": input '{name}' holds {values[at]} at {list(at)}{more}"
+        return f" (an index in input '{name}')"
 
     # ------------------------------------------------------------------ module attributes
 

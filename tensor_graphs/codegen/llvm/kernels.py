@@ -18,7 +18,9 @@
   the identity and accumulated in place by a loop nest whose inner loop runs along the output.
 - `buf.embedding` (and `buf.packed_embedding`, from a table packed into column panels) checks
   every index against [0, V): an index out of range makes the graph function return an error
-  status (see `KernelContext.check`) instead of reading out of bounds.
+  status (see `KernelContext.check`) instead of reading out of bounds. The message names the
+  table as the model does (a tied table by the name its embedding uses, ``tg.table_name``) and,
+  when the indices are a graph input, asks the runtime for the offending value.
 - `buf.cache_write {axis}` copies its update into the state (a KV cache) at positions
   ``[past, past + n)`` along ``axis``, ``past`` being the run-time ``dims[0]``
   (`KernelContext.dim`): one ``llvm.memcpy`` of ``n * inner`` elements per index of the dims
@@ -42,7 +44,7 @@ from typing import Protocol
 
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import AnyFloat, DenseIntOrFPElementsAttr, IntegerAttr, IntegerType, MemRefType, f32, i1, i32, i64
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 from xdsl.utils.exceptions import PassFailedException
 
 from tensor_graphs.codegen.llvm.loops import (
@@ -69,6 +71,7 @@ from tensor_graphs.codegen.llvm.scalar import (
 )
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.shapes import broadcast_shapes, contiguous_strides, numel
+from tensor_graphs.dialects.tensor import TABLE_NAME
 
 
 class LoweringError(PassFailedException, ValueError):
@@ -541,6 +544,27 @@ def _emit_concat(ctx: KernelContext, op: Operation) -> None:
         at += size
 
 
+def _table_description(op: Operation) -> str:
+    """The embedding table as the model names it: ``'wte.weight'``, or for a tied table imported
+    under its other name (``tg.table_name``, from the frontend) ``'transformer.wte.weight' (tied
+    to 'lm_head.weight')``; an unnamed table by its type."""
+    table = op.inputs[0]  # type: ignore[attr-defined]
+    owner = table.owner
+    if not isinstance(owner, buf.WeightOp | buf.PackedWeightOp):
+        return f"of a {table.type}"
+    weight = owner.weight_name.data
+    wrote = op.attributes.get(TABLE_NAME)
+    return f"'{wrote.data}' (tied to '{weight}')" if wrote is not None and wrote.data != weight else f"'{weight}'"  # type: ignore[attr-defined]
+
+
+def _bad_index_field(idx: SSAValue, vocab: int) -> str:
+    """``{bad_index:K:V}`` when the indices are graph input ``K`` (or a reshape of it): the
+    runtime fills in the offending value and where it is (`GraphSignature.status_error`)."""
+    while isinstance(idx.owner, buf.ReshapeOp):
+        idx = idx.owner.input
+    return f"{{bad_index:{idx.index}:{vocab}}}" if isinstance(idx, BlockArgument) else ""
+
+
 def _emit_embedding(ctx: KernelContext, op: Operation) -> None:
     """``out[i, :] = table[idx[i], :]``, each index checked against [0, V) first. From a packed
     table (`buf.packed_embedding`), row ``j`` starts at ``(j / NR) * D * NR + j % NR`` and its
@@ -558,10 +582,7 @@ def _emit_embedding(ctx: KernelContext, op: Operation) -> None:
         vocab = op.rows.value.data
     else:
         (vocab, dim), nr = _shape(table), 1
-    owner = table.owner
-    named = isinstance(owner, buf.WeightOp | buf.PackedWeightOp)
-    what = f"'{owner.weight_name.data}'" if named else f"of a {table.type}"  # type: ignore[union-attr]
-    message = f"embedding {what}: index out of range [0, {vocab})"
+    message = f"embedding {_table_description(op)}: index out of range [0, {vocab}){_bad_index_field(idx, vocab)}"
     b = ctx.b
     tp, ip, op_ = ctx.ptr(table), ctx.ptr(idx), ctx.ptr(out)
     ult = IntegerAttr(llvm.ICmpPredicateFlag.ULT.to_int(), i64)

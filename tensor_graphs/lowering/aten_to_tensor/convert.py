@@ -28,6 +28,10 @@ from tensor_graphs.lowering.aten_to_tensor.normalization import populate_normali
 from tensor_graphs.lowering.aten_to_tensor.reductions import populate_reduction_patterns
 
 
+#: what to do about an ATen op that has no lowering (also the frontend's advice)
+UNSUPPORTED_OP_FIX = "write it with supported ops (tensor_graphs/dialects/aten.py lists them) or compute it outside the model"
+
+
 class AtenConversionError(PassFailedException):
     """Some aten ops are left after ``convert-aten-to-tensor``; the message lists each with its reason."""
 
@@ -66,7 +70,7 @@ class ConvertAtenToTensorPass(ModulePass):
                 target = o.properties["target"].data  # type: ignore[attr-defined]
                 where = o.properties.get("location")
                 loc = where.data if where is not None else ""  # type: ignore[attr-defined]
-                lines.append(f"  {target} has no tg lowering (unsupported ATen op){f' at {loc}' if loc else ''}")
+                lines.append(f"  {target} has no tg lowering (unsupported ATen op){f' at {loc}' if loc else ''}; {UNSUPPORTED_OP_FIX}")
             else:
                 reason = failures.get(id(o), (None, "no pattern matched"))[1]
                 lines.append(f"  {o.name}: {reason}")

@@ -12,7 +12,7 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewri
 from tensor_graphs.dialects import aten
 from tensor_graphs.dialects.aten import normalize_dim
 from tensor_graphs.dialects.shapes import ShapeError
-from tensor_graphs.dialects.tensor import ConcatOp, EmbeddingOp, SliceOp, shape_of
+from tensor_graphs.dialects.tensor import TABLE_NAME, ConcatOp, EmbeddingOp, SliceOp, shape_of
 from tensor_graphs.lowering.aten_to_tensor.common import OpList, element_type, notify_match_failure
 
 
@@ -135,18 +135,22 @@ class CatPattern(RewritePattern):
 
 
 class EmbeddingPattern(RewritePattern):
-    """``embedding(weight, indices)`` is the row gather ``tg.embedding`` (padding_idx only matters for training).
+    """``embedding(weight, indices)`` is the row gather ``tg.embedding`` (padding_idx only matters
+    for training); the table's name as the model wrote it (``tg.table_name``) goes with it.
 
     ```mlir
-    %y = aten.embedding %w, %ids : (tensor<100x64xf32>, tensor<1x7xi64>) -> tensor<1x7x64xf32>
+    %y = aten.embedding %w, %ids {tg.table_name = "wte.weight"} : (tensor<100x64xf32>, tensor<1x7xi64>) -> tensor<1x7x64xf32>
     // becomes
-    %y = tg.embedding %w, %ids : (tensor<100x64xf32>, tensor<1x7xi64>) -> tensor<1x7x64xf32>
+    %y = tg.embedding %w, %ids {tg.table_name = "wte.weight"} : (tensor<100x64xf32>, tensor<1x7xi64>) -> tensor<1x7x64xf32>
     ```
     """
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: aten.EmbeddingOp, rewriter: PatternRewriter) -> None:
-        rewriter.replace(op, EmbeddingOp(op.weight, op.indices))
+        new = EmbeddingOp(op.weight, op.indices)
+        if TABLE_NAME in op.attributes:
+            new.attributes[TABLE_NAME] = op.attributes[TABLE_NAME]
+        rewriter.replace(op, new)
 
 
 def populate_indexing_patterns() -> list[RewritePattern]:

@@ -2,17 +2,21 @@
 
 These have no tg lowering on purpose: they only ever compute constants (causal masks, position
 ids), and ``constant-fold`` evaluates them with PyTorch before this pass runs. One that is still
-here was computed from something that is not a constant; the pattern records why, and the pass
-reports it with every other op left over. The exceptions are the ops whose value depends on their
-operand's shape only (``zeros_like``, ``new_ones``, ...): they become a splat ``tg.constant``.
+here was computed from something that is not a constant: a data-dependent mask or comparison,
+which tensor_graphs does not support yet. The pattern records why, and the pass reports it with
+every other op left over; the frontend finds the same ops before any pass runs
+(:func:`run_time_mask_builders`) and lists them in its one error with every other unsupported
+construct, with their place in the model. The exceptions are the ops whose value depends on
+their operand's shape only (``zeros_like``, ``new_ones``, ...): they become a splat ``tg.constant``.
 """
 
 from __future__ import annotations
 
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from tensor_graphs.dialects import aten
-from tensor_graphs.dialects.tensor import ConstantOp, shape_of
+from tensor_graphs.dialects.tensor import ConstantOp, WeightOp, shape_of
 from tensor_graphs.lowering.aten_to_tensor.common import constant, element_type, notify_match_failure
 
 #: ops whose value is one number everywhere, whatever their operand holds -> that number (None: fill_value)
@@ -25,41 +29,103 @@ SHAPE_ONLY: dict[type[aten.AtenOp], float | None] = {
     aten.NewFullOp: None,
 }
 
-#: ops that only constant-fold removes
-FOLD_ONLY: tuple[type[aten.AtenOp], ...] = (
-    aten.ArangeOp,
-    aten.ArangeStartOp,
-    aten.ArangeStartStepOp,
-    aten.FullOp,
-    aten.OnesOp,
-    aten.ZerosOp,
-    aten.ScalarTensorOp,
-    aten.TriuOp,
-    aten.TrilOp,
-    aten.EqTensorOp,
-    aten.EqScalarOp,
-    aten.NeTensorOp,
-    aten.NeScalarOp,
-    aten.LtTensorOp,
-    aten.LtScalarOp,
-    aten.LeTensorOp,
-    aten.LeScalarOp,
-    aten.GtTensorOp,
-    aten.GtScalarOp,
-    aten.GeTensorOp,
-    aten.GeScalarOp,
-    aten.BitwiseAndTensorOp,
-    aten.BitwiseOrTensorOp,
-    aten.BitwiseNotOp,
-    aten.AndTensorOp,
-    aten.OrTensorOp,
-    aten.LogicalAndOp,
-    aten.LogicalOrOp,
-    aten.LogicalNotOp,
-    aten.CumsumOp,
-    aten.DiffOp,
-    aten.IndexTensorOp,
+_COMPARISON = "a comparison"
+_LOGICAL = "a boolean mask operation"
+
+#: ops that only constant-fold removes -> what they are, for the message that says they met run-time data
+FOLD_ONLY: dict[type[aten.AtenOp], str] = {
+    aten.ArangeOp: "a tensor creation",
+    aten.ArangeStartOp: "a tensor creation",
+    aten.ArangeStartStepOp: "a tensor creation",
+    aten.FullOp: "a tensor creation",
+    aten.OnesOp: "a tensor creation",
+    aten.ZerosOp: "a tensor creation",
+    aten.ScalarTensorOp: "a tensor creation",
+    aten.TriuOp: "a triangular mask",
+    aten.TrilOp: "a triangular mask",
+    aten.EqTensorOp: _COMPARISON,
+    aten.EqScalarOp: _COMPARISON,
+    aten.NeTensorOp: _COMPARISON,
+    aten.NeScalarOp: _COMPARISON,
+    aten.LtTensorOp: _COMPARISON,
+    aten.LtScalarOp: _COMPARISON,
+    aten.LeTensorOp: _COMPARISON,
+    aten.LeScalarOp: _COMPARISON,
+    aten.GtTensorOp: _COMPARISON,
+    aten.GtScalarOp: _COMPARISON,
+    aten.GeTensorOp: _COMPARISON,
+    aten.GeScalarOp: _COMPARISON,
+    aten.BitwiseAndTensorOp: _LOGICAL,
+    aten.BitwiseOrTensorOp: _LOGICAL,
+    aten.BitwiseNotOp: _LOGICAL,
+    aten.AndTensorOp: _LOGICAL,
+    aten.OrTensorOp: _LOGICAL,
+    aten.LogicalAndOp: _LOGICAL,
+    aten.LogicalOrOp: _LOGICAL,
+    aten.LogicalNotOp: _LOGICAL,
+    aten.CumsumOp: "a cumulative sum",
+    aten.DiffOp: "a difference along a dim",
+    aten.IndexTensorOp: "indexing by a tensor (x[idx])",
+}
+
+#: what to do about a mask builder that meets run-time data
+RUN_TIME_MASK_FIX = (
+    "make the mask a constant (built from shapes, torch.arange or a buffer), or compute it outside the "
+    "model and pass it in as a float 0/1 input to multiply by; a select such as torch.where(x > 0, x, 0) "
+    "is torch.relu(x) (torch.maximum and torch.minimum work too)"
 )
+
+
+def describe_source(value: SSAValue) -> str:
+    """Where a run-time value comes from, in the user's terms: an input, a weight, an op."""
+    if isinstance(value, BlockArgument):
+        return f"the model input '{value.name_hint}'" if value.name_hint else "a model input"
+    owner = value.owner
+    if isinstance(owner, WeightOp):
+        return f"the weight '{owner.weight_name.data}'"
+    if isinstance(owner, aten.UnsupportedOp):
+        return f"the result of the unsupported {owner.properties['target'].data}"  # type: ignore[attr-defined]
+    return f"the result of {owner.name}" + (f" (%{value.name_hint})" if value.name_hint else "")
+
+
+def run_time_mask_problem(op: Operation, operand: int) -> str:
+    """Why the mask builder ``op`` cannot be compiled: its operand ``operand`` is computed at run time."""
+    what = FOLD_ONLY.get(type(op), "a mask-building op")  # type: ignore[arg-type]
+    return (
+        f"{what} on values computed at run time (operand {operand} is {describe_source(op.operands[operand])}): "
+        "data-dependent masks and comparisons are not supported yet (tensor_graphs evaluates them while "
+        "compiling, to build constant masks such as a causal mask)"
+    )
+
+
+def run_time_mask_builders(body: Block) -> list[tuple[Operation, int]]:
+    """The mask builders in ``body`` (a function body) that will meet run-time data, with the
+    index of such an operand: what `FoldOnlyPattern` will report after ``constant-fold``.
+
+    A value is known while compiling when it is a constant, the splat of a shape-only op, or
+    computed from known values only; function arguments and weights are not. A mask builder
+    that only feeds ``aten.unsupported`` ops (``torch.cond``'s predicate) is left to them.
+    """
+    run_time: set[SSAValue] = set(body.args)
+    found: list[tuple[Operation, int]] = []
+    for op in body.ops:
+        if isinstance(op, WeightOp):
+            run_time.update(op.results)
+            continue
+        if isinstance(op, ConstantOp) or type(op) in SHAPE_ONLY:
+            continue
+        late = [i for i, v in enumerate(op.operands) if v in run_time]
+        if late:
+            run_time.update(op.results)
+            if type(op) in FOLD_ONLY:
+                found.append((op, late[0]))
+    # users come after their producers: decide the last ones first
+    left_to_unsupported: set[Operation] = set()
+    for op, _ in reversed(found):
+        users = [use.operation for r in op.results for use in r.uses]
+        if users and all(isinstance(u, aten.UnsupportedOp) or u in left_to_unsupported for u in users):
+            left_to_unsupported.add(op)
+    return [(op, i) for op, i in found if op not in left_to_unsupported]
 
 
 class FoldOnlyPattern(RewritePattern):
@@ -68,18 +134,17 @@ class FoldOnlyPattern(RewritePattern):
     ```mlir
     %m = aten.gt.Scalar %x {other = 0 : i64} : (tensor<2x3xf32>) -> tensor<2x3xi1>
     // stays, and the pass reports
-    //   aten.gt.Scalar: only constant-fold removes this op, but operand 0 is computed at run time (an argument of the function)
+    //   aten.gt.Scalar: a comparison on values computed at run time (operand 0 is the model input 'x'):
+    //   data-dependent masks and comparisons are not supported yet (...); make the mask a constant ...
     ```
     """
 
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, FOLD_ONLY):
+        if type(op) not in FOLD_ONLY:
             return
         for i, v in enumerate(op.operands):
             if not isinstance(v.owner, ConstantOp):
-                source = v.owner.name if hasattr(v.owner, "name") else "an argument of the function"
-                where = f"by {source}" if hasattr(v.owner, "name") else "(an argument of the function)"
-                return notify_match_failure(op, f"only constant-fold removes this op, but operand {i} is computed at run time {where}")
+                return notify_match_failure(op, f"{run_time_mask_problem(op, i)}; {RUN_TIME_MASK_FIX}")
         notify_match_failure(op, "only constant-fold removes this op; run constant-fold before convert-aten-to-tensor")
 
 

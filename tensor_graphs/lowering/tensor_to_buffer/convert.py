@@ -79,7 +79,11 @@ def memref_of(type: Attribute, fn: func.FuncOp, what: str) -> MemRefType:
         raise _fail(fn, f"{what} has type {type}; only tensors can be lowered to buffers")
     shape = tuple(type.get_shape())
     if any(d < 0 for d in shape):
-        raise _fail(fn, f"{what} has dynamic shape {type}; only static shapes are supported")
+        raise _fail(
+            fn,
+            f"{what} has dynamic shape {type}; only static shapes are supported: give every dim a size "
+            "(export the model without dynamic_shapes, once per input shape you run)",
+        )
     return _memref(type)
 
 

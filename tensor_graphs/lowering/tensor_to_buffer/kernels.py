@@ -32,6 +32,7 @@ from tensor_graphs.dialects import tensor as tg
 from tensor_graphs.dialects.shapes import numel
 from tensor_graphs.lowering.tensor_to_buffer.scratch import attention_scratch_type
 from tensor_graphs.dialects.packing import PanelLayout, panel_columns
+from tensor_graphs.dialects.tensor import TABLE_NAME
 
 #: ``applies(op)``: ``None`` when the variant can run ``op``, else the reason it cannot.
 Applies = Callable[[Operation], "str | None"]
@@ -311,9 +312,20 @@ def _pack_table(op: Operation, ins: Sequence[SSAValue]) -> tuple[list[Operation]
     return [packed], [packed.result, ins[1]]
 
 
+def _with_table_name(op: Operation, kernel: buf.KernelOp) -> buf.KernelOp:
+    """``kernel`` with the table's name as the model wrote it (:data:`TABLE_NAME`), if ``op`` has it."""
+    if TABLE_NAME in op.attributes:
+        kernel.attributes[TABLE_NAME] = op.attributes[TABLE_NAME]
+    return kernel
+
+
 def _packed_embedding(op: Operation, ins: Sequence[SSAValue], out: SSAValue) -> buf.KernelOp:
     assert isinstance(op, tg.EmbeddingOp)
-    return buf.PackedEmbeddingOp(ins, [out], {"rows": IntegerAttr(_shape(op.table)[0], i64)})
+    return _with_table_name(op, buf.PackedEmbeddingOp(ins, [out], {"rows": IntegerAttr(_shape(op.table)[0], i64)}))
+
+
+def _embedding(op: Operation, ins: Sequence[SSAValue], out: SSAValue) -> buf.KernelOp:
+    return _with_table_name(op, buf.EmbeddingOp(ins, [out]))
 
 
 def _unary(op: Operation, ins: Sequence[SSAValue], out: SSAValue) -> buf.KernelOp:
@@ -420,7 +432,7 @@ _register_all(
         prepare=_pack_table,
         packs_weights=True,
     ),
-    KernelVariant("embedding.gather", _same_props(buf.EmbeddingOp)),
+    KernelVariant("embedding.gather", _embedding),
 )
 for _cls in (tg.SumOp, tg.MeanOp, tg.AmaxOp):
     register_kernel(
