@@ -118,6 +118,48 @@ def _register_clock() -> None:
     llvm.add_symbol(CLOCK_GETTIME, address)
 
 
+def _optimise(mod: Any, tm: Any, opt_level: int) -> None:
+    """Run LLVM's default ``O<opt_level>`` pipeline over ``mod`` for the target machine ``tm``,
+    tuned for our loops.
+
+    Every object made here is freed before returning. llvmlite 0.50 never frees a
+    ``ModulePassManager`` by itself: the class inherits ``ObjectRef._dispose`` (a no-op) ahead of
+    ``NewPassManager._dispose`` (which deletes it), so each dropped one kept the whole pipeline
+    and what its passes cached during the run, 55-85 KB per small module. `_close_pass_manager`
+    frees it. What still stays is the ``PassInstrumentationCallbacks`` that llvmlite's
+    ``LLVMPY_CreatePassBuilder`` allocates and never deletes, plus the callbacks each run adds
+    to it (~2 KB per run). Reusing one ``PassBuilder`` would not save that: each run adds
+    callbacks that point at that run's dead instrumentation, and every later run calls all of
+    them.
+    """
+    import llvmlite.binding as llvm
+
+    pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    # No unroller: it fully unrolls short inner loops (a 64-float row copy) before the
+    # vectoriser sees them, leaving scalar code, and costs ~40% of compile time; vectorised
+    # loops are still interleaved by the vectoriser itself.
+    pto.loop_unrolling = False
+    pb = llvm.create_pass_builder(tm, pto)
+    mpm = pb.getModulePassManager()
+    try:
+        mpm.run(mod, pb)
+    finally:
+        _close_pass_manager(mpm)
+        pb.close()
+        pto.close()
+
+
+def _close_pass_manager(pm: Any) -> None:
+    """Free a llvmlite new-pass-manager object (its ``close()`` frees nothing in llvmlite 0.50)."""
+    from llvmlite.binding.newpassmanagers import NewPassManager
+
+    if not pm.closed:
+        NewPassManager._dispose(pm)
+        pm.detach()
+
+
 @dataclass
 class NativeGraph:
     """A compiled graph: keep this object alive as long as ``address`` is called."""
@@ -164,15 +206,7 @@ def jit_compile(module: ModuleOp, opt_level: int = 3) -> NativeGraph:
         raise CodegenError(f"generated LLVM IR is invalid: {e}") from e
 
     if opt_level > 0:
-        pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
-        pto.loop_vectorization = True
-        pto.slp_vectorization = True
-        # No unroller: it fully unrolls short inner loops (a 64-float row copy) before the
-        # vectoriser sees them, leaving scalar code, and costs ~40% of compile time; vectorised
-        # loops are still interleaved by the vectoriser itself.
-        pto.loop_unrolling = False
-        pb = llvm.create_pass_builder(opt_tm, pto)
-        pb.getModulePassManager().run(mod, pb)
+        _optimise(mod, opt_tm, opt_level)
 
     optimised_ir = str(mod)  # before MCJIT's code generation rewrites the module
     engine = llvm.create_mcjit_compiler(mod, _target_machine(opt_level))
@@ -251,4 +285,4 @@ def call_native(
     tables = [_pointer_table(t) if t else None for t in (table, ins, outs)]
     status = native.cfunc(arena.ctypes.data, *(ctypes.addressof(t) if t is not None else None for t in tables), None)
     if status:
-        raise sig.status_error(status)
+        raise sig.status_error(status, inputs=ins)
