@@ -61,6 +61,7 @@ def compile_module(
     profile: bool = False,
     pack_weights: bool = True,
     packed: dict[str, np.ndarray] | None = None,
+    verify: bool = True,
 ) -> CompiledGraph:
     """Lower ``module`` (at the aten, tg, buf or llvm level) to native code and bind ``weights``.
 
@@ -72,8 +73,15 @@ def compile_module(
     by a weight read a copy packed into column panels when the graph is loaded (the fast
     path; ``False`` reads every weight where it is, through BLAS). ``packed``: packed weights
     already made for another graph of the same weights (filled with the ones made here).
+    ``verify``: check the module first (every op's verifier and SSA dominance; a failure raises
+    `diagnostics.IRError` naming the op and where it is); `compile` skips it for the modules its
+    importer builds.
     """
     from tensor_graphs.codegen.llvm.jit import jit_compile
+    from tensor_graphs.diagnostics import verify_module
+
+    if verify:
+        verify_module(module)
 
     stats = stats if stats is not None else CompileStats()
     ir: dict[str, str] = {}
@@ -144,7 +152,9 @@ def compile(
     t0 = time.perf_counter()
     graph = import_model(model, tuple(_as_torch(x) for x in example_inputs))
     stats.seconds["import"] = time.perf_counter() - t0
-    return compile_module(graph.module, graph.weights, keep_ir=keep_ir, stats=stats, profile=profile, pack_weights=pack_weights)
+    return compile_module(
+        graph.module, graph.weights, keep_ir=keep_ir, stats=stats, profile=profile, pack_weights=pack_weights, verify=False
+    )
 
 
 def export(model, example_inputs: Sequence, path: str | Path):
@@ -295,7 +305,9 @@ def compile_decoder(
     states: dict[str, np.ndarray] | None = None
     packed: dict[str, np.ndarray] = {}  # both graphs read the same packed weights
     for module in modules:
-        fn = compile_module(module, weights, keep_ir=keep_ir, stats=stats, states=states, profile=profile, packed=packed)
+        fn = compile_module(
+            module, weights, keep_ir=keep_ir, stats=stats, states=states, profile=profile, packed=packed, verify=False
+        )
         states = fn.states  # the decode graph binds the prefill graph's cache
         graphs.append(fn)
     return CompiledDecoder(graphs, chunk=chunk, max_seq=max_seq, capacity=capacity, batch=batch, max_position=limit)

@@ -82,13 +82,13 @@ def test_tg_run_given_inputs_match_torch(exported, tmp_path):
 
 def test_tg_run_missing_file(tmp_path):
     r = run(BIN / "tg-run", tmp_path / "nope.mlir")
-    assert r.returncode == 2 and "cannot read" in r.stderr
+    assert r.returncode == 1 and "cannot read" in r.stderr
 
 
 def test_tg_run_wrong_input_shape(exported, tmp_path):
     np.save(tmp_path / "bad.npy", np.zeros((3, 8), np.float32))
     r = run(BIN / "tg-run", exported, "--input", tmp_path / "bad.npy")
-    assert r.returncode == 2 and "expected [2, 8]" in r.stderr
+    assert r.returncode == 1 and "expected [2, 8]" in r.stderr
 
 
 def test_tg_run_missing_weights(exported, tmp_path):

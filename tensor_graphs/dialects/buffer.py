@@ -72,6 +72,11 @@ AnyMemRef = base(MemRefType)
 #: Byte alignment of every arena view (one cache line, also enough for AVX-512 loads).
 ALIGNMENT = 64
 
+#: Sizes and offsets are int64 in the planner and the generated code: a buffer, or a function's
+#: buffers together, of this many bytes or more (far beyond any machine's memory: a wrong shape)
+#: cannot be planned or lowered.
+MAX_BUFFER_BYTES = 1 << 62
+
 
 def _check(cond: bool, message: str) -> None:
     if not cond:

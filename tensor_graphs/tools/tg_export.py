@@ -6,12 +6,18 @@
 The spec names a callable returning an ``nn.Module`` (a factory or a class, called without
 arguments) or an ``nn.Module`` instance. Each ``--input`` is one float32 input of that shape,
 filled with random numbers (only the shapes matter for export).
+
+Bad input (a spec that does not name a model, a model that torch.export cannot export) prints
+ONE line and exits with status 1; unsupported ops are listed all at once, one per line.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import io
+import os
 import importlib.util
 import sys
 from collections.abc import Sequence
@@ -19,7 +25,7 @@ from pathlib import Path
 
 
 class CliError(Exception):
-    """A user error: printed as one line, exit code 2."""
+    """A user error: printed as one line, exit code 1."""
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
@@ -107,15 +113,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         if out.parent != Path("") and not out.parent.is_dir():
             raise CliError(f"output directory '{out.parent}' does not exist")
         try:
-            graph = export_model(model, inputs, out)
-        except UnsupportedOpsError as e:
+            # torch.export prints the partial graph of a model it cannot export to stderr; the
+            # one line below says what went wrong
+            with contextlib.redirect_stderr(io.StringIO()):
+                graph = export_model(model, inputs, out)
+        except UnsupportedOpsError as e:  # every unsupported op, one per line
             print(f"tg-export: error: {e}", file=sys.stderr)
             return 1
         except (TypeError, ValueError) as e:
             raise CliError(str(e).splitlines()[0]) from None
+        except Exception as e:  # noqa: BLE001 - torch.export's own errors: one line, no traceback
+            if os.environ.get("TG_TRACEBACK"):
+                raise
+            first = next((line for line in str(e).splitlines() if line.strip()), "")
+            raise CliError(f"exporting {type(model).__name__} failed: {type(e).__name__}: {first}") from None
     except CliError as e:
         print(f"tg-export: error: {e}", file=sys.stderr)
-        return 2
+        return 1
     n_ops = sum(1 for op in graph.module.walk() if op.dialect_name() == "aten")
     n_bytes = sum(a.nbytes for a in graph.weights.values())
     print(f"wrote {out} ({n_ops} aten ops, {len(graph.input_names)} inputs, {graph.num_outputs} outputs)")

@@ -3,11 +3,15 @@
     tg-run model.mlir                       # random inputs, median time per call
     tg-run model.mlir --input x.npy -n 200  # given inputs
     tg-run --profile model.mlir             # + time per kernel: the top 30, then per kind
+
+Bad input (an unreadable or malformed module, missing weights, inputs of the wrong shape or
+dtype, a run-time check of the graph failing) prints ONE line and exits with status 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -18,11 +22,53 @@ import numpy as np
 
 def _summary(name: str, a: np.ndarray) -> str:
     flat = a.reshape(-1)
+    if flat.size == 0:
+        return f"{name}: {a.dtype}{list(a.shape)}  (empty)"
     head = ", ".join(f"{v:.6g}" for v in flat[:4])
     return (
         f"{name}: {a.dtype}{list(a.shape)}  min {flat.min():.6g}  max {flat.max():.6g}  "
         f"mean {flat.mean():.6g}  [{head}{', ...' if flat.size > 4 else ''}]"
     )
+
+
+class RunError(Exception):
+    """Bad input to tg-run: printed as one line, exit status 1."""
+
+
+def _load_input(path: str, index: int, spec) -> np.ndarray:
+    try:
+        return np.load(path, allow_pickle=False)
+    except OSError as e:
+        raise RunError(f"cannot read --input {path}: {e.strerror or e}") from None
+    except ValueError as e:
+        raise RunError(f"--input {path} (input {index}, '{spec.name}') is not a .npy array: {' '.join(str(e).split())}") from None
+
+
+def _compile(args):
+    """Parse, verify and compile the module of ``args``: (CompiledGraph, seconds)."""
+    import tensor_graphs as tg
+    from tensor_graphs.diagnostics import parse_module, verify_module
+    from tensor_graphs.frontend import load_weights
+
+    path = Path(args.module)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise RunError(f"cannot read {path}: {e.strerror}") from None
+    module = parse_module(data, str(path))
+    verify_module(module)
+    if args.weights:
+        from safetensors.numpy import load_file
+
+        try:
+            weights = load_file(args.weights)
+        except (OSError, ValueError) as e:
+            raise RunError(f"cannot read the weights {args.weights}: {' '.join(str(e).split())}") from None
+    else:
+        weights = load_weights(module, path)
+    t0 = time.perf_counter()
+    fn = tg.compile_module(module, weights, keep_ir=False, profile=args.profile)
+    return fn, time.perf_counter() - t0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,70 +77,71 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--input", action="append", default=[], metavar="X.npy", help="input arrays in order (default: random)")
     ap.add_argument("--weights", help="safetensors file (default: the module's tg.weights_file beside it)")
     ap.add_argument("-n", "--repeat", type=int, default=100, help="timed calls (default 100)")
-    ap.add_argument("--threads", type=int, default=1, help="BLAS threads (default 1)")
+    ap.add_argument("--threads", type=int, default=1, help="threads of the parallel kernels (default 1)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--past", type=int, default=None,
                     help="for a graph with state (a KV cache): positions already cached (default 0); states start zeroed")
     ap.add_argument("--profile", action="store_true",
                     help="time every kernel call: print the 30 slowest kernels and the time per kind of kernel")
     args = ap.parse_args(argv)
-
-    from xdsl.parser import Parser
-
-    import tensor_graphs as tg
-    from tensor_graphs.context import make_context
-    from tensor_graphs.frontend import load_weights
-
-    path = Path(args.module)
     try:
-        text = path.read_text()
-    except OSError as e:
-        print(f"tg-run: cannot read {path}: {e.strerror}", file=sys.stderr)
-        return 2
-    try:
-        module = Parser(make_context(), text, str(path)).parse_module()
-        module.verify()
-        if args.weights:
-            from safetensors.numpy import load_file
+        return _run(args)
+    except RunError as e:
+        print(f"tg-run: error: {e}", file=sys.stderr)
+    except Exception as e:  # noqa: BLE001 - a user's module: one line, never a traceback
+        from xdsl.utils.exceptions import DiagnosticException
 
-            weights = load_file(args.weights)
+        from tensor_graphs.diagnostics import IRError
+
+        if isinstance(e, IRError):
+            print(e, file=sys.stderr)
+        elif isinstance(e, DiagnosticException):  # a pass rejected the module: its own message
+            print(f"tg-run: error: {str(e).strip()}", file=sys.stderr)
+        elif os.environ.get("TG_TRACEBACK"):
+            raise
         else:
-            weights = load_weights(module, path)
-        t0 = time.perf_counter()
-        fn = tg.compile_module(module, weights, keep_ir=False, profile=args.profile)
-        compile_s = time.perf_counter() - t0
-    except Exception as e:  # a user's module: report, don't dump a traceback
-        print(f"tg-run: {type(e).__name__}: {e}", file=sys.stderr)
-        return 1
+            print(f"tg-run: error: {type(e).__name__}: {' '.join(str(e).split())}", file=sys.stderr)
+    return 1
 
+
+def _run(args) -> int:
+    import tensor_graphs as tg
+
+    if args.repeat < 1:
+        raise RunError(f"-n/--repeat must be at least 1, got {args.repeat}")
+    if args.threads < 1:
+        raise RunError(f"--threads must be at least 1, got {args.threads}")
+    fn, compile_s = _compile(args)
     tg.set_num_threads(args.threads)
     rng = np.random.default_rng(args.seed)
     specs = fn.signature.inputs
     if args.input:
-        inputs = [np.load(p) for p in args.input]
+        if len(args.input) != len(specs):
+            names = ", ".join(f"{s.name}: {s}" for s in specs)
+            raise RunError(f"the graph takes {len(specs)} input(s) ({names}); {len(args.input)} --input given")
+        inputs = [_load_input(p, i, s) for i, (p, s) in enumerate(zip(args.input, specs))]
     else:
         inputs = [rng.standard_normal(s.shape).astype(s.dtype) for s in specs]
     call = {"past": args.past if args.past is not None else 0} if fn.signature.states else {}
     try:
         out = fn(*inputs, **call)
-    except (TypeError, ValueError, RuntimeError) as e:
-        print(f"tg-run: {e}", file=sys.stderr)
-        return 2
+    except (TypeError, ValueError, IndexError, RuntimeError) as e:
+        raise RunError(str(e)) from None
     outs = out if isinstance(out, tuple) else (out,)
     times = []
-    for _ in range(max(args.repeat, 1)):
+    for _ in range(args.repeat):
         t0 = time.perf_counter()
         fn(*inputs, **call)
         times.append(time.perf_counter() - t0)
-    report = fn.profile(*inputs, repeat=max(args.repeat, 1), warmup=0, **call) if args.profile else None
+    report = fn.profile(*inputs, repeat=args.repeat, warmup=0, **call) if args.profile else None
 
-    print(f"compiled {path.name} in {compile_s:.3f} s; {fn.memory}")
+    print(f"compiled {Path(args.module).name} in {compile_s:.3f} s; {fn.memory}")
     for spec, x in zip(specs, inputs):
         print(_summary(f"input  {spec.name}", x))
     for i, o in enumerate(outs):
         print(_summary(f"output {i}", o))
     profiled = " (profiled: each kernel call also reads the clock)" if args.profile else ""
-    print(f"median time per call: {statistics.median(times) * 1e6:.1f} us over {len(times)} calls ({args.threads} BLAS thread(s)){profiled}")
+    print(f"median time per call: {statistics.median(times) * 1e6:.1f} us over {len(times)} calls ({args.threads} thread(s)){profiled}")
     if report is not None:
         print()
         print(report.format(top=30))

@@ -213,6 +213,14 @@ def plan_function(fn: func.FuncOp) -> MemoryPlan | None:
         known = fn.attributes.get("tg.intermediate_bytes")
         total = known.value.data if isinstance(known, IntegerAttr) else arenas[0].size
         return MemoryPlan(fn.sym_name.data, [], [], [], arenas[0].size, total)
+    if (total := sum(it.size for it in intervals)) >= buf.MAX_BUFFER_BYTES:
+        largest = max(range(len(allocs)), key=lambda i: intervals[i].size)
+        name = allocs[largest].result.name_hint or "unnamed"
+        raise _fail(
+            fn,
+            f"its buffers need {total:.3e} bytes, more than any arena can address (2^62); the largest is "
+            f"%{name}: {allocs[largest].result.type} ({intervals[largest].size:.3e} bytes); check the shapes",
+        )
     offsets, size = plan(intervals)
     arena = buf.ArenaOp(size)
     arena.result.name_hint = "arena"

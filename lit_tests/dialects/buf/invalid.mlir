@@ -29,8 +29,7 @@ func.func @view_of_non_byte_arena(%arena: memref<64xf32>) {
   %v = "buf.view"(%arena) <{offset = 0 : i64}> : (memref<64xf32>) -> memref<4xf32>
   func.return
 }
-// CHECK: operand 'arena' at position 0 does not verify:
-// CHECK-NEXT: Expected attribute i8 but got f32
+// CHECK: operand 'arena' at position 0 does not verify: Expected attribute i8 but got f32
 
 // -----
 
@@ -38,8 +37,7 @@ func.func @arena_of_floats() {
   %a = "buf.arena"() : () -> memref<64xf32>
   func.return
 }
-// CHECK: result 'result' at position 0 does not verify:
-// CHECK-NEXT: Expected attribute i8 but got f32
+// CHECK: result 'result' at position 0 does not verify: Expected attribute i8 but got f32
 
 // -----
 

@@ -87,7 +87,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func, llvm
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, UnitAttr, i8, i32, i64
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, MemRefType, ModuleOp, StringAttr, UnitAttr, i8, i32, i64
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
@@ -662,6 +662,7 @@ class _GraphLowering:
         if not 0 <= num_outputs <= len(args):
             raise LoweringError(f"convert-buffer-to-llvm: @{name} has tg.num_outputs = {num_outputs} but {len(args)} arguments")
         num_inputs = len(args) - num_outputs
+        _check_sizes(fn)
         self._scan()
 
         fn_type = llvm.LLVMFunctionType([PTR] * len(ABI_ARGS), i32)
@@ -779,6 +780,17 @@ def _int_attr(op: Operation, name: str) -> int:
     """An integer attribute set by plan-memory (0 when absent)."""
     a = op.attributes.get(name)
     return a.value.data if isinstance(a, IntegerAttr) else 0
+
+
+def _check_sizes(fn: func.FuncOp) -> None:
+    """Every buffer of ``fn`` is smaller than ``buf.MAX_BUFFER_BYTES`` (indices are int64)."""
+    for value in (*fn.body.block.args, *(r for op in fn.walk() for r in op.results)):
+        if isinstance(value.type, MemRefType) and (size := buf.nbytes(value.type)) >= buf.MAX_BUFFER_BYTES:
+            what = f"%{value.name_hint}" if value.name_hint else "a buffer"
+            raise LoweringError(
+                f"convert-buffer-to-llvm: in @{fn.sym_name.data}: {what} ({value.type}) holds {size:.3e} bytes, more "
+                "than 64-bit indices can address (2^62); check the shapes"
+            )
 
 
 @dataclass(frozen=True)
