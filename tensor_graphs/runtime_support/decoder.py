@@ -14,6 +14,14 @@ updated in place by the generated code):
 Both are compiled once; every prompt length and every position reuses them (``past`` travels
 in the native ABI's ``dims[0]``).
 
+A call is all or nothing: when ``prefill``, ``extend``, ``decode`` or ``generate`` fails (a token
+id out of range in the third chunk, say), the decoder is left as it was before the call: the
+same ``position`` and the same cached keys and values (the rows below the old position that the
+call had overwritten are put back). A decoder holds one sequence, so it runs one call at a time:
+a call from a second thread while one is running raises ``RuntimeError``. For several sequences
+at once, give each thread its own: ``dec.clone()`` shares the compiled code and the (packed)
+weights and has its own KV cache and arenas.
+
 ```python
 dec = tensor_graphs.compile_decoder(model, max_seq=256)
 logits = dec.prefill(ids)          # [B, V]: the last prompt token's logits
@@ -24,12 +32,18 @@ tokens = dec.generate(ids, max_new_tokens=20)   # greedy, like transformers' gen
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
 from tensor_graphs.runtime_support.executable import CompiledGraph
+
+#: The axis of a KV-cache state that indexes positions (``introduce-kv-cache`` lays a cache out
+#: as [batch, kv heads, positions, head dim]).
+POSITION_AXIS = -2
 
 
 @dataclass(frozen=True)
@@ -98,6 +112,45 @@ class CompiledDecoder:
         #: last token (a decode step: row b; a chunk: b * chunk + last real index)
         self._decode_rows = np.arange(batch, dtype=np.int64)
         self._chunk_rows = np.arange(batch, dtype=np.int64) * chunk
+        self._max_position = max_position
+        #: held by the call running now: one sequence, one call at a time
+        self._busy = threading.Lock()
+
+    def clone(self) -> CompiledDecoder:
+        """A decoder for another sequence: the same compiled functions and weights (packed ones
+        included, nothing is compiled or packed again), its own empty KV cache and arenas. One
+        per thread serves several sequences at once."""
+        prefill = self._prefill_fn.sharing()
+        graphs = [prefill] + [g.sharing(prefill.states) for g in self._graphs[1:]]
+        return CompiledDecoder(
+            graphs, chunk=self.chunk, max_seq=self.max_seq, capacity=self.capacity, batch=self.batch,
+            max_position=self._max_position,
+        )
+
+    @contextmanager
+    def _call(self, positions: int, *, reset: bool) -> Iterator[None]:
+        """Run one public call that writes ``positions`` cache positions from the current one (from
+        0 with ``reset``), all or nothing: if it raises, ``position`` and the cached rows below it
+        are put back as they were. A second call meanwhile (from another thread) raises."""
+        if not self._busy.acquire(blocking=False):
+            raise RuntimeError(
+                "this CompiledDecoder is running a call on another thread: it holds one sequence "
+                "(its KV cache), so it runs one call at a time; give each thread its own decoder "
+                "(dec.clone() shares the compiled code and weights) or serialise the calls with a lock"
+            )
+        writes_from = 0 if reset else self._position
+        position = self._position
+        overwritten = range(writes_from, min(position, writes_from + positions))
+        saved = [(a, _rows(a, overwritten).copy()) for a in self.states.values()] if overwritten else []
+        try:
+            yield
+        except BaseException:
+            for a, rows in saved:
+                _rows(a, overwritten)[...] = rows
+            self._position = position
+            raise
+        finally:
+            self._busy.release()
 
     # ------------------------------------------------------------------ state
 
@@ -108,7 +161,8 @@ class CompiledDecoder:
 
     def reset(self) -> None:
         """Forget the cached tokens (the cache memory is kept and simply overwritten)."""
-        self._position = 0
+        with self._call(0, reset=True):
+            self._position = 0
 
     @property
     def states(self) -> dict[str, np.ndarray]:
@@ -171,14 +225,24 @@ class CompiledDecoder:
                 f"compile with a larger max_seq or call reset()"
             )
 
+    def _padded(self, n: int) -> int:
+        """Cache positions that running ``n`` tokens writes (a chunked run pads its last chunk)."""
+        return n if n == 1 else -(-n // self.chunk) * self.chunk
+
     def prefill(self, input_ids):
         """Reset the cache, run the prompt ``input_ids`` [B, P] and return its last token's logits [B, V]."""
         ids, as_torch = self._ids_array(input_ids, "input_ids")
-        self.reset()
-        return self._out(self.extend(ids), as_torch)
+        with self._call(self._padded(ids.shape[1]), reset=True):
+            self._position = 0
+            return self._out(self._extend(ids), as_torch)
 
     def extend(self, ids: np.ndarray) -> np.ndarray:
         """Append the tokens ``ids`` [B, n] to the cache (in chunks); the last one's logits [B, V]."""
+        ids, _ = self._ids_array(ids, "ids")
+        with self._call(self._padded(ids.shape[1]), reset=False):
+            return self._extend(ids)
+
+    def _extend(self, ids: np.ndarray) -> np.ndarray:
         n = ids.shape[1]
         if n == 0:
             raise ValueError("no tokens to run: input_ids has 0 columns")
@@ -212,10 +276,11 @@ class CompiledDecoder:
         ids, as_torch = self._ids_array(token_ids, "token_ids")
         if ids.shape[1] != 1:
             raise ValueError(f"decode takes one token per row ([{self.batch}, 1]), got {list(ids.shape)}; use prefill/extend for more")
-        if self._position == 0:
-            raise ValueError("decode before prefill: run prefill(input_ids) first")
-        self._check_room(1)
-        return self._out(self._step(ids), as_torch)
+        with self._call(1, reset=False):
+            if self._position == 0:
+                raise ValueError("decode before prefill: run prefill(input_ids) first")
+            self._check_room(1)
+            return self._out(self._step(ids), as_torch)
 
     def generate(
         self,
@@ -243,23 +308,37 @@ class CompiledDecoder:
         pad = pad_token_id if pad_token_id is not None else (eos[0] if eos else 0)
         out = [ids]
         if max_new_tokens:
-            self.reset()
-            logits = self.extend(ids)
-            done = np.zeros(self.batch, dtype=bool)
-            for step in range(max_new_tokens):
-                token = logits.argmax(axis=-1).astype(np.int64)[:, None]
-                token[done, 0] = pad
-                out.append(token)
-                if eos:
-                    done |= np.isin(token[:, 0], eos)
-                if done.all() or step == max_new_tokens - 1:
-                    break
-                logits = self._step(token)
+            with self._call(max(self._padded(ids.shape[1]), need), reset=True):
+                self._position = 0
+                out += self._greedy(ids, max_new_tokens, eos, pad)
         result = np.concatenate(out, axis=1)
         return self._out(result, as_torch)
+
+    def _greedy(self, ids: np.ndarray, max_new_tokens: int, eos: list[int], pad: int) -> list[np.ndarray]:
+        """The new tokens [B, 1] of greedy decoding after the prompt ``ids`` (cache reset)."""
+        out = []
+        logits = self._extend(ids)
+        done = np.zeros(self.batch, dtype=bool)
+        for step in range(max_new_tokens):
+            token = logits.argmax(axis=-1).astype(np.int64)[:, None]
+            token[done, 0] = pad
+            out.append(token)
+            if eos:
+                done |= np.isin(token[:, 0], eos)
+            if done.all() or step == max_new_tokens - 1:
+                break
+            logits = self._step(token)
+        return out
 
     def __repr__(self) -> str:
         return (
             f"<CompiledDecoder batch {self.batch}, max_seq {self.max_seq}, prefill chunk {self.chunk}, "
             f"position {self._position}; {self.memory}>"
         )
+
+
+def _rows(state: np.ndarray, positions: range) -> np.ndarray:
+    """The view of ``state`` at cache ``positions`` (a contiguous range)."""
+    index = [slice(None)] * state.ndim
+    index[POSITION_AXIS] = slice(positions.start, positions.stop)
+    return state[tuple(index)]

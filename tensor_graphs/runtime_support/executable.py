@@ -6,8 +6,16 @@ returns (an index out of range, say) raises ``IndexError``/``RuntimeError`` with
 the compiler recorded. Weights are bound when the graph is loaded: read where they are
 (never copied), except those a GEMM reads packed into column panels, which are packed once,
 here (`dialects.packing`; ``fn.repack()`` refreshes them after the model's parameters change in
-place). The arena is allocated once and reused by every call (so one `CompiledGraph` must not
-be called from two threads at the same time).
+place).
+
+**Threads.** Calls may come from several threads at once: each call takes an arena (with its
+own input, output and ``dims`` tables) from a small pool and gives it back when it returns, so
+calls that overlap in time never share intermediates. The pool holds one arena when the graph is
+loaded and grows by one whenever every arena is in use (never beyond the most calls that have
+overlapped); ``fn.memory.arenas`` says how many it holds. The native call runs without the GIL,
+so overlapping calls run in parallel. A graph with state (a KV cache, below) updates that state
+in place, so it runs one call at a time: a call that starts while another is running raises
+``RuntimeError`` instead of silently interleaving two sequences.
 
 A graph with persistent state (KV caches, ``signature.states``) binds one array per state when
 it is loaded (given ones, or fresh zeroed ones) and updates them in place on every call;
@@ -21,13 +29,15 @@ to the native function as ``dims[0]`` (see `signature`)::
 
 A graph compiled with profiling (``profile=True``) also binds its kernel counters (the table
 slot after the states, see `signature`); every call adds to them, and ``fn.profile(*inputs,
-repeat=n)`` zeroes them, runs the graph ``n`` times and returns a `profile.ProfileReport`.
+repeat=n)`` zeroes them, runs the graph ``n`` times and returns a `profile.ProfileReport`
+(calls made from other threads meanwhile add to the same counters).
 """
 
 from __future__ import annotations
 
 import ctypes
 import operator
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -56,15 +66,18 @@ class MemoryReport:
     intermediate_bytes: int = 0
     #: the weights packed into column panels for the GEMMs (copies made when the graph was loaded)
     packed_bytes: int = 0
+    #: arenas of ``arena_bytes`` each held now: one per call that has run at the same time as others
+    arenas: int = 1
 
     @property
     def total_bytes(self) -> int:
-        return self.arena_bytes + self.weight_bytes + self.packed_bytes + self.state_bytes
+        return self.arena_bytes * self.arenas + self.weight_bytes + self.packed_bytes + self.state_bytes
 
     def __str__(self) -> str:
         mib = 1 << 20
+        pool = f" x {self.arenas}" if self.arenas != 1 else ""
         return (
-            f"arena {self.arena_bytes / mib:.3f} MiB, weights {self.weight_bytes / mib:.3f} MiB, "
+            f"arena {self.arena_bytes / mib:.3f} MiB{pool}, weights {self.weight_bytes / mib:.3f} MiB, "
             f"packed weights {self.packed_bytes / mib:.3f} MiB, state {self.state_bytes / mib:.3f} MiB"
         )
 
@@ -102,6 +115,27 @@ def _bind_weight(name: str, array: np.ndarray, expected: np.dtype) -> np.ndarray
     if not array.flags.c_contiguous:
         raise ValueError(f"weight '{name}' must be C-contiguous")
     return array
+
+
+class _CallSlot:
+    """What one call of the native function writes: an arena and the input, output and ``dims``
+    tables (their addresses are the call's arguments, with the shared weights table)."""
+
+    __slots__ = ("arena", "inputs", "outputs", "dims", "args")
+
+    def __init__(self, sig: GraphSignature, weight_table: ctypes.Array):
+        self.arena = aligned_empty(max(sig.arena_size, ARENA_ALIGNMENT))
+        self.inputs = (ctypes.c_void_p * max(len(sig.inputs), 1))()
+        self.outputs = (ctypes.c_void_p * max(len(sig.outputs), 1))()
+        #: dims[0] = past (read by graphs with states)
+        self.dims = (ctypes.c_int64 * 1)()
+        self.args = (
+            self.arena.ctypes.data,
+            ctypes.addressof(weight_table),
+            ctypes.addressof(self.inputs),
+            ctypes.addressof(self.outputs),
+            ctypes.addressof(self.dims),
+        )
 
 
 class CompiledGraph:
@@ -155,20 +189,13 @@ class CompiledGraph:
         if self._counters is not None:
             table.append(self._counters.ctypes.data)
         self._weight_table = (ctypes.c_void_p * max(len(table), 1))(*table)
-        #: dims[0] = past (read by graphs with states); preallocated, written by each call
-        self._dims = (ctypes.c_int64 * 1)()
-
-        self._arena = aligned_empty(max(sig.arena_size, ARENA_ALIGNMENT))
-        self._inputs = (ctypes.c_void_p * max(len(sig.inputs), 1))()
-        self._outputs = (ctypes.c_void_p * max(len(sig.outputs), 1))()
+        #: every call slot (arena + tables) made so far, and those not in use by a call now
+        #: (list.pop / list.append are atomic: taking and returning a slot needs no lock)
+        self._slots = [_CallSlot(sig, self._weight_table)]
+        self._free = list(self._slots)
+        #: graphs with state run one call at a time (the state is updated in place)
+        self._running = threading.Lock() if self._states else None
         self._fn = _ABI(native.address)
-        self._static_args = (
-            self._arena.ctypes.data,
-            ctypes.addressof(self._weight_table),
-            ctypes.addressof(self._inputs),
-            ctypes.addressof(self._outputs),
-            ctypes.addressof(self._dims),
-        )
         self._out_specs = [(s.shape, s.dtype) for s in sig.outputs]
         #: torch dtypes of the inputs, (shape, torch dtype) of the outputs: made at the first torch call
         self._torch: tuple[list, list] | None = None
@@ -177,47 +204,82 @@ class CompiledGraph:
 
     def __call__(self, *args, past: int | None = None):
         sig = self.signature
-        if self._states:
-            if past is None:
-                raise TypeError(
-                    f"{sig.entry} keeps state ({', '.join(self._states)}): pass past=<positions already cached>"
-                )
-            try:
-                past = operator.index(past)
-            except TypeError:
-                raise TypeError(f"past must be an int, got {type(past).__name__}") from None
-            if past < 0:
-                raise ValueError(f"past must be >= 0, got {past}")
-            self._dims[0] = past
         if len(args) != len(sig.inputs):
             names = ", ".join(f"{s.name}: {s}" for s in sig.inputs)
             raise TypeError(f"expected {len(sig.inputs)} input(s) ({names}), got {len(args)}")
-        torch_mode = None
-        for i, (arg, spec) in enumerate(zip(args, sig.inputs)):
-            is_torch = not isinstance(arg, np.ndarray)
-            if torch_mode is None:
-                torch_mode = is_torch
-            elif torch_mode != is_torch:
-                raise TypeError("pass all inputs as NumPy arrays or all as torch tensors, not a mix")
-            if is_torch:
-                if self._torch is None:
-                    self._torch = _torch_specs(sig)
-                self._inputs[i] = _torch_pointer(arg, spec, i, self._torch[0][i])
+        running = self._running
+        if running is not None:
+            past = self._enter(past)
+        try:
+            slot = self._free.pop()
+        except IndexError:  # every arena is in use by a call on another thread: one more
+            slot = self._grow(running)
+        try:
+            inputs, outputs = slot.inputs, slot.outputs
+            torch_mode = None
+            for i, (arg, spec) in enumerate(zip(args, sig.inputs)):
+                is_torch = not isinstance(arg, np.ndarray)
+                if torch_mode is None:
+                    torch_mode = is_torch
+                elif torch_mode != is_torch:
+                    raise TypeError("pass all inputs as NumPy arrays or all as torch tensors, not a mix")
+                if is_torch:
+                    if self._torch is None:
+                        self._torch = _torch_specs(sig)
+                    inputs[i] = _torch_pointer(arg, spec, i, self._torch[0][i])
+                else:
+                    inputs[i] = _numpy_pointer(arg, spec, i)
+            if torch_mode:
+                assert self._torch is not None
+                empty = _TORCH_API[0]
+                outs = [empty(shape, dtype=dtype) for shape, dtype in self._torch[1]]
+                for i, o in enumerate(outs):
+                    outputs[i] = o.data_ptr()
             else:
-                self._inputs[i] = _numpy_pointer(arg, spec, i)
-        if torch_mode:
-            assert self._torch is not None
-            empty = _TORCH_API[0]
-            outs = [empty(shape, dtype=dtype) for shape, dtype in self._torch[1]]
-            for i, o in enumerate(outs):
-                self._outputs[i] = o.data_ptr()
-        else:
-            outs = [np.empty(shape, dtype=dtype) for shape, dtype in self._out_specs]
-            for i, o in enumerate(outs):
-                self._outputs[i] = o.ctypes.data
-        if status := self._fn(*self._static_args):
-            raise sig.status_error(status, past)
+                outs = [np.empty(shape, dtype=dtype) for shape, dtype in self._out_specs]
+                for i, o in enumerate(outs):
+                    outputs[i] = o.ctypes.data
+            if running is not None:
+                slot.dims[0] = past
+            if status := self._fn(*slot.args):
+                raise sig.status_error(status, past, inputs=args)
+        finally:
+            self._free.append(slot)
+            if running is not None:
+                running.release()
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _enter(self, past) -> int:
+        """Start a call of a graph with state: ``past`` checked, the graph held (one call at a time)."""
+        sig = self.signature
+        if past is None:
+            raise TypeError(f"{sig.entry} keeps state ({', '.join(self._states)}): pass past=<positions already cached>")
+        try:
+            past = operator.index(past)
+        except TypeError:
+            raise TypeError(f"past must be an int, got {type(past).__name__}") from None
+        if past < 0:
+            raise ValueError(f"past must be >= 0, got {past}")
+        assert self._running is not None
+        if not self._running.acquire(blocking=False):
+            raise RuntimeError(
+                f"{sig.entry} was called while another call of it is running (from another thread): it "
+                f"updates its state ({', '.join(self._states)}) in place, so it runs one call at a time; "
+                "give each thread its own compiled graph (tg.compile_decoder per concurrent sequence) or "
+                "serialise the calls with a lock"
+            )
+        return past
+
+    def _grow(self, running: threading.Lock | None) -> _CallSlot:
+        """One more call slot for the pool (every arena is in use by a call on another thread)."""
+        try:
+            slot = _CallSlot(self.signature, self._weight_table)
+        except BaseException:
+            if running is not None:
+                running.release()
+            raise
+        self._slots.append(slot)
+        return slot
 
     def profile(self, *args, repeat: int = 10, warmup: int = 1, **call_kwargs) -> ProfileReport:
         """Run the graph ``warmup`` times, then ``repeat`` times timing every kernel; returns the
@@ -249,6 +311,12 @@ class CompiledGraph:
             layout = self.signature.packed_layout(name)
             if layout is not None and layout.source in self._given:
                 array[...] = layout.pack(np.asarray(self._given[layout.source]))
+
+    def sharing(self, states: Mapping[str, np.ndarray] | None = None) -> CompiledGraph:
+        """Another callable of the same native code, weights and packed weights (nothing is
+        compiled or packed again) with its own arenas and its own states: ``states`` (by name)
+        or fresh zeroed ones. For a graph with state (a KV cache), one per concurrent sequence."""
+        return CompiledGraph(self._native, self._given, self._ir, states=states, packed=self._packed)
 
     @property
     def packed(self) -> dict[str, np.ndarray]:
@@ -290,6 +358,7 @@ class CompiledGraph:
             state_bytes=sum(a.nbytes for a in self._states.values()),
             intermediate_bytes=self.signature.intermediate_bytes,
             packed_bytes=sum(n for name, n in sizes.items() if name in packed),
+            arenas=len(self._slots),
         )
 
     @property
