@@ -95,11 +95,13 @@ class TgOptMain(xDSLOptMain):
 
     def setup_pipeline(self) -> None:
         super().setup_pipeline()
-        verify = not self.args.disable_verify
+        #: verify before the first pass and after each (ours: xDSL's checks plus dominance, located)
+        self.verify = not self.args.disable_verify
+        self.args.disable_verify = True  # xDSL's callback still times and prints; it verifies no more
         xdsl_callback = self.pipeline.callback
 
         def callback(previous, module: ModuleOp, following) -> None:
-            if verify and previous is not None:
+            if self.verify and previous is not None:
                 verify_module(module, after=previous.name)
             if xdsl_callback is not None:
                 xdsl_callback(previous, module, following)
@@ -108,7 +110,7 @@ class TgOptMain(xDSLOptMain):
         self.pipeline = dataclasses.replace(self.pipeline, callback=callback)
 
     def apply_passes(self, module: ModuleOp) -> None:
-        if not self.args.disable_verify:
+        if self.verify:
             verify_module(module)
         super().apply_passes(module)
         self.current_pass = None
