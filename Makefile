@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test pytest lit bench clean
+.PHONY: demo test target pytest lit bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -15,7 +15,11 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) examples/demo.py
 
-test: pytest lit
+test: target pytest lit
+
+# Which target (ISA level, vector width, caches) this machine is: the tests run every one it can.
+target: $(STAMP)
+	$(PY) -c "from tensor_graphs.target import main; main()"
 
 pytest: $(STAMP)
 	$(PY) -m pytest -q tests

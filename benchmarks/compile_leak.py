@@ -164,7 +164,7 @@ def main() -> None:
     tm = jit._target_machine(3)
     lowered = llvm_level(model, inputs)
     entry = lowered.attributes["tg.entry"].data
-    ir_text = jit.to_llvm_ir(lowered, triple=jit._host()[0], data_layout=str(tm.target_data))
+    ir_text = jit.to_llvm_ir(lowered, triple=jit._triple(), data_layout=str(tm.target_data))
     optimised = str(jit.jit_compile(llvm_level(model, inputs)).llvm_ir)
 
     def parse(text: str = ir_text) -> tuple:

@@ -21,6 +21,7 @@ from tensor_graphs.passes import (
 )
 from tensor_graphs.runtime_support.executable import CompiledGraph
 from tensor_graphs.runtime_support.profile import ProfileReport
+from tensor_graphs.target import Target
 
 #: Levels in lowering order.
 LEVELS: tuple[str, ...] = ("aten", "tg", "buf", "llvm")
@@ -62,6 +63,7 @@ def compile_module(
     pack_weights: bool = True,
     packed: dict[str, np.ndarray] | None = None,
     verify: bool = True,
+    target: Target | str | None = None,
 ) -> CompiledGraph:
     """Lower ``module`` (at the aten, tg, buf or llvm level) to native code and bind ``weights``.
 
@@ -75,7 +77,9 @@ def compile_module(
     already made for another graph of the same weights (filled with the ones made here).
     ``verify``: check the module first (every op's verifier and SSA dominance; a failure raises
     `diagnostics.IRError` naming the op and where it is); `compile` skips it for the modules its
-    importer builds.
+    importer builds. ``target``: the machine to compile for (`tensor_graphs.target`: a `Target`
+    or a name such as ``"x86-64-v3"``, ``"znver3"``; default ``TG_TARGET``, else this CPU); a
+    module already lowered to buf or llvm keeps the target it was lowered for.
     """
     from tensor_graphs.codegen.llvm.jit import jit_compile
     from tensor_graphs.diagnostics import verify_module
@@ -97,6 +101,7 @@ def compile_module(
             ir[level] = str(module)
 
     level = module_level(module)
+    _set_target(module, level, target)
     if profile and level == "llvm" and "tg.profile" not in module.attributes:
         raise ValueError(
             "compile_module(profile=True): this module is already at the llvm level, lowered without "
@@ -136,6 +141,7 @@ def compile(
     stats: CompileStats | None = None,
     profile: bool = False,
     pack_weights: bool = True,
+    target: Target | str | None = None,
 ) -> CompiledGraph:
     """Compile a ``torch.nn.Module`` for inputs shaped like ``example_inputs``.
 
@@ -144,7 +150,8 @@ def compile(
     is timed: ``print(fn.profile(*inputs))`` shows where the time goes. With ``pack_weights``
     (the default) the weights of GEMMs are packed into column panels once, here: the graph
     then reads those copies (``fn.repack()`` after changing the parameters in place); with
-    ``False`` it reads the model's parameter memory itself.
+    ``False`` it reads the model's parameter memory itself. ``target``: the machine to compile
+    for (see `compile_module`; ``tg.compile(model, (x,), target="x86-64-v3")``).
     """
     from tensor_graphs.frontend import import_model
 
@@ -153,7 +160,8 @@ def compile(
     graph = import_model(model, tuple(_as_torch(x) for x in example_inputs))
     stats.seconds["import"] = time.perf_counter() - t0
     return compile_module(
-        graph.module, graph.weights, keep_ir=keep_ir, stats=stats, profile=profile, pack_weights=pack_weights, verify=False
+        graph.module, graph.weights, keep_ir=keep_ir, stats=stats, profile=profile, pack_weights=pack_weights,
+        verify=False, target=target,
     )
 
 
@@ -167,7 +175,7 @@ def export(model, example_inputs: Sequence, path: str | Path):
 # --------------------------------------------------------------------------- decoding
 
 
-def _decoder_modules(model, max_seq, batch, prefill_chunk, stats, pack_weights=True):
+def _decoder_modules(model, max_seq, batch, prefill_chunk, stats, pack_weights=True, target=None):
     """Import ``model``'s step at the chunk length and at 1, optimise, add the KV cache and plan
     memory; returns (buf-level modules, weights, chunk, capacity, max_seq, max_position)."""
     import torch
@@ -202,6 +210,7 @@ def _decoder_modules(model, max_seq, batch, prefill_chunk, stats, pack_weights=T
         graph = import_model(step, (ids, pos, rows))
         stats.seconds["import"] = stats.seconds.get("import", 0.0) + time.perf_counter() - t0
         t0 = time.perf_counter()
+        _set_target(graph.module, "aten", target)
         passes = (*TENSOR_PIPELINE, f"introduce-kv-cache{{capacity={capacity}}}", *buffer_pipeline(pack_weights))
         build_pipeline(passes).apply(ctx, graph.module)
         stats.seconds["aten -> buf"] = stats.seconds.get("aten -> buf", 0.0) + time.perf_counter() - t0
@@ -255,14 +264,17 @@ def available_memory() -> int | None:
     return None
 
 
-def estimate_memory(model, max_seq: int | None = None, *, batch: int = 1, prefill_chunk: int = 32, pack_weights: bool = True):
+def estimate_memory(
+    model, max_seq: int | None = None, *, batch: int = 1, prefill_chunk: int = 32, pack_weights: bool = True,
+    target: Target | str | None = None,
+):
     """Bytes `compile_decoder` with these arguments would hold: arena, weights (the packed
     copies included), KV cache, outputs.
 
     Plans memory without generating code or allocating anything (it imports and optimises the
     model: seconds for a large one).
     """
-    modules, *_ = _decoder_modules(model, max_seq, batch, prefill_chunk, CompileStats(), pack_weights)
+    modules, *_ = _decoder_modules(model, max_seq, batch, prefill_chunk, CompileStats(), pack_weights, target)
     return _estimate(modules)
 
 
@@ -276,6 +288,7 @@ def compile_decoder(
     stats: CompileStats | None = None,
     profile: bool = False,
     pack_weights: bool = True,
+    target: Target | str | None = None,
 ):
     """Compile a transformers causal LM for generation with a KV cache: a prefill function for
     chunks of ``prefill_chunk`` tokens and a decode function for one token, compiled once and
@@ -285,12 +298,14 @@ def compile_decoder(
     Raises ``MemoryError`` before generating code or allocating the cache when the arenas, the
     KV cache and the outputs would not fit the memory the OS reports as available. With
     ``profile`` both graphs time their kernels (``dec.decode_graph.profile(..., past=n)``);
-    ``pack_weights`` as in `compile` (both graphs share the packed copies).
+    ``pack_weights`` and ``target`` as in `compile` (both graphs share the packed copies).
     """
     from tensor_graphs.runtime_support.decoder import CompiledDecoder
 
     stats = stats if stats is not None else CompileStats()
-    modules, weights, chunk, capacity, max_seq, limit = _decoder_modules(model, max_seq, batch, prefill_chunk, stats, pack_weights)
+    modules, weights, chunk, capacity, max_seq, limit = _decoder_modules(
+        model, max_seq, batch, prefill_chunk, stats, pack_weights, target
+    )
     need = _estimate(modules)
     free = available_memory()
     if free is not None and need.new_bytes > free:
@@ -354,6 +369,27 @@ def get_num_threads() -> int:
     from tensor_graphs.runtime_support import threads
 
     return threads.get_num_threads()
+
+
+def _set_target(module: ModuleOp, level: str, target: Target | str | None) -> None:
+    """Record the target ``module`` is compiled for: ``target`` (resolved), or when none is given
+    and the module records none, the default (``TG_TARGET``, else the host). A module already at
+    the buf or llvm level was shaped for the target it records: another one is an error."""
+    from tensor_graphs.target import TARGET_ATTR, of_module, record, resolve
+
+    if target is None and TARGET_ATTR in module.attributes:
+        return
+    chosen = resolve(target)
+    if level in ("buf", "llvm") and TARGET_ATTR in module.attributes:
+        recorded = of_module(module)
+        if recorded.name != chosen.name:
+            raise ValueError(
+                f"this module is already at the {level} level, lowered for target {recorded.name}; it cannot be "
+                f"compiled for {chosen.name} (compile it from the aten or tg level for that target)"
+            )
+        return
+    chosen.check_runs_here()  # before any work: code for a CPU this one is not cannot run here
+    record(module, chosen)
 
 
 def _as_torch(x):

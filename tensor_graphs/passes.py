@@ -13,6 +13,7 @@ from xdsl.passes import ModulePass, PassPipeline
 
 #: pass name -> "module:Class"
 _PASS_PATHS: dict[str, str] = {
+    "set-target": "tensor_graphs.transforms.set_target:SetTargetPass",
     "convert-aten-to-tensor": "tensor_graphs.lowering.aten_to_tensor.convert:ConvertAtenToTensorPass",
     "canonicalize": "tensor_graphs.transforms.canonicalize:CanonicalizePass",
     "constant-fold": "tensor_graphs.transforms.constant_fold:ConstantFoldPass",

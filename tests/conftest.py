@@ -7,6 +7,28 @@ import torch
 
 torch.manual_seed(0)
 
+#: The target families every numerics test of `test_targets.py` runs on (`tensor_graphs.target`):
+#: the generic fallback, AVX2 and AVX-512; a family this CPU cannot run is skipped, saying so.
+TARGET_FAMILIES = ("x86-64", "x86-64-v3", "x86-64-v4")
+
+
+def _target_param(name: str):
+    from tensor_graphs.target import Target
+
+    missing = Target.named(name).missing_on_host()
+    reason = f"this CPU lacks {', '.join(missing)}: {name} code cannot run here"
+    return pytest.param(name, id=name, marks=pytest.mark.skipif(bool(missing), reason=reason))
+
+
+@pytest.fixture(params=[_target_param(n) for n in TARGET_FAMILIES])
+def target(request, monkeypatch):
+    """Each target family in turn (`TARGET_FAMILIES`): every compile in the test uses it (through
+    ``TG_TARGET``, as a user would set it); the `Target` itself for the test's IR assertions."""
+    from tensor_graphs.target import Target
+
+    monkeypatch.setenv("TG_TARGET", request.param)
+    return Target.named(request.param)
+
 
 @pytest.fixture
 def rng():

@@ -20,10 +20,13 @@ from tensor_graphs.context import make_context
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.functions import ACTIVATIONS, apply_unary
 from tensor_graphs.lowering.tensor_to_buffer.scratch import attention_scratch_elements, attention_tiles
+from tensor_graphs.target import resolve
 from test_codegen_llvm import compile_text, memref, parse, run, run_kernel
 
 RTOL = ATOL = 1e-5
 rng = np.random.default_rng(1)
+#: the FMA over a vector of the default target (TG_TARGET, else the host): 16 lanes on AVX-512, 8 on AVX2
+FMA_VECTOR = f'@"llvm.fma.v{resolve(None).float_lanes}f32"'
 
 
 def rand(*shape) -> np.ndarray:
@@ -317,9 +320,9 @@ def _llvm_ir(text: str) -> str:
 
 def test_attention_is_tiled_gemms_and_causal_skips_blocks():
     ir = _llvm_ir(attention_module((1, 1, 256, 64), (1, 1, 256, 64), (1, 1, 256, 64), causal=True))
-    # S = Q K^T and acc += P V are register tiles of FMAs over <16 x float> (kernels_gemm), no BLAS,
-    # no seq x seq buffer
-    assert "scipy_cblas" not in ir and "@\"llvm.fma.v16f32\"" in ir
+    # S = Q K^T and acc += P V are register tiles of FMAs over the target's vectors (kernels_gemm),
+    # no BLAS, no seq x seq buffer
+    assert "scipy_cblas" not in ir and FMA_VECTOR in ir
     # the causal key-block bound: (q0 + rows - 1 + Sk - Sq) / Bc + 1 (other divisions split the
     # (batch, head, query block) items among the threads)
     by_bc = re.compile(r'sdiv i64 %"[^"]+", 64\b')
@@ -330,7 +333,7 @@ def test_attention_is_tiled_gemms_and_causal_skips_blocks():
 def test_decode_attention_is_one_row_tiles():
     """Sq = 1: one-row register tiles (matrix-vector products), no BLAS call."""
     ir = _llvm_ir(attention_module((1, 4, 1, 64), (1, 4, 100, 64), (1, 4, 100, 64), causal=True))
-    assert "scipy_cblas" not in ir and "@\"llvm.fma.v16f32\"" in ir
+    assert "scipy_cblas" not in ir and FMA_VECTOR in ir
 
 
 def test_causal_attention_skips_key_blocks_above_the_diagonal():

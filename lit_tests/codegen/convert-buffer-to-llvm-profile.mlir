@@ -1,7 +1,7 @@
-// RUN: tg-opt %s -p 'convert-buffer-to-llvm{profile=true}' --split-input-file | filecheck %s
-// RUN: tg-opt %s -p 'convert-buffer-to-llvm{profile=true}' -t llvm --split-input-file | filecheck --check-prefix=LLVMIR %s
-// RUN: tg-opt %s -p convert-buffer-to-llvm --split-input-file | filecheck --check-prefix=PLAIN %s
-// RUN: tg-opt %s -p convert-buffer-to-llvm -t llvm --split-input-file | filecheck --check-prefix=PLAINIR %s
+// RUN: tg-opt %s -p 'set-target{target=x86-64-v4},convert-buffer-to-llvm{profile=true}' --split-input-file | filecheck %s
+// RUN: tg-opt %s -p 'set-target{target=x86-64-v4},convert-buffer-to-llvm{profile=true}' -t llvm --split-input-file | filecheck --check-prefix=LLVMIR %s
+// RUN: tg-opt %s -p set-target{target=x86-64-v4},convert-buffer-to-llvm --split-input-file | filecheck --check-prefix=PLAIN %s
+// RUN: tg-opt %s -p set-target{target=x86-64-v4},convert-buffer-to-llvm -t llvm --split-input-file | filecheck --check-prefix=PLAINIR %s
 
 // convert-buffer-to-llvm{profile=true}: before its first kernel the entry loads its counters
 // (int64 [ns, calls] per kernel) from the weights table slot after the weights and constants

@@ -1,5 +1,5 @@
-// RUN: tg-opt %s -p convert-buffer-to-llvm --split-input-file --verify-diagnostics | filecheck %s
-// RUN: tg-opt %s -p convert-buffer-to-llvm -t llvm --split-input-file --verify-diagnostics | filecheck --check-prefix=LLVMIR %s
+// RUN: tg-opt %s -p set-target{target=x86-64-v4},convert-buffer-to-llvm --split-input-file --verify-diagnostics | filecheck %s
+// RUN: tg-opt %s -p set-target{target=x86-64-v4},convert-buffer-to-llvm -t llvm --split-input-file --verify-diagnostics | filecheck --check-prefix=LLVMIR %s
 
 // A planned MLP layer: sgemm into an arena view, bias+relu in place, scale by a constant.
 // The entry computes each buffer's pointer and calls one function per kernel, whose

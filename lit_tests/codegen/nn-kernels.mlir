@@ -1,4 +1,4 @@
-// RUN: tg-opt %s -p convert-buffer-to-llvm --split-input-file | filecheck %s
+// RUN: tg-opt %s -p set-target{target=x86-64-v4},convert-buffer-to-llvm --split-input-file | filecheck %s
 
 // The NN kernels of convert-buffer-to-llvm (tensor_graphs/codegen/llvm/kernels_nn.py).
 

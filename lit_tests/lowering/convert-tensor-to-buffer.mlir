@@ -1,6 +1,6 @@
-// RUN: tg-opt %s --allow-unregistered-dialect --split-input-file --verify-diagnostics -p "convert-tensor-to-buffer{threads=1}" | filecheck %s
-// RUN: tg-opt %s --allow-unregistered-dialect --split-input-file --verify-diagnostics -p "convert-tensor-to-buffer{pack-weights=false threads=1}" | filecheck --check-prefix=NOPACK %s
-// RUN: tg-opt %s --allow-unregistered-dialect --split-input-file --verify-diagnostics -p "convert-tensor-to-buffer{threads=3}" | filecheck --check-prefix=THREADS %s
+// RUN: tg-opt %s --allow-unregistered-dialect --split-input-file --verify-diagnostics -p "set-target{target=x86-64-v4},convert-tensor-to-buffer{threads=1}" | filecheck %s
+// RUN: tg-opt %s --allow-unregistered-dialect --split-input-file --verify-diagnostics -p "set-target{target=x86-64-v4},convert-tensor-to-buffer{pack-weights=false threads=1}" | filecheck --check-prefix=NOPACK %s
+// RUN: tg-opt %s --allow-unregistered-dialect --split-input-file --verify-diagnostics -p "set-target{target=x86-64-v4},convert-tensor-to-buffer{threads=3}" | filecheck --check-prefix=THREADS %s
 // tg -> buf: destination passing, one kernel per tg op, outputs written in place where possible.
 
 // CHECK-LABEL: func.func @output_written_in_place

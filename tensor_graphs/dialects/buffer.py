@@ -66,6 +66,7 @@ from tensor_graphs.dialects.shapes import (
 )
 from tensor_graphs.dialects.functions import ACTIVATIONS, BINARY_FUNCTIONS, UNARY_FUNCTIONS
 from tensor_graphs.dialects.tensor import bool_attr, float_attr, print_dense, reduced_shape
+from tensor_graphs.target import MIN_FLOAT_LANES
 
 AnyMemRef = base(MemRefType)
 
@@ -189,7 +190,8 @@ class PackedWeightOp(IRDLOperation):
     def verify_(self) -> None:
         shape = shape_of(self.result)
         _check(len(shape) == 3, f"buf.packed_weight: expected memref<panels x K x NR x f32>, got {self.result.type}")
-        _check(shape[2] > 0 and shape[2] % 16 == 0, f"buf.packed_weight: panel width {shape[2]} is not a positive multiple of 16")
+        lanes = MIN_FLOAT_LANES  # whole vectors of the target's width: codegen checks that target's lanes
+        _check(shape[2] > 0 and shape[2] % lanes == 0, f"buf.packed_weight: panel width {shape[2]} is not a positive multiple of {lanes}")
 
 
 @irdl_op_definition

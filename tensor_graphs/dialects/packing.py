@@ -8,7 +8,9 @@ columns: panel ``p`` holds columns ``[p * nr, (p + 1) * nr)`` as one contiguous,
 
 The GEMM's inner loop then loads one row of ``nr`` floats of a panel per ``k`` (one cache line
 per 16 floats, in order), which is what OpenBLAS's sgemm packs ``B`` into on every call; here it
-is done once, when the graph is loaded. A matrix-vector product streams the same panels.
+is done once, when the graph is loaded. A matrix-vector product streams the same panels. ``nr``
+is the width of the target's GEMM register tile (`Target.panel_columns_for`: 64 on AVX-512, 16
+on AVX2, 8 on SSE), so the packed layout follows the target a graph is compiled for.
 
 The weight comes as PyTorch stores it, ``[N, K]`` (``transposed``: ``B`` is its transpose, as in
 ``nn.Linear``), or ``[K, N]`` (transformers' ``Conv1D``). `PanelLayout` names the packed array
@@ -21,15 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: Columns per panel for weights of at least this many columns (four AVX-512 vectors).
-PANEL_COLUMNS = 64
-#: Byte alignment of packed arrays (a panel row of 64 floats is then four aligned vectors).
+#: Byte alignment of packed arrays (a panel row of whole vectors is then aligned loads).
 PACKED_ALIGNMENT = 64
-
-
-def panel_columns(n: int) -> int:
-    """Panel width for a weight of ``n`` output columns: 64, or ``n`` rounded up to 16 when smaller."""
-    return PANEL_COLUMNS if n >= PANEL_COLUMNS else max(16, -(-n // 16) * 16)
 
 
 @dataclass(frozen=True)

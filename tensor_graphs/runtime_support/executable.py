@@ -338,6 +338,12 @@ class CompiledGraph:
         return self._ir[level]
 
     @property
+    def target(self):
+        """The machine this graph was compiled for (a `tensor_graphs.target.Target`; ``describe()``
+        says it in one line)."""
+        return self._native.target
+
+    @property
     def states(self) -> dict[str, np.ndarray]:
         """The bound state arrays by name (updated in place by every call); pass them as
         ``states=`` to another graph to share the caches."""

@@ -67,7 +67,7 @@ def _compile(args):
     else:
         weights = load_weights(module, path)
     t0 = time.perf_counter()
-    fn = tg.compile_module(module, weights, keep_ir=False, profile=args.profile)
+    fn = tg.compile_module(module, weights, keep_ir=False, profile=args.profile, target=args.target)
     return fn, time.perf_counter() - t0
 
 
@@ -78,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--weights", help="safetensors file (default: the module's tg.weights_file beside it)")
     ap.add_argument("-n", "--repeat", type=int, default=100, help="timed calls (default 100)")
     ap.add_argument("--threads", type=int, default=1, help="threads of the parallel kernels (default 1)")
+    ap.add_argument("--target", default=None, metavar="NAME",
+                    help="the machine to compile for: host (default; TG_TARGET when set), an ISA level "
+                         "(x86-64, x86-64-v2, x86-64-v3, x86-64-v4) or a CPU name (znver3, sapphirerapids, ...)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--past", type=int, default=None,
                     help="for a graph with state (a KV cache): positions already cached (default 0); states start zeroed")
@@ -88,19 +91,31 @@ def main(argv: list[str] | None = None) -> int:
         return _run(args)
     except RunError as e:
         print(f"tg-run: error: {e}", file=sys.stderr)
+    except ValueError as e:
+        from tensor_graphs.target import TargetError
+
+        if not isinstance(e, TargetError):
+            return _one_line(e)
+        print(f"tg-run: error: {e}", file=sys.stderr)
     except Exception as e:  # noqa: BLE001 - a user's module: one line, never a traceback
-        from xdsl.utils.exceptions import DiagnosticException
+        return _one_line(e)
+    return 1
 
-        from tensor_graphs.diagnostics import IRError
 
-        if isinstance(e, IRError):
-            print(e, file=sys.stderr)
-        elif isinstance(e, DiagnosticException):  # a pass rejected the module: its own message
-            print(f"tg-run: error: {str(e).strip()}", file=sys.stderr)
-        elif os.environ.get("TG_TRACEBACK"):
-            raise
-        else:
-            print(f"tg-run: error: {type(e).__name__}: {' '.join(str(e).split())}", file=sys.stderr)
+def _one_line(e: Exception) -> int:
+    """Print ``e`` as tg-run's one error line (the traceback with ``TG_TRACEBACK=1``); exit status 1."""
+    from xdsl.utils.exceptions import DiagnosticException
+
+    from tensor_graphs.diagnostics import IRError
+
+    if isinstance(e, IRError):
+        print(e, file=sys.stderr)
+    elif isinstance(e, DiagnosticException):  # a pass rejected the module: its own message
+        print(f"tg-run: error: {str(e).strip()}", file=sys.stderr)
+    elif os.environ.get("TG_TRACEBACK"):
+        raise e
+    else:
+        print(f"tg-run: error: {type(e).__name__}: {' '.join(str(e).split())}", file=sys.stderr)
     return 1
 
 
@@ -135,7 +150,7 @@ def _run(args) -> int:
         times.append(time.perf_counter() - t0)
     report = fn.profile(*inputs, repeat=args.repeat, warmup=0, **call) if args.profile else None
 
-    print(f"compiled {Path(args.module).name} in {compile_s:.3f} s; {fn.memory}")
+    print(f"compiled {Path(args.module).name} in {compile_s:.3f} s for {fn.target.describe()}; {fn.memory}")
     for spec, x in zip(specs, inputs):
         print(_summary(f"input  {spec.name}", x))
     for i, o in enumerate(outs):

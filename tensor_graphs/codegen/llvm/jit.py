@@ -4,8 +4,10 @@
     jit_compile(module)        -> NativeGraph: the entry's address, its signature, the engine
     call_native(native, ...)   call a NativeGraph with NumPy arrays (tests, debugging)
 
-Each graph gets its own execution engine, optimised with the new pass manager for the host
-CPU (so loops vectorise with the widest vector ISA it has), with OpenBLAS loaded into the
+Each graph gets its own execution engine, optimised with the new pass manager for the target
+the module records (``tg.target``, `tensor_graphs.target`; the host when it records none): LLVM
+gets its CPU and features, so loops vectorise to its vector width. A target whose ISA this CPU
+lacks is refused before any code runs. OpenBLAS is loaded into the
 process so ``scipy_cblas_sgemm`` resolves, libgomp and the thread count for parallel kernels
 (`runtime_support.threads`), and libc's ``clock_gettime`` registered for graphs compiled with
 profiling.
@@ -24,6 +26,8 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import DiagnosticException
 
 from tensor_graphs.runtime_support.signature import GraphSignature
+from tensor_graphs.target import Target, TargetError
+from tensor_graphs.target import of_module as target_of_module
 
 #: The C type of every graph function: int32 f(arena*, weights**, inputs**, outputs**, dims*),
 #: returning 0 or an error status (see `GraphSignature.errors`).
@@ -72,37 +76,28 @@ def _outline_kernels(module: ModuleOp, ir_module: Any) -> None:
 
 
 @functools.cache
-def _host() -> tuple[str, str, str]:
+def _triple() -> str:
     import llvmlite.binding as llvm
 
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
-    triple, features = llvm.get_process_triple(), llvm.get_host_cpu_features().flatten()
-    if triple.startswith("x86_64") and "+avx512f" in features:
-        # LLVM tunes Intel's AVX-512 CPUs (Skylake-X to Emerald Rapids) to vectorise with 256-bit
-        # registers; our loops and kernels are written for the full 512-bit width.
-        features += ",-prefer-256-bit"
-    return triple, llvm.get_host_cpu_name(), features
+    return llvm.get_process_triple()
 
 
 def host_float_lanes() -> int:
-    """float32 lanes of the widest vectors the JIT vectorises loops with on this host: 16 with
-    AVX-512, 8 with AVX/AVX2, 4 otherwise (tests check generated code against this, never a
-    literal copied from one machine)."""
-    features = _host()[2].split(",")
-    if "+avx512f" in features:
-        return 16
-    if "+avx" in features or "+avx2" in features:
-        return 8
-    return 4
+    """float32 lanes of the host target's vectors (16 with AVX-512, 8 with AVX2, 4 otherwise)."""
+    return Target.host().float_lanes
 
 
-def _target_machine(opt_level: int) -> Any:
+def _target_machine(opt_level: int, target: Target | None = None) -> Any:
+    """LLVM's target machine for ``target`` (default: the host): its CPU and feature string."""
     import llvmlite.binding as llvm
 
-    triple, cpu, features = _host()
-    target = llvm.Target.from_triple(triple)
-    return target.create_target_machine(cpu=cpu, features=features, opt=opt_level, codemodel="jitdefault", jit=True)
+    target = target if target is not None else Target.host()
+    machine = llvm.Target.from_triple(_triple())
+    return machine.create_target_machine(
+        cpu=target.llvm_cpu, features=target.llvm_features, opt=opt_level, codemodel="jitdefault", jit=True
+    )
 
 
 @functools.cache
@@ -110,7 +105,7 @@ def _register_clock() -> None:
     """Make libc's ``clock_gettime`` (read by profiled graphs) resolvable by the JIT."""
     import llvmlite.binding as llvm
 
-    from tensor_graphs.codegen.llvm.convert_buffer_to_llvm import CLOCK_GETTIME
+    from tensor_graphs.codegen.llvm.profiling import CLOCK_GETTIME
 
     address = ctypes.cast(getattr(ctypes.CDLL(None), CLOCK_GETTIME), ctypes.c_void_p).value
     if not address:  # pragma: no cover - every POSIX libc has it
@@ -168,6 +163,8 @@ class NativeGraph:
     address: int
     signature: GraphSignature
     llvm_ir: str
+    #: the machine the code was compiled for (the module's ``tg.target``)
+    target: Target | None = None
 
     @property
     def cfunc(self) -> Any:
@@ -220,13 +217,18 @@ def jit_compile(module: ModuleOp, opt_level: int = 3) -> NativeGraph:
     if not 0 <= opt_level <= 3:
         raise ValueError(f"jit_compile: opt_level must be 0..3, got {opt_level}")
     signature = GraphSignature.from_module(module)
-    triple, _, _ = _host()
+    target = target_of_module(module)
+    try:
+        target.check_runs_here()
+    except TargetError as e:
+        raise CodegenError(str(e)) from None
+    triple = _triple()
     blas.load()
     threads.load()
     if signature.profile:
         _register_clock()
 
-    opt_tm = _target_machine(opt_level)
+    opt_tm = _target_machine(opt_level, target)
     ir_text = to_llvm_ir(module, triple=triple, data_layout=str(opt_tm.target_data))
     # The module gets an LLVMContext of its own, freed with its engine (`_context_engine`). In
     # llvmlite's global context every compile would leave behind what a context owns and only
@@ -246,7 +248,7 @@ def jit_compile(module: ModuleOp, opt_level: int = 3) -> NativeGraph:
             _optimise(mod, opt_tm, opt_level)
 
         optimised_ir = str(mod)  # before MCJIT's code generation rewrites the module
-        engine = _context_engine().take(llvm.create_mcjit_compiler(mod, _target_machine(opt_level)), context)
+        engine = _context_engine().take(llvm.create_mcjit_compiler(mod, _target_machine(opt_level, target)), context)
     except BaseException:
         if mod is not None:
             mod.close()  # before its context, whose destruction would free it a second time
@@ -256,7 +258,7 @@ def jit_compile(module: ModuleOp, opt_level: int = 3) -> NativeGraph:
     address = engine.get_function_address(signature.entry)
     if not address:
         raise CodegenError(f"entry function @{signature.entry} was not found in the compiled module")
-    return NativeGraph(engine=engine, address=address, signature=signature, llvm_ir=optimised_ir)
+    return NativeGraph(engine=engine, address=address, signature=signature, llvm_ir=optimised_ir, target=target)
 
 
 # --------------------------------------------------------------------------- calling

@@ -1,77 +1,73 @@
-"""One emitter per `buf` kernel op: ``REGISTRY[type(op)](ctx, op)`` appends llvm dialect code.
+"""The machinery every kernel emitter shares: ``REGISTRY[type(op)](ctx, op)`` appends llvm
+dialect code for one `buf` kernel op.
 
-- `buf.matmul` calls OpenBLAS's ``scipy_cblas_sgemm`` (row-major), or ``scipy_cblas_sgemv`` when
-  the product has one output row or column (M = 1 after folding, or N = 1). When the rhs has no batch
-  dims (or only 1s) and the lhs is not transposed, the lhs batch dims fold into M: one call.
-  Otherwise a loop over the broadcast batch index makes one call per batch. An accumulator
-  with ``beta != 0`` is first broadcast-copied into the output, then sgemm runs with that beta.
-- Elementwise ops (`add/sub/mul/div/relu/copy/bias_activation/unary/binary/select/cast/
-  broadcast/fused_elementwise`) are ONE strided loop nest over the output
+- :class:`KernelContext`: what an emitter gets from the pass (`convert_buffer_to_llvm`): the
+  cursor, the pointer of each buffer, where buffers live (for overlap checks), run-time checks,
+  the run-time sizes ``dims`` and parallel regions.
+- :data:`REGISTRY`: buf kernel op -> emitter. Each family of kernels registers its emitters
+  into it when its module is imported (``convert_buffer_to_llvm`` imports them all)::
+
+      kernels_elementwise       add, sub, mul, div, binary, relu, unary, bias_activation,
+                                select, cast, fused_elementwise
+      kernels_movement          copy, broadcast, transpose, slice, concat, embedding,
+                                packed_embedding, cache_write
+      kernels_reduce            reduce
+      kernels_blas              matmul (OpenBLAS sgemm / sgemv)
+      kernels_matmul_epilogue   matmul with an activation (the activation fused per tile)
+      kernels_softmax_norm      softmax, layer_norm, rms_norm
+      kernels_attention         attention (tiled, online softmax)
+      kernels_gemm              packed_matmul (register-tiled GEMM)
+      kernels_rope              rope
+
+- Loop nests over memory: an elementwise op is ONE strided loop nest over the output
   (:func:`emit_pointwise`), with stride 0 on broadcast dims: contiguous dims collapse, so the
   common case is one flat loop that LLVM vectorises, and an input that does not vary along the
   inner loops is loaded outside them. Scalar math comes from `scalar.py` (vectorisable
-  polynomials, no libm calls for exp/tanh/erf/log). Splat IR constants become immediates.
-- `buf.transpose`, `buf.slice`, `buf.concat` are strided copies (a transposed read is
-  cache-blocked in 16x16 tiles, see `loops.emit_tiled_nest`).
-- `buf.reduce`: when the innermost input dim is reduced, each output element accumulates in a
-  register over a (vectorised, ``reassoc``) inner loop; otherwise the output is filled with
-  the identity and accumulated in place by a loop nest whose inner loop runs along the output.
-- `buf.embedding` (and `buf.packed_embedding`, from a table packed into column panels) checks
-  every index against [0, V): an index out of range makes the graph function return an error
-  status (see `KernelContext.check`) instead of reading out of bounds. The message names the
-  table as the model does (a tied table by the name its embedding uses, ``tg.table_name``) and,
-  when the indices are a graph input, asks the runtime for the offending value.
-- `buf.cache_write {axis}` copies its update into the state (a KV cache) at positions
-  ``[past, past + n)`` along ``axis``, ``past`` being the run-time ``dims[0]``
-  (`KernelContext.dim`): one ``llvm.memcpy`` of ``n * inner`` elements per index of the dims
-  before ``axis``. It first checks ``past + n <= capacity`` (an unsigned compare, which also
-  rejects a negative ``past``) and otherwise returns an error status naming the cache.
+  polynomials, no libm calls for exp/tanh/erf/log). Splat IR constants become immediates
+  (:func:`emit_elementwise`). A strided copy is one ``llvm.memcpy`` per contiguous run
+  (:func:`emit_copy_nest`); a transposed read is cache-blocked in 16x16 tiles (see
+  `loops.emit_tiled_nest`).
+- Threads: from :data:`PARALLEL_MIN_ELEMENTS` elements on, :func:`split_rows` and
+  :func:`parallel_nest` split a kernel's outermost rows among the threads
+  (`KernelContext.parallel`).
 - Overlap checks: an elementwise input may be the output itself (same bytes); any partial
   overlap, or an output shared with an operand of a kernel that cannot run in place, is a
-  clear `LoweringError`.
+  clear `LoweringError` (:func:`check_no_overlap`).
+- f32 helpers of the row kernels (softmax, the norms, attention, the matmul epilogue):
+  loads and stores at an f32 pointer, optional i64 offsets, ``reassoc`` sums, ``llvm.maximum``.
 
-Adding a kernel: write ``def _emit_foo(ctx, op)`` and register it in :data:`REGISTRY`
-(`kernels_nn.py` registers softmax, layer norm and attention into the same dict).
+Adding a kernel: write ``def _emit_foo(ctx, op)`` in the module of its family and register it
+there (``REGISTRY[buf.FooOp] = _emit_foo``); a new family module must be imported by
+``convert_buffer_to_llvm``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import AnyFloat, DenseIntOrFPElementsAttr, IntegerAttr, IntegerType, MemRefType, f32, i1, i32, i64
-from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
+from xdsl.dialects.builtin import AnyFloat, DenseIntOrFPElementsAttr, MemRefType, f32, i1
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.utils.exceptions import PassFailedException
 
 from tensor_graphs.codegen.llvm.loops import (
-    PTR,
     FunctionBuilder,
     broadcast_strides,
     collapse_dims,
-    emit_carried_loop,
     emit_for,
     emit_loop,
     emit_strided_nest,
     emit_tiled_nest,
 )
 from tensor_graphs.codegen.llvm.loops import value as _value
-from tensor_graphs.codegen.llvm.scalar import (
-    ScalarCodegenError,
-    emit_arith_body,
-    emit_binary,
-    emit_convert,
-    emit_unary,
-    fdiv,
-    fmax,
-    select,
-)
+from tensor_graphs.codegen.llvm.scalar import ScalarCodegenError
+from tensor_graphs.codegen.llvm.scalar import fmax as scalar_fmax
 from tensor_graphs.dialects import buffer as buf
-from tensor_graphs.dialects.shapes import broadcast_shapes, contiguous_strides, numel
-from tensor_graphs.dialects.tensor import TABLE_NAME
+from tensor_graphs.dialects.shapes import contiguous_strides, numel
+from tensor_graphs.target import Target
 
 
 class LoweringError(PassFailedException, ValueError):
@@ -83,6 +79,8 @@ class KernelContext(Protocol):
     buffers live (for overlap checks), and run-time checks."""
 
     b: FunctionBuilder
+    #: the machine compiled for: kernels take their vector width and tiles from it
+    target: Target
 
     def ptr(self, value: SSAValue) -> SSAValue: ...
 
@@ -124,6 +122,11 @@ class KernelContext(Protocol):
 
 
 Emitter = Callable[[KernelContext, Operation], None]
+
+#: buf kernel op -> emitter. The kernel family modules register their emitters here when they
+#: are imported (see the module doc); once ``convert_buffer_to_llvm`` has imported them all,
+#: every `buf.KernelOp` subclass appears here.
+REGISTRY: dict[type[Operation], Emitter] = {}
 
 # --------------------------------------------------------------------------- helpers
 
@@ -186,6 +189,63 @@ def splat_value(value: SSAValue) -> int | float | None:
         return None
     v = dense.get_values()[0]
     return int(v) & 1 if _element(value) == i1 else v
+
+
+# --------------------------------------------------------------------------- f32 helpers
+
+_REASSOC = llvm.FastMathAttr((llvm.FastMathFlag.REASSOC, llvm.FastMathFlag.ALLOW_CONTRACT))
+_NEG_INF = float("-inf")
+
+
+def _require_f32(op: Operation, values: Sequence[SSAValue]) -> None:
+    bad = [str(v.type.element_type) for v in values if v.type.element_type != f32]  # type: ignore[attr-defined]
+    if bad:
+        raise LoweringError(f"{op.name}: codegen supports f32 buffers only, got {', '.join(bad)}")
+
+
+def _fadd(b: FunctionBuilder, x: SSAValue, y: SSAValue, reassoc: bool = False) -> SSAValue:
+    return b.add(llvm.FAddOp(x, y, _REASSOC if reassoc else None))
+
+
+def _fsub(b: FunctionBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
+    return b.add(llvm.FSubOp(x, y))
+
+
+def _fmul(b: FunctionBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
+    return b.add(llvm.FMulOp(x, y))
+
+
+def _fmax(b: FunctionBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
+    # llvm.maximum (NaN-propagating), a max reduction LLVM vectorises. Not llvm.maxnum: with a
+    # small constant trip count (a row of 20, 21, 22 or 28 floats) LLVM 22's loop vectoriser
+    # aborts on a maxnum reduction ("VPlan cost model and legacy cost model disagreed").
+    return scalar_fmax(b, x, y)
+
+
+def _at(b: FunctionBuilder, ptr: SSAValue, index: SSAValue | int | None) -> SSAValue:
+    return b.gep(ptr, index, f32)
+
+
+def _load(b: FunctionBuilder, ptr: SSAValue, index: SSAValue | int | None) -> SSAValue:
+    return b.load(_at(b, ptr, index), f32)
+
+
+def _store(b: FunctionBuilder, value: SSAValue, ptr: SSAValue, index: SSAValue | int | None) -> None:
+    b.store(value, _at(b, ptr, index))
+
+
+def _add_idx(b: FunctionBuilder, x: SSAValue | None, y: SSAValue | int | None) -> SSAValue | None:
+    """``x + y`` for optional i64 offsets (None and 0 mean zero)."""
+    if y is None or (isinstance(y, int) and y == 0):
+        return x
+    y = _value(b, y)
+    return y if x is None else b.add_i64(x, y)
+
+
+def _mul_idx(b: FunctionBuilder, x: SSAValue, c: int) -> SSAValue | None:
+    if c == 0:
+        return None
+    return x if c == 1 else b.mul_i64(x, b.i64(c))
 
 
 # --------------------------------------------------------------------------- loop nests over memory
@@ -394,469 +454,6 @@ def emit_elementwise(
         return compute(b, [b.constant(splats[k], _element(inputs[k])) if k in splats else next(it) for k in range(len(inputs))])
 
     parallel_nest(ctx, shape, operands, lambda b, sub, acc: emit_pointwise(b, sub, acc[0], acc[1:], full))
-
-
-# --------------------------------------------------------------------------- elementwise
-
-_BINARY: dict[type[Operation], str] = {buf.AddOp: "add", buf.SubOp: "sub", buf.MulOp: "mul", buf.DivOp: "div"}
-
-
-def _emit_binary(ctx: KernelContext, op: Operation) -> None:
-    assert isinstance(op, buf.ElementwiseBinaryKernel)
-    el = _require_same_element(op, [*op.inputs, op.output])
-    fn = op.fn.data if isinstance(op, buf.BinaryOp) else _BINARY[type(op)]
-    if not isinstance(el, AnyFloat | IntegerType) or el == i1:
-        raise LoweringError(f"{op.name}: no codegen for {el} elements")
-    check_no_overlap(ctx, op, op.output, op.inputs, in_place_ok=True)
-    with _scalar_errors(op):
-        emit_elementwise(ctx, op.output, list(op.inputs), lambda b, v: emit_binary(b, fn, v[0], v[1]))
-
-
-def _emit_unary(ctx: KernelContext, op: Operation) -> None:
-    assert isinstance(op, buf.UnaryOp | buf.ReluOp)
-    el = _require_float(op, [*op.inputs, op.output])
-    fn = op.fn.data if isinstance(op, buf.UnaryOp) else "relu"
-    if el != f32 and fn not in ("none", "relu", "neg", "abs", "sqrt", "rsqrt"):
-        raise LoweringError(f"{op.name}: '{fn}' is emitted for f32 only, got {el}")
-    check_no_overlap(ctx, op, op.output, op.inputs, in_place_ok=True)
-    with _scalar_errors(op):
-        emit_elementwise(ctx, op.output, list(op.inputs), lambda b, v: emit_unary(b, fn, v[0]))
-
-
-def _emit_copy(ctx: KernelContext, op: Operation) -> None:
-    assert isinstance(op, buf.CopyOp | buf.BroadcastOp | buf.CastOp)
-    if _element(op.inputs[0]) != _element(op.output):
-        raise LoweringError(f"{op.name}: input and output element types differ")
-    if ctx.same_bytes(op.inputs[0], op.output) and numel(_shape(op.inputs[0])) == numel(_shape(op.output)):
-        return  # copying a buffer onto itself
-    check_no_overlap(ctx, op, op.output, op.inputs, in_place_ok=False)
-    src = op.inputs[0]
-    _emit_strided_copy(ctx, op.output, src, broadcast_strides(_shape(src), _shape(op.output)))
-
-
-def _emit_strided_copy(ctx: KernelContext, out: SSAValue, src: SSAValue, strides: Sequence[int], offset: int = 0) -> None:
-    """``out[idx] = src[offset + idx . strides]`` (memcpy per contiguous run, see `emit_copy_nest`;
-    rows split among the threads when large)."""
-    shape = _shape(out)
-    if splat_value(src) is not None:
-        emit_elementwise(ctx, out, [src], lambda b, v: v[0])
-        return
-    operands = [Operand(out, contiguous_strides(shape)), Operand(src, tuple(strides), offset)]
-    parallel_nest(ctx, shape, operands, lambda b, sub, acc: emit_copy_nest(b, sub, acc[0], acc[1]))
-
-
-def _emit_transpose(ctx: KernelContext, op: Operation) -> None:
-    assert isinstance(op, buf.TransposeOp)
-    src = op.inputs[0]
-    if _element(src) != _element(op.output):
-        raise LoweringError(f"{op.name}: input and output element types differ")
-    check_no_overlap(ctx, op, op.output, [src], in_place_ok=False)
-    own = contiguous_strides(_shape(src))
-    _emit_strided_copy(ctx, op.output, src, tuple(own[p] for p in op.permutation))
-
-
-def _emit_bias_activation(ctx: KernelContext, op: Operation) -> None:
-    assert isinstance(op, buf.BiasActivationOp)
-    _require_float(op, [*op.inputs, op.output])
-    act = op.activation.data
-    check_no_overlap(ctx, op, op.output, op.inputs, in_place_ok=True)
-    with _scalar_errors(op):
-        emit_elementwise(
-            ctx, op.output, list(op.inputs), lambda b, v: emit_unary(b, act, b.add(llvm.FAddOp(v[0], v[1])))
-        )
-
-
-def _emit_select(ctx: KernelContext, op: Operation) -> None:
-    assert isinstance(op, buf.SelectOp)
-    cond, a, c = op.inputs
-    if _element(cond) != i1:
-        raise LoweringError(f"{op.name}: the condition must be an i1 buffer, got {cond.type}")
-    _require_same_element(op, [a, c, op.output])
-    check_no_overlap(ctx, op, op.output, op.inputs, in_place_ok=True)
-    emit_elementwise(ctx, op.output, list(op.inputs), lambda b, v: select(b, v[0], v[1], v[2]))
-
-
-def _emit_cast(ctx: KernelContext, op: Operation) -> None:
-    assert isinstance(op, buf.CastOp)
-    to = _element(op.output)
-    if to == _element(op.inputs[0]):
-        _emit_copy(ctx, op)  # type: ignore[arg-type]
-        return
-    check_no_overlap(ctx, op, op.output, op.inputs, in_place_ok=True)
-    with _scalar_errors(op):
-        emit_elementwise(ctx, op.output, list(op.inputs), lambda b, v: emit_convert(b, v[0], to))
-
-
-def _emit_fused_elementwise(ctx: KernelContext, op: Operation) -> None:
-    assert isinstance(op, buf.FusedElementwiseOp)
-    block = op.body.block
-    for k, (arg, v) in enumerate(zip(block.args, op.inputs)):
-        if arg.type != _element(v):
-            raise LoweringError(f"{op.name}: body argument {k} is {arg.type}, input {k} holds {_element(v)}")
-    check_no_overlap(ctx, op, op.output, op.inputs, in_place_ok=True)
-    el = _element(op.output)
-
-    def body(b: FunctionBuilder, vals: list[SSAValue]) -> SSAValue:
-        result = emit_arith_body(b, block, vals)
-        if result.type != el:
-            raise LoweringError(f"{op.name}: the body yields {result.type}, the output holds {el}")
-        return result
-
-    with _scalar_errors(op):
-        emit_elementwise(ctx, op.output, list(op.inputs), body)
-
-
-# --------------------------------------------------------------------------- data movement
-
-
-def _emit_slice(ctx: KernelContext, op: Operation) -> None:
-    assert isinstance(op, buf.SliceOp)
-    src = op.inputs[0]
-    dim, start, step = op.dim.value.data, op.start.value.data, op.step.value.data
-    if _element(src) != _element(op.output):
-        raise LoweringError(f"{op.name}: input and output element types differ")
-    if step <= 0:
-        raise LoweringError(f"{op.name}: step must be positive, got {step}")
-    check_no_overlap(ctx, op, op.output, [src], in_place_ok=False)
-    own = contiguous_strides(_shape(src))
-    strides = tuple(s * step if d == dim else s for d, s in enumerate(own))
-    _emit_strided_copy(ctx, op.output, src, strides, start * own[dim])
-
-
-def _emit_concat(ctx: KernelContext, op: Operation) -> None:
-    """One copy per input: input k is an ``outer x (size_k * inner)`` block of the output."""
-    assert isinstance(op, buf.ConcatOp)
-    out = op.output
-    el = _require_same_element(op, [*op.inputs, out])
-    so, dim = _shape(out), op.dim.value.data
-    outer, inner = numel(so[:dim]), numel(so[dim + 1 :])
-    row = so[dim] * inner
-    width = max(el.bitwidth // 8, 1)  # type: ignore[attr-defined]
-    out_extent = ctx.extent(out)
-    b = ctx.b
-    at = 0
-    for v in op.inputs:
-        size = _shape(v)[dim] * inner
-        slab = None if out_extent is None else (out_extent[0], out_extent[1] + at * width, out_extent[1] + (at + size) * width)
-        if not (outer == 1 and slab is not None and ctx.extent(v) == slab):  # already in place
-            check_no_overlap(ctx, op, out, [v], in_place_ok=False)
-            emit_copy_nest(b, (outer, size), Access(b.gep(ctx.ptr(out), at, el), (row, 1), el), Access(ctx.ptr(v), (size, 1), el))
-        at += size
-
-
-def _table_description(op: Operation) -> str:
-    """The embedding table as the model names it: ``'wte.weight'``, or for a tied table imported
-    under its other name (``tg.table_name``, from the frontend) ``'transformer.wte.weight' (tied
-    to 'lm_head.weight')``; an unnamed table by its type."""
-    table = op.inputs[0]  # type: ignore[attr-defined]
-    owner = table.owner
-    if not isinstance(owner, buf.WeightOp | buf.PackedWeightOp):
-        return f"of a {table.type}"
-    weight = owner.weight_name.data
-    wrote = op.attributes.get(TABLE_NAME)
-    return f"'{wrote.data}' (tied to '{weight}')" if wrote is not None and wrote.data != weight else f"'{weight}'"  # type: ignore[attr-defined]
-
-
-def _bad_index_field(idx: SSAValue, vocab: int) -> str:
-    """``{bad_index:K:V}`` when the indices are graph input ``K`` (or a reshape of it): the
-    runtime fills in the offending value and where it is (`GraphSignature.status_error`)."""
-    while isinstance(idx.owner, buf.ReshapeOp):
-        idx = idx.owner.input
-    return f"{{bad_index:{idx.index}:{vocab}}}" if isinstance(idx, BlockArgument) else ""
-
-
-def _emit_embedding(ctx: KernelContext, op: Operation) -> None:
-    """``out[i, :] = table[idx[i], :]``, each index checked against [0, V) first. From a packed
-    table (`buf.packed_embedding`), row ``j`` starts at ``(j / NR) * D * NR + j % NR`` and its
-    elements are ``NR`` apart."""
-    assert isinstance(op, buf.EmbeddingOp | buf.PackedEmbeddingOp)
-    table, idx = op.inputs
-    out = op.output
-    el = _require_same_element(op, [table, out])
-    ie = _element(idx)
-    if not isinstance(ie, IntegerType) or ie == i1:
-        raise LoweringError(f"{op.name}: indices must be an integer buffer, got {idx.type}")
-    check_no_overlap(ctx, op, out, [table, idx], in_place_ok=False)
-    if isinstance(op, buf.PackedEmbeddingOp):
-        _, dim, nr = _shape(table)
-        vocab = op.rows.value.data
-    else:
-        (vocab, dim), nr = _shape(table), 1
-    message = f"embedding {_table_description(op)}: index out of range [0, {vocab}){_bad_index_field(idx, vocab)}"
-    b = ctx.b
-    tp, ip, op_ = ctx.ptr(table), ctx.ptr(idx), ctx.ptr(out)
-    ult = IntegerAttr(llvm.ICmpPredicateFlag.ULT.to_int(), i64)
-
-    def row(i: SSAValue) -> None:
-        j = b.load_element(ip, i, ie)
-        if ie != i64:
-            j = b.add(llvm.SExtOp(j, i64))
-        ctx.check(b.add(llvm.ICmpOp(j, b.i64(vocab), ult)), message)  # also rejects j < 0
-        if nr == 1:
-            start = b.mul_i64(j, b.i64(dim))
-        else:
-            panel = b.add(llvm.UDivOp(j, b.i64(nr)))
-            start = b.add_i64(b.mul_i64(panel, b.i64(dim * nr)), b.add(llvm.URemOp(j, b.i64(nr))))
-        src = b.gep(tp, start, el)
-        dst = b.gep(op_, b.offset(None, i, dim), el)
-        emit_copy_nest(b, (dim,), Access(dst, (1,), el), Access(src, (nr,), el))
-
-    emit_loop(b, numel(_shape(idx)), row)
-
-
-def state_name(value: SSAValue) -> str | None:
-    """The name of the `buf.state` that ``value`` is (or aliases), else None."""
-    owner = value.owner
-    while isinstance(owner, buf.ReshapeOp | buf.SubviewOp):
-        owner = owner.input.owner
-    return owner.state_name.data if isinstance(owner, buf.StateOp) else None
-
-
-def _emit_cache_write(ctx: KernelContext, op: Operation) -> None:
-    """``state[..., past : past + n, ...] = update`` along ``axis`` (``past`` = ``dims[0]``)."""
-    assert isinstance(op, buf.CacheWriteOp)
-    (update,), state = op.inputs, op.output
-    el = _require_same_element(op, [update, state])
-    check_no_overlap(ctx, op, state, [update], in_place_ok=False)
-    axis = op.axis.value.data
-    shape, n = _shape(state), _shape(update)[axis]
-    cap, outer, inner = shape[axis], numel(shape[:axis]), numel(shape[axis + 1 :])
-    name = state_name(state)
-    what = f"kv cache '{name}'" if name is not None else f"cache {state.type}"
-    b = ctx.b
-    past = ctx.dim(0)
-    # unsigned: a negative past is a huge number, so one compare checks 0 <= past <= cap - n
-    fits = b.add(llvm.ICmpOp(past, b.i64(cap - n), IntegerAttr(llvm.ICmpPredicateFlag.ULE.to_int(), i64)))
-    ctx.check(fits, f"{what}: position {{past}} + {n} new tokens exceed its {cap} positions")
-    if n == 0 or outer == 0 or inner == 0:
-        return
-    dst = b.gep(ctx.ptr(state), b.mul_i64(past, b.i64(inner)) if inner != 1 else past, el)
-    emit_copy_nest(b, (outer, n * inner), Access(dst, (cap * inner, 1), el), Access(ctx.ptr(update), (n * inner, 1), el))
-
-
-# --------------------------------------------------------------------------- reductions
-
-
-def _combine(kind: str) -> Callable[[FunctionBuilder, SSAValue, SSAValue], SSAValue]:
-    if kind == "max":
-        return fmax
-    # reassoc lets the vectoriser keep vector partial sums (a different, usually better, rounding)
-    reassoc = llvm.FastMathAttr([llvm.FastMathFlag.REASSOC])
-    return lambda b, acc, x: b.add(llvm.FAddOp(acc, x, reassoc))
-
-
-def _emit_reduce(ctx: KernelContext, op: Operation) -> None:
-    assert isinstance(op, buf.ReduceOp)
-    x, out = op.inputs[0], op.output
-    el = _require_float(op, [x, out])
-    check_no_overlap(ctx, op, out, [x], in_place_ok=False)
-    kind = op.kind.data
-    shape = _shape(x)
-    dims = set(op.dims.get_values())
-    count = numel([shape[d] for d in dims])
-    if numel(_shape(out)) == 0:
-        return
-    b = ctx.b
-    xp, outp = ctx.ptr(x), ctx.ptr(out)
-    combine = _combine(kind)
-    identity = -math.inf if kind == "max" else 0.0
-    in_st = contiguous_strides(shape)
-    kept = [d for d in range(len(shape)) if d not in dims]
-    kept_shape = [shape[d] for d in kept]
-    out_st = contiguous_strides(kept_shape)
-
-    def finish(b: FunctionBuilder, acc: SSAValue) -> SSAValue:
-        return fdiv(b, acc, b.constant(float(count), el)) if kind == "mean" else acc
-
-    big = [d for d in range(len(shape)) if shape[d] != 1]
-    if not big or big[-1] in dims or count == 0:
-        # register accumulation: for each output element, a loop nest over the reduced dims
-        red = sorted(dims)
-        red_shape, (red_st,) = collapse_dims([shape[d] for d in red], [[in_st[d] for d in red]])
-
-        def nest(level: int, base: SSAValue | None, acc: list[SSAValue]) -> list[SSAValue]:
-            if level == len(red_shape):
-                return [combine(b, acc[0], b.load_element(xp, base, el))]
-            return emit_carried_loop(
-                b, red_shape[level], acc, lambda i, a: nest(level + 1, b.offset(base, i, red_st[level]), a)
-            )
-
-        def per_output(offs: list[SSAValue | None]) -> None:
-            acc = nest(0, offs[1], [b.constant(identity, el)])[0]
-            b.store_element(finish(b, acc), outp, offs[0], el)
-
-        emit_strided_nest(b, kept_shape, [out_st, [in_st[d] for d in kept]], per_output)
-        return
-
-    # the innermost dim is kept: fill with the identity, accumulate along the input, scale
-    n_out = numel(kept_shape)
-    flat = Access(outp, (1,), el)
-    emit_pointwise(b, (n_out,), flat, [], lambda b, v: b.constant(identity, el))
-    acc_strides = [0] * len(shape)
-    for j, d in enumerate(kept):
-        acc_strides[d] = out_st[j]
-    acc = Access(outp, tuple(acc_strides), el)
-    emit_pointwise(b, shape, acc, [acc, Access(xp, in_st, el)], lambda b, v: combine(b, v[0], v[1]), hoist=False)
-    if kind == "mean":
-        emit_pointwise(b, (n_out,), flat, [flat], lambda b, v: finish(b, v[0]))
-
-
-# --------------------------------------------------------------------------- matmul
-
-SGEMM = "scipy_cblas_sgemm"
-SGEMM_TYPE = llvm.LLVMFunctionType(
-    [i32, i32, i32, i32, i32, i32, f32, PTR, i32, PTR, i32, f32, PTR, i32]
-)
-SGEMV = "scipy_cblas_sgemv"
-SGEMV_TYPE = llvm.LLVMFunctionType([i32, i32, i32, i32, f32, PTR, i32, PTR, i32, f32, PTR, i32])
-CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, CBLAS_TRANS = 101, 111, 112
-_I32_MAX = 2**31 - 1
-
-
-def emit_gemm(ctx: KernelContext, op: Operation) -> None:
-    """The BLAS call(s) of a `buf.matmul` (alpha, beta, accumulator); ignores ``activation``."""
-    assert isinstance(op, buf.MatmulOp)
-    b = ctx.b
-    ta, tb, alpha, beta = op.flags
-    a, w = op.inputs[0], op.inputs[1]
-    acc = op.inputs[2] if len(op.inputs) == 3 else None
-    out = op.output
-    sa, sb, so = _shape(a), _shape(w), _shape(out)
-    m, k = (sa[-1], sa[-2]) if ta else (sa[-2], sa[-1])
-    n = sb[-2] if tb else sb[-1]
-    if numel(so) == 0:
-        return
-
-    check_no_overlap(ctx, op, out, [a, w], in_place_ok=False)
-    if acc is not None and beta != 0.0:
-        if not (ctx.same_bytes(acc, out) and _shape(acc) == so):
-            check_no_overlap(ctx, op, out, [acc], in_place_ok=False)
-            emit_elementwise(ctx, out, [acc], lambda b, v: v[0])
-    else:
-        beta = 0.0
-
-    batch_a, batch_b, batch_o = sa[:-2], sb[:-2], so[:-2]
-    fold = numel(batch_b) == 1 and not ta
-    if fold:  # rows of every lhs batch stack into one M x K matrix
-        m_total, batches = m * numel(batch_a), 1
-    else:
-        m_total, batches = m, numel(batch_o)
-    lda, ldb, ldc = max(sa[-1], 1), max(sb[-1], 1), max(n, 1)
-    if max(m_total, n, k, lda, ldb, ldc) > _I32_MAX:
-        raise LoweringError(f"{op.name}: dims {list(sa)} x {list(sb)} overflow the 32-bit BLAS interface")
-
-    pa, pb, pc = ctx.ptr(a), ctx.ptr(w), ctx.ptr(out)
-
-    def trans(flag: bool) -> SSAValue:
-        return b.i32(CBLAS_TRANS if flag else CBLAS_NO_TRANS)
-
-    def gemm(off_a: SSAValue | None, off_b: SSAValue | None, off_c: SSAValue | None) -> None:
-        ctx.declare(SGEMM, SGEMM_TYPE)
-        b.add(
-            llvm.CallOp(
-                SGEMM,
-                b.i32(CBLAS_ROW_MAJOR),
-                trans(ta),
-                trans(tb),
-                b.i32(m_total),
-                b.i32(n),
-                b.i32(k),
-                b.f32(alpha),
-                b.gep(pa, off_a, f32),
-                b.i32(lda),
-                b.gep(pb, off_b, f32),
-                b.i32(ldb),
-                b.f32(beta),
-                b.gep(pc, off_c, f32),
-                b.i32(ldc),
-            )
-        )
-
-    def gemv(off_a: SSAValue | None, off_b: SSAValue | None, off_c: SSAValue | None) -> None:
-        """A GEMM with one output row or column is a GEMV: sgemm's M=1 path packs the whole
-        rhs on every call (10x slower for a 1024x1024 weight), sgemv streams it once."""
-        ctx.declare(SGEMV, SGEMV_TYPE)
-        if m_total == 1:  # out[1, N] = x[K] . op(B): the matrix is B, the vector a row of op(A)
-            matrix, off_m, ld, vector, off_v = pb, off_b, ldb, pa, off_a
-            rows, cols, t = (n, k, False) if tb else (k, n, True)
-            inc = lda if ta else 1
-        else:  # out[M, 1] = op(A) . y[K]: the matrix is A, the vector a column of op(B)
-            matrix, off_m, ld, vector, off_v = pa, off_a, lda, pb, off_b
-            rows, cols, t = (k, m_total, True) if ta else (m_total, k, False)
-            inc = 1 if tb else ldb
-        b.add(
-            llvm.CallOp(
-                SGEMV,
-                b.i32(CBLAS_ROW_MAJOR),
-                trans(t),
-                b.i32(rows),
-                b.i32(cols),
-                b.f32(alpha),
-                b.gep(matrix, off_m, f32),
-                b.i32(ld),
-                b.gep(vector, off_v, f32),
-                b.i32(inc),
-                b.f32(beta),
-                b.gep(pc, off_c, f32),
-                b.i32(1),
-            )
-        )
-
-    #: BLAS routine per problem shape: GEMV when the product is a matrix-vector one.
-    call = gemv if (m_total == 1 or n == 1) and k > 1 else gemm
-
-    if fold or batches == 1:
-        call(None, None, None)
-        return
-    # one call per broadcast batch index: strides in elements, 0 on broadcast batch dims
-    mat_a, mat_b, mat_c = sa[-2] * sa[-1], sb[-2] * sb[-1], so[-2] * so[-1]
-    batch_o = broadcast_shapes(batch_a, batch_b)
-    strides = [
-        tuple(s * mat_c for s in contiguous_strides(batch_o)),
-        tuple(s * mat_a for s in broadcast_strides(batch_a, batch_o)),
-        tuple(s * mat_b for s in broadcast_strides(batch_b, batch_o)),
-    ]
-    emit_strided_nest(b, batch_o, strides, lambda offs: call(offs[1], offs[2], offs[0]))
-
-
-def _emit_matmul(ctx: KernelContext, op: Operation) -> None:
-    """GEMM, then the activation (if any) as a second sweep over the output.
-
-    `kernels_nn` replaces this entry with an epilogue fused into the blocks the GEMM writes.
-    """
-    assert isinstance(op, buf.MatmulOp)
-    emit_gemm(ctx, op)
-    act = op.activation.data
-    if act != "none" and numel(_shape(op.output)):
-        with _scalar_errors(op):
-            emit_elementwise(ctx, op.output, [op.output], lambda b, v: emit_unary(b, act, v[0]))
-
-
-#: buf kernel op -> emitter. Every `buf.KernelOp` subclass must appear here (softmax,
-#: layer_norm and attention are registered by `kernels_nn`, imported by the pass).
-REGISTRY: dict[type[Operation], Emitter] = {
-    buf.MatmulOp: _emit_matmul,
-    buf.AddOp: _emit_binary,
-    buf.SubOp: _emit_binary,
-    buf.MulOp: _emit_binary,
-    buf.DivOp: _emit_binary,
-    buf.BinaryOp: _emit_binary,
-    buf.ReluOp: _emit_unary,
-    buf.UnaryOp: _emit_unary,
-    buf.CopyOp: _emit_copy,
-    buf.BroadcastOp: _emit_copy,
-    buf.TransposeOp: _emit_transpose,
-    buf.BiasActivationOp: _emit_bias_activation,
-    buf.SelectOp: _emit_select,
-    buf.CastOp: _emit_cast,
-    buf.FusedElementwiseOp: _emit_fused_elementwise,
-    buf.SliceOp: _emit_slice,
-    buf.ConcatOp: _emit_concat,
-    buf.EmbeddingOp: _emit_embedding,
-    buf.PackedEmbeddingOp: _emit_embedding,
-    buf.ReduceOp: _emit_reduce,
-    buf.CacheWriteOp: _emit_cache_write,
-}
 
 
 def check_memref(op: Operation, value: SSAValue) -> MemRefType:

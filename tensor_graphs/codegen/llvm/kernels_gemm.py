@@ -5,11 +5,11 @@
 (`dialects.packing`: panel ``p`` is columns ``[p NR, p NR + NR)`` of ``B``, a row-major ``K x NR``
 block). The panels are split among the threads (`KernelContext.parallel`); each thread runs::
 
-    for p in its panels:                                     NR = 16 V columns, V vectors
+    for p in its panels:                                     NR = L V columns, V vectors of L floats
         for r0 in 0, MR, 2 MR, ... (then one block of the M % MR rows left):
-            c[i][v] = 0                                      MR x V vectors of 16 floats (registers)
+            c[i][v] = 0                                      MR x V vectors (registers)
             for k in 0 .. K:
-                b[v] = panel[p][k][16 v : 16 v + 16]          V aligned loads
+                b[v] = panel[p][k][L v : L v + L]             V aligned loads
                 c[i][v] = fma(splat(A[r0 + i][k]), b[v], c[i][v])
             c *= alpha
             (the first row blocks also prefetch panel p + 1, a share of its lines per k step)
@@ -17,9 +17,11 @@ block). The panels are split among the threads (`KernelContext.parallel`); each 
                                                               go to a stack tile, never to out)
             out tile = act(out tile + beta * acc tile)        one loop over the tile, still in L1
 
-MR is chosen so that the accumulators fill the 32 vector registers: 6 rows for V = 4 (24
-accumulators, 4 panel vectors, the broadcast folded into the FMA), 8 for V = 3, 12 for V = 2,
-16 for V = 1. Every size is static: the row loop, the tail block and the last panel are
+The shapes come from the target (`KernelContext.target`, `Target.gemm_tile`): ``L`` is its
+floats per vector, and ``MR x V`` fills its vector registers with the accumulators, the panel
+row's vectors and one broadcast: 6 x 4 vectors of 16 (6 x 64 floats) of AVX-512's 32 zmm, 6 x 2
+vectors of 8 (6 x 16, BLIS's Haswell tile) of AVX2's 16 ymm, 6 x 2 vectors of 4 of SSE's 16 xmm.
+Narrower panels (a small N) get taller tiles. Every size is static: the row loop, the tail block and the last panel are
 emitted for the shapes at hand. With M = 1 the same code is a matrix-vector product that
 streams each panel once (the memory-bound decode step). ``A`` (batch dims folded into M) and
 ``out`` must be contiguous; ``acc`` (a bias ``[N]``, a residual ``[M, N]``, ...) must read as
@@ -29,10 +31,12 @@ with ``out`` (plan-memory never places a kernel's output over its inputs).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import DenseArrayBase, VectorType, f32, i32
+from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, VectorType, f32, i32
 from xdsl.ir import Operation, SSAValue
 
 from tensor_graphs.codegen.llvm.kernels import (
@@ -50,9 +54,6 @@ from tensor_graphs.codegen.llvm.scalar import emit_unary
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.shapes import contiguous_strides, numel
 
-#: floats per vector register (AVX-512)
-LANES = 16
-VEC = VectorType(f32, [LANES])
 #: From this many rows on, each panel's first row blocks prefetch the next panel (so that the
 #: weights stream from memory while the FMAs run; measured on a chain of weights larger than the
 #: L3: +25% at M = 32, +5% at M = 128). Below it the kernel is a matrix-vector product bound by
@@ -60,29 +61,31 @@ VEC = VectorType(f32, [LANES])
 PREFETCH_MIN_ROWS = 4
 #: At most this many k steps per loop iteration (one prefetch each; +8% at M = 128)
 MAX_SPREAD = 8
-#: rows per register tile, by vectors per panel row (NR / 16)
-ROWS_PER_TILE: dict[int, int] = {1: 16, 2: 12, 3: 8, 4: 6}
 
 
 def _shape(value: SSAValue) -> tuple[int, ...]:
     return tuple(value.type.get_shape())  # type: ignore[attr-defined]
 
 
-def rows_per_tile(vectors: int) -> int:
-    """Rows of the register tile for panels of ``vectors`` vectors (``MR``)."""
-    return ROWS_PER_TILE.get(vectors, max(1, 24 // vectors))
+@functools.cache
+def vector_type(lanes: int) -> VectorType:
+    """``<lanes x float>``: one vector register of floats."""
+    return VectorType(f32, [lanes])
 
 
-def splat(b: FunctionBuilder, x: SSAValue) -> SSAValue:
-    """``<16 x float>`` of ``x`` (insertelement + zero shuffle: a broadcast LLVM folds into the FMA)."""
-    undef = b.add(llvm.UndefOp(VEC))
+def splat(b: FunctionBuilder, x: SSAValue, lanes: int) -> SSAValue:
+    """``<lanes x float>`` of ``x`` (insertelement + zero shuffle: a broadcast LLVM folds into the FMA)."""
+    vec = vector_type(lanes)
+    undef = b.add(llvm.UndefOp(vec))
     one = b.add(llvm.InsertElementOp(undef, x, b.i64(0)))
-    return b.add(llvm.ShuffleVectorOp(one, undef, DenseArrayBase.from_list(i32, [0] * LANES), VEC))
+    return b.add(llvm.ShuffleVectorOp(one, undef, DenseArrayBase.from_list(i32, [0] * lanes), vec))
 
 
-def _vector_at(b: FunctionBuilder, ptr: SSAValue, index: int) -> SSAValue:
+def _vector_at(b: FunctionBuilder, ptr: SSAValue, index: int, lanes: int) -> SSAValue:
     """``&ptr[index]`` (floats) typed as a vector pointer, so that a vector can be stored there."""
-    return b.add(llvm.GEPOp(b.gep(ptr, index, f32), [llvm.GEP_USE_SSA_VAL], VEC, ssa_indices=[b.i64(0)], inbounds=True))
+    return b.add(
+        llvm.GEPOp(b.gep(ptr, index, f32), [llvm.GEP_USE_SSA_VAL], vector_type(lanes), ssa_indices=[b.i64(0)], inbounds=True)
+    )
 
 
 def _prefetch(b: FunctionBuilder, ptr: SSAValue) -> None:
@@ -100,13 +103,16 @@ def register_tile(
     b_row: Callable[[SSAValue], SSAValue],
     init: list[SSAValue],
     *,
+    lanes: int,
     alpha: float = 1.0,
     b_aligned: bool = True,
     spread: int = 1,
     prefetch: SSAValue | None = None,
     per_step: int = 0,
+    line_floats: int = 16,
 ) -> list[SSAValue]:
-    """The FMA loop of one register tile: ``c[i][v] = init + alpha * sum_k A[i][k] * B[k][16v : 16v + 16]``.
+    """The FMA loop of one register tile: ``c[i][v] = init + alpha * sum_k A[i][k] * B[k][L v : L v + L]``
+    (``L = lanes``, the target's floats per vector).
 
     ``a_at(i, k)`` is the address of A's element (broadcast to a vector), ``b_row(k)`` of the
     first of B's ``vectors`` vectors for step ``k`` (64-byte aligned when ``b_aligned``); ``init``
@@ -116,13 +122,14 @@ def register_tile(
     Returns the accumulators, row-major (``c[i * vectors + v]``).
     """
     align = 64 if b_aligned else 4
+    vec = vector_type(lanes)
 
     def step(kk: SSAValue, c: list[SSAValue]) -> list[SSAValue]:
         row = b_row(kk)
-        bv = [b.add(llvm.LoadOp(b.gep(row, v * LANES, f32), VEC, alignment=align)) for v in range(vectors)]
+        bv = [b.add(llvm.LoadOp(b.gep(row, v * lanes, f32), vec, alignment=min(align, lanes * 4))) for v in range(vectors)]
         new = []
         for i in range(rows):
-            x = splat(b, b.load(a_at(i, kk), f32))
+            x = splat(b, b.load(a_at(i, kk), f32), lanes)
             new += [b.add(llvm.FMAOp(x, bv[v], c[i * vectors + v])) for v in range(vectors)]
         return new
 
@@ -131,9 +138,9 @@ def register_tile(
     else:
         def steps(it: SSAValue, c: list[SSAValue]) -> list[SSAValue]:
             if prefetch is not None:
-                line = b.gep(prefetch, b.mul_i64(it, b.i64(per_step * LANES)), f32)
+                line = b.gep(prefetch, b.mul_i64(it, b.i64(per_step * line_floats)), f32)
                 for j in range(per_step):
-                    _prefetch(b, b.gep(line, j * LANES, f32))
+                    _prefetch(b, b.gep(line, j * line_floats, f32))
             k0 = b.mul_i64(it, b.i64(spread)) if spread > 1 else it
             for j in range(spread):
                 c = step(b.add_i64(k0, b.i64(j)) if j else k0, c)
@@ -143,22 +150,69 @@ def register_tile(
         for kk in range(k // spread * spread, k):
             c = step(b.i64(kk), c)
     if alpha != 1.0:
-        scale = splat(b, b.f32(alpha))
+        scale = splat(b, b.f32(alpha), lanes)
         c = [b.add(llvm.FMulOp(x, scale)) for x in c]
     return c
 
 
-def store_tile(b: FunctionBuilder, c: list[SSAValue], rows: int, vectors: int, dest: SSAValue, ld: int | SSAValue) -> None:
-    """``dest[i * ld + 16 v : ... + 16] = c[i * vectors + v]`` (unaligned stores)."""
+def store_tile(
+    b: FunctionBuilder, c: list[SSAValue], rows: int, vectors: int, dest: SSAValue, ld: int | SSAValue, lanes: int
+) -> None:
+    """``dest[i * ld + L v : ... + L] = c[i * vectors + v]`` (unaligned stores, ``L = lanes``)."""
     for i in range(rows):
         row = dest if i == 0 else b.gep(dest, i * ld if isinstance(ld, int) else b.mul_i64(b.i64(i), ld), f32)
         for v in range(vectors):
-            b.add(llvm.StoreOp(c[i * vectors + v], _vector_at(b, row, v * LANES), alignment=4))
+            b.add(llvm.StoreOp(c[i * vectors + v], _vector_at(b, row, v * lanes, lanes), alignment=4))
 
 
-def load_tile(b: FunctionBuilder, rows: int, vectors: int, src: SSAValue, ld: int) -> list[SSAValue]:
-    """The ``rows x vectors`` vectors of a tile at ``src`` (row stride ``ld`` floats)."""
-    return [b.add(llvm.LoadOp(b.gep(src, i * ld + v * LANES, f32), VEC, alignment=4)) for i in range(rows) for v in range(vectors)]
+def load_tile(b: FunctionBuilder, rows: int, vectors: int, src: SSAValue, ld: int, lanes: int) -> list[SSAValue]:
+    """The ``rows x vectors`` vectors of ``lanes`` floats of a tile at ``src`` (row stride ``ld`` floats)."""
+    vec = vector_type(lanes)
+    return [b.add(llvm.LoadOp(b.gep(src, i * ld + v * lanes, f32), vec, alignment=4)) for i in range(rows) for v in range(vectors)]
+
+
+@dataclass(frozen=True)
+class KRange:
+    """The k steps ``[start, start + steps)`` of one K block (``start`` static or run time);
+    ``first``: the tile starts from zeros; ``last``: alpha and the epilogue follow."""
+
+    start: SSAValue | int
+    steps: int
+    first: bool
+    last: bool
+
+
+def _sum(b: FunctionBuilder, *terms: SSAValue | int | None) -> SSAValue | None:
+    """The i64 sum of ``terms``, leaving out absent ones (None, 0); None when none is left."""
+    total = None
+    for t in terms:
+        if t is None or (isinstance(t, int) and t == 0):
+            continue
+        total = _val(b, t) if total is None else b.add_i64(total, _val(b, t))
+    return total
+
+
+#: The op attribute that sets a packed GEMM's K block (the k steps per pass over the panels), for
+#: tuning and lit tests; without it the target chooses (`Target.gemm_k_block`).
+K_BLOCK_ATTR = "tg.k_block"
+
+
+def k_block(ctx: KernelContext, op: Operation, m: int, k: int, nr: int, mr: int) -> int:
+    """The k steps per K block of a packed GEMM of ``m`` rows: ``tg.k_block`` when the op sets
+    it, else the target's (`Target.gemm_k_block`) when a panel slice serves two row blocks or
+    more, else all of K (a matrix-vector product streams each panel once: nothing to keep).
+    Blocks are balanced: K = 768 with a block of at most 256 runs 3 of 256, K = 1000 4 of 250."""
+    attr = op.attributes.get(K_BLOCK_ATTR)
+    if isinstance(attr, IntegerAttr):
+        most = attr.value.data
+        if most < 1:
+            raise LoweringError(f"{op.name}: {K_BLOCK_ATTR} must be positive, got {most}")
+    elif m >= 2 * mr:
+        most = ctx.target.gemm_k_block(nr)
+    else:
+        return k
+    count = -(-k // min(most, k))
+    return -(-k // count)
 
 
 def _acc_strides(op: Operation, acc: SSAValue, out_shape: tuple[int, ...]) -> tuple[int, int]:
@@ -186,27 +240,43 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
     m = numel(so[:-1])
     if m == 0 or n == 0:
         return
-    if nr % LANES:
-        raise LoweringError(f"{op.name}: panels of {nr} columns are not whole vectors of {LANES}")
+    lanes = ctx.target.float_lanes
+    if nr % lanes:
+        raise LoweringError(f"{op.name}: panels of {nr} columns are not whole vectors of {lanes} floats ({ctx.target.name})")
     check_no_overlap(ctx, op, out, [a, packed], in_place_ok=False)
     if acc is not None and beta != 0.0:
         check_no_overlap(ctx, op, out, [acc], in_place_ok=False)
         acc_rs, acc_cs = _acc_strides(op, acc, so)
     else:
         acc = None
-    vectors = nr // LANES
-    mr = rows_per_tile(vectors)
+    vectors = nr // lanes
+    widest = ctx.target.gemm_tile()[1]
+    if vectors > widest:
+        raise LoweringError(
+            f"{op.name}: panels of {nr} columns were packed for a wider target than {ctx.target.name} "
+            f"(whose register tile is {widest * lanes} columns); lower the tg module again for this target"
+        )
+    mr = ctx.target.gemm_tile(vectors)[0]
+    kc = k_block(ctx, op, m, k, nr, mr)
+    k_blocks = -(-k // kc)
+    # the prefetch of the next panel walks its cache lines, `lines_per_row` per k step
+    line_floats = ctx.target.caches.line // 4
+    lines_per_row = -(-nr // line_floats)
     full_panels, last_cols = divmod(n, nr)
     full_rows, rest = divmod(m, mr)
-    # prefetching the next panel: its K x V cache lines are shared out among the first
-    # `prefetching` row blocks of this one, `per_step` lines every `spread` k steps each: spread
-    # over as many blocks as there are, so that the requests trickle instead of bursting
     blocks = full_rows + bool(rest)
-    per_step, spread, prefetching = 0, 1, 0
-    if m >= PREFETCH_MIN_ROWS:
-        per_step = -(-vectors // blocks)
-        spread = max(1, min(MAX_SPREAD, blocks // vectors, k))
-        prefetching = min(blocks, -(-vectors * k // (per_step * (k // spread))))
+
+    def prefetch_plan(steps: int) -> tuple[int, int, int]:
+        """(lines per prefetching step, k steps per loop iteration, prefetching row blocks) for a
+        pass of ``steps`` k steps: the next panel's ``steps x V`` cache lines (its same K block)
+        are shared out among the first row blocks of this one, `per_step` lines every `spread` k
+        steps each, spread over as many blocks as there are, so that the requests trickle
+        instead of bursting."""
+        if m < PREFETCH_MIN_ROWS:
+            return 0, 1, 0
+        per_step = -(-lines_per_row // blocks)
+        spread = max(1, min(MAX_SPREAD, blocks // lines_per_row, steps))
+        return per_step, spread, min(blocks, -(-lines_per_row * steps // (per_step * (steps // spread))))
 
     def panel_range(start: SSAValue, end: SSAValue, _thread: SSAValue, _values: list[SSAValue]) -> None:
         b = ctx.b
@@ -219,29 +289,35 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
             b.entry.insert_op_after(alloca, size.owner)  # type: ignore[arg-type]
             stack = alloca.results[0]
 
-        def block(p: SSAValue, r0: SSAValue | int, rows: int, partial: bool, rb: SSAValue | int | None = None) -> None:
-            """Rows ``[r0, r0 + rows)`` of panel ``p``: the register tile, then its epilogue.
-            Block ``rb`` (one of the first `prefetching`) also prefetches its share of panel p + 1."""
-            a_row = b.gep(pa, b.mul_i64(_val(b, r0), b.i64(k)) if r0 != 0 else None, f32)
-            panel = b.gep(pb, b.mul_i64(p, b.i64(k * nr)), f32)
-            zero = splat(b, b.f32(0.0))
+        def block(p: SSAValue, r0: SSAValue | int, rows: int, partial: bool, rb: SSAValue | int | None,
+                  ks: KRange) -> None:
+            """Rows ``[r0, r0 + rows)`` of panel ``p`` over the k steps ``ks``: the register tile
+            (from zeros for the first K block, else from the sums stored so far), then, after the
+            last K block, its epilogue. Block ``rb`` (one of the first `prefetching`) also
+            prefetches its share of panel p + 1's same K block."""
+            per_step, spread, _ = prefetch_plan(ks.steps)
+            k0 = ks.start
+            a_row = b.gep(pa, _sum(b, b.mul_i64(_val(b, r0), b.i64(k)) if r0 != 0 else None, k0), f32)
+            panel = b.gep(pb, _sum(b, b.mul_i64(p, b.i64(k * nr)), b.mul_i64(_val(b, k0), b.i64(nr)) if k0 != 0 else None), f32)
             ahead = None
-            if rb is not None:  # lines [rb, rb + 1) * per_step * (k // spread) of the next panel
-                lines = per_step * (k // spread) * LANES
+            if rb is not None:  # lines [rb, rb + 1) * per_step * (steps // spread) of the next panel
+                lines = per_step * (ks.steps // spread) * line_floats
                 ahead = b.gep(panel, b.add_i64(b.mul_i64(_val(b, rb), b.i64(lines)), b.i64(k * nr)), f32)
-            c = register_tile(
-                b, rows, vectors, k,
-                lambda i, kk: b.gep(a_row, b.add_i64(kk, b.i64(i * k)) if i else kk, f32),
-                lambda kk: b.gep(panel, b.mul_i64(kk, b.i64(nr)), f32),
-                [zero] * (rows * vectors), alpha=alpha, spread=spread, prefetch=ahead, per_step=per_step,
-            )
             col0 = b.mul_i64(p, b.i64(nr))
             out_tile = b.gep(po, b.add_i64(b.mul_i64(_val(b, r0), b.i64(n)), col0) if r0 != 0 else col0, f32)
             dest, ld = (stack, nr) if partial else (out_tile, n)
             assert dest is not None
-            store_tile(b, c, rows, vectors, dest, ld)
+            init = [splat(b, b.f32(0.0), lanes)] * (rows * vectors) if ks.first else load_tile(b, rows, vectors, dest, ld, lanes)
+            c = register_tile(
+                b, rows, vectors, ks.steps,
+                lambda i, kk: b.gep(a_row, b.add_i64(kk, b.i64(i * k)) if i else kk, f32),
+                lambda kk: b.gep(panel, b.mul_i64(kk, b.i64(nr)), f32),
+                init, lanes=lanes, alpha=alpha if ks.last else 1.0, spread=spread, prefetch=ahead,
+                per_step=per_step, line_floats=line_floats,
+            )
+            store_tile(b, c, rows, vectors, dest, ld, lanes)
             cols = last_cols if partial else nr
-            if not (partial or acc is not None or act != "none"):
+            if not ks.last or not (partial or acc is not None or act != "none"):
                 return
             ins = [Access(dest, (ld, 1), f32)]
             if acc is not None:
@@ -262,23 +338,35 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
             with _scalar_errors(op):
                 emit_pointwise(b, (rows, cols), Access(out_tile, (n, 1), f32), ins, epilogue)
 
-        def panel(p: SSAValue, partial: bool) -> None:
-            ahead = min(prefetching, full_rows) if not partial else 0  # the last panel has no next one
-            emit_for(b, 0, ahead, lambda r, _: block(p, b.mul_i64(r, b.i64(mr)), mr, partial, r) or [])
-            emit_for(b, ahead, full_rows, lambda r, _: block(p, b.mul_i64(r, b.i64(mr)), mr, partial) or [])
+        def panel(p: SSAValue, partial: bool, ks: KRange) -> None:
+            # the last panel has no next one to prefetch
+            ahead = min(prefetch_plan(ks.steps)[2], full_rows) if not partial else 0
+            emit_for(b, 0, ahead, lambda r, _: block(p, b.mul_i64(r, b.i64(mr)), mr, partial, r, ks) or [])
+            emit_for(b, ahead, full_rows, lambda r, _: block(p, b.mul_i64(r, b.i64(mr)), mr, partial, None, ks) or [])
             if rest:
-                tail_prefetches = not partial and full_rows < prefetching
-                block(p, full_rows * mr, rest, partial, full_rows if tail_prefetches else None)
+                tail_prefetches = not partial and full_rows < prefetch_plan(ks.steps)[2]
+                block(p, full_rows * mr, rest, partial, full_rows if tail_prefetches else None, ks)
 
         if full_panels:
             last = end if not last_cols else min_i64(b, end, b.i64(full_panels))
-            emit_for(b, start, last, lambda p, _: panel(p, False) or [])
-        if last_cols:  # the thread whose range ends at the last panel runs it
+
+            def panels_over(ks: KRange) -> None:
+                emit_for(b, start, last, lambda p, _: panel(p, False, ks) or [])
+
+            # K blocks, each over all of this thread's panels: a block's panel slice (kc x NR)
+            # stays in L1 for every row block, A's M x kc columns in L2 for every panel
+            panels_over(KRange(0, kc if k_blocks > 1 else k, True, k_blocks == 1))
+            if k_blocks > 2:
+                emit_for(b, 1, k_blocks - 1, lambda kb, _: panels_over(KRange(b.mul_i64(kb, b.i64(kc)), kc, False, False)) or [])
+            if k_blocks > 1:
+                panels_over(KRange((k_blocks - 1) * kc, k - (k_blocks - 1) * kc, False, True))
+        if last_cols:  # the thread whose range ends at the last panel runs it (one K block: rows
+            # of its stack tile are not kept between blocks)
             has_last = icmp(b, "eq", end, b.i64(panels))
             run, after = b.new_block(), b.new_block()
             b.add(llvm.CondBrOp(has_last, run, [], after, []))
             b.block = run
-            panel(b.i64(full_panels), True)
+            panel(b.i64(full_panels), True, KRange(0, k, True, True))
             b.add(llvm.BrOp(after))
             b.block = after
 

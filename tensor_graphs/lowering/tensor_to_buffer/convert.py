@@ -56,6 +56,8 @@ from xdsl.utils.exceptions import PassFailedException
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects import tensor as tg
 from tensor_graphs.dialects.shapes import numel
+from tensor_graphs.target import Target
+from tensor_graphs.target import of_module as target_of_module
 from tensor_graphs.lowering.tensor_to_buffer.kernels import (
     ALIAS_OPS,
     AliasVariant,
@@ -100,11 +102,13 @@ def root_buffer(value: SSAValue) -> SSAValue:
     return value
 
 
-def convert_function(fn: func.FuncOp, pack_weights: bool = True, threads: int = 1) -> None:
+def convert_function(fn: func.FuncOp, pack_weights: bool = True, threads: int = 1, target: Target | None = None) -> None:
     """Rewrite one `tg`-level function into destination-passing `buf` form, in place.
 
     ``pack_weights``: kernel variants that read a weight packed at load time may be chosen.
-    ``threads``: the most threads a kernel's scratch must serve (one set of tiles each)."""
+    ``threads``: the most threads a kernel's scratch must serve (one set of tiles each).
+    ``target``: the machine compiled for (the packed panels' width; default: the host)."""
+    target = target if target is not None else Target.host()
     if "tg.num_outputs" in fn.attributes:
         return  # already at the buf level
     in_types = [memref_of(t, fn, f"argument #{i}") for i, t in enumerate(fn.function_type.inputs.data)]
@@ -136,7 +140,7 @@ def convert_function(fn: func.FuncOp, pack_weights: bool = True, threads: int = 
         if isinstance(op, func.ReturnOp):
             returned = [mapping[v] for v in op.arguments]
             continue
-        new_ops, value = _lower_op(fn, op, [mapping[v] for v in op.operands], pack_weights, threads)
+        new_ops, value = _lower_op(fn, op, [mapping[v] for v in op.operands], pack_weights, threads, target)
         new.add_ops(new_ops)
         value.name_hint = op.results[0].name_hint
         mapping[op.results[0]] = value
@@ -152,7 +156,7 @@ def convert_function(fn: func.FuncOp, pack_weights: bool = True, threads: int = 
 
 
 def _lower_op(
-    fn: func.FuncOp, op: Operation, ins: list[SSAValue], pack_weights: bool = True, threads: int = 1
+    fn: func.FuncOp, op: Operation, ins: list[SSAValue], pack_weights: bool, threads: int, target: Target
 ) -> tuple[list[Operation], SSAValue]:
     """The buf ops computing ``op`` and the buffer that holds its value."""
     name = op_name(op)
@@ -188,7 +192,7 @@ def _lower_op(
         return [alias], alias.results[0]
     before: list[Operation] = []
     if variant.prepare is not None:
-        before, ins = variant.prepare(op, ins)
+        before, ins = variant.prepare(op, ins, target)
     out = buf.AllocOp(result_type)
     scratch_type = variant.scratch(op, threads) if variant.scratch is not None else None
     if scratch_type is None:
@@ -249,6 +253,7 @@ class ConvertTensorToBufferPass(ModulePass):
         if self.threads < 0:
             raise PassFailedException(f"{PASS}: threads must be >= 0 (0: this machine's CPUs), got {self.threads}")
         threads = self.threads or default_num_threads()
+        target = target_of_module(op)
         for fn in list(op.walk()):
             if isinstance(fn, func.FuncOp):
-                convert_function(fn, self.pack_weights, threads)
+                convert_function(fn, self.pack_weights, threads, target)

@@ -31,7 +31,8 @@ from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects import tensor as tg
 from tensor_graphs.dialects.shapes import numel
 from tensor_graphs.lowering.tensor_to_buffer.scratch import attention_scratch_type
-from tensor_graphs.dialects.packing import PanelLayout, panel_columns
+from tensor_graphs.dialects.packing import PanelLayout
+from tensor_graphs.target import Target
 from tensor_graphs.dialects.tensor import TABLE_NAME
 
 #: ``applies(op)``: ``None`` when the variant can run ``op``, else the reason it cannot.
@@ -43,8 +44,9 @@ Build = Callable[..., buf.KernelOp]
 #: ``scratch(op, threads)``: the type of the scratch buffer the kernel needs for ``op`` when it
 #: may run on up to ``threads`` threads, or None.
 Scratch = Callable[[Operation, int], "MemRefType | None"]
-#: ``prepare(op, inputs)``: ops to insert before the kernel and the kernel's new inputs.
-Prepare = Callable[[Operation, Sequence[SSAValue]], "tuple[list[Operation], list[SSAValue]]"]
+#: ``prepare(op, inputs, target)``: ops to insert before the kernel and the kernel's new inputs
+#: (``target``: the machine compiled for, e.g. the width of packed panels).
+Prepare = Callable[[Operation, Sequence[SSAValue], Target], "tuple[list[Operation], list[SSAValue]]"]
 #: ``build(op, input, result_type)``: the alias op (one result of ``result_type``) viewing
 #: ``input`` (the buffer of ``op``'s first operand). Not inserted anywhere.
 BuildAlias = Callable[[Operation, SSAValue, MemRefType], Operation]
@@ -68,8 +70,8 @@ class KernelVariant:
     #: When set and it returns a type for an op, the lowering allocates a buffer of that type
     #: (planned like any other, live for this op only) and passes it as the second output.
     scratch: Scratch | None = None
-    #: When set, ``prepare(op, inputs)`` returns ops to insert before the kernel and the inputs
-    #: to build it from (a weight replaced by its packed copy, say).
+    #: When set, ``prepare(op, inputs, target)`` returns ops to insert before the kernel and the
+    #: inputs to build it from (a weight replaced by its packed copy, say).
     prepare: Prepare | None = None
     #: True when the kernel reads a weight in a packed copy made when the graph is loaded
     #: (`convert-tensor-to-buffer{pack-weights=false}` skips such variants).
@@ -266,13 +268,14 @@ def _packed_matmul_applies(op: Operation) -> str | None:
     return None
 
 
-def _pack_rhs(op: Operation, ins: Sequence[SSAValue]) -> tuple[list[Operation], list[SSAValue]]:
-    """The weight operand becomes a `buf.packed_weight` of it (panels of `panel_columns(N)`)."""
+def _pack_rhs(op: Operation, ins: Sequence[SSAValue], target: Target) -> tuple[list[Operation], list[SSAValue]]:
+    """The weight operand becomes a `buf.packed_weight` of it (panels of the target's
+    `Target.panel_columns_for` N columns)."""
     assert isinstance(op, tg.MatmulOp)
     w = op.operands[1].owner
     assert isinstance(w, tg.WeightOp)
     transposed = op.properties.get("transpose_b") == tg.bool_attr(True)
-    layout = PanelLayout(w.weight_name.data, panel_columns(_shape(op.results[0])[-1]), transposed)
+    layout = PanelLayout(w.weight_name.data, target.panel_columns_for(_shape(op.results[0])[-1]), transposed)
     packed = buf.PackedWeightOp(layout.source, transposed, MemRefType(Float32Type(), layout.shape(_shape(op.operands[1]))))
     packed.result.name_hint = (op.operands[1].name_hint or "w") + "_packed"
     return [packed], [ins[0], packed.result, *ins[2:]]
@@ -300,13 +303,13 @@ def _table_packed_by_a_gemm(op: Operation) -> str | None:
     return "no GEMM reads the table packed"
 
 
-def _pack_table(op: Operation, ins: Sequence[SSAValue]) -> tuple[list[Operation], list[SSAValue]]:
+def _pack_table(op: Operation, ins: Sequence[SSAValue], target: Target) -> tuple[list[Operation], list[SSAValue]]:
     """The table becomes the `buf.packed_weight` its GEMM reads (the same layout: one slot)."""
     assert isinstance(op, tg.EmbeddingOp)
     w = op.table.owner
     assert isinstance(w, tg.WeightOp)
     rows = _shape(op.table)[0]
-    layout = PanelLayout(w.weight_name.data, panel_columns(rows), True)
+    layout = PanelLayout(w.weight_name.data, target.panel_columns_for(rows), True)
     packed = buf.PackedWeightOp(layout.source, True, MemRefType(Float32Type(), layout.shape(_shape(op.table))))
     packed.result.name_hint = (op.table.name_hint or "table") + "_packed"
     return [packed], [packed.result, ins[1]]
