@@ -1,4 +1,4 @@
-"""KV-cached prefill and decode: tensor_graphs against PyTorch eager, torch.compile and ONNX Runtime.
+"""KV-cached prefill and decode: tensor_graphs against PyTorch eager, torch.compile, ONNX Runtime and OpenVINO.
 
     .venv/bin/python benchmarks/decode.py [--threads 1,2] [--steps 12] [--repeat 3] [--engines ...]
                                           [--models qwen3 gpt2] [--quick] [--json out.json]
@@ -35,12 +35,18 @@ busy-waiting threads do not slow the next, and its own are awake), then timed ca
   ``ORT_ENABLE_ALL``, one inter-op thread, intra-op spinning off. Decode binds the previous step's
   present OrtValues as the next step's past (IOBinding, no NumPy copies of the cache); the graph
   itself concatenates past and new keys/values, as every past-in/present-out export does;
+* ``openvino``: the same past-in/present-out forward (one graph, dynamic sequence and past
+  lengths), through ``torch.export`` and ``ov.convert_model``, compiled by OpenVINO's CPU plugin
+  at fp32 with ``INFERENCE_NUM_THREADS`` threads, one stream, ``PERFORMANCE_HINT`` LATENCY. Two
+  infer requests take turns, each step's present keys/values (the other request's outputs,
+  shared, not copied) being the next step's past;
 * ``tensor_graphs``: ``tg.compile_decoder(model, max_seq=..., prefill_chunk=128)``,
-  ``dec.prefill(ids)`` / ``dec.decode(tok)`` (compiled once per model, not per thread count; a
-  context of 1024 is filled by its own ``prefill``).
+  ``dec.prefill(ids)`` / ``dec.decode(tok)`` (compiled once per model, not per thread count, for
+  the default target: ``TG_TARGET``, else this CPU; a context of 1024 is filled by its own
+  ``prefill``).
 
-Threads: ``torch.set_num_threads``, ``tg.set_num_threads`` and ORT's ``intra_op_num_threads``
-are set to the same count (``--threads``).
+Threads: ``torch.set_num_threads``, ``tg.set_num_threads``, ORT's ``intra_op_num_threads`` and
+OpenVINO's ``INFERENCE_NUM_THREADS`` are set to the same count (``--threads``).
 
 Memory bandwidth is measured in the same run, per thread count: a read-only stream over a
 512 MiB float32 array, the best median of several passes of a vectorised OpenMP sum in C
@@ -84,13 +90,16 @@ from dataclasses import dataclass, field  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-ENGINES = ("tensor_graphs", "eager", "torch.compile", "onnxruntime")
+ENGINES = ("tensor_graphs", "eager", "torch.compile", "onnxruntime", "openvino")
 LABELS = {
     "tensor_graphs": "tensor_graphs",
     "eager": "PyTorch eager",
     "torch.compile": "torch.compile",
     "onnxruntime": "ONNX Runtime",
+    "openvino": "OpenVINO",
 }
+#: engines that export the model in their setup (a transient copy of the weights): set up first
+EXPORTERS = ("onnxruntime", "openvino")
 
 
 def log(msg: str) -> None:
@@ -437,6 +446,82 @@ class OnnxRuntime(Engine):
         return logits
 
 
+class PastPresentPrimed(PastPresent):
+    """``PastPresent`` whose cache layers start as the past tensors themselves. A ``DynamicCache``
+    layer starts from an empty 1-D tensor that the first update concatenates to; OpenVINO's
+    converter rejects that ``aten.cat`` (ranks 1 and 4)."""
+
+    def forward(self, input_ids, past):
+        from transformers import DynamicCache
+
+        cache = DynamicCache(config=self.model.config)
+        for layer, k, v in zip(cache.layers, past[0::2], past[1::2]):
+            layer.lazy_initialization(k, v)
+            layer.keys, layer.values = k, v
+        out = self.model(input_ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        presents = []
+        for layer in cache.layers:
+            presents += [layer.keys, layer.values]
+        return (out.logits[:, -1], *presents)
+
+
+def convert_openvino(model):
+    """``PastPresentPrimed(model)`` as an OpenVINO ``Model`` with dynamic sequence and past lengths
+    (``torch.export``, then ``ov.convert_model``)."""
+    import openvino as ov
+
+    layers, heads, head_dim = kv_shape(model)
+    ids = torch.zeros(1, 3, dtype=torch.long)
+    past = [torch.randn(1, heads, 5, head_dim) for _ in range(2 * layers)]
+    seq, plen = torch.export.Dim("seq", max=4096), torch.export.Dim("past", max=4096)
+    dynamic = {"input_ids": {1: seq}, "past": [{2: plen}] * (2 * layers)}
+    with contextlib.redirect_stdout(io.StringIO()), torch.no_grad():
+        program = torch.export.export(PastPresentPrimed(model).eval(), (ids, past), dynamic_shapes=dynamic)
+        return ov.convert_model(program)
+
+
+class OpenVino(Engine):
+    name = "openvino"
+    converted = None
+
+    def setup(self, threads):
+        from gpt2 import openvino_config, openvino_core
+
+        if self.converted is None:
+            self.converted, t = timed(lambda: convert_openvino(self.model))
+            gc.collect()  # the exported program's copy of the graph
+            log(f"  OpenVINO convert_model (torch.export): {t:.1f} s")
+            self.compile_times["convert_model (torch.export)"] = t
+        self.requests = None  # free the previous compiled model first
+        compiled, t = timed(lambda: openvino_core().compile_model(self.converted, "CPU", openvino_config(threads)))
+        log(f"  OpenVINO compile_model (CPU, f32, {threads} thread(s)): {t:.1f} s")
+        self.compile_times[f"compile_model, {threads} thread(s)"] = t
+        # two requests take turns: one reads the other's outputs (shared) as its past while
+        # writing its own, so no step copies the cache and none overwrites what it reads
+        self.requests = [compiled.create_infer_request() for _ in range(2)]
+        self.turn = 0
+        layers, heads, head_dim = kv_shape(self.model)
+        self.empty = [np.zeros((1, heads, 0, head_dim), np.float32) for _ in range(2 * layers)]
+
+    def _run(self, ids, past):
+        request = self.requests[self.turn]
+        self.turn ^= 1
+        out = request.infer([np.ascontiguousarray(ids.numpy()), *past], share_inputs=True, share_outputs=True)
+        self.past = [out[i] for i in range(1, len(self.empty) + 1)]  # views of this request's outputs
+        return torch.from_numpy(out[0].copy())
+
+    def prefill(self, ids):
+        return self._run(ids, self.empty)
+
+    def decode(self, tok):
+        return self._run(tok, self.past)
+
+    def fill(self, ids, snapshot):
+        kv, logits = snapshot
+        self.past = [np.ascontiguousarray(t.numpy()) for pair in kv for t in pair]
+        return logits
+
+
 class TensorGraphs(Engine):
     name = "tensor_graphs"
     dec = None
@@ -451,7 +536,9 @@ class TensorGraphs(Engine):
             self.dec, t = timed(lambda: tg.compile_decoder(self.model, max_seq=self.max_cache, prefill_chunk=self.prefill_len))
             self.compile_times["compile_decoder"] = t
             mem = self.dec.memory
-            log(f"  tensor_graphs compile_decoder: {t:.1f} s; weights {mem.weight_bytes / 2**20:.1f} MiB, "
+            target = getattr(getattr(self.dec, "target", None), "name", "default")
+            log(f"  tensor_graphs compile_decoder for target {target}: {t:.1f} s; "
+                f"weights {mem.weight_bytes / 2**20:.1f} MiB, "
                 f"KV state {mem.state_bytes / 2**20:.1f} MiB, arena {mem.arena_bytes / 2**20:.1f} MiB")
 
     def prefill(self, ids):
@@ -466,7 +553,8 @@ class TensorGraphs(Engine):
         return logits
 
 
-CLASSES = {"tensor_graphs": TensorGraphs, "eager": Eager, "torch.compile": Compiled, "onnxruntime": OnnxRuntime}
+CLASSES = {"tensor_graphs": TensorGraphs, "eager": Eager, "torch.compile": Compiled, "onnxruntime": OnnxRuntime,
+           "openvino": OpenVino}
 
 
 # --------------------------------------------------------------------------- timing
@@ -648,9 +736,9 @@ def bench_model(spec: Spec, model, engines: list[str], threads_list: list[int], 
         torch.set_num_threads(threads)
         log(f"{spec.label}, {threads} thread(s):")
         live: dict[str, Engine] = {}
-        # ONNX Runtime first: the exporter's transient copy of the weights then peaks before the
-        # tensor_graphs copy exists
-        for name in sorted(objs, key=lambda n: n != "onnxruntime"):
+        # ONNX Runtime and OpenVINO first: the exporters' transient copies of the weights then
+        # peak before the tensor_graphs copy exists
+        for name in sorted(objs, key=lambda n: n not in EXPORTERS):
             e = objs[name]
             if name in na and "setup" in na[name]:
                 continue
@@ -734,7 +822,8 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=12, help="timed decode steps per engine and row (median)")
     ap.add_argument("--warmup", type=int, default=2, help="untimed decode steps before the timed ones")
     ap.add_argument("--repeat", type=int, default=3, help="timed prefills per engine and row (median; +1 warm-up)")
-    ap.add_argument("--engines", nargs="+", default=list(ENGINES), choices=ENGINES, help="engines to run")
+    ap.add_argument("--engines", nargs="+", default=None, choices=ENGINES,
+                    help="engines to run (default: those installed)")
     ap.add_argument("--models", nargs="+", default=["qwen3", "gpt2"], choices=["qwen3", "gpt2"])
     ap.add_argument("--prefill", type=int, default=None, help="prefill length (default 128; 16 with --quick)")
     ap.add_argument("--contexts", default=None, help="Qwen3 decode contexts (default '128,1024'; with --quick '16,64')")
@@ -744,7 +833,10 @@ def main() -> int:
     print("$ " + " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv]), flush=True)
 
     threads_list = [int(t) for t in args.threads.split(",") if t.strip()]
-    engines = [e for e in ENGINES if e in args.engines]
+    from gpt2 import not_installed
+
+    wanted = args.engines or [e for e in ENGINES if not not_installed(e)]
+    engines = [e for e in ENGINES if e in wanted]
     if "eager" not in engines:
         engines.insert(1, "eager")  # the reference for the correctness guard and the cache fills
     prefill = args.prefill or (16 if args.quick else 128)

@@ -1,4 +1,4 @@
-"""GPT-2 small (124M, random init) logits: tensor_graphs against PyTorch eager, torch.compile and ONNX Runtime.
+"""GPT-2 small (124M, random init) logits: tensor_graphs against eager, torch.compile, ONNX Runtime and OpenVINO.
 
     .venv/bin/python benchmarks/gpt2.py [--repeat 10] [--seqs 32 128] [--threads 1 2] [--engines ...]
 
@@ -16,7 +16,13 @@ on the thread count, so torch.compile is compiled once per (seq, threads); its c
 reported cold (a fresh inductor cache directory for each run of this script). ONNX Runtime gets
 the model exported by ``torch.onnx.export`` (the dynamo exporter, else the legacy TorchScript one)
 with static shapes, ``ORT_ENABLE_ALL`` graph optimisation, one inter-op thread and intra-op
-spinning off (a spinning pool would steal the cores from the engine timed next).
+spinning off (a spinning pool would steal the cores from the engine timed next). OpenVINO gets
+the same module through ``ov.convert_model`` (TorchScript tracing, else ``torch.export``) and runs
+it on its CPU plugin at fp32 (``INFERENCE_PRECISION_HINT``), ``INFERENCE_NUM_THREADS`` threads,
+one stream, ``PERFORMANCE_HINT`` LATENCY. Peers that are not installed (ONNX Runtime, OpenVINO)
+are left out.
+
+tensor_graphs compiles for the default target (``TG_TARGET``, else this CPU: ``tensor_graphs.target``).
 """
 
 from __future__ import annotations
@@ -29,11 +35,14 @@ os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="tg-ben
 
 import argparse  # noqa: E402
 import contextlib  # noqa: E402
+import functools  # noqa: E402
+import importlib.util  # noqa: E402
 import io  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
+import warnings  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -41,14 +50,26 @@ import torch  # noqa: E402
 
 import tensor_graphs as tg  # noqa: E402
 
-ENGINES = ("tensor_graphs", "eager", "torch.compile", "onnxruntime")
+ENGINES = ("tensor_graphs", "eager", "torch.compile", "onnxruntime", "openvino")
 LABELS = {
     "tensor_graphs": "tensor_graphs",
     "eager": "PyTorch eager",
     "torch.compile": "torch.compile (inductor)",
     "onnxruntime": "ONNX Runtime",
+    "openvino": "OpenVINO",
 }
 MAX_ABS = 1e-3
+
+#: engine -> the module it needs beyond torch (the optional peers of the ``bench`` extra)
+PEER_MODULES = {"onnxruntime": "onnxruntime", "onnxruntime-opt": "onnxruntime", "openvino": "openvino"}
+
+
+def not_installed(engine: str) -> str | None:
+    """Why ``engine`` cannot run here (its module is not installed), or None when it can."""
+    module = PEER_MODULES.get(engine)
+    if module is None or importlib.util.find_spec(module) is not None:
+        return None
+    return f"{module} is not installed (pip install -e '.[bench]')"
 
 
 class LogitsOnly(torch.nn.Module):
@@ -93,7 +114,8 @@ def make_tensor_graphs(model, ids, threads, cache):
             cache["tg_error"] = e
             raise
         phases = ", ".join(f"{k} {v:.2f}s" for k, v in stats.seconds.items())
-        log(f"  tensor_graphs compile(): {seconds:.2f} s ({phases}); {fn.memory}")
+        target = getattr(getattr(fn, "target", None), "name", "default")
+        log(f"  tensor_graphs compile() for target {target}: {seconds:.2f} s ({phases}); {fn.memory}")
         cache["tg"] = fn
         cache["compile:tensor_graphs"] = seconds
     fn = cache["tg"]
@@ -171,11 +193,81 @@ def make_onnxruntime(model, ids, threads, cache):
     return lambda: sess.run(None, feed)[0]
 
 
+@functools.cache
+def openvino_core():
+    """One ``openvino.Core`` for the process (it loads the CPU plugin once)."""
+    import openvino as ov
+
+    return ov.Core()
+
+
+def openvino_config(threads: int) -> dict:
+    """CPU plugin properties: fp32 arithmetic (no bf16 on CPUs that have it), ``threads`` threads,
+    one stream, latency mode: like the other engines, one call at a time on ``threads`` cores."""
+    import openvino.properties as props
+    import openvino.properties.hint as hints
+
+    return {hints.inference_precision(): "f32", props.inference_num_threads(): threads,
+            hints.performance_mode(): "LATENCY", props.streams.num(): 1}
+
+
+def convert_openvino(model, x) -> tuple[object, str, float, list[str]]:
+    """``model`` as an OpenVINO ``Model`` for the input ``x``: ``(model, how, seconds, errors)``.
+
+    ``ov.convert_model(model, example_input=x)`` (TorchScript tracing) first; when its frontend
+    lacks an op (transformers' GPT-2 mask uses ``aten::diff``), the ``torch.export`` program.
+    ``seconds``: the conversion that succeeded; ``errors``: the attempts that failed, one line each.
+    """
+    import openvino as ov
+
+    attempts = {
+        "TorchScript trace": lambda: ov.convert_model(model, example_input=(x,)),
+        "torch.export": lambda: ov.convert_model(torch.export.export(model, (x,))),
+    }
+    errors = []
+    for how, convert in attempts.items():
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings(), torch.no_grad():
+                warnings.simplefilter("ignore")
+                om, seconds = timed(convert)
+            return om, how, seconds, errors
+        except Exception as e:  # noqa: BLE001 - try the next frontend, report all if none works
+            errors.append(f"{how}: {type(e).__name__}: {_first_line(e)}")
+    raise RuntimeError("ov.convert_model failed: " + " | ".join(errors))
+
+
+def _first_line(e: BaseException, limit: int = 300) -> str:
+    """The line of ``e``'s message that says what failed: OpenVINO's start with a check location and
+    end with a summary (``-- No conversion rule found for operations: aten::diff``)."""
+    lines = [ln.strip(" -") for ln in str(e).splitlines() if ln.strip(" -")]
+    summary = [ln for ln in lines if ln.startswith("No conversion rule found")]
+    useful = [ln for ln in lines if not ln.startswith(("Check ", "FrontEnd API failed", "Model wasn't fully"))]
+    return (summary or useful or lines or [""])[0][:limit]
+
+
+def make_openvino(model, x, threads, cache):
+    """OpenVINO's CPU plugin on the converted module (``convert_openvino``, once per ``cache``),
+    compiled per thread count (``openvino_config``); one infer request, inputs shared, not copied."""
+    if "ov_model" not in cache:
+        om, how, seconds, errors = convert_openvino(model, x)
+        fallback = f" (after {'; '.join(errors)})" if errors else ""
+        log(f"  OpenVINO convert_model via {how}: {seconds:.1f} s{fallback}")
+        cache["ov_model"], cache["ov_how"] = om, how + fallback
+        cache[f"compile:openvino convert_model ({how})"] = seconds
+    compiled, seconds = timed(lambda: openvino_core().compile_model(cache["ov_model"], "CPU", openvino_config(threads)))
+    log(f"  OpenVINO compile_model (CPU, f32, {threads} thread(s)): {seconds:.1f} s")
+    cache[f"compile:openvino compile_model:{threads}"] = seconds
+    request = compiled.create_infer_request()
+    feed = {0: np.ascontiguousarray(x.numpy())}
+    return lambda: request.infer(feed, share_inputs=True)[0]
+
+
 MAKERS = {
     "tensor_graphs": make_tensor_graphs,
     "eager": make_eager,
     "torch.compile": make_inductor,
     "onnxruntime": make_onnxruntime,
+    "openvino": make_openvino,
 }
 
 
@@ -297,7 +389,8 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=10, help="timed calls per engine and row (median; at least 3)")
     ap.add_argument("--seqs", type=int, nargs="+", default=[32, 128], help="sequence lengths (batch 1)")
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="thread counts")
-    ap.add_argument("--engines", nargs="+", default=list(ENGINES), choices=ENGINES, help="engines to run")
+    ap.add_argument("--engines", nargs="+", default=[e for e in ENGINES if not not_installed(e)], choices=ENGINES,
+                    help="engines to run (default: those installed)")
     args = ap.parse_args()
     repeat = max(args.repeat, 3)
     engines = [e for e in ENGINES if e in args.engines]
@@ -335,7 +428,7 @@ def main() -> int:
     for (seq, what), seconds in compile_times.items():
         label = what.replace("torch.compile:", "torch.compile (inductor, cold), threads ").replace(
             "onnxruntime session:", "ONNX Runtime session (ORT_ENABLE_ALL), threads "
-        )
+        ).replace("openvino compile_model:", "OpenVINO compile_model (CPU, f32), threads ")
         print(f"| {seq:3d} | {label} | {seconds:.1f} |")
     if failures:
         print("\nFailures:")

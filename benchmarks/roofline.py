@@ -11,7 +11,10 @@ not counted. The same ``(M, K, N)`` list, run through OpenBLAS ``sgemm`` alone, 
 time floor of the model at that shape.
 
 sgemm is ``scipy_cblas_sgemm`` of the scipy-openblas32 wheel that tensor_graphs itself calls
-(``tensor_graphs.runtime_support.blas``), with its thread count set like the engines'.
+(``tensor_graphs.runtime_support.blas``), with its thread count set like the engines'. Its kernel
+set is OpenBLAS's choice for this CPU, unless ``OPENBLAS_CORETYPE`` (read when the library loads)
+names another: ``tg-bench --target x86-64-v3`` sets ``Haswell`` on an AVX-512 host, so that the
+ceiling is the AVX2 one the AVX2 code is held to.
 """
 
 from __future__ import annotations
@@ -89,12 +92,20 @@ def openblas_config() -> str:
     try:
         get = lib.scipy_openblas_get_config
         get.restype = ctypes.c_char_p
-        text = get().decode()
-        core = lib.scipy_openblas_get_corename
-        core.restype = ctypes.c_char_p
-        return f"{text.strip()} (core {core().decode()})"
+        return f"{get().decode().strip()} (core {openblas_core()})"
     except AttributeError:
         return "OpenBLAS (version unknown)"
+
+
+def openblas_core() -> str | None:
+    """The kernel set OpenBLAS chose at load time (``Haswell``, ``SkylakeX``, ``Zen``...; what
+    ``OPENBLAS_CORETYPE`` forces), or None when the library does not say."""
+    try:
+        core = ctypes.CDLL(blas.library_path()).scipy_openblas_get_corename
+    except AttributeError:
+        return None
+    core.restype = ctypes.c_char_p
+    return core().decode()
 
 
 def sgemm_gflops(gemms: list[Gemm], threads: int, *, repeat: int = 5, min_seconds: float = 0.0) -> float:

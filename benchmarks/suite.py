@@ -1,7 +1,7 @@
 """Every workload on every engine in one run: writes BENCHMARKS.md, a PNG chart and (optionally) JSON.
 
     tg-bench [--threads 1,2] [--quick] [--only WORKLOAD ...] [--out BENCHMARKS.md] [--chart benchmarks.png]
-             [--json [benchmarks.json]]
+             [--json [benchmarks.json]] [--target NAME] [--no-force-isa]
     .venv/bin/python benchmarks/suite.py ...     # the same, from a checkout
     make bench [BENCH_ARGS=--quick]              # installs the bench extra first
 
@@ -18,11 +18,22 @@ Workloads (``--only``; fp32, batch 1 unless said, random init with ``torch.manua
   (``benchmarks/decode.py``).
 
 Engines: tensor_graphs (``tg.compile`` / ``tg.compile_decoder``), PyTorch eager, torch.compile
-(inductor), ONNX Runtime (``ORT_ENABLE_ALL``) and, where a fusion pattern set exists (encoder,
-GPT-2 prefill), ONNX Runtime on the model rewritten by ``onnxruntime.transformers.optimizer``.
-All run in this one process; within a row they alternate call by call (ABCDABCD...) so machine
-noise hits all alike, and each row reports medians. Each thread count (``--threads``) sets
-``torch.set_num_threads``, ``tg.set_num_threads`` and ORT's ``intra_op_num_threads`` alike.
+(inductor), ONNX Runtime (``ORT_ENABLE_ALL``), where a fusion pattern set exists (encoder,
+GPT-2 prefill) ONNX Runtime on the model rewritten by ``onnxruntime.transformers.optimizer``,
+and OpenVINO (``ov.convert_model``, CPU plugin, fp32); a peer that is not installed is skipped
+with a note. All run in this one process; within a row they alternate call by call (ABCDABCD...)
+so machine noise hits all alike, and each row reports medians. Each thread count (``--threads``)
+sets ``torch.set_num_threads``, ``tg.set_num_threads``, ORT's ``intra_op_num_threads`` and
+OpenVINO's ``INFERENCE_NUM_THREADS`` alike.
+
+Target (``--target``; default ``TG_TARGET``, else ``host``): every tensor_graphs compile is for
+that machine (``tensor_graphs.target``: an ISA level such as ``x86-64-v3`` or a CPU such as
+``znver3``; one this CPU cannot run is refused). When its ISA level is below the host's (AVX2 code
+on an AVX-512 machine), the peers are held to it too where they have a switch: OpenBLAS
+(``OPENBLAS_CORETYPE``), PyTorch (``ATEN_CPU_CAPABILITY``, ``MKL_ENABLE_INSTRUCTIONS``), oneDNN in
+PyTorch and OpenVINO (``ONEDNN_MAX_CPU_ISA``), inductor (``cpp.simdlen``, gcc ``-march``). The
+libraries read these when they load, so the run sets them and re-executes itself once;
+``--no-force-isa`` skips that. ONNX Runtime has no such switch. The report says what was held.
 
 The same run measures the machine's ceilings: OpenBLAS sgemm GFLOP/s (the scipy-openblas32
 library tensor_graphs calls) at 2048^3 and at each row's own GEMM shapes, and read bandwidth
@@ -52,7 +63,7 @@ import platform  # noqa: E402
 import shlex  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
-from collections.abc import Callable  # noqa: E402
+from collections.abc import Callable, Mapping  # noqa: E402
 from dataclasses import asdict, dataclass, field  # noqa: E402
 from datetime import datetime, timezone  # noqa: E402
 
@@ -63,19 +74,24 @@ import gpt2  # noqa: E402
 import mlp  # noqa: E402
 import roofline  # noqa: E402
 
+from tensor_graphs import target as tg_target  # noqa: E402  (its Target; `Target` below is a row's goal)
+
 WORKLOADS = ("mlp", "encoder", "gpt2-prefill", "gpt2-decode", "qwen3")
-ENGINES = ("tensor_graphs", "eager", "torch.compile", "onnxruntime", "onnxruntime-opt")
+ENGINES = ("tensor_graphs", "eager", "torch.compile", "onnxruntime", "onnxruntime-opt", "openvino")
 LABELS = {
     "tensor_graphs": "tensor_graphs",
     "eager": "PyTorch eager",
     "torch.compile": "torch.compile (inductor)",
     "onnxruntime": "ONNX Runtime",
     "onnxruntime-opt": "ONNX Runtime + transformers optimizer",
+    "openvino": "OpenVINO",
 }
 CHART_NAMES = {"mlp": "MLP", "encoder": "Encoder", "gpt2-prefill": "GPT-2", "gpt2-decode": "GPT-2 KV",
                "qwen3": "Qwen3"}
 SHORT = {"tensor_graphs": "tg", "eager": "eager", "torch.compile": "torch.compile", "onnxruntime": "ORT",
-         "onnxruntime-opt": "ORT + optimizer"}
+         "onnxruntime-opt": "ORT + optimizer", "openvino": "OpenVINO"}
+COLORS = {"tensor_graphs": "#d62728", "eager": "#1f77b4", "torch.compile": "#ff7f0e", "onnxruntime": "#2ca02c",
+          "onnxruntime-opt": "#17becf", "openvino": "#9467bd"}
 
 log = gpt2.log
 
@@ -154,6 +170,10 @@ class Run:
     bandwidth: dict[int, float] = field(default_factory=dict)  # threads -> best read bytes/s
     bandwidth_start: dict[int, float] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)  # workload -> wall time
+    host_isa: str = ""  # the host target's describe()
+    target: str = ""  # describe() of the target tensor_graphs compiles for
+    isa_notes: list[str] = field(default_factory=list)  # the peers' ISA: the first line, then one per peer
+    isa_env: dict[str, str] = field(default_factory=dict)  # the ISA switches in this process's environment
 
     def note(self, text: str) -> None:
         if text not in self.notes:
@@ -206,6 +226,36 @@ def ort_optimizer_maker(model_type: str, num_heads: int, hidden: int, run: Run, 
     return make
 
 
+def openvino_maker(run: Run, label: str) -> Callable:
+    """``gpt2.make_openvino`` (an engine maker), noting when the conversion had to fall back from
+    TorchScript tracing to ``torch.export`` (and why)."""
+
+    def make(model, x, threads, cache):
+        out = gpt2.make_openvino(model, x, threads, cache)
+        if "(after" in cache.get("ov_how", ""):
+            run.note(f"{label}: OpenVINO: ov.convert_model via {cache['ov_how']}")
+        return out
+
+    return make
+
+
+def forward_makers(run: Run, label: str, **extra: Callable) -> dict[str, Callable]:
+    """The engine makers of a forward row: ``gpt2.MAKERS``, OpenVINO's with its notes, ``extra``."""
+    return dict(gpt2.MAKERS, openvino=openvino_maker(run, label), **extra)
+
+
+def installed(run: Run, engines: list[str]) -> list[str]:
+    """``engines`` less the peers whose package is not installed here (a note says so)."""
+    out = []
+    for e in engines:
+        why = gpt2.not_installed(e)
+        if why:
+            run.note(f"{LABELS[e]}: skipped: {why}")
+        else:
+            out.append(e)
+    return out
+
+
 # --------------------------------------------------------------------------- workloads
 
 
@@ -218,7 +268,10 @@ def _compile_label(step: str) -> tuple[str, str]:
         "onnxruntime session": ("ONNX Runtime", "session (ORT_ENABLE_ALL)"),
         "onnxruntime-opt session": ("ONNX Runtime + optimizer", "session (ORT_ENABLE_ALL)"),
         "transformers optimizer": ("ONNX Runtime + optimizer", "optimize_model"),
+        "openvino compile_model": ("OpenVINO", "compile_model (CPU, f32, LATENCY, 1 stream)"),
     }
+    if engine.startswith("openvino convert_model"):
+        names[engine] = ("OpenVINO", engine.removeprefix("openvino ").replace("convert_model", "ov.convert_model"))
     eng, what = names.get(engine, ("ONNX Runtime", engine))
     return eng, what + (f", {threads} thread(s)" if threads else "")
 
@@ -227,6 +280,7 @@ def forward_rows(run: Run, key: str, model_label: str, what: str, model, x, engi
                  warmup: int, makers: dict, gemms: list[roofline.Gemm], attn_flops: int, gemm_bound: bool = False):
     """A stateless ``model(x)`` row per thread count, through ``gpt2.bench_forward``."""
     log(f"\n{model_label}, {what}:")
+    engines = installed(run, engines)
     med_by_threads, seconds, failed = gpt2.bench_forward(model, x, engines, run.threads, repeat, makers=makers,
                                                          warmup=warmup)
     gemm_flops = sum(g.flops for g in gemms)
@@ -250,11 +304,12 @@ def forward_rows(run: Run, key: str, model_label: str, what: str, model, x, engi
 
 def workload_mlp(run: Run) -> None:
     model = mlp.build()
-    engines = ["tensor_graphs", "eager", "torch.compile", "onnxruntime"]
+    engines = [e for e in ENGINES if e != "onnxruntime-opt"]  # the transformers optimizer has no MLP patterns
+    label = "MLP 256-1024-1024-256"
     for batch in (1, 64):
         x = torch.randn(batch, 256, generator=torch.Generator().manual_seed(batch))
-        forward_rows(run, "mlp", "MLP 256-1024-1024-256", f"batch {batch}", model, x, engines,
-                     repeat=REPEATS[run.quick].mlp_rounds, warmup=20, makers=gpt2.MAKERS,
+        forward_rows(run, "mlp", label, f"batch {batch}", model, x, engines,
+                     repeat=REPEATS[run.quick].mlp_rounds, warmup=20, makers=forward_makers(run, label),
                      gemms=roofline.weight_gemms(model, batch), attn_flops=0)
 
 
@@ -284,7 +339,8 @@ def workload_encoder(run: Run) -> None:
         model = EncoderBlock(d, heads, ffn).eval()
         x = torch.randn(1, seq, d, generator=torch.Generator().manual_seed(seq))
         label = f"Encoder block (BertLayer d {d}, {heads} heads, FFN {ffn})"
-        makers = dict(gpt2.MAKERS, **{"onnxruntime-opt": ort_optimizer_maker("bert", heads, d, run, label)})
+        ort_opt = ort_optimizer_maker("bert", heads, d, run, label)
+        makers = forward_makers(run, label, **{"onnxruntime-opt": ort_opt})
         forward_rows(run, "encoder", label, f"seq {seq}", model, x, list(ENGINES), repeat=REPEATS[run.quick].rounds,
                      warmup=2, makers=makers, gemms=roofline.weight_gemms(model, seq),
                      attn_flops=roofline.attention_flops(1, heads, d // heads, seq, seq))
@@ -299,7 +355,8 @@ def workload_gpt2_prefill(run: Run) -> None:
     c = model.model.config
     for seq in seqs:
         ids = torch.randint(0, c.vocab_size, (1, seq), generator=torch.Generator().manual_seed(seq))
-        makers = dict(gpt2.MAKERS, **{"onnxruntime-opt": ort_optimizer_maker("gpt2", c.n_head, c.n_embd, run, label)})
+        ort_opt = ort_optimizer_maker("gpt2", c.n_head, c.n_embd, run, label)
+        makers = forward_makers(run, label, **{"onnxruntime-opt": ort_opt})
         gemms = roofline.weight_gemms(model, seq)  # the LM head (tied, an nn.Linear) over every position
         forward_rows(run, "gpt2-prefill", label, f"prefill {seq}", model, ids, list(ENGINES),
                      repeat=REPEATS[run.quick].rounds, warmup=2, makers=makers, gemms=gemms,
@@ -313,7 +370,8 @@ def decode_rows(run: Run, key: str, spec: decode.Spec) -> None:
     log(f"\n{spec.label}: {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, built in {t:.1f} s")
     rep = REPEATS[run.quick]
     steps, warmup, repeat = rep.steps, rep.decode_warmup, rep.prefill_rounds
-    rows, compile_rows, notes = decode.bench_model(spec, model, list(decode.ENGINES), run.threads, steps=steps,
+    engines = installed(run, list(decode.ENGINES))
+    rows, compile_rows, notes = decode.bench_model(spec, model, engines, run.threads, steps=steps,
                                                    warmup=warmup, repeat=repeat, bandwidth=run.bandwidth)
     c = model.config
     layers, _, head_dim = decode.kv_shape(model)
@@ -322,7 +380,7 @@ def decode_rows(run: Run, key: str, spec: decode.Spec) -> None:
     attn = roofline.attention_flops(layers, c.num_attention_heads, head_dim, spec.prefill, spec.prefill)
     wbytes = decode.weight_bytes_per_token(model)
     for r in rows:
-        res = Result(key, spec.label, r.what, r.threads, r.unit, dict(r.values), list(decode.ENGINES),
+        res = Result(key, spec.label, r.what, r.threads, r.unit, dict(r.values), list(engines),
                      {k: v for k, v in r.na.items() if k not in r.values})
         if r.unit == "ms":
             res.what = f"{r.what} (last logits)"
@@ -390,8 +448,8 @@ def versions() -> dict:
     from importlib import metadata
 
     out = {"python": platform.python_version()}
-    for dist in ("tensor_graphs", "torch", "transformers", "onnxruntime", "onnx", "onnxscript", "numpy", "xdsl",
-                 "llvmlite", "scipy-openblas32", "matplotlib"):
+    for dist in ("tensor_graphs", "torch", "transformers", "onnxruntime", "onnx", "onnxscript", "openvino", "numpy",
+                 "xdsl", "llvmlite", "scipy-openblas32", "matplotlib"):
         with contextlib.suppress(metadata.PackageNotFoundError):
             out[dist] = metadata.version(dist)
     with contextlib.suppress(Exception):
@@ -433,6 +491,157 @@ def measure_ceilings(run: Run, size: int) -> None:
             bw = decode.measure_bandwidth(t, repeat=3 if run.quick else 7)
             run.bandwidth[t] = run.bandwidth_start[t] = bw
             log(f"np.max / torch.sum read bandwidth, {t} thread(s): {bw / 1e9:.1f} GB/s")
+
+
+# --------------------------------------------------------------------------- the target and the peers' ISA
+
+#: An ISA level as the report names its vectors.
+ISA_NAMES = {"x86-64": "SSE2", "x86-64-v2": "SSE4.2", "x86-64-v3": "AVX2", "x86-64-v4": "AVX-512"}
+
+
+@dataclass(frozen=True)
+class IsaSwitches:
+    """What holds the peers' libraries to one ISA level: environment variables, each read once when
+    its library loads, and inductor's vector width (``torch._inductor.config.cpp.simdlen``, set in
+    this process)."""
+
+    openblas: str  # OPENBLAS_CORETYPE: OpenBLAS's kernel set (the sgemm ceiling; tensor_graphs' BLAS calls)
+    aten: str  # ATEN_CPU_CAPABILITY: PyTorch's vectorised ATen kernels
+    mkl: str  # MKL_ENABLE_INSTRUCTIONS: PyTorch's sgemm (MKL)
+    onednn: str  # ONEDNN_MAX_CPU_ISA: oneDNN, in PyTorch and in OpenVINO
+    march: str  # TORCHINDUCTOR_CPP_MARCH: gcc's -march for inductor's C++ (else native)
+    simdlen: int  # inductor's vector bits: 256 = its AVX2 code; 0 = none (it has no SSE code: scalar C++)
+    caveat: str = ""
+
+    def env(self) -> dict[str, str]:
+        return {"OPENBLAS_CORETYPE": self.openblas, "ATEN_CPU_CAPABILITY": self.aten,
+                "MKL_ENABLE_INSTRUCTIONS": self.mkl, "ONEDNN_MAX_CPU_ISA": self.onednn,
+                "TORCHINDUCTOR_CPP_MARCH": self.march}
+
+
+#: The switches per target ISA level below the host's (the libraries' names for each level).
+ISA_SWITCHES = {
+    "x86-64-v3": IsaSwitches("Haswell", "avx2", "AVX2", "AVX2", "x86-64-v3", 256),
+    "x86-64-v2": IsaSwitches("Nehalem", "default", "SSE4_2", "SSE41", "x86-64-v2", 0),
+    "x86-64": IsaSwitches("Nehalem", "default", "SSE4_2", "SSE41", "x86-64", 0,
+                          caveat="OpenBLAS, MKL and oneDNN have no switch below SSE4.x: they run at x86-64-v2"),
+}
+#: Every variable the switches set (recorded in the JSON as this process had them).
+ISA_VARIABLES = tuple(ISA_SWITCHES["x86-64-v3"].env())
+#: Set in the environment of the re-executed run, so that it never re-executes again.
+REEXEC_MARKER = "TG_BENCH_ISA_REEXEC"
+
+
+@dataclass(frozen=True)
+class IsaPlan:
+    """How the peers are held to the target's ISA level: ``switches`` (None: they are not held), the
+    variables to set before the libraries load (``to_set``: those not already set; a value set
+    before the run is kept) and the report's lines (the first says why, then one per peer)."""
+
+    switches: IsaSwitches | None
+    to_set: dict[str, str]
+    notes: list[str]
+
+
+def isa_plan(host_level: str, target_level: str, env: Mapping[str, str], *, force: bool = True,
+             inductor_march: bool = True) -> IsaPlan:
+    """Which ISA switches to set for tensor_graphs compiled for ``target_level`` on a host of
+    ``host_level``, given the environment ``env``; ``force`` False: none (``--no-force-isa``).
+    ``inductor_march``: this torch's inductor reads ``TORCHINDUCTOR_CPP_MARCH`` (``cpp.march``)."""
+    order = list(tg_target.LEVELS)
+    host, target = f"{ISA_NAMES[host_level]} ({host_level})", f"{ISA_NAMES[target_level]} ({target_level})"
+    if order.index(target_level) >= order.index(host_level):
+        return IsaPlan(None, {}, [f"the host is {host} and tensor_graphs is compiled for that level: the peers "
+                                  "already run at it; nothing forced"])
+    if not force:
+        return IsaPlan(None, {}, [f"not forced (--no-force-isa): the peers run at the host's {host}, "
+                                  f"tensor_graphs at {target}"])
+    switches = ISA_SWITCHES[target_level]
+    wanted = switches.env()
+
+    def show(var: str) -> str:
+        if env.get(var, wanted[var]) != wanted[var]:
+            return f"{var}={env[var]} (set before the run: kept)"
+        return f"{var}={wanted[var]}"
+
+    vectors = "its AVX2 vector code" if switches.simdlen == 256 else "no vector code: it has none below AVX2"
+    march = (show("TORCHINDUCTOR_CPP_MARCH") if inductor_march
+             else "gcc still at -march=native (this torch has no cpp.march)")
+    notes = [
+        f"tensor_graphs is compiled for {target}, below the host's {host}: the peers are held to it where they "
+        "have a switch (set before their libraries load)",
+        f"OpenBLAS (the sgemm ceiling; tensor_graphs' BLAS calls): {show('OPENBLAS_CORETYPE')}",
+        f"PyTorch eager: {show('ATEN_CPU_CAPABILITY')}, {show('MKL_ENABLE_INSTRUCTIONS')} (its sgemm), "
+        f"{show('ONEDNN_MAX_CPU_ISA')}",
+        f"torch.compile (inductor): cpp.simdlen={switches.simdlen} ({vectors}; ATEN_CPU_CAPABILITY reaches its "
+        f"generated C++ only while simdlen is unset, and never gcc's flags), {march}; its ATen calls as eager",
+        f"OpenVINO: {show('ONEDNN_MAX_CPU_ISA')} (its oneDNN kernels; layers it runs through its own MLAS have "
+        "no switch)",
+        "ONNX Runtime: not forced (no ISA switch)",
+    ]
+    if switches.caveat:
+        notes.append(switches.caveat)
+    return IsaPlan(switches, {k: v for k, v in wanted.items() if k not in env}, notes)
+
+
+def isa_unforced(plan: IsaPlan, why: str) -> IsaPlan:
+    """``plan`` when its variables cannot be set before the libraries load: nothing held, ``why``."""
+    return IsaPlan(None, {}, [f"not forced ({why}): the peers run at the host's ISA; would have set "
+                              + ", ".join(f"{k}={v}" for k, v in plan.to_set.items())])
+
+
+def reexec_argv() -> list[str]:
+    """This process's command line again, for ``os.execv`` (``python -m ...`` and scripts alike)."""
+    return [sys.executable, *getattr(sys, "orig_argv", [sys.executable, *sys.argv])[1:]]
+
+
+def reexec_with(variables: dict[str, str]) -> None:
+    """Run this command again, once, with ``variables`` set: the libraries read them when they load."""
+    os.environ.update(variables)
+    os.environ[REEXEC_MARKER] = "1"
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, reexec_argv())
+
+
+def hold_peers(plan: IsaPlan) -> list[str]:
+    """Apply what ``plan`` sets in this process (inductor's ``simdlen``) and check what the libraries
+    chose against the switches: a note for each that did not follow."""
+    if plan.switches is None:
+        return []
+    import torch._inductor.config as inductor_config
+
+    inductor_config.cpp.simdlen = plan.switches.simdlen
+    problems = []
+    want = os.environ.get("OPENBLAS_CORETYPE", "")
+    core = roofline.openblas_core()
+    if core is not None and core.lower() != want.lower():
+        problems.append(f"OpenBLAS runs its {core} kernels despite OPENBLAS_CORETYPE={want}")
+    want = os.environ.get("ATEN_CPU_CAPABILITY", "")
+    have = torch.backends.cpu.get_cpu_capability()
+    if have.lower() != want.lower():
+        problems.append(f"PyTorch's ATen runs at {have} despite ATEN_CPU_CAPABILITY={want}")
+    return problems
+
+
+def settle_target(args, argv: list[str]) -> IsaPlan:
+    """Point every tensor_graphs compile at ``args.target`` (``TG_TARGET``) and hold the peers to its
+    ISA level: re-executes this command once when variables must be set first."""
+    os.environ[tg_target.TARGET_ENV] = args.target.name
+    import torch._inductor.config as inductor_config
+
+    plan = isa_plan(tg_target.Target.host().level, args.target.level, os.environ, force=args.force_isa,
+                    inductor_march=hasattr(inductor_config.cpp, "march"))
+    if plan.to_set:
+        if argv != sys.argv[1:]:
+            return isa_unforced(plan, "tg-bench called with its own argument list, not re-executable")
+        if os.environ.get(REEXEC_MARKER):
+            return isa_unforced(plan, "the re-executed run still lacks them")
+        log(f"holding the peers to {args.target.level}: re-executing with "
+            + " ".join(f"{k}={v}" for k, v in plan.to_set.items()))
+        reexec_with(plan.to_set)
+    problems = hold_peers(plan)
+    return IsaPlan(plan.switches, plan.to_set, plan.notes + problems)
 
 
 # --------------------------------------------------------------------------- report
@@ -580,7 +789,6 @@ def write_chart(results: list[Result], threads: list[int], path: str, title: str
         return "no rows: no chart"
     width = max(8.0, 1.3 * max(sum(r.threads == t for r in results) for t in panels) + 2)
     fig, axes = plt.subplots(len(panels), 1, figsize=(width, 3.8 * len(panels)), squeeze=False)
-    colors = dict(zip(ENGINES, ("#d62728", "#1f77b4", "#ff7f0e", "#2ca02c", "#17becf")))
     bar = 0.8 / max(len(engines), 1)
     for ax, t in zip(axes[:, 0], panels):
         rows = [r for r in results if r.threads == t]
@@ -591,7 +799,7 @@ def write_chart(results: list[Result], threads: list[int], path: str, title: str
                 if e in r.values and peer:
                     xs.append(i - 0.4 + bar * (j + 0.5))
                     ys.append(r.seconds(e) / r.seconds(peer))
-            ax.bar(xs, ys, bar, label=LABELS[e], color=colors[e])
+            ax.bar(xs, ys, bar, label=LABELS[e], color=COLORS[e])
             if e == "tensor_graphs":
                 for x, y in zip(xs, ys):
                     ax.annotate(f"{y:.2f}", (x, y), ha="center", va="bottom", fontsize=7)
@@ -631,9 +839,14 @@ METHOD = """\
   prefill of {pre} rounds after one warm-up round (one timed call per turn); decode tokens/s = 1 /
   median step time of {steps} greedy steps after {dwarm} warm-up step(s), continuing from the
   prefill (context {ctx} plus at most {extra} tokens: the untimed steps advance it too).
-- **Threads**: `torch.set_num_threads`, `tg.set_num_threads` (its OpenBLAS and kernels) and ONNX
-  Runtime's `intra_op_num_threads` get the same count; ORT runs one inter-op thread, no spinning.
-  torch.compile is compiled once per row and thread count (inductor specialises on it).
+- **Threads**: `torch.set_num_threads`, `tg.set_num_threads` (its OpenBLAS and kernels), ONNX
+  Runtime's `intra_op_num_threads` and OpenVINO's `INFERENCE_NUM_THREADS` get the same count; ORT
+  runs one inter-op thread, no spinning; OpenVINO one stream. torch.compile and OpenVINO are
+  compiled once per row and thread count (inductor specialises on it).
+- **ISA**: tensor_graphs compiles for the target in the header (`--target`). When its ISA level is
+  below the host's, the peers are held to it where their libraries have a switch (*Peers' ISA*
+  above: environment variables read when each library loads, so the run re-executes itself once
+  with them set; `--no-force-isa` leaves the peers at the host's ISA).
 - **Cells**: value (time / the fastest engine's time in that row). *tg / fastest peer* is
   tensor_graphs' time per call (or per token) over the fastest other engine's: **below 1 means
   tensor_graphs is faster**. n/a: the engine does not apply to the row; failed: see the notes.
@@ -644,7 +857,11 @@ METHOD = """\
   transformers optimizer: the same export through `onnxruntime.transformers.optimizer`
   (`model_type` bert for the encoder, gpt2 for GPT-2 with a fallback to the generic bert fusions;
   `opt_level=0`, then `ORT_ENABLE_ALL`; what it fused is in the notes); it has no pattern set
-  for these KV-cache graphs or an MLP.
+  for these KV-cache graphs or an MLP. OpenVINO: `ov.convert_model` of the same module (TorchScript
+  tracing, else `torch.export`; KV-cache rows: the past/present forward through `torch.export`,
+  dynamic lengths, two infer requests taking turns so that the cache is passed on without copies),
+  CPU plugin, `INFERENCE_PRECISION_HINT` f32, `PERFORMANCE_HINT` LATENCY. A peer that is not
+  installed is skipped (see the notes).
 - **Compute ceiling**: {flops_how}. *tg GFLOP/s* = those FLOPs / tensor_graphs' median time;
   *% of sgemm* divides by OpenBLAS sgemm GFLOP/s at {size}³ measured in this run (the best of
   the measurements at its start and after every workload), *its GEMMs alone* by sgemm running exactly the row's
@@ -663,6 +880,13 @@ METHOD = """\
 """
 
 
+def isa_lines(notes: list[str]) -> list[str]:
+    """The report's *Peers' ISA* bullet: the first note, the others (one per peer) under it."""
+    if not notes:
+        return []
+    return [f"- **Peers' ISA**: {notes[0]}"] + [f"  - {n}" for n in notes[1:]]
+
+
 def report(run: Run, args, argv: list[str], started: datetime, load: tuple[float, float], size: int) -> str:
     sgemm = {t: max(v) for t, v in run.sgemm.items()}
     engines = [e for e in ENGINES if any(e in r.engines for r in run.results)]
@@ -673,6 +897,9 @@ def report(run: Run, args, argv: list[str], started: datetime, load: tuple[float
         f"- **Machine**: {mach['cpu']}, {mach['logical_cpus']} logical CPUs"
         + (f" ({mach['cpus_usable']} usable)" if mach.get("cpus_usable") not in (None, mach["logical_cpus"]) else "")
         + (f", {mach['memory_gib']} GiB" if "memory_gib" in mach else "") + f"; {mach['os']}",
+        f"- **Host ISA**: {run.host_isa or tg_target.Target.host().describe()}",
+        f"- **tensor_graphs compiled for** (`--target`): {run.target or tg_target.resolve(None).describe()}",
+        *isa_lines(run.isa_notes),
         "- **Versions**: " + ", ".join(f"{k} {v}" for k, v in vers.items() if k != "openblas"),
         f"- **BLAS**: {vers.get('openblas', 'unknown')}",
         f"- **Command**: `{' '.join(shlex.quote(a) for a in argv)}`",
@@ -724,6 +951,18 @@ def report(run: Run, args, argv: list[str], started: datetime, load: tuple[float
 # --------------------------------------------------------------------------- main
 
 
+def parse_target(ap: argparse.ArgumentParser, name: str | None) -> tg_target.Target:
+    """``--target`` (else ``TG_TARGET``, else ``host``) as a `Target` this CPU runs; an argparse error
+    (one line) for an unknown name or code this CPU cannot run."""
+    given = name if name is not None else os.environ.get(tg_target.TARGET_ENV) or "host"
+    try:
+        target = tg_target.Target.named(given)
+        target.check_runs_here()
+    except tg_target.TargetError as e:
+        ap.error(f"{'--target' if name is not None else '$' + tg_target.TARGET_ENV}: {e}")
+    return target
+
+
 def parse_args(argv: list[str] | None, prog: str | None):
     ap = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
@@ -736,7 +975,13 @@ def parse_args(argv: list[str] | None, prog: str | None):
     ap.add_argument("--json", nargs="?", const="benchmarks.json", default=None, metavar="FILE",
                     help="also write every number as JSON (default file benchmarks.json)")
     ap.add_argument("--sgemm-size", type=int, default=None, help="square sgemm size (default 2048; --quick 1024)")
+    ap.add_argument("--target", default=None, metavar="NAME",
+                    help=f"what tensor_graphs compiles for: host (default; ${tg_target.TARGET_ENV} when set), "
+                         f"an ISA level ({', '.join(tg_target.LEVELS)}) or a CPU name (znver3, sapphirerapids, ...)")
+    ap.add_argument("--no-force-isa", dest="force_isa", action="store_false",
+                    help="leave the peers at the host's ISA when --target is below it (default: hold them to it)")
     args = ap.parse_args(argv)
+    args.target = parse_target(ap, args.target)
     suffix = ".quick" if args.quick else ""
     if args.out is None:
         args.out = f"BENCHMARKS{suffix}.md"
@@ -752,17 +997,23 @@ def parse_args(argv: list[str] | None, prog: str | None):
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv, prog)
-    shown = [prog or sys.argv[0], *(sys.argv[1:] if argv is None else argv)]
+    shown = [prog or sys.argv[0], *argv]
+    plan = settle_target(args, argv)  # may re-execute this command (the peers' ISA switches)
     started = datetime.now(timezone.utc)
     size = args.sgemm_size or (1024 if args.quick else 2048)
     load_before = os.getloadavg()[0]
     log(f"$ {' '.join(shlex.quote(a) for a in shown)}")
     log(f"{cpu_model()}, {os.cpu_count()} CPUs; torch {torch.__version__}; load average {load_before:.2f}; "
         f"inductor cache {os.environ.get('TORCHINDUCTOR_CACHE_DIR')}")
+    run = Run(args.threads, args.quick, host_isa=tg_target.Target.host().describe(), target=args.target.describe(),
+              isa_notes=plan.notes, isa_env={k: os.environ[k] for k in ISA_VARIABLES if k in os.environ})
+    log(f"host ISA: {run.host_isa}")
+    log(f"tensor_graphs compiles for: {run.target}")
+    log("peers' ISA: " + "\n  ".join(run.isa_notes))
     if load_before > 0.5:
         log("WARNING: other processes share the cores: the timings (above all at 2 threads) are unreliable")
-    run = Run(args.threads, args.quick)
     measure_ceilings(run, size)
     workloads = [w for w in WORKLOADS if not args.only or w in args.only]
     for w in workloads:
@@ -801,6 +1052,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         with open(args.json, "w") as f:
             json.dump({
                 "date": started.isoformat(), "command": shown, "machine": machine(), "versions": versions(),
+                "host_isa": run.host_isa, "host_level": tg_target.Target.host().level, "target": run.target,
+                "target_level": args.target.level, "peer_isa": run.isa_notes, "isa_environment": run.isa_env,
                 "load_average": [load_before, load_after], "sgemm_size": size,
                 "sgemm_gflops": run.sgemm, "read_bandwidth_bytes_per_s": run.bandwidth,
                 "results": [dict(asdict(r), tg_over_fastest_peer=r.tg_ratio(), tg_gflops=r.tg_gflops())

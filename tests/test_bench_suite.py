@@ -204,3 +204,118 @@ def test_kernel_profile_prints_where_a_workload_spends_its_time():
     assert r.returncode == 0, r.stderr
     assert "mlp-b1, 1 thread(s):" in r.stdout and "profile of @forward: 3 run(s), 3 kernels" in r.stdout
     assert "buf.packed_matmul 1x256 @ 256x1024 relu" in r.stdout and "packed_matmul" in r.stdout.splitlines()[-1]
+
+
+# --------------------------------------------------------------------------- --target, the peers' ISA, OpenVINO
+
+
+def test_target_defaults_to_tg_target_else_the_host(suite, monkeypatch):
+    monkeypatch.delenv("TG_TARGET", raising=False)
+    assert suite.parse_args([], None).target.name == "host"
+    monkeypatch.setenv("TG_TARGET", "x86-64-v2")
+    assert suite.parse_args([], None).target.level == "x86-64-v2"
+    a = suite.parse_args(["--target", "x86-64", "--no-force-isa"], None)  # --target wins over TG_TARGET
+    assert (a.target.name, a.force_isa) == ("x86-64", False)
+    assert suite.parse_args([], None).force_isa
+
+
+@pytest.mark.parametrize("argv, env, where", [(["--target", "nonsense"], None, "--target: unknown target 'nonsense'"),
+                                              ([], "bogus", "$TG_TARGET: unknown target 'bogus'")])
+def test_a_bad_target_is_a_one_line_argparse_error(suite, monkeypatch, capsys, argv, env, where):
+    monkeypatch.delenv("TG_TARGET", raising=False)
+    if env:
+        monkeypatch.setenv("TG_TARGET", env)
+    with pytest.raises(SystemExit) as e:
+        suite.parse_args(argv, "tg-bench")
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"tg-bench: error: {where}") and "x86-64-v3" in err[-1]  # it lists the names
+
+
+def test_a_target_this_cpu_cannot_run_is_refused(suite, capsys):
+    from tensor_graphs.target import Target
+
+    if Target.host().level == "x86-64-v4":
+        pytest.skip("this CPU runs every ISA level")
+    with pytest.raises(SystemExit):
+        suite.parse_args(["--target", "x86-64-v4"], "tg-bench")
+    assert "cannot run here" in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_avx2_target_on_an_avx512_host_holds_the_peers_to_avx2(suite):
+    plan = suite.isa_plan("x86-64-v4", "x86-64-v3", {})
+    assert plan.to_set == {"OPENBLAS_CORETYPE": "Haswell", "ATEN_CPU_CAPABILITY": "avx2",
+                           "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2",
+                           "TORCHINDUCTOR_CPP_MARCH": "x86-64-v3"}
+    assert plan.switches.simdlen == 256
+    text = "\n".join(plan.notes)
+    assert plan.notes[0].startswith("tensor_graphs is compiled for AVX2 (x86-64-v3), below the host's AVX-512")
+    assert "OpenBLAS (the sgemm ceiling; tensor_graphs' BLAS calls): OPENBLAS_CORETYPE=Haswell" in text
+    assert "torch.compile (inductor): cpp.simdlen=256" in text and "OpenVINO: ONEDNN_MAX_CPU_ISA=AVX2" in text
+    assert "ONNX Runtime: not forced (no ISA switch)" in plan.notes
+
+
+def test_isa_switches_set_before_the_run_are_kept(suite):
+    plan = suite.isa_plan("x86-64-v4", "x86-64-v3", {"OPENBLAS_CORETYPE": "SkylakeX", "ATEN_CPU_CAPABILITY": "avx2"},
+                          inductor_march=False)
+    assert "OPENBLAS_CORETYPE" not in plan.to_set and "ATEN_CPU_CAPABILITY" not in plan.to_set
+    assert "ONEDNN_MAX_CPU_ISA" in plan.to_set
+    text = "\n".join(plan.notes)
+    assert "OPENBLAS_CORETYPE=SkylakeX (set before the run: kept)" in text
+    assert "ATEN_CPU_CAPABILITY=avx2," in text  # the same value: nothing to say
+    assert "-march=native (this torch has no cpp.march)" in text
+
+
+def test_nothing_is_forced_at_the_host_level_or_with_no_force_isa(suite):
+    avx2 = suite.isa_plan("x86-64-v3", "x86-64-v3", {})
+    assert (avx2.switches, avx2.to_set) == (None, {})
+    assert avx2.notes == ["the host is AVX2 (x86-64-v3) and tensor_graphs is compiled for that level: the peers "
+                          "already run at it; nothing forced"]
+    assert suite.isa_plan("x86-64-v4", "x86-64-v4", {}).to_set == {}
+    off = suite.isa_plan("x86-64-v4", "x86-64-v3", {}, force=False)
+    assert off.to_set == {} and off.notes[0].startswith("not forced (--no-force-isa)")
+    below = suite.isa_plan("x86-64-v3", "x86-64-v2", {})  # SSE code on an AVX2 host: the peers at SSE4
+    assert below.to_set["ATEN_CPU_CAPABILITY"] == "default" and below.switches.simdlen == 0
+    assert suite.isa_plan("x86-64-v3", "x86-64", {}).notes[-1].endswith("they run at x86-64-v2")
+
+
+def test_the_target_and_the_peers_isa_are_in_the_report(suite, tmp_path):
+    run = fake_run(suite)
+    run.host_isa, run.target = "host (cpu skylake-avx512, x86-64-v4: ...)", "x86-64-v3 (cpu x86-64-v3, ...)"
+    run.isa_notes = suite.isa_plan("x86-64-v4", "x86-64-v3", {}).notes
+    args = suite.parse_args(["--quick", "--out", str(tmp_path / "B.md")], "tg-bench")
+    text = suite.report(run, args, ["tg-bench"], suite.datetime.now(suite.timezone.utc), (0.1, 0.2), 1024)
+    assert "- **Host ISA**: host (cpu skylake-avx512, x86-64-v4: ...)" in text
+    assert "- **tensor_graphs compiled for** (`--target`): x86-64-v3 (cpu x86-64-v3, ...)" in text
+    assert "- **Peers' ISA**: tensor_graphs is compiled for AVX2" in text
+    assert "  - ONNX Runtime: not forced (no ISA switch)" in text
+
+
+def test_openvino_is_a_peer_everywhere(suite):
+    assert "openvino" in suite.ENGINES and "openvino" in suite.gpt2.MAKERS and "openvino" in suite.decode.CLASSES
+    assert suite.LABELS["openvino"] == "OpenVINO" and suite.SHORT["openvino"] and suite.COLORS["openvino"]
+    r = suite.Result("mlp", "MLP", "batch 1", 1, "ms", {"tensor_graphs": 1.0, "eager": 2.0, "openvino": 0.5})
+    assert r.fastest_peer() == "openvino"
+    step = suite._compile_label("openvino compile_model:2")
+    assert step == ("OpenVINO", "compile_model (CPU, f32, LATENCY, 1 stream), 2 thread(s)")
+
+
+def test_openvino_matches_eager_on_a_tiny_mlp(suite):
+    pytest.importorskip("openvino")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 16)).eval()
+    x = torch.randn(4, 32)
+    cache: dict = {}
+    run = suite.gpt2.make_openvino(model, x, 1, cache)
+    with torch.no_grad():
+        expected = model(x).numpy()
+    assert abs(suite.gpt2.as_numpy(run()) - expected).max() <= suite.gpt2.MAX_ABS
+    assert cache["ov_how"] == "TorchScript trace" and "compile:openvino compile_model:1" in cache
+
+
+def test_a_peer_not_installed_is_skipped_with_a_note(suite, monkeypatch):
+    monkeypatch.setattr(suite.gpt2, "not_installed", lambda e: "openvino is not installed" if e == "openvino" else None)
+    run = suite.Run([1], quick=True)
+    assert suite.installed(run, ["tensor_graphs", "eager", "openvino"]) == ["tensor_graphs", "eager"]
+    assert run.notes == ["OpenVINO: skipped: openvino is not installed"]
+    assert suite.reexec_argv()[0] == __import__("sys").executable
