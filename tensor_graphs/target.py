@@ -97,6 +97,30 @@ class Caches:
     line: int = 64
 
 
+@dataclass(frozen=True)
+class ThreadWork:
+    """How much work pays for a thread of a parallel kernel: a kernel runs on at most
+    ``max(flops / flops_per_thread, bytes / bytes_per_thread)`` threads (at least one), so a
+    thread is added only when the share it takes outweighs what a parallel region costs (waking
+    the team, splitting the range, joining). Measured by ``benchmarks/thread_work.py`` (the
+    crossover where two threads beat one, for a streaming elementwise kernel and a packed GEMM),
+    see `DEFAULT_THREAD_WORK`."""
+
+    #: bytes read and written per thread, at least (memory-bound kernels)
+    bytes_per_thread: int
+    #: floating-point operations per thread, at least (GEMMs, attention)
+    flops_per_thread: int
+
+    def threads(self, flops: float, bytes: float) -> int:
+        """The most threads that work of ``flops`` and ``bytes`` pays for (>= 1)."""
+        return max(1, int(max(flops / self.flops_per_thread, bytes / self.bytes_per_thread)))
+
+
+#: Measured with ``.venv/bin/python benchmarks/thread_work.py`` (see its docstring for the machine
+#: and the numbers): the work at which a second thread starts to pay, per thread.
+DEFAULT_THREAD_WORK = ThreadWork(bytes_per_thread=64 << 10, flops_per_thread=1 << 20)
+
+
 class TargetError(ValueError):
     """An unknown target name, or a target whose code cannot run on this CPU."""
 
@@ -115,6 +139,8 @@ class Target:
     extensions: frozenset[str] = frozenset()
     caches: Caches = field(default_factory=Caches)
     cores: int = 1
+    #: how much work pays for a thread (`ThreadWork`)
+    thread_work: ThreadWork = DEFAULT_THREAD_WORK
     #: the host's full LLVM feature string (only for ``host``: everything it has, and lacks)
     host_features: str = ""
 
@@ -249,18 +275,26 @@ class Target:
             "l3": c.l3,
             "line": c.line,
             "cores": self.cores,
+            "bytes_per_thread": self.thread_work.bytes_per_thread,
+            "flops_per_thread": self.thread_work.flops_per_thread,
             "vector_bits": self.vector_bits,
             "vector_registers": self.vector_registers,
         }
 
     @staticmethod
     def from_dict(d: Mapping[str, object]) -> Target:
-        """The target a module records (`as_dict`); ``host`` is the host again, the others as recorded."""
-        if d.get("name") == "host":
-            return Target.host()
+        """The target a module records (`as_dict`), as recorded (``host`` with this CPU's LLVM
+        feature string: the code is for the CPU that compiles it)."""
         extensions = frozenset(e for e in str(d.get("extensions", "")).split(",") if e)
         caches = Caches(int(d["l1d"]), int(d["l2"]), int(d["l3"]), int(d.get("line", 64)))  # type: ignore[arg-type]
-        return Target(str(d["name"]), str(d["cpu"]), str(d["level"]), extensions, caches, int(d["cores"]))  # type: ignore[arg-type]
+        work = ThreadWork(
+            int(d.get("bytes_per_thread", DEFAULT_THREAD_WORK.bytes_per_thread)),  # type: ignore[arg-type]
+            int(d.get("flops_per_thread", DEFAULT_THREAD_WORK.flops_per_thread)),  # type: ignore[arg-type]
+        )
+        features = Target.host().host_features if d.get("name") == "host" else ""
+        return Target(
+            str(d["name"]), str(d["cpu"]), str(d["level"]), extensions, caches, int(d["cores"]), work, features  # type: ignore[arg-type]
+        )
 
 
 #: (vector registers, vectors per tile row) -> tile rows, where measured or inherited from BLIS;
@@ -325,7 +359,7 @@ def _host_target() -> Target:
         if all(f in have for f in candidate.requires):
             level = candidate.name
     extensions = frozenset(e for e in EXTENSIONS if e in have)
-    return Target("host", llvm.get_host_cpu_name(), level, extensions, _caches(), _cores(), features)
+    return Target("host", llvm.get_host_cpu_name(), level, extensions, _caches(), _cores(), DEFAULT_THREAD_WORK, features)
 
 
 @functools.cache

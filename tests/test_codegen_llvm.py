@@ -241,14 +241,8 @@ def test_elementwise_loop_is_flat_and_vectorised():
 
 
 def test_every_kernel_has_an_emitter():
-    from tensor_graphs.codegen.llvm import convert_buffer_to_llvm as pass_module
-
     kernels = {op.name for op in buf.BUF.operations if issubclass(op, buf.KernelOp)}
-    missing = kernels - {k.name for k in REGISTRY}
-    if pass_module.kernels_nn is None:  # kernels_nn.py (softmax, layer norm, attention) not there yet
-        assert missing <= {k.name for k in pass_module.NN_KERNELS}
-    else:
-        assert missing == set()
+    assert kernels - {k.name for k in REGISTRY} == set()
     assert {k.name for k in REGISTRY} <= kernels
 
 

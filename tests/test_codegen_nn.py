@@ -11,7 +11,9 @@ import re
 import numpy as np
 import pytest
 
-import tensor_graphs.codegen.llvm.kernels_nn as nn
+import tensor_graphs.codegen.llvm.kernels_attention as attention
+import tensor_graphs.codegen.llvm.kernels_matmul_epilogue as matmul_epilogue
+import tensor_graphs.codegen.llvm.kernels_softmax_norm as softmax_norm
 import tensor_graphs as tg
 from tensor_graphs.codegen.llvm.convert_buffer_to_llvm import ConvertBufferToLLVMPass
 from tensor_graphs.codegen.llvm.jit import call_native, to_llvm_ir
@@ -34,9 +36,10 @@ def rand(*shape) -> np.ndarray:
 
 
 def test_nn_emitters_are_registered():
-    for op in (buf.SoftmaxOp, buf.LayerNormOp, buf.RmsNormOp, buf.AttentionOp):
-        assert REGISTRY[op].__module__ == nn.__name__
-    assert REGISTRY[buf.MatmulOp] is nn._emit_matmul
+    for op in (buf.SoftmaxOp, buf.LayerNormOp, buf.RmsNormOp):
+        assert REGISTRY[op].__module__ == softmax_norm.__name__
+    assert REGISTRY[buf.AttentionOp].__module__ == attention.__name__
+    assert REGISTRY[buf.MatmulOp] is matmul_epilogue._emit_matmul
 
 
 # --------------------------------------------------------------------------- softmax

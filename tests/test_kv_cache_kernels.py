@@ -120,7 +120,7 @@ def test_multiple_key_blocks_and_partial_last_block(decode_causal, rng):
 @pytest.mark.parametrize("capacity", [20, 21, 22, 28])
 def test_odd_capacity_compiles_and_matches(capacity, rng):
     """Key blocks of 20..28 keys: LLVM's loop vectoriser used to abort (a process crash) on the
-    max reduction of such rows when it was an ``llvm.maxnum`` (see `kernels_nn._fmax`)."""
+    max reduction of such rows when it was an ``llvm.maxnum`` (see `kernels._fmax`)."""
     run_sequence(capacity, [(0, 11), *((p, 1) for p in range(11, capacity))], True, rng)
 
 

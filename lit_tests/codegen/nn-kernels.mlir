@@ -1,6 +1,7 @@
 // RUN: tg-opt %s -p set-target{target=x86-64-v4},convert-buffer-to-llvm --split-input-file | filecheck %s
 
-// The NN kernels of convert-buffer-to-llvm (tensor_graphs/codegen/llvm/kernels_nn.py).
+// The NN kernels of convert-buffer-to-llvm (tensor_graphs/codegen/llvm/kernels_attention.py,
+// kernels_softmax_norm.py, kernels_matmul_epilogue.py).
 
 // Causal flash attention, Sq = Sk = 128 in 64 x 64 tiles, scratch
 // [S 4096 | m 64 | l 64 | acc 4096 | kt 4096] twice (two slots: up to two threads). The kernel hands

@@ -1,0 +1,199 @@
+"""`buf.matmul` with an activation: the activation fused into the blocks the GEMM writes.
+Importing this module registers it into :data:`kernels.REGISTRY` in place of the plain emitter
+of `kernels_blas` (``convert_buffer_to_llvm`` imports it).
+
+The GEMM runs per output tile of :data:`EPILOGUE_ROWS` x :data:`EPILOGUE_COLS` (sgemm on
+``A[r0:r0+mb] x B[:, n0:n0+nb]`` into ``C[r0:r0+mb, n0:n0+nb]`` with ``ldc = N``), and the
+activation runs over each tile right after its sgemm, while the tile is still in cache; an
+accumulator (``beta != 0``) is copied into the tile just before. Matrix-vector products (one
+output row or column) stay one sgemv followed by the activation over the (small) output vector.
+Activation "none" goes to the plain matmul emitter of `kernels_blas`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from xdsl.ir import Operation, SSAValue
+
+from tensor_graphs.codegen.llvm.kernels import (
+    REGISTRY,
+    KernelContext,
+    LoweringError,
+    _add_idx,
+    _at,
+    _load,
+    _mul_idx,
+    _require_f32,
+    _shape,
+    _store,
+    check_no_overlap,
+    emit_elementwise,
+)
+from tensor_graphs.codegen.llvm.kernels_blas import _I32_MAX, _sgemm, _sgemv
+from tensor_graphs.codegen.llvm.loops import FunctionBuilder, Index, broadcast_strides, collapse_dims, emit_for, emit_strided_nest
+from tensor_graphs.codegen.llvm.scalar import emit_unary
+from tensor_graphs.dialects import buffer as buf
+from tensor_graphs.dialects.shapes import contiguous_strides, numel
+
+#: Output tile of a matmul with an activation epilogue (rows x columns, 256 KiB of f32).
+EPILOGUE_ROWS = 256
+EPILOGUE_COLS = 256
+
+
+def _emit_matmul_epilogue(ctx: KernelContext, op: buf.MatmulOp) -> None:
+    b = ctx.b
+    act = op.activation.data
+    ta, tb, alpha, beta = op.flags
+    a, w = op.inputs[0], op.inputs[1]
+    acc = op.inputs[2] if len(op.inputs) == 3 else None
+    out = op.output
+    _require_f32(op, [*op.inputs, out])
+    sa, sb, so = _shape(a), _shape(w), _shape(out)
+    m, k = (sa[-1], sa[-2]) if ta else (sa[-2], sa[-1])
+    n = sb[-2] if tb else sb[-1]
+    if numel(so) == 0:
+        return
+    check_no_overlap(ctx, op, out, [a, w], in_place_ok=False)
+    use_acc = acc is not None and beta != 0.0
+    acc_in_place = use_acc and ctx.same_bytes(acc, out) and _shape(acc) == so  # type: ignore[arg-type]
+    if use_acc and not acc_in_place:
+        check_no_overlap(ctx, op, out, [acc], in_place_ok=False)  # type: ignore[list-item]
+    if not use_acc:
+        beta = 0.0
+    copy_acc = use_acc and not acc_in_place
+
+    batch_a, batch_b, batch_o = sa[:-2], sb[:-2], so[:-2]
+    fold = numel(batch_b) == 1 and not ta
+    m_total = m * numel(batch_a) if fold else m
+    lda, ldb, ldc = max(sa[-1], 1), max(sb[-1], 1), max(n, 1)
+    if max(m_total, n, k, lda, ldb, ldc) > _I32_MAX:
+        raise LoweringError(f"{op.name}: dims {list(sa)} x {list(sb)} overflow the 32-bit BLAS interface")
+    pa, pb, pc = ctx.ptr(a), ctx.ptr(w), ctx.ptr(out)
+    pacc = ctx.ptr(acc) if copy_acc else None  # type: ignore[arg-type]
+    acc_str = broadcast_strides(_shape(acc), so) if copy_acc else (0,) * len(so)  # type: ignore[arg-type]
+
+    def activate(ptr: SSAValue, count: Index) -> None:
+        emit_for(b, 0, count, lambda i, _: _store(b, emit_unary(b, act, _load(b, ptr, i)), ptr, i) or [])
+
+    gemv = (m_total == 1 or n == 1) and k > 1
+    if gemv:  # one sgemv per matrix, then the activation over the (small) output vector
+        if copy_acc:
+            emit_elementwise(ctx, out, [acc], lambda bb, vals: vals[0])  # type: ignore[list-item]
+
+        def gemv_call(off_a: SSAValue | None, off_b: SSAValue | None, off_c: SSAValue | None) -> None:
+            ma, mb_, c = _at(b, pa, off_a), _at(b, pb, off_b), _at(b, pc, off_c)
+            if m_total == 1:  # out[1, N] = a[K] . op(B)
+                rows, cols, t = (n, k, False) if tb else (k, n, True)
+                _sgemv(ctx, t, rows, cols, alpha, mb_, ldb, ma, lda if ta else 1, beta, c)
+            else:  # out[M, 1] = op(A) . b[K]
+                rows, cols, t = (k, m_total, True) if ta else (m_total, k, False)
+                _sgemv(ctx, t, rows, cols, alpha, ma, lda, mb_, 1 if tb else ldb, beta, c)
+
+        if fold or numel(batch_o) == 1:
+            gemv_call(None, None, None)
+        else:
+            _per_batch(b, sa, sb, so, lambda offs: gemv_call(offs[1], offs[2], offs[0]))
+        activate(pc, numel(so))
+        return
+
+    # the rows of C (all batches stacked when folded) must have one stride in the accumulator
+    if copy_acc:
+        row_shape = so[:-1] if fold else so[-2:-1]
+        out_rs = contiguous_strides(so)[:-1] if fold else (n,)
+        acc_rs = acc_str[:-1] if fold else acc_str[-2:-1]
+        cshape, cstrides = collapse_dims(row_shape, [out_rs, acc_rs])
+        if len(cshape) > 1:  # an unusual broadcast: copy the whole accumulator up front
+            emit_elementwise(ctx, out, [acc], lambda bb, vals: vals[0])  # type: ignore[list-item]
+            copy_acc = False
+            acc_row_stride = 0
+        else:
+            acc_row_stride = cstrides[1][0] if cshape else 0
+    acc_col_stride = acc_str[-1]
+
+    def tiles(off_a: SSAValue | None, off_b: SSAValue | None, off_c: SSAValue | None, off_acc: SSAValue | None) -> None:
+        def tile(r0: SSAValue | None, mb: int, n0: SSAValue | None, nb: int) -> None:
+            c_tile = _at(b, pc, _add_idx(b, _add_idx(b, off_c, _mul_idx(b, r0, ldc) if r0 is not None else None), n0))
+            if copy_acc:
+                acc_tile = _add_idx(
+                    b,
+                    _add_idx(b, off_acc, _mul_idx(b, r0, acc_row_stride) if r0 is not None else None),
+                    _mul_idx(b, n0, acc_col_stride) if n0 is not None else None,
+                )
+
+                def copy_row(r: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+                    src = _at(b, pacc, _add_idx(b, acc_tile, _mul_idx(b, r, acc_row_stride)))  # type: ignore[arg-type]
+                    dst = _at(b, c_tile, _mul_idx(b, r, ldc))
+                    emit_for(b, 0, nb, lambda c, _c: _store(b, _load(b, src, _mul_idx(b, c, acc_col_stride)), dst, c) or [])
+                    return []
+
+                emit_for(b, 0, mb, copy_row)
+            # A rows r0.. (op(A) = A^T: columns r0.. of the stored K x M matrix)
+            row_off = (r0 if ta else _mul_idx(b, r0, lda)) if r0 is not None else None
+            a_tile = _at(b, pa, _add_idx(b, off_a, row_off))
+            col_off = (_mul_idx(b, n0, ldb) if tb else n0) if n0 is not None else None
+            b_tile = _at(b, pb, _add_idx(b, off_b, col_off))
+            _sgemm(ctx, ta, tb, mb, nb, k, alpha, a_tile, lda, b_tile, ldb, beta, c_tile, ldc)
+
+            def act_row(r: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+                activate(_at(b, c_tile, _mul_idx(b, r, ldc)), nb)
+                return []
+
+            emit_for(b, 0, mb, act_row)
+
+        def blocks(total: int, size: int, body: Callable[[SSAValue | None, int], None]) -> None:
+            full, rest = divmod(total, size)
+            if full == 1 and not rest:
+                body(None, size)
+                return
+            emit_for(b, 0, full, lambda i, _: body(_mul_idx(b, i, size), size) or [])
+            if rest:
+                body(b.i64(full * size) if full else None, rest)
+
+        blocks(n, EPILOGUE_COLS, lambda n0, nb: blocks(m_total, EPILOGUE_ROWS, lambda r0, mb: tile(r0, mb, n0, nb)))
+
+    if fold or numel(batch_o) == 1:
+        tiles(None, None, None, None)
+    else:
+        _per_batch(b, sa, sb, so, lambda offs: tiles(offs[1], offs[2], offs[0], offs[3]), acc_str[:-2])
+
+
+def _per_batch(
+    b: FunctionBuilder,
+    sa: tuple[int, ...],
+    sb: tuple[int, ...],
+    so: tuple[int, ...],
+    body: Callable[[list[SSAValue | None]], None],
+    acc_batch_strides: Sequence[int] | None = None,
+) -> None:
+    """One ``body(offsets)`` per broadcast batch index: offsets of C, A, B (and the accumulator)."""
+    batch_o = so[:-2]
+    mat_a, mat_b, mat_c = sa[-2] * sa[-1], sb[-2] * sb[-1], so[-2] * so[-1]
+    strides = [
+        tuple(s * mat_c for s in contiguous_strides(batch_o)),
+        tuple(s * mat_a for s in broadcast_strides(sa[:-2], batch_o)),
+        tuple(s * mat_b for s in broadcast_strides(sb[:-2], batch_o)),
+    ]
+    if acc_batch_strides is not None:
+        strides.append(tuple(acc_batch_strides))
+    emit_strided_nest(b, batch_o, strides, body)
+
+
+# --------------------------------------------------------------------------- registration
+
+_PLAIN_MATMUL = getattr(REGISTRY.get(buf.MatmulOp), "plain", REGISTRY.get(buf.MatmulOp))
+
+
+def _emit_matmul(ctx: KernelContext, op: Operation) -> None:
+    """Activation "none": the plain emitter of `kernels_blas`; otherwise the tiled epilogue."""
+    assert isinstance(op, buf.MatmulOp)
+    if op.activation.data == "none":
+        assert _PLAIN_MATMUL is not None
+        _PLAIN_MATMUL(ctx, op)
+    else:
+        _emit_matmul_epilogue(ctx, op)
+
+
+_emit_matmul.plain = _PLAIN_MATMUL  # type: ignore[attr-defined]
+
+REGISTRY[buf.MatmulOp] = _emit_matmul

@@ -1,0 +1,214 @@
+"""Emitters of the `buf` kernels that move data without arithmetic: `copy`, `broadcast`,
+`transpose`, `slice`, `concat`, `embedding` (and `packed_embedding`) and `cache_write`.
+Importing this module registers them into :data:`kernels.REGISTRY` (``convert_buffer_to_llvm``
+imports it).
+
+- `buf.copy`, `buf.broadcast`, `buf.transpose`, `buf.slice`, `buf.concat` are strided copies:
+  one ``llvm.memcpy`` per contiguous run (`kernels.emit_copy_nest`; a transposed read is
+  cache-blocked in 16x16 tiles, see `loops.emit_tiled_nest`), rows split among the threads
+  when large. A concat input already in place in its output slab is not copied.
+- `buf.embedding` (and `buf.packed_embedding`, from a table packed into column panels) checks
+  every index against [0, V): an index out of range makes the graph function return an error
+  status (see `KernelContext.check`) instead of reading out of bounds. The message names the
+  table as the model does (a tied table by the name its embedding uses, ``tg.table_name``) and,
+  when the indices are a graph input, asks the runtime for the offending value.
+- `buf.cache_write {axis}` copies its update into the state (a KV cache) at positions
+  ``[past, past + n)`` along ``axis``, ``past`` being the run-time ``dims[0]``
+  (`KernelContext.dim`): one ``llvm.memcpy`` of ``n * inner`` elements per index of the dims
+  before ``axis``. It first checks ``past + n <= capacity`` (an unsigned compare, which also
+  rejects a negative ``past``) and otherwise returns an error status naming the cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects import llvm
+from xdsl.dialects.builtin import IntegerAttr, IntegerType, i1, i64
+from xdsl.ir import BlockArgument, Operation, SSAValue
+
+from tensor_graphs.codegen.llvm.kernels import (
+    REGISTRY,
+    Access,
+    KernelContext,
+    LoweringError,
+    Operand,
+    _element,
+    _require_same_element,
+    _shape,
+    check_no_overlap,
+    emit_copy_nest,
+    emit_elementwise,
+    parallel_nest,
+    splat_value,
+)
+from tensor_graphs.codegen.llvm.loops import broadcast_strides, emit_loop
+from tensor_graphs.dialects import buffer as buf
+from tensor_graphs.dialects.shapes import contiguous_strides, numel
+from tensor_graphs.dialects.tensor import TABLE_NAME
+
+def _emit_copy(ctx: KernelContext, op: Operation) -> None:
+    assert isinstance(op, buf.CopyOp | buf.BroadcastOp | buf.CastOp)
+    if _element(op.inputs[0]) != _element(op.output):
+        raise LoweringError(f"{op.name}: input and output element types differ")
+    if ctx.same_bytes(op.inputs[0], op.output) and numel(_shape(op.inputs[0])) == numel(_shape(op.output)):
+        return  # copying a buffer onto itself
+    check_no_overlap(ctx, op, op.output, op.inputs, in_place_ok=False)
+    src = op.inputs[0]
+    _emit_strided_copy(ctx, op.output, src, broadcast_strides(_shape(src), _shape(op.output)))
+
+
+def _emit_strided_copy(ctx: KernelContext, out: SSAValue, src: SSAValue, strides: Sequence[int], offset: int = 0) -> None:
+    """``out[idx] = src[offset + idx . strides]`` (memcpy per contiguous run, see `emit_copy_nest`;
+    rows split among the threads when large)."""
+    shape = _shape(out)
+    if splat_value(src) is not None:
+        emit_elementwise(ctx, out, [src], lambda b, v: v[0])
+        return
+    operands = [Operand(out, contiguous_strides(shape)), Operand(src, tuple(strides), offset)]
+    parallel_nest(ctx, shape, operands, lambda b, sub, acc: emit_copy_nest(b, sub, acc[0], acc[1]))
+
+
+def _emit_transpose(ctx: KernelContext, op: Operation) -> None:
+    assert isinstance(op, buf.TransposeOp)
+    src = op.inputs[0]
+    if _element(src) != _element(op.output):
+        raise LoweringError(f"{op.name}: input and output element types differ")
+    check_no_overlap(ctx, op, op.output, [src], in_place_ok=False)
+    own = contiguous_strides(_shape(src))
+    _emit_strided_copy(ctx, op.output, src, tuple(own[p] for p in op.permutation))
+
+
+def _emit_slice(ctx: KernelContext, op: Operation) -> None:
+    assert isinstance(op, buf.SliceOp)
+    src = op.inputs[0]
+    dim, start, step = op.dim.value.data, op.start.value.data, op.step.value.data
+    if _element(src) != _element(op.output):
+        raise LoweringError(f"{op.name}: input and output element types differ")
+    if step <= 0:
+        raise LoweringError(f"{op.name}: step must be positive, got {step}")
+    check_no_overlap(ctx, op, op.output, [src], in_place_ok=False)
+    own = contiguous_strides(_shape(src))
+    strides = tuple(s * step if d == dim else s for d, s in enumerate(own))
+    _emit_strided_copy(ctx, op.output, src, strides, start * own[dim])
+
+
+def _emit_concat(ctx: KernelContext, op: Operation) -> None:
+    """One copy per input: input k is an ``outer x (size_k * inner)`` block of the output."""
+    assert isinstance(op, buf.ConcatOp)
+    out = op.output
+    el = _require_same_element(op, [*op.inputs, out])
+    so, dim = _shape(out), op.dim.value.data
+    outer, inner = numel(so[:dim]), numel(so[dim + 1 :])
+    row = so[dim] * inner
+    width = max(el.bitwidth // 8, 1)  # type: ignore[attr-defined]
+    out_extent = ctx.extent(out)
+    b = ctx.b
+    at = 0
+    for v in op.inputs:
+        size = _shape(v)[dim] * inner
+        slab = None if out_extent is None else (out_extent[0], out_extent[1] + at * width, out_extent[1] + (at + size) * width)
+        if not (outer == 1 and slab is not None and ctx.extent(v) == slab):  # already in place
+            check_no_overlap(ctx, op, out, [v], in_place_ok=False)
+            emit_copy_nest(b, (outer, size), Access(b.gep(ctx.ptr(out), at, el), (row, 1), el), Access(ctx.ptr(v), (size, 1), el))
+        at += size
+
+
+def _table_description(op: Operation) -> str:
+    """The embedding table as the model names it: ``'wte.weight'``, or for a tied table imported
+    under its other name (``tg.table_name``, from the frontend) ``'transformer.wte.weight' (tied
+    to 'lm_head.weight')``; an unnamed table by its type."""
+    table = op.inputs[0]  # type: ignore[attr-defined]
+    owner = table.owner
+    if not isinstance(owner, buf.WeightOp | buf.PackedWeightOp):
+        return f"of a {table.type}"
+    weight = owner.weight_name.data
+    wrote = op.attributes.get(TABLE_NAME)
+    return f"'{wrote.data}' (tied to '{weight}')" if wrote is not None and wrote.data != weight else f"'{weight}'"  # type: ignore[attr-defined]
+
+
+def _bad_index_field(idx: SSAValue, vocab: int) -> str:
+    """``{bad_index:K:V}`` when the indices are graph input ``K`` (or a reshape of it): the
+    runtime fills in the offending value and where it is (`GraphSignature.status_error`)."""
+    while isinstance(idx.owner, buf.ReshapeOp):
+        idx = idx.owner.input
+    return f"{{bad_index:{idx.index}:{vocab}}}" if isinstance(idx, BlockArgument) else ""
+
+
+def _emit_embedding(ctx: KernelContext, op: Operation) -> None:
+    """``out[i, :] = table[idx[i], :]``, each index checked against [0, V) first. From a packed
+    table (`buf.packed_embedding`), row ``j`` starts at ``(j / NR) * D * NR + j % NR`` and its
+    elements are ``NR`` apart."""
+    assert isinstance(op, buf.EmbeddingOp | buf.PackedEmbeddingOp)
+    table, idx = op.inputs
+    out = op.output
+    el = _require_same_element(op, [table, out])
+    ie = _element(idx)
+    if not isinstance(ie, IntegerType) or ie == i1:
+        raise LoweringError(f"{op.name}: indices must be an integer buffer, got {idx.type}")
+    check_no_overlap(ctx, op, out, [table, idx], in_place_ok=False)
+    if isinstance(op, buf.PackedEmbeddingOp):
+        _, dim, nr = _shape(table)
+        vocab = op.rows.value.data
+    else:
+        (vocab, dim), nr = _shape(table), 1
+    message = f"embedding {_table_description(op)}: index out of range [0, {vocab}){_bad_index_field(idx, vocab)}"
+    b = ctx.b
+    tp, ip, op_ = ctx.ptr(table), ctx.ptr(idx), ctx.ptr(out)
+    ult = IntegerAttr(llvm.ICmpPredicateFlag.ULT.to_int(), i64)
+
+    def row(i: SSAValue) -> None:
+        j = b.load_element(ip, i, ie)
+        if ie != i64:
+            j = b.add(llvm.SExtOp(j, i64))
+        ctx.check(b.add(llvm.ICmpOp(j, b.i64(vocab), ult)), message)  # also rejects j < 0
+        if nr == 1:
+            start = b.mul_i64(j, b.i64(dim))
+        else:
+            panel = b.add(llvm.UDivOp(j, b.i64(nr)))
+            start = b.add_i64(b.mul_i64(panel, b.i64(dim * nr)), b.add(llvm.URemOp(j, b.i64(nr))))
+        src = b.gep(tp, start, el)
+        dst = b.gep(op_, b.offset(None, i, dim), el)
+        emit_copy_nest(b, (dim,), Access(dst, (1,), el), Access(src, (nr,), el))
+
+    emit_loop(b, numel(_shape(idx)), row)
+
+
+def state_name(value: SSAValue) -> str | None:
+    """The name of the `buf.state` that ``value`` is (or aliases), else None."""
+    owner = value.owner
+    while isinstance(owner, buf.ReshapeOp | buf.SubviewOp):
+        owner = owner.input.owner
+    return owner.state_name.data if isinstance(owner, buf.StateOp) else None
+
+
+def _emit_cache_write(ctx: KernelContext, op: Operation) -> None:
+    """``state[..., past : past + n, ...] = update`` along ``axis`` (``past`` = ``dims[0]``)."""
+    assert isinstance(op, buf.CacheWriteOp)
+    (update,), state = op.inputs, op.output
+    el = _require_same_element(op, [update, state])
+    check_no_overlap(ctx, op, state, [update], in_place_ok=False)
+    axis = op.axis.value.data
+    shape, n = _shape(state), _shape(update)[axis]
+    cap, outer, inner = shape[axis], numel(shape[:axis]), numel(shape[axis + 1 :])
+    name = state_name(state)
+    what = f"kv cache '{name}'" if name is not None else f"cache {state.type}"
+    b = ctx.b
+    past = ctx.dim(0)
+    # unsigned: a negative past is a huge number, so one compare checks 0 <= past <= cap - n
+    fits = b.add(llvm.ICmpOp(past, b.i64(cap - n), IntegerAttr(llvm.ICmpPredicateFlag.ULE.to_int(), i64)))
+    ctx.check(fits, f"{what}: position {{past}} + {n} new tokens exceed its {cap} positions")
+    if n == 0 or outer == 0 or inner == 0:
+        return
+    dst = b.gep(ctx.ptr(state), b.mul_i64(past, b.i64(inner)) if inner != 1 else past, el)
+    emit_copy_nest(b, (outer, n * inner), Access(dst, (cap * inner, 1), el), Access(ctx.ptr(update), (n * inner, 1), el))
+
+
+REGISTRY[buf.CopyOp] = _emit_copy
+REGISTRY[buf.BroadcastOp] = _emit_copy
+REGISTRY[buf.TransposeOp] = _emit_transpose
+REGISTRY[buf.SliceOp] = _emit_slice
+REGISTRY[buf.ConcatOp] = _emit_concat
+REGISTRY[buf.EmbeddingOp] = _emit_embedding
+REGISTRY[buf.PackedEmbeddingOp] = _emit_embedding
+REGISTRY[buf.CacheWriteOp] = _emit_cache_write
