@@ -61,6 +61,8 @@ LEVELS: dict[str, IsaLevel] = {
 
 #: float32 lanes of the narrowest vector of any level (what a packed panel is a multiple of)
 MIN_FLOAT_LANES = min(level.vector_bits for level in LEVELS.values()) // 32
+#: float32 lanes of the widest vector of any level (scratch tiles padded to it serve every target)
+MAX_FLOAT_LANES = max(level.vector_bits for level in LEVELS.values()) // 32
 
 #: Extensions later kernels may use (LLVM feature names), recorded when the CPU has them.
 EXTENSIONS = ("avx512bf16", "avx512vnni", "avxvnni", "amx-tile", "amx-bf16", "amx-int8", "avx512fp16")
@@ -116,9 +118,12 @@ class ThreadWork:
         return max(1, int(max(flops / self.flops_per_thread, bytes / self.bytes_per_thread)))
 
 
-#: Measured with ``.venv/bin/python benchmarks/thread_work.py`` (see its docstring for the machine
-#: and the numbers): the work at which a second thread starts to pay, per thread.
-DEFAULT_THREAD_WORK = ThreadWork(bytes_per_thread=64 << 10, flops_per_thread=1 << 20)
+#: The work at which a second thread starts to pay, per thread: ``.venv/bin/python
+#: benchmarks/thread_work.py`` on an AMD EPYC (Zen 1, 2 vCPUs, AVX2), 2026-11-23: a streaming
+#: elementwise kernel first gains >= 10% at 2 threads from 384 KiB moved (192 KiB per thread), a
+#: matrix-vector product from a 256 KiB weight, a 32-row packed GEMM from 0.52 MFLOP (256 KFLOP
+#: per thread). Times are of whole one-kernel graph calls, so they lean towards fewer threads.
+DEFAULT_THREAD_WORK = ThreadWork(bytes_per_thread=192 << 10, flops_per_thread=256 << 10)
 
 
 class TargetError(ValueError):

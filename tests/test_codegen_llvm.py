@@ -495,7 +495,7 @@ def threads(request):
 
 
 LARGE = {
-    # name: (op, input shapes, output shape, attrs, reference): every one >= PARALLEL_MIN_ELEMENTS
+    # name: (op, input shapes, output shape, attrs, reference): every one moves bytes enough for 2 threads
     "flat_add_with_a_remainder": ("add", [(70000,), (70000,)], (70000,), "", lambda a, b: a + b),
     "rows_add_broadcast": ("add", [(300, 257), (257,)], (300, 257), "", lambda a, b: a + b),
     "relu_3d": ("relu", [(5, 130, 103)], (5, 130, 103), "", lambda a: np.maximum(a, 0)),
@@ -509,10 +509,11 @@ LARGE = {
 
 @pytest.mark.parametrize("case", list(LARGE))
 def test_large_kernels_split_rows_among_threads(case, threads):
-    from tensor_graphs.codegen.llvm.kernels import PARALLEL_MIN_ELEMENTS
+    from tensor_graphs.target import resolve
 
     op, in_shapes, out_shape, attrs, ref = LARGE[case]
-    assert int(np.prod(out_shape)) >= PARALLEL_MIN_ELEMENTS
+    moved = 4 * (int(np.prod(out_shape)) + sum(int(np.prod(s)) for s in in_shapes))
+    assert resolve(None).thread_work.threads(0, moved) >= 2
     native = compile_text(kernel_module(op, in_shapes, out_shape, attrs))
     assert "@GOMP_parallel" in native.llvm_ir
     inputs = [rand(*s) for s in in_shapes]

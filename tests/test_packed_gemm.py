@@ -152,10 +152,24 @@ def test_threads_agree_bit_for_bit():
 
 
 def test_parallel_kernel_runs_a_worker_through_libgomp():
-    native = compile_text(packed_module((4, 8), (256, 8), True, (4, 256)))  # 4 panels: up to 4 threads
+    # 2 M K N = 2.1 MFLOP: enough work for several threads (`Target.thread_work`)
+    native = compile_text(packed_module((64, 64), (256, 64), True, (64, 256)))
     ir = native.llvm_ir
+    assert resolve(None).thread_work.threads(2 * 64 * 64 * 256, 0) >= 2
     assert "@GOMP_parallel" in ir and "@tg_num_threads" in ir
     assert "__par0(ptr" in ir and f"<{resolve(None).float_lanes} x float>" in ir and "fma" in ir
+
+
+def test_a_kernel_takes_no_more_threads_than_its_work_pays_for():
+    """A GEMM of 16 KFLOP runs in the kernel itself, with no team to wake however many threads
+    are set; a larger one caps the team at the threads its FLOPs pay for."""
+    small = compile_text(packed_module((4, 8), (256, 8), True, (4, 256))).llvm_ir
+    assert "@GOMP_parallel" not in small and "__par0" not in small
+    work = resolve(None).thread_work
+    m = 3 * work.flops_per_thread // (2 * 64 * 256) + 1  # FLOPs for 3 threads, not 4
+    ir = compile_text(packed_module((m, 64), (256, 64), True, (m, 256))).llvm_ir
+    assert work.threads(2 * m * 64 * 256, 0) == 3
+    assert re.search(r"@llvm\.[su]min\.i32\(i32 %[\w.]+, i32 3\)", ir), "the team is capped at 3 threads"
 
 
 def test_accumulator_sharing_the_output_is_rejected():

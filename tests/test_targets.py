@@ -160,6 +160,12 @@ def test_packed_gemm_tails(target, transposed):
         (out,) = run(native, [a], {"w": w})
         check(out, a.astype(np.float64) @ (w.T if transposed else w).astype(np.float64), k)
         assert vector(target) in native.llvm_ir, (m, k, n)
+        fused(target, native.llvm_ir)
+
+
+def fused(target: Target, ir: str) -> None:
+    """FMAs where the target has them; else a multiply and an add (never libm's fmaf per element)."""
+    assert ("@llvm.fma" in ir) == target.fma and "fmaf" not in ir
 
 
 def test_packed_gemm_epilogue(target):
@@ -243,6 +249,7 @@ def test_fused_elementwise(target):
 
     native = compile_text(kernel_module("fused_elementwise", [((9, 67), "f32")], ((9, 67), "f32"), body=GELU_TANH_BODY))
     assert vector(target) in native.llvm_ir and f"<{2 * target.float_lanes} x float>" not in native.llvm_ir
+    fused(target, native.llvm_ir)
     x = rand(9, 67) * 3
     out = run_typed_kernel("", [x], x.shape, native=native)
     np.testing.assert_allclose(out, apply_unary("gelu_tanh", x), rtol=2e-6, atol=2e-6)

@@ -249,7 +249,7 @@ class _GraphLowering(GraphABI, ParallelRegions, KernelProfiling):
         name = f"{self.fn.sym_name.data}__{self.kernel_count}_{op.name.removeprefix('buf.')}"
         kfn = llvm.FuncOp(name, llvm.LLVMFunctionType([PTR] * len(buffers), i32), linkage=llvm.LinkageAttr("internal"))
         kfn.properties["arg_attrs"] = ArrayAttr([DictionaryAttr({"llvm.noalias": UnitAttr()} if n else {}) for n in noalias])
-        kb = FunctionBuilder(kfn.body, [PTR] * len(buffers))
+        kb = FunctionBuilder(kfn.body, [PTR] * len(buffers), fma=self.target.fma)
         ptrs: dict[SSAValue, SSAValue] = {}
         for arg, v in zip(kb.args, buffers):
             arg.name_hint = self.values[v].name_hint

@@ -35,6 +35,7 @@ from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.dense import numpy_from_dense
 from tensor_graphs.dialects.packing import PanelLayout
 from tensor_graphs.runtime_support.signature import GraphSignature, TensorSpec
+from tensor_graphs.target import Target
 
 #: Argument order of every graph function (the native ABI).
 ABI_ARGS: tuple[str, ...] = ("arena", "weights", "inputs", "outputs", "dims")
@@ -44,6 +45,9 @@ class GraphABI:
     """The entry function of a graph and its buffers (a mixin of
     `convert_buffer_to_llvm._GraphLowering`): table slots, the ABI arguments, one pointer per
     buffer, the `GraphSignature`."""
+
+    #: the machine compiled for (set by the lowering)
+    target: Target
 
     def _scan(self) -> None:
         """Table slots: weights by first appearance, then constants."""
@@ -112,7 +116,7 @@ class GraphABI:
         llfn.properties["arg_attrs"] = ArrayAttr(
             [DictionaryAttr({"llvm.noalias": UnitAttr()} if a == "arena" else {}) for a in ABI_ARGS]
         )
-        self.b = b = FunctionBuilder(llfn.body, [PTR] * len(ABI_ARGS))
+        self.b = b = FunctionBuilder(llfn.body, [PTR] * len(ABI_ARGS), fma=self.target.fma)
         arena, weights, inputs, outputs, self._dims = b.args
         for a, hint in zip(b.args, ABI_ARGS):
             a.name_hint = hint

@@ -27,9 +27,9 @@ dialect code for one `buf` kernel op.
   (:func:`emit_elementwise`). A strided copy is one ``llvm.memcpy`` per contiguous run
   (:func:`emit_copy_nest`); a transposed read is cache-blocked in 16x16 tiles (see
   `loops.emit_tiled_nest`).
-- Threads: from :data:`PARALLEL_MIN_ELEMENTS` elements on, :func:`split_rows` and
-  :func:`parallel_nest` split a kernel's outermost rows among the threads
-  (`KernelContext.parallel`).
+- Threads: :func:`split_rows` and :func:`parallel_nest` split a kernel's outermost rows among
+  the threads (`KernelContext.parallel`) when the bytes it moves pay for two threads or more
+  (the target's `ThreadWork`), and on no more threads than they pay for.
 - Overlap checks: an elementwise input may be the output itself (same bytes); any partial
   overlap, or an output shared with an operand of a kernel that cannot run in place, is a
   clear `LoweringError` (:func:`check_no_overlap`).
@@ -111,10 +111,12 @@ class KernelContext(Protocol):
         body: Callable[[SSAValue, SSAValue, SSAValue, list[SSAValue]], None],
         values: Sequence[SSAValue] = (),
         max_threads: int | None = None,
+        work: tuple[float, float] | None = None,
     ) -> None:
         """Run ``body(start, end, thread, values)`` on every thread (`runtime_support.threads`;
-        at most ``max_threads``), over contiguous chunks of ``[0, items)`` (guided: a thread
-        may run several, and ``thread`` is the same for them); the
+        at most ``max_threads``, and at most as many as ``work`` = (flops, bytes) of the whole
+        kernel pays for: `Target.thread_work`), over contiguous chunks of ``[0, items)``
+        (guided: a thread may run several, and ``thread`` is the same for them); the
         cursor is then in a worker function, where ``ptr()`` gives the worker's pointers and
         ``values`` (i64s computed before, in the kernel) arrive as ``values``. ``thread`` is the
         worker's index (for its own scratch). No run-time check or ``dim()`` inside ``body``."""
@@ -137,6 +139,14 @@ def _shape(value: SSAValue) -> tuple[int, ...]:
 
 def _element(value: SSAValue) -> Attribute:
     return value.type.element_type  # type: ignore[attr-defined]
+
+
+def _element_bytes(value: SSAValue) -> int:
+    """Bytes per element of a buffer (an i1 counts as one)."""
+    el = _element(value)
+    width = getattr(el, "bitwidth", None) or getattr(el, "width", None)
+    width = width.data if hasattr(width, "data") else width
+    return max(1, int(width or 32) // 8)
 
 
 def _require_float(op: Operation, values: Sequence[SSAValue]) -> Attribute:
@@ -345,23 +355,27 @@ def emit_copy_nest(b: FunctionBuilder, shape: Sequence[int], out: Access, src: A
     emit_strided_nest(b, shape[:-1], [so[:-1], ss[:-1]], run, collapse=False)
 
 
-#: A kernel over at least this many elements splits its outermost rows among the threads
-#: (`split_rows`, `parallel_nest`); below it a parallel region costs more than it saves.
-PARALLEL_MIN_ELEMENTS = 1 << 16
 #: Elements per work item when a one-dimensional loop is split among the threads.
 PARALLEL_CHUNK = 4096
 
 
 def split_rows(
-    ctx: KernelContext, rows: int, elements: int, body: Callable[[FunctionBuilder, SSAValue | int, SSAValue | int], None]
+    ctx: KernelContext,
+    rows: int,
+    elements: int,
+    body: Callable[[FunctionBuilder, SSAValue | int, SSAValue | int], None],
+    bytes_per_element: int = 8,
 ) -> None:
     """``body(b, start, end)`` over the rows ``[0, rows)``: split among the graph's threads when the
-    kernel touches at least `PARALLEL_MIN_ELEMENTS` elements, else once, in the kernel. ``body``
-    emits at ``b`` and takes its buffers from ``ctx.ptr`` (a worker has its own pointers)."""
-    if rows < 2 or elements < PARALLEL_MIN_ELEMENTS:
+    kernel's ``elements`` x ``bytes_per_element`` bytes (read and written) pay for two threads
+    or more (`Target.thread_work`), on as many as they pay for; else once, in the kernel.
+    ``body`` emits at ``b`` and takes its buffers from ``ctx.ptr`` (a worker has its own
+    pointers)."""
+    work = (0.0, float(elements * bytes_per_element))
+    if rows < 2 or ctx.target.thread_work.threads(*work) < 2:
         body(ctx.b, 0, rows)
         return
-    ctx.parallel(rows, lambda start, end, _t, _v: body(ctx.b, start, end))
+    ctx.parallel(rows, lambda start, end, _t, _v: body(ctx.b, start, end), work=work)
 
 
 @dataclass(frozen=True)
@@ -381,9 +395,10 @@ def parallel_nest(
     elements: int | None = None,
 ) -> None:
     """``emit(b, shape, accesses)`` over ``shape`` (one `Access` per operand), with the outermost
-    dim (after collapsing contiguous dims) split among the threads when the nest has at least
-    `PARALLEL_MIN_ELEMENTS` elements (``elements``: what one iteration of the nest touches in all,
-    when its body is itself a loop): each work item is a block of rows (of 16 rows when the
+    dim (after collapsing contiguous dims) split among the threads when the bytes the nest moves
+    (``elements`` x the operands' element sizes; ``elements``: what one iteration of the nest
+    touches in all, when its body is itself a loop) pay for two threads or more, on as many as
+    they pay for (`Target.thread_work`): each work item is a block of rows (of 16 rows when the
     outermost dim is the one a transposed read is tiled along, so tiles stay whole; of
     `PARALLEL_CHUNK` elements when the nest is one flat loop), and the rows no whole block holds
     run in the kernel after the team is done."""
@@ -399,7 +414,8 @@ def parallel_nest(
         emit(b, sub, accesses)
 
     total = numel(shape) if elements is None else elements
-    if not cshape or total < PARALLEL_MIN_ELEMENTS:
+    work = (0.0, float(total * sum(_element_bytes(op.value) for op in operands)))
+    if not cshape or ctx.target.thread_work.threads(*work) < 2:
         at(ctx.b, None, [0] * len(operands), shape, [op.strides for op in operands])
         return
     if len(cshape) == 1:  # chunks of about PARALLEL_CHUNK elements (rows, when the body is a loop)
@@ -415,11 +431,11 @@ def parallel_nest(
         at(ctx.b, None, [0] * len(operands), shape, [op.strides for op in operands])
         return
 
-    def work(start: SSAValue, end: SSAValue, _t: SSAValue, _v: list[SSAValue]) -> None:
+    def run_items(start: SSAValue, end: SSAValue, _t: SSAValue, _v: list[SSAValue]) -> None:
         b = ctx.b
         emit_for(b, start, end, lambda i, _c: at(b, i, step, sub, inner) or [])
 
-    ctx.parallel(items, work)
+    ctx.parallel(items, run_items, work=work)
     if rest:
         tail = (rest, *cshape[1:]) if len(cshape) > 1 else (rest,)
         at(ctx.b, items, step, tail, cstrides)

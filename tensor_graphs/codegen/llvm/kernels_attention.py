@@ -385,7 +385,9 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
 
         emit_for(b, start, end, item)
 
-    ctx.parallel(items, work, run_time, max_threads=slots)
+    flops = 2.0 * items * br * seq_k * (dim + dim_v)  # S = Q K^T and P V over the full rectangle
+    moved = 4.0 * items * (br * (dim + dim_v) + seq_k * (dim + dim_v))
+    ctx.parallel(items, work, run_time, max_threads=slots, work=(flops, moved))
 
 
 REGISTRY[buf.AttentionOp] = _emit_attention

@@ -50,7 +50,7 @@ from tensor_graphs.codegen.llvm.kernels import (
 )
 from tensor_graphs.codegen.llvm.loops import FunctionBuilder, broadcast_strides, collapse_dims, emit_for, icmp, min_i64
 from tensor_graphs.codegen.llvm.loops import value as _val
-from tensor_graphs.codegen.llvm.scalar import emit_unary
+from tensor_graphs.codegen.llvm.scalar import emit_unary, fma
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.shapes import contiguous_strides, numel
 
@@ -130,7 +130,7 @@ def register_tile(
         new = []
         for i in range(rows):
             x = splat(b, b.load(a_at(i, kk), f32), lanes)
-            new += [b.add(llvm.FMAOp(x, bv[v], c[i * vectors + v])) for v in range(vectors)]
+            new += [fma(b, x, bv[v], c[i * vectors + v]) for v in range(vectors)]
         return new
 
     if not isinstance(k, int):
@@ -370,7 +370,9 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
             b.add(llvm.BrOp(after))
             b.block = after
 
-    ctx.parallel(panels, panel_range)
+    # threads: at most as many as the FLOPs (and the panels' bytes, for a matrix-vector product)
+    # pay for (`Target.thread_work`)
+    ctx.parallel(panels, panel_range, work=(2.0 * m * n * k, 4.0 * (panels * k * nr + m * k + m * n)))
 
 
 REGISTRY[buf.PackedMatmulOp] = _emit_packed_matmul

@@ -35,8 +35,12 @@ class FunctionBuilder:
     top of the entry block (and cached), so they dominate every use.
     """
 
-    def __init__(self, region: Region, arg_types: Sequence[Attribute]):
+    def __init__(self, region: Region, arg_types: Sequence[Attribute], *, fma: bool = True):
         self.region = region
+        #: whether the target has fused multiply-add instructions (`scalar.fma` emits ``llvm.fma``
+        #: then, else a multiply and an add: a software ``fmaf`` call per element would cost more
+        #: than the whole kernel)
+        self.fma = fma
         self.entry = Block(arg_types=arg_types)
         region.add_block(self.entry)
         self.block = self.entry

@@ -37,6 +37,7 @@ from tensor_graphs.runtime_support.threads import (
     OMP_GET_NUM_THREADS,
     OMP_GET_THREAD_NUM,
 )
+from tensor_graphs.target import Target
 
 #: libgomp: ``void GOMP_parallel(void (*fn)(void *), void *data, unsigned threads, unsigned flags)``
 GOMP_PARALLEL_TYPE = llvm.LLVMFunctionType([PTR, PTR, i32, i32])
@@ -65,21 +66,28 @@ class ParallelRegions:
     """`KernelContext.parallel` and the guided chunk loop of its workers (a mixin of
     `convert_buffer_to_llvm._GraphLowering`)."""
 
+    #: the machine compiled for (set by the lowering)
+    target: Target
+
     def parallel(
         self,
         items: Index,
         body: Callable[[SSAValue, SSAValue, SSAValue, list[SSAValue]], None],
         values: Sequence[SSAValue] = (),
         max_threads: int | None = None,
+        work: tuple[float, float] | None = None,
     ) -> None:
         """Share ``[0, items)`` among the threads in contiguous chunks and run
         ``body(start, end, thread, values)`` on each chunk (see the module doc; a thread may
         take several, so ``body`` must not assume one range per thread): ``values`` are i64s of
-        the kernel as the threads see them. At most ``max_threads`` threads (their scratch)."""
+        the kernel as the threads see them. At most ``max_threads`` threads (their scratch), and
+        at most as many as ``work`` (the kernel's (flops, bytes)) pays for: a thread must bring
+        the target's `ThreadWork` (a parallel region costs a wake-up, a split and a join)."""
         if self._kernel_ptrs is None or self._parallel_depth:
             raise LoweringError("convert-buffer-to-llvm: parallel() is for the body of one kernel, not nested")
         main, kb = self.b, self.b
-        caps = [c for c in (items if isinstance(items, int) else None, max_threads) if c is not None]
+        paid = self.target.thread_work.threads(*work) if work is not None else None
+        caps = [c for c in (items if isinstance(items, int) else None, max_threads, paid) if c is not None]
         if caps and min(caps) <= 1:  # one thread at most: the body runs in the kernel itself
             self._parallel_depth += 1
             try:
@@ -126,7 +134,7 @@ class ParallelRegions:
         kb.add(llvm.BrOp(done))
         kb.block = done
         # the worker: reload everything, take this thread's range
-        wb = FunctionBuilder(worker.body, [PTR])
+        wb = FunctionBuilder(worker.body, [PTR], fma=self.target.fma)
         wb.args[0].name_hint = "shared"
         loaded = [wb.load(slot(wb, wb.args[0], i, v.type), v.type) for i, v in enumerate(shared)]
         for v, w in zip(shared, loaded):

@@ -78,9 +78,13 @@ def fdiv(b: FunctionBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
     return b.add(llvm.FDivOp(x, y))
 
 
-def fma(b: FunctionBuilder, x: SSAValue, y: SSAValue, z: SSAValue) -> SSAValue:
-    """``x * y + z`` with one rounding (``llvm.fma``, one instruction on x86-64 with FMA)."""
-    return b.add(llvm.FMAOp(x, y, z))
+def fma(b: FunctionBuilder, x: SSAValue, y: SSAValue, z: SSAValue, *, exact: bool = False) -> SSAValue:
+    """``x * y + z``: with one rounding (``llvm.fma``, one instruction) on a target with FMA;
+    without (SSE2, SSE4.2) a multiply and an add, two roundings, unless ``exact`` (where the
+    single rounding carries the result: then ``llvm.fma``, which LLVM calls libm's ``fmaf`` for)."""
+    if b.fma or exact:
+        return b.add(llvm.FMAOp(x, y, z))
+    return b.add(llvm.FAddOp(b.add(llvm.FMulOp(x, y)), z))
 
 
 def fcmp(b: FunctionBuilder, predicate: str, x: SSAValue, y: SSAValue) -> SSAValue:
@@ -288,7 +292,7 @@ def _erfc_nonneg(b: FunctionBuilder, a: SSAValue, neg_a_squared: Callable[[SSAVa
     one = const(b, 1.0, a)
     t = fdiv(b, one, fma(b, a, const(b, 0.5, a), one))
     p = polynomial(b, t, _ERFC_P)
-    arg = neg_a_squared(p) if neg_a_squared else fma(b, b.add(llvm.FNegOp(a)), a, p)
+    arg = neg_a_squared(p) if neg_a_squared else fma(b, b.add(llvm.FNegOp(a)), a, p, exact=True)
     return fmul(b, t, emit_exp(b, arg))
 
 
@@ -308,7 +312,7 @@ def emit_gelu(b: FunctionBuilder, x: SSAValue) -> SSAValue:
     one = const(b, 1.0, x)
     small = fma(b, z, polynomial(b, fmul(b, z, z), _ERF_Q), one)  # 1 + erf(z), |z| < 0.5
     minus_half_x = fmul(b, x, const(b, -0.5, x))
-    c = _erfc_nonneg(b, a, lambda p: fma(b, minus_half_x, x, p))  # p - x^2 / 2, one rounding
+    c = _erfc_nonneg(b, a, lambda p: fma(b, minus_half_x, x, p, exact=True))  # p - x^2 / 2, one rounding
     large = select(b, fcmp(b, "olt", x, const(b, 0.0, x)), c, fsub(b, const(b, 2.0, x), c))
     factor = select(b, fcmp(b, "olt", a, const(b, _ERF_SMALL, x)), small, large)
     return fmul(b, fmul(b, x, const(b, 0.5, x)), factor)
@@ -576,7 +580,7 @@ ARITH: dict[type[Operation], ArithEmitter] = {
     mathd.SinOp: _unary("sin"),
     mathd.CosOp: _unary("cos"),
     mathd.PowFOp: _binary("pow"),
-    mathd.FmaOp: lambda b, op, v: fma(b, v[0], v[1], v[2]),
+    mathd.FmaOp: lambda b, op, v: fma(b, v[0], v[1], v[2], exact=True),
     mathd.FloorOp: lambda b, op, v: b.add(llvm.FFloorOp(v[0])),
     mathd.CeilOp: lambda b, op, v: b.add(llvm.FCeilOp(v[0])),
     mathd.CopySignOp: lambda b, op, v: copysign(b, v[0], v[1]),

@@ -16,7 +16,8 @@ softmax, so it never holds a seq x seq matrix. Its scratch is one ``memref<N x f
   kt:     the key block transposed, [D, Bc'] (zero past the block's keys): the GEMM's B panel
   vp:     the value block with its rows padded to Dv' floats (zero past Dv)
 Br = min(64, Sq), Bc = min(64, Sk); Bc', Dv', Br' are Bc, Dv, Br rounded up to 16 (whole vectors),
-and every part starts at a multiple of 16 floats (64 bytes).
+and every part starts at a multiple of 16 floats (64 bytes): 16 is `MAX_FLOAT_LANES`, the widest
+vector of any target, so the one layout serves every target's tiles.
 ```
 
 The kernel runs its (batch, head, query block) items on several threads, each with its own
@@ -31,6 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects.builtin import MemRefType, f32
+
+from tensor_graphs.target import MAX_FLOAT_LANES
 
 #: Query rows per attention tile (``Br``) and keys per tile (``Bc``), before clamping to the sequence.
 ATTENTION_BLOCK_Q = 64
@@ -83,7 +86,7 @@ class AttentionTiles:
     @property
     def pads_values(self) -> bool:
         """The value rows are copied into ``vp``: their length is not whole vectors."""
-        return self.dv % 16 != 0
+        return self.dv % MAX_FLOAT_LANES != 0
 
     @property
     def elements(self) -> int:
@@ -92,7 +95,7 @@ class AttentionTiles:
     @property
     def slot_elements(self) -> int:
         """One set of tiles rounded up to a multiple of 16 floats (64 bytes)."""
-        return -(-self.elements // 16) * 16
+        return -(-self.elements // MAX_FLOAT_LANES) * MAX_FLOAT_LANES
 
     def slots(self, scratch_elements: int) -> int:
         """How many sets of tiles a scratch of ``scratch_elements`` holds (0: not even one)."""
@@ -102,8 +105,8 @@ class AttentionTiles:
 
 
 def _vectors(n: int) -> int:
-    """``n`` floats rounded up to whole 16-float vectors."""
-    return -(-n // 16) * 16
+    """``n`` floats rounded up to whole vectors of the widest target (16 floats)."""
+    return -(-n // MAX_FLOAT_LANES) * MAX_FLOAT_LANES
 
 
 def attention_tiles(q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequence[int]) -> AttentionTiles:
