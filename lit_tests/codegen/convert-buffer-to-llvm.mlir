@@ -296,7 +296,8 @@ builtin.module attributes {tg.arena_size = 3584 : i64} {
 
 // A packed GEMM: the packed weight takes the table slot "fc.weight@panels64t" (the runtime packs
 // fc.weight into it); the kernel hands its buffers to a worker, run on min(tg_num_threads, 2
-// panels) threads through libgomp (a direct call for one); in a team, each worker takes guided
+// panels, the threads its 0.79 MFLOP pay for: Target.thread_work) threads through libgomp (a
+// direct call for one); in a team, each worker takes guided
 // chunks of the panels (GOMP_loop_guided_start/next, at least max(1, 2 / (threads * 16)) panels),
 // alone the whole range, and runs register tiles of 6 rows x 4 vectors of <16 x f32> with FMAs.
 // CHECK:      tg.weight_table = ["fc.weight@panels64t"]
@@ -327,10 +328,10 @@ builtin.module attributes {tg.arena_size = 3584 : i64} {
 // LLVMIR:     define internal void @"forward__0_packed_matmul__par0"(ptr %".1") noinline
 // LLVMIR:       call <16 x float> @"llvm.fma.v16f32"
 builtin.module {
-  func.func @forward(%x: memref<6x32xf32>, %out0: memref<6x128xf32>) attributes {tg.num_outputs = 1 : i64} {
+  func.func @forward(%x: memref<6x512xf32>, %out0: memref<6x128xf32>) attributes {tg.num_outputs = 1 : i64} {
     %arena = buf.arena : memref<0xi8>
-    %wp = buf.packed_weight "fc.weight" {transposed = true} : memref<2x32x64xf32>
-    buf.packed_matmul ins(%x, %wp : memref<6x32xf32>, memref<2x32x64xf32>) outs(%out0 : memref<6x128xf32>)
+    %wp = buf.packed_weight "fc.weight" {transposed = true} : memref<2x512x64xf32>
+    buf.packed_matmul ins(%x, %wp : memref<6x512xf32>, memref<2x512x64xf32>) outs(%out0 : memref<6x128xf32>)
     func.return
   }
 }

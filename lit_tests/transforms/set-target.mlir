@@ -23,7 +23,7 @@
 // SSE:      buf.packed_weight "fc.weight" {transposed = true} : memref<13x32x8xf32>
 
 // AVX2-LLVM:     tg.weight_table = ["fc.bias", "fc.weight@panels16t"]
-// AVX2-LLVM:     llvm.func internal @forward__0_packed_matmul__par0(
+// AVX2-LLVM:     llvm.func internal @forward__0_packed_matmul(
 // AVX2-LLVM:       llvm.shufflevector %{{.*}}, %{{.*}} [0, 0, 0, 0, 0, 0, 0, 0] : vector<8xf32>
 // AVX2-LLVM:       llvm.load %{{.*}} {alignment = 32 : i64} : !llvm.ptr -> vector<8xf32>
 // AVX2-LLVM:       llvm.intr.fma(%{{.*}}, %{{.*}}, %{{.*}}) : (vector<8xf32>, vector<8xf32>, vector<8xf32>) -> vector<8xf32>
