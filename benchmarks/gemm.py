@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 
 import numpy as np
 import torch
@@ -33,6 +31,8 @@ import tensor_graphs as tg  # noqa: E402
 from tensor_graphs.runtime_support import blas  # noqa: E402
 from tensor_graphs.target import resolve  # noqa: E402
 
+#: each timing lasts at least this long (calls repeated)
+MIN_SECONDS = 0.2
 SHAPES = ["64x256x1024", "64x1024x1024", "128x768x2304", "128x768x768", "128x768x3072", "128x3072x768",
           "128x768x50257", "1024x1024x1024"]
 
@@ -45,21 +45,6 @@ def parse_shape(text: str) -> tuple[int, int, int]:
     if min(m, k, n) < 1:
         raise argparse.ArgumentTypeError(f"a shape is MxKxN (three positive integers), got {text!r}")
     return m, k, n
-
-
-def median_seconds(call, repeat: int, min_seconds: float = 0.2) -> float:
-    """Median over ``repeat`` timings, each of enough calls to last ``min_seconds``."""
-    call()
-    t0 = time.perf_counter()
-    call()
-    inner = max(1, int(min_seconds / max(time.perf_counter() - t0, 1e-9)))
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(inner):
-            call()
-        times.append((time.perf_counter() - t0) / inner)
-    return statistics.median(times)
 
 
 def measure(m: int, k: int, n: int, threads: int, target: str, repeat: int) -> tuple[float, float]:
@@ -81,8 +66,8 @@ def measure(m: int, k: int, n: int, threads: int, target: str, repeat: int) -> t
     try:
         blas_call()
         np.testing.assert_allclose(fn(xn), c, rtol=1e-4, atol=1e-4 * np.sqrt(k))
-        t_tg = median_seconds(lambda: fn(xn), repeat)
-        t_blas = median_seconds(blas_call, repeat)
+        t_tg = roofline.median_seconds(lambda: fn(xn), repeat, MIN_SECONDS)
+        t_blas = roofline.median_seconds(blas_call, repeat, MIN_SECONDS)
     finally:
         blas.set_num_threads(1)
     flops = 2.0 * m * n * k

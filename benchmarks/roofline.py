@@ -137,17 +137,24 @@ def _sgemm_gflops(gemms: list[Gemm], repeat: int, min_seconds: float) -> float:
             sgemm(101, 111, 112 if g.trans_b else 111, g.m, g.n, g.k, 1.0, a.ctypes.data, g.k,
                   b.ctypes.data, g.k if g.trans_b else g.n, 0.0, c.ctypes.data, g.n)
 
-    one_pass()  # warm-up: pages faulted in, OpenBLAS threads started
+    return sum(g.flops for g in gemms) / median_seconds(one_pass, repeat, min_seconds) / 1e9
+
+
+def median_seconds(call, repeat: int, min_seconds: float = 0.0) -> float:
+    """Seconds per ``call()``: the median of ``repeat`` timings, each of enough calls to last
+    ``min_seconds`` (one at least), after one untimed warm-up call (pages faulted in, threads
+    started) and one that sizes the timings."""
+    call()
     t0 = time.perf_counter()
-    one_pass()
+    call()
     inner = max(1, int(min_seconds / max(time.perf_counter() - t0, 1e-9)))
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
         for _ in range(inner):
-            one_pass()
+            call()
         times.append((time.perf_counter() - t0) / inner)
-    return sum(g.flops for g in gemms) / statistics.median(times) / 1e9
+    return statistics.median(times)
 
 
 def square_gflops(size: int, threads: int, repeat: int = 5) -> float:

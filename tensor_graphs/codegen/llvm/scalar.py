@@ -5,9 +5,9 @@
     emit_arith_body(b, block, args)   the arith/math body of a `fused_elementwise`, op by op
 
 Everything a loop body calls here is straight-line code of plain ``fmul``/``fadd``/``fma``/
-``select``/``bitcast``/integer ops, so LLVM's loop vectoriser turns it into ``<16 x float>``
-code on AVX-512. ``llvm.intr.exp`` and friends would be scalar libm calls that block
-vectorisation; they are used only for ``sin``, ``cos`` and ``pow`` with a non-constant
+``select``/``bitcast``/integer ops, so LLVM's loop vectoriser turns it into vectors of the
+target's width (`tensor_graphs.target`). ``llvm.intr.exp`` and friends would be scalar libm
+calls that block vectorisation; they are used only for ``sin``, ``cos`` and ``pow`` with a non-constant
 exponent. The approximations (f32, max relative error against float64, measured over the
 ranges in `tests/test_codegen_kernels.py`):
 
