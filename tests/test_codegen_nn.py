@@ -21,6 +21,7 @@ from tensor_graphs.codegen.llvm.kernels import REGISTRY, LoweringError
 from tensor_graphs.context import make_context
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.functions import ACTIVATIONS, apply_unary
+from tensor_graphs.target import resolve as resolve_target
 from tensor_graphs.lowering.tensor_to_buffer.scratch import attention_scratch_elements, attention_tiles
 from tensor_graphs.target import resolve
 from test_codegen_llvm import compile_text, memref, parse, run, run_kernel
@@ -178,7 +179,7 @@ def attention_module(q_shape, k_shape, v_shape, mask_shape=None, scale=0.125, ca
     shapes = [q_shape, k_shape, v_shape] + ([mask_shape] if mask_shape is not None else [])
     names = ["%q", "%k", "%v", "%mask"][: len(shapes)]
     args = ", ".join(f"{n}: {memref(s)}" for n, s in zip(names, shapes)) + f", %o: {memref(out_shape)}"
-    n = attention_scratch_elements(q_shape, k_shape, v_shape, slots)
+    n = attention_scratch_elements(q_shape, k_shape, v_shape, resolve_target(), slots)
     size = (4 * n + 63) // 64 * 64
     outs = f"%o, %s : {memref(out_shape)}, memref<{n}xf32>" if scratch else f"%o : {memref(out_shape)}"
     return f"""
@@ -244,10 +245,10 @@ def test_attention_on_threads_equals_one_thread(case, slots, three_threads):
 
 
 def test_attention_scratch_slots():
-    tiles = attention_tiles((1, 2, 130, 64), (1, 2, 7, 64), (1, 2, 7, 32))
+    tiles = attention_tiles((1, 2, 130, 64), (1, 2, 7, 64), (1, 2, 7, 32), resolve_target())
     assert tiles.slot_elements % 16 == 0 and tiles.slot_elements >= tiles.elements
     for slots in (1, 2, 5):
-        n = attention_scratch_elements((1, 2, 130, 64), (1, 2, 7, 64), (1, 2, 7, 32), slots)
+        n = attention_scratch_elements((1, 2, 130, 64), (1, 2, 7, 64), (1, 2, 7, 32), resolve_target(), slots)
         assert tiles.slots(n) == slots and tiles.slots(n - 1) == slots - 1
 
 
@@ -292,12 +293,12 @@ def test_attention_fully_masked_rows_are_zero_not_nan():
 
 
 def test_attention_scratch_layout_is_the_planners():
-    t = attention_tiles((1, 2, 130, 64), (1, 2, 7, 64), (1, 2, 7, 32))
+    t = attention_tiles((1, 2, 130, 64), (1, 2, 7, 64), (1, 2, 7, 32), resolve_target())
     assert (t.br, t.bc, t.bc_pad, t.dv_pad) == (64, 7, 16, 32)
     # scores [64 x 16] | m 64 | l 64 | acc [64 x 32] | kt [64 x 16]; Dv = 32 is whole vectors: no vp
     assert (t.m, t.l, t.acc, t.kt, t.vp) == (1024, 1088, 1152, 3200, 4224)
-    assert attention_scratch_elements((1, 2, 130, 64), (1, 2, 7, 64), (1, 2, 7, 32)) == 4224
-    odd = attention_tiles((1, 1, 5, 8), (1, 1, 70, 8), (1, 1, 70, 8))  # Dv = 8: value rows padded to 16
+    assert attention_scratch_elements((1, 2, 130, 64), (1, 2, 7, 64), (1, 2, 7, 32), resolve_target()) == 4224
+    odd = attention_tiles((1, 1, 5, 8), (1, 1, 70, 8), (1, 1, 70, 8), resolve_target())  # Dv = 8: value rows padded to 16
     assert odd.pads_values and odd.elements == odd.vp + 64 * 16
     assert all(off % 16 == 0 for off in (odd.m, odd.l, odd.acc, odd.kt, odd.vp))
 
@@ -309,7 +310,7 @@ def test_attention_without_scratch_is_a_clear_error():
 
 
 def test_attention_scratch_too_small_is_a_clear_error():
-    n = attention_scratch_elements((1, 2, 7, 8), (1, 2, 7, 8), (1, 2, 7, 8))
+    n = attention_scratch_elements((1, 2, 7, 8), (1, 2, 7, 8), (1, 2, 7, 8), resolve_target())
     text = attention_module((1, 2, 7, 8), (1, 2, 7, 8), (1, 2, 7, 8)).replace(f"memref<{n}xf32>", f"memref<{n - 1}xf32>")
     with pytest.raises(LoweringError, match="scratch must hold at least"):
         ConvertBufferToLLVMPass().apply(make_context(), parse(text))

@@ -64,6 +64,33 @@ def test_panel_width_follows_the_target():
     assert [v3.panel_columns_for(n) for n in ns] == [8, 16, 16, 16, 16, 16, 16, 16, 16]
 
 
+def test_attention_blocks_follow_the_l2():
+    from dataclasses import replace
+
+    from tensor_graphs.lowering.tensor_to_buffer.scratch import attention_block, attention_tiles
+
+    host = Target.named("x86-64-v3")
+    with_l2 = lambda kib: replace(host, caches=replace(host.caches, l2=kib << 10))  # noqa: E731
+    # (q, k, v blocks + scores + acc + kt) * 4 bytes <= L2 / 2, the largest multiple of 16 up to 64
+    assert [attention_block(64, 64, with_l2(kib)) for kib in (1024, 512, 192, 128, 64, 16)] == [64, 64, 64, 32, 16, 16]
+    assert [attention_block(d, d, with_l2(512)) for d in (64, 128, 256)] == [64, 64, 48]  # wide heads: smaller
+    t = attention_tiles((1, 2, 130, 64), (1, 2, 7, 64), (1, 2, 7, 64), with_l2(128))
+    assert (t.br, t.bc) == (32, 7)  # clamped to the sequence
+
+
+def test_gpt2_with_small_attention_blocks(gpt2_two_layers):
+    """A target with a 32 KiB L2 gets 16 x 16 attention tiles: seq 40 crosses three query and key
+    blocks (the last a partial one) under the causal mask."""
+    from dataclasses import replace
+
+    host = Target.host()
+    small = replace(host, caches=replace(host.caches, l2=32 << 10))
+    ids = torch.randint(0, 301, (1, 40), generator=torch.Generator().manual_seed(5))
+    fn = tg.compile(gpt2_two_layers, (ids,), target=small)
+    check_logits(gpt2_two_layers, fn, ids, 1e-4)
+    assert "l2 = 32768" in fn.ir("buf")
+
+
 def test_cpu_names_carry_their_level_and_extensions():
     spr = Target.named("sapphirerapids")
     assert spr.level == "x86-64-v4" and {"amx-tile", "avx512bf16", "avx512vnni"} <= spr.extensions

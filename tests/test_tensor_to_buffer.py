@@ -23,6 +23,7 @@ from tensor_graphs.lowering.tensor_to_buffer.kernels import (
     register_kernel,
     select_kernel,
 )
+from tensor_graphs.target import resolve as resolve_target
 from tensor_graphs.lowering.tensor_to_buffer.scratch import attention_scratch_elements, attention_tiles
 from tensor_graphs.runtime_support.threads import default_num_threads
 
@@ -231,13 +232,13 @@ func.func @f(%x: tensor<4x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>) {
 
 
 def test_attention_scratch_formula_and_layout():
-    t = attention_tiles((1, 12, 128, 64), (1, 12, 128, 64), (1, 12, 128, 64))
+    t = attention_tiles((1, 12, 128, 64), (1, 12, 128, 64), (1, 12, 128, 64), resolve_target())
     assert (t.br, t.bc, t.dv) == (64, 64, 64)
     # scores [64 x 64] | m 64 | l 64 | acc [64 x 64] | kt [64 x 64] (Dv = 64: no padded value rows)
     assert (t.scores, t.m, t.l, t.acc, t.kt, t.elements) == (0, 4096, 4160, 4224, 8320, 8320 + 4096)
-    # short sequences shrink the tiles: Br = min(64, Sq), Bc = min(64, Sk), rounded up to vectors
+    # short sequences shrink the tiles: Br = min(B, Sq), Bc = min(B, Sk) (B = 64 here), rounded up to vectors
     # where they are row strides: scores [1 x 16] | m 16 | l 16 | acc [1 x 32] | kt [64 x 16]
-    assert attention_scratch_elements((2, 1, 64), (2, 7, 64), (2, 7, 32)) == 16 + 16 + 16 + 32 + 64 * 16
+    assert attention_scratch_elements((2, 1, 64), (2, 7, 64), (2, 7, 32), resolve_target()) == 16 + 16 + 16 + 32 + 64 * 16
 
 
 ATTENTION = """
@@ -256,13 +257,13 @@ def test_attention_gets_its_scratch_as_second_output():
     assert isinstance(scratch.owner, buf.AllocOp)
     # one set of tiles per thread the kernel may use: the CPUs of this machine by default
     slots = default_num_threads()
-    assert scratch.type.get_shape() == (attention_scratch_elements((1, 2, 100, 16), (1, 2, 30, 16), (1, 2, 30, 8), slots),)
+    assert scratch.type.get_shape() == (attention_scratch_elements((1, 2, 100, 16), (1, 2, 30, 16), (1, 2, 30, 8), resolve_target(), slots),)
     assert bool(att.causal.value.data) and att.scale.value.data == 0.25
     for threads in (1, 3):
         module = parse(ATTENTION)
         ConvertTensorToBufferPass(threads=threads).apply(make_context(), module)
         elements = first(module, buf.AttentionOp).outputs[1].type.get_shape()[0]
-        assert elements == attention_scratch_elements((1, 2, 100, 16), (1, 2, 30, 16), (1, 2, 30, 8), threads)
+        assert elements == attention_scratch_elements((1, 2, 100, 16), (1, 2, 30, 16), (1, 2, 30, 8), resolve_target(), threads)
 
 
 def test_a_registered_variant_can_ask_for_scratch(registry):

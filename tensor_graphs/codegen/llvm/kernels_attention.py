@@ -162,7 +162,7 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
     if sk_[-2] == 0:  # no keys at all: like a fully masked row, the result is 0
         emit_for(b, 0, numel(so), lambda i, _: _store(b, b.f32(0.0), ctx.ptr(out), i) or [])
         return
-    tiles = attention_tiles(sq_, sk_, sv_)
+    tiles = attention_tiles(sq_, sk_, sv_, ctx.target)
     if len(op.outputs) < 2:
         raise LoweringError(
             f"{op.name}: no scratch buffer (the second output); the tiled kernel needs "

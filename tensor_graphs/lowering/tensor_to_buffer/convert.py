@@ -194,7 +194,7 @@ def _lower_op(
     if variant.prepare is not None:
         before, ins = variant.prepare(op, ins, target)
     out = buf.AllocOp(result_type)
-    scratch_type = variant.scratch(op, threads) if variant.scratch is not None else None
+    scratch_type = variant.scratch(op, threads, target) if variant.scratch is not None else None
     if scratch_type is None:
         return [*before, out, variant.build(op, ins, out.result)], out.result
     scratch = buf.AllocOp(scratch_type)

@@ -41,9 +41,9 @@ Applies = Callable[[Operation], "str | None"]
 #: buffers of ``op``'s operands, in operand order) into ``output``. Not inserted anywhere.
 #: A variant with ``scratch`` is called as ``build(op, inputs, output, scratch)``.
 Build = Callable[..., buf.KernelOp]
-#: ``scratch(op, threads)``: the type of the scratch buffer the kernel needs for ``op`` when it
-#: may run on up to ``threads`` threads, or None.
-Scratch = Callable[[Operation, int], "MemRefType | None"]
+#: ``scratch(op, threads, target)``: the type of the scratch buffer the kernel needs for ``op``
+#: when it may run on up to ``threads`` threads on ``target`` (its tiles' sizes), or None.
+Scratch = Callable[[Operation, int, Target], "MemRefType | None"]
 #: ``prepare(op, inputs, target)``: ops to insert before the kernel and the kernel's new inputs
 #: (``target``: the machine compiled for, e.g. the width of packed panels).
 Prepare = Callable[[Operation, Sequence[SSAValue], Target], "tuple[list[Operation], list[SSAValue]]"]
@@ -335,10 +335,10 @@ def _unary(op: Operation, ins: Sequence[SSAValue], out: SSAValue) -> buf.KernelO
     return buf.UnaryOp(ins, [out], {"fn": StringAttr(op.fn)})  # type: ignore[attr-defined]
 
 
-def _attention_scratch(op: Operation, threads: int) -> MemRefType:
-    """One set of tiles per thread (`scratch.py`)."""
+def _attention_scratch(op: Operation, threads: int, target: Target) -> MemRefType:
+    """One set of tiles per thread (`scratch.py`), the tiles sized for ``target``."""
     assert isinstance(op, tg.AttentionOp)
-    return attention_scratch_type(_shape(op.q), _shape(op.k), _shape(op.v), threads)
+    return attention_scratch_type(_shape(op.q), _shape(op.k), _shape(op.v), target, threads)
 
 
 def _attention(op: Operation, ins: Sequence[SSAValue], out: SSAValue, scratch: SSAValue | None = None) -> buf.KernelOp:

@@ -15,7 +15,8 @@ softmax, so it never holds a seq x seq matrix. Its scratch is one ``memref<N x f
   acc:    running output rows, row-major [Br, Dv']
   kt:     the key block transposed, [D, Bc'] (zero past the block's keys): the GEMM's B panel
   vp:     the value block with its rows padded to Dv' floats (zero past Dv)
-Br = min(64, Sq), Bc = min(64, Sk); Bc', Dv', Br' are Bc, Dv, Br rounded up to 16 (whole vectors),
+Br = min(B, Sq), Bc = min(B, Sk), B from the target (`attention_block`: the largest multiple of
+16 up to 64 whose tiles, with the q, k and v blocks they read, fit half of L2); Bc', Dv', Br' are Bc, Dv, Br rounded up to 16 (whole vectors),
 and every part starts at a multiple of 16 floats (64 bytes): 16 is `MAX_FLOAT_LANES`, the widest
 vector of any target, so the one layout serves every target's tiles.
 ```
@@ -33,11 +34,12 @@ from dataclasses import dataclass
 
 from xdsl.dialects.builtin import MemRefType, f32
 
-from tensor_graphs.target import MAX_FLOAT_LANES
+from tensor_graphs.target import MAX_FLOAT_LANES, Target
 
-#: Query rows per attention tile (``Br``) and keys per tile (``Bc``), before clamping to the sequence.
-ATTENTION_BLOCK_Q = 64
-ATTENTION_BLOCK_K = 64
+#: The largest query rows per tile (``Br``) and keys per tile (``Bc``), before clamping to the
+#: sequence: 64 measured best on AVX2 and AVX-512 hosts (L2 512 KiB to 2 MiB); a smaller L2 or a
+#: wide head gets smaller blocks from `attention_block`.
+ATTENTION_BLOCK_MAX = 64
 
 
 @dataclass(frozen=True)
@@ -109,27 +111,43 @@ def _vectors(n: int) -> int:
     return -(-n // MAX_FLOAT_LANES) * MAX_FLOAT_LANES
 
 
-def attention_tiles(q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequence[int]) -> AttentionTiles:
-    """Tiles for q [..., Sq, D], k [..., Sk, D], v [..., Sk, Dv]."""
-    return AttentionTiles(
-        br=min(ATTENTION_BLOCK_Q, q_shape[-2]),
-        bc=min(ATTENTION_BLOCK_K, k_shape[-2]),
-        dv=v_shape[-1],
-        d=q_shape[-1],
-    )
+def attention_block(d: int, dv: int, target: Target) -> int:
+    """Query rows and keys per tile for head dims ``d``/``dv`` on ``target``: the largest multiple
+    of 16 up to `ATTENTION_BLOCK_MAX` whose working set (the q, k and v blocks read, the scores,
+    acc and kt tiles written; f32) fits half of the target's L2, so one thread's tiles stay in its
+    L2 beside what streams through. At least 16 (one tile row of vectors)."""
+    block = ATTENTION_BLOCK_MAX
+    while block > MAX_FLOAT_LANES and _working_set(block, d, dv) > target.caches.l2 // 2:
+        block -= MAX_FLOAT_LANES
+    return block
+
+
+def _working_set(block: int, d: int, dv: int) -> int:
+    """Bytes one (query block, key block) step touches: q, k, v blocks, scores, acc and kt."""
+    return 4 * (block * d + block * d + block * dv + block * block + block * dv + d * block)
+
+
+def attention_tiles(
+    q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequence[int], target: Target
+) -> AttentionTiles:
+    """Tiles for q [..., Sq, D], k [..., Sk, D], v [..., Sk, Dv] on ``target``. The lowering
+    (which sizes the scratch) and the kernel (which carves it) both call this with the module's
+    target, so they agree."""
+    block = attention_block(q_shape[-1], v_shape[-1], target)
+    return AttentionTiles(br=min(block, q_shape[-2]), bc=min(block, k_shape[-2]), dv=v_shape[-1], d=q_shape[-1])
 
 
 def attention_scratch_elements(
-    q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequence[int], slots: int = 1
+    q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequence[int], target: Target, slots: int = 1
 ) -> int:
     """f32 elements of attention scratch for ``slots`` threads, one set of tiles each (layout in
     the module doc)."""
-    tiles = attention_tiles(q_shape, k_shape, v_shape)
+    tiles = attention_tiles(q_shape, k_shape, v_shape, target)
     return tiles.elements + (max(slots, 1) - 1) * tiles.slot_elements
 
 
 def attention_scratch_type(
-    q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequence[int], slots: int = 1
+    q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequence[int], target: Target, slots: int = 1
 ) -> MemRefType:
     """The scratch buffer `convert-tensor-to-buffer` allocates for one attention call."""
-    return MemRefType(f32, [attention_scratch_elements(q_shape, k_shape, v_shape, slots)])
+    return MemRefType(f32, [attention_scratch_elements(q_shape, k_shape, v_shape, target, slots)])
