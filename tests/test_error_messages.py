@@ -34,9 +34,9 @@ class Loop(torch.nn.Module):
         return torch._higher_order_ops.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, y * 2), (torch.tensor(0), x))[1]
 
 
-class Positive(torch.nn.Module):
+class Upper(torch.nn.Module):
     def forward(self, x):
-        return torch.where(x > 0, x, torch.zeros_like(x))
+        return torch.triu(x, 1) + torch.zeros_like(x)
 
 
 class Erfinv(torch.nn.Module):
@@ -50,7 +50,7 @@ class Everything(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.gate = Branchy()
-        self.mask = Positive()
+        self.mask = Upper()
         self.act = Erfinv()
 
     def forward(self, x):
@@ -102,27 +102,27 @@ def test_mask_on_run_time_data_says_what_is_unsupported_where_and_what_to_do():
     class Model(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.block = Positive()
+            self.block = Upper()
 
         def forward(self, x):
             return self.block(x) * 2
 
-    with pytest.raises(UnsupportedOpsError, match=r"(?s)aten::gt\.Scalar at block \(test_error_messages\.Positive\), "
-                       rf"{HERE}: return torch\.where\(x > 0, x, torch\.zeros_like\(x\)\)\n"
-                       r"      a comparison on values computed at run time \(operand 0 is the model input 'x'\): "
-                       r"data-dependent masks and comparisons are not supported yet.*"
-                       r"make the mask a constant .*or compute it outside the model and pass it in.*torch\.relu\(x\)"):
-        tg.compile(Model(), (torch.randn(4),))
+    with pytest.raises(UnsupportedOpsError, match=r"(?s)aten::triu at block \(test_error_messages\.Upper\), "
+                       rf"{HERE}: return torch\.triu\(x, 1\) \+ torch\.zeros_like\(x\)\n"
+                       r"      a triangular mask on values computed at run time \(operand 0 is the model input 'x'\): "
+                       r"tensor_graphs evaluates this op only while compiling.*on run-time data it is not supported yet; "
+                       r"make the mask a constant .*comparisons, &, \|, ~, torch\.where.*or compute it outside the model"):
+        tg.compile(Model(), (torch.randn(4, 4),))
 
 
 def test_one_error_lists_every_unsupported_construct_in_graph_order():
     with pytest.raises(UnsupportedOpsError) as info:
-        tg.compile(Everything(), (torch.randn(4),))
+        tg.compile(Everything(), (torch.randn(4, 4),))
     err = info.value
     msg = str(err)
     assert msg.startswith("1 unsupported op and 2 unsupported constructs:")
-    assert [t for t, _ in err.ops] == ["torch.cond", "aten::gt.Scalar", "aten::erfinv"]  # the cond's predicate is not listed apart
-    for (target, where), module in zip(err.ops, ["gate (test_error_messages.Branchy)", "mask (test_error_messages.Positive)", "act (test_error_messages.Erfinv)"]):
+    assert [t for t, _ in err.ops] == ["torch.cond", "aten::triu", "aten::erfinv"]  # the cond's predicate is not listed apart
+    for (target, where), module in zip(err.ops, ["gate (test_error_messages.Branchy)", "mask (test_error_messages.Upper)", "act (test_error_messages.Erfinv)"]):
         assert where.startswith(module) and "test_error_messages.py:" in where
     assert [e.fix.split(" ")[0] for e in err.entries] == ["compile", "make", "write"]  # each says what to do
     assert err.graph is not None  # the imported module, for inspection
@@ -151,10 +151,10 @@ def test_pass_errors_stay_one_line_diagnostics_for_tg_opt():
     """The same mask reaches tg-opt as aten IR: convert-aten-to-tensor says the same, as a
     DiagnosticException (tg-opt prints it as one error, no traceback)."""
     with pytest.raises(UnsupportedOpsError) as info:
-        import_model(Positive(), (torch.randn(4),))
+        import_model(Upper(), (torch.randn(4, 4),))
     module = info.value.graph.module
     ConstantFoldPass().apply(make_context(), module)
-    with pytest.raises(AtenConversionError, match=r"aten\.gt\.Scalar: a comparison on values computed at run time .*make the mask a constant") as conv:
+    with pytest.raises(AtenConversionError, match=r"aten\.triu: a triangular mask on values computed at run time .*make the mask a constant") as conv:
         ConvertAtenToTensorPass().apply(make_context(), module)
     assert isinstance(conv.value, DiagnosticException)
 

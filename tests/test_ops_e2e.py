@@ -290,17 +290,56 @@ def test_masks_fold_and_apply(f, inputs):
     assert "aten." not in tg_ir, tg_ir
 
 
+def ids_and_mask(seed):
+    """Token ids with 1 as padding at the ends of rows, a float tensor, and a 0/1 int mask."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(2, 9, (3, 7), generator=g)
+    ids[0, 5:] = 1
+    ids[2, :2] = 1
+    x = torch.randn(3, 7, generator=g)
+    x[1, 3] = float("nan")
+    return ids, x, (ids != 1).long()
+
+
+#: comparisons and boolean logic on run-time data (issue 13): one scalar body each, or fused
+RUN_TIME_MASKS = [
+    pytest.param(lambda m, x: torch.where(x > 0, x, 0.1 * x), x_only(4, 5), id="where-on-compare-of-input"),
+    pytest.param(lambda m, x: x.masked_fill(x < 0, 0.0), x_only(4, 5), id="masked_fill-on-compare-of-input"),
+    pytest.param(lambda m, x: x * ((x > 0) & (x < 1)).float(), x_only(4, 5), id="bitwise-and-of-input"),
+    pytest.param(lambda m, x, y: (x >= y) | (x <= -y), two((3, 5), (5,)), id="compare-tensors-broadcast-bool-out"),
+    pytest.param(lambda m, x, y: torch.logical_not(x == torch.maximum(x, y)) ^ (x != x), two((3, 5), (3, 5)), id="eq-ne-not-xor"),
+    pytest.param(lambda m, ids, x, mask: (ids.ne(1).long() * mask), ids_and_mask, id="int-ne-times-int"),
+    pytest.param(lambda m, ids, x, mask: torch.where(ids >= 4.5, x, -x), ids_and_mask, id="int-vs-float-scalar"),
+    pytest.param(lambda m, ids, x, mask: (x != x) | (x == 0.0), ids_and_mask, id="nan-ne-itself"),
+    pytest.param(lambda m, ids, x, mask: x.masked_fill(~mask.bool(), -1e9), ids_and_mask, id="bitwise-not-bool"),
+    pytest.param(lambda m, ids, x, mask: torch.logical_and(mask, ids - 5).float() + torch.logical_or(ids > 7, x > 0), ids_and_mask, id="logical-on-ints"),
+    pytest.param(lambda m, ids, x, mask: ((ids & 6) | ~mask) ^ (ids ^ 3), ids_and_mask, id="bitwise-on-ints"),
+    pytest.param(lambda m, ids, x, mask: torch.cumsum(ids.ne(1).int(), dim=1).type_as(mask) * mask + 1, ids_and_mask, id="roberta-position-ids"),
+    pytest.param(lambda m, ids, x, mask: torch.cumsum(mask, 0), ids_and_mask, id="cumsum-int-dim0"),
+    pytest.param(lambda m, ids, x, mask: torch.cumsum(ids > 4, -1), ids_and_mask, id="cumsum-bool-to-int64"),
+    pytest.param(lambda m, ids, x, mask: torch.logical_xor(ids > 4, x) ^ (mask.bool() ^ True), ids_and_mask, id="xor-on-bools"),
+]
+
+
+@pytest.mark.parametrize("f,inputs", RUN_TIME_MASKS)
+def test_masks_on_run_time_data(f, inputs):
+    """Exact: a comparison or a boolean op either matches or it does not (NaN compares unequal)."""
+    fn = check(Fn(f), inputs, rtol=0, atol=0)
+    assert "aten." not in fn.ir("tg")
+    with torch.no_grad():
+        assert fn(*inputs(0)).dtype == Fn(f)(*inputs(0)).dtype
+
+
 @pytest.mark.parametrize(
     "f,name",
     [
-        pytest.param(lambda m, x: torch.where(x > 0, x, 0.1 * x), r"\bgt\b|greater", id="where-on-compare-of-input"),
-        pytest.param(lambda m, x: x.masked_fill(x < 0, 0.0), r"\blt\b|less", id="masked_fill-on-compare-of-input"),
         pytest.param(lambda m, x: torch.triu(x, 1), r"triu", id="triu-of-input"),
-        pytest.param(lambda m, x: x * ((x > 0) & (x < 1)).float(), r"__and__|bitwise_and|\bgt\b|\blt\b", id="bitwise-and-of-input"),
+        pytest.param(lambda m, x: torch.diff(x, dim=0), r"diff", id="diff-of-input"),
     ],
 )
 def test_mask_op_on_runtime_input_fails_naming_it(f, name):
-    """Issue 3: mask-building ops are fold-only; one that survives constant-fold is named in the error."""
+    """Issue 3: the mask builders without a run-time lowering are fold-only; one that survives
+    constant-fold is named in the error."""
     x = randn(4, 4)
     with pytest.raises(Exception, match=f"(?i)({name})") as info:
         tg.compile(Fn(f).eval(), (x,))
@@ -371,3 +410,70 @@ def test_sdpa_long_causal_never_materialises_scores():
     fn = check(Fn(lambda m, q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)), qkv(1, 4, 512, 512, 16), atol=1e-4)
     scores_bytes = 4 * 512 * 512 * 4
     assert fn.memory.arena_bytes < scores_bytes // 4, (fn.memory, fn.ir("buf"))
+
+
+@pytest.mark.parametrize("shape,dim", [((5,), 0), ((3, 37), 1), ((4, 9, 33), 1), ((4, 9, 33), 0), ((2, 1, 3), 1)])
+def test_cumsum_float(shape, dim):
+    """f32 adds in order, like torch's CPU scan: 1e-5 relative covers the rest of the rounding."""
+    fn = check(Fn(lambda m, x: torch.cumsum(x * 2, dim)), x_only(*shape), rtol=1e-5, atol=1e-5)
+    assert "tg.cumsum" in fn.ir("tg")
+
+
+# --------------------------------------------------------------------------- indexing and gather by offsets (tg.take)
+
+
+def table_and_ids(seed):
+    """x [4, 6, 5]; i [3, 2] in [-6, 6) (dim 1, negatives wrap); j [3, 1] in [-4, 4) (dim 0); k [3, 2] in [0, 5) (dim 2)."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(4, 6, 5, generator=g)
+    return x, torch.randint(-6, 6, (3, 2), generator=g), torch.randint(-4, 4, (3, 1), generator=g), torch.randint(0, 5, (3, 2), generator=g)
+
+
+TAKES = [
+    pytest.param(lambda m, x, i, j, k: x[:, i], table_and_ids, id="run-time-index-middle-dim-negative-wraps"),
+    pytest.param(lambda m, x, i, j, k: x[j, i], table_and_ids, id="run-time-two-adjacent-indices"),
+    pytest.param(lambda m, x, i, j, k: x[j, :, k], table_and_ids, id="run-time-non-adjacent-indices-go-first"),
+    pytest.param(lambda m, x, i, j, k: x[torch.arange(4)[:, None], :, torch.tensor([4, 0, 2])], table_and_ids, id="constant-indices-on-run-time-data"),
+    pytest.param(lambda m, x, i, j, k: torch.gather(x, 1, k[None, :, :1].expand(4, 3, 5)), table_and_ids, id="gather-dim1"),
+    pytest.param(lambda m, x, i, j, k: torch.gather(x, -1, k[None].expand(4, 3, 2)), table_and_ids, id="gather-last-dim"),
+]
+
+
+@pytest.mark.parametrize("f,inputs", TAKES)
+def test_take(f, inputs):
+    """Exact: a gather copies elements."""
+    fn = check(Fn(f), inputs, rtol=0, atol=0)
+    assert "tg.take" in fn.ir("tg")
+
+
+def test_padding_mask_read_by_arange_indices():
+    """transformers' mask functions read ``mask[batch_idx, kv_idx]`` with arange indices, then
+    combine it with other masks: every piece runs on the run-time mask."""
+
+    def f(m, x, mask):
+        b = torch.arange(2)[:, None, None, None]
+        kv = torch.arange(7)[None, None, None, :]
+        q = torch.arange(7)[None, None, :, None]
+        allowed = mask.bool()[b, kv] & (kv <= q)
+        return x.masked_fill(~allowed, -1e9).softmax(-1)
+
+    def inputs(seed):
+        g = torch.Generator().manual_seed(seed)
+        mask = torch.ones(2, 7, dtype=torch.long)
+        mask[0, :3] = 0
+        return torch.randn(2, 3, 7, 7, generator=g), mask
+
+    fn = check(Fn(f), inputs, rtol=1e-6, atol=1e-6)
+    assert "tg.take" in fn.ir("tg")
+
+
+def test_index_out_of_range_at_run_time_is_an_error_not_a_read():
+    x, i, _, _ = table_and_ids(0)
+    fn = tg.compile(Fn(lambda m, x, i: x[:, i]).eval(), (x, i))
+    for bad in (6, -7):  # 6 * 5 + ... would still land inside x: the offset is made out of range
+        with pytest.raises(Exception, match="index out of range"):
+            fn(x, torch.full_like(i, bad))
+    np.testing.assert_array_equal(fn(x, i).numpy(), x[:, i].numpy())  # still fine afterwards
+    gather = tg.compile(Fn(lambda m, x, k: torch.gather(x, 2, k)).eval(), (x, torch.zeros(4, 6, 2, dtype=torch.long)))
+    with pytest.raises(Exception, match="index out of range"):  # torch.gather does not wrap negatives either
+        gather(x, torch.full((4, 6, 2), -1))

@@ -5,7 +5,7 @@
 // ERR: convert-aten-to-tensor: 3 aten ops could not be converted:
 // ERR-NEXT: aten::erfinv has no tg lowering (unsupported ATen op) at layers.1 (Erfinv), model.py:12 in forward; write it with supported ops
 // ERR-NEXT: aten::atan has no tg lowering (unsupported ATen op); write it with supported ops
-// ERR-NEXT: aten.gt.Scalar: a comparison on values computed at run time (operand 0 is the result of the unsupported aten::atan): data-dependent masks and comparisons are not supported yet
+// ERR-NEXT: aten.triu: a triangular mask on values computed at run time (operand 0 is the result of the unsupported aten::atan): tensor_graphs evaluates this op only while compiling
 // ERR-SAME: make the mask a constant
 
 // CHECK-LABEL: func.func @aten.linear$basic
@@ -466,4 +466,40 @@ func.func @aten.to.device$cast_or_identity(%i: tensor<3xi64>, %x: tensor<3xf32>)
 func.func @aten.zeros_like$splat_constant_whatever_the_input(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
   %0 = aten.zeros_like %x : (tensor<2x3xf32>) -> tensor<2x3xf32>
   func.return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+// Comparisons and boolean logic on run-time data: one-op scalar bodies, both sides promoted first.
+// CHECK-LABEL: func.func @aten.ne.Scalar$padding_mask_and_positions
+// CHECK-SAME:    (%[[IDS:.*]]: tensor<2x7xi64>, %[[X:.*]]: tensor<2x7xf32>)
+// CHECK:         %[[NE:.*]] = tg.fused_elementwise %[[IDS]] : (tensor<2x7xi64>) -> tensor<2x7xi1> {
+// CHECK-NEXT:    ^{{.*}}(%[[A:.*]]: i64):
+// CHECK-NEXT:      %[[C:.*]] = arith.constant 1 : i64
+// CHECK-NEXT:      %[[R:.*]] = arith.cmpi ne, %[[A]], %[[C]] : i64
+// CHECK-NEXT:      tg.yield %[[R]] : i1
+// CHECK:         %[[GT:.*]] = tg.fused_elementwise %[[IDS]] : (tensor<2x7xi64>) -> tensor<2x7xi1> {
+// CHECK-NEXT:    ^{{.*}}(%[[A:.*]]: i64):
+// CHECK-NEXT:      %[[C:.*]] = arith.constant 4 : i64
+// CHECK-NEXT:      arith.cmpi sgt, %[[A]], %[[C]] : i64
+// CHECK:         %[[XF:.*]] = tg.cast %[[IDS]] : (tensor<2x7xi64>) -> tensor<2x7xf32>
+// CHECK:         %[[LT:.*]] = tg.fused_elementwise %[[XF]], %[[X]] : (tensor<2x7xf32>, tensor<2x7xf32>) -> tensor<2x7xi1> {
+// CHECK:           arith.cmpf olt
+// CHECK:         %[[AND:.*]] = tg.fused_elementwise %[[NE]], %[[GT]] : (tensor<2x7xi1>, tensor<2x7xi1>) -> tensor<2x7xi1> {
+// CHECK:           arith.andi
+// CHECK:         %[[NOT:.*]] = tg.fused_elementwise %[[LT]] : (tensor<2x7xi1>) -> tensor<2x7xi1> {
+// CHECK-NEXT:    ^{{.*}}(%[[A:.*]]: i1):
+// CHECK-NEXT:      %[[T:.*]] = arith.constant true
+// CHECK-NEXT:      arith.xori %[[A]], %[[T]] : i1
+// CHECK:         %[[I:.*]] = tg.cast %[[AND]] : (tensor<2x7xi1>) -> tensor<2x7xi64>
+// CHECK:         %[[POS:.*]] = tg.cumsum %[[I]] {dim = 1 : i64} : tensor<2x7xi64>
+// CHECK-NOT:     aten.
+func.func @aten.ne.Scalar$padding_mask_and_positions(%ids: tensor<2x7xi64>, %x: tensor<2x7xf32>) -> (tensor<2x7xi64>, tensor<2x7xi1>) {
+  %ne = aten.ne.Scalar %ids {other = 1 : i64} : (tensor<2x7xi64>) -> tensor<2x7xi1>
+  %gt = aten.gt.Scalar %ids {other = 4 : i64} : (tensor<2x7xi64>) -> tensor<2x7xi1>
+  %lt = aten.lt.Tensor %ids, %x : (tensor<2x7xi64>, tensor<2x7xf32>) -> tensor<2x7xi1>
+  %and = aten.__and__.Tensor %ne, %gt : (tensor<2x7xi1>, tensor<2x7xi1>) -> tensor<2x7xi1>
+  %not = aten.logical_not %lt : (tensor<2x7xi1>) -> tensor<2x7xi1>
+  %pos = aten.cumsum %and {dim = -1 : i64} : (tensor<2x7xi1>) -> tensor<2x7xi64>
+  func.return %pos, %not : tensor<2x7xi64>, tensor<2x7xi1>
 }

@@ -136,3 +136,25 @@ func.func @expect_no_fuse_as_producer_result_is_returned(%x: tensor<4xf32>) -> (
   %t = tg.tanh %e : tensor<4xf32>
   func.return %t, %e : tensor<4xf32>, tensor<4xf32>
 }
+
+// A comparison on run-time data (a one-op body yielding i1) fuses into the select that uses it:
+// the mask never reaches memory.
+// CHECK-LABEL: func.func @fuse$comparison_into_select
+func.func @fuse$comparison_into_select(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // CHECK-NEXT: %[[F:.*]] = tg.fused_elementwise %x : (tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // CHECK-NEXT: ^{{.*}}(%[[A:.*]]: f32):
+  // CHECK-NEXT:   %[[Z:.*]] = arith.constant 0.000000e+00 : f32
+  // CHECK-NEXT:   %[[M:.*]] = arith.cmpf olt, %[[A]], %[[Z]] : f32
+  // CHECK:        %[[S:.*]] = arith.select %[[M]], {{.*}}, %[[A]] : f32
+  // CHECK-NEXT:   tg.yield %[[S]] : f32
+  // CHECK:      func.return %[[F]]
+  %m = tg.fused_elementwise %x : (tensor<4x8xf32>) -> tensor<4x8xi1> {
+  ^bb0(%a: f32):
+    %z = arith.constant 0.000000e+00 : f32
+    %r = arith.cmpf olt, %a, %z : f32
+    tg.yield %r : i1
+  }
+  %c = tg.constant dense<0.000000e+00> : tensor<f32>
+  %y = tg.select %m, %c, %x : (tensor<4x8xi1>, tensor<f32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  func.return %y : tensor<4x8xf32>
+}

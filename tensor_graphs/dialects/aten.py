@@ -297,6 +297,13 @@ def _verify_index(op) -> None:
             raise VerifyException(f"{op.name}: indices must be integer or i1 tensors, got {v.type}")
 
 
+def _verify_gather(op) -> None:
+    if not isinstance(_element_type(op.index), IntegerType) or _element_type(op.index) == i1:
+        raise VerifyException(f"{op.name}: the index must be an integer tensor, got {op.index.type}")
+    _rule(op, normalize_dim, op.dim.value.data, max(len(_shape(op.self)), 1))
+    _expect_result(op, _shape(op.index))
+
+
 def _verify_embedding(op) -> None:
     _expect_rank(op, "weight", op.weight, (2,))
     if not isinstance(_element_type(op.indices), IntegerType) or _element_type(op.indices) == i1:
@@ -1023,6 +1030,30 @@ class IndexTensorOp(AtenOp):
     def verify_(self) -> None:
         super().verify_()
         _verify_index(self)
+
+
+@irdl_op_definition
+class GatherOp(AtenOp):
+    """``aten::gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor``"""
+
+    name = "aten.gather"
+    TARGET: ClassVar[str] = "aten::gather"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"), ("index", "tensor"), ("sparse_grad", "bool"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    dim = prop_def(IntegerAttr[I64])
+    index = operand_def(AnyTensor)
+    sparse_grad = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self `,` $index attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, dim: int, index: SSAValue, *, sparse_grad: bool = False, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, dim, index, sparse_grad), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_gather(self)
 
 
 @irdl_op_definition
@@ -2763,24 +2794,25 @@ class BitwiseOrTensorOp(AtenOp):
 
 
 @irdl_op_definition
-class BitwiseNotOp(AtenOp):
-    """``aten::bitwise_not(Tensor self) -> Tensor``"""
+class BitwiseXorTensorOp(AtenOp):
+    """``aten::bitwise_xor.Tensor(Tensor self, Tensor other) -> Tensor``"""
 
-    name = "aten.bitwise_not"
-    TARGET: ClassVar[str] = "aten::bitwise_not"
-    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"),)
+    name = "aten.bitwise_xor.Tensor"
+    TARGET: ClassVar[str] = "aten::bitwise_xor.Tensor"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
     ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
+    other = operand_def(AnyTensor)
     result = result_def(AnyTensor)
     irdl_options = (ParsePropInAttrDict(),)
-    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+    assembly_format = "$self `,` $other attr-dict `:` functional-type(operands, results)"
 
-    def __init__(self, self_: SSAValue, *, result_type: Attribute) -> None:
-        super().__init__(**_build(self.ARGS, (self_,), [result_type]))
+    def __init__(self, self_: SSAValue, other: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, other), [result_type]))
 
     def verify_(self) -> None:
         super().verify_()
-        _verify_same_type(self)
+        _verify_binary(self)
 
 
 @irdl_op_definition
@@ -2828,6 +2860,181 @@ class OrTensorOp(AtenOp):
 
 
 @irdl_op_definition
+class XorTensorOp(AtenOp):
+    """``aten::__xor__.Tensor(Tensor self, Tensor other) -> Tensor``"""
+
+    name = "aten.__xor__.Tensor"
+    TARGET: ClassVar[str] = "aten::__xor__.Tensor"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    other = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self `,` $other attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, other: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, other), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_binary(self)
+
+
+@irdl_op_definition
+class BitwiseAndScalarOp(AtenOp):
+    """``aten::bitwise_and.Scalar(Tensor self, Scalar other) -> Tensor``"""
+
+    name = "aten.bitwise_and.Scalar"
+    TARGET: ClassVar[str] = "aten::bitwise_and.Scalar"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "scalar"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    other = prop_def(ScalarAttr)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, other: int | float, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, other), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_same_shape(self)
+
+
+@irdl_op_definition
+class BitwiseOrScalarOp(AtenOp):
+    """``aten::bitwise_or.Scalar(Tensor self, Scalar other) -> Tensor``"""
+
+    name = "aten.bitwise_or.Scalar"
+    TARGET: ClassVar[str] = "aten::bitwise_or.Scalar"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "scalar"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    other = prop_def(ScalarAttr)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, other: int | float, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, other), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_same_shape(self)
+
+
+@irdl_op_definition
+class BitwiseXorScalarOp(AtenOp):
+    """``aten::bitwise_xor.Scalar(Tensor self, Scalar other) -> Tensor``"""
+
+    name = "aten.bitwise_xor.Scalar"
+    TARGET: ClassVar[str] = "aten::bitwise_xor.Scalar"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "scalar"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    other = prop_def(ScalarAttr)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, other: int | float, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, other), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_same_shape(self)
+
+
+@irdl_op_definition
+class AndScalarOp(AtenOp):
+    """``aten::__and__.Scalar(Tensor self, Scalar other) -> Tensor``"""
+
+    name = "aten.__and__.Scalar"
+    TARGET: ClassVar[str] = "aten::__and__.Scalar"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "scalar"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    other = prop_def(ScalarAttr)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, other: int | float, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, other), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_same_shape(self)
+
+
+@irdl_op_definition
+class OrScalarOp(AtenOp):
+    """``aten::__or__.Scalar(Tensor self, Scalar other) -> Tensor``"""
+
+    name = "aten.__or__.Scalar"
+    TARGET: ClassVar[str] = "aten::__or__.Scalar"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "scalar"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    other = prop_def(ScalarAttr)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, other: int | float, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, other), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_same_shape(self)
+
+
+@irdl_op_definition
+class XorScalarOp(AtenOp):
+    """``aten::__xor__.Scalar(Tensor self, Scalar other) -> Tensor``"""
+
+    name = "aten.__xor__.Scalar"
+    TARGET: ClassVar[str] = "aten::__xor__.Scalar"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "scalar"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    other = prop_def(ScalarAttr)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, other: int | float, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, other), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_same_shape(self)
+
+
+@irdl_op_definition
+class BitwiseNotOp(AtenOp):
+    """``aten::bitwise_not(Tensor self) -> Tensor``"""
+
+    name = "aten.bitwise_not"
+    TARGET: ClassVar[str] = "aten::bitwise_not"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"),)
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_,), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_same_type(self)
+
+
+@irdl_op_definition
 class LogicalAndOp(AtenOp):
     """``aten::logical_and(Tensor self, Tensor other) -> Tensor``"""
 
@@ -2855,6 +3062,28 @@ class LogicalOrOp(AtenOp):
 
     name = "aten.logical_or"
     TARGET: ClassVar[str] = "aten::logical_or"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    other = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self `,` $other attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, other: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, other), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_compare(self)
+
+
+@irdl_op_definition
+class LogicalXorOp(AtenOp):
+    """``aten::logical_xor(Tensor self, Tensor other) -> Tensor``"""
+
+    name = "aten.logical_xor"
+    TARGET: ClassVar[str] = "aten::logical_xor"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
     ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
@@ -2964,6 +3193,7 @@ ATEN_OPS: dict[str, type[AtenOp]] = {op.TARGET: op for op in (
     ChunkOp,
     CatOp,
     IndexTensorOp,
+    GatherOp,
     EmbeddingOp,
     ToDtypeOp,
     ToDtypeLayoutOp,
@@ -3043,11 +3273,20 @@ ATEN_OPS: dict[str, type[AtenOp]] = {op.TARGET: op for op in (
     GeScalarOp,
     BitwiseAndTensorOp,
     BitwiseOrTensorOp,
-    BitwiseNotOp,
+    BitwiseXorTensorOp,
     AndTensorOp,
     OrTensorOp,
+    XorTensorOp,
+    BitwiseAndScalarOp,
+    BitwiseOrScalarOp,
+    BitwiseXorScalarOp,
+    AndScalarOp,
+    OrScalarOp,
+    XorScalarOp,
+    BitwiseNotOp,
     LogicalAndOp,
     LogicalOrOp,
+    LogicalXorOp,
     LogicalNotOp,
     CumsumOp,
     DiffOp,
@@ -3083,6 +3322,7 @@ ATEN = Dialect(
         ChunkOp,
         CatOp,
         IndexTensorOp,
+        GatherOp,
         EmbeddingOp,
         ToDtypeOp,
         ToDtypeLayoutOp,
@@ -3162,11 +3402,20 @@ ATEN = Dialect(
         GeScalarOp,
         BitwiseAndTensorOp,
         BitwiseOrTensorOp,
-        BitwiseNotOp,
+        BitwiseXorTensorOp,
         AndTensorOp,
         OrTensorOp,
+        XorTensorOp,
+        BitwiseAndScalarOp,
+        BitwiseOrScalarOp,
+        BitwiseXorScalarOp,
+        AndScalarOp,
+        OrScalarOp,
+        XorScalarOp,
+        BitwiseNotOp,
         LogicalAndOp,
         LogicalOrOp,
+        LogicalXorOp,
         LogicalNotOp,
         CumsumOp,
         DiffOp,

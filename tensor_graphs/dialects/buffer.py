@@ -563,6 +563,20 @@ class ReduceOp(KernelOp):
 
 
 @irdl_op_definition
+class CumsumOp(KernelOp):
+    """Running sum along ``dim`` (`tg.cumsum`); same shape and element type in and out."""
+
+    name = "buf.cumsum"
+    NUM_INPUTS: ClassVar[tuple[int, ...]] = (1,)
+    dim = prop_def(IntegerAttr[i64])
+
+    def verify_kernel(self, ins, out):
+        _same(ins[0], out, "same as the input")
+        if not 0 <= self.dim.value.data < len(out):
+            raise ShapeError(f"dim {self.dim.value.data} out of range for rank {len(out)}")
+
+
+@irdl_op_definition
 class SoftmaxOp(KernelOp):
     """Softmax (or log-softmax with ``log = true``) along ``dim``."""
 
@@ -617,6 +631,18 @@ class EmbeddingOp(KernelOp):
         if len(ins[0]) != 2:
             raise ShapeError(f"the table must be rank 2, got {list(ins[0])}")
         _same((*ins[1], ins[0][1]), out, "indices shape + row size")
+
+
+@irdl_op_definition
+class TakeOp(KernelOp):
+    """``out.flat[i] = x.flat[offsets.flat[i]]`` (`tg.take`): ins(x, offsets i64) -> out, the
+    offsets' shape; each offset is checked against ``[0, numel(x))``."""
+
+    name = "buf.take"
+    NUM_INPUTS: ClassVar[tuple[int, ...]] = (2,)
+
+    def verify_kernel(self, ins, out):
+        _same(ins[1], out, "the offsets' shape")
 
 
 @irdl_op_definition
@@ -826,10 +852,12 @@ BUF = Dialect(
         SelectOp,
         CastOp,
         ReduceOp,
+        CumsumOp,
         SoftmaxOp,
         LayerNormOp,
         RmsNormOp,
         EmbeddingOp,
+        TakeOp,
         PackedEmbeddingOp,
         SliceOp,
         ConcatOp,

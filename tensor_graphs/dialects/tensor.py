@@ -619,6 +619,33 @@ class EmbeddingOp(IRDLOperation):
         _check(shape_of(self.result) == expected, f"tg.embedding: result shape {list(shape_of(self.result))} should be {list(expected)}")
 
 
+@irdl_op_definition
+class TakeOp(IRDLOperation):
+    """``result.flat[i] = input.flat[offsets.flat[i]]``: a gather by flat element offsets (i64, of
+    the result's shape). Advanced indexing (``x[idx, :, idx2]``, a padding mask read as
+    ``mask[batch_idx, kv_idx]``) and ``torch.gather`` become this: the frontend computes the
+    offsets, as a constant when the indices are, else with tg arithmetic on the run-time
+    indices. An offset outside ``[0, numel(input))`` is a run-time error, never a stray read."""
+
+    name = "tg.take"
+    input = operand_def(AnyTensor)
+    offsets = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    traits = traits_def(Pure())
+    assembly_format = "$input `,` $offsets attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, input: SSAValue, offsets: SSAValue):
+        result = TensorType(input.type.element_type, shape_of(offsets))  # type: ignore[attr-defined]
+        super().__init__(operands=[input, offsets], result_types=[result])
+
+    def verify_(self) -> None:
+        _check(self.offsets.type.element_type == i64, "tg.take: offsets must be a tensor of i64")  # type: ignore[attr-defined]
+        _check(shape_of(self.result) == shape_of(self.offsets),
+               f"tg.take: result shape {list(shape_of(self.result))} should be the offsets' {list(shape_of(self.offsets))}")
+        _check(self.result.type.element_type == self.input.type.element_type,  # type: ignore[attr-defined]
+               "tg.take: the result has the input's element type")
+
+
 # --------------------------------------------------------------------------- reductions and normalisations
 
 
@@ -714,6 +741,29 @@ class LogSoftmaxOp(_SoftmaxBase):
     """``x - max - log(sum(exp(x - max)))`` along ``dim``."""
 
     name = "tg.log_softmax"
+
+
+@irdl_op_definition
+class CumsumOp(IRDLOperation):
+    """Running sum along ``dim``: ``result[..., i, ...] = sum(input[..., :i+1, ...])`` (torch.cumsum;
+    position ids from a padding mask). Same type in and out: the frontend casts to torch's result
+    dtype first."""
+
+    name = "tg.cumsum"
+    T: ClassVar = VarConstraint("T", AnyTensor)
+    input = operand_def(T)
+    dim = prop_def(IntegerAttr[i64])
+    result = result_def(T)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input attr-dict `:` type($result)"
+
+    def __init__(self, input: SSAValue, dim: int):
+        super().__init__(operands=[input], properties={"dim": IntegerAttr(dim, i64)}, result_types=[input.type])
+
+    def verify_(self) -> None:
+        d, r = self.dim.value.data, len(shape_of(self.input))
+        _check(0 <= d < r, f"tg.cumsum: dim {d} out of range for rank {r}")
 
 
 @irdl_op_definition
@@ -1043,11 +1093,13 @@ TG = Dialect(
         ConcatOp,
         BroadcastOp,
         EmbeddingOp,
+        TakeOp,
         SumOp,
         MeanOp,
         AmaxOp,
         SoftmaxOp,
         LogSoftmaxOp,
+        CumsumOp,
         LayerNormOp,
         RmsNormOp,
         AttentionOp,

@@ -108,6 +108,7 @@ OPS: tuple[OpSpec, ...] = (
     _any("chunk", verifier="_verify_dim_op"),
     _any("cat", verifier="_verify_cat"),
     _any("index", "Tensor", verifier="_verify_index"),
+    _any("gather", verifier="_verify_gather"),
     _any("embedding", verifier="_verify_embedding"),
     # dtype conversions
     _any("to", "dtype", verifier="_verify_same_shape"),
@@ -178,13 +179,12 @@ OPS: tuple[OpSpec, ...] = (
     _any("triu", verifier="_verify_same_type"),
     _any("tril", verifier="_verify_same_type"),
     *(_any(cmp, kind, verifier="_verify_compare") for cmp in ("eq", "ne", "lt", "le", "gt", "ge") for kind in ("Tensor", "Scalar")),
-    _any("bitwise_and", "Tensor", verifier="_verify_binary"),
-    _any("bitwise_or", "Tensor", verifier="_verify_binary"),
+    *(_any(op, "Tensor", verifier="_verify_binary") for op in ("bitwise_and", "bitwise_or", "bitwise_xor", "__and__", "__or__", "__xor__")),
+    *(_any(op, "Scalar", verifier="_verify_same_shape") for op in ("bitwise_and", "bitwise_or", "bitwise_xor", "__and__", "__or__", "__xor__")),
     _any("bitwise_not", verifier="_verify_same_type"),
-    _any("__and__", "Tensor", verifier="_verify_binary"),
-    _any("__or__", "Tensor", verifier="_verify_binary"),
     _any("logical_and", verifier="_verify_compare"),
     _any("logical_or", verifier="_verify_compare"),
+    _any("logical_xor", verifier="_verify_compare"),
     _any("logical_not", verifier="_verify_same_shape"),
     _any("cumsum", verifier="_verify_same_shape"),
     _any("diff"),
@@ -783,6 +783,13 @@ def _verify_index(op) -> None:
     for v in op.indices:
         if not isinstance(_element_type(v), IntegerType):
             raise VerifyException(f"{op.name}: indices must be integer or i1 tensors, got {v.type}")
+
+
+def _verify_gather(op) -> None:
+    if not isinstance(_element_type(op.index), IntegerType) or _element_type(op.index) == i1:
+        raise VerifyException(f"{op.name}: the index must be an integer tensor, got {op.index.type}")
+    _rule(op, normalize_dim, op.dim.value.data, max(len(_shape(op.self)), 1))
+    _expect_result(op, _shape(op.index))
 
 
 def _verify_embedding(op) -> None:

@@ -60,6 +60,8 @@ from tensor_graphs.dialects.tensor import (
     RmsNormOp,
     RopeOp,
     LogSoftmaxOp,
+    CumsumOp,
+    TakeOp,
     MatmulOp,
     ReduceOp,
     ReshapeOp,
@@ -255,6 +257,20 @@ def _reduce(op: ReduceOp, x: np.ndarray) -> np.ndarray:
     fn = {"sum": np.sum, "mean": np.mean, "max": np.max}[op.KIND]
     source = _f64(x) if op.KIND != "max" else x
     return fn(source, axis=op.reduce_dims, keepdims=op.keeps_dims).reshape(shape_of(op.result)).astype(_result_dtype(op))
+
+
+def _take(op: TakeOp, x: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    if offsets.size and (offsets.min() < 0 or offsets.max() >= x.size):
+        raise EvaluationError(
+            f"evaluate: tg.take offset out of range [{int(offsets.min())}, {int(offsets.max())}] for {x.size} elements"
+        )
+    return x.reshape(-1)[offsets]
+
+
+def _cumsum(op: CumsumOp, x: np.ndarray) -> np.ndarray:
+    """Floats accumulate in float64 (the reference), integers in their own type."""
+    source = _f64(x) if np.issubdtype(x.dtype, np.floating) else x
+    return np.cumsum(source, axis=op.dim.value.data).astype(_result_dtype(op))
 
 
 def _softmax64(x64: np.ndarray, axis: int) -> np.ndarray:
@@ -515,6 +531,8 @@ def _evaluators() -> dict[type[Operation], Evaluator]:
         EmbeddingOp: _embedding,
         SoftmaxOp: _softmax,
         LogSoftmaxOp: _log_softmax,
+        CumsumOp: _cumsum,
+        TakeOp: _take,
         LayerNormOp: _layer_norm,
         RmsNormOp: _rms_norm,
         RopeOp: _rope,

@@ -305,6 +305,14 @@ func.func @softmax_dim_out_of_range(%a: memref<2x4xf32>, %o: memref<2x4xf32>) {
 
 // -----
 
+func.func @cumsum_dim_out_of_range(%a: memref<2x4xi64>, %o: memref<2x4xi64>) {
+  buf.cumsum ins(%a : memref<2x4xi64>) outs(%o : memref<2x4xi64>) {dim = -1 : i64}
+  func.return
+}
+// CHECK: buf.cumsum: dim -1 out of range for rank 2
+
+// -----
+
 func.func @softmax_wrong_output(%a: memref<2x4xf32>, %o: memref<4x2xf32>) {
   buf.softmax ins(%a : memref<2x4xf32>) outs(%o : memref<4x2xf32>) {dim = 1 : i64, log = true}
   func.return

@@ -70,6 +70,8 @@ func.func @transformer_kernels(%x: memref<2x8x16xf32>, %w: memref<16xf32>, %c: m
   buf.reduce ins(%x : memref<2x8x16xf32>) outs(%r : memref<2x16xf32>) {kind = "max", dims = array<i64: 1>, keepdim = false}
   // CHECK-NEXT: buf.softmax ins(%x : memref<2x8x16xf32>) outs(%o : memref<2x8x16xf32>) {dim = 2 : i64}
   buf.softmax ins(%x : memref<2x8x16xf32>) outs(%o : memref<2x8x16xf32>) {dim = 2 : i64}
+  // CHECK-NEXT: buf.cumsum ins(%x : memref<2x8x16xf32>) outs(%o : memref<2x8x16xf32>) {dim = 1 : i64}
+  buf.cumsum ins(%x : memref<2x8x16xf32>) outs(%o : memref<2x8x16xf32>) {dim = 1 : i64}
   // CHECK-NEXT: buf.softmax ins(%x : memref<2x8x16xf32>) outs(%o : memref<2x8x16xf32>) {dim = 2 : i64, log = true}
   buf.softmax ins(%x : memref<2x8x16xf32>) outs(%o : memref<2x8x16xf32>) {dim = 2 : i64, log = true}
   // CHECK-NEXT: buf.layer_norm ins(%x, %w, %w : memref<2x8x16xf32>, memref<16xf32>, memref<16xf32>) outs(%o : memref<2x8x16xf32>) {eps = 1.000000e-06 : f32}

@@ -184,3 +184,11 @@ func.func @kv_cache_attention_not_causal(%q: tensor<1x4x8x16xf32>, %k: tensor<1x
   func.return %o : tensor<1x4x8x16xf32>
 }
 // CHECK: tg.attention: kv_cache attention with more than one query must be causal
+
+// -----
+
+func.func @cumsum_dim_out_of_range(%a: tensor<2x4xi64>) -> tensor<2x4xi64> {
+  %y = tg.cumsum %a {dim = 2 : i64} : tensor<2x4xi64>
+  func.return %y : tensor<2x4xi64>
+}
+// CHECK: tg.cumsum: dim 2 out of range for rank 2

@@ -42,6 +42,8 @@ func.func @rms_norm(%x: tensor<2x8x16xf32>, %w: tensor<16xf32>) -> tensor<2x8x16
   %y = tg.rms_norm %x, %w {eps = 1.0e-05 : f32} : (tensor<2x8x16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
   // CHECK-NEXT: %{{.*}} = tg.rms_norm %{{.*}}, %w : (tensor<2x8x16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
   %z = tg.rms_norm %y, %w : (tensor<2x8x16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  // CHECK-NEXT: %{{.*}} = tg.cumsum %z {dim = 1 : i64} : tensor<2x8x16xf32>
+  %cs = tg.cumsum %z {dim = 1 : i64} : tensor<2x8x16xf32>
   func.return %z : tensor<2x8x16xf32>
 }
 

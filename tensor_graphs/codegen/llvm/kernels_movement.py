@@ -174,6 +174,30 @@ def _emit_embedding(ctx: KernelContext, op: Operation) -> None:
     emit_loop(b, numel(_shape(idx)), row)
 
 
+def _emit_take(ctx: KernelContext, op: Operation) -> None:
+    """``out[i] = x[offsets[i]]`` over the flat buffers, each offset checked against [0, numel(x))
+    first (an unsigned compare also rejects negatives): a bad index is the graph's error status."""
+    assert isinstance(op, buf.TakeOp)
+    x, offsets = op.inputs
+    out = op.output
+    el = _require_same_element(op, [x, out])
+    if _element(offsets) != i64:
+        raise LoweringError(f"{op.name}: offsets must be an i64 buffer, got {offsets.type}")
+    check_no_overlap(ctx, op, out, [x, offsets], in_place_ok=False)
+    size = numel(_shape(x))
+    message = f"index out of range: an element offset outside [0, {size}) (a gather or tensor index into {list(_shape(x))})"
+    b = ctx.b
+    xp, offp, outp = ctx.ptr(x), ctx.ptr(offsets), ctx.ptr(out)
+    ult = IntegerAttr(llvm.ICmpPredicateFlag.ULT.to_int(), i64)
+
+    def element(i: SSAValue) -> None:
+        j = b.load_element(offp, i, i64)
+        ctx.check(b.add(llvm.ICmpOp(j, b.i64(size), ult)), message)
+        b.store_element(b.load_element(xp, j, el), outp, i, el)
+
+    emit_loop(b, numel(_shape(out)), element)
+
+
 def state_name(value: SSAValue) -> str | None:
     """The name of the `buf.state` that ``value`` is (or aliases), else None."""
     owner = value.owner
@@ -210,5 +234,6 @@ REGISTRY[buf.TransposeOp] = _emit_transpose
 REGISTRY[buf.SliceOp] = _emit_slice
 REGISTRY[buf.ConcatOp] = _emit_concat
 REGISTRY[buf.EmbeddingOp] = _emit_embedding
+REGISTRY[buf.TakeOp] = _emit_take
 REGISTRY[buf.PackedEmbeddingOp] = _emit_embedding
 REGISTRY[buf.CacheWriteOp] = _emit_cache_write

@@ -1,5 +1,6 @@
-"""Emitter of `buf.reduce {kind, dims}` (sum, mean, max); importing this module registers it
-into :data:`kernels.REGISTRY` (``convert_buffer_to_llvm`` imports it).
+"""Emitters of `buf.reduce {kind, dims}` (sum, mean, max) and of the scan `buf.cumsum {dim}`;
+importing this module registers them into :data:`kernels.REGISTRY` (``convert_buffer_to_llvm``
+imports it).
 
 When the innermost input dim is reduced, each output element accumulates in a register over a
 (vectorised, ``reassoc``) inner loop; otherwise the output is filled with the identity and
@@ -12,19 +13,22 @@ import math
 from collections.abc import Callable
 
 from xdsl.dialects import llvm
+from xdsl.dialects.builtin import AnyFloat, IntegerType, i1
 from xdsl.ir import Operation, SSAValue
 
 from tensor_graphs.codegen.llvm.kernels import (
     REGISTRY,
     Access,
     KernelContext,
+    LoweringError,
     _require_float,
+    _require_same_element,
     _shape,
     check_no_overlap,
     emit_pointwise,
 )
 from tensor_graphs.codegen.llvm.loops import FunctionBuilder, collapse_dims, emit_carried_loop, emit_strided_nest
-from tensor_graphs.codegen.llvm.scalar import fdiv, fmax
+from tensor_graphs.codegen.llvm.scalar import emit_binary, fdiv, fmax
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.shapes import contiguous_strides, numel
 
@@ -92,4 +96,37 @@ def _emit_reduce(ctx: KernelContext, op: Operation) -> None:
         emit_pointwise(b, (n_out,), flat, [flat], lambda b, v: finish(b, v[0]))
 
 
+def _emit_cumsum(ctx: KernelContext, op: Operation) -> None:
+    """As [outer, n, inner] (contiguous): row 0 is copied, then row i = row i-1 + x row i, one
+    pass over memory; the inner loop (the dims after ``dim``) vectorises, a scan along the last
+    dim is a serial chain per outer row. Floats add in order (torch's CPU scan does too)."""
+    assert isinstance(op, buf.CumsumOp)
+    x, out = op.inputs[0], op.output
+    el = _require_same_element(op, [x, out])
+    if not isinstance(el, AnyFloat | IntegerType) or el == i1:
+        raise LoweringError(f"{op.name}: no codegen for {el} elements (cast to a number type first)")
+    check_no_overlap(ctx, op, out, [x], in_place_ok=False)
+    shape, dim = _shape(x), op.dim.value.data
+    outer, n, inner = numel(shape[:dim]), shape[dim], numel(shape[dim + 1 :])
+    if outer * n * inner == 0:
+        return
+    b = ctx.b
+    xp, outp = ctx.ptr(x), ctx.ptr(out)
+
+    def copy(offs: list[SSAValue | None]) -> None:
+        b.store_element(b.load_element(xp, offs[1], el), outp, offs[0], el)
+
+    emit_strided_nest(b, [outer, inner], [[n * inner, 1], [n * inner, 1]], copy)
+    if n == 1:
+        return
+
+    def step(offs: list[SSAValue | None]) -> None:  # out[o, i+1, j] = out[o, i, j] + x[o, i+1, j]
+        total = emit_binary(b, "add", b.load_element(outp, offs[1], el), b.load_element(xp, offs[2], el))
+        b.store_element(total, outp, offs[0], el)
+
+    strides = [n * inner, inner, 1]
+    emit_strided_nest(b, [outer, n - 1, inner], [strides] * 3, step, collapse=False, bases=[inner, 0, inner])
+
+
 REGISTRY[buf.ReduceOp] = _emit_reduce
+REGISTRY[buf.CumsumOp] = _emit_cumsum

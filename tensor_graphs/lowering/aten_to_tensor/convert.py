@@ -1,7 +1,7 @@
 """``convert-aten-to-tensor``: the aten dialect → the tg dialect.
 
 One thin pass wiring together the per-family pattern files (``linear``, ``elementwise``,
-``data_movement``, ``indexing``, ``reductions``, ``normalization``, ``attention``, ``masks``).
+``comparisons``, ``data_movement``, ``take``, ``indexing``, ``reductions``, ``normalization``, ``attention``, ``masks``).
 Patterns that cannot apply leave their op alone and say why; at the end every aten op still
 present (``aten.unsupported`` included) is reported in one error. The mask builders (``masks``)
 have no lowering: ``constant-fold`` evaluates them before this pass.
@@ -19,6 +19,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from tensor_graphs.lowering.aten_to_tensor.attention import populate_attention_patterns
 from tensor_graphs.lowering.aten_to_tensor.common import MATCH_FAILURES
+from tensor_graphs.lowering.aten_to_tensor.comparisons import populate_comparison_patterns
 from tensor_graphs.lowering.aten_to_tensor.data_movement import populate_data_movement_patterns
 from tensor_graphs.lowering.aten_to_tensor.elementwise import populate_elementwise_patterns
 from tensor_graphs.lowering.aten_to_tensor.indexing import populate_indexing_patterns
@@ -26,6 +27,7 @@ from tensor_graphs.lowering.aten_to_tensor.linear import populate_linear_pattern
 from tensor_graphs.lowering.aten_to_tensor.masks import populate_mask_patterns
 from tensor_graphs.lowering.aten_to_tensor.normalization import populate_normalization_patterns
 from tensor_graphs.lowering.aten_to_tensor.reductions import populate_reduction_patterns
+from tensor_graphs.lowering.aten_to_tensor.take import populate_take_patterns
 
 
 #: what to do about an ATen op that has no lowering (also the frontend's advice)
@@ -40,8 +42,10 @@ def populate_aten_to_tensor_patterns() -> list[RewritePattern]:
     return [
         *populate_linear_patterns(),
         *populate_elementwise_patterns(),
+        *populate_comparison_patterns(),
         *populate_data_movement_patterns(),
         *populate_indexing_patterns(),
+        *populate_take_patterns(),
         *populate_reduction_patterns(),
         *populate_normalization_patterns(),
         *populate_attention_patterns(),

@@ -1,9 +1,11 @@
-"""aten → tg: the mask builders (arange, full, ones, triu, comparisons, bitwise ops, cumsum, index, ...).
+"""aten → tg: the mask builders (arange, full, ones, triu, tril, diff, ...).
 
-These have no tg lowering on purpose: they only ever compute constants (causal masks, position
-ids), and ``constant-fold`` evaluates them with PyTorch before this pass runs. One that is still
-here was computed from something that is not a constant: a data-dependent mask or comparison,
-which tensor_graphs does not support yet. The pattern records why, and the pass reports it with
+These have no tg lowering yet: they compute constants (causal masks, position ids), and
+``constant-fold`` evaluates them with PyTorch before this pass runs (comparisons and boolean
+logic on run-time data have a lowering of their own, ``comparisons.py``; so have ``cumsum``,
+``reductions.py``, and tensor indexing, ``take.py``). One that is still
+here was computed from something that is not a constant, which tensor_graphs does not support
+for these ops yet. The pattern records why, and the pass reports it with
 every other op left over; the frontend finds the same ops before any pass runs
 (:func:`run_time_mask_builders`) and lists them in its one error with every other unsupported
 construct, with their place in the model. The exceptions are the ops whose value depends on
@@ -29,9 +31,6 @@ SHAPE_ONLY: dict[type[aten.AtenOp], float | None] = {
     aten.NewFullOp: None,
 }
 
-_COMPARISON = "a comparison"
-_LOGICAL = "a boolean mask operation"
-
 #: ops that only constant-fold removes -> what they are, for the message that says they met run-time data
 FOLD_ONLY: dict[type[aten.AtenOp], str] = {
     aten.ArangeOp: "a tensor creation",
@@ -43,36 +42,14 @@ FOLD_ONLY: dict[type[aten.AtenOp], str] = {
     aten.ScalarTensorOp: "a tensor creation",
     aten.TriuOp: "a triangular mask",
     aten.TrilOp: "a triangular mask",
-    aten.EqTensorOp: _COMPARISON,
-    aten.EqScalarOp: _COMPARISON,
-    aten.NeTensorOp: _COMPARISON,
-    aten.NeScalarOp: _COMPARISON,
-    aten.LtTensorOp: _COMPARISON,
-    aten.LtScalarOp: _COMPARISON,
-    aten.LeTensorOp: _COMPARISON,
-    aten.LeScalarOp: _COMPARISON,
-    aten.GtTensorOp: _COMPARISON,
-    aten.GtScalarOp: _COMPARISON,
-    aten.GeTensorOp: _COMPARISON,
-    aten.GeScalarOp: _COMPARISON,
-    aten.BitwiseAndTensorOp: _LOGICAL,
-    aten.BitwiseOrTensorOp: _LOGICAL,
-    aten.BitwiseNotOp: _LOGICAL,
-    aten.AndTensorOp: _LOGICAL,
-    aten.OrTensorOp: _LOGICAL,
-    aten.LogicalAndOp: _LOGICAL,
-    aten.LogicalOrOp: _LOGICAL,
-    aten.LogicalNotOp: _LOGICAL,
-    aten.CumsumOp: "a cumulative sum",
     aten.DiffOp: "a difference along a dim",
-    aten.IndexTensorOp: "indexing by a tensor (x[idx])",
 }
 
 #: what to do about a mask builder that meets run-time data
 RUN_TIME_MASK_FIX = (
-    "make the mask a constant (built from shapes, torch.arange or a buffer), or compute it outside the "
-    "model and pass it in as a float 0/1 input to multiply by; a select such as torch.where(x > 0, x, 0) "
-    "is torch.relu(x) (torch.maximum and torch.minimum work too)"
+    "make the mask a constant (built from shapes, torch.arange or a buffer), build it from what runs on "
+    "run-time data (comparisons, &, |, ~, torch.where, arithmetic), or compute it outside the model and "
+    "pass it in"
 )
 
 
@@ -93,8 +70,8 @@ def run_time_mask_problem(op: Operation, operand: int) -> str:
     what = FOLD_ONLY.get(type(op), "a mask-building op")  # type: ignore[arg-type]
     return (
         f"{what} on values computed at run time (operand {operand} is {describe_source(op.operands[operand])}): "
-        "data-dependent masks and comparisons are not supported yet (tensor_graphs evaluates them while "
-        "compiling, to build constant masks such as a causal mask)"
+        "tensor_graphs evaluates this op only while compiling (to build constant masks such as a causal "
+        "mask); on run-time data it is not supported yet"
     )
 
 
@@ -132,10 +109,10 @@ class FoldOnlyPattern(RewritePattern):
     """Never rewrites: records why a mask builder is still here.
 
     ```mlir
-    %m = aten.gt.Scalar %x {other = 0 : i64} : (tensor<2x3xf32>) -> tensor<2x3xi1>
+    %m = aten.triu %x {diagonal = 1 : i64} : (tensor<3x3xf32>) -> tensor<3x3xf32>
     // stays, and the pass reports
-    //   aten.gt.Scalar: a comparison on values computed at run time (operand 0 is the model input 'x'):
-    //   data-dependent masks and comparisons are not supported yet (...); make the mask a constant ...
+    //   aten.triu: a triangular mask on values computed at run time (operand 0 is the model input 'x'):
+    //   tensor_graphs evaluates this op only while compiling (...); make the mask a constant ...
     ```
     """
 

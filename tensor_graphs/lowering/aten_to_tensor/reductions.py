@@ -1,4 +1,4 @@
-"""aten → tg: reductions (mean, sum, amax over dims) and softmax / log_softmax.
+"""aten → tg: reductions (mean, sum, amax over dims), softmax / log_softmax and cumsum.
 
 Dims are normalised (negative counted from the end), deduplicated and sorted; an empty or absent
 dim list means every dim, as in torch.
@@ -6,12 +6,12 @@ dim list means every dim, as in torch.
 
 from __future__ import annotations
 
-from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
 from tensor_graphs.dialects import aten
 from tensor_graphs.dialects.aten import normalize_dim
 from tensor_graphs.dialects.shapes import ShapeError
-from tensor_graphs.dialects.tensor import AmaxOp, LogSoftmaxOp, MeanOp, SoftmaxOp, SumOp, shape_of
+from tensor_graphs.dialects.tensor import AmaxOp, CumsumOp, LogSoftmaxOp, MeanOp, SoftmaxOp, SumOp, shape_of
 from tensor_graphs.lowering.aten_to_tensor.common import OpList, element_type, notify_match_failure
 
 _REDUCTIONS = {
@@ -84,5 +84,32 @@ class SoftmaxPattern(RewritePattern):
         rewriter.replace(op, tg_op(op.self, dim))
 
 
+class CumsumPattern(RewritePattern):
+    """``cumsum`` (of run-time data: constant-fold removes the rest) is ``tg.cumsum`` in torch's
+    result dtype (int64 for bool and integer inputs), the input cast to it first.
+
+    ```mlir
+    %p = aten.cumsum %m {dim = -1 : i64} : (tensor<2x7xi32>) -> tensor<2x7xi64>
+    // becomes
+    %c = tg.cast %m : (tensor<2x7xi32>) -> tensor<2x7xi64>
+    %p = tg.cumsum %c {dim = 1 : i64} : tensor<2x7xi64>
+    ```
+    """
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: aten.CumsumOp, rewriter: PatternRewriter) -> None:
+        shape = shape_of(op.self)
+        try:
+            dim = normalize_dim(op.dim.value.data, max(len(shape), 1))
+        except ShapeError as e:
+            return notify_match_failure(op, str(e))
+        ops = OpList()
+        x = ops.cast(op.self, element_type(op.result))
+        if not shape:  # a rank-0 cumsum is the value itself
+            return rewriter.replace(op, ops, [x])
+        y = ops.add(CumsumOp(x, dim))
+        rewriter.replace(op, ops, [y])
+
+
 def populate_reduction_patterns() -> list[RewritePattern]:
-    return [ReducePattern(), SoftmaxPattern()]
+    return [ReducePattern(), SoftmaxPattern(), CumsumPattern()]

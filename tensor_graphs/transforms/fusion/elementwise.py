@@ -3,8 +3,9 @@
 A group is grown backwards from a root op through the producers of its operands. A producer
 joins when it is elementwise (``ELEMENTWISE``: the tg unary ops, `tg.gelu`, add/sub/mul/div/
 pow/max/min, `tg.select`, `tg.bias_activation`, `tg.cast` to a float, `tg.fused_elementwise`
-itself), has a float result of the root's shape, and every live user of its result is already in
-the group; so the group has ONE external result (the root's) and lowers to one loop over memory.
+itself), has a float result of the root's shape (a `tg.fused_elementwise`, such as a comparison
+on run-time data, a result of any type), and every live user of its result is already in the
+group; so the group has ONE external result (the root's) and lowers to one loop over memory.
 Operands from outside the group are its inputs (deduplicated, each broadcast to the result
 shape); splat constants are inlined as ``arith.constant``. Single-op groups stay as they are.
 
@@ -256,8 +257,10 @@ def _fusable(op: Operation) -> bool:
     if scalar_builder(op) is None or len(op.results) != 1:
         return False
     t = op.results[0].type
-    if not isinstance(t, TensorType) or not isinstance(t.element_type, AnyFloat):
+    if not isinstance(t, TensorType):
         return False
+    if not isinstance(t.element_type, AnyFloat) and not isinstance(op, FusedElementwiseOp):
+        return False  # a scalar body of any type (a comparison's i1) fuses; named ops build float bodies
     if isinstance(op, ElementwiseUnaryOp | GeluOp) and op.fn not in UNARY_BODIES:
         return False
     return not isinstance(op, BiasActivationOp) or op.activation.data in UNARY_BODIES

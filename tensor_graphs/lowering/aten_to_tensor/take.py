@@ -1,0 +1,201 @@
+"""aten → tg: advanced indexing (``index.Tensor``) and ``gather`` as `tg.take` by element offsets.
+
+Both read ``x.flat[offset]`` for every result element, with ``offset`` a sum of one term per dim
+of ``x``: ``i * stride(d)``, where ``i`` runs over the dim (a dim that is not indexed: a constant
+term) or is the index tensor's value (an indexed dim). The constant terms add up to one i64
+constant of the result's shape; each run-time index tensor adds one scalar body,
+``(i in [-n, n) ? (i < 0 ? i + n : i) * stride : numel(x))``: torch's negative indices wrap, and
+an index out of range makes the offset out of range, which `tg.take` reports at run time. When
+every index is a constant, the whole offset table is (``constant-fold`` then removes the op if ``x``
+is one too).
+
+A padding mask read as ``mask[batch_idx, kv_idx]`` (transformers' mask functions) is this, with
+constant indices from ``arange``; so is GPT-J's ``gather`` of sin/cos rows by position ids.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import IntegerAttr, IntegerType, TensorType, i1, i64
+from xdsl.ir import Block, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
+
+from tensor_graphs.dialects import aten
+from tensor_graphs.dialects.aten import normalize_dim
+from tensor_graphs.dialects.dense import dense_from_numpy
+from tensor_graphs.dialects.shapes import ShapeError, broadcast_shapes, contiguous_strides, numel
+from tensor_graphs.dialects.tensor import AddOp, ConstantOp, TakeOp, shape_of
+from tensor_graphs.lowering.aten_to_tensor.common import OpList, element_type, notify_match_failure
+from tensor_graphs.lowering.aten_to_tensor.comparisons import elementwise_body
+from tensor_graphs.transforms.evaluate import dense_to_array
+
+
+def _constant_array(value: SSAValue) -> np.ndarray | None:
+    owner = value.owner
+    return dense_to_array(owner.value) if isinstance(owner, ConstantOp) else None  # type: ignore[attr-defined]
+
+
+def _axis(values: np.ndarray, at: int, rank: int) -> np.ndarray:
+    """``values`` (1-D) laid along axis ``at`` of a rank-``rank`` array (size 1 elsewhere)."""
+    shape = [1] * rank
+    shape[at] = values.size
+    return values.reshape(shape)
+
+
+class OffsetSum:
+    """Builds ``offsets`` (i64, shape ``result``) as constant terms plus run-time index terms."""
+
+    def __init__(self, ops: OpList, result: tuple[int, ...], size: int):
+        self.ops, self.result, self.size = ops, result, size
+        self.constant = np.zeros(result, np.int64)
+        self.run_time: list[SSAValue] = []
+
+    def add_range(self, n: int, stride: int, at: int) -> None:
+        """The term ``i * stride`` for ``i`` along result axis ``at``."""
+        self.constant = self.constant + _axis(np.arange(n, dtype=np.int64) * stride, at, len(self.result))
+
+    def add_index(self, index: SSAValue, n: int, stride: int, shape: tuple[int, ...], wraps: bool = True) -> None:
+        """The term of index tensor ``index`` into a dim of size ``n``, reshaped to ``shape``
+        (broadcastable to the result); ``wraps``: negative indices count from the end (tensor
+        indexing), else they are out of range (``gather``)."""
+        low = -n if wraps else 0
+        known = _constant_array(index)
+        if known is not None:
+            i = known.astype(np.int64)
+            if i.size and (i.min() < low or i.max() >= n):
+                raise ShapeError(f"index {int(i.min() if i.min() < low else i.max())} is out of range for a dim of size {n}")
+            self.constant = self.constant + (np.where(i < 0, i + n, i) * stride).reshape(shape)
+            return
+        ops = self.ops
+        index = ops.cast(index, i64)
+
+        def body(block: Block, args: list[SSAValue]) -> SSAValue:
+            def emit(op):
+                block.add_op(op)
+                return op.results[0]
+
+            v = args[0]
+            lo, hi = emit(arith.ConstantOp(IntegerAttr(low, i64))), emit(arith.ConstantOp(IntegerAttr(n, i64)))
+            zero = emit(arith.ConstantOp(IntegerAttr(0, i64)))
+            valid = emit(arith.AndIOp(emit(arith.CmpiOp(v, lo, "sge")), emit(arith.CmpiOp(v, hi, "slt"))))
+            wrapped = emit(arith.SelectOp(emit(arith.CmpiOp(v, zero, "slt")), emit(arith.AddiOp(v, hi)), v))
+            scaled = emit(arith.MuliOp(wrapped, emit(arith.ConstantOp(IntegerAttr(stride, i64)))))
+            return emit(arith.SelectOp(valid, scaled, emit(arith.ConstantOp(IntegerAttr(self.size, i64)))))
+
+        term = ops.add(elementwise_body([index], TensorType(i64, shape_of(index)), body))
+        self.run_time.append(ops.reshape(term, shape))
+
+    def build(self) -> SSAValue:
+        ops = self.ops
+        total = ops.add(ConstantOp(dense_from_numpy(np.ascontiguousarray(self.constant), i64)))
+        for term in self.run_time:
+            total = ops.add(AddOp(total, term, TensorType(i64, self.result)))
+        return total
+
+
+def _index_problem(index: SSAValue) -> str | None:
+    t = element_type(index)
+    if t == i1:
+        return "indexing by a boolean mask (x[mask]) has a data-dependent shape; use torch.where(mask, x, 0) or masked_fill"
+    if not isinstance(t, IntegerType):
+        return f"index tensors must be integers, got {index.type}"
+    return None
+
+
+class IndexTensorPattern(RewritePattern):
+    """``x[i0, :, i2]`` (``index.Tensor``; ``None`` positions are full slices) as ``tg.take``.
+    The indexed dims' block sits where the first indexed dim was when they are adjacent, first
+    otherwise (NumPy's rule, torch's too).
+
+    ```mlir
+    %y = aten.index.Tensor %mask, %b, %k {indices_none = array<i64>} : (tensor<2x7xi1>, tensor<2x1x1x1xi64>, tensor<1x1x1x7xi64>) -> tensor<2x1x1x7xi1>
+    // (%b, %k constants from arange) becomes
+    %o = tg.constant dense<[[[[0, 1, 2, 3, 4, 5, 6]]], [[[7, 8, 9, 10, 11, 12, 13]]]]> : tensor<2x1x1x7xi64>
+    %y = tg.take %mask, %o : (tensor<2x7xi1>, tensor<2x1x1x7xi64>) -> tensor<2x1x1x7xi1>
+    ```
+    """
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: aten.IndexTensorOp, rewriter: PatternRewriter) -> None:
+        shape = shape_of(op.self)
+        nones = set(op.indices_none.get_values())
+        positions = len(op.indices) + len(nones)
+        if positions > len(shape):
+            return notify_match_failure(op, f"{positions} indices for a tensor of rank {len(shape)}")
+        tensors = iter(op.indices)
+        indexed = [(d, next(tensors)) for d in range(positions) if d not in nones]
+        for _, index in indexed:
+            if (problem := _index_problem(index)) is not None:
+                return notify_match_failure(op, problem)
+        dims = [d for d, _ in indexed]
+        try:
+            block = broadcast_shapes(*(shape_of(v) for _, v in indexed))
+        except ShapeError as e:
+            return notify_match_failure(op, str(e))
+        adjacent = dims == list(range(dims[0], dims[0] + len(dims)))
+        at = dims[0] if adjacent else 0  # where the indexed block goes in the result
+        rest = [d for d in range(len(shape)) if d not in dims]
+        before = [d for d in rest if adjacent and d < dims[0]]
+        after = [d for d in rest if d not in before]
+        result = tuple(shape[d] for d in before) + tuple(block) + tuple(shape[d] for d in after)
+        if result != shape_of(op.result):
+            return notify_match_failure(op, f"the indexed shape {list(result)} differs from the result's {list(shape_of(op.result))}")
+        strides = contiguous_strides(shape)
+        ops = OpList()
+        offsets = OffsetSum(ops, result, numel(shape))
+        for k, d in enumerate(before):
+            offsets.add_range(shape[d], strides[d], k)
+        for k, d in enumerate(after):
+            offsets.add_range(shape[d], strides[d], len(before) + len(block) + k)
+        try:
+            for d, index in indexed:
+                s = shape_of(index)
+                aligned = (1,) * at + (1,) * (len(block) - len(s)) + tuple(s) + (1,) * (len(result) - at - len(block))
+                offsets.add_index(index, shape[d], strides[d], aligned)
+        except ShapeError as e:
+            return notify_match_failure(op, str(e))
+        y = ops.add(TakeOp(op.self, offsets.build()))
+        rewriter.replace(op, ops, [y])
+
+
+class GatherPattern(RewritePattern):
+    """``gather(x, dim, index)``: ``out[i][j][k] = x[i][index[i][j][k]][k]`` (dim 1) as ``tg.take``.
+
+    ```mlir
+    %y = aten.gather %x, %idx {dim = 1 : i64} : (tensor<2x5xf32>, tensor<2x3xi64>) -> tensor<2x3xf32>
+    // becomes
+    %o = tg.fused_elementwise %idx : (tensor<2x3xi64>) -> tensor<2x3xi64> { (i in [0, 5) ? i * 1 : 10) }
+    %c = tg.constant dense<[[0, 0, 0], [5, 5, 5]]> : tensor<2x3xi64>
+    %s = tg.add %c, %o : (tensor<2x3xi64>, tensor<2x3xi64>) -> tensor<2x3xi64>
+    %y = tg.take %x, %s : (tensor<2x5xf32>, tensor<2x3xi64>) -> tensor<2x3xf32>
+    ```
+    """
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: aten.GatherOp, rewriter: PatternRewriter) -> None:
+        shape, ishape = shape_of(op.self), shape_of(op.index)
+        if (problem := _index_problem(op.index)) is not None:
+            return notify_match_failure(op, problem)
+        try:
+            dim = normalize_dim(op.dim.value.data, max(len(shape), 1))
+        except ShapeError as e:
+            return notify_match_failure(op, str(e))
+        if len(ishape) != len(shape) or any(ishape[d] > shape[d] for d in range(len(shape)) if d != dim):
+            return notify_match_failure(op, f"index shape {list(ishape)} does not fit input {list(shape)} outside dim {dim}")
+        strides = contiguous_strides(shape)
+        ops = OpList()
+        offsets = OffsetSum(ops, tuple(ishape), numel(shape))
+        for d in range(len(shape)):
+            if d != dim:
+                offsets.add_range(ishape[d], strides[d], d)
+        try:
+            offsets.add_index(op.index, shape[dim], strides[dim], tuple(ishape), wraps=False)
+        except ShapeError as e:
+            return notify_match_failure(op, str(e))
+        y = ops.add(TakeOp(op.self, offsets.build()))
+        rewriter.replace(op, ops, [y])
+
+
+def populate_take_patterns() -> list[RewritePattern]:
+    return [IndexTensorPattern(), GatherPattern()]
