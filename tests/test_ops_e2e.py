@@ -477,3 +477,16 @@ def test_index_out_of_range_at_run_time_is_an_error_not_a_read():
     gather = tg.compile(Fn(lambda m, x, k: torch.gather(x, 2, k)).eval(), (x, torch.zeros(4, 6, 2, dtype=torch.long)))
     with pytest.raises(Exception, match="index out of range"):  # torch.gather does not wrap negatives either
         gather(x, torch.full((4, 6, 2), -1))
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        pytest.param(lambda m, x, y: torch.clamp(x, -0.5, 0.7) + torch.clamp(y, min=0.1), id="clamp-scalars"),
+        pytest.param(lambda m, x, y: torch.clamp(x, max=y), id="clamp-tensor-max"),
+        pytest.param(lambda m, x, y: torch.nn.functional.hardtanh(x) + torch.nn.functional.relu6(y * 4), id="hardtanh-relu6"),
+        pytest.param(lambda m, x, y: torch.max(x, y) - torch.min(x, y), id="max-min-other"),
+    ],
+)
+def test_clamps(f):
+    check(Fn(f), two((3, 5), (3, 5)), rtol=0, atol=0)

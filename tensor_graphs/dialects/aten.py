@@ -714,6 +714,29 @@ class FlattenUsingIntsOp(AtenOp):
 
 
 @irdl_op_definition
+class UnflattenIntOp(AtenOp):
+    """``aten::unflatten.int(Tensor(a) self, int dim, SymInt[] sizes) -> Tensor(a)``"""
+
+    name = "aten.unflatten.int"
+    TARGET: ClassVar[str] = "aten::unflatten.int"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"), ("sizes", "int[]"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    dim = prop_def(IntegerAttr[I64])
+    sizes = prop_def(DenseArrayBase.constr(i64))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, dim: int, sizes: Sequence[int], *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, dim, sizes), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_same_numel(self)
+
+
+@irdl_op_definition
 class UnsqueezeOp(AtenOp):
     """``aten::unsqueeze(Tensor(a) self, int dim) -> Tensor(a)``"""
 
@@ -1472,6 +1495,138 @@ class MinimumOp(AtenOp):
     def verify_(self) -> None:
         super().verify_()
         _verify_binary(self)
+
+
+@irdl_op_definition
+class MaxOtherOp(AtenOp):
+    """``aten::max.other(Tensor self, Tensor other) -> Tensor``"""
+
+    name = "aten.max.other"
+    TARGET: ClassVar[str] = "aten::max.other"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    other = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self `,` $other attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, other: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, other), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_binary(self)
+
+
+@irdl_op_definition
+class MinOtherOp(AtenOp):
+    """``aten::min.other(Tensor self, Tensor other) -> Tensor``"""
+
+    name = "aten.min.other"
+    TARGET: ClassVar[str] = "aten::min.other"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    other = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self `,` $other attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, other: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, other), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_binary(self)
+
+
+@irdl_op_definition
+class ClampOp(AtenOp):
+    """``aten::clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor``"""
+
+    name = "aten.clamp"
+    TARGET: ClassVar[str] = "aten::clamp"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("min", "scalar?"), ("max", "scalar?"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    min = opt_prop_def(ScalarAttr)
+    max = opt_prop_def(ScalarAttr)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, min: int | float | None = None, max: int | float | None = None, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, min, max), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_same_shape(self)
+
+
+@irdl_op_definition
+class ClampTensorOp(AtenOp):
+    """``aten::clamp.Tensor(Tensor self, Tensor? min=None, Tensor? max=None) -> Tensor``"""
+
+    name = "aten.clamp.Tensor"
+    TARGET: ClassVar[str] = "aten::clamp.Tensor"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("min", "tensor?"), ("max", "tensor?"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    min = opt_operand_def(AnyTensor)
+    max = opt_operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(),)
+    assembly_format = "$self (`min` $min^ `:` type($min))? (`max` $max^ `:` type($max))? attr-dict `:` type($self) `->` type(results)"
+
+    def __init__(self, self_: SSAValue, min: SSAValue | None = None, max: SSAValue | None = None, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, min, max), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_same_shape(self)
+
+
+@irdl_op_definition
+class HardtanhOp(AtenOp):
+    """``aten::hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor``"""
+
+    name = "aten.hardtanh"
+    TARGET: ClassVar[str] = "aten::hardtanh"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("min_val", "scalar"), ("max_val", "scalar"))
+    self = operand_def(AnyTensor)
+    min_val = prop_def(ScalarAttr, default_value=IntegerAttr(-1, i64))
+    max_val = prop_def(ScalarAttr, default_value=IntegerAttr(1, i64))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, min_val: int | float = -1, max_val: int | float = 1, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, min_val, max_val), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_same_type(self)
+
+
+@irdl_op_definition
+class Relu6Op(AtenOp):
+    """``aten::relu6(Tensor self) -> Tensor``"""
+
+    name = "aten.relu6"
+    TARGET: ClassVar[str] = "aten::relu6"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"),)
+    self = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_,), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_same_type(self)
 
 
 @irdl_op_definition
@@ -3179,6 +3334,7 @@ ATEN_OPS: dict[str, type[AtenOp]] = {op.TARGET: op for op in (
     ReshapeOp,
     UnsafeViewOp,
     FlattenUsingIntsOp,
+    UnflattenIntOp,
     UnsqueezeOp,
     SqueezeDimOp,
     SqueezeDimsOp,
@@ -3212,6 +3368,12 @@ ATEN_OPS: dict[str, type[AtenOp]] = {op.TARGET: op for op in (
     RsubScalarOp,
     MaximumOp,
     MinimumOp,
+    MaxOtherOp,
+    MinOtherOp,
+    ClampOp,
+    ClampTensorOp,
+    HardtanhOp,
+    Relu6Op,
     PowTensorScalarOp,
     PowTensorTensorOp,
     WhereSelfOp,
@@ -3308,6 +3470,7 @@ ATEN = Dialect(
         ReshapeOp,
         UnsafeViewOp,
         FlattenUsingIntsOp,
+        UnflattenIntOp,
         UnsqueezeOp,
         SqueezeDimOp,
         SqueezeDimsOp,
@@ -3341,6 +3504,12 @@ ATEN = Dialect(
         RsubScalarOp,
         MaximumOp,
         MinimumOp,
+        MaxOtherOp,
+        MinOtherOp,
+        ClampOp,
+        ClampTensorOp,
+        HardtanhOp,
+        Relu6Op,
         PowTensorScalarOp,
         PowTensorTensorOp,
         WhereSelfOp,

@@ -534,12 +534,27 @@ def export_program(model: torch.nn.Module, example_inputs: tuple) -> ExportedPro
             # torch._dynamo.config and torch._functorch.config), which makes a new ContextVar
             # and sets it in the current context, and a context never forgets a variable: two
             # per export would stay in the caller's thread for good (~0.4 KB per compile).
-            return contextvars.copy_context().run(torch.export.export, model, inputs)
+            return contextvars.copy_context().run(_export_functional, model, inputs)
         except Exception as e:  # torch.export raises many kinds; all mean "cannot export"
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise ValueError(f"torch.export could not export {type(model).__name__}: {first}") from e
         finally:
             _forget_last_trace()
+
+
+def _export_functional(model: torch.nn.Module, inputs: tuple) -> ExportedProgram:
+    """``torch.export.export``, then, when the graph mutates anything (``x.add_(y)``, ``relu_``:
+    ResNet's and T5's in-place ops), ``run_decompositions({})``: functionalization only, no
+    decomposition table, so ``linear`` and ``scaled_dot_product_attention`` stay as they are."""
+    program = torch.export.export(model, inputs)
+    if any(_mutates(node) for node in program.graph.nodes):
+        program = program.run_decompositions({})
+    return program
+
+
+def _mutates(node: torch.fx.Node) -> bool:
+    schema = getattr(node.target, "_schema", None) if node.op == "call_function" else None
+    return schema is not None and schema.is_mutable
 
 
 def _forget_last_trace() -> None:

@@ -58,6 +58,7 @@ _RESHAPES = (
     aten.ReshapeOp,
     aten.UnsafeViewOp,
     aten.FlattenUsingIntsOp,
+    aten.UnflattenIntOp,
     aten.UnsqueezeOp,
     aten.SqueezeDimOp,
     aten.SqueezeDimsOp,
@@ -65,7 +66,7 @@ _RESHAPES = (
 
 
 class ReshapePattern(RewritePattern):
-    """Every shape change (``view``, ``reshape``, ``_unsafe_view``, ``flatten``, ``unsqueeze``, ``squeeze``)
+    """Every shape change (``view``, ``reshape``, ``_unsafe_view``, ``flatten``, ``unflatten``, ``unsqueeze``, ``squeeze``)
     is ``tg.reshape`` to the op's result type.
 
     ```mlir

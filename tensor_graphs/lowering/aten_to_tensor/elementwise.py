@@ -1,6 +1,7 @@
 """aten → tg: elementwise ops.
 
-Binary arithmetic (add/sub/mul/div in Tensor and Scalar forms, maximum, minimum, pow), unary
+Binary arithmetic (add/sub/mul/div in Tensor and Scalar forms, maximum, minimum, max/min.other,
+pow), ``clamp``/``hardtanh`` (max then min), unary
 functions (relu, tanh, exp, log, sqrt, rsqrt, neg, abs, sigmoid, silu, erf, cos, sin → the ``tg`` op of
 that function name), ``gelu`` with its ``approximate`` form, ``where``/``masked_fill`` →
 ``tg.select``, and the dtype conversions (``to`` — ``to.device`` too: the device is dropped —, ``_to_copy``, ``type_as`` → ``tg.cast``, or
@@ -10,6 +11,7 @@ operands whose element type differs from the result's (torch's type promotion) a
 
 from __future__ import annotations
 
+from xdsl.dialects.builtin import FloatAttr, f64
 from xdsl.ir import SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
@@ -37,6 +39,8 @@ _BINARY: dict[type, tuple[type[ElementwiseBinaryOp], bool]] = {
     aten.DivTensorOp: (DivOp, False),
     aten.MaximumOp: (MaxOp, False),
     aten.MinimumOp: (MinOp, False),
+    aten.MaxOtherOp: (MaxOp, False),
+    aten.MinOtherOp: (MinOp, False),
     aten.PowTensorTensorOp: (PowOp, False),
     aten.AddScalarOp: (AddOp, True),
     aten.SubScalarOp: (SubOp, True),
@@ -176,6 +180,40 @@ class WherePattern(RewritePattern):
         rewriter.replace(op, ops, [y])
 
 
+class ClampPattern(RewritePattern):
+    """``clamp`` (Scalar or Tensor bounds, either may be absent), ``hardtanh`` and ``relu6`` are ``tg.max``
+    with the lower bound, then ``tg.min`` with the upper one (NaN stays NaN, as in torch).
+
+    ```mlir
+    %y = aten.hardtanh %x {min_val = 0.0 : f64, max_val = 6.0 : f64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+    // becomes
+    %lo = tg.constant dense<0.0> : tensor<f32>
+    %a = tg.max %x, %lo : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+    %hi = tg.constant dense<6.0> : tensor<f32>
+    %y = tg.min %a, %hi : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+    ```
+    """
+
+    def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
+        if isinstance(op, aten.HardtanhOp):
+            bounds = (op.min_val, op.max_val)
+        elif isinstance(op, aten.Relu6Op):
+            bounds = (FloatAttr(0.0, f64), FloatAttr(6.0, f64))
+        elif isinstance(op, aten.ClampOp | aten.ClampTensorOp):
+            bounds = (op.min, op.max)
+        else:
+            return
+        out_type = element_type(op.result)
+        ops = OpList()
+        y = ops.cast(op.self, out_type)
+        for bound, tg_op in zip(bounds, (MaxOp, MinOp)):
+            if bound is None:
+                continue
+            other = ops.cast(bound, out_type) if isinstance(bound, SSAValue) else ops.add(scalar_constant(bound.value.data, out_type))
+            y = ops.add(tg_op(y, other, op.result.type))
+        rewriter.replace(op, ops, [y])
+
+
 class CastPattern(RewritePattern):
     """``to``, ``_to_copy`` and ``type_as``: nothing when the element type stays, else ``tg.cast``.
 
@@ -196,4 +234,4 @@ class CastPattern(RewritePattern):
 
 
 def populate_elementwise_patterns() -> list[RewritePattern]:
-    return [BinaryPattern(), UnaryPattern(), GeluPattern(), WherePattern(), CastPattern()]
+    return [BinaryPattern(), UnaryPattern(), GeluPattern(), WherePattern(), ClampPattern(), CastPattern()]
