@@ -490,3 +490,19 @@ def test_index_out_of_range_at_run_time_is_an_error_not_a_read():
 )
 def test_clamps(f):
     check(Fn(f), two((3, 5), (3, 5)), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        pytest.param(lambda m, x, y: x.repeat(2, 3) + 0, id="repeat"),
+        pytest.param(lambda m, x, y: y.repeat(2, 1, 2), id="repeat-adds-a-dim"),
+        pytest.param(lambda m, x, y: torch.repeat_interleave(x, 2, dim=1) * 2, id="repeat_interleave-dim"),
+        pytest.param(lambda m, x, y: torch.repeat_interleave(x, 3), id="repeat_interleave-flat"),
+        pytest.param(lambda m, x, y: torch.stack([x, y, x * y], dim=-1), id="stack-last"),
+        pytest.param(lambda m, x, y: torch.stack([x, y], dim=0) + y.expand_as(x), id="stack-first-expand_as"),
+        pytest.param(lambda m, x, y: torch.baddbmm(x[None], x[None], y[None].transpose(1, 2), beta=0.5, alpha=2.0), id="baddbmm"),
+    ],
+)
+def test_tiling_and_stacking(f):
+    check(Fn(f), two((3, 3), (3, 3)), rtol=1e-6, atol=1e-6)

@@ -559,6 +559,26 @@ class AddmmOp(AtenOp):
 
 
 @irdl_op_definition
+class BaddbmmOp(AtenOp):
+    """``aten::baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor``"""
+
+    name = "aten.baddbmm"
+    TARGET: ClassVar[str] = "aten::baddbmm"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("batch1", "tensor"), ("batch2", "tensor"), ("beta", "scalar"), ("alpha", "scalar"))
+    self = operand_def(AnyTensor)
+    batch1 = operand_def(AnyTensor)
+    batch2 = operand_def(AnyTensor)
+    beta = prop_def(ScalarAttr, default_value=IntegerAttr(1, i64))
+    alpha = prop_def(ScalarAttr, default_value=IntegerAttr(1, i64))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self `,` $batch1 `,` $batch2 attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, batch1: SSAValue, batch2: SSAValue, *, beta: int | float = 1, alpha: int | float = 1, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, batch1, batch2, beta, alpha), [result_type]))
+
+
+@irdl_op_definition
 class TOp(AtenOp):
     """``aten::t(Tensor(a) self) -> Tensor(a)``"""
 
@@ -867,6 +887,80 @@ class ExpandOp(AtenOp):
     def verify_(self) -> None:
         super().verify_()
         _verify_expand(self)
+
+
+@irdl_op_definition
+class ExpandAsOp(AtenOp):
+    """``aten::expand_as(Tensor(a) self, Tensor other) -> Tensor(a)``"""
+
+    name = "aten.expand_as"
+    TARGET: ClassVar[str] = "aten::expand_as"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    other = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self `,` $other attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, other: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, other), [result_type]))
+
+
+@irdl_op_definition
+class RepeatOp(AtenOp):
+    """``aten::repeat(Tensor self, SymInt[] repeats) -> Tensor``"""
+
+    name = "aten.repeat"
+    TARGET: ClassVar[str] = "aten::repeat"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("repeats", "int[]"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    repeats = prop_def(DenseArrayBase.constr(i64))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, repeats: Sequence[int], *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, repeats), [result_type]))
+
+
+@irdl_op_definition
+class RepeatInterleaveSelfIntOp(AtenOp):
+    """``aten::repeat_interleave.self_int(Tensor self, SymInt repeats, int? dim=None, *, SymInt? output_size=None) -> Tensor``"""
+
+    name = "aten.repeat_interleave.self_int"
+    TARGET: ClassVar[str] = "aten::repeat_interleave.self_int"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("repeats", "int"), ("dim", "int?"), ("output_size", "int?"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    repeats = prop_def(IntegerAttr[I64])
+    dim = opt_prop_def(IntegerAttr[I64])
+    output_size = opt_prop_def(IntegerAttr[I64])
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, repeats: int, dim: int | None = None, *, output_size: int | None = None, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, repeats, dim, output_size), [result_type]))
+
+
+@irdl_op_definition
+class StackOp(AtenOp):
+    """``aten::stack(Tensor[] tensors, int dim=0) -> Tensor``"""
+
+    name = "aten.stack"
+    TARGET: ClassVar[str] = "aten::stack"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("tensors", "tensor[]"), ("dim", "int"))
+    ANY_DTYPE: ClassVar[bool] = True
+    tensors = var_operand_def(AnyTensor)
+    dim = prop_def(IntegerAttr[I64], default_value=IntegerAttr(0, i64))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$tensors attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, tensors: Sequence[SSAValue], dim: int = 0, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (tensors, dim), [result_type]))
 
 
 @irdl_op_definition
@@ -1636,6 +1730,7 @@ class PowTensorScalarOp(AtenOp):
     name = "aten.pow.Tensor_Scalar"
     TARGET: ClassVar[str] = "aten::pow.Tensor_Scalar"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("exponent", "scalar"))
+    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     exponent = prop_def(ScalarAttr)
     result = result_def(AnyTensor)
@@ -1657,6 +1752,7 @@ class PowTensorTensorOp(AtenOp):
     name = "aten.pow.Tensor_Tensor"
     TARGET: ClassVar[str] = "aten::pow.Tensor_Tensor"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("exponent", "tensor"))
+    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     exponent = operand_def(AnyTensor)
     result = result_def(AnyTensor)
@@ -3327,6 +3423,7 @@ ATEN_OPS: dict[str, type[AtenOp]] = {op.TARGET: op for op in (
     MatmulOp,
     BmmOp,
     AddmmOp,
+    BaddbmmOp,
     TOp,
     TransposeIntOp,
     PermuteOp,
@@ -3341,6 +3438,10 @@ ATEN_OPS: dict[str, type[AtenOp]] = {op.TARGET: op for op in (
     ContiguousOp,
     CloneOp,
     ExpandOp,
+    ExpandAsOp,
+    RepeatOp,
+    RepeatInterleaveSelfIntOp,
+    StackOp,
     SliceTensorOp,
     SelectIntOp,
     NarrowOp,
@@ -3463,6 +3564,7 @@ ATEN = Dialect(
         MatmulOp,
         BmmOp,
         AddmmOp,
+        BaddbmmOp,
         TOp,
         TransposeIntOp,
         PermuteOp,
@@ -3477,6 +3579,10 @@ ATEN = Dialect(
         ContiguousOp,
         CloneOp,
         ExpandOp,
+        ExpandAsOp,
+        RepeatOp,
+        RepeatInterleaveSelfIntOp,
+        StackOp,
         SliceTensorOp,
         SelectIntOp,
         NarrowOp,

@@ -82,7 +82,8 @@ class MatmulPattern(RewritePattern):
 
 
 class AddmmPattern(RewritePattern):
-    """``beta * self + alpha * (mat1 @ mat2)``; the scalings appear only when not 1 (``beta = 0`` drops ``self``).
+    """``addmm`` and ``baddbmm``: ``beta * self + alpha * (mat1 @ mat2)`` (batched for ``baddbmm``);
+    the scalings appear only when not 1 (``beta = 0`` drops ``self``).
 
     ```mlir
     %y = aten.addmm %b, %x, %w {alpha = 2.0 : f64} : (tensor<4xf32>, tensor<5x6xf32>, tensor<6x4xf32>) -> tensor<5x4xf32>
@@ -94,11 +95,16 @@ class AddmmPattern(RewritePattern):
     ```
     """
 
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: aten.AddmmOp, rewriter: PatternRewriter) -> None:
+    def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
+        if isinstance(op, aten.AddmmOp):
+            a, b = op.mat1, op.mat2
+        elif isinstance(op, aten.BaddbmmOp):  # BLOOM's ALiBi: beta * alibi + alpha * (q @ k)
+            a, b = op.batch1, op.batch2
+        else:
+            return
         alpha, beta = op.alpha.value.data, op.beta.value.data
         ops = OpList()
-        y = ops.add(MatmulOp(op.mat1, op.mat2))
+        y = ops.add(MatmulOp(a, b))
         if alpha != 1.0:
             y = ops.add(MulOp(y, ops.add(scalar_constant(alpha))))
         if beta != 0.0:
