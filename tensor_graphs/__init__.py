@@ -17,6 +17,7 @@ from tensor_graphs.api import (
     export,
     generate,
     get_num_threads,
+    load,
     profile,
     set_num_threads,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "export",
     "generate",
     "get_num_threads",
+    "load",
     "profile",
     "ProfileReport",
     "set_num_threads",

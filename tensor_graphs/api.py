@@ -172,6 +172,28 @@ def export(model, example_inputs: Sequence, path: str | Path):
     return export_model(model, tuple(_as_torch(x) for x in example_inputs), path)
 
 
+def load(
+    path: str | Path,
+    *,
+    keep_ir: bool = True,
+    profile: bool = False,
+    pack_weights: bool = True,
+    target: Target | str | None = None,
+) -> CompiledGraph:
+    """Compile the module ``tg.export`` wrote to ``path`` (any level: aten, tg or buf text), its
+    weights memory-mapped from the safetensors file beside it (the module's ``tg.weights_file``):
+    a weight that no GEMM packs is read where it lies in the file, never copied; packed ones
+    are copied once into their panels. The map lives as long as the returned function."""
+    from tensor_graphs.diagnostics import parse_module, verify_module
+    from tensor_graphs.frontend.weights import load_weights
+
+    path = Path(path)
+    module = parse_module(path.read_bytes(), str(path))
+    verify_module(module)
+    weights = load_weights(module, path, mmap=True)
+    return compile_module(module, weights, keep_ir=keep_ir, profile=profile, pack_weights=pack_weights, target=target)
+
+
 # --------------------------------------------------------------------------- decoding
 
 

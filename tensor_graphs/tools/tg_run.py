@@ -58,14 +58,14 @@ def _compile(args):
     module = parse_module(data, str(path))
     verify_module(module)
     if args.weights:
-        from safetensors.numpy import load_file
+        from tensor_graphs.frontend.weights import map_safetensors
 
         try:
-            weights = load_file(args.weights)
+            weights = map_safetensors(args.weights)
         except (OSError, ValueError) as e:
             raise RunError(f"cannot read the weights {args.weights}: {' '.join(str(e).split())}") from None
     else:
-        weights = load_weights(module, path)
+        weights = load_weights(module, path, mmap=True)  # as tg.load: read in place, not copied
     t0 = time.perf_counter()
     fn = tg.compile_module(module, weights, keep_ir=False, profile=args.profile, target=args.target)
     return fn, time.perf_counter() - t0
