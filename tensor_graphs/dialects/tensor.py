@@ -712,7 +712,9 @@ class AmaxOp(ReduceOp):
     KIND: ClassVar[str] = "max"
 
 
-class _SoftmaxBase(IRDLOperation, abc.ABC):
+class _AlongDimOp(IRDLOperation, abc.ABC):
+    """Same type in and out, computed along one ``dim`` (softmax, log_softmax, cumsum)."""
+
     T: ClassVar = VarConstraint("T", AnyTensor)
     input = operand_def(T)
     dim = prop_def(IntegerAttr[i64])
@@ -730,40 +732,26 @@ class _SoftmaxBase(IRDLOperation, abc.ABC):
 
 
 @irdl_op_definition
-class SoftmaxOp(_SoftmaxBase):
+class SoftmaxOp(_AlongDimOp):
     """``exp(x - max) / sum(exp(x - max))`` along ``dim``."""
 
     name = "tg.softmax"
 
 
 @irdl_op_definition
-class LogSoftmaxOp(_SoftmaxBase):
+class LogSoftmaxOp(_AlongDimOp):
     """``x - max - log(sum(exp(x - max)))`` along ``dim``."""
 
     name = "tg.log_softmax"
 
 
 @irdl_op_definition
-class CumsumOp(IRDLOperation):
+class CumsumOp(_AlongDimOp):
     """Running sum along ``dim``: ``result[..., i, ...] = sum(input[..., :i+1, ...])`` (torch.cumsum;
     position ids from a padding mask). Same type in and out: the frontend casts to torch's result
     dtype first."""
 
     name = "tg.cumsum"
-    T: ClassVar = VarConstraint("T", AnyTensor)
-    input = operand_def(T)
-    dim = prop_def(IntegerAttr[i64])
-    result = result_def(T)
-    traits = traits_def(Pure())
-    irdl_options = (ParsePropInAttrDict(),)
-    assembly_format = "$input attr-dict `:` type($result)"
-
-    def __init__(self, input: SSAValue, dim: int):
-        super().__init__(operands=[input], properties={"dim": IntegerAttr(dim, i64)}, result_types=[input.type])
-
-    def verify_(self) -> None:
-        d, r = self.dim.value.data, len(shape_of(self.input))
-        _check(0 <= d < r, f"tg.cumsum: dim {d} out of range for rank {r}")
 
 
 @irdl_op_definition
