@@ -65,6 +65,19 @@ ZOO: dict[str, Case] = {
     ),
     "albert": Case(lambda: Encoder(T.AlbertModel(T.AlbertConfig(**SMALL, embedding_size=16))), "encoder"),
     "electra": Case(lambda: Encoder(T.ElectraModel(T.ElectraConfig(**SMALL, embedding_size=32))), "encoder"),
+    "deberta-v2": Case(lambda: Encoder(T.DebertaV2Model(T.DebertaV2Config(**SMALL))), "encoder"),
+    "t5-encoder": Case(
+        lambda: Encoder(T.T5EncoderModel(T.T5Config(vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4))), "encoder"
+    ),
+    "bart-encoder": Case(
+        lambda: Encoder(
+            T.BartModel(
+                T.BartConfig(vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                             decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64)
+            ).get_encoder()
+        ),
+        "encoder",
+    ),
     "llama": Case(lambda: Decoder(T.LlamaForCausalLM(T.LlamaConfig(**SMALL, num_key_value_heads=2))), "decoder"),
     "mistral": Case(lambda: Decoder(T.MistralForCausalLM(T.MistralConfig(**SMALL, num_key_value_heads=2))), "decoder"),
     "qwen2": Case(lambda: Decoder(T.Qwen2ForCausalLM(T.Qwen2Config(**SMALL, num_key_value_heads=2))), "decoder"),
