@@ -275,7 +275,7 @@ def test_a_registered_variant_can_ask_for_scratch(registry):
 
     register_kernel(
         tg.AttentionOp,
-        KernelVariant("attention.wide", build, scratch=lambda op, threads: MemRefType(f32, [7])),
+        KernelVariant("attention.wide", build, scratch=lambda op, threads, target: MemRefType(f32, [7])),
         prefer=True,
     )
     att = first(lower(ATTENTION), buf.AttentionOp)
