@@ -506,3 +506,33 @@ def test_clamps(f):
 )
 def test_tiling_and_stacking(f):
     check(Fn(f), two((3, 3), (3, 3)), rtol=1e-6, atol=1e-6)
+
+
+def with_specials(seed):
+    """Two [3, 5] inputs; x holds a zero, a NaN, halves (ceil/floor edge cases) and negatives."""
+    x, y = two((3, 5), (3, 5))(seed)
+    x[0, 0], x[0, 1], x[1, 2], x[2, 3] = 0.0, float("nan"), -2.5, 1.5
+    return x, y
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        pytest.param(lambda m, x, y: torch.sign(x) * 2, id="sign-of-zero-and-nan-is-zero"),
+        pytest.param(lambda m, x, y: torch.ceil(x * 3) + torch.floor(y * 3), id="ceil-floor"),
+        pytest.param(lambda m, x, y: x.T * 2 + y.T, id="numpy_T"),
+        pytest.param(lambda m, x, y: torch.roll(x, 2, 1) + torch.roll(y, (-1, 7), (0, 1)), id="roll-dims"),
+        pytest.param(lambda m, x, y: torch.roll(x, 4), id="roll-flat"),
+        pytest.param(lambda m, x, y: torch.nn.functional.pad(x, (1, 2)) * 2, id="pad-last-dim"),
+        pytest.param(lambda m, x, y: torch.nn.functional.pad(y, (0, 1, 2, 0), value=-3.0) + 1, id="pad-two-dims-value"),
+        pytest.param(lambda m, x, y: torch.nn.functional.pad(y, (-1, 2)) + 1, id="pad-negative-crops"),
+    ],
+)
+def test_sign_rounding_roll_pad(f):
+    """Exact: these move or round values (NaN compares equal to NaN here)."""
+    check(Fn(f), with_specials, rtol=0, atol=0)
+
+
+def test_pad_modes_other_than_constant_are_named():
+    with pytest.raises(Exception, match="reflect"):
+        tg.compile(Fn(lambda m, x: torch.nn.functional.pad(x, (1, 1), mode="reflect")).eval(), (randn(2, 3, 4),))

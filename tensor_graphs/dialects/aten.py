@@ -964,6 +964,81 @@ class StackOp(AtenOp):
 
 
 @irdl_op_definition
+class NumpyTOp(AtenOp):
+    """``aten::numpy_T(Tensor(a) self) -> Tensor(a)``"""
+
+    name = "aten.numpy_T"
+    TARGET: ClassVar[str] = "aten::numpy_T"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"),)
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_,), [result_type]))
+
+
+@irdl_op_definition
+class RollOp(AtenOp):
+    """``aten::roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor``"""
+
+    name = "aten.roll"
+    TARGET: ClassVar[str] = "aten::roll"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("shifts", "int[]"), ("dims", "int[]"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    shifts = prop_def(DenseArrayBase.constr(i64))
+    dims = prop_def(DenseArrayBase.constr(i64), default_value=DenseArrayBase.from_list(i64, []))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, shifts: Sequence[int], dims: Sequence[int] = (), *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, shifts, dims), [result_type]))
+
+
+@irdl_op_definition
+class ConstantPadNdOp(AtenOp):
+    """``aten::constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor``"""
+
+    name = "aten.constant_pad_nd"
+    TARGET: ClassVar[str] = "aten::constant_pad_nd"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("pad", "int[]"), ("value", "scalar"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    pad = prop_def(DenseArrayBase.constr(i64))
+    value = prop_def(ScalarAttr, default_value=IntegerAttr(0, i64))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, pad: Sequence[int], value: int | float = 0, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, pad, value), [result_type]))
+
+
+@irdl_op_definition
+class PadOp(AtenOp):
+    """``aten::pad(Tensor self, SymInt[] pad, str mode="constant", float? value=None) -> Tensor``"""
+
+    name = "aten.pad"
+    TARGET: ClassVar[str] = "aten::pad"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("pad", "int[]"), ("mode", "str"), ("value", "float?"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    pad = prop_def(DenseArrayBase.constr(i64))
+    mode = prop_def(StringAttr, default_value=StringAttr('constant'))
+    value = opt_prop_def(FloatAttr[Float64Type])
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, pad: Sequence[int], mode: str = 'constant', value: float | None = None, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, pad, mode, value), [result_type]))
+
+
+@irdl_op_definition
 class SliceTensorOp(AtenOp):
     """``aten::slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)``"""
 
@@ -2175,6 +2250,66 @@ class AbsOp(AtenOp):
     TARGET: ClassVar[str] = "aten::abs"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"),)
     ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_,), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_same_type(self)
+
+
+@irdl_op_definition
+class SignOp(AtenOp):
+    """``aten::sign(Tensor self) -> Tensor``"""
+
+    name = "aten.sign"
+    TARGET: ClassVar[str] = "aten::sign"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"),)
+    self = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_,), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_same_type(self)
+
+
+@irdl_op_definition
+class CeilOp(AtenOp):
+    """``aten::ceil(Tensor self) -> Tensor``"""
+
+    name = "aten.ceil"
+    TARGET: ClassVar[str] = "aten::ceil"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"),)
+    self = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_,), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_same_type(self)
+
+
+@irdl_op_definition
+class FloorOp(AtenOp):
+    """``aten::floor(Tensor self) -> Tensor``"""
+
+    name = "aten.floor"
+    TARGET: ClassVar[str] = "aten::floor"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"),)
     self = operand_def(AnyTensor)
     result = result_def(AnyTensor)
     irdl_options = (ParsePropInAttrDict(),)
@@ -3442,6 +3577,10 @@ ATEN_OPS: dict[str, type[AtenOp]] = {op.TARGET: op for op in (
     RepeatOp,
     RepeatInterleaveSelfIntOp,
     StackOp,
+    NumpyTOp,
+    RollOp,
+    ConstantPadNdOp,
+    PadOp,
     SliceTensorOp,
     SelectIntOp,
     NarrowOp,
@@ -3497,6 +3636,9 @@ ATEN_OPS: dict[str, type[AtenOp]] = {op.TARGET: op for op in (
     SinOp,
     NegOp,
     AbsOp,
+    SignOp,
+    CeilOp,
+    FloorOp,
     MeanDimOp,
     SumOp,
     SumDimIntListOp,
@@ -3583,6 +3725,10 @@ ATEN = Dialect(
         RepeatOp,
         RepeatInterleaveSelfIntOp,
         StackOp,
+        NumpyTOp,
+        RollOp,
+        ConstantPadNdOp,
+        PadOp,
         SliceTensorOp,
         SelectIntOp,
         NarrowOp,
@@ -3638,6 +3784,9 @@ ATEN = Dialect(
         SinOp,
         NegOp,
         AbsOp,
+        SignOp,
+        CeilOp,
+        FloorOp,
         MeanDimOp,
         SumOp,
         SumDimIntListOp,

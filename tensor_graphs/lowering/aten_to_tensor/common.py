@@ -5,10 +5,10 @@ from __future__ import annotations
 from contextvars import ContextVar
 
 import numpy as np
-from xdsl.dialects.builtin import f32
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.dialects.builtin import TensorType, f32
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
-from tensor_graphs.dialects.tensor import CastOp, ConstantOp, ReshapeOp, shape_of
+from tensor_graphs.dialects.tensor import CastOp, ConstantOp, FusedElementwiseOp, ReshapeOp, YieldOp, shape_of
 from tensor_graphs.dialects.dense import dense_from_numpy, numpy_dtype_of
 
 #: op -> why no pattern could convert it; set by the pass around its walk (None outside a pass)
@@ -50,3 +50,13 @@ class OpList(list[Operation]):
     def cast(self, value: SSAValue, to: Attribute) -> SSAValue:
         """``value`` with element type ``to`` (no op when it has it already)."""
         return value if element_type(value) == to else self.add(CastOp(value, to))
+
+
+def elementwise_body(inputs: list[SSAValue], result_type: TensorType, build) -> FusedElementwiseOp:
+    """A one-op `tg.fused_elementwise` over ``inputs`` whose scalar body is ``build(block, args)``
+    (it appends its ops to ``block`` and returns the value to yield): how an elementwise function
+    with no named tg op (a comparison, sign, floor) reaches every level below."""
+    block = Block(arg_types=[element_type(v) for v in inputs])
+    result = build(block, list(block.args))
+    block.add_op(YieldOp(result))
+    return FusedElementwiseOp(inputs, result_type, Region([block]))

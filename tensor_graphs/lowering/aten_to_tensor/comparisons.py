@@ -19,12 +19,12 @@ from __future__ import annotations
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import AnyFloat, FloatAttr, IntegerAttr, IntegerType, TensorType, f32, i1, i64
-from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from tensor_graphs.dialects import aten
-from tensor_graphs.dialects.tensor import FusedElementwiseOp, YieldOp, shape_of
-from tensor_graphs.lowering.aten_to_tensor.common import OpList, element_type, notify_match_failure
+from tensor_graphs.dialects.tensor import shape_of
+from tensor_graphs.lowering.aten_to_tensor.common import OpList, element_type, elementwise_body, notify_match_failure
 
 #: comparison op -> (float predicate, signed-int predicate, bool predicate)
 _PREDICATES: dict[str, tuple[str, str, str]] = {
@@ -84,14 +84,6 @@ def promoted(a: Attribute, b: Attribute | float | int | bool) -> Attribute:
     if isinstance(a, AnyFloat) != isinstance(b, AnyFloat):
         return a if isinstance(a, AnyFloat) else b
     return a if _width(a) >= _width(b) else b
-
-
-def elementwise_body(inputs: list[SSAValue], result_type: TensorType, build) -> FusedElementwiseOp:
-    """A `tg.fused_elementwise` over ``inputs`` whose body is ``build(block, args) -> scalar``."""
-    block = Block(arg_types=[element_type(v) for v in inputs])
-    result = build(block, list(block.args))
-    block.add_op(YieldOp(result))
-    return FusedElementwiseOp(inputs, result_type, Region([block]))
 
 
 def _emit(block: Block, op: Operation) -> SSAValue:

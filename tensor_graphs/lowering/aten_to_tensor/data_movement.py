@@ -1,7 +1,7 @@
 """aten → tg: data movement (t, transpose, permute, view/reshape/flatten/(un)squeeze/unflatten,
-expand/expand_as, repeat, repeat_interleave, stack, contiguous/clone).
+expand/expand_as, repeat, repeat_interleave, stack, numpy_T, roll, constant pad, contiguous/clone).
 
-Everything is ``tg.transpose {perm}``, ``tg.reshape``, ``tg.broadcast`` or (stack) ``tg.concat``; ops that do not change
+Everything is ``tg.transpose {perm}``, ``tg.reshape``, ``tg.broadcast``, ``tg.slice`` or ``tg.concat``; ops that do not change
 the value (``contiguous``, ``clone``, a transpose of equal dims, a reshape or expand to the same
 shape) disappear.
 """
@@ -13,8 +13,8 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewri
 from tensor_graphs.dialects import aten
 from tensor_graphs.dialects.aten import normalize_dim
 from tensor_graphs.dialects.shapes import ShapeError, numel
-from tensor_graphs.dialects.tensor import BroadcastOp, ConcatOp, ReshapeOp, TransposeOp, shape_of
-from tensor_graphs.lowering.aten_to_tensor.common import OpList, element_type, notify_match_failure
+from tensor_graphs.dialects.tensor import BroadcastOp, ConcatOp, ReshapeOp, SliceOp, TransposeOp, shape_of
+from tensor_graphs.lowering.aten_to_tensor.common import OpList, constant, element_type, notify_match_failure
 
 
 def _replace_with_transpose(op, perm: list[int], rewriter: PatternRewriter) -> None:
@@ -199,5 +199,106 @@ class StackPattern(RewritePattern):
         rewriter.replace(op, ops, [y])
 
 
+class NumpyTPattern(RewritePattern):
+    """``x.T`` (``numpy_T``) reverses every dim: ``tg.transpose`` with the reversed permutation."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: aten.NumpyTOp, rewriter: PatternRewriter) -> None:
+        _replace_with_transpose(op, list(reversed(range(len(shape_of(op.self))))), rewriter)
+
+
+def _slice_dim(ops: OpList, x, dim: int, start: int, size: int):
+    if start == 0 and size == shape_of(x)[dim]:
+        return x
+    return ops.add(SliceOp(x, dim, start, size))
+
+
+class RollPattern(RewritePattern):
+    """``roll(x, shifts, dims)``: along each dim, the last ``s`` entries then the first ``n - s``
+    (two ``tg.slice``, one ``tg.concat``); without dims, on the flattened tensor.
+
+    ```mlir
+    %y = aten.roll %x {shifts = array<i64: 2>, dims = array<i64: 1>} : (tensor<3x5xf32>) -> tensor<3x5xf32>
+    // becomes
+    %a = tg.slice %x {dim = 1 : i64, start = 3 : i64} : (tensor<3x5xf32>) -> tensor<3x2xf32>
+    %b = tg.slice %x {dim = 1 : i64, start = 0 : i64} : (tensor<3x5xf32>) -> tensor<3x3xf32>
+    %y = tg.concat %a, %b {dim = 1 : i64} : (tensor<3x2xf32>, tensor<3x3xf32>) -> tensor<3x5xf32>
+    ```
+    """
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: aten.RollOp, rewriter: PatternRewriter) -> None:
+        shifts, dims = list(op.shifts.get_values()), list(op.dims.get_values())
+        ops = OpList()
+        x = op.self
+        flat = not dims
+        if flat:
+            x, dims = ops.reshape(x, (numel(shape_of(x)),)), [0]
+        if len(shifts) != len(dims):
+            return notify_match_failure(op, f"{len(shifts)} shifts for {len(dims)} dims")
+        for shift, d in zip(shifts, dims):
+            try:
+                d = normalize_dim(d, len(shape_of(x)))
+            except ShapeError as e:
+                return notify_match_failure(op, str(e))
+            n = shape_of(x)[d]
+            s = shift % n if n else 0
+            if s:
+                x = ops.add(ConcatOp([_slice_dim(ops, x, d, n - s, s), _slice_dim(ops, x, d, 0, n - s)], d))
+        y = ops.reshape(x, shape_of(op.result))
+        rewriter.replace(op, ops, [y])
+
+
+class PadPattern(RewritePattern):
+    """Constant padding (``constant_pad_nd``, ``pad`` with ``mode = "constant"``): per padded dim,
+    from the last, a ``tg.concat`` of a constant block, the input and a constant block (a
+    negative pad is a ``tg.slice``). Other modes (reflect, replicate, circular) are reported.
+
+    ```mlir
+    %y = aten.constant_pad_nd %x {pad = array<i64: 1, 2>, value = 0 : i64} : (tensor<3x4xf32>) -> tensor<3x7xf32>
+    // becomes
+    %l = tg.constant dense<0.0> : tensor<3x1xf32>
+    %r = tg.constant dense<0.0> : tensor<3x2xf32>
+    %y = tg.concat %l, %x, %r {dim = 1 : i64} : (tensor<3x1xf32>, tensor<3x4xf32>, tensor<3x2xf32>) -> tensor<3x7xf32>
+    ```
+    """
+
+    def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
+        if isinstance(op, aten.PadOp):
+            if op.mode.data != "constant":
+                return notify_match_failure(op, f"pad mode '{op.mode.data}' is not supported (only 'constant')")
+            value = op.value.value.data if op.value is not None else 0.0
+        elif isinstance(op, aten.ConstantPadNdOp):
+            value = op.value.value.data
+        else:
+            return
+        pads = list(op.pad.get_values())
+        rank = len(shape_of(op.self))
+        if len(pads) % 2 or len(pads) // 2 > rank:
+            return notify_match_failure(op, f"pad {pads} does not fit a tensor of rank {rank}")
+        el = element_type(op.result)
+        ops = OpList()
+        x = ops.cast(op.self, el)
+        for k in range(len(pads) // 2):
+            d, before, after = rank - 1 - k, pads[2 * k], pads[2 * k + 1]
+            n = shape_of(x)[d]
+            x = _slice_dim(ops, x, d, max(-before, 0), n - max(-before, 0) - max(-after, 0))
+            parts = []
+            for amount in (before, after):
+                if amount > 0:
+                    block = list(shape_of(x))
+                    block[d] = amount
+                    parts.append(ops.add(constant(value, tuple(block), el)))
+                else:
+                    parts.append(None)
+            pieces = [p for p in (parts[0], x, parts[1]) if p is not None]
+            if len(pieces) > 1:
+                x = ops.add(ConcatOp(pieces, d))
+        rewriter.replace(op, ops, [x])
+
+
 def populate_data_movement_patterns() -> list[RewritePattern]:
-    return [TransposePattern(), ReshapePattern(), ExpandPattern(), RepeatPattern(), StackPattern(), IdentityPattern()]
+    return [
+        TransposePattern(), ReshapePattern(), ExpandPattern(), RepeatPattern(), StackPattern(), NumpyTPattern(),
+        RollPattern(), PadPattern(), IdentityPattern(),
+    ]

@@ -1,7 +1,7 @@
 """aten → tg: elementwise ops.
 
 Binary arithmetic (add/sub/mul/div in Tensor and Scalar forms, maximum, minimum, max/min.other,
-pow), ``clamp``/``hardtanh`` (max then min), unary
+pow), ``clamp``/``hardtanh`` (max then min), ``sign``/``ceil``/``floor`` (scalar bodies), unary
 functions (relu, tanh, exp, log, sqrt, rsqrt, neg, abs, sigmoid, silu, erf, cos, sin → the ``tg`` op of
 that function name), ``gelu`` with its ``approximate`` form, ``where``/``masked_fill`` →
 ``tg.select``, and the dtype conversions (``to`` — ``to.device`` too: the device is dropped —, ``_to_copy``, ``type_as`` → ``tg.cast``, or
@@ -11,6 +11,7 @@ operands whose element type differs from the result's (torch's type promotion) a
 
 from __future__ import annotations
 
+from xdsl.dialects import arith, math
 from xdsl.dialects.builtin import FloatAttr, f64
 from xdsl.ir import SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
@@ -29,7 +30,7 @@ from tensor_graphs.dialects.tensor import (
     SelectOp,
     SubOp,
 )
-from tensor_graphs.lowering.aten_to_tensor.common import OpList, element_type, notify_match_failure, scalar_constant
+from tensor_graphs.lowering.aten_to_tensor.common import OpList, element_type, elementwise_body, notify_match_failure, scalar_constant
 
 #: aten binary op -> (tg op, whether its second operand is a Scalar property)
 _BINARY: dict[type, tuple[type[ElementwiseBinaryOp], bool]] = {
@@ -214,6 +215,46 @@ class ClampPattern(RewritePattern):
         rewriter.replace(op, ops, [y])
 
 
+def _emit(block, op):
+    block.add_op(op)
+    return op.results[0]
+
+
+def _sign(block, x):
+    """``x > 0 ? 1 : (x < 0 ? -1 : 0)``: NaN gives 0, as torch's sign does."""
+    zero, one, minus = (_emit(block, arith.ConstantOp(FloatAttr(v, x.type))) for v in (0.0, 1.0, -1.0))
+    negative = _emit(block, arith.SelectOp(_emit(block, arith.CmpfOp(x, zero, "olt")), minus, zero))
+    return _emit(block, arith.SelectOp(_emit(block, arith.CmpfOp(x, zero, "ogt")), one, negative))
+
+
+#: aten op -> scalar body of an elementwise function with no named tg op
+_BODIES = {
+    aten.SignOp: _sign,
+    aten.CeilOp: lambda block, x: _emit(block, math.CeilOp(x)),
+    aten.FloorOp: lambda block, x: _emit(block, math.FloorOp(x)),
+}
+
+
+class ScalarBodyPattern(RewritePattern):
+    """``sign``, ``ceil``, ``floor``: a one-op `tg.fused_elementwise` of `math`/`arith` ops.
+
+    ```mlir
+    %y = aten.floor %x : (tensor<2x3xf32>) -> tensor<2x3xf32>
+    // becomes
+    %y = tg.fused_elementwise %x : (tensor<2x3xf32>) -> tensor<2x3xf32> {
+    ^bb0(%a: f32):
+      %f = math.floor %a : f32
+      tg.yield %f : f32
+    }
+    ```
+    """
+
+    def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
+        body = _BODIES.get(type(op))
+        if body is not None:
+            rewriter.replace(op, elementwise_body([op.self], op.result.type, lambda block, args: body(block, args[0])))
+
+
 class CastPattern(RewritePattern):
     """``to``, ``_to_copy`` and ``type_as``: nothing when the element type stays, else ``tg.cast``.
 
@@ -234,4 +275,4 @@ class CastPattern(RewritePattern):
 
 
 def populate_elementwise_patterns() -> list[RewritePattern]:
-    return [BinaryPattern(), UnaryPattern(), GeluPattern(), WherePattern(), ClampPattern(), CastPattern()]
+    return [BinaryPattern(), UnaryPattern(), GeluPattern(), WherePattern(), ClampPattern(), ScalarBodyPattern(), CastPattern()]

@@ -26,8 +26,7 @@ from tensor_graphs.dialects.aten import normalize_dim
 from tensor_graphs.dialects.dense import dense_from_numpy
 from tensor_graphs.dialects.shapes import ShapeError, broadcast_shapes, contiguous_strides, numel
 from tensor_graphs.dialects.tensor import AddOp, ConstantOp, TakeOp, shape_of
-from tensor_graphs.lowering.aten_to_tensor.common import OpList, element_type, notify_match_failure
-from tensor_graphs.lowering.aten_to_tensor.comparisons import elementwise_body
+from tensor_graphs.lowering.aten_to_tensor.common import OpList, element_type, elementwise_body, notify_match_failure
 from tensor_graphs.transforms.evaluate import dense_to_array
 
 
