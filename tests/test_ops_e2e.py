@@ -536,3 +536,7 @@ def test_sign_rounding_roll_pad(f):
 def test_pad_modes_other_than_constant_are_named():
     with pytest.raises(Exception, match="reflect"):
         tg.compile(Fn(lambda m, x: torch.nn.functional.pad(x, (1, 1), mode="reflect")).eval(), (randn(2, 3, 4),))
+
+
+def test_normalize_is_a_2_norm_and_clamp_min():
+    check(Fn(lambda m, x, y: torch.nn.functional.normalize(x, dim=1) + torch.linalg.vector_norm(y, dim=(0, 1), keepdim=True)), two((3, 5), (3, 5)), rtol=1e-6, atol=1e-6)

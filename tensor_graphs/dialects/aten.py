@@ -1757,6 +1757,28 @@ class ClampTensorOp(AtenOp):
 
 
 @irdl_op_definition
+class ClampMinOp(AtenOp):
+    """``aten::clamp_min(Tensor self, Scalar min) -> Tensor``"""
+
+    name = "aten.clamp_min"
+    TARGET: ClassVar[str] = "aten::clamp_min"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("min", "scalar"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    min = prop_def(ScalarAttr)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, min: int | float, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, min), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_same_shape(self)
+
+
+@irdl_op_definition
 class HardtanhOp(AtenOp):
     """``aten::hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor``"""
 
@@ -2413,6 +2435,26 @@ class AmaxOp(AtenOp):
     def verify_(self) -> None:
         super().verify_()
         _verify_reduce(self)
+
+
+@irdl_op_definition
+class LinalgVectorNormOp(AtenOp):
+    """``aten::linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor``"""
+
+    name = "aten.linalg_vector_norm"
+    TARGET: ClassVar[str] = "aten::linalg_vector_norm"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("ord", "scalar"), ("dim", "int[]?"), ("keepdim", "bool"), ("dtype", "dtype?"))
+    self = operand_def(AnyTensor)
+    ord = prop_def(ScalarAttr, default_value=IntegerAttr(2, i64))
+    dim = opt_prop_def(DenseArrayBase.constr(i64))
+    keepdim = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
+    dtype = opt_prop_def(StringAttr)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, ord: int | float = 2, dim: Sequence[int] | None = None, keepdim: bool = False, *, dtype: str | None = None, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, ord, dim, keepdim, dtype), [result_type]))
 
 
 @irdl_op_definition
@@ -3612,6 +3654,7 @@ ATEN_OPS: dict[str, type[AtenOp]] = {op.TARGET: op for op in (
     MinOtherOp,
     ClampOp,
     ClampTensorOp,
+    ClampMinOp,
     HardtanhOp,
     Relu6Op,
     PowTensorScalarOp,
@@ -3643,6 +3686,7 @@ ATEN_OPS: dict[str, type[AtenOp]] = {op.TARGET: op for op in (
     SumOp,
     SumDimIntListOp,
     AmaxOp,
+    LinalgVectorNormOp,
     SoftmaxIntOp,
     SoftmaxOp,
     LogSoftmaxIntOp,
@@ -3760,6 +3804,7 @@ ATEN = Dialect(
         MinOtherOp,
         ClampOp,
         ClampTensorOp,
+        ClampMinOp,
         HardtanhOp,
         Relu6Op,
         PowTensorScalarOp,
@@ -3791,6 +3836,7 @@ ATEN = Dialect(
         SumOp,
         SumDimIntListOp,
         AmaxOp,
+        LinalgVectorNormOp,
         SoftmaxIntOp,
         SoftmaxOp,
         LogSoftmaxIntOp,

@@ -182,7 +182,7 @@ class WherePattern(RewritePattern):
 
 
 class ClampPattern(RewritePattern):
-    """``clamp`` (Scalar or Tensor bounds, either may be absent), ``hardtanh`` and ``relu6`` are ``tg.max``
+    """``clamp`` (Scalar or Tensor bounds, either may be absent), ``clamp_min``, ``hardtanh`` and ``relu6`` are ``tg.max``
     with the lower bound, then ``tg.min`` with the upper one (NaN stays NaN, as in torch).
 
     ```mlir
@@ -202,6 +202,8 @@ class ClampPattern(RewritePattern):
             bounds = (FloatAttr(0.0, f64), FloatAttr(6.0, f64))
         elif isinstance(op, aten.ClampOp | aten.ClampTensorOp):
             bounds = (op.min, op.max)
+        elif isinstance(op, aten.ClampMinOp):
+            bounds = (op.min, None)
         else:
             return
         out_type = element_type(op.result)

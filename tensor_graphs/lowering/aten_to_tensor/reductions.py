@@ -1,4 +1,4 @@
-"""aten → tg: reductions (mean, sum, amax over dims), softmax / log_softmax and cumsum.
+"""aten → tg: reductions (mean, sum, amax over dims, the 2-norm), softmax / log_softmax and cumsum.
 
 Dims are normalised (negative counted from the end), deduplicated and sorted; an empty or absent
 dim list means every dim, as in torch.
@@ -11,7 +11,7 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewri
 from tensor_graphs.dialects import aten
 from tensor_graphs.dialects.aten import normalize_dim
 from tensor_graphs.dialects.shapes import ShapeError
-from tensor_graphs.dialects.tensor import AmaxOp, CumsumOp, LogSoftmaxOp, MeanOp, SoftmaxOp, SumOp, shape_of
+from tensor_graphs.dialects.tensor import AmaxOp, CumsumOp, LogSoftmaxOp, MeanOp, MulOp, SoftmaxOp, SqrtOp, SumOp, shape_of
 from tensor_graphs.lowering.aten_to_tensor.common import OpList, element_type, notify_match_failure
 
 _REDUCTIONS = {
@@ -111,5 +111,35 @@ class CumsumPattern(RewritePattern):
         rewriter.replace(op, ops, [y])
 
 
+class VectorNormPattern(RewritePattern):
+    """``linalg_vector_norm`` with ``ord = 2`` (``F.normalize``, sentence embeddings) is
+    ``sqrt(sum(x * x))`` over the dims (all of them when absent); other orders are reported.
+
+    ```mlir
+    %n = aten.linalg_vector_norm %x {dim = array<i64: 1>, keepdim = true} : (tensor<2x8xf32>) -> tensor<2x1xf32>
+    // becomes
+    %sq = tg.mul %x, %x : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+    %s = tg.sum %sq {dims = array<i64: 1>, keepdim = true} : (tensor<2x8xf32>) -> tensor<2x1xf32>
+    %n = tg.sqrt %s : tensor<2x1xf32>
+    ```
+    """
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: aten.LinalgVectorNormOp, rewriter: PatternRewriter) -> None:
+        if op.ord.value.data != 2:
+            return notify_match_failure(op, f"only the 2-norm is supported, got ord = {op.ord.value.data}")
+        shape = shape_of(op.self)
+        try:
+            dims = sorted({normalize_dim(d, len(shape)) for d in op.dim.get_values()}) if op.dim is not None and len(op.dim.get_values()) else list(range(len(shape)))
+        except ShapeError as e:
+            return notify_match_failure(op, str(e))
+        ops = OpList()
+        x = ops.cast(op.self, element_type(op.result))
+        squares = ops.add(MulOp(x, x, x.type))
+        total = ops.add(SumOp(squares, tuple(dims), bool(op.keepdim.value.data)))
+        y = ops.add(SqrtOp(total))
+        rewriter.replace(op, ops, [ops.reshape(y, shape_of(op.result))])
+
+
 def populate_reduction_patterns() -> list[RewritePattern]:
-    return [ReducePattern(), SoftmaxPattern(), CumsumPattern()]
+    return [ReducePattern(), SoftmaxPattern(), CumsumPattern(), VectorNormPattern()]
