@@ -128,6 +128,10 @@ class IndexTensorPattern(RewritePattern):
             if (problem := _index_problem(index)) is not None:
                 return notify_match_failure(op, problem)
         dims = [d for d, _ in indexed]
+        if not dims:  # every position None: x[:, :] is x
+            if shape_of(op.result) != shape:
+                return notify_match_failure(op, f"no index tensor, yet the result {list(shape_of(op.result))} is not the input's shape")
+            return rewriter.replace(op, [], [op.self])
         try:
             block = broadcast_shapes(*(shape_of(v) for _, v in indexed))
         except ShapeError as e:
