@@ -52,6 +52,12 @@ class OpList(list[Operation]):
         return value if element_type(value) == to else self.add(CastOp(value, to))
 
 
+def append(block: Block, op: Operation) -> SSAValue:
+    """Append ``op`` to a scalar body's ``block``; its (first) result."""
+    block.add_op(op)
+    return op.results[0]
+
+
 def elementwise_body(inputs: list[SSAValue], result_type: TensorType, build) -> FusedElementwiseOp:
     """A one-op `tg.fused_elementwise` over ``inputs`` whose scalar body is ``build(block, args)``
     (it appends its ops to ``block`` and returns the value to yield): how an elementwise function

@@ -24,7 +24,7 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from tensor_graphs.dialects import aten
 from tensor_graphs.dialects.tensor import shape_of
-from tensor_graphs.lowering.aten_to_tensor.common import OpList, element_type, elementwise_body, notify_match_failure
+from tensor_graphs.lowering.aten_to_tensor.common import OpList, append, element_type, elementwise_body, notify_match_failure
 
 #: comparison op -> (float predicate, signed-int predicate, bool predicate)
 _PREDICATES: dict[str, tuple[str, str, str]] = {
@@ -86,11 +86,6 @@ def promoted(a: Attribute, b: Attribute | float | int | bool) -> Attribute:
     return a if _width(a) >= _width(b) else b
 
 
-def _emit(block: Block, op: Operation) -> SSAValue:
-    block.add_op(op)
-    return op.results[0]
-
-
 def _scalar(value: float | int | bool, t: Attribute) -> arith.ConstantOp:
     if isinstance(t, IntegerType):
         return arith.ConstantOp(IntegerAttr(int(value) if t != i1 else int(bool(value)), t))
@@ -140,10 +135,10 @@ class ComparePattern(RewritePattern):
         fpred, ipred, bpred = _PREDICATES[name]
 
         def body(block: Block, args: list[SSAValue]) -> SSAValue:
-            rhs = args[1] if not scalar_other else _emit(block, _scalar(other, common))
+            rhs = args[1] if not scalar_other else append(block, _scalar(other, common))
             if isinstance(common, AnyFloat):
-                return _emit(block, arith.CmpfOp(args[0], rhs, fpred))
-            return _emit(block, arith.CmpiOp(args[0], rhs, bpred if common == i1 else ipred))
+                return append(block, arith.CmpfOp(args[0], rhs, fpred))
+            return append(block, arith.CmpiOp(args[0], rhs, bpred if common == i1 else ipred))
 
         y = ops.add(elementwise_body(inputs, _bool_result(op), body))
         rewriter.replace(op, ops, [y])
@@ -187,10 +182,10 @@ class LogicalPattern(RewritePattern):
 
         def body(block: Block, args: list[SSAValue]) -> SSAValue:
             if combine is None:
-                ones = _emit(block, arith.ConstantOp(IntegerAttr(1 if kind == i1 else -1, kind)))
-                return _emit(block, arith.XOrIOp(args[0], ones))
-            other = args[1] if scalar is None else _emit(block, _scalar(scalar, kind))
-            return _emit(block, combine(args[0], other))
+                ones = append(block, arith.ConstantOp(IntegerAttr(1 if kind == i1 else -1, kind)))
+                return append(block, arith.XOrIOp(args[0], ones))
+            other = args[1] if scalar is None else append(block, _scalar(scalar, kind))
+            return append(block, combine(args[0], other))
 
         y = ops.add(elementwise_body(inputs, TensorType(kind, shape_of(op.results[0])), body))
         y = ops.cast(y, out)  # logical ops on non-bool results (rare): torch gives the result's dtype

@@ -30,7 +30,7 @@ from tensor_graphs.dialects.tensor import (
     SelectOp,
     SubOp,
 )
-from tensor_graphs.lowering.aten_to_tensor.common import OpList, element_type, elementwise_body, notify_match_failure, scalar_constant
+from tensor_graphs.lowering.aten_to_tensor.common import OpList, append, element_type, elementwise_body, notify_match_failure, scalar_constant
 
 #: aten binary op -> (tg op, whether its second operand is a Scalar property)
 _BINARY: dict[type, tuple[type[ElementwiseBinaryOp], bool]] = {
@@ -217,23 +217,18 @@ class ClampPattern(RewritePattern):
         rewriter.replace(op, ops, [y])
 
 
-def _emit(block, op):
-    block.add_op(op)
-    return op.results[0]
-
-
 def _sign(block, x):
     """``x > 0 ? 1 : (x < 0 ? -1 : 0)``: NaN gives 0, as torch's sign does."""
-    zero, one, minus = (_emit(block, arith.ConstantOp(FloatAttr(v, x.type))) for v in (0.0, 1.0, -1.0))
-    negative = _emit(block, arith.SelectOp(_emit(block, arith.CmpfOp(x, zero, "olt")), minus, zero))
-    return _emit(block, arith.SelectOp(_emit(block, arith.CmpfOp(x, zero, "ogt")), one, negative))
+    zero, one, minus = (append(block, arith.ConstantOp(FloatAttr(v, x.type))) for v in (0.0, 1.0, -1.0))
+    negative = append(block, arith.SelectOp(append(block, arith.CmpfOp(x, zero, "olt")), minus, zero))
+    return append(block, arith.SelectOp(append(block, arith.CmpfOp(x, zero, "ogt")), one, negative))
 
 
 #: aten op -> scalar body of an elementwise function with no named tg op
 _BODIES = {
     aten.SignOp: _sign,
-    aten.CeilOp: lambda block, x: _emit(block, math.CeilOp(x)),
-    aten.FloorOp: lambda block, x: _emit(block, math.FloorOp(x)),
+    aten.CeilOp: lambda block, x: append(block, math.CeilOp(x)),
+    aten.FloorOp: lambda block, x: append(block, math.FloorOp(x)),
 }
 
 

@@ -26,7 +26,7 @@ from tensor_graphs.dialects.aten import normalize_dim
 from tensor_graphs.dialects.dense import dense_from_numpy
 from tensor_graphs.dialects.shapes import ShapeError, broadcast_shapes, contiguous_strides, numel
 from tensor_graphs.dialects.tensor import AddOp, ConstantOp, TakeOp, shape_of
-from tensor_graphs.lowering.aten_to_tensor.common import OpList, element_type, elementwise_body, notify_match_failure
+from tensor_graphs.lowering.aten_to_tensor.common import OpList, append, element_type, elementwise_body, notify_match_failure
 from tensor_graphs.transforms.evaluate import dense_to_array
 
 
@@ -71,8 +71,7 @@ class OffsetSum:
 
         def body(block: Block, args: list[SSAValue]) -> SSAValue:
             def emit(op):
-                block.add_op(op)
-                return op.results[0]
+                return append(block, op)
 
             v = args[0]
             lo, hi = emit(arith.ConstantOp(IntegerAttr(low, i64))), emit(arith.ConstantOp(IntegerAttr(n, i64)))
