@@ -378,6 +378,8 @@ def _build(args: Sequence[tuple[str, str]], values: Sequence[object], result_typ
             properties[name] = IntegerAttr(int(value), i64)  # type: ignore[arg-type]
         elif kind in ("int[]", "int[]?"):
             properties[name] = DenseArrayBase.from_list(i64, [int(v) for v in value])  # type: ignore[union-attr]
+        elif kind in ("float[]", "float[]?"):
+            properties[name] = DenseArrayBase.from_list(f64, [float(v) for v in value])  # type: ignore[union-attr]
         elif kind in ("scalar", "scalar?"):
             if isinstance(value, (bool, int)):
                 properties[name] = IntegerAttr(int(value), i64)
@@ -2571,6 +2573,273 @@ class LayerNormOp(AtenOp):
 
 
 @irdl_op_definition
+class GroupNormOp(AtenOp):
+    """``aten::group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None, float eps=1.0000000000000001e-05, bool cudnn_enabled=True) -> Tensor``"""
+
+    name = "aten.group_norm"
+    TARGET: ClassVar[str] = "aten::group_norm"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("input", "tensor"), ("num_groups", "int"), ("weight", "tensor?"), ("bias", "tensor?"), ("eps", "float"), ("cudnn_enabled", "bool"))
+    input = operand_def(AnyTensor)
+    num_groups = prop_def(IntegerAttr[I64])
+    weight = opt_operand_def(AnyTensor)
+    bias = opt_operand_def(AnyTensor)
+    eps = prop_def(FloatAttr[Float64Type], default_value=FloatAttr(1e-05, f64))
+    cudnn_enabled = prop_def(IntegerAttr[I1], default_value=IntegerAttr(1, i1))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(),)
+    assembly_format = "$input (`weight` $weight^ `:` type($weight))? (`bias` $bias^ `:` type($bias))? attr-dict `:` type($input) `->` type(results)"
+
+    def __init__(self, input: SSAValue, num_groups: int, weight: SSAValue | None = None, bias: SSAValue | None = None, eps: float = 1e-05, cudnn_enabled: bool = True, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (input, num_groups, weight, bias, eps, cudnn_enabled), [result_type]))
+
+
+@irdl_op_definition
+class NativeBatchNormLegitNoTrainingOp(AtenOp):
+    """``aten::_native_batch_norm_legit_no_training(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps) -> (Tensor, Tensor, Tensor)``"""
+
+    name = "aten._native_batch_norm_legit_no_training"
+    TARGET: ClassVar[str] = "aten::_native_batch_norm_legit_no_training"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("input", "tensor"), ("weight", "tensor?"), ("bias", "tensor?"), ("running_mean", "tensor"), ("running_var", "tensor"), ("momentum", "float"), ("eps", "float"))
+    input = operand_def(AnyTensor)
+    weight = opt_operand_def(AnyTensor)
+    bias = opt_operand_def(AnyTensor)
+    running_mean = operand_def(AnyTensor)
+    running_var = operand_def(AnyTensor)
+    momentum = prop_def(FloatAttr[Float64Type])
+    eps = prop_def(FloatAttr[Float64Type])
+    result0 = result_def(AnyTensor)
+    result1 = result_def(AnyTensor)
+    result2 = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(),)
+    assembly_format = "$input `,` $running_mean `,` $running_var (`weight` $weight^ `:` type($weight))? (`bias` $bias^ `:` type($bias))? attr-dict `:` type($input) `,` type($running_mean) `,` type($running_var) `->` type(results)"
+
+    def __init__(self, input: SSAValue, weight: SSAValue | None, bias: SSAValue | None, running_mean: SSAValue, running_var: SSAValue, momentum: float, eps: float, *, result_types: Sequence[Attribute]) -> None:
+        super().__init__(**_build(self.ARGS, (input, weight, bias, running_mean, running_var, momentum, eps), result_types))
+
+
+@irdl_op_definition
+class BatchNormOp(AtenOp):
+    """``aten::batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps, bool cudnn_enabled) -> Tensor``"""
+
+    name = "aten.batch_norm"
+    TARGET: ClassVar[str] = "aten::batch_norm"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("input", "tensor"), ("weight", "tensor?"), ("bias", "tensor?"), ("running_mean", "tensor?"), ("running_var", "tensor?"), ("training", "bool"), ("momentum", "float"), ("eps", "float"), ("cudnn_enabled", "bool"))
+    input = operand_def(AnyTensor)
+    weight = opt_operand_def(AnyTensor)
+    bias = opt_operand_def(AnyTensor)
+    running_mean = opt_operand_def(AnyTensor)
+    running_var = opt_operand_def(AnyTensor)
+    training = prop_def(IntegerAttr[I1])
+    momentum = prop_def(FloatAttr[Float64Type])
+    eps = prop_def(FloatAttr[Float64Type])
+    cudnn_enabled = prop_def(IntegerAttr[I1])
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(),)
+    assembly_format = "$input (`weight` $weight^ `:` type($weight))? (`bias` $bias^ `:` type($bias))? (`running_mean` $running_mean^ `:` type($running_mean))? (`running_var` $running_var^ `:` type($running_var))? attr-dict `:` type($input) `->` type(results)"
+
+    def __init__(self, input: SSAValue, weight: SSAValue | None, bias: SSAValue | None, running_mean: SSAValue | None, running_var: SSAValue | None, training: bool, momentum: float, eps: float, cudnn_enabled: bool, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn_enabled), [result_type]))
+
+
+@irdl_op_definition
+class Conv1dOp(AtenOp):
+    """``aten::conv1d(Tensor input, Tensor weight, Tensor? bias=None, SymInt[1] stride=[1], SymInt[1] padding=[0], SymInt[1] dilation=[1], SymInt groups=1) -> Tensor``"""
+
+    name = "aten.conv1d"
+    TARGET: ClassVar[str] = "aten::conv1d"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("input", "tensor"), ("weight", "tensor"), ("bias", "tensor?"), ("stride", "int[]"), ("padding", "int[]"), ("dilation", "int[]"), ("groups", "int"))
+    input = operand_def(AnyTensor)
+    weight = operand_def(AnyTensor)
+    bias = opt_operand_def(AnyTensor)
+    stride = prop_def(DenseArrayBase.constr(i64), default_value=DenseArrayBase.from_list(i64, [1]))
+    padding = prop_def(DenseArrayBase.constr(i64), default_value=DenseArrayBase.from_list(i64, [0]))
+    dilation = prop_def(DenseArrayBase.constr(i64), default_value=DenseArrayBase.from_list(i64, [1]))
+    groups = prop_def(IntegerAttr[I64], default_value=IntegerAttr(1, i64))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, input: SSAValue, weight: SSAValue, bias: SSAValue | None = None, stride: Sequence[int] = (1,), padding: Sequence[int] = (0,), dilation: Sequence[int] = (1,), groups: int = 1, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (input, weight, bias, stride, padding, dilation, groups), [result_type]))
+
+
+@irdl_op_definition
+class Conv2dOp(AtenOp):
+    """``aten::conv2d(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=[1, 1], SymInt[2] padding=[0, 0], SymInt[2] dilation=[1, 1], SymInt groups=1) -> Tensor``"""
+
+    name = "aten.conv2d"
+    TARGET: ClassVar[str] = "aten::conv2d"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("input", "tensor"), ("weight", "tensor"), ("bias", "tensor?"), ("stride", "int[]"), ("padding", "int[]"), ("dilation", "int[]"), ("groups", "int"))
+    input = operand_def(AnyTensor)
+    weight = operand_def(AnyTensor)
+    bias = opt_operand_def(AnyTensor)
+    stride = prop_def(DenseArrayBase.constr(i64), default_value=DenseArrayBase.from_list(i64, [1, 1]))
+    padding = prop_def(DenseArrayBase.constr(i64), default_value=DenseArrayBase.from_list(i64, [0, 0]))
+    dilation = prop_def(DenseArrayBase.constr(i64), default_value=DenseArrayBase.from_list(i64, [1, 1]))
+    groups = prop_def(IntegerAttr[I64], default_value=IntegerAttr(1, i64))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, input: SSAValue, weight: SSAValue, bias: SSAValue | None = None, stride: Sequence[int] = (1, 1), padding: Sequence[int] = (0, 0), dilation: Sequence[int] = (1, 1), groups: int = 1, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (input, weight, bias, stride, padding, dilation, groups), [result_type]))
+
+
+@irdl_op_definition
+class MaxPool2dOp(AtenOp):
+    """``aten::max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor``"""
+
+    name = "aten.max_pool2d"
+    TARGET: ClassVar[str] = "aten::max_pool2d"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("kernel_size", "int[]"), ("stride", "int[]"), ("padding", "int[]"), ("dilation", "int[]"), ("ceil_mode", "bool"))
+    self = operand_def(AnyTensor)
+    kernel_size = prop_def(DenseArrayBase.constr(i64))
+    stride = prop_def(DenseArrayBase.constr(i64), default_value=DenseArrayBase.from_list(i64, []))
+    padding = prop_def(DenseArrayBase.constr(i64), default_value=DenseArrayBase.from_list(i64, [0, 0]))
+    dilation = prop_def(DenseArrayBase.constr(i64), default_value=DenseArrayBase.from_list(i64, [1, 1]))
+    ceil_mode = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, kernel_size: Sequence[int], stride: Sequence[int] = (), padding: Sequence[int] = (0, 0), dilation: Sequence[int] = (1, 1), ceil_mode: bool = False, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, kernel_size, stride, padding, dilation, ceil_mode), [result_type]))
+
+
+@irdl_op_definition
+class MaxPool1dOp(AtenOp):
+    """``aten::max_pool1d(Tensor self, int[1] kernel_size, int[1] stride=[], int[1] padding=[0], int[1] dilation=[1], bool ceil_mode=False) -> Tensor``"""
+
+    name = "aten.max_pool1d"
+    TARGET: ClassVar[str] = "aten::max_pool1d"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("kernel_size", "int[]"), ("stride", "int[]"), ("padding", "int[]"), ("dilation", "int[]"), ("ceil_mode", "bool"))
+    self = operand_def(AnyTensor)
+    kernel_size = prop_def(DenseArrayBase.constr(i64))
+    stride = prop_def(DenseArrayBase.constr(i64), default_value=DenseArrayBase.from_list(i64, []))
+    padding = prop_def(DenseArrayBase.constr(i64), default_value=DenseArrayBase.from_list(i64, [0]))
+    dilation = prop_def(DenseArrayBase.constr(i64), default_value=DenseArrayBase.from_list(i64, [1]))
+    ceil_mode = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, kernel_size: Sequence[int], stride: Sequence[int] = (), padding: Sequence[int] = (0,), dilation: Sequence[int] = (1,), ceil_mode: bool = False, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, kernel_size, stride, padding, dilation, ceil_mode), [result_type]))
+
+
+@irdl_op_definition
+class AvgPool2dOp(AtenOp):
+    """``aten::avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor``"""
+
+    name = "aten.avg_pool2d"
+    TARGET: ClassVar[str] = "aten::avg_pool2d"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("kernel_size", "int[]"), ("stride", "int[]"), ("padding", "int[]"), ("ceil_mode", "bool"), ("count_include_pad", "bool"), ("divisor_override", "int?"))
+    self = operand_def(AnyTensor)
+    kernel_size = prop_def(DenseArrayBase.constr(i64))
+    stride = prop_def(DenseArrayBase.constr(i64), default_value=DenseArrayBase.from_list(i64, []))
+    padding = prop_def(DenseArrayBase.constr(i64), default_value=DenseArrayBase.from_list(i64, [0, 0]))
+    ceil_mode = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
+    count_include_pad = prop_def(IntegerAttr[I1], default_value=IntegerAttr(1, i1))
+    divisor_override = opt_prop_def(IntegerAttr[I64])
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, kernel_size: Sequence[int], stride: Sequence[int] = (), padding: Sequence[int] = (0, 0), ceil_mode: bool = False, count_include_pad: bool = True, divisor_override: int | None = None, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override), [result_type]))
+
+
+@irdl_op_definition
+class AdaptiveAvgPool2dOp(AtenOp):
+    """``aten::adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor``"""
+
+    name = "aten.adaptive_avg_pool2d"
+    TARGET: ClassVar[str] = "aten::adaptive_avg_pool2d"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("output_size", "int[]"))
+    self = operand_def(AnyTensor)
+    output_size = prop_def(DenseArrayBase.constr(i64))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, output_size: Sequence[int], *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, output_size), [result_type]))
+
+
+@irdl_op_definition
+class AdaptiveAvgPool1dOp(AtenOp):
+    """``aten::adaptive_avg_pool1d(Tensor self, int[1] output_size) -> Tensor``"""
+
+    name = "aten.adaptive_avg_pool1d"
+    TARGET: ClassVar[str] = "aten::adaptive_avg_pool1d"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("output_size", "int[]"))
+    self = operand_def(AnyTensor)
+    output_size = prop_def(DenseArrayBase.constr(i64))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, output_size: Sequence[int], *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, output_size), [result_type]))
+
+
+@irdl_op_definition
+class UpsampleNearest2dVecOp(AtenOp):
+    """``aten::upsample_nearest2d.vec(Tensor input, SymInt[]? output_size, float[]? scale_factors) -> Tensor``"""
+
+    name = "aten.upsample_nearest2d.vec"
+    TARGET: ClassVar[str] = "aten::upsample_nearest2d.vec"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("input", "tensor"), ("output_size", "int[]?"), ("scale_factors", "float[]?"))
+    input = operand_def(AnyTensor)
+    output_size = opt_prop_def(DenseArrayBase.constr(i64))
+    scale_factors = opt_prop_def(DenseArrayBase.constr(f64))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, input: SSAValue, output_size: Sequence[int] | None, scale_factors: Sequence[float] | None, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (input, output_size, scale_factors), [result_type]))
+
+
+@irdl_op_definition
+class UpsampleBilinear2dVecOp(AtenOp):
+    """``aten::upsample_bilinear2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor``"""
+
+    name = "aten.upsample_bilinear2d.vec"
+    TARGET: ClassVar[str] = "aten::upsample_bilinear2d.vec"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("input", "tensor"), ("output_size", "int[]?"), ("align_corners", "bool"), ("scale_factors", "float[]?"))
+    input = operand_def(AnyTensor)
+    output_size = opt_prop_def(DenseArrayBase.constr(i64))
+    align_corners = prop_def(IntegerAttr[I1])
+    scale_factors = opt_prop_def(DenseArrayBase.constr(f64))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, input: SSAValue, output_size: Sequence[int] | None, align_corners: bool, scale_factors: Sequence[float] | None, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (input, output_size, align_corners, scale_factors), [result_type]))
+
+
+@irdl_op_definition
+class UpsampleBicubic2dVecOp(AtenOp):
+    """``aten::upsample_bicubic2d.vec(Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors) -> Tensor``"""
+
+    name = "aten.upsample_bicubic2d.vec"
+    TARGET: ClassVar[str] = "aten::upsample_bicubic2d.vec"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("input", "tensor"), ("output_size", "int[]?"), ("align_corners", "bool"), ("scale_factors", "float[]?"))
+    input = operand_def(AnyTensor)
+    output_size = opt_prop_def(DenseArrayBase.constr(i64))
+    align_corners = prop_def(IntegerAttr[I1])
+    scale_factors = opt_prop_def(DenseArrayBase.constr(f64))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, input: SSAValue, output_size: Sequence[int] | None, align_corners: bool, scale_factors: Sequence[float] | None, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (input, output_size, align_corners, scale_factors), [result_type]))
+
+
+@irdl_op_definition
 class ScaledDotProductAttentionOp(AtenOp):
     """``aten::scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0., bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor``"""
 
@@ -3573,6 +3842,42 @@ class CumsumOp(AtenOp):
 
 
 @irdl_op_definition
+class FloorDivideOp(AtenOp):
+    """``aten::floor_divide(Tensor self, Tensor other) -> Tensor``"""
+
+    name = "aten.floor_divide"
+    TARGET: ClassVar[str] = "aten::floor_divide"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    other = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self `,` $other attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, other: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, other), [result_type]))
+
+
+@irdl_op_definition
+class FloorDivideScalarOp(AtenOp):
+    """``aten::floor_divide.Scalar(Tensor self, Scalar other) -> Tensor``"""
+
+    name = "aten.floor_divide.Scalar"
+    TARGET: ClassVar[str] = "aten::floor_divide.Scalar"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "scalar"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    other = prop_def(ScalarAttr)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, other: int | float, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, other), [result_type]))
+
+
+@irdl_op_definition
 class DiffOp(AtenOp):
     """``aten::diff(Tensor self, int n=1, int dim=-1, Tensor? prepend=None, Tensor? append=None) -> Tensor``"""
 
@@ -3692,6 +3997,19 @@ ATEN_OPS: dict[str, type[AtenOp]] = {op.TARGET: op for op in (
     LogSoftmaxIntOp,
     LogSoftmaxOp,
     LayerNormOp,
+    GroupNormOp,
+    NativeBatchNormLegitNoTrainingOp,
+    BatchNormOp,
+    Conv1dOp,
+    Conv2dOp,
+    MaxPool2dOp,
+    MaxPool1dOp,
+    AvgPool2dOp,
+    AdaptiveAvgPool2dOp,
+    AdaptiveAvgPool1dOp,
+    UpsampleNearest2dVecOp,
+    UpsampleBilinear2dVecOp,
+    UpsampleBicubic2dVecOp,
     ScaledDotProductAttentionOp,
     ArangeOp,
     ArangeStartOp,
@@ -3738,6 +4056,8 @@ ATEN_OPS: dict[str, type[AtenOp]] = {op.TARGET: op for op in (
     LogicalXorOp,
     LogicalNotOp,
     CumsumOp,
+    FloorDivideOp,
+    FloorDivideScalarOp,
     DiffOp,
 )}
 
@@ -3842,6 +4162,19 @@ ATEN = Dialect(
         LogSoftmaxIntOp,
         LogSoftmaxOp,
         LayerNormOp,
+        GroupNormOp,
+        NativeBatchNormLegitNoTrainingOp,
+        BatchNormOp,
+        Conv1dOp,
+        Conv2dOp,
+        MaxPool2dOp,
+        MaxPool1dOp,
+        AvgPool2dOp,
+        AdaptiveAvgPool2dOp,
+        AdaptiveAvgPool1dOp,
+        UpsampleNearest2dVecOp,
+        UpsampleBilinear2dVecOp,
+        UpsampleBicubic2dVecOp,
         ScaledDotProductAttentionOp,
         ArangeOp,
         ArangeStartOp,
@@ -3888,6 +4221,8 @@ ATEN = Dialect(
         LogicalXorOp,
         LogicalNotOp,
         CumsumOp,
+        FloorDivideOp,
+        FloorDivideScalarOp,
         DiffOp,
     ],
 )

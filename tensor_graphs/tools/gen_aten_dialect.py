@@ -16,6 +16,7 @@ schema type            aten dialect
                        ``array<i64: ...>`` property listing the positions that are None
 ``int``, ``SymInt``    ``i64`` ``IntegerAttr`` property (``int?``: optional property)
 ``int[]``              ``array<i64: ...>`` (``DenseArrayBase``) property (``int[]?``: optional)
+``float[]``            ``array<f64: ...>`` property (``float[]?``: optional; resize scale factors)
 ``Scalar``             ``i64`` ``IntegerAttr`` for an integer (or bool), ``f64`` ``FloatAttr``
                        for a float: torch's type promotion sees the difference
 ``float``              ``f64`` ``FloatAttr`` property (``float?``: optional)
@@ -182,6 +183,20 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec("log_softmax", "int", verifier="_verify_softmax"),
     OpSpec("_log_softmax", verifier="_verify_softmax"),
     OpSpec("layer_norm", verifier="_verify_layer_norm"),
+    OpSpec("group_norm"),
+    OpSpec("_native_batch_norm_legit_no_training"),
+    OpSpec("batch_norm"),
+    # convolution, pooling, resizing (NCHW / NCL)
+    OpSpec("conv1d"),
+    OpSpec("conv2d"),
+    OpSpec("max_pool2d"),
+    OpSpec("max_pool1d"),
+    OpSpec("avg_pool2d"),
+    OpSpec("adaptive_avg_pool2d"),
+    OpSpec("adaptive_avg_pool1d"),
+    OpSpec("upsample_nearest2d", "vec"),
+    OpSpec("upsample_bilinear2d", "vec"),
+    OpSpec("upsample_bicubic2d", "vec"),
     _any("scaled_dot_product_attention", verifier="_verify_sdpa"),
     # mask builders: constant folding evaluates them before convert-aten-to-tensor
     _any("arange"),
@@ -208,6 +223,8 @@ OPS: tuple[OpSpec, ...] = (
     _any("logical_xor", verifier="_verify_compare"),
     _any("logical_not", verifier="_verify_same_shape"),
     _any("cumsum", verifier="_verify_same_shape"),
+    _any("floor_divide"),
+    _any("floor_divide", "Scalar"),
     _any("diff"),
 )
 
@@ -221,6 +238,8 @@ _KINDS = {
     "Optional[int]": "int?",
     "List[int]": "int[]",
     "Optional[List[int]]": "int[]?",
+    "List[float]": "float[]",
+    "Optional[List[float]]": "float[]?",
     "number": "scalar",
     "Optional[number]": "scalar?",
     "float": "float",
@@ -242,6 +261,7 @@ _KINDS = {
 _PROP_CONSTRAINT = {
     "int": "IntegerAttr[I64]",
     "int[]": "DenseArrayBase.constr(i64)",
+    "float[]": "DenseArrayBase.constr(f64)",
     "scalar": "ScalarAttr",
     "float": "FloatAttr[Float64Type]",
     "bool": "IntegerAttr[I1]",
@@ -257,6 +277,7 @@ _PY_TYPE = {
     "tensor?[]": "Sequence[SSAValue | None]",
     "int": "int",
     "int[]": "Sequence[int]",
+    "float[]": "Sequence[float]",
     "scalar": "int | float",
     "float": "float",
     "bool": "bool",
@@ -887,6 +908,8 @@ def _build(args: Sequence[tuple[str, str]], values: Sequence[object], result_typ
             properties[name] = IntegerAttr(int(value), i64)  # type: ignore[arg-type]
         elif kind in ("int[]", "int[]?"):
             properties[name] = DenseArrayBase.from_list(i64, [int(v) for v in value])  # type: ignore[union-attr]
+        elif kind in ("float[]", "float[]?"):
+            properties[name] = DenseArrayBase.from_list(f64, [float(v) for v in value])  # type: ignore[union-attr]
         elif kind in ("scalar", "scalar?"):
             if isinstance(value, (bool, int)):
                 properties[name] = IntegerAttr(int(value), i64)
