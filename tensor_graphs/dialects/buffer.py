@@ -646,6 +646,30 @@ class TakeOp(KernelOp):
 
 
 @irdl_op_definition
+class Im2colOp(KernelOp):
+    """The windows of `tg.im2col`: ins(x [N, C, H, W]) -> out [N, C, KH, KW, OH, OW], ``pad_value``
+    outside the input. Each tap ``(i, j)`` is one strided copy of the input rows and columns it
+    reads (a ``memcpy`` per row at stride 1) plus the border it pads."""
+
+    name = "buf.im2col"
+    NUM_INPUTS: ClassVar[tuple[int, ...]] = (1,)
+    kernel = prop_def(DenseArrayBase.constr(i64))
+    stride = prop_def(DenseArrayBase.constr(i64))
+    padding = prop_def(DenseArrayBase.constr(i64))
+    dilation = prop_def(DenseArrayBase.constr(i64))
+    pad_value = prop_def(FloatAttr, default_value=float_attr(0.0))
+
+    @property
+    def window(self) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+        return tuple(tuple(a.get_values()) for a in (self.kernel, self.stride, self.padding, self.dilation))  # type: ignore[return-value]
+
+    def verify_kernel(self, ins, out):
+        kernel = tuple(self.kernel.get_values())
+        if len(ins[0]) != 4 or len(out) != 6 or tuple(out[:4]) != (*ins[0][:2], *kernel):
+            raise ShapeError(f"expected x [N, C, H, W] -> [N, C, KH, KW, OH, OW], got {list(ins[0])} -> {list(out)}")
+
+
+@irdl_op_definition
 class PackedEmbeddingOp(KernelOp):
     """Row gather from a table packed into column panels: ins(table, indices) -> out [..., D].
 
@@ -858,6 +882,7 @@ BUF = Dialect(
         RmsNormOp,
         EmbeddingOp,
         TakeOp,
+        Im2colOp,
         PackedEmbeddingOp,
         SliceOp,
         ConcatOp,

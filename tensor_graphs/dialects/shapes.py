@@ -87,3 +87,19 @@ def broadcast_strides(shape: Sequence[int], target: Sequence[int]) -> tuple[int,
         0 if i < pad or shape[i - pad] == 1 and target[i] != 1 else own[i - pad]
         for i in range(len(target))
     )
+
+
+def window_positions(size: int, kernel: int, stride: int, padding: int, dilation: int, ceil_mode: bool = False) -> int:
+    """How many positions a window of ``kernel`` taps (``dilation`` apart) takes along a dim of
+    ``size`` padded by ``padding`` on both sides, moving by ``stride`` (torch's rule for
+    convolution and pooling; ``ceil_mode`` counts a last partial window that starts inside the
+    input or its left padding)."""
+    span = size + 2 * padding - dilation * (kernel - 1) - 1
+    if span < 0:
+        raise ShapeError(f"a window of {kernel} taps (dilation {dilation}) does not fit a dim of {size} padded by {padding}")
+    if not ceil_mode:
+        return span // stride + 1
+    out = -(-span // stride) + 1
+    if (out - 1) * stride >= size + padding:
+        out -= 1
+    return out

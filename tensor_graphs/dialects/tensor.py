@@ -61,6 +61,7 @@ from tensor_graphs.dialects.shapes import (
     matmul_shape,
     numel,
     permute_shape,
+    window_positions,
 )
 
 AnyTensor = base(TensorType)
@@ -646,6 +647,79 @@ class TakeOp(IRDLOperation):
                "tg.take: the result has the input's element type")
 
 
+@irdl_op_definition
+class Im2colOp(IRDLOperation):
+    """The sliding windows of a 2-D convolution or pooling, as columns (im2col, transposed):
+    ``result[n, c, i, j, oh, ow] = input[n, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw]``, or
+    ``pad_value`` where that falls outside the input.
+
+    Reshaped to ``[N, C*KH*KW, OH*OW]`` (free), it is the rhs of the GEMM
+    ``weight[Cout, C*KH*KW] @ cols`` whose result is the convolution in NCHW; a reduction over
+    ``(i, j)`` is a pooling (``pad_value = -inf`` for max pooling). A 1x1 kernel with stride 1
+    and no padding needs no im2col: its input already is that matrix.
+
+    ```mlir
+    %c = tg.im2col %x {kernel = array<i64: 3, 3>, stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>} : (tensor<1x8x5x5xf32>) -> tensor<1x8x3x3x5x5xf32>
+    ```
+    ``OH``, ``OW`` come from the result type: torch's window count, or one more (``ceil_mode``).
+    """
+
+    name = "tg.im2col"
+    input = operand_def(AnyTensor)
+    kernel = prop_def(DenseArrayBase.constr(i64))
+    stride = prop_def(DenseArrayBase.constr(i64))
+    padding = prop_def(DenseArrayBase.constr(i64))
+    dilation = prop_def(DenseArrayBase.constr(i64))
+    pad_value = prop_def(FloatAttr, default_value=float_attr(0.0))
+    result = result_def(AnyTensor)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input attr-dict `:` functional-type(operands, results)"
+
+    def __init__(
+        self,
+        input: SSAValue,
+        kernel: tuple[int, int],
+        stride: tuple[int, int],
+        padding: tuple[int, int],
+        dilation: tuple[int, int],
+        pad_value: float = 0.0,
+        ceil_mode: bool = False,
+    ):
+        n, c, h, w = shape_of(input)
+        positions = tuple(
+            window_positions(size, k, s, p, d, ceil_mode) for size, k, s, p, d in zip((h, w), kernel, stride, padding, dilation)
+        )
+        super().__init__(
+            operands=[input],
+            properties={
+                name: DenseArrayBase.from_list(i64, list(v))
+                for name, v in (("kernel", kernel), ("stride", stride), ("padding", padding), ("dilation", dilation))
+            }
+            | {"pad_value": float_attr(pad_value)},
+            result_types=[TensorType(input.type.element_type, (n, c, *kernel, *positions))],  # type: ignore[attr-defined]
+        )
+
+    @property
+    def window(self) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+        """(kernel, stride, padding, dilation), two entries each."""
+        return tuple(tuple(a.get_values()) for a in (self.kernel, self.stride, self.padding, self.dilation))  # type: ignore[return-value]
+
+    def verify_(self) -> None:
+        shape = shape_of(self.input)
+        _check(len(shape) == 4, f"tg.im2col: the input must be NCHW (rank 4), got {list(shape)}")
+        kernel, stride, padding, dilation = self.window
+        _check(all(len(v) == 2 for v in self.window), "tg.im2col: kernel, stride, padding and dilation take two entries each")
+        _check(min(kernel) >= 1 and min(stride) >= 1 and min(dilation) >= 1 and min(padding) >= 0,
+               "tg.im2col: kernel, stride and dilation must be >= 1, padding >= 0")
+        result = shape_of(self.result)
+        _check(len(result) == 6 and result[:4] == (*shape[:2], *kernel),
+               f"tg.im2col: result shape {list(result)} should start {[*shape[:2], *kernel]}")
+        for name, size, got, k, s, p, d in zip(("height", "width"), shape[2:], result[4:], kernel, stride, padding, dilation):
+            options = {_shape_rule(window_positions, size, k, s, p, d, ceil) for ceil in (False, True)}
+            _check(got in options, f"tg.im2col: {got} window positions along the {name} should be {' or '.join(map(str, sorted(options)))}")
+
+
 # --------------------------------------------------------------------------- reductions and normalisations
 
 
@@ -1082,6 +1156,7 @@ TG = Dialect(
         BroadcastOp,
         EmbeddingOp,
         TakeOp,
+        Im2colOp,
         SumOp,
         MeanOp,
         AmaxOp,

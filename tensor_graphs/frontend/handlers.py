@@ -6,7 +6,8 @@ generated op class (:func:`schema_handler`); ops that are no-ops at the value le
 eval-mode ``dropout``, ...) forward their input; run-time assertions (``_assert_tensor_metadata``)
 are dropped; size arithmetic on dynamic dims (``sym_size``, ``operator.mul``, ...) makes no op (its
 users read the example's value; the importer reports the dynamic dim). ``embedding`` records the
-table's name as the model wrote it (tied weights). Ops missing here become ``aten.unsupported``,
+table's name as the model wrote it (tied weights); eval-mode ``batch_norm`` after a convolution
+folds into its weights (`fold_batch_norm`). Ops missing here become ``aten.unsupported``,
 reported with what to do (`unsupported.py`).
 """
 
@@ -22,6 +23,7 @@ from xdsl.ir import SSAValue
 
 from tensor_graphs.dialects import aten
 from tensor_graphs.dialects.tensor import TABLE_NAME
+from tensor_graphs.frontend.fold_batch_norm import fold_into_convolution
 
 if TYPE_CHECKING:
     from tensor_graphs.frontend.importer import GraphImporter
@@ -129,6 +131,20 @@ def embedding(importer: GraphImporter, node: torch.fx.Node) -> SSAValue:
     return value
 
 
+def batch_norm(importer: GraphImporter, node: torch.fx.Node) -> SSAValue | list[SSAValue | None]:
+    """Eval-mode ``batch_norm`` (and its ``_native_batch_norm_legit_no_training`` form): folded
+    into the convolution before it when it can be (`fold_batch_norm`), else imported as it is.
+    The folded form has only the normalised output (its saved statistics must be unused)."""
+    schema = node.target._schema  # type: ignore[union-attr]
+    args = dict(zip((a.name for a in schema.arguments), schema_arguments(node)))
+    multi = len(schema.returns) > 1
+    if not multi or all(u.target is operator.getitem and u.args[1] == 0 for u in node.users):
+        folded = fold_into_convolution(importer, node, args)
+        if folded is not None:
+            return [folded, None, None] if multi else folded
+    return _BATCH_NORMS[node.target](importer, node)
+
+
 def getitem(importer: GraphImporter, node: torch.fx.Node) -> SSAValue:
     """``operator.getitem(multi_result_node, i)``: the i-th result."""
     source, index = node.args
@@ -149,6 +165,10 @@ def _overload(target: str) -> torch._ops.OpOverload:
 
 
 _embedding = schema_handler(aten.EmbeddingOp)
+_BATCH_NORMS = {
+    torch.ops.aten.batch_norm.default: schema_handler(aten.BatchNormOp),
+    torch.ops.aten._native_batch_norm_legit_no_training.default: schema_handler(aten.NativeBatchNormLegitNoTrainingOp),
+}
 
 #: size arithmetic torch.export records for dynamic dims (``x.shape[0] * 2``) and for the
 #: range checks of data-dependent sizes (``u0 >= 0``, then asserted)
@@ -180,6 +200,7 @@ _SYMBOLIC_SIZES = (
 HANDLERS: dict[Any, Handler] = {
     **{_overload(target): schema_handler(cls) for target, cls in aten.ATEN_OPS.items()},
     torch.ops.aten.embedding.default: embedding,
+    **{target: batch_norm for target in _BATCH_NORMS},
     torch.ops.aten.detach.default: forward_input,
     torch.ops.aten.detach_.default: forward_input,
     torch.ops.aten.alias.default: forward_input,

@@ -370,6 +370,7 @@ class GraphImporter:
         self._node = None
         assert output_node is not None
         results = self._outputs(output_node)
+        self._drop_unused_weights()
         arg_types = [a.type for a in self.block.args]
         self.append(func.ReturnOp(*results))
         fn = func.FuncOp(self.name, (arg_types, [r.type for r in results]), Region(self.block))
@@ -384,6 +385,14 @@ class GraphImporter:
         except DiagnosticException as e:
             raise ValueError(f"the imported aten module does not verify: {e}") from e
         return graph
+
+    def _drop_unused_weights(self) -> None:
+        """Weights nothing reads any more (a convolution's, once a batch norm folded into new
+        ones) leave the graph and its weight table."""
+        for op in list(self.block.ops):
+            if isinstance(op, WeightOp) and not op.results[0].uses:
+                self.weights.pop(op.weight_name.data, None)
+                self.block.erase_op(op)
 
     def _report_run_time_masks(self) -> None:
         """Masks and comparisons on run-time data: what convert-aten-to-tensor would reject after

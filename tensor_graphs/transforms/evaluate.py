@@ -61,6 +61,7 @@ from tensor_graphs.dialects.tensor import (
     RopeOp,
     LogSoftmaxOp,
     CumsumOp,
+    Im2colOp,
     TakeOp,
     MatmulOp,
     ReduceOp,
@@ -265,6 +266,22 @@ def _take(op: TakeOp, x: np.ndarray, offsets: np.ndarray) -> np.ndarray:
             f"evaluate: tg.take offset out of range [{int(offsets.min())}, {int(offsets.max())}] for {x.size} elements"
         )
     return x.reshape(-1)[offsets]
+
+
+def _im2col(op: Im2colOp, x: np.ndarray) -> np.ndarray:
+    """Pads with ``pad_value``, then reads each tap's strided view."""
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = op.window
+    oh, ow = shape_of(op.result)[4:]
+    pad = op.pad_value.value.data
+    # room for a last ceil-mode window that hangs past the padding
+    extra_h = max(0, (oh - 1) * sh + (kh - 1) * dh + 1 - (x.shape[2] + 2 * ph))
+    extra_w = max(0, (ow - 1) * sw + (kw - 1) * dw + 1 - (x.shape[3] + 2 * pw))
+    padded = np.pad(x, ((0, 0), (0, 0), (ph, ph + extra_h), (pw, pw + extra_w)), constant_values=pad)
+    out = np.empty(shape_of(op.result), x.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            out[:, :, i, j] = padded[:, :, i * dh : i * dh + (oh - 1) * sh + 1 : sh, j * dw : j * dw + (ow - 1) * sw + 1 : sw]
+    return out
 
 
 def _cumsum(op: CumsumOp, x: np.ndarray) -> np.ndarray:
@@ -533,6 +550,7 @@ def _evaluators() -> dict[type[Operation], Evaluator]:
         LogSoftmaxOp: _log_softmax,
         CumsumOp: _cumsum,
         TakeOp: _take,
+        Im2colOp: _im2col,
         LayerNormOp: _layer_norm,
         RmsNormOp: _rms_norm,
         RopeOp: _rope,

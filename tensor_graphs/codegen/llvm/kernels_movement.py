@@ -12,6 +12,10 @@ imports it).
   status (see `KernelContext.check`) instead of reading out of bounds. The message names the
   table as the model does (a tied table by the name its embedding uses, ``tg.table_name``) and,
   when the indices are a graph input, asks the runtime for the offending value.
+- `buf.im2col` (the windows of a convolution or pooling, `tg.im2col`): rows ``(n, c)`` split
+  among the threads; per row, every tap ``(i, j)`` is one strided copy of the input rows and
+  columns it reads (a ``memcpy`` per output row at stride 1: the valid range of each tap is
+  known when compiling) and a fill of ``pad_value`` over the border it pads.
 - `buf.cache_write {axis}` copies its update into the state (a KV cache) at positions
   ``[past, past + n)`` along ``axis``, ``past`` being the run-time ``dims[0]``
   (`KernelContext.dim`): one ``llvm.memcpy`` of ``n * inner`` elements per index of the dims
@@ -39,10 +43,12 @@ from tensor_graphs.codegen.llvm.kernels import (
     check_no_overlap,
     emit_copy_nest,
     emit_elementwise,
+    emit_pointwise,
     parallel_nest,
+    split_rows,
     splat_value,
 )
-from tensor_graphs.codegen.llvm.loops import broadcast_strides, emit_loop
+from tensor_graphs.codegen.llvm.loops import broadcast_strides, emit_for, emit_loop
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.shapes import contiguous_strides, numel
 from tensor_graphs.dialects.tensor import TABLE_NAME
@@ -198,6 +204,54 @@ def _emit_take(ctx: KernelContext, op: Operation) -> None:
     emit_loop(b, numel(_shape(out)), element)
 
 
+def _tap_range(size: int, positions: int, k: int, stride: int, pad: int, dilation: int) -> tuple[int, int]:
+    """The positions ``[first, end)`` at which tap ``k`` reads inside the input (else padding)."""
+    offset = k * dilation - pad  # input index at position 0
+    first = -(offset // stride) if offset < 0 else 0  # ceil(-offset / stride)
+    end = min(positions, (size - 1 - offset) // stride + 1) if offset <= size - 1 else 0
+    return first, max(first, end)
+
+
+def _emit_im2col(ctx: KernelContext, op: Operation) -> None:
+    """``out[n, c, i, j, oh, ow] = x[n, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw]`` or the pad value."""
+    assert isinstance(op, buf.Im2colOp)
+    (x,), out = op.inputs, op.output
+    el = _require_same_element(op, [x, out])
+    check_no_overlap(ctx, op, out, [x], in_place_ok=False)
+    n, c, h, w = _shape(x)
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = op.window
+    oh, ow = _shape(out)[4:]
+    taps = oh * ow
+    pad = op.pad_value.value.data
+
+    def rows(b, start, end) -> None:
+        xp, outp = ctx.ptr(x), ctx.ptr(out)
+
+        def row(r: SSAValue) -> None:
+            src_row = b.gep(xp, b.mul_i64(r, b.i64(h * w)), el)
+            dst_row = b.gep(outp, b.mul_i64(r, b.i64(kh * kw * taps)), el)
+            for i in range(kh):
+                y0, y1 = _tap_range(h, oh, i, sh, ph, dh)
+                for j in range(kw):
+                    x0, x1 = _tap_range(w, ow, j, sw, pw, dw)
+                    base = (i * kw + j) * taps
+                    if y1 > y0 and x1 > x0:
+                        src = b.gep(src_row, (y0 * sh + i * dh - ph) * w + x0 * sw + j * dw - pw, el)
+                        dst = b.gep(dst_row, base + y0 * ow + x0, el)
+                        emit_copy_nest(b, (y1 - y0, x1 - x0), Access(dst, (ow, 1), el), Access(src, (sh * w, sw), el))
+                    else:
+                        y0 = y1 = 0
+                    # the padded border: whole rows above and below, then the columns left and right
+                    for (r0, r1, c0, c1) in ((0, y0, 0, ow), (y1, oh, 0, ow), (y0, y1, 0, x0), (y0, y1, x1, ow)):
+                        if r1 > r0 and c1 > c0:
+                            fill = b.gep(dst_row, base + r0 * ow + c0, el)
+                            emit_pointwise(b, (r1 - r0, c1 - c0), Access(fill, (ow, 1), el), [], lambda b, _v: b.constant(pad, el))
+
+        emit_for(b, start, end, lambda r, _c: row(r) or [])
+
+    split_rows(ctx, n * c, numel(_shape(out)) + numel(_shape(x)), rows)
+
+
 def state_name(value: SSAValue) -> str | None:
     """The name of the `buf.state` that ``value`` is (or aliases), else None."""
     owner = value.owner
@@ -235,5 +289,6 @@ REGISTRY[buf.SliceOp] = _emit_slice
 REGISTRY[buf.ConcatOp] = _emit_concat
 REGISTRY[buf.EmbeddingOp] = _emit_embedding
 REGISTRY[buf.TakeOp] = _emit_take
+REGISTRY[buf.Im2colOp] = _emit_im2col
 REGISTRY[buf.PackedEmbeddingOp] = _emit_embedding
 REGISTRY[buf.CacheWriteOp] = _emit_cache_write

@@ -1,6 +1,6 @@
 """``convert-aten-to-tensor``: the aten dialect → the tg dialect.
 
-One thin pass wiring together the per-family pattern files (``linear``, ``elementwise``,
+One thin pass wiring together the per-family pattern files (``linear``, ``convolution``, ``resize``, ``elementwise``,
 ``comparisons``, ``data_movement``, ``take``, ``indexing``, ``reductions``, ``normalization``, ``attention``, ``masks``).
 Patterns that cannot apply leave their op alone and say why; at the end every aten op still
 present (``aten.unsupported`` included) is reported in one error. The mask builders (``masks``)
@@ -20,6 +20,7 @@ from xdsl.utils.exceptions import PassFailedException
 from tensor_graphs.lowering.aten_to_tensor.attention import populate_attention_patterns
 from tensor_graphs.lowering.aten_to_tensor.common import MATCH_FAILURES
 from tensor_graphs.lowering.aten_to_tensor.comparisons import populate_comparison_patterns
+from tensor_graphs.lowering.aten_to_tensor.convolution import populate_convolution_patterns
 from tensor_graphs.lowering.aten_to_tensor.data_movement import populate_data_movement_patterns
 from tensor_graphs.lowering.aten_to_tensor.elementwise import populate_elementwise_patterns
 from tensor_graphs.lowering.aten_to_tensor.indexing import populate_indexing_patterns
@@ -41,6 +42,7 @@ class AtenConversionError(PassFailedException):
 def populate_aten_to_tensor_patterns() -> list[RewritePattern]:
     return [
         *populate_linear_patterns(),
+        *populate_convolution_patterns(),
         *populate_elementwise_patterns(),
         *populate_comparison_patterns(),
         *populate_data_movement_patterns(),

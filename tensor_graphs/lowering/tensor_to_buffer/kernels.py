@@ -449,6 +449,11 @@ for _cls in (tg.SumOp, tg.MeanOp, tg.AmaxOp):
 register_kernel(tg.SoftmaxOp, KernelVariant("softmax.loop", _same_props(buf.SoftmaxOp, "dim", log=tg.bool_attr(False))))
 register_kernel(tg.LogSoftmaxOp, KernelVariant("log_softmax.loop", _same_props(buf.SoftmaxOp, "dim", log=tg.bool_attr(True))))
 register_kernel(tg.TakeOp, KernelVariant("take.gather", _same_props(buf.TakeOp), description="element gather by checked offsets"))
+register_kernel(
+    tg.Im2colOp,
+    KernelVariant("im2col.copy", _same_props(buf.Im2colOp, "kernel", "stride", "padding", "dilation", "pad_value"),
+                  description="a strided copy per tap, padded border filled"),
+)
 register_kernel(tg.CumsumOp, KernelVariant("cumsum.scan", _same_props(buf.CumsumOp, "dim"), description="row by row along dim"))
 register_kernel(tg.LayerNormOp, KernelVariant("layer_norm.loop", _same_props(buf.LayerNormOp, "eps")))
 register_kernel(tg.RmsNormOp, KernelVariant("rms_norm.loop", _same_props(buf.RmsNormOp, "eps")))

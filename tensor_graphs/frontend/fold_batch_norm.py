@@ -1,0 +1,95 @@
+"""Eval-mode batch norm folded into the convolution before it, while importing.
+
+``batch_norm(conv(x, w, b), gamma, beta, mean, var, eps)`` with every one of those a weight of
+the model is ``conv(x, w', b')`` with
+
+    s  = gamma / sqrt(var + eps)           (per output channel)
+    w' = w * s[:, None, ...]
+    b' = (b - mean) * s + beta             (b = 0 when the conv has none)
+
+computed once here, in float64, and bound as two new weights named after the conv's
+(``<conv weight>.bn_folded``, ``<conv prefix>.bias.bn_folded``): the graph runs one GEMM with a
+bias epilogue where PyTorch runs a convolution and a normalisation. ``tg.export`` writes the
+folded weights. A batch norm that does not follow a convolution (or whose convolution has other
+users) is imported as it is; ``convert-aten-to-tensor`` lowers it to a per-channel scale and
+shift.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from xdsl.ir import SSAValue
+
+from tensor_graphs.dialects import aten
+from tensor_graphs.dialects.tensor import WeightOp
+
+if TYPE_CHECKING:
+    from tensor_graphs.frontend.importer import GraphImporter
+
+#: the convolutions a batch norm folds into
+_CONVOLUTIONS = (torch.ops.aten.conv1d.default, torch.ops.aten.conv2d.default)
+#: suffix of the folded weights' names
+SUFFIX = ".bn_folded"
+
+
+def _weight(importer: GraphImporter, value: object) -> tuple[str, np.ndarray] | None:
+    """(name, array) when the FX argument ``value`` is a float32 weight of the model."""
+    if not isinstance(value, torch.fx.Node):
+        return None
+    v = importer.values.get(value)
+    if not isinstance(v, SSAValue) or not isinstance(v.owner, WeightOp):
+        return None
+    name = v.owner.weight_name.data
+    array = importer.weights.get(name)
+    return None if array is None or array.dtype != np.float32 else (name, array)
+
+
+def fold_into_convolution(importer: GraphImporter, node: torch.fx.Node, args: dict[str, object]) -> SSAValue | None:
+    """The folded convolution's result, or None when ``node`` (a batch norm with schema
+    arguments ``args``) cannot fold: no convolution before it, one with other users, training
+    mode, or statistics and affine parameters that are not weights."""
+    conv = args["input"]
+    if not isinstance(conv, torch.fx.Node) or conv.target not in _CONVOLUTIONS or len(conv.users) != 1 or args.get("training"):
+        return None
+    conv_value = importer.values.get(conv)
+    if not isinstance(conv_value, SSAValue) or not isinstance(conv_value.owner, aten.Conv1dOp | aten.Conv2dOp):
+        return None
+    conv_op = conv_value.owner
+    w = _weight(importer, conv.args[1])
+    b = _weight(importer, conv.args[2]) if len(conv.args) > 2 and conv.args[2] is not None else None
+    stats = [_weight(importer, args[k]) for k in ("running_mean", "running_var")]
+    affine = [_weight(importer, args[k]) if args[k] is not None else None for k in ("weight", "bias")]
+    if w is None or (len(conv.args) > 2 and conv.args[2] is not None and b is None) or None in stats:
+        return None
+    if any(args[k] is not None and a is None for k, a in zip(("weight", "bias"), affine)):
+        return None
+    (w_name, w_array), (_, mean), (_, var) = w, stats[0], stats[1]  # type: ignore[misc]
+    cout = w_array.shape[0]
+    gamma = affine[0][1].astype(np.float64) if affine[0] else np.ones(cout)
+    beta = affine[1][1].astype(np.float64) if affine[1] else np.zeros(cout)
+    bias = b[1].astype(np.float64) if b else np.zeros(cout)
+    if not (mean.shape == var.shape == gamma.shape == beta.shape == (cout,)):
+        return None
+    scale = gamma / np.sqrt(var.astype(np.float64) + float(args["eps"]))  # type: ignore[arg-type]
+    new_w = (w_array.astype(np.float64) * scale.reshape((cout,) + (1,) * (w_array.ndim - 1))).astype(np.float32)
+    new_b = ((bias - mean.astype(np.float64)) * scale + beta).astype(np.float32)
+    prefix = b[0] if b else w_name.rsplit(".", 1)[0] + ".bias"
+    from tensor_graphs.frontend.importer import tensor_type
+
+    values = []
+    for name, array in ((w_name + SUFFIX, new_w), (prefix + SUFFIX, new_b)):
+        importer.weights[name] = array
+        op = importer.append(WeightOp(name, tensor_type(torch.from_numpy(array), f"weight '{name}'")))
+        values.append(op.results[0])
+    props = {k: v for k, v in conv_op.properties.items() if k != "operandSegmentSizes"}
+    folded = type(conv_op)(conv_op.input, values[0], values[1], result_type=conv_op.result.type, **{
+        k: (tuple(v.get_values()) if hasattr(v, "get_values") else v.value.data) for k, v in props.items()
+    })
+    importer.append(folded)
+    conv_op.detach()
+    conv_op.erase()
+    importer.values[conv] = folded.result
+    return folded.result
