@@ -89,6 +89,7 @@ def fold_into_convolution(importer: GraphImporter, node: torch.fx.Node, args: di
         k: (tuple(v.get_values()) if hasattr(v, "get_values") else v.value.data) for k, v in props.items()
     })
     importer.append(folded)
+    folded.result.name_hint = conv.name
     conv_op.detach()
     conv_op.erase()
     importer.values[conv] = folded.result

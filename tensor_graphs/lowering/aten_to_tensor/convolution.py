@@ -76,9 +76,8 @@ def convolution(
         w = ops.reshape(weight, (groups, cout // groups, k))
         cols = ops.reshape(cols, (n, groups, k, oh * ow))
     y = ops.add(MatmulOp(w, cols))
-    y = ops.reshape(y, (n, cout, oh * ow))
-    if bias is not None:
-        y = ops.add(AddOp(y, ops.reshape(bias, (cout, 1))))
+    if bias is not None:  # on the product itself, so that the GEMM's epilogue takes it
+        y = ops.add(AddOp(y, ops.reshape(bias, (*shape_of(w)[:-1], 1))))
     return ops.reshape(y, (n, cout, oh, ow))
 
 

@@ -1,0 +1,166 @@
+"""Convolution, pooling, normalisation and resizing ops against PyTorch, each compiled alone.
+
+Tolerance: 1e-5 absolute on outputs of magnitude ~1 (float32 sums in another order: what these
+reach is 1e-7..5e-7; pooling and nearest resizing are exact). Shapes are odd on purpose: tails
+of every loop, windows hanging off the edges, taps wholly in the padding.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import tensor_graphs as tg
+
+nn = torch.nn
+ATOL = 1e-5
+
+
+class Fn(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+def _check(model: nn.Module, *args: torch.Tensor, atol: float = ATOL) -> str:
+    model.eval()
+    fn = tg.compile(model, args)
+    with torch.no_grad():
+        expected = model(*args)
+    got = fn(*args)
+    assert got.shape == expected.shape
+    if atol == 0.0:
+        assert torch.equal(got, expected)
+    else:
+        diff = (got - expected).abs().max().item()
+        assert diff <= atol, f"max abs diff {diff:.3g} > {atol}"
+    return fn.ir("tg")
+
+
+CONVOLUTIONS = {
+    "3x3-pad1-bias": (nn.Conv2d(3, 8, 3, padding=1), (2, 3, 9, 7)),
+    "3x3-stride2-nobias": (nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False), (1, 3, 9, 7)),
+    "dilated-rect": (nn.Conv2d(4, 6, (3, 2), stride=(2, 1), padding=(2, 1), dilation=(2, 3)), (2, 4, 11, 10)),
+    "pad-beyond-taps": (nn.Conv2d(2, 3, 2, padding=3), (1, 2, 4, 5)),
+    "1x1": (nn.Conv2d(8, 16, 1), (2, 8, 5, 5)),
+    "1x1-stride2": (nn.Conv2d(8, 16, 1, stride=2), (2, 8, 5, 5)),
+    "depthwise-7x7": (nn.Conv2d(8, 8, 7, padding=3, groups=8), (2, 8, 9, 9)),
+    "grouped": (nn.Conv2d(8, 12, 3, padding=1, groups=4), (1, 8, 6, 6)),
+    "patchify": (nn.Conv2d(3, 16, 4, stride=4), (1, 3, 16, 12)),
+    "conv1d": (nn.Conv1d(4, 8, 5, padding=2, stride=2), (2, 4, 20)),
+    "conv1d-depthwise-dilated": (nn.Conv1d(6, 6, 3, padding=2, dilation=2, groups=6), (1, 6, 11)),
+}
+
+
+@pytest.mark.parametrize("name", list(CONVOLUTIONS))
+def test_convolution(name):
+    torch.manual_seed(0)
+    conv, shape = CONVOLUTIONS[name]
+    ir = _check(nn.Sequential(conv, nn.ReLU()), torch.randn(*shape))
+    assert "tg.matmul" in ir and "activation = \"relu\"" in ir, "the ReLU is the GEMM's epilogue"
+    assert ("tg.im2col" in ir) == (conv.kernel_size != (1,) * len(conv.kernel_size) or conv.stride != (1,) * len(conv.stride))
+
+
+def _trained(bn: nn.modules.batchnorm._BatchNorm) -> nn.Module:
+    with torch.no_grad():
+        bn.running_mean.normal_(0.0, 0.5)
+        bn.running_var.uniform_(0.5, 2.0)
+        bn.weight.normal_(1.0, 0.2)
+        bn.bias.normal_(0.0, 0.2)
+    return bn
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_batch_norm_folds_into_the_convolution(bias):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=bias), _trained(nn.BatchNorm2d(8)), nn.ReLU())
+    ir = _check(model, torch.randn(2, 3, 6, 6))
+    assert "batch_norm" not in ir and "rsqrt" not in ir
+    assert 'tg.weight "0.weight.bn_folded"' in ir and 'tg.weight "0.bias.bn_folded"' in ir
+    assert '"1.running_mean"' not in ir and '"0.weight"' not in ir, "the unfolded weights leave the graph"
+
+
+def test_batch_norm_alone_is_a_scale_and_shift():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 8), _trained(nn.BatchNorm1d(8)))
+    ir = _check(model, torch.randn(4, 6))
+    assert "bn_folded" not in ir
+
+
+def test_batch_norm_after_a_shared_convolution_is_not_folded():
+    """A convolution whose output has other users keeps its weights; the norm stays a norm."""
+
+    class Twice(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.bn = nn.Conv2d(3, 4, 3), _trained(nn.BatchNorm2d(4))
+
+        def forward(self, x):
+            y = self.conv(x)
+            return self.bn(y) + y
+
+    torch.manual_seed(0)
+    ir = _check(Twice(), torch.randn(1, 3, 6, 6))
+    assert "bn_folded" not in ir
+
+
+POOLS = {
+    "max-2": (nn.MaxPool2d(2), (1, 2, 8, 6)),
+    "max-3s2p1-ceil": (nn.MaxPool2d(3, stride=2, padding=1, ceil_mode=True), (1, 2, 8, 7)),
+    "max-dilated": (nn.MaxPool2d(2, stride=1, dilation=2), (1, 2, 6, 7)),
+    "max1d": (nn.MaxPool1d(3, stride=2), (2, 3, 9)),
+    "avg-2": (nn.AvgPool2d(2), (1, 2, 8, 6)),
+    "avg-3s2p1": (nn.AvgPool2d(3, stride=2, padding=1), (1, 2, 8, 7)),
+    "avg-no-pad-count-ceil": (nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=False, ceil_mode=True), (1, 2, 8, 7)),
+    "avg-divisor": (nn.AvgPool2d(2, divisor_override=3), (1, 2, 4, 4)),
+    "adaptive-1x1": (nn.AdaptiveAvgPool2d(1), (2, 4, 7, 5)),
+    "adaptive-whole-bins": (nn.AdaptiveAvgPool2d((4, 2)), (1, 2, 8, 6)),
+    "adaptive-overlapping": (nn.AdaptiveAvgPool2d((3, 4)), (1, 2, 8, 7)),
+    "adaptive1d": (nn.AdaptiveAvgPool1d(3), (1, 2, 8)),
+}
+
+
+@pytest.mark.parametrize("name", list(POOLS))
+def test_pooling(name):
+    torch.manual_seed(0)
+    pool, shape = POOLS[name]
+    _check(pool, torch.randn(*shape))
+
+
+def test_max_pool_propagates_infinities():
+    x = torch.randn(1, 1, 4, 4)
+    x[0, 0, 0, 0] = float("inf")
+    x[0, 0, 3, 3] = float("-inf")
+    _check(nn.MaxPool2d(2), x, atol=0.0)
+
+
+@pytest.mark.parametrize("groups", [1, 2, 8])
+def test_group_norm(groups):
+    torch.manual_seed(0)
+    gn = nn.GroupNorm(groups, 8)
+    with torch.no_grad():
+        gn.weight.normal_()
+        gn.bias.normal_()
+    _check(gn, 3.0 + 2.0 * torch.randn(2, 8, 5, 3))
+
+
+RESIZES = [
+    dict(mode="nearest", scale_factor=2),
+    dict(mode="nearest", scale_factor=3),
+    dict(mode="nearest", size=(8, 11)),
+    dict(mode="nearest", scale_factor=(1.5, 0.5)),
+    *(dict(mode=m, align_corners=a, **s) for m in ("bilinear", "bicubic") for a in (False, True)
+      for s in (dict(scale_factor=2), dict(size=(8, 11)), dict(size=(3, 4)), dict(scale_factor=2.3))),
+]
+
+
+@pytest.mark.parametrize("kw", RESIZES, ids=lambda kw: "-".join(f"{v}" for v in kw.values()))
+def test_resize(kw):
+    torch.manual_seed(0)
+    ir = _check(Fn(lambda x: F.interpolate(x, **kw)), torch.randn(2, 3, 5, 7))
+    whole = kw["mode"] == "nearest" and kw.get("scale_factor") in (2, 3)
+    assert ("tg.broadcast" in ir) == whole and ("tg.matmul" in ir) != whole
