@@ -208,3 +208,22 @@ builtin.module {
     func.return
   }
 }
+
+// -----
+
+// buf.im2col, 3x3 taps over a 4x5 image padded by 1: one row (n, c) at a time; each tap copies
+// the block of the image it reads (a memcpy per output row; the centre tap reads the whole
+// image: one memcpy of 4 * 5 floats) and fills its padded border with the pad value (0).
+// CHECK-LABEL: llvm.func internal @forward__0_im2col(
+// CHECK-DAG:     %[[ZERO:.*]] = llvm.mlir.constant(0.000000e+00 : f32) : f32
+// CHECK-DAG:     %[[WHOLE:.*]] = llvm.mlir.constant(80) : i64
+// CHECK-COUNT-4: llvm.call_intrinsic "llvm.memcpy.p0.p0.i64"
+// CHECK:         llvm.call_intrinsic "llvm.memcpy.p0.p0.i64"(%{{.*}}, %{{.*}}, %[[WHOLE]], %{{.*}})
+// CHECK-COUNT-4: llvm.call_intrinsic "llvm.memcpy.p0.p0.i64"
+// CHECK:         llvm.store %[[ZERO]]
+// CHECK-NOT:     llvm.call_intrinsic "llvm.memcpy
+// CHECK:         llvm.return
+func.func @forward(%x: memref<1x2x4x5xf32>, %o: memref<1x2x3x3x4x5xf32>) attributes {tg.num_outputs = 1 : i64} {
+  buf.im2col ins(%x : memref<1x2x4x5xf32>) outs(%o : memref<1x2x3x3x4x5xf32>) {kernel = array<i64: 3, 3>, stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>}
+  func.return
+}

@@ -503,3 +503,141 @@ func.func @aten.ne.Scalar$padding_mask_and_positions(%ids: tensor<2x7xi64>, %x: 
   %pos = aten.cumsum %and {dim = -1 : i64} : (tensor<2x7xi1>) -> tensor<2x7xi64>
   func.return %pos, %not : tensor<2x7xi64>, tensor<2x7xi1>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @aten.conv2d$bias
+// CHECK:         %[[C:.*]] = tg.im2col %{{.*}} {kernel = array<i64: 3, 3>, stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>} : (tensor<1x8x5x5xf32>) -> tensor<1x8x3x3x5x5xf32>
+// CHECK:         %[[W2:.*]] = tg.reshape %{{.*}} : (tensor<16x8x3x3xf32>) -> tensor<16x72xf32>
+// CHECK:         %[[C2:.*]] = tg.reshape %[[C]] : (tensor<1x8x3x3x5x5xf32>) -> tensor<1x72x25xf32>
+// CHECK:         %[[M:.*]] = tg.matmul %[[W2]], %[[C2]] : (tensor<16x72xf32>, tensor<1x72x25xf32>) -> tensor<1x16x25xf32>
+// CHECK:         %[[B2:.*]] = tg.reshape %{{.*}} : (tensor<16xf32>) -> tensor<16x1xf32>
+// CHECK:         %[[S:.*]] = tg.add %[[M]], %[[B2]] : (tensor<1x16x25xf32>, tensor<16x1xf32>) -> tensor<1x16x25xf32>
+// CHECK:         tg.reshape %[[S]] : (tensor<1x16x25xf32>) -> tensor<1x16x5x5xf32>
+// CHECK-NOT:     aten.
+func.func @aten.conv2d$bias(%x: tensor<1x8x5x5xf32>) -> tensor<1x16x5x5xf32> {
+  %w = tg.weight "conv.weight" : tensor<16x8x3x3xf32>
+  %b = tg.weight "conv.bias" : tensor<16xf32>
+  %y = aten.conv2d %x, %w, %b {padding = array<i64: 1, 1>} : (tensor<1x8x5x5xf32>, tensor<16x8x3x3xf32>, tensor<16xf32>) -> tensor<1x16x5x5xf32>
+  func.return %y : tensor<1x16x5x5xf32>
+}
+
+// -----
+
+// A 1x1 convolution needs no im2col; a depthwise one is a GEMM batched over its 8 groups.
+// CHECK-LABEL: func.func @aten.conv2d$pointwise_depthwise
+// CHECK-NOT:     tg.im2col
+// CHECK:         %[[X2:.*]] = tg.reshape %{{.*}} : (tensor<2x8x6x6xf32>) -> tensor<2x8x36xf32>
+// CHECK:         tg.matmul %{{.*}}, %[[X2]] : (tensor<8x8xf32>, tensor<2x8x36xf32>) -> tensor<2x8x36xf32>
+// CHECK:         tg.im2col
+// CHECK:         tg.matmul %{{.*}}, %{{.*}} : (tensor<8x1x9xf32>, tensor<2x8x9x36xf32>) -> tensor<2x8x1x36xf32>
+// CHECK-NOT:     aten.
+func.func @aten.conv2d$pointwise_depthwise(%x: tensor<2x8x6x6xf32>) -> tensor<2x8x6x6xf32> {
+  %w1 = tg.weight "pw.weight" : tensor<8x8x1x1xf32>
+  %w2 = tg.weight "dw.weight" : tensor<8x1x3x3xf32>
+  %y = aten.conv2d %x, %w1 : (tensor<2x8x6x6xf32>, tensor<8x8x1x1xf32>) -> tensor<2x8x6x6xf32>
+  %z = aten.conv2d %y, %w2 {padding = array<i64: 1, 1>, groups = 8 : i64} : (tensor<2x8x6x6xf32>, tensor<8x1x3x3xf32>) -> tensor<2x8x6x6xf32>
+  func.return %z : tensor<2x8x6x6xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.conv1d$strided
+// CHECK:         tg.im2col %{{.*}} {kernel = array<i64: 1, 5>, stride = array<i64: 1, 2>, padding = array<i64: 0, 2>, dilation = array<i64: 1, 1>} : (tensor<2x4x1x20xf32>) -> tensor<2x4x1x5x1x10xf32>
+// CHECK:         tg.matmul %{{.*}}, %{{.*}} : (tensor<8x20xf32>, tensor<2x20x10xf32>) -> tensor<2x8x10xf32>
+// CHECK-NOT:     aten.
+func.func @aten.conv1d$strided(%x: tensor<2x4x20xf32>) -> tensor<2x8x10xf32> {
+  %w = tg.weight "conv.weight" : tensor<8x4x5xf32>
+  %y = aten.conv1d %x, %w {stride = array<i64: 2>, padding = array<i64: 2>} : (tensor<2x4x20xf32>, tensor<8x4x5xf32>) -> tensor<2x8x10xf32>
+  func.return %y : tensor<2x8x10xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.max_pool2d$ceil
+// CHECK:         %[[C:.*]] = tg.im2col %{{.*}} {{{.*}}pad_value = 0xff800000 : f32} : (tensor<1x2x8x7xf32>) -> tensor<1x2x3x3x5x4xf32>
+// CHECK:         %[[R:.*]] = tg.reshape %[[C]] : (tensor<1x2x3x3x5x4xf32>) -> tensor<1x2x9x5x4xf32>
+// CHECK:         tg.amax %[[R]] {dims = array<i64: 2>} : (tensor<1x2x9x5x4xf32>) -> tensor<1x2x5x4xf32>
+func.func @aten.max_pool2d$ceil(%x: tensor<1x2x8x7xf32>) -> tensor<1x2x5x4xf32> {
+  %y = aten.max_pool2d %x {kernel_size = array<i64: 3, 3>, stride = array<i64: 2, 2>, padding = array<i64: 1, 1>, ceil_mode = true} : (tensor<1x2x8x7xf32>) -> tensor<1x2x5x4xf32>
+  func.return %y : tensor<1x2x5x4xf32>
+}
+
+// -----
+
+// Windows that cover padding divide by the taps inside the input.
+// CHECK-LABEL: func.func @aten.avg_pool2d$exclude_pad
+// CHECK:         %[[S:.*]] = tg.sum %{{.*}} {dims = array<i64: 2>} : (tensor<1x2x9x2x2xf32>) -> tensor<1x2x2x2xf32>
+// CHECK:         %[[D:.*]] = tg.constant dense<{{\[\[}}4.000000e+00, 6.000000e+00], [6.000000e+00, 9.000000e+00]]> : tensor<2x2xf32>
+// CHECK:         tg.div %[[S]], %[[D]]
+func.func @aten.avg_pool2d$exclude_pad(%x: tensor<1x2x4x4xf32>) -> tensor<1x2x2x2xf32> {
+  %y = aten.avg_pool2d %x {kernel_size = array<i64: 3, 3>, stride = array<i64: 2, 2>, padding = array<i64: 1, 1>, count_include_pad = false} : (tensor<1x2x4x4xf32>) -> tensor<1x2x2x2xf32>
+  func.return %y : tensor<1x2x2x2xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.adaptive_avg_pool2d$global
+// CHECK:         tg.mean %{{.*}} {dims = array<i64: 2, 3>, keepdim = true} : (tensor<1x8x7x7xf32>) -> tensor<1x8x1x1xf32>
+func.func @aten.adaptive_avg_pool2d$global(%x: tensor<1x8x7x7xf32>) -> tensor<1x8x1x1xf32> {
+  %y = aten.adaptive_avg_pool2d %x {output_size = array<i64: 1, 1>} : (tensor<1x8x7x7xf32>) -> tensor<1x8x1x1xf32>
+  func.return %y : tensor<1x8x1x1xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.group_norm$affine
+// CHECK:         %[[G:.*]] = tg.reshape %{{.*}} : (tensor<1x4x3x3xf32>) -> tensor<1x2x18xf32>
+// CHECK:         %[[N:.*]] = tg.layer_norm %[[G]], %{{.*}}, %{{.*}} : (tensor<1x2x18xf32>, tensor<18xf32>, tensor<18xf32>) -> tensor<1x2x18xf32>
+// CHECK:         %[[C:.*]] = tg.reshape %[[N]] : (tensor<1x2x18xf32>) -> tensor<1x4x9xf32>
+// CHECK:         tg.mul %[[C]], %{{.*}} : (tensor<1x4x9xf32>, tensor<4x1xf32>) -> tensor<1x4x9xf32>
+// CHECK:         tg.add %{{.*}}, %{{.*}} : (tensor<1x4x9xf32>, tensor<4x1xf32>) -> tensor<1x4x9xf32>
+func.func @aten.group_norm$affine(%x: tensor<1x4x3x3xf32>) -> tensor<1x4x3x3xf32> {
+  %w = tg.weight "gn.weight" : tensor<4xf32>
+  %b = tg.weight "gn.bias" : tensor<4xf32>
+  %y = aten.group_norm %x weight %w : tensor<4xf32> bias %b : tensor<4xf32> {num_groups = 2 : i64} : tensor<1x4x3x3xf32> -> tensor<1x4x3x3xf32>
+  func.return %y : tensor<1x4x3x3xf32>
+}
+
+// -----
+
+// A batch norm not folded into a convolution (the importer folds those): x * s + (bias - mean * s).
+// CHECK-LABEL: func.func @aten.batch_norm$eval
+// CHECK:         %[[R:.*]] = tg.rsqrt %{{.*}} : tensor<4x1xf32>
+// CHECK:         %[[S:.*]] = tg.mul %{{.*}}, %[[R]] : (tensor<4x1xf32>, tensor<4x1xf32>) -> tensor<4x1xf32>
+// CHECK:         %[[MS:.*]] = tg.mul %{{.*}}, %[[S]]
+// CHECK:         %[[T:.*]] = tg.sub %{{.*}}, %[[MS]]
+// CHECK:         %[[XS:.*]] = tg.mul %{{.*}}, %[[S]] : (tensor<2x4x3xf32>, tensor<4x1xf32>) -> tensor<2x4x3xf32>
+// CHECK:         tg.add %[[XS]], %[[T]] : (tensor<2x4x3xf32>, tensor<4x1xf32>) -> tensor<2x4x3xf32>
+// CHECK-NOT:     aten.
+func.func @aten.batch_norm$eval(%x: tensor<2x4x3xf32>) -> tensor<2x4x3xf32> {
+  %w = tg.weight "bn.weight" : tensor<4xf32>
+  %b = tg.weight "bn.bias" : tensor<4xf32>
+  %m = tg.weight "bn.running_mean" : tensor<4xf32>
+  %v = tg.weight "bn.running_var" : tensor<4xf32>
+  %y = aten.batch_norm %x weight %w : tensor<4xf32> bias %b : tensor<4xf32> running_mean %m : tensor<4xf32> running_var %v : tensor<4xf32> {training = false, momentum = 1.000000e-01 : f64, eps = 1.000000e-05 : f64, cudnn_enabled = false} : tensor<2x4x3xf32> -> tensor<2x4x3xf32>
+  func.return %y : tensor<2x4x3xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.upsample_nearest2d$whole_factor
+// CHECK:         %[[R:.*]] = tg.reshape %{{.*}} : (tensor<1x3x4x4xf32>) -> tensor<1x3x4x1x4x1xf32>
+// CHECK:         %[[B:.*]] = tg.broadcast %[[R]] : (tensor<1x3x4x1x4x1xf32>) -> tensor<1x3x4x2x4x2xf32>
+// CHECK:         tg.reshape %[[B]] : (tensor<1x3x4x2x4x2xf32>) -> tensor<1x3x8x8xf32>
+func.func @aten.upsample_nearest2d$whole_factor(%x: tensor<1x3x4x4xf32>) -> tensor<1x3x8x8xf32> {
+  %y = aten.upsample_nearest2d.vec %x {scale_factors = array<f64: 2.0, 2.0>} : (tensor<1x3x4x4xf32>) -> tensor<1x3x8x8xf32>
+  func.return %y : tensor<1x3x8x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @aten.upsample_bilinear2d$align_corners
+// CHECK:         %[[RH:.*]] = tg.constant dense<{{\[\[}}1.000000e+00, 0.000000e+00], [5.000000e-01, 5.000000e-01], [0.000000e+00, 1.000000e+00]]> : tensor<3x2xf32>
+// CHECK:         %[[RWT:.*]] = tg.constant dense<{{\[\[}}1.000000e+00, 5.000000e-01, 0.000000e+00], [0.000000e+00, 5.000000e-01, 1.000000e+00]]> : tensor<2x3xf32>
+// CHECK:         %[[T:.*]] = tg.matmul %{{.*}}, %[[RWT]] : (tensor<1x1x2x2xf32>, tensor<2x3xf32>) -> tensor<1x1x2x3xf32>
+// CHECK:         tg.matmul %[[RH]], %[[T]] : (tensor<3x2xf32>, tensor<1x1x2x3xf32>) -> tensor<1x1x3x3xf32>
+func.func @aten.upsample_bilinear2d$align_corners(%x: tensor<1x1x2x2xf32>) -> tensor<1x1x3x3xf32> {
+  %y = aten.upsample_bilinear2d.vec %x {output_size = array<i64: 3, 3>, align_corners = true} : (tensor<1x1x2x2xf32>) -> tensor<1x1x3x3xf32>
+  func.return %y : tensor<1x1x3x3xf32>
+}

@@ -453,3 +453,27 @@ func.func @packed_only_where_a_weight_is_the_rhs(%ids: tensor<3xi64>) -> tensor<
   %s = tg.matmul %y, %z {transpose_b = true} : (tensor<3x64xf32>, tensor<3x64xf32>) -> tensor<3x3xf32>
   func.return %s : tensor<3x3xf32>
 }
+
+// -----
+
+// A convolution: im2col into a buffer, then the GEMM weight[16, 72] @ cols with the bias and ReLU
+// in its epilogue, written straight into the NCHW output (the reshapes are views). The weight is
+// the lhs: it is not packed (packed panels hold a GEMM's rhs).
+// CHECK-LABEL: func.func @convolution
+// CHECK:         %c = buf.alloc : memref<1x8x3x3x5x5xf32>
+// CHECK-NEXT:    buf.im2col ins(%x : memref<1x8x5x5xf32>) outs(%c : memref<1x8x3x3x5x5xf32>) {kernel = array<i64: 3, 3>, stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>}
+// CHECK:         %m = buf.reshape %out0 : memref<1x16x5x5xf32> -> memref<1x16x25xf32>
+// CHECK-NEXT:    buf.matmul ins(%w2, %c2, %b2 : memref<16x72xf32>, memref<1x72x25xf32>, memref<16x1xf32>) outs(%m : memref<1x16x25xf32>) {beta = 1.000000e+00 : f32, activation = "relu"}
+// NOPACK-LABEL: func.func @convolution
+// NOPACK:         buf.im2col
+func.func @convolution(%x: tensor<1x8x5x5xf32>) -> tensor<1x16x5x5xf32> {
+  %w = tg.weight "conv.weight" : tensor<16x8x3x3xf32>
+  %b = tg.weight "conv.bias" : tensor<16xf32>
+  %c = tg.im2col %x {kernel = array<i64: 3, 3>, stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>} : (tensor<1x8x5x5xf32>) -> tensor<1x8x3x3x5x5xf32>
+  %w2 = tg.reshape %w : (tensor<16x8x3x3xf32>) -> tensor<16x72xf32>
+  %c2 = tg.reshape %c : (tensor<1x8x3x3x5x5xf32>) -> tensor<1x72x25xf32>
+  %b2 = tg.reshape %b : (tensor<16xf32>) -> tensor<16x1xf32>
+  %m = tg.matmul %w2, %c2, %b2 {beta = 1.0 : f32, activation = "relu"} : (tensor<16x72xf32>, tensor<1x72x25xf32>, tensor<16x1xf32>) -> tensor<1x16x25xf32>
+  %y = tg.reshape %m : (tensor<1x16x25xf32>) -> tensor<1x16x5x5xf32>
+  func.return %y : tensor<1x16x5x5xf32>
+}

@@ -156,3 +156,10 @@ func.func @packed_embedding(%ids: memref<2x5xi64>, %o: memref<2x5x32xf32>) {
   buf.packed_embedding ins(%t, %ids : memref<2x32x64xf32>, memref<2x5xi64>) outs(%o : memref<2x5x32xf32>) {rows = 100 : i64}
   func.return
 }
+
+// CHECK-LABEL: func.func @im2col
+func.func @im2col(%x: memref<1x4x7x6xf32>, %o: memref<1x4x3x3x4x3xf32>) {
+  // CHECK-NEXT: buf.im2col ins(%x : memref<1x4x7x6xf32>) outs(%o : memref<1x4x3x3x4x3xf32>) {kernel = array<i64: 3, 3>, stride = array<i64: 2, 2>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>}
+  buf.im2col ins(%x : memref<1x4x7x6xf32>) outs(%o : memref<1x4x3x3x4x3xf32>) {kernel = array<i64: 3, 3>, stride = array<i64: 2, 2>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>}
+  func.return
+}

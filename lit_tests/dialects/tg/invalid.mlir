@@ -192,3 +192,27 @@ func.func @cumsum_dim_out_of_range(%a: tensor<2x4xi64>) -> tensor<2x4xi64> {
   func.return %y : tensor<2x4xi64>
 }
 // CHECK: tg.cumsum: dim 2 out of range for rank 2
+
+// -----
+
+func.func @im2col_not_nchw(%x: tensor<4x7x6xf32>) -> tensor<4x3x3x7x6xf32> {
+  %c = tg.im2col %x {kernel = array<i64: 3, 3>, stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>} : (tensor<4x7x6xf32>) -> tensor<4x3x3x7x6xf32>
+  func.return %c : tensor<4x3x3x7x6xf32>
+}
+// CHECK: tg.im2col: the input must be NCHW (rank 4), got [4, 7, 6]
+
+// -----
+
+func.func @im2col_wrong_positions(%x: tensor<1x4x7x6xf32>) -> tensor<1x4x3x3x7x3xf32> {
+  %c = tg.im2col %x {kernel = array<i64: 3, 3>, stride = array<i64: 2, 2>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>} : (tensor<1x4x7x6xf32>) -> tensor<1x4x3x3x7x3xf32>
+  func.return %c : tensor<1x4x3x3x7x3xf32>
+}
+// CHECK: tg.im2col: 7 window positions along the height should be 4
+
+// -----
+
+func.func @im2col_zero_stride(%x: tensor<1x4x7x6xf32>) -> tensor<1x4x3x3x7x6xf32> {
+  %c = tg.im2col %x {kernel = array<i64: 3, 3>, stride = array<i64: 0, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>} : (tensor<1x4x7x6xf32>) -> tensor<1x4x3x3x7x6xf32>
+  func.return %c : tensor<1x4x3x3x7x6xf32>
+}
+// CHECK: tg.im2col: kernel, stride and dilation must be >= 1, padding >= 0

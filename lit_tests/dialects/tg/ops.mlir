@@ -75,3 +75,14 @@ func.func @kv_cache_prefill(%q: tensor<1x4x8x16xf32>, %v: tensor<1x2x8x16xf32>) 
   %o = tg.attention %q, %vc, %vc {scale = 0.25 : f32, causal = true, kv_cache = true} : (tensor<1x4x8x16xf32>, tensor<1x2x40x16xf32>, tensor<1x2x40x16xf32>) -> tensor<1x4x8x16xf32>
   func.return %o : tensor<1x4x8x16xf32>
 }
+
+// The windows of a 3x3 convolution at stride 2 over a 7x6 image padded by 1, and of a
+// ceil-mode max pooling (one more window along the height, padded with -inf)
+// CHECK-LABEL: func.func @im2col
+func.func @im2col(%x: tensor<1x4x7x6xf32>) -> (tensor<1x4x3x3x4x3xf32>, tensor<1x4x2x2x4x3xf32>) {
+  // CHECK-NEXT: %c = tg.im2col %x {kernel = array<i64: 3, 3>, stride = array<i64: 2, 2>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>} : (tensor<1x4x7x6xf32>) -> tensor<1x4x3x3x4x3xf32>
+  %c = tg.im2col %x {kernel = array<i64: 3, 3>, stride = array<i64: 2, 2>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>} : (tensor<1x4x7x6xf32>) -> tensor<1x4x3x3x4x3xf32>
+  // CHECK-NEXT: %p = tg.im2col %x {kernel = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, pad_value = 0xff800000 : f32} : (tensor<1x4x7x6xf32>) -> tensor<1x4x2x2x4x3xf32>
+  %p = tg.im2col %x {kernel = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, pad_value = 0xff800000 : f32} : (tensor<1x4x7x6xf32>) -> tensor<1x4x2x2x4x3xf32>
+  func.return %c, %p : tensor<1x4x3x3x4x3xf32>, tensor<1x4x2x2x4x3xf32>
+}
