@@ -533,9 +533,10 @@ def test_sign_rounding_roll_pad(f):
     check(Fn(f), with_specials, rtol=0, atol=0)
 
 
-def test_pad_modes_other_than_constant_are_named():
-    with pytest.raises(Exception, match="reflect"):
-        tg.compile(Fn(lambda m, x: torch.nn.functional.pad(x, (1, 1), mode="reflect")).eval(), (randn(2, 3, 4),))
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+def test_pad_modes_that_repeat_the_input(mode):
+    """Exact (more shapes in tests/test_vision_ops.py)."""
+    check(Fn(lambda m, x, y: torch.nn.functional.pad(x, (1, 2), mode=mode)), with_specials, rtol=0, atol=0)
 
 
 def test_normalize_is_a_2_norm_and_clamp_min():

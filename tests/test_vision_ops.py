@@ -164,3 +164,32 @@ def test_resize(kw):
     ir = _check(Fn(lambda x: F.interpolate(x, **kw)), torch.randn(2, 3, 5, 7))
     whole = kw["mode"] == "nearest" and kw.get("scale_factor") in (2, 3)
     assert ("tg.broadcast" in ir) == whole and ("tg.matmul" in ir) != whole
+
+
+PADS = [((1, 2, 5, 6), (1, 2, 2, 1)), ((2, 3, 7), (3, 0)), ((1, 2, 5, 6), (0, 0, 4, 1))]
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+@pytest.mark.parametrize("shape,pad", PADS, ids=lambda v: "x".join(map(str, v)))
+def test_pad_modes(mode, shape, pad):
+    _check(Fn(lambda x: F.pad(x, pad, mode=mode)), torch.randn(*shape), atol=0.0)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+def test_convolution_padding_modes(mode):
+    torch.manual_seed(0)
+    _check(nn.Conv2d(3, 4, 3, padding=1, padding_mode=mode), torch.randn(1, 3, 6, 5))
+
+
+@pytest.mark.parametrize("layer", [nn.LSTM, nn.GRU, nn.RNN])
+def test_recurrent_layers_are_rejected_by_name(layer):
+    class Wrap(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = layer(4, 8, batch_first=True)
+
+        def forward(self, x):
+            return self.rnn(x)[0]
+
+    with pytest.raises(Exception, match=rf"recurrent layers \({layer.__name__}\) are not supported.*unrolled"):
+        tg.compile(Wrap().eval(), (torch.randn(2, 5, 4),))

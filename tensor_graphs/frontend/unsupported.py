@@ -177,3 +177,13 @@ def run_time_mask(target: str, location: str, problem: str, fix: str) -> Unsuppo
     """The entry for a mask builder (comparison, triu, ...) on run-time data; ``problem`` and
     ``fix`` come from the lowering, which owns which ops only constant folding removes."""
     return Unsupported(target, location, problem, fix, is_op=False)
+for _name, _layer in (("lstm", "LSTM"), ("gru", "GRU"), ("rnn_tanh", "RNN"), ("rnn_relu", "RNN")):
+    _known(
+        getattr(torch.ops.aten, _name),
+        "input",
+        f"aten::{_name} (torch.nn.{_layer})",
+        f"recurrent layers ({_layer}) are not supported: their time loop is one fused ATen op with no tensor_graphs lowering",
+        "write the recurrence as a cell (nn.LSTMCell / nn.GRUCell ops: linear layers and gates) unrolled over the "
+        "fixed sequence length in forward, or run the recurrent layer outside the compiled model",
+        is_op=True,
+    )

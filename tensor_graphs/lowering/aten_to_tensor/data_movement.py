@@ -9,6 +9,7 @@ shape) disappear.
 from __future__ import annotations
 
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
+from xdsl.ir import SSAValue
 
 from tensor_graphs.dialects import aten
 from tensor_graphs.dialects.aten import normalize_dim
@@ -249,10 +250,50 @@ class RollPattern(RewritePattern):
         rewriter.replace(op, ops, [y])
 
 
+def _edge_pieces(ops: OpList, x: SSAValue, d: int, before: int, after: int, mode: str) -> tuple[list[SSAValue], list[SSAValue]]:
+    """What ``mode`` puts before and after ``x`` along ``d``."""
+    n = shape_of(x)[d]
+
+    def widened(piece: SSAValue, amount: int) -> SSAValue:
+        shape = list(shape_of(piece))
+        shape[d] = amount
+        return ops.add(BroadcastOp(piece, tuple(shape)))
+
+    if mode == "reflect":
+        if before >= n or after >= n:
+            raise ValueError(f"reflect padding of {max(before, after)} needs a dim longer than that, got {n}")
+        return ([_slice_dim(ops, x, d, i, 1) for i in range(before, 0, -1)],
+                [_slice_dim(ops, x, d, n - 2 - i, 1) for i in range(after)])
+    if mode == "replicate":
+        return ([widened(_slice_dim(ops, x, d, 0, 1), before)] if before else [],
+                [widened(_slice_dim(ops, x, d, n - 1, 1), after)] if after else [])
+    if before > n or after > n:
+        raise ValueError(f"circular padding of {max(before, after)} is more than the dim's {n}")
+    return ([_slice_dim(ops, x, d, n - before, before)] if before else [], [_slice_dim(ops, x, d, 0, after)] if after else [])
+
+
+#: padding modes that repeat the input's own values
+_PAD_MODES = ("reflect", "replicate", "circular")
+
+
+def _pad_from_input(ops: OpList, x: SSAValue, pads: list[int], mode: str) -> SSAValue:
+    rank = len(shape_of(x))
+    if any(p < 0 for p in pads):
+        raise ValueError(f"{mode} padding must not be negative, got {pads}")
+    for k in range(len(pads) // 2):
+        d = rank - 1 - k
+        head, tail = _edge_pieces(ops, x, d, pads[2 * k], pads[2 * k + 1], mode)
+        if head or tail:
+            x = ops.add(ConcatOp([*head, x, *tail], d))
+    return x
+
+
 class PadPattern(RewritePattern):
-    """Constant padding (``constant_pad_nd``, ``pad`` with ``mode = "constant"``): per padded dim,
-    from the last, a ``tg.concat`` of a constant block, the input and a constant block (a
-    negative pad is a ``tg.slice``). Other modes (reflect, replicate, circular) are reported.
+    """Padding (``constant_pad_nd``, ``pad``): per padded dim, from the last, a ``tg.concat`` of
+    what goes before, the input and what goes after. ``constant``: constant blocks (a negative
+    pad is a ``tg.slice``); ``reflect``: the slices at ``before .. 1`` and ``n-2 .. n-1-after``,
+    one wide each (the edge not repeated); ``replicate``: the edge slice broadcast ``before`` /
+    ``after`` wide; ``circular``: the last ``before`` and the first ``after`` slices.
 
     ```mlir
     %y = aten.constant_pad_nd %x {pad = array<i64: 1, 2>, value = 0 : i64} : (tensor<3x4xf32>) -> tensor<3x7xf32>
@@ -265,11 +306,12 @@ class PadPattern(RewritePattern):
 
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
         if isinstance(op, aten.PadOp):
-            if op.mode.data != "constant":
-                return notify_match_failure(op, f"pad mode '{op.mode.data}' is not supported (only 'constant')")
+            mode = op.mode.data
+            if mode not in ("constant", *_PAD_MODES):
+                return notify_match_failure(op, f"pad mode '{mode}' is not supported (constant, {', '.join(_PAD_MODES)})")
             value = op.value.value.data if op.value is not None else 0.0
         elif isinstance(op, aten.ConstantPadNdOp):
-            value = op.value.value.data
+            mode, value = "constant", op.value.value.data
         else:
             return
         pads = list(op.pad.get_values())
@@ -279,6 +321,12 @@ class PadPattern(RewritePattern):
         el = element_type(op.result)
         ops = OpList()
         x = ops.cast(op.self, el)
+        if mode != "constant":
+            try:
+                x = _pad_from_input(ops, x, pads, mode)
+            except ValueError as e:
+                return notify_match_failure(op, str(e))
+            return rewriter.replace(op, ops, [x])
         for k in range(len(pads) // 2):
             d, before, after = rank - 1 - k, pads[2 * k], pads[2 * k + 1]
             n = shape_of(x)[d]
