@@ -197,9 +197,10 @@ def load(
 # --------------------------------------------------------------------------- decoding
 
 
-def _decoder_modules(model, max_seq, batch, prefill_chunk, stats, pack_weights=True, target=None):
-    """Import ``model``'s step at the chunk length and at 1, optimise, add the KV cache and plan
-    memory; returns (buf-level modules, weights, chunk, capacity, max_seq, max_position)."""
+def _decoder_modules(model, max_seq, batch, prefill_chunk, stats, pack_weights=True, target=None, padding=None):
+    """Import ``model``'s step at the chunk length and at 1, optimise, add the KV cache (with a
+    key-padding mask when ``padding``; None: when ``batch > 1``) and plan memory; returns
+    (buf-level modules, weights, chunk, capacity, max_seq, max_position)."""
     import torch
 
     from tensor_graphs.frontend import import_model
@@ -218,6 +219,10 @@ def _decoder_modules(model, max_seq, batch, prefill_chunk, stats, pack_weights=T
         raise ValueError(f"batch must be a positive int, got {batch!r}")
     if not isinstance(prefill_chunk, int) or prefill_chunk < 1:
         raise ValueError(f"prefill_chunk must be a positive int, got {prefill_chunk!r}")
+    if padding is None:
+        padding = batch > 1
+    if not isinstance(padding, bool):
+        raise TypeError(f"padding must be a bool or None, got {padding!r}")
     chunk = min(prefill_chunk, max_seq)
     # a padded last chunk may write up to chunk - 1 rows past the last real position
     capacity = max_seq + chunk - 1
@@ -233,7 +238,8 @@ def _decoder_modules(model, max_seq, batch, prefill_chunk, stats, pack_weights=T
         stats.seconds["import"] = stats.seconds.get("import", 0.0) + time.perf_counter() - t0
         t0 = time.perf_counter()
         _set_target(graph.module, "aten", target)
-        passes = (*TENSOR_PIPELINE, f"introduce-kv-cache{{capacity={capacity}}}", *buffer_pipeline(pack_weights))
+        kv = f"introduce-kv-cache{{capacity={capacity}{' padding_mask=true' if padding else ''}}}"
+        passes = (*TENSOR_PIPELINE, kv, *buffer_pipeline(pack_weights))
         build_pipeline(passes).apply(ctx, graph.module)
         stats.seconds["aten -> buf"] = stats.seconds.get("aten -> buf", 0.0) + time.perf_counter() - t0
         modules.append(graph.module)
@@ -288,15 +294,15 @@ def available_memory() -> int | None:
 
 def estimate_memory(
     model, max_seq: int | None = None, *, batch: int = 1, prefill_chunk: int = 32, pack_weights: bool = True,
-    target: Target | str | None = None,
+    target: Target | str | None = None, padding: bool | None = None,
 ):
     """Bytes `compile_decoder` with these arguments would hold: arena, weights (the packed
-    copies included), KV cache, outputs.
+    copies included), KV cache (and its padding mask), outputs.
 
     Plans memory without generating code or allocating anything (it imports and optimises the
     model: seconds for a large one).
     """
-    modules, *_ = _decoder_modules(model, max_seq, batch, prefill_chunk, CompileStats(), pack_weights, target)
+    modules, *_ = _decoder_modules(model, max_seq, batch, prefill_chunk, CompileStats(), pack_weights, target, padding)
     return _estimate(modules)
 
 
@@ -311,11 +317,18 @@ def compile_decoder(
     profile: bool = False,
     pack_weights: bool = True,
     target: Target | str | None = None,
+    padding: bool | None = None,
 ):
     """Compile a transformers causal LM for generation with a KV cache: a prefill function for
     chunks of ``prefill_chunk`` tokens and a decode function for one token, compiled once and
     sharing one cache of ``max_seq`` positions (default: the model's maximum). Every prompt
     length up to ``max_seq`` and every position run on these two functions.
+
+    ``padding``: the attentions also read a key-padding mask over the cached positions, so that
+    ``generate``/``prefill`` take an ``attention_mask`` (a batch of left-padded prompts of
+    different lengths, as transformers pads them). Default (None): when ``batch > 1``. Without
+    it a decoder runs exactly as before (no mask operand at all); it still accepts a mask whose
+    padding is only whole leading columns (dropped), e.g. one left-padded prompt.
 
     Raises ``MemoryError`` before generating code or allocating the cache when the arenas, the
     KV cache and the outputs would not fit the memory the OS reports as available. With
@@ -326,7 +339,7 @@ def compile_decoder(
 
     stats = stats if stats is not None else CompileStats()
     modules, weights, chunk, capacity, max_seq, limit = _decoder_modules(
-        model, max_seq, batch, prefill_chunk, stats, pack_weights, target
+        model, max_seq, batch, prefill_chunk, stats, pack_weights, target, padding
     )
     need = _estimate(modules)
     free = available_memory()
@@ -350,12 +363,17 @@ def compile_decoder(
     return CompiledDecoder(graphs, chunk=chunk, max_seq=max_seq, capacity=capacity, batch=batch, max_position=limit)
 
 
-def generate(model, input_ids, max_new_tokens: int, *, eos_token_id=None, max_seq: int | None = None, prefill_chunk: int = 32):
+def generate(
+    model, input_ids, max_new_tokens: int, *, attention_mask=None, eos_token_id=None, max_seq: int | None = None,
+    prefill_chunk: int = 32,
+):
     """Greedy generation (``transformers``' ``generate(do_sample=False)``) with a compiled decoder.
 
     ``model`` is a transformers causal LM (compiled here, for ``max_seq`` positions, default
-    prompt + new tokens) or a `CompiledDecoder` (reused). ``eos_token_id`` defaults to the
-    model's generation config.
+    prompt + new tokens, with a padding mask when ``input_ids`` holds several rows) or a
+    `CompiledDecoder` (reused). ``attention_mask`` [B, P] (1 = token, 0 = padding) as for
+    transformers: a batch of left-padded prompts. ``eos_token_id`` defaults to the model's
+    generation config.
     """
     from tensor_graphs.runtime_support.decoder import CompiledDecoder
 
@@ -368,8 +386,14 @@ def generate(model, input_ids, max_new_tokens: int, *, eos_token_id=None, max_se
             eos_token_id = getattr(config, "eos_token_id", None)
         pad_token_id = getattr(config, "pad_token_id", None)
         length = int(input_ids.shape[1]) + max_new_tokens
-        decoder = compile_decoder(model, max_seq=max_seq or length, batch=int(input_ids.shape[0]), prefill_chunk=prefill_chunk)
-    return decoder.generate(input_ids, max_new_tokens, eos_token_id=eos_token_id, pad_token_id=pad_token_id)
+        padded = attention_mask is not None and not bool(np.all(np.asarray(attention_mask) != 0))
+        decoder = compile_decoder(
+            model, max_seq=max_seq or length, batch=int(input_ids.shape[0]), prefill_chunk=prefill_chunk,
+            padding=True if padded else None,
+        )
+    return decoder.generate(
+        input_ids, max_new_tokens, attention_mask=attention_mask, eos_token_id=eos_token_id, pad_token_id=pad_token_id
+    )
 
 
 def profile(fn: CompiledGraph, *inputs, repeat: int = 10, warmup: int = 1, **call_kwargs) -> ProfileReport:

@@ -758,7 +758,8 @@ class AttentionOp(KernelOp):
     NUM_OUTPUTS: ClassVar[tuple[int, ...]] = (1, 2)
     scale = prop_def(FloatAttr)
     causal = prop_def(BoolAttr, default_value=bool_attr(False))
-    #: k and v are caches: only their first ``past + Sq`` positions are keys (``past`` = dims[0])
+    #: k and v are caches: only their first ``past + Sq`` positions are keys (``past`` = dims[0]);
+    #: a mask indexes the cache's positions (a key-padding mask: [B, 1, 1, Sk])
     kv_cache = prop_def(BoolAttr, default_value=bool_attr(False))
 
     def verify_kernel(self, ins, out):
@@ -771,8 +772,6 @@ class AttentionOp(KernelOp):
         if len(ins) == 4 and not is_broadcastable_to(ins[3], (*q[:-1], k[-2])):
             raise ShapeError(f"mask {list(ins[3])} does not broadcast to the scores {list((*q[:-1], k[-2]))}")
         if self.kv_cache.value.data:
-            if len(ins) == 4:
-                raise ShapeError("kv_cache attention takes no mask")
             if not self.causal.value.data and q[-2] != 1:
                 raise ShapeError("kv_cache attention with more than one query must be causal")
             if q[-2] > k[-2]:

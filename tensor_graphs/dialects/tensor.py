@@ -892,7 +892,9 @@ class AttentionOp(IRDLOperation):
     With ``kv_cache``, k and v are KV caches (results of `tg.cache_write`) with room for Sk
     positions of which only the first ``past + Sq`` hold keys, ``past`` being the graph's
     run-time position (the number of tokens cached before this call); the rest is ignored.
-    Query i sits at position ``past + i`` and (causal) sees keys ``0 .. past + i``.
+    Query i sits at position ``past + i`` and (causal) sees keys ``0 .. past + i``. A mask over
+    a cache indexes its positions (it broadcasts to [..., H, Sq, Sk]): a key-padding mask over
+    the cached positions (left-padded prompts) is ``[B, 1, 1, Sk]``, 0 or -inf.
     """
 
     name = "tg.attention"
@@ -948,7 +950,6 @@ class AttentionOp(IRDLOperation):
             _check(self.mask.type.element_type == self.q.type.element_type,  # type: ignore[attr-defined]
                    "tg.attention: the mask must be additive, with the element type of q")
         if self.uses_kv_cache:
-            _check(self.mask is None, "tg.attention: kv_cache attention takes no mask (its keys past the run-time length are ignored)")
             _check(self.is_causal or q[-2] == 1, "tg.attention: kv_cache attention with more than one query must be causal")
             _check(q[-2] <= k[-2], f"tg.attention: {q[-2]} queries do not fit a cache of {k[-2]} positions")
 

@@ -14,7 +14,10 @@ gives every attention a persistent cache, so the same traced graph serves any po
 positions are an input, so position embeddings (GPT-2's ``wpe``, Qwen/Llama's RoPE tables) are
 computed for the run-time positions. The attention mask is all ones (a constant), which keeps
 transformers from inspecting ``position_ids`` for packed sequences (run-time ops that would not
-fold) and lets the causal mask fold to ``causal = true``.
+fold) and lets the causal mask fold to ``causal = true``. Padding (a batch of left-padded prompts)
+is not traced: ``introduce-kv-cache{padding_mask=true}`` gives the cached attentions a key-padding
+mask over the cache's positions, and the decoder passes transformers' position ids for padded
+rows (``cumsum(mask) - 1``).
 """
 
 from __future__ import annotations

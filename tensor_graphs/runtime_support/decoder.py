@@ -14,6 +14,19 @@ updated in place by the generated code):
 Both are compiled once; every prompt length and every position reuses them (``past`` travels
 in the native ABI's ``dims[0]``).
 
+A batch of prompts of different lengths runs as transformers runs it: left-padded to one length,
+with an ``attention_mask`` (1 = token, 0 = padding; int or bool, the shape of ``input_ids``).
+A decoder compiled with ``padding`` (`compile_decoder`'s default for ``batch > 1``) has one more
+state, ``kv.mask``: an additive mask over the cache's positions (0 for a token, -inf for
+padding) that every attention reads, in the prompt and in every decode step. The padded
+positions keep their slots in the cache (the cache position is the column, the same for every
+row) and stay masked; each generated token's slot is unmasked as it is written (transformers
+appends a 1 to the mask). The position ids are transformers' ``cumsum(mask) - 1`` (0 at
+padding), then one more per generated token, so every row gets the tokens it would get alone.
+Columns that are padding in every row are dropped first; a mask without zeros left is no mask,
+which is all a decoder compiled without ``padding`` accepts. Right padding runs as it does in
+transformers (the next token comes from the last column, a pad), with the same warning.
+
 A call is all or nothing: when ``prefill``, ``extend``, ``decode`` or ``generate`` fails (a token
 id out of range in the third chunk, say), the decoder is left as it was before the call: the
 same ``position`` and the same cached keys and values (the rows below the old position that the
@@ -27,12 +40,16 @@ dec = tensor_graphs.compile_decoder(model, max_seq=256)
 logits = dec.prefill(ids)          # [B, V]: the last prompt token's logits
 logits = dec.decode(next_ids)      # [B, V]; dec.position == P + 1
 tokens = dec.generate(ids, max_new_tokens=20)   # greedy, like transformers' generate(do_sample=False)
+
+dec = tensor_graphs.compile_decoder(model, max_seq=256, batch=3)    # padding=True (batch > 1)
+tokens = dec.generate(ids, 20, attention_mask=mask)   # ids, mask [3, P]: left-padded prompts
 ```
 """
 
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -40,6 +57,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tensor_graphs.runtime_support.executable import CompiledGraph
+from tensor_graphs.transforms.introduce_kv_cache import MASK_STATE
 
 #: The axis of a KV-cache state that indexes positions (``introduce-kv-cache`` lays a cache out
 #: as [batch, kv heads, positions, head dim]).
@@ -54,7 +72,8 @@ class DecoderMemory:
     arena_bytes: int
     #: model weights read where they are (the torch parameters' own memory) and IR constants
     weight_bytes: int
-    #: the KV cache: 2 x layers x batch x kv heads x capacity x head dim x 4 bytes
+    #: the KV cache: 2 x layers x batch x kv heads x capacity x head dim x 4 bytes (+ the
+    #: padding mask, batch x capacity x 4 bytes, when compiled with ``padding``)
     state_bytes: int
     #: the logits a prefill chunk and a decode step return ([B, V] each, allocated per call)
     output_bytes: int = 0
@@ -113,6 +132,14 @@ class CompiledDecoder:
         self._decode_rows = np.arange(batch, dtype=np.int64)
         self._chunk_rows = np.arange(batch, dtype=np.int64) * chunk
         self._max_position = max_position
+        #: the additive key-padding mask [B, capacity] (a view of the ``kv.mask`` state): 0 where
+        #: a cache position holds a token, -inf where padding; None when compiled without padding
+        mask = self.states.get(MASK_STATE)
+        self._mask = None if mask is None else mask.reshape(batch, capacity)
+        assert self._mask is None or np.shares_memory(self._mask, mask)
+        #: each row's next position id after a padded prompt (transformers' cumsum(mask) - 1 ...);
+        #: None while the position ids are the cache positions. Replaced, never updated in place.
+        self._next_pos: np.ndarray | None = None
         #: held by the call running now: one sequence, one call at a time
         self._busy = threading.Lock()
 
@@ -139,15 +166,15 @@ class CompiledDecoder:
                 "(dec.clone() shares the compiled code and weights) or serialise the calls with a lock"
             )
         writes_from = 0 if reset else self._position
-        position = self._position
+        position, next_pos = self._position, self._next_pos
         overwritten = range(writes_from, min(position, writes_from + positions))
-        saved = [(a, _rows(a, overwritten).copy()) for a in self.states.values()] if overwritten else []
+        saved = [(a, name, _rows(a, name, overwritten).copy()) for name, a in self.states.items()] if overwritten else []
         try:
             yield
         except BaseException:
-            for a, rows in saved:
-                _rows(a, overwritten)[...] = rows
-            self._position = position
+            for a, name, rows in saved:
+                _rows(a, name, overwritten)[...] = rows
+            self._position, self._next_pos = position, next_pos
             raise
         finally:
             self._busy.release()
@@ -163,6 +190,7 @@ class CompiledDecoder:
         """Forget the cached tokens (the cache memory is kept and simply overwritten)."""
         with self._call(0, reset=True):
             self._position = 0
+            self._next_pos = None
 
     @property
     def states(self) -> dict[str, np.ndarray]:
@@ -186,6 +214,11 @@ class CompiledDecoder:
             output_bytes=out,
             packed_bytes=sum(n for n, packed in sizes.values() if packed),
         )
+
+    @property
+    def padding(self) -> bool:
+        """Whether the attentions read a key-padding mask (prompts may be padded differently)."""
+        return self._mask is not None
 
     @property
     def prefill_graph(self) -> CompiledGraph:
@@ -229,12 +262,62 @@ class CompiledDecoder:
         """Cache positions that running ``n`` tokens writes (a chunked run pads its last chunk)."""
         return n if n == 1 else -(-n // self.chunk) * self.chunk
 
-    def prefill(self, input_ids):
-        """Reset the cache, run the prompt ``input_ids`` [B, P] and return its last token's logits [B, V]."""
+    def _mask_array(self, mask, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """``attention_mask`` checked against ``ids`` [B, P]; returns (ids, mask) with the columns
+        that are padding in every row dropped and the mask as bool, or None when nothing is left
+        to mask (no mask given, or all ones)."""
+        if mask is None:
+            return ids, None
+        if not isinstance(mask, np.ndarray):
+            try:
+                mask = mask.detach().cpu().numpy()
+            except AttributeError:
+                raise TypeError(
+                    f"attention_mask must be a NumPy array or a torch.Tensor of 0/1 (int or bool), got {type(mask).__name__}"
+                ) from None
+        if not (np.issubdtype(mask.dtype, np.integer) or mask.dtype == np.bool_):
+            raise TypeError(f"attention_mask must hold 0/1 as integers or bools (like transformers' int64 mask), got {mask.dtype}")
+        if mask.shape != ids.shape:
+            raise ValueError(f"attention_mask has shape {list(mask.shape)}; it must match input_ids {list(ids.shape)}")
+        if mask.dtype != np.bool_:
+            if ((mask != 0) & (mask != 1)).any():
+                raise ValueError("attention_mask must hold only 0 (padding) and 1 (token)")
+            mask = mask != 0
+        empty = ~mask.any(axis=1)
+        if empty.any():
+            raise ValueError(
+                f"attention_mask row {int(np.flatnonzero(empty)[0])} is all zeros: a prompt needs at least one token"
+            )
+        if mask.all():
+            return ids, None
+        drop = int(mask.any(axis=0).argmax())  # leading columns that are padding in every row
+        ids, mask = ids[:, drop:], np.ascontiguousarray(mask[:, drop:])
+        if mask.all():
+            return ids, None
+        if self._mask is None:
+            raise ValueError(
+                "attention_mask pads the rows differently, but this decoder was compiled without a padding "
+                "mask; compile it with compile_decoder(..., padding=True) (the default for batch > 1)"
+            )
+        if not mask[:, -1].all():
+            warnings.warn(
+                "right padding in attention_mask: as in transformers, the next token of a right-padded row "
+                "comes from its last column, a pad, which makes poor generations; pad prompts on the left "
+                "(a tokenizer's padding_side='left')",
+                UserWarning,
+                stacklevel=3,
+            )
+        return ids, mask
+
+    def prefill(self, input_ids, attention_mask=None):
+        """Reset the cache, run the prompt ``input_ids`` [B, P] and return its last token's logits
+        [B, V]. ``attention_mask`` [B, P] (1 = token, 0 = padding): left-padded prompts."""
         ids, as_torch = self._ids_array(input_ids, "input_ids")
+        ids, mask = self._mask_array(attention_mask, ids)
         with self._call(self._padded(ids.shape[1]), reset=True):
             self._position = 0
-            return self._out(self._extend(ids), as_torch)
+            self._next_pos = None
+            return self._out(self._extend(ids, mask), as_torch)
 
     def extend(self, ids: np.ndarray) -> np.ndarray:
         """Append the tokens ``ids`` [B, n] to the cache (in chunks); the last one's logits [B, V]."""
@@ -242,13 +325,22 @@ class CompiledDecoder:
         with self._call(self._padded(ids.shape[1]), reset=False):
             return self._extend(ids)
 
-    def _extend(self, ids: np.ndarray) -> np.ndarray:
+    def _extend(self, ids: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+        """Run ``ids`` [B, n] from the current position; ``mask`` (bool [B, n], only for a prompt
+        after a reset) marks its padding."""
         n = ids.shape[1]
         if n == 0:
             raise ValueError("no tokens to run: input_ids has 0 columns")
         self._check_room(n)
-        if n == 1:
+        if n == 1 and mask is None:
             return self._step(ids)
+        if mask is not None:  # transformers' position ids: cumsum(mask) - 1, 0 at padding
+            positions = np.cumsum(mask, axis=1, dtype=np.int64) - 1
+            positions[~mask] = 0
+        elif self._next_pos is not None:  # tokens after a padded prompt
+            positions = self._next_pos[:, None] + np.arange(n, dtype=np.int64)
+        else:
+            positions = None  # the cache positions
         c = self.chunk
         logits = None
         for start in range(0, n, c):
@@ -257,18 +349,36 @@ class CompiledDecoder:
             chunk_ids = np.zeros((self.batch, c), dtype=np.int64)
             chunk_ids[:, :real] = piece
             past = self._position
-            positions = np.minimum(np.arange(past, past + c, dtype=np.int64), self._last_position)
-            chunk_pos = np.ascontiguousarray(np.broadcast_to(positions, (self.batch, c)))
+            if positions is None:
+                at = np.minimum(np.arange(past, past + c, dtype=np.int64), self._last_position)
+                chunk_pos = np.ascontiguousarray(np.broadcast_to(at, (self.batch, c)))
+            else:
+                chunk_pos = np.zeros((self.batch, c), dtype=np.int64)
+                chunk_pos[:, :real] = positions[:, start : start + real]
+            if self._mask is not None:  # the chunk's cache positions: its tokens, its padding, the chunk's own padding
+                cols = self._mask[:, past : past + c]
+                cols[:, :real] = 0.0 if mask is None else np.where(mask[:, start : start + real], 0.0, -np.inf)
+                cols[:, real:] = -np.inf
             logits = self._prefill_fn(chunk_ids, chunk_pos, self._chunk_rows + (real - 1), past=past)
             self._position = past + real
+        if positions is not None:
+            self._next_pos = positions[:, -1] + 1  # transformers: the last column's position + 1
         assert logits is not None
         return logits
 
     def _step(self, ids: np.ndarray) -> np.ndarray:
         self._ids[:] = ids
-        self._pos[:] = self._position
-        logits = self._decode_fn(self._ids, self._pos, self._decode_rows, past=self._position)
-        self._position += 1
+        past = self._position
+        if self._next_pos is None:
+            self._pos[:] = past
+        else:
+            self._pos[:, 0] = self._next_pos
+        if self._mask is not None:
+            self._mask[:, past] = 0.0  # the new token (transformers appends a 1 to the mask)
+        logits = self._decode_fn(self._ids, self._pos, self._decode_rows, past=past)
+        self._position = past + 1
+        if self._next_pos is not None:
+            self._next_pos = self._next_pos + 1
         return logits
 
     def decode(self, token_ids):
@@ -287,16 +397,21 @@ class CompiledDecoder:
         input_ids,
         max_new_tokens: int,
         *,
+        attention_mask=None,
         eos_token_id: int | Sequence[int] | None = None,
         pad_token_id: int | None = None,
     ):
         """Greedy decoding: ``input_ids`` [B, P] followed by up to ``max_new_tokens`` tokens.
 
-        As transformers does: a row that has produced an ``eos_token_id`` (kept in the output)
-        continues with ``pad_token_id`` (default: the first eos id), and generation stops once
-        every row has. Returns the kind of ``input_ids`` (NumPy or torch), int64.
+        As transformers does: ``attention_mask`` [B, P] (1 = token, 0 = padding; int or bool)
+        lets a batch hold prompts of different lengths, left-padded (see the module docstring);
+        a row that has produced an ``eos_token_id`` (kept in the output) continues with
+        ``pad_token_id`` (default: the first eos id), and generation stops once every row has.
+        Returns ``input_ids`` (padding included) and the new tokens, of the kind of
+        ``input_ids`` (NumPy or torch), int64.
         """
-        ids, as_torch = self._ids_array(input_ids, "input_ids")
+        full, as_torch = self._ids_array(input_ids, "input_ids")
+        ids, mask = self._mask_array(attention_mask, full)
         if max_new_tokens < 0:
             raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
         if (need := ids.shape[1] + max(max_new_tokens - 1, 0)) > self.max_seq:
@@ -306,18 +421,21 @@ class CompiledDecoder:
             )
         eos = [] if eos_token_id is None else ([eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id))
         pad = pad_token_id if pad_token_id is not None else (eos[0] if eos else 0)
-        out = [ids]
+        out = [full]
         if max_new_tokens:
             with self._call(max(self._padded(ids.shape[1]), need), reset=True):
                 self._position = 0
-                out += self._greedy(ids, max_new_tokens, eos, pad)
+                self._next_pos = None
+                out += self._greedy(ids, mask, max_new_tokens, eos, pad)
         result = np.concatenate(out, axis=1)
         return self._out(result, as_torch)
 
-    def _greedy(self, ids: np.ndarray, max_new_tokens: int, eos: list[int], pad: int) -> list[np.ndarray]:
+    def _greedy(
+        self, ids: np.ndarray, mask: np.ndarray | None, max_new_tokens: int, eos: list[int], pad: int
+    ) -> list[np.ndarray]:
         """The new tokens [B, 1] of greedy decoding after the prompt ``ids`` (cache reset)."""
         out = []
-        logits = self._extend(ids)
+        logits = self._extend(ids, mask)
         done = np.zeros(self.batch, dtype=bool)
         for step in range(max_new_tokens):
             token = logits.argmax(axis=-1).astype(np.int64)[:, None]
@@ -333,12 +451,13 @@ class CompiledDecoder:
     def __repr__(self) -> str:
         return (
             f"<CompiledDecoder batch {self.batch}, max_seq {self.max_seq}, prefill chunk {self.chunk}, "
-            f"position {self._position}; {self.memory}>"
+            f"{'padding mask, ' if self.padding else ''}position {self._position}; {self.memory}>"
         )
 
 
-def _rows(state: np.ndarray, positions: range) -> np.ndarray:
-    """The view of ``state`` at cache ``positions`` (a contiguous range)."""
+def _rows(state: np.ndarray, name: str, positions: range) -> np.ndarray:
+    """The view of ``state`` (named ``name``) at cache ``positions`` (a contiguous range): along
+    `POSITION_AXIS` for a key or value cache, along the last axis for the padding mask."""
     index = [slice(None)] * state.ndim
-    index[POSITION_AXIS] = slice(positions.start, positions.stop)
+    index[-1 if name == MASK_STATE else POSITION_AXIS] = slice(positions.start, positions.stop)
     return state[tuple(index)]

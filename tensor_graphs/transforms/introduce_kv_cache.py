@@ -23,7 +23,26 @@ Only self-attention fits: each attention must be causal (or have one query, wher
 not are the same), take no mask, and read as many keys as it has queries; anything else fails
 with a message naming the attention. The function records ``tg.kv_capacity``.
 
+With ``padding_mask``, every cached attention also reads one more state, ``kv.mask``: an
+additive key-padding mask over the cache's positions (``[B, 1, 1, capacity]``, 0 where a
+position holds a real token, -inf where it holds padding), which the runtime writes (the
+decoder, from a batch's ``attention_mask``: left-padded prompts of different lengths). All
+layers share it; zeros (its initial value) mask nothing::
+
+    %o = tg.attention %q, %k, %v {scale = 0.25 : f32, causal = true}
+        : (tensor<3x4x8x16xf32>, tensor<3x2x8x16xf32>, tensor<3x2x8x16xf32>) -> tensor<3x4x8x16xf32>
+    =>  (capacity = 64, padding_mask = true)
+    %kc0 = tg.state "kv.0.key" : tensor<3x2x64x16xf32>
+    %vc0 = tg.state "kv.0.value" : tensor<3x2x64x16xf32>
+    %mask = tg.state "kv.mask" : tensor<3x1x1x64xf32>
+    %kw = tg.cache_write %k into %kc0 {axis = 2 : i64} : (...) -> tensor<3x2x64x16xf32>
+    %vw = tg.cache_write %v into %vc0 {axis = 2 : i64} : (...) -> tensor<3x2x64x16xf32>
+    %o = tg.attention %q, %kw, %vw mask %mask {scale = 0.25 : f32, causal = true, kv_cache = true} : ...
+
+Without it the graph is exactly as before (no mask operand, no work for one unpadded prompt).
+
     tg-opt model.mlir -p introduce-kv-cache{capacity=2048}
+    tg-opt model.mlir -p 'introduce-kv-cache{capacity=2048 padding_mask=true}'
 """
 
 from __future__ import annotations
@@ -39,6 +58,8 @@ from xdsl.utils.exceptions import PassFailedException
 from tensor_graphs.dialects.tensor import AttentionOp, CacheWriteOp, StateOp, shape_of
 
 PASS = "introduce-kv-cache"
+#: the additive key-padding mask over the cache's positions (``padding_mask``): [*batch, 1, 1, capacity]
+MASK_STATE = "kv.mask"
 
 
 def state_names(layer: int) -> tuple[str, str]:
@@ -57,13 +78,15 @@ def _why_not(op: AttentionOp) -> str | None:
     return None
 
 
-def introduce_kv_cache(fn: func.FuncOp, capacity: int) -> int:
-    """Rewrite the attentions of ``fn`` to read KV caches of ``capacity`` positions; returns how many."""
+def introduce_kv_cache(fn: func.FuncOp, capacity: int, padding_mask: bool = False) -> int:
+    """Rewrite the attentions of ``fn`` to read KV caches of ``capacity`` positions (and, with
+    ``padding_mask``, the key-padding mask state `MASK_STATE`); returns how many."""
     attentions = [op for op in fn.walk() if isinstance(op, AttentionOp) and not op.uses_kv_cache]
     if not attentions:
         return 0
     block = fn.body.block
     last_state: StateOp | None = None  # states go first in the function, in layer order
+    mask: StateOp | None = None
     for layer, op in enumerate(attentions):
         where = f"@{fn.sym_name.data}: attention #{layer} ({op.result.name_hint or 'unnamed'})"
         if (reason := _why_not(op)) is not None:
@@ -84,7 +107,22 @@ def introduce_kv_cache(fn: func.FuncOp, capacity: int) -> int:
             write = CacheWriteOp(state.result, value, axis=len(shape) - 2)
             block.insert_op_before(write, op)
             cached.append(write.result)
-        new = AttentionOp(op.q, cached[0], cached[1], None, op.scale.value.data, op.is_causal, kv_cache=True)
+        if padding_mask:
+            batch = shape_of(op.q)[:-3]
+            if mask is None:
+                mask = StateOp(MASK_STATE, TensorType(op.q.type.element_type, (*batch, 1, 1, capacity)))  # type: ignore[attr-defined]
+                mask.result.name_hint = "kv_mask"
+                block.insert_op_after(mask, last_state)  # type: ignore[arg-type]
+                last_state = mask
+            elif shape_of(mask.result)[:-3] != batch:
+                raise PassFailedException(
+                    f"{PASS}: in {where}: its batch {list(batch)} differs from the first attention's "
+                    f"{list(shape_of(mask.result)[:-3])} (one padding mask serves every layer)"
+                )
+        new = AttentionOp(
+            op.q, cached[0], cached[1], mask.result if mask is not None else None, op.scale.value.data, op.is_causal,
+            kv_cache=True,
+        )
         block.insert_op_before(new, op)
         new.result.name_hint = op.result.name_hint
         op.result.replace_all_uses_with(new.result)
@@ -95,15 +133,17 @@ def introduce_kv_cache(fn: func.FuncOp, capacity: int) -> int:
 
 @dataclass(frozen=True)
 class IntroduceKVCachePass(ModulePass):
-    """Every causal self-attention reads (and appends to) a KV cache of ``capacity`` positions."""
+    """Every causal self-attention reads (and appends to) a KV cache of ``capacity`` positions;
+    with ``padding_mask`` also the key-padding mask state ``kv.mask`` (see the module docstring)."""
 
     name = "introduce-kv-cache"
 
     capacity: int = 0
+    padding_mask: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.capacity <= 0:
             raise PassFailedException(f"{PASS}: needs capacity > 0 (the cache's positions), e.g. {PASS}{{capacity=2048}}")
         for fn in list(op.walk()):
             if isinstance(fn, func.FuncOp) and fn.body.blocks:
-                introduce_kv_cache(fn, self.capacity)
+                introduce_kv_cache(fn, self.capacity, self.padding_mask)

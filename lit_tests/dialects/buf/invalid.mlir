@@ -556,9 +556,9 @@ func.func @cache_write_bad_axis(%u: memref<1x2x4x16xf32>) {
 
 // -----
 
-func.func @kv_cache_attention_with_mask(%q: memref<1x2x4x8xf32>, %k: memref<1x2x16x8xf32>, %m: memref<4x16xf32>, %o: memref<1x2x4x8xf32>) {
-  // expected-error@+1 {{buf.attention: kv_cache attention takes no mask}}
-  buf.attention ins(%q, %k, %k, %m : memref<1x2x4x8xf32>, memref<1x2x16x8xf32>, memref<1x2x16x8xf32>, memref<4x16xf32>) outs(%o : memref<1x2x4x8xf32>) {scale = 1.0 : f32, causal = true, kv_cache = true}
+func.func @kv_cache_attention_mask_not_over_the_cache(%q: memref<1x2x4x8xf32>, %k: memref<1x2x16x8xf32>, %m: memref<1x1x1x8xf32>, %o: memref<1x2x4x8xf32>) {
+  // expected-error@+1 {{buf.attention: mask [1, 1, 1, 8] does not broadcast to the scores [1, 2, 4, 16]}}
+  buf.attention ins(%q, %k, %k, %m : memref<1x2x4x8xf32>, memref<1x2x16x8xf32>, memref<1x2x16x8xf32>, memref<1x1x1x8xf32>) outs(%o : memref<1x2x4x8xf32>) {scale = 1.0 : f32, causal = true, kv_cache = true}
   func.return
 }
 

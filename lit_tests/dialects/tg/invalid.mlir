@@ -171,11 +171,12 @@ func.func @cache_write_too_many_positions(%k: tensor<1x2x48x16xf32>) -> tensor<1
 
 // -----
 
-func.func @kv_cache_attention_with_mask(%q: tensor<1x4x1x16xf32>, %k: tensor<1x2x40x16xf32>, %m: tensor<1x40xf32>) -> tensor<1x4x1x16xf32> {
-  %o = tg.attention %q, %k, %k mask %m {scale = 0.25 : f32, kv_cache = true} : (tensor<1x4x1x16xf32>, tensor<1x2x40x16xf32>, tensor<1x2x40x16xf32>, tensor<1x40xf32>) -> tensor<1x4x1x16xf32>
+// A mask over a cache indexes its positions: 16 keys do not fit a cache of 40.
+func.func @kv_cache_attention_mask_not_over_the_cache(%q: tensor<1x4x1x16xf32>, %k: tensor<1x2x40x16xf32>, %m: tensor<1x1x1x16xf32>) -> tensor<1x4x1x16xf32> {
+  %o = tg.attention %q, %k, %k mask %m {scale = 0.25 : f32, kv_cache = true} : (tensor<1x4x1x16xf32>, tensor<1x2x40x16xf32>, tensor<1x2x40x16xf32>, tensor<1x1x1x16xf32>) -> tensor<1x4x1x16xf32>
   func.return %o : tensor<1x4x1x16xf32>
 }
-// CHECK: tg.attention: kv_cache attention takes no mask (its keys past the run-time length are ignored)
+// CHECK: tg.attention: mask shape [1, 1, 1, 16] does not broadcast to the scores [1, 4, 1, 40]
 
 // -----
 

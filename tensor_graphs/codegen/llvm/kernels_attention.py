@@ -27,7 +27,9 @@ for ``Sk`` (``past`` = ``dims[0]``, read at run time; the kernel first checks
 ``past <= Sk - Sq``): the heads of k and v keep their static stride ``Sk * D``, while the
 number of key blocks (``ceil(Sk' / Bc)``), the width of the last one (``min(Bc, Sk' - k0)``)
 and the causal diagonal (key j visible to query i when ``j <= i + past``) are run-time
-values. Without ``kv_cache`` all of them are constants, as before.
+values. Without ``kv_cache`` all of them are constants, as before. A mask over a cache
+indexes its positions (``[B, 1, 1, Sk]``: the key-padding mask of left-padded prompts, 0 or
+-inf per cached position), read like the scores: over the keys in use only.
 """
 
 from __future__ import annotations
@@ -186,8 +188,6 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
     # keys in use (seq_k is also the head stride of k and v), key blocks, and the causal
     # diagonal (key j is visible to query i when j <= i + diag): run-time values over a KV cache
     if bool(op.kv_cache.value.data):
-        if mask is not None:
-            raise LoweringError(f"{op.name}: kv_cache attention takes no mask (keys past the run-time length are ignored)")
         if not causal and seq_q > 1:
             raise LoweringError(f"{op.name}: kv_cache attention with more than one query must be causal")
         if seq_q > seq_k:
