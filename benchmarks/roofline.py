@@ -72,6 +72,33 @@ def weight_gemms(model: torch.nn.Module, tokens: int, *, lm_head: torch.nn.Modul
     return out
 
 
+def conv_gemms(model: torch.nn.Module, *inputs: torch.Tensor) -> list[Gemm]:
+    """The GEMMs of a convolutional model on ``inputs``: every ``nn.Conv1d`` / ``nn.Conv2d`` as
+    ``W[Cout/g, Cin/g * kh * kw] @ cols[., OH * OW]`` per group and image (the GEMM tensor_graphs
+    runs), every ``nn.Linear`` over the rows it sees; found by running ``model`` once with hooks."""
+    out: list[Gemm] = []
+
+    def hook(mod: torch.nn.Module, args: tuple, result: torch.Tensor) -> None:
+        if isinstance(mod, torch.nn.Linear):
+            out.append(Gemm(args[0].numel() // mod.in_features, mod.in_features, mod.out_features))
+            return
+        g = mod.groups
+        taps = mod.weight[0].numel()  # Cin/g * kernel
+        positions = result[0, 0].numel()
+        for _ in range(result.shape[0] * g):
+            out.append(Gemm(mod.out_channels // g, taps, positions, trans_b=False))
+
+    kinds = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Linear)
+    handles = [m.register_forward_hook(hook) for m in model.modules() if isinstance(m, kinds)]
+    try:
+        with torch.no_grad():
+            model(*inputs)
+    finally:
+        for h in handles:
+            h.remove()
+    return out
+
+
 def attention_flops(layers: int, heads: int, head_dim: int, q_len: int, kv_len: int) -> int:
     """``Q K^T`` and ``P V`` of ``layers`` attention layers (``heads`` = query heads)."""
     return layers * 2 * (2 * heads * q_len * kv_len * head_dim)

@@ -15,7 +15,11 @@ Workloads (``--only``; fp32, batch 1 unless said, random init with ``torch.manua
 * ``gpt2-decode``: GPT-2 small with a KV cache: prefill 128 (last logits) and greedy decode
   tokens/s at context 128 (``benchmarks/decode.py``);
 * ``qwen3``: Qwen3-0.6B-shaped: prefill 128 (last logits) and decode tokens/s at context 128
-  (``benchmarks/decode.py``).
+  (``benchmarks/decode.py``);
+* ``conv``: ResNet-50 (transformers ``ResNetConfig()``) at 224x224 and a diffusion UNet
+  (diffusers ``UNet2DModel`` in the shape of DDPM's CIFAR-10 model) at 32x32, one noise
+  prediction; FLOPs are the convolutions' GEMMs (``roofline.conv_gemms``; the UNet's attention
+  and norms not counted).
 
 Engines: tensor_graphs (``tg.compile`` / ``tg.compile_decoder``), PyTorch eager, torch.compile
 (inductor), ONNX Runtime (``ORT_ENABLE_ALL``), where a fusion pattern set exists (encoder,
@@ -55,6 +59,7 @@ if _HERE not in sys.path:
     sys.path.insert(0, _HERE)  # the sibling benchmark scripts, also when imported by tg-bench
 
 import argparse  # noqa: E402
+import importlib.util  # noqa: E402
 import contextlib  # noqa: E402
 import gc  # noqa: E402
 import io  # noqa: E402
@@ -76,7 +81,7 @@ import roofline  # noqa: E402
 
 from tensor_graphs import target as tg_target  # noqa: E402  (its Target; `Target` below is a row's goal)
 
-WORKLOADS = ("mlp", "encoder", "gpt2-prefill", "gpt2-decode", "qwen3")
+WORKLOADS = ("mlp", "encoder", "gpt2-prefill", "gpt2-decode", "qwen3", "conv")
 ENGINES = ("tensor_graphs", "eager", "torch.compile", "onnxruntime", "onnxruntime-opt", "openvino")
 LABELS = {
     "tensor_graphs": "tensor_graphs",
@@ -87,7 +92,7 @@ LABELS = {
     "openvino": "OpenVINO",
 }
 CHART_NAMES = {"mlp": "MLP", "encoder": "Encoder", "gpt2-prefill": "GPT-2", "gpt2-decode": "GPT-2 KV",
-               "qwen3": "Qwen3"}
+               "qwen3": "Qwen3", "conv": "Conv"}
 SHORT = {"tensor_graphs": "tg", "eager": "eager", "torch.compile": "torch.compile", "onnxruntime": "ORT",
          "onnxruntime-opt": "ORT + optimizer", "openvino": "OpenVINO"}
 COLORS = {"tensor_graphs": "#d62728", "eager": "#1f77b4", "torch.compile": "#ff7f0e", "onnxruntime": "#2ca02c",
@@ -413,12 +418,94 @@ def workload_qwen3(run: Run) -> None:
                                           "Qwen3-0.6B-shaped (tiny)" if run.quick else "Qwen3-0.6B-shaped"))
 
 
+class Features(torch.nn.Module):
+    """``pixel_values -> pooler_output`` of a transformers vision backbone."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, pixels: torch.Tensor) -> torch.Tensor:
+        return self.model(pixel_values=pixels).pooler_output
+
+
+class NoisePrediction(torch.nn.Module):
+    """``(sample, timestep) -> noise`` of a diffusers UNet2DModel, the timestep a fixed buffer
+    (one denoising step: the engines time the network, not the timestep's embedding input)."""
+
+    def __init__(self, unet: torch.nn.Module, timestep: int):
+        super().__init__()
+        self.unet = unet
+        self.register_buffer("timestep", torch.tensor([timestep]), persistent=False)
+
+    def forward(self, sample: torch.Tensor) -> torch.Tensor:
+        return self.unet(sample, self.timestep).sample
+
+
+def build_resnet50(quick: bool) -> torch.nn.Module:
+    """transformers' ResNet-50 (``ResNetConfig()``'s defaults: bottleneck blocks 3-4-6-3, widths
+    256-512-1024-2048), random weights, batch norms with trained-like statistics (folded into the
+    convolutions by tensor_graphs, by the peers' own graph optimisers)."""
+    import transformers
+
+    config = transformers.ResNetConfig(depths=[1, 1, 1, 1], hidden_sizes=[32, 64, 128, 256], embedding_size=16) if quick \
+        else transformers.ResNetConfig()
+    torch.manual_seed(0)
+    model = Features(transformers.ResNetModel(config))
+    for m in model.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            with torch.no_grad():
+                m.running_mean.normal_(0.0, 0.1)
+                m.running_var.uniform_(0.5, 1.5)
+    return model.eval()
+
+
+def build_unet(quick: bool) -> torch.nn.Module:
+    """diffusers' UNet2DModel in the shape of DDPM's CIFAR-10 model (google/ddpm-cifar10-32:
+    32x32 RGB, channels 128-256-256-256, two ResNet blocks per level, self-attention at 16x16,
+    35.7 M parameters), random weights; one noise prediction at timestep 500."""
+    import diffusers
+
+    if quick:
+        unet = diffusers.UNet2DModel(sample_size=16, block_out_channels=(32, 64), layers_per_block=1,
+                                     down_block_types=("DownBlock2D", "AttnDownBlock2D"),
+                                     up_block_types=("AttnUpBlock2D", "UpBlock2D"), norm_num_groups=8)
+    else:
+        unet = diffusers.UNet2DModel(
+            sample_size=32, in_channels=3, out_channels=3, layers_per_block=2, block_out_channels=(128, 256, 256, 256),
+            down_block_types=("DownBlock2D", "AttnDownBlock2D", "DownBlock2D", "DownBlock2D"),
+            up_block_types=("UpBlock2D", "UpBlock2D", "AttnUpBlock2D", "UpBlock2D"),
+        )
+    torch.manual_seed(0)
+    return NoisePrediction(unet, 500).eval()
+
+
+def workload_conv(run: Run) -> None:
+    """ResNet-50 at 224x224 and a DDPM UNet at 32x32, batch 1: convolution-bound rows."""
+    cases = [("resnet", build_resnet50, (1, 3, 224 if not run.quick else 64, 224 if not run.quick else 64)),
+             ("unet", build_unet, (1, 3, 32 if not run.quick else 16, 32 if not run.quick else 16))]
+    for name, build, shape in cases:
+        if name == "unet" and importlib.util.find_spec("diffusers") is None:
+            run.note("UNet row: skipped: diffusers is not installed (pip install diffusers)")
+            continue
+        model = build(run.quick)
+        x = torch.randn(*shape, generator=torch.Generator().manual_seed(0))
+        label = ("ResNet-50 (transformers)" if name == "resnet" else "DDPM UNet2DModel (diffusers, CIFAR-10 shape)") + \
+            (" (tiny)" if run.quick else "")
+        gemms = roofline.conv_gemms(model, x)
+        engines = [e for e in ENGINES if e != "onnxruntime-opt"]  # the transformers optimizer has no conv patterns
+        forward_rows(run, "conv", label, f"batch 1, {shape[2]}x{shape[3]}", model, x, engines,
+                     repeat=REPEATS[run.quick].rounds, warmup=2, makers=forward_makers(run, label), gemms=gemms,
+                     attn_flops=0, gemm_bound=not run.quick)
+
+
 RUNNERS = {
     "mlp": workload_mlp,
     "encoder": workload_encoder,
     "gpt2-prefill": workload_gpt2_prefill,
     "gpt2-decode": workload_gpt2_decode,
     "qwen3": workload_qwen3,
+    "conv": workload_conv,
 }
 
 

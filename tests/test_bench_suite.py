@@ -319,3 +319,13 @@ def test_a_peer_not_installed_is_skipped_with_a_note(suite, monkeypatch):
     assert suite.installed(run, ["tensor_graphs", "eager", "openvino"]) == ["tensor_graphs", "eager"]
     assert run.notes == ["OpenVINO: skipped: openvino is not installed"]
     assert suite.reexec_argv()[0] == __import__("sys").executable
+
+
+def test_flops_of_the_conv_rows_match_torch_flop_counter(suite):
+    """ResNet (tiny): every conv's and the head's GEMMs; groups and strides counted as torch does."""
+    model = suite.build_resnet50(True)
+    x = torch.randn(1, 3, 64, 64)
+    assert sum(g.flops for g in suite.roofline.conv_gemms(model, x)) == counted(model, x)
+    grouped = torch.nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=4)
+    x = torch.randn(2, 8, 9, 9)
+    assert sum(g.flops for g in suite.roofline.conv_gemms(grouped, x)) == counted(grouped, x)

@@ -393,20 +393,52 @@ def test_matmul_epilogue(case, activation):
 
 
 def test_matmul_epilogue_runs_per_tile():
+    # K = 1: 0.36 MFLOP, too little for a second thread: the tiles run in the kernel
     text = f"""
 builtin.module {{
-  func.func @forward(%a: {memref((300, 64))}, %w: {memref((600, 64))}, %bias: {memref((600,))}, %o: {memref((300, 600))}) attributes {{tg.num_outputs = 1 : i64}} {{
-    buf.matmul ins(%a, %w, %bias : {memref((300, 64))}, {memref((600, 64))}, {memref((600,))}) outs(%o : {memref((300, 600))}) {{transpose_b = true, beta = 1.0 : f32, activation = "relu"}}
+  func.func @forward(%a: {memref((300, 1))}, %w: {memref((600, 1))}, %bias: {memref((600,))}, %o: {memref((300, 600))}) attributes {{tg.num_outputs = 1 : i64}} {{
+    buf.matmul ins(%a, %w, %bias : {memref((300, 1))}, {memref((600, 1))}, {memref((600,))}) outs(%o : {memref((300, 600))}) {{transpose_b = true, beta = 1.0 : f32, activation = "relu"}}
     func.return
   }}
 }}"""
     ir = _llvm_ir(text)
     # tiles of 256 x 256: (full, tail) rows x (full, tail) columns = 4 sgemm call sites,
     # each with its own bias copy before and activation after, all ldc = N = 600
+    assert "GOMP_parallel" not in ir
     assert ir.count('call ccc void @"scipy_cblas_sgemm"') == 4
     assert ir.count("i32 600)") == 4
     for mb, nb in [(256, 256), (44, 256), (256, 88), (44, 88)]:
-        assert f"i32 {mb}, i32 {nb}, i32 64" in ir
+        assert f"i32 {mb}, i32 {nb}, i32 1" in ir
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_matmul_tiles_spread_over_threads(batched):
+    """23 MFLOP (x2 batches) pay for threads: the 256 x 256 tiles (the last ones clipped) are work
+    items, one sgemm call site with run-time sizes; bias copied in and ReLU applied per tile.
+    Batched: the weight is the lhs, broadcast over the batch (a convolution's GEMM)."""
+    if batched:
+        sa, sw, so, flags = (600, 64), (2, 64, 300), (2, 600, 300), ""
+        bias_shape = (600, 1)
+    else:
+        sa, sw, so, flags = (300, 64), (600, 64), (300, 600), "transpose_b = true, "
+        bias_shape = (600,)
+    text = f"""
+builtin.module {{
+  func.func @forward(%a: {memref(sa)}, %w: {memref(sw)}, %bias: {memref(bias_shape)}, %o: {memref(so)}) attributes {{tg.num_outputs = 1 : i64}} {{
+    buf.matmul ins(%a, %w, %bias : {memref(sa)}, {memref(sw)}, {memref(bias_shape)}) outs(%o : {memref(so)}) {{{flags}beta = 1.0 : f32, activation = "relu"}}
+    func.return
+  }}
+}}"""
+    ir = _llvm_ir(text)
+    assert "GOMP_parallel" in ir
+    assert ir.count('call ccc void @"scipy_cblas_sgemm"') == 1
+    native = compile_text(text)
+    a, w, bias = rand(*sa), rand(*sw), rand(*bias_shape)
+    out = np.empty(so, np.float32)
+    call_native(native, None, {}, [a, w, bias], [out])
+    wt = w.astype(np.float64)
+    ref = np.maximum(a.astype(np.float64) @ (np.swapaxes(wt, -1, -2) if not batched else wt) + bias, 0)
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
 
 
 def test_matmul_epilogue_in_place_accumulator():

@@ -30,14 +30,21 @@
 // CHECK:        llvm.call @forward__2_mul(%[[T]], %c, %out0) : (!llvm.ptr, !llvm.ptr, !llvm.ptr) -> i32
 // CHECK:        llvm.return %[[OK]] : i32
 
+// The GEMM (2 MFLOP: it pays for threads) runs as output tiles of 256 x 256 spread over the
+// threads (here 4 column tiles), one single-threaded sgemm each, from the worker's pointers.
 // CHECK:      llvm.func internal @forward__0_matmul(%x_1: !llvm.ptr {llvm.noalias}, %w_1: !llvm.ptr {llvm.noalias}, %t_1: !llvm.ptr {llvm.noalias}) -> i32 {
+// CHECK:        llvm.call @GOMP_parallel
+// CHECK:      llvm.func internal @forward__0_matmul__par0(%shared: !llvm.ptr) {
 // CHECK-DAG:    %[[ROWMAJOR:.*]] = llvm.mlir.constant(101 : i32) : i32
 // CHECK-DAG:    %[[NOTRANS:.*]] = llvm.mlir.constant(111 : i32) : i32
 // CHECK-DAG:    %[[TRANS:.*]] = llvm.mlir.constant(112 : i32) : i32
-// CHECK:        llvm.call @scipy_cblas_sgemm(%[[ROWMAJOR]], %[[NOTRANS]], %[[TRANS]], %{{.*}}, %x_1, %{{.*}}, %w_1, %{{.*}}, %t_1, %{{.*}})
+// CHECK-DAG:    %[[TILE:.*]] = llvm.mlir.constant(256) : i64
+// CHECK:        llvm.call @GOMP_loop_guided_start
+// CHECK:        llvm.udiv %{{.*}}, %{{.*}} : i64
+// CHECK:        llvm.call @scipy_cblas_sgemm(%[[ROWMAJOR]], %[[NOTRANS]], %[[TRANS]], %{{.*}})
 
 // bias + relu: rows x columns (the bias is broadcast along rows)
-// CHECK:      llvm.func internal @forward__1_bias_activation(%t_2: !llvm.ptr {llvm.noalias}, %b_1: !llvm.ptr {llvm.noalias}) -> i32 {
+// CHECK:      llvm.func internal @forward__1_bias_activation(%t_3: !llvm.ptr {llvm.noalias}, %b_1: !llvm.ptr {llvm.noalias}) -> i32 {
 // CHECK:        llvm.br ^[[ROWS:.*]](%{{.*}} : i64)
 // CHECK:      ^[[COLS:.*]](%[[J:.*]]: i64):
 // CHECK:        llvm.fadd
@@ -62,7 +69,8 @@
 // LLVMIR:       call {{.*}}i32 @{{"?}}forward__0_matmul{{"?}}(ptr
 // LLVMIR:       ret i32 0
 // LLVMIR:     define internal i32 @{{"?}}forward__0_matmul{{"?}}(ptr noalias {{.*}}) noinline
-// LLVMIR:       call {{.*}}void @{{"?}}scipy_cblas_sgemm{{"?}}(i32 101, i32 111, i32 112, i32 4, i32 1024, i32 256, float
+// LLVMIR:     define internal void @{{"?}}forward__0_matmul__par0{{"?}}(ptr {{.*}}) noinline
+// LLVMIR:       call {{.*}}void @{{"?}}scipy_cblas_sgemm{{"?}}(i32 101, i32 111, i32 112, i32 {{.*}}, i32 {{.*}}, i32 256, float {{.*}}, ptr {{.*}}, i32 256, ptr {{.*}}, i32 256, float {{.*}}, ptr {{.*}}, i32 1024)
 // LLVMIR:     define internal i32 @{{"?}}forward__1_bias_activation{{"?}}(
 // LLVMIR:       phi {{ *}}i64
 // LLVMIR:     define internal i32 @{{"?}}forward__2_mul{{"?}}(

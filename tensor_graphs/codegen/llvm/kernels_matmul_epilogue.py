@@ -5,7 +5,10 @@ of `kernels_blas` (``convert_buffer_to_llvm`` imports it).
 The GEMM runs per output tile of :data:`EPILOGUE_ROWS` x :data:`EPILOGUE_COLS` (sgemm on
 ``A[r0:r0+mb] x B[:, n0:n0+nb]`` into ``C[r0:r0+mb, n0:n0+nb]`` with ``ldc = N``), and the
 activation runs over each tile right after its sgemm, while the tile is still in cache; an
-accumulator (``beta != 0``) is copied into the tile just before. Matrix-vector products (one
+accumulator (``beta != 0``) is copied into the tile just before. OpenBLAS runs on one thread
+(`runtime_support.threads`): when the GEMM's flops pay for more (`Target.thread_work`), the
+tiles are spread over the graph's threads, one single-threaded sgemm each (a convolution's
+GEMM, a product of two activations); such a GEMM takes this path even without an activation. Matrix-vector products (one
 output row or column) stay one sgemv followed by the activation over the (small) output vector.
 Activation "none" goes to the plain matmul emitter of `kernels_blas`.
 """
@@ -13,7 +16,10 @@ Activation "none" goes to the plain matmul emitter of `kernels_blas`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
+from xdsl.dialects import llvm
+from xdsl.dialects.builtin import IntegerAttr, i64
 from xdsl.ir import Operation, SSAValue
 
 from tensor_graphs.codegen.llvm.kernels import (
@@ -42,7 +48,6 @@ EPILOGUE_COLS = 256
 
 
 def _emit_matmul_epilogue(ctx: KernelContext, op: buf.MatmulOp) -> None:
-    b = ctx.b
     act = op.activation.data
     ta, tb, alpha, beta = op.flags
     a, w = op.inputs[0], op.inputs[1]
@@ -73,11 +78,13 @@ def _emit_matmul_epilogue(ctx: KernelContext, op: buf.MatmulOp) -> None:
     pacc = ctx.ptr(acc) if copy_acc else None  # type: ignore[arg-type]
     acc_str = broadcast_strides(_shape(acc), so) if copy_acc else (0,) * len(so)  # type: ignore[arg-type]
 
-    def activate(ptr: SSAValue, count: Index) -> None:
-        emit_for(b, 0, count, lambda i, _: _store(b, emit_unary(b, act, _load(b, ptr, i)), ptr, i) or [])
+    def activate(b: FunctionBuilder, ptr: SSAValue, count: Index) -> None:
+        if act != "none":
+            emit_for(b, 0, count, lambda i, _: _store(b, emit_unary(b, act, _load(b, ptr, i)), ptr, i) or [])
 
     gemv = (m_total == 1 or n == 1) and k > 1
     if gemv:  # one sgemv per matrix, then the activation over the (small) output vector
+        b = ctx.b
         if copy_acc:
             emit_elementwise(ctx, out, [acc], lambda bb, vals: vals[0])  # type: ignore[list-item]
 
@@ -94,7 +101,7 @@ def _emit_matmul_epilogue(ctx: KernelContext, op: buf.MatmulOp) -> None:
             gemv_call(None, None, None)
         else:
             _per_batch(b, sa, sb, so, lambda offs: gemv_call(offs[1], offs[2], offs[0]))
-        activate(pc, numel(so))
+        activate(b, pc, numel(so))
         return
 
     # the rows of C (all batches stacked when folded) must have one stride in the accumulator
@@ -111,35 +118,46 @@ def _emit_matmul_epilogue(ctx: KernelContext, op: buf.MatmulOp) -> None:
             acc_row_stride = cstrides[1][0] if cshape else 0
     acc_col_stride = acc_str[-1]
 
-    def tiles(off_a: SSAValue | None, off_b: SSAValue | None, off_c: SSAValue | None, off_acc: SSAValue | None) -> None:
-        def tile(r0: SSAValue | None, mb: int, n0: SSAValue | None, nb: int) -> None:
-            c_tile = _at(b, pc, _add_idx(b, _add_idx(b, off_c, _mul_idx(b, r0, ldc) if r0 is not None else None), n0))
-            if copy_acc:
-                acc_tile = _add_idx(
-                    b,
-                    _add_idx(b, off_acc, _mul_idx(b, r0, acc_row_stride) if r0 is not None else None),
-                    _mul_idx(b, n0, acc_col_stride) if n0 is not None else None,
-                )
+    def tile(b: FunctionBuilder, ptrs: _Pointers, offs: Sequence[SSAValue | None], r0: SSAValue | None, mb: Index,
+             n0: SSAValue | None, nb: Index) -> None:
+        """sgemm of the output tile at rows ``r0``, columns ``n0`` (None: 0), ``mb x nb``; the
+        accumulator copied in first, the activation over it after."""
+        off_a, off_b, off_c, off_acc = offs
+        c_tile = _at(b, ptrs.c, _add_idx(b, _add_idx(b, off_c, _mul_idx(b, r0, ldc) if r0 is not None else None), n0))
+        if copy_acc:
+            acc_tile = _add_idx(
+                b,
+                _add_idx(b, off_acc, _mul_idx(b, r0, acc_row_stride) if r0 is not None else None),
+                _mul_idx(b, n0, acc_col_stride) if n0 is not None else None,
+            )
 
-                def copy_row(r: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-                    src = _at(b, pacc, _add_idx(b, acc_tile, _mul_idx(b, r, acc_row_stride)))  # type: ignore[arg-type]
-                    dst = _at(b, c_tile, _mul_idx(b, r, ldc))
-                    emit_for(b, 0, nb, lambda c, _c: _store(b, _load(b, src, _mul_idx(b, c, acc_col_stride)), dst, c) or [])
-                    return []
-
-                emit_for(b, 0, mb, copy_row)
-            # A rows r0.. (op(A) = A^T: columns r0.. of the stored K x M matrix)
-            row_off = (r0 if ta else _mul_idx(b, r0, lda)) if r0 is not None else None
-            a_tile = _at(b, pa, _add_idx(b, off_a, row_off))
-            col_off = (_mul_idx(b, n0, ldb) if tb else n0) if n0 is not None else None
-            b_tile = _at(b, pb, _add_idx(b, off_b, col_off))
-            _sgemm(ctx, ta, tb, mb, nb, k, alpha, a_tile, lda, b_tile, ldb, beta, c_tile, ldc)
-
-            def act_row(r: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-                activate(_at(b, c_tile, _mul_idx(b, r, ldc)), nb)
+            def copy_row(r: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+                src = _at(b, ptrs.acc, _add_idx(b, acc_tile, _mul_idx(b, r, acc_row_stride)))  # type: ignore[arg-type]
+                dst = _at(b, c_tile, _mul_idx(b, r, ldc))
+                emit_for(b, 0, nb, lambda c, _c: _store(b, _load(b, src, _mul_idx(b, c, acc_col_stride)), dst, c) or [])
                 return []
 
-            emit_for(b, 0, mb, act_row)
+            emit_for(b, 0, mb, copy_row)
+        # A rows r0.. (op(A) = A^T: columns r0.. of the stored K x M matrix)
+        row_off = (r0 if ta else _mul_idx(b, r0, lda)) if r0 is not None else None
+        a_tile = _at(b, ptrs.a, _add_idx(b, off_a, row_off))
+        col_off = (_mul_idx(b, n0, ldb) if tb else n0) if n0 is not None else None
+        b_tile = _at(b, ptrs.b, _add_idx(b, off_b, col_off))
+        _sgemm(ctx, ta, tb, mb, nb, k, alpha, a_tile, lda, b_tile, ldb, beta, c_tile, ldc)
+        if act != "none":
+            emit_for(b, 0, mb, lambda r, _: activate(b, _at(b, c_tile, _mul_idx(b, r, ldc)), nb) or [])
+
+    row_tiles, col_tiles = -(-m_total // EPILOGUE_ROWS), -(-n // EPILOGUE_COLS)
+    # the flops of one batch's GEMM (one parallel region each) decide
+    work = (2.0 * m_total * n * k, 0.0)
+    parallel = row_tiles * col_tiles >= 2 and ctx.target.thread_work.threads(*work) >= 2
+
+    def tiles(offs: Sequence[SSAValue | None]) -> None:
+        if parallel:
+            _parallel_tiles(ctx, tile, ptr_values, offs, m_total, n, row_tiles * col_tiles, work)
+            return
+        b = ctx.b
+        ptrs = _Pointers(pa, pb, pc, pacc)
 
         def blocks(total: int, size: int, body: Callable[[SSAValue | None, int], None]) -> None:
             full, rest = divmod(total, size)
@@ -150,12 +168,68 @@ def _emit_matmul_epilogue(ctx: KernelContext, op: buf.MatmulOp) -> None:
             if rest:
                 body(b.i64(full * size) if full else None, rest)
 
-        blocks(n, EPILOGUE_COLS, lambda n0, nb: blocks(m_total, EPILOGUE_ROWS, lambda r0, mb: tile(r0, mb, n0, nb)))
+        blocks(n, EPILOGUE_COLS, lambda n0, nb: blocks(m_total, EPILOGUE_ROWS, lambda r0, mb: tile(b, ptrs, offs, r0, mb, n0, nb)))
 
+    ptr_values = (a, w, out, acc if copy_acc else None)
     if fold or numel(batch_o) == 1:
-        tiles(None, None, None, None)
+        tiles((None, None, None, None))
     else:
-        _per_batch(b, sa, sb, so, lambda offs: tiles(offs[1], offs[2], offs[0], offs[3]), acc_str[:-2])
+        # _per_batch's offsets are of C, A, B (and the accumulator)
+        _per_batch(ctx.b, sa, sb, so, lambda offs: tiles((offs[1], offs[2], offs[0], offs[3])), acc_str[:-2])
+
+
+@dataclass(frozen=True)
+class _Pointers:
+    """The buffers of a tiled GEMM, as pointers in the function being emitted."""
+
+    a: SSAValue
+    b: SSAValue
+    c: SSAValue
+    acc: SSAValue | None
+
+
+def _parallel_tiles(
+    ctx: KernelContext,
+    tile: Callable[..., None],
+    buffers: tuple[SSAValue, SSAValue, SSAValue, SSAValue | None],
+    offs: Sequence[SSAValue | None],
+    m_total: int,
+    n: int,
+    count: int,
+    work: tuple[float, float],
+) -> None:
+    """The output tiles spread over the threads (tile ``t``: row block ``t % R``, column block
+    ``t / R``; the last ones clipped to the matrix): one sgemm (single-threaded) per tile."""
+    row_tiles = -(-m_total // EPILOGUE_ROWS)
+    present = [i for i, o in enumerate(offs) if o is not None]
+    values = [offs[i] for i in present]
+
+    def body(start: SSAValue, end: SSAValue, _thread: SSAValue, vals: list[SSAValue]) -> None:
+        b = ctx.b
+        mine: list[SSAValue | None] = [None] * len(offs)
+        for i, v in zip(present, vals):
+            mine[i] = v
+        ptrs = _Pointers(*(ctx.ptr(v) if v is not None else None for v in buffers))  # type: ignore[arg-type]
+
+        def one(t: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+            rb = b.add(llvm.URemOp(t, b.i64(row_tiles)))
+            cb = b.add(llvm.UDivOp(t, b.i64(row_tiles)))
+            r0, n0 = b.mul_i64(rb, b.i64(EPILOGUE_ROWS)), b.mul_i64(cb, b.i64(EPILOGUE_COLS))
+            mb = _clip(b, r0, EPILOGUE_ROWS, m_total)
+            nb = _clip(b, n0, EPILOGUE_COLS, n)
+            tile(b, ptrs, mine, r0, mb, n0, nb)
+            return []
+
+        emit_for(b, start, end, one)
+
+    ctx.parallel(count, body, values, work=work)
+
+
+def _clip(b: FunctionBuilder, start: SSAValue, size: int, total: int) -> SSAValue:
+    """``min(size, total - start)`` (an i64)."""
+    rest = b.add(llvm.SubOp(b.i64(total), start))
+    small = b.add(llvm.ICmpOp(rest, b.i64(size), IntegerAttr(llvm.ICmpPredicateFlag.SLT.to_int(), i64)))
+    return b.add(llvm.SelectOp(small, rest, b.i64(size)))
 
 
 def _per_batch(
@@ -185,13 +259,28 @@ _PLAIN_MATMUL = getattr(REGISTRY.get(buf.MatmulOp), "plain", REGISTRY.get(buf.Ma
 
 
 def _emit_matmul(ctx: KernelContext, op: Operation) -> None:
-    """Activation "none": the plain emitter of `kernels_blas`; otherwise the tiled epilogue."""
+    """Activation "none" on one thread: the plain emitter of `kernels_blas`; otherwise (an
+    activation, or a GEMM whose work pays for threads) the tiled one, tiles spread over the
+    threads."""
     assert isinstance(op, buf.MatmulOp)
-    if op.activation.data == "none":
+    if op.activation.data == "none" and not _pays_for_threads(ctx, op):
         assert _PLAIN_MATMUL is not None
         _PLAIN_MATMUL(ctx, op)
     else:
         _emit_matmul_epilogue(ctx, op)
+
+
+def _pays_for_threads(ctx: KernelContext, op: buf.MatmulOp) -> bool:
+    """A GEMM (not a GEMV) of two output tiles or more (per batch; all batches' rows when they
+    fold into M) whose flops pay for two threads or more: `_emit_matmul_epilogue` spreads it."""
+    ta, tb, _, _ = op.flags
+    sa, sb = _shape(op.inputs[0]), _shape(op.inputs[1])
+    m, k = (sa[-1], sa[-2]) if ta else (sa[-2], sa[-1])
+    n = sb[-2] if tb else sb[-1]
+    m_total = m * numel(sa[:-2]) if numel(sb[:-2]) == 1 and not ta else m
+    if m_total == 1 or n == 1 or (-(-m_total // EPILOGUE_ROWS)) * (-(-n // EPILOGUE_COLS)) < 2:
+        return False
+    return ctx.target.thread_work.threads(2.0 * m_total * n * k, 0.0) >= 2
 
 
 _emit_matmul.plain = _PLAIN_MATMUL  # type: ignore[attr-defined]
