@@ -179,6 +179,8 @@ ZOO: dict[str, Case] = {
     "opt": Case(lambda: Decoder(T.OPTForCausalLM(T.OPTConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, ffn_dim=64, max_position_embeddings=64, word_embed_proj_dim=32))), "decoder"),
     "bloom": Case(lambda: Decoder(T.BloomForCausalLM(T.BloomConfig(vocab_size=VOCAB, hidden_size=32, n_layer=2, n_head=4))), "decoder"),
     "falcon": Case(lambda: Decoder(T.FalconForCausalLM(T.FalconConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4))), "decoder"),
+    "mixtral": Case(lambda: Decoder(T.MixtralForCausalLM(T.MixtralConfig(**SMALL, num_key_value_heads=2, head_dim=8, num_local_experts=4, num_experts_per_tok=2))), "decoder"),
+    "qwen3-moe": Case(lambda: Decoder(T.Qwen3MoeForCausalLM(T.Qwen3MoeConfig(**SMALL, num_key_value_heads=2, head_dim=8, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32))), "decoder"),
     # encoder-decoders
     "t5": Case(lambda: Seq2Seq(T.T5Model(T.T5Config(vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4))), "seq2seq"),
     "bart": Case(lambda: Seq2Seq(T.BartModel(T.BartConfig(**SEQ2SEQ, max_position_embeddings=64))), "seq2seq"),

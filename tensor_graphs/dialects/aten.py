@@ -3898,6 +3898,150 @@ class DiffOp(AtenOp):
         super().__init__(**_build(self.ARGS, (self_, n, dim, prepend, append), [result_type]))
 
 
+@irdl_op_definition
+class TopkOp(AtenOp):
+    """``aten::topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)``"""
+
+    name = "aten.topk"
+    TARGET: ClassVar[str] = "aten::topk"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("k", "int"), ("dim", "int"), ("largest", "bool"), ("sorted", "bool"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    k = prop_def(IntegerAttr[I64])
+    dim = prop_def(IntegerAttr[I64], default_value=IntegerAttr(-1, i64))
+    largest = prop_def(IntegerAttr[I1], default_value=IntegerAttr(1, i1))
+    sorted = prop_def(IntegerAttr[I1], default_value=IntegerAttr(1, i1))
+    result0 = result_def(AnyTensor)
+    result1 = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, k: int, dim: int = -1, largest: bool = True, sorted: bool = True, *, result_types: Sequence[Attribute]) -> None:
+        super().__init__(**_build(self.ARGS, (self_, k, dim, largest, sorted), result_types))
+
+
+@irdl_op_definition
+class SortOp(AtenOp):
+    """``aten::sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)``"""
+
+    name = "aten.sort"
+    TARGET: ClassVar[str] = "aten::sort"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"), ("descending", "bool"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    dim = prop_def(IntegerAttr[I64], default_value=IntegerAttr(-1, i64))
+    descending = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
+    result0 = result_def(AnyTensor)
+    result1 = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, dim: int = -1, descending: bool = False, *, result_types: Sequence[Attribute]) -> None:
+        super().__init__(**_build(self.ARGS, (self_, dim, descending), result_types))
+
+
+@irdl_op_definition
+class SortStableOp(AtenOp):
+    """``aten::sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)``"""
+
+    name = "aten.sort.stable"
+    TARGET: ClassVar[str] = "aten::sort.stable"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("stable", "bool?"), ("dim", "int"), ("descending", "bool"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    stable = opt_prop_def(IntegerAttr[I1])
+    dim = prop_def(IntegerAttr[I64], default_value=IntegerAttr(-1, i64))
+    descending = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
+    result0 = result_def(AnyTensor)
+    result1 = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, *, stable: bool | None, dim: int = -1, descending: bool = False, result_types: Sequence[Attribute]) -> None:
+        super().__init__(**_build(self.ARGS, (self_, stable, dim, descending), result_types))
+
+
+@irdl_op_definition
+class HistcOp(AtenOp):
+    """``aten::histc(Tensor self, int bins=100, Scalar min=0, Scalar max=0) -> Tensor``"""
+
+    name = "aten.histc"
+    TARGET: ClassVar[str] = "aten::histc"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("bins", "int"), ("min", "scalar"), ("max", "scalar"))
+    self = operand_def(AnyTensor)
+    bins = prop_def(IntegerAttr[I64], default_value=IntegerAttr(100, i64))
+    min = prop_def(ScalarAttr, default_value=IntegerAttr(0, i64))
+    max = prop_def(ScalarAttr, default_value=IntegerAttr(0, i64))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, bins: int = 100, min: int | float = 0, max: int | float = 0, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, bins, min, max), [result_type]))
+
+
+@irdl_op_definition
+class EmptyLikeOp(AtenOp):
+    """``aten::empty_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor``"""
+
+    name = "aten.empty_like"
+    TARGET: ClassVar[str] = "aten::empty_like"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dtype", "dtype?"), ("layout", "drop"), ("device", "drop"), ("pin_memory", "bool?"), ("memory_format", "int?"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    dtype = opt_prop_def(StringAttr)
+    pin_memory = opt_prop_def(IntegerAttr[I1])
+    memory_format = opt_prop_def(IntegerAttr[I64])
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, *, dtype: str | None = None, pin_memory: bool | None = None, memory_format: int | None = None, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, dtype, None, None, pin_memory, memory_format), [result_type]))
+
+
+@irdl_op_definition
+class IndexPutOp(AtenOp):
+    """``aten::index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor``"""
+
+    name = "aten.index_put"
+    TARGET: ClassVar[str] = "aten::index_put"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("indices", "tensor?[]"), ("values", "tensor"), ("accumulate", "bool"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    indices = var_operand_def(AnyTensor)
+    indices_none = prop_def(DenseArrayBase.constr(i64), default_value=DenseArrayBase.from_list(i64, []))
+    values = operand_def(AnyTensor)
+    accumulate = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self `[` $indices `]` `,` $values attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, indices: Sequence[SSAValue | None], values: SSAValue, accumulate: bool = False, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, indices, values, accumulate), [result_type]))
+
+
+@irdl_op_definition
+class GroupedMmOp(AtenOp):
+    """``aten::_grouped_mm(Tensor self, Tensor mat2, Tensor? offs=None, Tensor? bias=None, ScalarType? out_dtype=None) -> Tensor``"""
+
+    name = "aten._grouped_mm"
+    TARGET: ClassVar[str] = "aten::_grouped_mm"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("mat2", "tensor"), ("offs", "tensor?"), ("bias", "tensor?"), ("out_dtype", "dtype?"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    mat2 = operand_def(AnyTensor)
+    offs = opt_operand_def(AnyTensor)
+    bias = opt_operand_def(AnyTensor)
+    out_dtype = opt_prop_def(StringAttr)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(),)
+    assembly_format = "$self `,` $mat2 (`offs` $offs^ `:` type($offs))? (`bias` $bias^ `:` type($bias))? attr-dict `:` type($self) `,` type($mat2) `->` type(results)"
+
+    def __init__(self, self_: SSAValue, mat2: SSAValue, offs: SSAValue | None = None, bias: SSAValue | None = None, out_dtype: str | None = None, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, mat2, offs, bias, out_dtype), [result_type]))
+
+
 #: op name -> class, for the frontend and the lowering.
 ATEN_OPS: dict[str, type[AtenOp]] = {op.TARGET: op for op in (
     LinearOp,
@@ -4059,6 +4203,13 @@ ATEN_OPS: dict[str, type[AtenOp]] = {op.TARGET: op for op in (
     FloorDivideOp,
     FloorDivideScalarOp,
     DiffOp,
+    TopkOp,
+    SortOp,
+    SortStableOp,
+    HistcOp,
+    EmptyLikeOp,
+    IndexPutOp,
+    GroupedMmOp,
 )}
 
 ATEN = Dialect(
@@ -4224,5 +4375,12 @@ ATEN = Dialect(
         FloorDivideOp,
         FloorDivideScalarOp,
         DiffOp,
+        TopkOp,
+        SortOp,
+        SortStableOp,
+        HistcOp,
+        EmptyLikeOp,
+        IndexPutOp,
+        GroupedMmOp,
     ],
 )

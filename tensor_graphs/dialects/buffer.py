@@ -171,7 +171,8 @@ class PackedWeightOp(IRDLOperation):
     ``memref<P x K x NR x f32>``: panel ``p`` holds the columns ``[p * NR, (p + 1) * NR)`` of the
     GEMM's ``B[K, N]`` as a row-major ``K x NR`` block, zero-padded past ``N``. The weight ``name``
     is stored ``[N, K]`` when ``transposed`` (``nn.Linear``), else ``[K, N]``. The runtime packs it
-    once when the graph is loaded (`dialects.packing.PanelLayout`).
+    once when the graph is loaded (`dialects.packing.PanelLayout`). A stack of G weights (experts,
+    for `buf.packed_grouped_matmul`) packs each: ``memref<G x P x K x NR x f32>``.
     """
 
     name = "buf.packed_weight"
@@ -189,9 +190,10 @@ class PackedWeightOp(IRDLOperation):
 
     def verify_(self) -> None:
         shape = shape_of(self.result)
-        _check(len(shape) == 3, f"buf.packed_weight: expected memref<panels x K x NR x f32>, got {self.result.type}")
+        _check(len(shape) in (3, 4),
+               f"buf.packed_weight: expected memref<panels x K x NR x f32>, got {self.result.type} (or memref<G x panels x K x NR x f32>: a stack)")
         lanes = MIN_FLOAT_LANES  # whole vectors of the target's width: codegen checks that target's lanes
-        _check(shape[2] > 0 and shape[2] % lanes == 0, f"buf.packed_weight: panel width {shape[2]} is not a positive multiple of {lanes}")
+        _check(shape[-1] > 0 and shape[-1] % lanes == 0, f"buf.packed_weight: panel width {shape[-1]} is not a positive multiple of {lanes}")
 
 
 @irdl_op_definition
@@ -577,6 +579,82 @@ class CumsumOp(KernelOp):
 
 
 @irdl_op_definition
+class ArgTopkOp(KernelOp):
+    """`tg.argtopk`: ins(x) outs(positions i64 [..., k, ...], scratch i64 [2, n]): each row along
+    ``dim`` is merge-sorted (stable) by position in the scratch, its first ``k`` written out."""
+
+    name = "buf.argtopk"
+    NUM_INPUTS: ClassVar[tuple[int, ...]] = (1,)
+    NUM_OUTPUTS: ClassVar[tuple[int, ...]] = (2,)
+    k = prop_def(IntegerAttr[i64])
+    dim = prop_def(IntegerAttr[i64])
+    largest = prop_def(BoolAttr, default_value=bool_attr(True))
+
+    def verify_kernel(self, ins, out):
+        d, k = self.dim.value.data, self.k.value.data
+        if not 0 <= d < len(ins[0]):
+            raise ShapeError(f"dim {d} out of range for rank {len(ins[0])}")
+        _same(tuple(k if i == d else n for i, n in enumerate(ins[0])), out, f"the input with k = {k} along dim {d}")
+        if shape_of(self.outputs[1]) != (2, ins[0][d]):
+            raise ShapeError(f"scratch {list(shape_of(self.outputs[1]))} should be [2, {ins[0][d]}]")
+
+
+@irdl_op_definition
+class PutOp(KernelOp):
+    """`tg.put`: ins(x, offsets i64, values) -> out (x's shape): a copy of x, then
+    ``out.flat[offsets[i]] = values[i]`` (``+=`` with ``accumulate``) in order, each offset
+    checked against ``[0, numel(x))``."""
+
+    name = "buf.put"
+    NUM_INPUTS: ClassVar[tuple[int, ...]] = (3,)
+    accumulate = prop_def(BoolAttr, default_value=bool_attr(False))
+
+    def verify_kernel(self, ins, out):
+        _same(ins[0], out, "the input's shape")
+        if tuple(ins[1]) != tuple(ins[2]):
+            raise ShapeError(f"values {list(ins[2])} must have the offsets' shape {list(ins[1])}")
+
+
+@irdl_op_definition
+class GroupedMatmulOp(KernelOp):
+    """`tg.grouped_matmul`: ins(a [S, K], w [G, K, N] (``[G, N, K]`` with ``transpose_b``),
+    offsets i64 [G]) -> out [S, N]: one GEMM per non-empty group of rows (a GEMV for one row),
+    through BLAS, split over column blocks x groups among the threads."""
+
+    name = "buf.grouped_matmul"
+    NUM_INPUTS: ClassVar[tuple[int, ...]] = (3,)
+    transpose_b = prop_def(BoolAttr, default_value=bool_attr(False))
+
+    def verify_kernel(self, ins, out):
+        a, w, o = ins
+        if len(a) != 2 or len(w) != 3 or tuple(o) != (w[0],):
+            raise ShapeError(f"a [S, K], w [G, K, N] and offsets [G] expected, got {list(a)}, {list(w)}, {list(o)}")
+        k, n = (w[2], w[1]) if self.transpose_b.value.data else (w[1], w[2])
+        if a[1] != k:
+            raise ShapeError(f"a has {a[1]} columns, w has K = {k}")
+        _same((a[0], n), out, "[S, N]")
+
+
+@irdl_op_definition
+class PackedGroupedMatmulOp(KernelOp):
+    """`tg.grouped_matmul` by a stack of packed weights: ins(a [S, K], packed [G, P, K, NR]
+    (`buf.packed_weight`), offsets i64 [G]) -> out [S, N]: each group's rows times its panels in
+    the packed GEMM's register tiles, with a run-time row count per group."""
+
+    name = "buf.packed_grouped_matmul"
+    NUM_INPUTS: ClassVar[tuple[int, ...]] = (3,)
+
+    def verify_kernel(self, ins, out):
+        a, w, o = ins
+        if len(a) != 2 or len(w) != 4 or tuple(o) != (w[0],):
+            raise ShapeError(f"a [S, K], packed [G, P, K, NR] and offsets [G] expected, got {list(a)}, {list(w)}, {list(o)}")
+        if a[1] != w[2]:
+            raise ShapeError(f"a has {a[1]} columns, the panels K = {w[2]}")
+        if len(out) != 2 or out[0] != a[0] or not (w[1] - 1) * w[3] < out[1] <= w[1] * w[3]:
+            raise ShapeError(f"output {list(out)} should be [{a[0]}, N] with N in ({(w[1] - 1) * w[3]}, {w[1] * w[3]}]")
+
+
+@irdl_op_definition
 class SoftmaxOp(KernelOp):
     """Softmax (or log-softmax with ``log = true``) along ``dim``."""
 
@@ -876,6 +954,10 @@ BUF = Dialect(
         CastOp,
         ReduceOp,
         CumsumOp,
+        ArgTopkOp,
+        PutOp,
+        GroupedMatmulOp,
+        PackedGroupedMatmulOp,
         SoftmaxOp,
         LayerNormOp,
         RmsNormOp,

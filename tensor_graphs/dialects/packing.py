@@ -53,27 +53,35 @@ class PanelLayout:
             return None
         return PanelLayout(source, int(digits), transposed)
 
-    def shape(self, weight_shape: tuple[int, ...]) -> tuple[int, int, int]:
-        """``[panels, K, nr]`` for a weight of ``weight_shape``."""
-        n, k = weight_shape if self.transposed else weight_shape[::-1]
-        return (-(-n // self.nr), k, self.nr)
+    def shape(self, weight_shape: tuple[int, ...]) -> tuple[int, ...]:
+        """``[panels, K, nr]`` for a weight of ``weight_shape``; a stack of weights ``[G, ...]``
+        (a mixture of experts' weights) packs each: ``[G, panels, K, nr]``."""
+        n, k = weight_shape[-2:] if self.transposed else weight_shape[-2:][::-1]
+        return (*weight_shape[:-2], -(-n // self.nr), k, self.nr)
 
     def pack(self, weight: np.ndarray) -> np.ndarray:
-        """The packed copy of ``weight`` (float32, 64-byte aligned, C-contiguous)."""
-        if weight.ndim != 2 or weight.dtype != np.float32:
+        """The packed copy of ``weight`` (float32, 64-byte aligned, C-contiguous); of each matrix
+        of a 3-D stack."""
+        if weight.ndim not in (2, 3) or weight.dtype != np.float32:
             raise ValueError(
-                f"weight '{self.source}': panels pack a 2-D float32 matrix, got {weight.dtype}{list(weight.shape)}"
+                f"weight '{self.source}': panels pack a 2-D float32 matrix (or a 3-D stack), got {weight.dtype}{list(weight.shape)}"
             )
+        shape = self.shape(weight.shape)
+        size = int(np.prod(shape)) * 4
+        raw = np.empty(size + PACKED_ALIGNMENT, np.uint8)
+        start = (-raw.ctypes.data) % PACKED_ALIGNMENT
+        out = raw[start : start + size].view(np.float32).reshape(shape)
+        for matrix, packed in zip(weight.reshape(-1, *weight.shape[-2:]), out.reshape(-1, *shape[-3:])):
+            self._pack_into(matrix, packed)
+        return out
+
+    def _pack_into(self, weight: np.ndarray, out: np.ndarray) -> None:
         wt = weight if self.transposed else weight.T  # [N, K]
         n, k = wt.shape
-        panels, _, nr = self.shape(weight.shape)
-        raw = np.empty(panels * k * nr * 4 + PACKED_ALIGNMENT, np.uint8)
-        start = (-raw.ctypes.data) % PACKED_ALIGNMENT
-        out = raw[start : start + panels * k * nr * 4].view(np.float32).reshape(panels, k, nr)
+        panels, _, nr = out.shape
         full = n // nr
         out[:full] = wt[: full * nr].reshape(full, nr, k).transpose(0, 2, 1)
         if full < panels:
             rest = n - full * nr
             out[full, :, :rest] = wt[full * nr :].T
             out[full, :, rest:] = 0.0
-        return out

@@ -828,6 +828,135 @@ class CumsumOp(_AlongDimOp):
     name = "tg.cumsum"
 
 
+# --------------------------------------------------------------------------- mixture of experts
+
+
+@irdl_op_definition
+class ArgTopkOp(IRDLOperation):
+    """The positions (i64) of the ``k`` largest (``largest``) or smallest elements along ``dim``,
+    best first: the result is the input's shape with ``k`` along ``dim``. Ties go to the lower
+    position and NaN ranks above every number (torch's stable sort), so ``k`` = the dim's size
+    is a stable argsort. torch.topk and torch.sort are this plus a `tg.take` of the values.
+
+    ```mlir
+    %i = tg.argtopk %p {k = 2 : i64, dim = 1 : i64} : (tensor<9x8xf32>) -> tensor<9x2xi64>
+    ```
+    """
+
+    name = "tg.argtopk"
+    input = operand_def(AnyTensor)
+    k = prop_def(IntegerAttr[i64])
+    dim = prop_def(IntegerAttr[i64])
+    largest = prop_def(BoolAttr, default_value=bool_attr(True))
+    result = result_def(AnyTensor)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, input: SSAValue, k: int, dim: int, largest: bool = True):
+        shape = list(shape_of(input))
+        shape[dim] = k
+        super().__init__(
+            operands=[input],
+            properties={"k": IntegerAttr(k, i64), "dim": IntegerAttr(dim, i64), "largest": bool_attr(largest)},
+            result_types=[TensorType(i64, shape)],
+        )
+
+    def verify_(self) -> None:
+        x, r, d, k = shape_of(self.input), shape_of(self.result), self.dim.value.data, self.k.value.data
+        _check(0 <= d < len(x), f"tg.argtopk: dim {d} out of range for rank {len(x)}")
+        _check(0 <= k <= x[d], f"tg.argtopk: k = {k} is not within [0, {x[d]}] (the size of dim {d})")
+        expected = tuple(k if i == d else n for i, n in enumerate(x))
+        _check(r == expected, f"tg.argtopk: result shape {list(r)} should be {list(expected)}")
+        _check(self.result.type.element_type == i64, "tg.argtopk: the result holds i64 positions")  # type: ignore[attr-defined]
+        _check(isinstance(self.input.type.element_type, IntegerType | Float32Type) and self.input.type.element_type != i1,  # type: ignore[attr-defined]
+               f"tg.argtopk: the input must hold f32 or integers, got {self.input.type}")
+
+
+@irdl_op_definition
+class PutOp(IRDLOperation):
+    """``result = input``, then ``result.flat[offsets.flat[i]] = values.flat[i]`` (``+=`` with
+    ``accumulate``) for every i in order: the scatter that is `tg.take`'s inverse
+    (``x[idx] = v``, ``index_put``). With a repeated offset the last write wins (or the values
+    add up); an offset outside ``[0, numel(input))`` is a run-time error, never a stray write.
+
+    ```mlir
+    %r = tg.put %x, %o, %v : (tensor<36xi64>, tensor<36xi64>, tensor<36xi64>) -> tensor<36xi64>
+    ```
+    """
+
+    name = "tg.put"
+    input = operand_def(AnyTensor)
+    offsets = operand_def(AnyTensor)
+    values = operand_def(AnyTensor)
+    accumulate = prop_def(BoolAttr, default_value=bool_attr(False))
+    result = result_def(AnyTensor)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input `,` $offsets `,` $values attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, input: SSAValue, offsets: SSAValue, values: SSAValue, accumulate: bool = False):
+        props = {"accumulate": bool_attr(True)} if accumulate else {}
+        super().__init__(operands=[input, offsets, values], properties=props, result_types=[input.type])
+
+    def verify_(self) -> None:
+        _check(self.offsets.type.element_type == i64, "tg.put: offsets must be a tensor of i64")  # type: ignore[attr-defined]
+        _check(shape_of(self.values) == shape_of(self.offsets),
+               f"tg.put: values {list(shape_of(self.values))} must have the offsets' shape {list(shape_of(self.offsets))}")
+        _check(self.values.type.element_type == self.input.type.element_type,  # type: ignore[attr-defined]
+               "tg.put: values must have the input's element type")
+        _check(self.result.type == self.input.type, "tg.put: the result type must equal the input type")
+
+
+@irdl_op_definition
+class GroupedMatmulOp(IRDLOperation):
+    """A GEMM per group of rows: rows ``[offsets[g-1], offsets[g])`` of ``input`` ``[S, K]``
+    (``offsets[-1]`` = 0) times ``weight[g]``, ``[G, K, N]`` (or ``[G, N, K]`` read transposed,
+    ``transpose_b``: an ``nn.Linear``-style stack), into the same rows of the ``[S, N]``
+    result; rows from ``offsets[G-1]`` on are zero. ``offsets`` (i64, ``[G]``) are running row
+    counts: non-decreasing and at most S, checked at run time. Mixture of experts: the tokens
+    sorted by expert, each expert's rows times its own weights, the experts no token chose
+    skipped.
+
+    ```mlir
+    %y = tg.grouped_matmul %x, %w, %offs {transpose_b = true} : (tensor<36x32xf32>, tensor<4x128x32xf32>, tensor<4xi64>) -> tensor<36x128xf32>
+    ```
+    """
+
+    name = "tg.grouped_matmul"
+    input = operand_def(AnyTensor)
+    weight = operand_def(AnyTensor)
+    offsets = operand_def(AnyTensor)
+    transpose_b = prop_def(BoolAttr, default_value=bool_attr(False))
+    result = result_def(AnyTensor)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input `,` $weight `,` $offsets attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, input: SSAValue, weight: SSAValue, offsets: SSAValue, transpose_b: bool = False):
+        n = shape_of(weight)[1 if transpose_b else 2]
+        props = {"transpose_b": bool_attr(True)} if transpose_b else {}
+        super().__init__(
+            operands=[input, weight, offsets], properties=props,
+            result_types=[TensorType(input.type.element_type, (shape_of(input)[0], n))],  # type: ignore[attr-defined]
+        )
+
+    @property
+    def transposed(self) -> bool:
+        return bool(self.transpose_b.value.data)
+
+    def verify_(self) -> None:
+        x, w, o, r = shape_of(self.input), shape_of(self.weight), shape_of(self.offsets), shape_of(self.result)
+        _check(len(x) == 2 and len(w) == 3, f"tg.grouped_matmul: input [S, K] and weight [G, K, N] expected, got {list(x)} and {list(w)}")
+        k, n = (w[2], w[1]) if self.transposed else (w[1], w[2])
+        _check(x[1] == k, f"tg.grouped_matmul: the input's {x[1]} columns do not match the weight's K = {k}")
+        _check(o == (w[0],), f"tg.grouped_matmul: offsets {list(o)} should be [{w[0]}], one per group")
+        _check(self.offsets.type.element_type == i64, "tg.grouped_matmul: offsets must be a tensor of i64")  # type: ignore[attr-defined]
+        _check(r == (x[0], n), f"tg.grouped_matmul: result shape {list(r)} should be {[x[0], n]}")
+        for v in (self.input, self.weight, self.result):
+            _check(v.type.element_type == f32, f"tg.grouped_matmul: f32 input, weight and result expected, got {v.type}")  # type: ignore[attr-defined]
+
+
 @irdl_op_definition
 class LayerNormOp(IRDLOperation):
     """Normalises over the last dim: ``(x - mean) / sqrt(var + eps) * weight + bias``.
@@ -1164,6 +1293,9 @@ TG = Dialect(
         SoftmaxOp,
         LogSoftmaxOp,
         CumsumOp,
+        ArgTopkOp,
+        PutOp,
+        GroupedMatmulOp,
         LayerNormOp,
         RmsNormOp,
         AttentionOp,

@@ -86,7 +86,7 @@ def schema_handler(op_class: type[aten.AtenOp]) -> Handler:
         val = node.meta.get("val")
         if isinstance(val, (list, tuple)):
             types = [importer.value_type(v, f"result {i} of {node.name}") for i, v in enumerate(val)]
-            op = op_class.from_values(values, [types])
+            op = op_class.from_values(values, types if len(op_class.get_irdl_definition().results) > 1 else [types])  # (values, indices), or one Tensor[]
             importer.append(op)
             return list(op.results)
         op = op_class.from_values(values, [importer.result_type(node)])
@@ -152,6 +152,29 @@ def getitem(importer: GraphImporter, node: torch.fx.Node) -> SSAValue:
     if isinstance(values, SSAValue):
         raise importer.error(node, "getitem on a single-result node")
     return values[index]  # type: ignore[index]
+
+
+def grouped_mm_fallback(importer: GraphImporter, node: torch.fx.Node) -> SSAValue:
+    """``transformers::grouped_mm_fallback(input [S, K], weight [E, K, N], offs [E])``: the grouped
+    GEMM of transformers' experts (``experts_implementation="grouped_mm"``, its default), which
+    torch.export keeps as this custom op: rows ``[offs[e-1], offs[e])`` of ``input`` times
+    ``weight[e]``. The same product as ``aten._grouped_mm(input, weight, offs)``."""
+    names = ("input", "weight", "offs")
+    args = [node.args[i] if i < len(node.args) else node.kwargs[name] for i, name in enumerate(names)]
+    x, w, offs = (importer.tensor_operand(a, node, name) for a, name in zip(args, names))
+    op = aten.GroupedMmOp(x, w, offs, result_type=importer.result_type(node))
+    importer.append(op)
+    return op.result
+
+
+#: ops of other libraries' ``torch.library`` namespaces, by name (they exist only once that
+#: library is imported, so they are looked up by name, not by op object)
+LIBRARY_HANDLERS: dict[str, Handler] = {"transformers::grouped_mm_fallback": grouped_mm_fallback}
+
+
+def library_handler(target: object) -> Handler | None:
+    """The handler of a library's custom op (:data:`LIBRARY_HANDLERS`), if ``target`` is one."""
+    return LIBRARY_HANDLERS.get(target.name()) if isinstance(target, torch._ops.OpOverload) else None
 
 
 #: assertion ops torch.export leaves in the graph; they have no value and are dropped

@@ -64,7 +64,7 @@ from xdsl.utils.exceptions import DiagnosticException
 from tensor_graphs.dialects import aten
 from tensor_graphs.dialects.tensor import ConstantOp, WeightOp
 from tensor_graphs.dialects.dense import dense_from_numpy
-from tensor_graphs.frontend.handlers import HANDLERS
+from tensor_graphs.frontend.handlers import HANDLERS, library_handler
 from tensor_graphs.frontend.unsupported import (
     Unsupported,
     UnsupportedOpsError,
@@ -356,7 +356,7 @@ class GraphImporter:
             if node.op == "placeholder":
                 self._placeholder(node, specs.get(node.name))
             elif node.op == "call_function":
-                handler = HANDLERS.get(node.target)
+                handler = HANDLERS.get(node.target) or library_handler(node.target)
                 value = handler(self, node) if handler else self.unsupported(node)
                 if isinstance(value, SSAValue) and value.name_hint is None:
                     value.name_hint = node.name

@@ -226,6 +226,15 @@ OPS: tuple[OpSpec, ...] = (
     _any("floor_divide"),
     _any("floor_divide", "Scalar"),
     _any("diff"),
+    # mixture of experts (transformers' grouped experts: routing, sorting tokens by expert,
+    # counting them, the grouped GEMM, restoring the order)
+    _any("topk"),
+    _any("sort"),
+    _any("sort", "stable"),
+    OpSpec("histc"),
+    _any("empty_like"),
+    _any("index_put"),
+    _any("_grouped_mm"),
 )
 
 #: schema type (``Argument.real_type``) -> our argument kind

@@ -61,6 +61,9 @@ from tensor_graphs.dialects.tensor import (
     RopeOp,
     LogSoftmaxOp,
     CumsumOp,
+    ArgTopkOp,
+    PutOp,
+    GroupedMatmulOp,
     Im2colOp,
     TakeOp,
     MatmulOp,
@@ -455,6 +458,7 @@ SCALAR_OPS: dict[type[Operation], Callable[..., np.ndarray]] = {
     arith.XOrIOp: _binary_fn(np.bitwise_xor),
     arith.MaxSIOp: _binary_fn(np.maximum),
     arith.MinSIOp: _binary_fn(np.minimum),
+    arith.FloorDivSIOp: _binary_fn(np.floor_divide),
     arith.SelectOp: lambda op, c, a, b: np.where(c, a, b),
     arith.CmpfOp: lambda op, a, b: _CMPF[op.predicate.value.data](a, b),
     arith.CmpiOp: lambda op, a, b: _CMPI[op.predicate.value.data](a, b),
@@ -522,6 +526,42 @@ def _fused_elementwise(op: FusedElementwiseOp, *inputs: np.ndarray) -> np.ndarra
         return np.broadcast_to(out, shape).astype(dtype) if dtype != np.dtype(bool) else np.broadcast_to(out != 0, shape).copy()
 
 
+def _argtopk(op: ArgTopkOp, x: np.ndarray) -> np.ndarray:
+    """A stable argsort (NaN last ascending, first descending), its first k along dim."""
+    dim, k = op.dim.value.data, op.k.value.data
+    if op.largest.value.data:  # stable descending: ascending over the reversed dim, reversed back
+        n = x.shape[dim]
+        order = n - 1 - np.flip(np.argsort(np.flip(x, dim), axis=dim, kind="stable"), dim)
+    else:
+        order = np.argsort(x, axis=dim, kind="stable")
+    return np.take(order, np.arange(k), axis=dim).astype(np.int64)
+
+
+def _put(op: PutOp, x: np.ndarray, offsets: np.ndarray, values: np.ndarray) -> np.ndarray:
+    flat, offsets = x.reshape(-1).copy(), offsets.reshape(-1)
+    if offsets.size and (offsets.min() < 0 or offsets.max() >= x.size):
+        raise EvaluationError(
+            f"evaluate: tg.put offset out of range [{int(offsets.min())}, {int(offsets.max())}] for {x.size} elements"
+        )
+    if op.accumulate.value.data:
+        np.add.at(flat, offsets, values.reshape(-1))
+    else:
+        for i, j in enumerate(offsets):  # in order: the last write to an offset wins
+            flat[j] = values.reshape(-1)[i]
+    return flat.reshape(x.shape)
+
+
+def _grouped_matmul(op: GroupedMatmulOp, x: np.ndarray, w: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    ends = [int(e) for e in offsets]
+    if any(e < s for s, e in zip([0, *ends], ends)) or (ends and ends[-1] > x.shape[0]):
+        raise EvaluationError(f"evaluate: tg.grouped_matmul offsets {ends} are not non-decreasing within [0, {x.shape[0]}]")
+    out = np.zeros(shape_of(op.result), np.float64)
+    for g, (start, end) in enumerate(zip([0, *ends], ends)):
+        wg = _f64(w[g]).T if op.transposed else _f64(w[g])
+        out[start:end] = _f64(x[start:end]) @ wg
+    return out.astype(_result_dtype(op))
+
+
 def _yield(op: YieldOp, *values: np.ndarray) -> np.ndarray:
     raise EvaluationError("evaluate: tg.yield runs only inside the body of its tg.fused_elementwise")
 
@@ -549,6 +589,9 @@ def _evaluators() -> dict[type[Operation], Evaluator]:
         SoftmaxOp: _softmax,
         LogSoftmaxOp: _log_softmax,
         CumsumOp: _cumsum,
+        ArgTopkOp: _argtopk,
+        PutOp: _put,
+        GroupedMatmulOp: _grouped_matmul,
         TakeOp: _take,
         Im2colOp: _im2col,
         LayerNormOp: _layer_norm,

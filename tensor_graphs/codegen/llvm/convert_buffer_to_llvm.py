@@ -68,6 +68,7 @@ from tensor_graphs.codegen.llvm import (  # noqa: F401
     kernels_elementwise,
     kernels_gemm,
     kernels_matmul_epilogue,
+    kernels_moe,
     kernels_movement,
     kernels_reduce,
     kernels_rope,

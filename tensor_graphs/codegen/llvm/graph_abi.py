@@ -212,7 +212,7 @@ def _weight_slot_name(op: buf.WeightOp | buf.PackedWeightOp) -> str:
     (``"fc.weight@panels64t"``, see `dialects.packing.PanelLayout`)."""
     if isinstance(op, buf.WeightOp):
         return op.weight_name.data
-    nr = op.result.type.get_shape()[2]
+    nr = op.result.type.get_shape()[-1]
     return PanelLayout(op.weight_name.data, nr, bool(op.transposed.value.data)).slot_name
 
 

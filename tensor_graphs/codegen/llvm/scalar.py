@@ -537,6 +537,24 @@ def _log_base(base: float) -> ArithEmitter:
     return lambda b, op, v: fmul(b, emit_log(b, v[0]), const(b, 1.0 / math.log(base), v[0]))
 
 
+def _floordivsi(b: FunctionBuilder, op: Operation, v: list[SSAValue]) -> SSAValue:
+    """``floor(x / y)`` on signed integers: ``sdiv``, minus one where the remainder is nonzero and
+    its sign differs from ``y``'s. ``y = 0`` and ``MIN / -1`` would trap in ``sdiv``: those divide
+    by 1 instead (``floor_divide`` lowers only constant nonzero divisors; MIN / -1 wraps to MIN)."""
+    x, y = v
+    t = x.type
+    one, zero = b.constant(1, t), b.constant(0, t)
+    pred = lambda p: IntegerAttr(llvm.ICmpPredicateFlag(p).to_int(), i64)  # noqa: E731
+    width = t.width.data  # type: ignore[attr-defined]
+    overflow = b.add(llvm.AndOp(b.add(llvm.ICmpOp(y, b.constant(-1, t), pred("eq"))), b.add(llvm.ICmpOp(x, b.constant(-(1 << (width - 1)), t), pred("eq")))))
+    bad = b.add(llvm.OrOp(b.add(llvm.ICmpOp(y, zero, pred("eq"))), overflow))
+    d = select(b, bad, one, y)
+    q, r = b.add(llvm.SDivOp(x, d)), b.add(llvm.SRemOp(x, d))
+    differ = b.add(llvm.XOrOp(b.add(llvm.ICmpOp(r, zero, pred("slt"))), b.add(llvm.ICmpOp(d, zero, pred("slt")))))
+    adjust = b.add(llvm.AndOp(b.add(llvm.ICmpOp(r, zero, pred("ne"))), differ))
+    return select(b, adjust, b.add(llvm.SubOp(q, one)), q)
+
+
 #: body op class -> emitter ``(b, op, operands) -> result``.
 ARITH: dict[type[Operation], ArithEmitter] = {
     arith.ConstantOp: _arith_constant,
@@ -565,6 +583,7 @@ ARITH: dict[type[Operation], ArithEmitter] = {
     arith.MuliOp: _binary("mul"),
     arith.MaxSIOp: _binary("max"),
     arith.MinSIOp: _binary("min"),
+    arith.FloorDivSIOp: _floordivsi,
     arith.AndIOp: _int_binop(llvm.AndOp),
     arith.OrIOp: _int_binop(llvm.OrOp),
     arith.XOrIOp: _int_binop(llvm.XOrOp),

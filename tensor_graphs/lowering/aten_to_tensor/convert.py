@@ -26,6 +26,7 @@ from tensor_graphs.lowering.aten_to_tensor.elementwise import populate_elementwi
 from tensor_graphs.lowering.aten_to_tensor.indexing import populate_indexing_patterns
 from tensor_graphs.lowering.aten_to_tensor.linear import populate_linear_patterns
 from tensor_graphs.lowering.aten_to_tensor.masks import populate_mask_patterns
+from tensor_graphs.lowering.aten_to_tensor.moe import populate_moe_patterns
 from tensor_graphs.lowering.aten_to_tensor.normalization import populate_normalization_patterns
 from tensor_graphs.lowering.aten_to_tensor.reductions import populate_reduction_patterns
 from tensor_graphs.lowering.aten_to_tensor.resize import populate_resize_patterns
@@ -50,6 +51,7 @@ def populate_aten_to_tensor_patterns() -> list[RewritePattern]:
         *populate_data_movement_patterns(),
         *populate_indexing_patterns(),
         *populate_take_patterns(),
+        *populate_moe_patterns(),
         *populate_reduction_patterns(),
         *populate_normalization_patterns(),
         *populate_attention_patterns(),

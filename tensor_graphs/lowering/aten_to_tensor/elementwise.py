@@ -1,7 +1,7 @@
 """aten → tg: elementwise ops.
 
 Binary arithmetic (add/sub/mul/div in Tensor and Scalar forms, maximum, minimum, max/min.other,
-pow), ``clamp``/``hardtanh`` (max then min), ``sign``/``ceil``/``floor`` (scalar bodies), unary
+pow), ``clamp``/``hardtanh`` (max then min), ``sign``/``ceil``/``floor``/``floor_divide`` (scalar bodies), unary
 functions (relu, tanh, exp, log, sqrt, rsqrt, neg, abs, sigmoid, silu, erf, cos, sin → the ``tg`` op of
 that function name), ``gelu`` with its ``approximate`` form, ``where``/``masked_fill`` →
 ``tg.select``, and the dtype conversions (``to`` — ``to.device`` too: the device is dropped —, ``_to_copy``, ``type_as`` → ``tg.cast``, or
@@ -11,15 +11,17 @@ operands whose element type differs from the result's (torch's type promotion) a
 
 from __future__ import annotations
 
+import numpy as np
 from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import FloatAttr, f64
-from xdsl.ir import SSAValue
+from xdsl.dialects.builtin import Float32Type, FloatAttr, IntegerType, f32, f64, i1, i64
+from xdsl.ir import Block, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
 from tensor_graphs.dialects import aten
 from tensor_graphs.dialects.tensor import (
     UNARY_OPS,
     AddOp,
+    ConstantOp,
     DivOp,
     ElementwiseBinaryOp,
     GeluOp,
@@ -31,6 +33,7 @@ from tensor_graphs.dialects.tensor import (
     SubOp,
 )
 from tensor_graphs.lowering.aten_to_tensor.common import OpList, append, element_type, elementwise_body, notify_match_failure, scalar_constant
+from tensor_graphs.transforms.evaluate import dense_to_array
 
 #: aten binary op -> (tg op, whether its second operand is a Scalar property)
 _BINARY: dict[type, tuple[type[ElementwiseBinaryOp], bool]] = {
@@ -252,6 +255,85 @@ class ScalarBodyPattern(RewritePattern):
             rewriter.replace(op, elementwise_body([op.self], op.result.type, lambda block, args: body(block, args[0])))
 
 
+def _floor_divide_int(block: Block, a: SSAValue, b: SSAValue) -> SSAValue:
+    """``floor(a / b)`` on integers (arith.floordivsi: torch's rounding toward -inf)."""
+    return append(block, arith.FloorDivSIOp(a, b))
+
+
+def _floor_divide_float(block: Block, a: SSAValue, b: SSAValue) -> SSAValue:
+    """torch's ``div_floor_floating``: ``b == 0`` gives ``a / b``; else, with ``m = fmod(a, b)``,
+    ``d = (a - m) / b``, minus one where ``m != 0`` has the other sign than ``b``, then floored
+    (rounded up when ``d - floor(d) > 0.5``), and ``d == 0`` gives ``copysign(0, a / b)``.
+    ``fmod`` is ``a - b * trunc(a / b)`` in f64: exact for quotients below 2^29 (beyond, the
+    quotient's last float32 bit may differ from torch's)."""
+
+    def emit(op):
+        return append(block, op)
+
+    def c(v, t=f32):
+        return emit(arith.ConstantOp(FloatAttr(v, t)))
+
+    a64, b64 = emit(arith.ExtFOp(a, f64)), emit(arith.ExtFOp(b, f64))
+    q64 = emit(arith.DivfOp(a64, b64))  # finite for finite f32 operands, b != 0
+    truncated = emit(arith.SIToFPOp(emit(arith.FPToSIOp(q64, i64)), f64))
+    small = emit(arith.CmpfOp(emit(math.AbsFOp(q64)), c(2.0**52, f64), "olt"))  # else q64 is a whole number
+    whole = emit(arith.SelectOp(small, truncated, q64))
+    mod = emit(arith.TruncFOp(emit(arith.SubfOp(a64, emit(arith.MulfOp(b64, whole)))), f32))
+    zero, one = c(0.0), c(1.0)
+    div = emit(arith.DivfOp(emit(arith.SubfOp(a, mod)), b))
+    other_sign = emit(arith.XOrIOp(emit(arith.CmpfOp(b, zero, "olt")), emit(arith.CmpfOp(mod, zero, "olt"))))
+    lower = emit(arith.AndIOp(emit(arith.CmpfOp(mod, zero, "une")), other_sign))
+    div = emit(arith.SelectOp(lower, emit(arith.SubfOp(div, one)), div))
+    floor = emit(math.FloorOp(div))
+    up = emit(arith.CmpfOp(emit(arith.SubfOp(div, floor)), c(0.5), "ogt"))
+    floor = emit(arith.SelectOp(up, emit(arith.AddfOp(floor, one)), floor))
+    quotient = emit(arith.DivfOp(a, b))
+    floor = emit(arith.SelectOp(emit(arith.CmpfOp(div, zero, "une")), floor, emit(math.CopySignOp(zero, quotient))))
+    return emit(arith.SelectOp(emit(arith.CmpfOp(b, zero, "oeq")), quotient, floor))
+
+
+class FloorDividePattern(RewritePattern):
+    """``floor_divide`` (Tensor and Scalar forms; ``//``): a scalar body in torch's result type,
+    both sides cast to it. Integers round toward -inf (``-7 // 2 = -4``); the divisor must then
+    be a constant without zeros (torch raises on an integer division by zero, which compiled
+    code could not). Floats follow torch's ``div_floor_floating`` (``1 // 0.1 = 9``, not
+    ``floor(1 / 0.1) = 10``; a zero divisor gives ``a / b``).
+
+    ```mlir
+    %q = aten.floor_divide %perm, %k : (tensor<36xi64>, tensor<i64>) -> tensor<36xi64>
+    // (%k the constant 2) becomes
+    %q = tg.fused_elementwise %perm, %k : (tensor<36xi64>, tensor<i64>) -> tensor<36xi64> {
+    ^bb0(%a: i64, %b: i64):
+      %d = arith.floordivsi %a, %b : i64
+      tg.yield %d : i64
+    }
+    ```
+    """
+
+    def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, aten.FloorDivideOp | aten.FloorDivideScalarOp):
+            return
+        out = element_type(op.result)
+        if out == i1 or not isinstance(out, IntegerType | Float32Type):
+            return notify_match_failure(op, f"floor_divide to {out}: f32 and integer results only")
+        ops = OpList()
+        a = ops.cast(op.self, out)
+        b = ops.add(scalar_constant(op.other.value.data, out)) if isinstance(op, aten.FloorDivideScalarOp) else ops.cast(op.other, out)
+        if isinstance(out, IntegerType):
+            if isinstance(op, aten.FloorDivideScalarOp):
+                known = np.asarray(op.other.value.data)
+            else:
+                divisor = op.other.owner
+                known = dense_to_array(divisor.value) if isinstance(divisor, ConstantOp) else None
+            if known is None:
+                return notify_match_failure(op, "integer floor_divide by a run-time divisor (a zero would raise in torch); divide by a constant, or in floats")
+            if (known == 0).any():
+                return notify_match_failure(op, "integer floor_divide by zero (torch raises ZeroDivisionError)")
+        build = _floor_divide_int if isinstance(out, IntegerType) else _floor_divide_float
+        y = ops.add(elementwise_body([a, b], op.result.type, lambda block, args: build(block, args[0], args[1])))
+        rewriter.replace(op, ops, [y])
+
+
 class CastPattern(RewritePattern):
     """``to``, ``_to_copy`` and ``type_as``: nothing when the element type stays, else ``tg.cast``.
 
@@ -272,4 +354,4 @@ class CastPattern(RewritePattern):
 
 
 def populate_elementwise_patterns() -> list[RewritePattern]:
-    return [BinaryPattern(), UnaryPattern(), GeluPattern(), WherePattern(), ClampPattern(), ScalarBodyPattern(), CastPattern()]
+    return [BinaryPattern(), UnaryPattern(), GeluPattern(), WherePattern(), ClampPattern(), ScalarBodyPattern(), FloorDividePattern(), CastPattern()]

@@ -29,6 +29,7 @@ SHAPE_ONLY: dict[type[aten.AtenOp], float | None] = {
     aten.NewOnesOp: 1,
     aten.NewZerosOp: 0,
     aten.NewFullOp: None,
+    aten.EmptyLikeOp: 0,  # any value is empty_like's; zeros make the graph deterministic
 }
 
 #: ops that only constant-fold removes -> what they are, for the message that says they met run-time data

@@ -1,4 +1,5 @@
-"""aten → tg: advanced indexing (``index.Tensor``) and ``gather`` as `tg.take` by element offsets.
+"""aten → tg: advanced indexing (``index.Tensor``) and ``gather`` as `tg.take` by element offsets;
+``index_put`` (``x[idx] = v``) as `tg.put` at the same offsets.
 
 Both read ``x.flat[offset]`` for every result element, with ``offset`` a sum of one term per dim
 of ``x``: ``i * stride(d)``, where ``i`` runs over the dim (a dim that is not indexed: a constant
@@ -24,8 +25,8 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewri
 from tensor_graphs.dialects import aten
 from tensor_graphs.dialects.aten import normalize_dim
 from tensor_graphs.dialects.dense import dense_from_numpy
-from tensor_graphs.dialects.shapes import ShapeError, broadcast_shapes, contiguous_strides, numel
-from tensor_graphs.dialects.tensor import AddOp, ConstantOp, TakeOp, shape_of
+from tensor_graphs.dialects.shapes import ShapeError, broadcast_shapes, contiguous_strides, is_broadcastable_to, numel
+from tensor_graphs.dialects.tensor import AddOp, BroadcastOp, ConstantOp, PutOp, TakeOp, shape_of
 from tensor_graphs.lowering.aten_to_tensor.common import OpList, append, element_type, elementwise_body, notify_match_failure
 from tensor_graphs.transforms.evaluate import dense_to_array
 
@@ -117,48 +118,58 @@ class IndexTensorPattern(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: aten.IndexTensorOp, rewriter: PatternRewriter) -> None:
         shape = shape_of(op.self)
-        nones = set(op.indices_none.get_values())
-        positions = len(op.indices) + len(nones)
-        if positions > len(shape):
-            return notify_match_failure(op, f"{positions} indices for a tensor of rank {len(shape)}")
-        tensors = iter(op.indices)
-        indexed = [(d, next(tensors)) for d in range(positions) if d not in nones]
-        for _, index in indexed:
-            if (problem := _index_problem(index)) is not None:
-                return notify_match_failure(op, problem)
-        dims = [d for d, _ in indexed]
-        if not dims:  # every position None: x[:, :] is x
+        if len(op.indices) == 0 and len(op.indices_none) <= len(shape):  # x[:, :] is x
             if shape_of(op.result) != shape:
                 return notify_match_failure(op, f"no index tensor, yet the result {list(shape_of(op.result))} is not the input's shape")
             return rewriter.replace(op, [], [op.self])
-        try:
-            block = broadcast_shapes(*(shape_of(v) for _, v in indexed))
-        except ShapeError as e:
-            return notify_match_failure(op, str(e))
-        adjacent = dims == list(range(dims[0], dims[0] + len(dims)))
-        at = dims[0] if adjacent else 0  # where the indexed block goes in the result
-        rest = [d for d in range(len(shape)) if d not in dims]
-        before = [d for d in rest if adjacent and d < dims[0]]
-        after = [d for d in rest if d not in before]
-        result = tuple(shape[d] for d in before) + tuple(block) + tuple(shape[d] for d in after)
+        ops = OpList()
+        found = index_offsets(ops, shape, list(op.indices), set(op.indices_none.get_values()))
+        if isinstance(found, str):
+            return notify_match_failure(op, found)
+        result, offsets = found
         if result != shape_of(op.result):
             return notify_match_failure(op, f"the indexed shape {list(result)} differs from the result's {list(shape_of(op.result))}")
-        strides = contiguous_strides(shape)
-        ops = OpList()
-        offsets = OffsetSum(ops, result, numel(shape))
-        for k, d in enumerate(before):
-            offsets.add_range(shape[d], strides[d], k)
-        for k, d in enumerate(after):
-            offsets.add_range(shape[d], strides[d], len(before) + len(block) + k)
-        try:
-            for d, index in indexed:
-                s = shape_of(index)
-                aligned = (1,) * at + (1,) * (len(block) - len(s)) + tuple(s) + (1,) * (len(result) - at - len(block))
-                offsets.add_index(index, shape[d], strides[d], aligned)
-        except ShapeError as e:
-            return notify_match_failure(op, str(e))
-        y = ops.add(TakeOp(op.self, offsets.build()))
+        y = ops.add(TakeOp(op.self, offsets))
         rewriter.replace(op, ops, [y])
+
+
+def index_offsets(ops: OpList, shape: tuple[int, ...], tensors: list[SSAValue], nones: set[int]) -> tuple[tuple[int, ...], SSAValue] | str:
+    """The shape ``x[indices]`` has (``tensors`` at the positions not in ``nones``, full slices
+    at those) and the i64 offsets of its elements in ``x`` (of ``shape``), built into ``ops``;
+    or why it cannot be indexed so. Shared by ``index.Tensor`` (a take) and ``index_put`` (a put)."""
+    positions = len(tensors) + len(nones)
+    if positions > len(shape):
+        return f"{positions} indices for a tensor of rank {len(shape)}"
+    it = iter(tensors)
+    indexed = [(d, next(it)) for d in range(positions) if d not in nones]
+    for _, index in indexed:
+        if (problem := _index_problem(index)) is not None:
+            return problem
+    dims = [d for d, _ in indexed]
+    try:
+        block = broadcast_shapes(*(shape_of(v) for _, v in indexed))
+    except ShapeError as e:
+        return str(e)
+    adjacent = dims == list(range(dims[0], dims[0] + len(dims)))
+    at = dims[0] if adjacent else 0  # where the indexed block goes in the result
+    rest = [d for d in range(len(shape)) if d not in dims]
+    before = [d for d in rest if adjacent and d < dims[0]]
+    after = [d for d in rest if d not in before]
+    result = tuple(shape[d] for d in before) + tuple(block) + tuple(shape[d] for d in after)
+    strides = contiguous_strides(shape)
+    offsets = OffsetSum(ops, result, numel(shape))
+    for k, d in enumerate(before):
+        offsets.add_range(shape[d], strides[d], k)
+    for k, d in enumerate(after):
+        offsets.add_range(shape[d], strides[d], len(before) + len(block) + k)
+    try:
+        for d, index in indexed:
+            s = shape_of(index)
+            aligned = (1,) * at + (1,) * (len(block) - len(s)) + tuple(s) + (1,) * (len(result) - at - len(block))
+            offsets.add_index(index, shape[d], strides[d], aligned)
+    except ShapeError as e:
+        return str(e)
+    return result, offsets.build()
 
 
 class GatherPattern(RewritePattern):
@@ -199,5 +210,43 @@ class GatherPattern(RewritePattern):
         rewriter.replace(op, ops, [y])
 
 
+class IndexPutPattern(RewritePattern):
+    """``index_put(x, indices, values, accumulate)`` (``x[idx] = v`` once functionalised) as
+    ``tg.put`` at the offsets ``x[idx]`` reads (:func:`index_offsets`: run-time indices wrap
+    and are range-checked), ``values`` cast to x's type and broadcast to the indexed shape.
+
+    ```mlir
+    %r = aten.index_put %x[%perm], %v : (tensor<36xi64>, tensor<36xi64>, tensor<36xi64>) -> tensor<36xi64>
+    // becomes
+    %o = tg.fused_elementwise %perm : (tensor<36xi64>) -> tensor<36xi64> { (i in [-36, 36) ? (i < 0 ? i + 36 : i) : 36) }
+    %c = tg.constant dense<0> : tensor<36xi64>
+    %s = tg.add %c, %o : (tensor<36xi64>, tensor<36xi64>) -> tensor<36xi64>
+    %r = tg.put %x, %s, %v : (tensor<36xi64>, tensor<36xi64>, tensor<36xi64>) -> tensor<36xi64>
+    ```
+    """
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: aten.IndexPutOp, rewriter: PatternRewriter) -> None:
+        shape = shape_of(op.self)
+        accumulate = bool(op.accumulate.value.data)
+        ops = OpList()
+        values = ops.cast(op.values, element_type(op.self))
+        if len(op.indices) == 0:  # x[:, :] = v
+            if len(op.indices_none) > len(shape) or not is_broadcastable_to(shape_of(values), shape):
+                return notify_match_failure(op, f"values {list(shape_of(values))} do not broadcast to {list(shape)}")
+            y = ops.add(AddOp(op.self, values, op.result.type)) if accumulate else ops.add(BroadcastOp(values, shape))
+            return rewriter.replace(op, ops, [y])
+        found = index_offsets(ops, shape, list(op.indices), set(op.indices_none.get_values()))
+        if isinstance(found, str):
+            return notify_match_failure(op, found)
+        indexed, offsets = found
+        if not is_broadcastable_to(shape_of(values), indexed):
+            return notify_match_failure(op, f"values {list(shape_of(values))} do not broadcast to the indexed shape {list(indexed)}")
+        if shape_of(values) != indexed:
+            values = ops.add(BroadcastOp(values, indexed))
+        y = ops.add(PutOp(op.self, offsets, values, accumulate))
+        rewriter.replace(op, ops, [y])
+
+
 def populate_take_patterns() -> list[RewritePattern]:
-    return [IndexTensorPattern(), GatherPattern()]
+    return [IndexTensorPattern(), GatherPattern(), IndexPutPattern()]

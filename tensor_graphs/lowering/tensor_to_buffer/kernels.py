@@ -477,3 +477,47 @@ register_kernel(
     tg.FusedElementwiseOp,
     KernelVariant("fused_elementwise.loop", _fused_elementwise, _body_is_closed, "one loop over the output"),
 )
+
+# mixture of experts: routing (argtopk), restoring token order (put), the experts' GEMMs
+register_kernel(
+    tg.ArgTopkOp,
+    KernelVariant(
+        "argtopk.merge_sort",
+        lambda op, ins, out, scratch: buf.ArgTopkOp(ins, [out, scratch], {n: op.properties[n] for n in ("k", "dim", "largest")}),
+        description="a stable merge sort of each row's positions, the first k kept",
+        scratch=lambda op, threads, target: MemRefType(i64, (2, op.input.type.get_shape()[op.dim.value.data])),
+    ),
+)
+register_kernel(tg.PutOp, KernelVariant("put.scatter", _same_props(buf.PutOp, "accumulate"), description="copy, then checked element writes"))
+
+
+def _grouped_weight_packs(op: Operation) -> str | None:
+    assert isinstance(op, tg.GroupedMatmulOp)
+    if not isinstance(op.weight.owner, tg.WeightOp):
+        return "the weights are not a model weight"
+    n = _shape(op.result)[-1]
+    return f"N = {n} < 16 columns: too narrow to pack" if n < 16 else None
+
+
+def _pack_grouped_weight(op: Operation, ins: Sequence[SSAValue], target: Target) -> tuple[list[Operation], list[SSAValue]]:
+    """The weight stack becomes a `buf.packed_weight` ``[G, P, K, NR]``: each group's panels."""
+    assert isinstance(op, tg.GroupedMatmulOp) and isinstance(op.weight.owner, tg.WeightOp)
+    layout = PanelLayout(op.weight.owner.weight_name.data, target.panel_columns_for(_shape(op.result)[-1]), op.transposed)
+    packed = buf.PackedWeightOp(layout.source, op.transposed, MemRefType(Float32Type(), layout.shape(_shape(op.weight))))
+    packed.result.name_hint = (op.weight.name_hint or "w") + "_packed"
+    return [packed], [ins[0], packed.result, ins[2]]
+
+
+_register_all(
+    tg.GroupedMatmulOp,
+    KernelVariant(
+        "grouped_matmul.packed",
+        lambda op, ins, out: buf.PackedGroupedMatmulOp(ins, [out]),
+        _grouped_weight_packs,
+        "each group's rows in the packed GEMM's register tiles over its weights packed at load time",
+        prepare=_pack_grouped_weight,
+        packs_weights=True,
+    ),
+    KernelVariant("grouped_matmul.blas", _same_props(buf.GroupedMatmulOp, "transpose_b"),
+                  description="cblas_sgemm (sgemv for one row) per non-empty group and column block"),
+)
