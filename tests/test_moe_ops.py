@@ -319,3 +319,17 @@ def test_mixtral_moe_block_decode_and_prefill(seq):
 def test_transformers_grouped_experts_are_the_ones_compiled():
     """The grouped_mm experts (transformers' default) are what torch.export sees: its custom op."""
     assert hasattr(torch.ops.transformers, "grouped_mm_fallback") and tmoe.ALL_EXPERTS_FUNCTIONS["grouped_mm"] is tmoe.grouped_mm_experts_forward
+
+
+def test_mixtral_generates_the_same_tokens_with_a_kv_cache():
+    """compile_decoder: the MoE layers in the prefill chunks (right-padded: the padding routes
+    too, harmlessly, token by token) and in the one-token decode steps; greedy tokens as
+    transformers' generate."""
+    torch.manual_seed(0)
+    config = T.MixtralConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                             head_dim=8, intermediate_size=64, num_local_experts=4, num_experts_per_tok=2, max_position_embeddings=64)
+    model = T.MixtralForCausalLM(config).eval()
+    ids = torch.randint(2, 100, (1, 7), generator=torch.Generator().manual_seed(0))
+    got = tg.compile_decoder(model, max_seq=32, prefill_chunk=8).generate(ids, max_new_tokens=10)
+    expected = model.generate(ids, max_new_tokens=10, do_sample=False)
+    assert torch.equal(torch.as_tensor(got).reshape(1, -1), expected)
