@@ -21,8 +21,9 @@ test: target pytest lit
 target: $(STAMP)
 	$(PY) -c "from tensor_graphs.target import main; main()"
 
+# every core: shards of whole test files at once, then the `serial` tests alone (tests/run_sharded.py)
 pytest: $(STAMP)
-	$(PY) -m pytest -q tests
+	$(PY) tests/run_sharded.py
 
 lit: $(STAMP)
 	$(VENV)/bin/lit -sv lit_tests

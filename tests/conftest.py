@@ -118,3 +118,61 @@ def functions(module) -> list:
     from xdsl.dialects import func
 
     return [op for op in module.ops if isinstance(op, func.FuncOp)]
+
+
+# --------------------------------------------------------------------------- sharding (tests/run_sharded.py)
+
+#: measured seconds per test file (`tests/run_sharded.py --record` rewrites it), to balance shards
+DURATIONS_FILE = __import__("pathlib").Path(__file__).with_name("durations.json")
+
+
+def shard_of_files(files: list[str], shards: int, durations: dict[str, float]) -> dict[str, int]:
+    """Whole files to shards, longest first onto the least loaded (a file's module fixtures, a
+    compiled model shared by its tests, are then built once). A file without a measurement
+    counts as the median one."""
+    known = sorted(durations.values())
+    default = known[len(known) // 2] if known else 1.0
+    load = [0.0] * shards
+    out = {}
+    for f in sorted(files, key=lambda f: (-durations.get(f, default), f)):
+        k = min(range(shards), key=lambda i: load[i])
+        out[f] = k
+        load[k] += durations.get(f, default)
+    return out
+
+
+def pytest_collection_modifyitems(config, items):
+    """``TG_SHARD=i/n``: keep the tests of this shard's files only."""
+    import json
+    import os
+
+    spec = os.environ.get("TG_SHARD")
+    if not spec:
+        return
+    index, shards = (int(v) for v in spec.split("/"))
+    durations = json.loads(DURATIONS_FILE.read_text()) if DURATIONS_FILE.exists() else {}
+    files = sorted({item.nodeid.split("::")[0] for item in items})
+    owner = shard_of_files(files, shards, durations)
+    keep = [item for item in items if owner[item.nodeid.split("::")[0]] == index]
+    dropped = [item for item in items if owner[item.nodeid.split("::")[0]] != index]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = keep
+
+
+_FILE_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    _FILE_SECONDS[report.nodeid.split("::")[0]] = _FILE_SECONDS.get(report.nodeid.split("::")[0], 0.0) + report.duration
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """``TG_RECORD_DURATIONS=path``: seconds per test file of this run, as JSON."""
+    import json
+    import os
+
+    path = os.environ.get("TG_RECORD_DURATIONS")
+    if path:
+        with open(path, "w") as f:
+            json.dump({k: round(v, 2) for k, v in sorted(_FILE_SECONDS.items())}, f, indent=1)

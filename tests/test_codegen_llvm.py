@@ -307,6 +307,7 @@ def test_graph_function_returns_an_i32_status():
     assert "define i32 @forward(" in ir and "ret i32 0" in ir
 
 
+@pytest.mark.serial
 def test_graph_is_reusable_and_compiles_fast():
     import time
 

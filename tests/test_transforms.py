@@ -482,6 +482,7 @@ def test_constant_fold_respects_max_elements():
     assert body_ops(run("constant-fold{max_elements=16},dce", parse(source))) == ["tg.constant"]
 
 
+@pytest.mark.serial
 def test_constant_fold_of_a_1024_causal_mask_is_fast():
     """A 1024x1024 i1 mask (what GPT-2's mask ops fold to) folds with the default max_elements, quickly."""
     import time
