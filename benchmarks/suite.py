@@ -492,7 +492,9 @@ def workload_conv(run: Run) -> None:
         x = torch.randn(*shape, generator=torch.Generator().manual_seed(0))
         label = ("ResNet-50 (transformers)" if name == "resnet" else "DDPM UNet2DModel (diffusers, CIFAR-10 shape)") + \
             (" (tiny)" if run.quick else "")
-        gemms = roofline.conv_gemms(model, x)
+        # the largest GEMM first: the row's "tokens" (its GEMV test) are that GEMM's rows, not the
+        # time embedding's one row
+        gemms = sorted(roofline.conv_gemms(model, x), key=lambda g: -g.flops)
         engines = [e for e in ENGINES if e != "onnxruntime-opt"]  # the transformers optimizer has no conv patterns
         forward_rows(run, "conv", label, f"batch 1, {shape[2]}x{shape[3]}", model, x, engines,
                      repeat=REPEATS[run.quick].rounds, warmup=2, makers=forward_makers(run, label), gemms=gemms,

@@ -411,6 +411,17 @@ builtin.module {{
         assert f"i32 {mb}, i32 {nb}, i32 1" in ir
 
 
+def test_parallel_tiles_are_two_per_thread():
+    """Rows per tile: 256, halved (multiples of 16, at least 16) until two tiles per thread."""
+    from tensor_graphs.codegen.llvm.kernels_matmul_epilogue import parallel_tile_rows
+
+    assert parallel_tile_rows(256, 196, 2) == 64  # ResNet's 3x3 convs at 14x14: one 256x256 tile
+    assert parallel_tile_rows(2048, 49, 2) == 256  # 8 row tiles already
+    assert parallel_tile_rows(64, 3136, 2) == 256  # 13 column tiles
+    assert parallel_tile_rows(256, 196, 1) == 256  # one thread: no split
+    assert parallel_tile_rows(20, 100, 8) == 16
+
+
 @pytest.mark.parametrize("batched", [False, True])
 def test_matmul_tiles_spread_over_threads(batched):
     """23 MFLOP (x2 batches) pay for threads: the 256 x 256 tiles (the last ones clipped) are work

@@ -22,16 +22,7 @@ from tensor_graphs.transforms.evaluate import evaluate_op
 from tensor_graphs.dialects.dense import dense_from_numpy
 from xdsl.dialects.builtin import TensorType, f32, i64
 
-
-class Fn(nn.Module):
-    def __init__(self, f, **modules: nn.Module):
-        super().__init__()
-        self.f = f
-        for name, m in modules.items():
-            self.add_module(name, m)
-
-    def forward(self, *xs):
-        return self.f(self, *xs)
+from test_ops_e2e import Fn
 
 
 def check(f, make_inputs, exact=True, atol=1e-5, **compile_kw):

@@ -147,14 +147,16 @@ def _emit_matmul_epilogue(ctx: KernelContext, op: buf.MatmulOp) -> None:
         if act != "none":
             emit_for(b, 0, mb, lambda r, _: activate(b, _at(b, c_tile, _mul_idx(b, r, ldc)), nb) or [])
 
-    row_tiles, col_tiles = -(-m_total // EPILOGUE_ROWS), -(-n // EPILOGUE_COLS)
     # the flops of one batch's GEMM (one parallel region each) decide
     work = (2.0 * m_total * n * k, 0.0)
-    parallel = row_tiles * col_tiles >= 2 and ctx.target.thread_work.threads(*work) >= 2
+    threads = min(ctx.target.thread_work.threads(*work), max(ctx.target.cores, 1))
+    rows_per_tile = parallel_tile_rows(m_total, n, threads)
+    row_tiles, col_tiles = -(-m_total // rows_per_tile), -(-n // EPILOGUE_COLS)
+    parallel = threads >= 2 and row_tiles * col_tiles >= 2
 
     def tiles(offs: Sequence[SSAValue | None]) -> None:
         if parallel:
-            _parallel_tiles(ctx, tile, ptr_values, offs, m_total, n, row_tiles * col_tiles, work)
+            _parallel_tiles(ctx, tile, ptr_values, offs, m_total, n, rows_per_tile, work)
             return
         b = ctx.b
         ptrs = _Pointers(pa, pb, pc, pacc)
@@ -188,6 +190,17 @@ class _Pointers:
     acc: SSAValue | None
 
 
+def parallel_tile_rows(m: int, n: int, threads: int) -> int:
+    """Rows of the output tiles a GEMM ``m x n`` is cut into: :data:`EPILOGUE_ROWS`, or fewer
+    (a multiple of 16, at least 16) until there are two tiles per thread: a convolution's GEMM
+    late in a ResNet (256 x 196) is one 256 x 256 tile, which one thread would run alone."""
+    rows = EPILOGUE_ROWS
+    col_tiles = -(-n // EPILOGUE_COLS)
+    while threads >= 2 and rows > 16 and -(-m // rows) * col_tiles < 2 * threads:
+        rows = max(16, (rows // 2 + 15) // 16 * 16)
+    return rows
+
+
 def _parallel_tiles(
     ctx: KernelContext,
     tile: Callable[..., None],
@@ -195,12 +208,14 @@ def _parallel_tiles(
     offs: Sequence[SSAValue | None],
     m_total: int,
     n: int,
-    count: int,
+    rows_per_tile: int,
     work: tuple[float, float],
 ) -> None:
-    """The output tiles spread over the threads (tile ``t``: row block ``t % R``, column block
-    ``t / R``; the last ones clipped to the matrix): one sgemm (single-threaded) per tile."""
-    row_tiles = -(-m_total // EPILOGUE_ROWS)
+    """The output tiles (``rows_per_tile`` x :data:`EPILOGUE_COLS`) spread over the threads
+    (tile ``t``: row block ``t % R``, column block ``t / R``; the last ones clipped to the
+    matrix): one sgemm (single-threaded) per tile."""
+    row_tiles = -(-m_total // rows_per_tile)
+    count = row_tiles * -(-n // EPILOGUE_COLS)
     present = [i for i, o in enumerate(offs) if o is not None]
     values = [offs[i] for i in present]
 
@@ -214,8 +229,8 @@ def _parallel_tiles(
         def one(t: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
             rb = b.add(llvm.URemOp(t, b.i64(row_tiles)))
             cb = b.add(llvm.UDivOp(t, b.i64(row_tiles)))
-            r0, n0 = b.mul_i64(rb, b.i64(EPILOGUE_ROWS)), b.mul_i64(cb, b.i64(EPILOGUE_COLS))
-            mb = _clip(b, r0, EPILOGUE_ROWS, m_total)
+            r0, n0 = b.mul_i64(rb, b.i64(rows_per_tile)), b.mul_i64(cb, b.i64(EPILOGUE_COLS))
+            mb = _clip(b, r0, rows_per_tile, m_total)
             nb = _clip(b, n0, EPILOGUE_COLS, n)
             tile(b, ptrs, mine, r0, mb, n0, nb)
             return []
@@ -278,9 +293,10 @@ def _pays_for_threads(ctx: KernelContext, op: buf.MatmulOp) -> bool:
     m, k = (sa[-1], sa[-2]) if ta else (sa[-2], sa[-1])
     n = sb[-2] if tb else sb[-1]
     m_total = m * numel(sa[:-2]) if numel(sb[:-2]) == 1 and not ta else m
-    if m_total == 1 or n == 1 or (-(-m_total // EPILOGUE_ROWS)) * (-(-n // EPILOGUE_COLS)) < 2:
+    threads = min(ctx.target.thread_work.threads(2.0 * m_total * n * k, 0.0), max(ctx.target.cores, 1))
+    if m_total == 1 or n == 1 or threads < 2:
         return False
-    return ctx.target.thread_work.threads(2.0 * m_total * n * k, 0.0) >= 2
+    return -(-m_total // parallel_tile_rows(m_total, n, threads)) * -(-n // EPILOGUE_COLS) >= 2
 
 
 _emit_matmul.plain = _PLAIN_MATMUL  # type: ignore[attr-defined]
