@@ -153,8 +153,9 @@ def pytest_collection_modifyitems(config, items):
     durations = json.loads(DURATIONS_FILE.read_text()) if DURATIONS_FILE.exists() else {}
     files = sorted({item.nodeid.split("::")[0] for item in items})
     owner = shard_of_files(files, shards, durations)
-    keep = [item for item in items if owner[item.nodeid.split("::")[0]] == index]
-    dropped = [item for item in items if owner[item.nodeid.split("::")[0]] != index]
+    keep, dropped = [], []
+    for item in items:
+        (keep if owner[item.nodeid.split("::")[0]] == index else dropped).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
     items[:] = keep
@@ -164,7 +165,8 @@ _FILE_SECONDS: dict[str, float] = {}
 
 
 def pytest_runtest_logreport(report):
-    _FILE_SECONDS[report.nodeid.split("::")[0]] = _FILE_SECONDS.get(report.nodeid.split("::")[0], 0.0) + report.duration
+    path = report.nodeid.split("::")[0]
+    _FILE_SECONDS[path] = _FILE_SECONDS.get(path, 0.0) + report.duration
 
 
 def pytest_sessionfinish(session, exitstatus):

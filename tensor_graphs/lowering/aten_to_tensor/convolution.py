@@ -47,6 +47,12 @@ def _ints(attr) -> tuple[int, ...]:
     return tuple(attr.get_values())
 
 
+def _height_one(values: tuple[int, ...], height: int) -> tuple[int, ...]:
+    """A 1-D op's parameter as the 2-D op's over a height of 1: ``(height, v)`` for one entry
+    ``v`` (``height``: the identity along that dim, 1 for a kernel/stride/dilation, 0 for padding)."""
+    return (height, values[0]) if len(values) == 1 else values
+
+
 def convolution(
     ops: OpList,
     x,
@@ -111,7 +117,7 @@ class ConvolutionPattern(RewritePattern):
         if one_d:
             x = ops.reshape(x, (x_shape[0], x_shape[1], 1, x_shape[2]))
             w = ops.reshape(w, (w_shape[0], w_shape[1], 1, w_shape[2]))
-            params = [(1 if i != 1 else 0, p[0]) if len(p) == 1 else p for i, p in enumerate(params)]
+            params = [_height_one(p, h) for p, h in zip(params, (1, 0, 1))]
         try:
             stride, padding, dilation = (_pair(p, name) for p, name in zip(params, ("stride", "padding", "dilation")))
             y = convolution(ops, x, w, op.bias, stride, padding, dilation, op.groups.value.data)
@@ -122,7 +128,7 @@ class ConvolutionPattern(RewritePattern):
 
 
 def _pool_windows(op, ops: OpList, pad_value: float):
-    """The windows of a 2-D or 1-D pooling op: (cols [N, C, KH*KW, OH, OW], its im2col, the result's NCHW shape)."""
+    """The windows of a 2-D or 1-D pooling op: (cols [N, C, KH*KW, OH, OW], its im2col)."""
     shape = shape_of(op.self)
     one_d = len(shape) == 3
     x = op.self
@@ -132,8 +138,7 @@ def _pool_windows(op, ops: OpList, pad_value: float):
     stride = _ints(op.stride) or kernel
     padding, dilation = _ints(op.padding), _ints(op.dilation) if hasattr(op, "dilation") else (1,)
     if one_d:
-        kernel, stride, padding, dilation = ((1, v[0]) if len(v) == 1 else v for v in (kernel, stride, padding, dilation))
-        padding = (0, padding[1])
+        kernel, stride, padding, dilation = (_height_one(v, h) for v, h in zip((kernel, stride, padding, dilation), (1, 1, 0, 1)))
     k, s, p, d = (_pair(v, name) for v, name in zip((kernel, stride, padding, dilation), ("kernel_size", "stride", "padding", "dilation")))
     if any(2 * pp > kk for pp, kk in zip(p, k)):
         raise ValueError(f"padding {list(p)} should be at most half the kernel {list(k)}")
