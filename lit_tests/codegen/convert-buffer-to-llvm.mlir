@@ -307,7 +307,8 @@ builtin.module attributes {tg.arena_size = 3584 : i64} {
 // panels, the threads its 0.79 MFLOP pay for: Target.thread_work) threads through libgomp (a
 // direct call for one); in a team, each worker takes guided
 // chunks of the panels (GOMP_loop_guided_start/next, at least max(1, 2 / (threads * 16)) panels),
-// alone the whole range, and runs register tiles of 6 rows x 4 vectors of <16 x f32> with FMAs.
+// alone the whole range, and calls the register tile of 6 rows x 4 vectors of <16 x f32> per
+// row block of each panel.
 // CHECK:      tg.weight_table = ["fc.weight@panels64t"]
 // CHECK-SAME: tg.packed_weights = ["fc.weight@panels64t"]
 // CHECK:      llvm.func @GOMP_parallel(!llvm.ptr, !llvm.ptr, i32, i32)
@@ -329,11 +330,25 @@ builtin.module attributes {tg.arena_size = 3584 : i64} {
 // CHECK:      ^[[BODY:.*]]:
 // CHECK:        %start = llvm.load %[[LO]] : !llvm.ptr -> i64
 // CHECK:        %end = llvm.load %[[HI]] : !llvm.ptr -> i64
-// CHECK:        llvm.load %{{.*}} {alignment = 64 : i64} : !llvm.ptr -> vector<16xf32>
-// CHECK:        llvm.intr.fma(%{{.*}}, %{{.*}}, %{{.*}}) : (vector<16xf32>, vector<16xf32>, vector<16xf32>) -> vector<16xf32>
+// CHECK:        llvm.call @tg_tile_6x4v16_s1_p4x16(%{{.*}}) : (!llvm.ptr, i64, !llvm.ptr, i64, i64, !llvm.ptr, !llvm.ptr, i64, f32, i64) -> ()
 // CHECK:        llvm.call @GOMP_loop_guided_next(%[[LO]], %[[HI]]) : (!llvm.ptr, !llvm.ptr) -> i8
 // CHECK:        llvm.call @GOMP_loop_end_nowait() : () -> ()
+// The register tile, a function of the module that every GEMM of this tile shape calls: zeros
+// (or, to accumulate, the tile of C), then per k step a prefetch of the next panel, the panel
+// row's 4 aligned vectors and 24 FMAs, then alpha and the store.
+// CHECK:      llvm.func internal @tg_tile_6x4v16_s1_p4x16(%a: !llvm.ptr, %lda: i64, %b: !llvm.ptr, %ldb: i64, %steps: i64, %ahead: !llvm.ptr, %c: !llvm.ptr, %ldc: i64, %alpha: f32, %accumulate: i64) {
+// CHECK:        %[[ACC:.*]] = llvm.icmp "ne" %accumulate, %{{.*}} : i64
+// CHECK:        llvm.cond_br %[[ACC]]
+// CHECK:        llvm.load %c {alignment = 4 : i64} : !llvm.ptr -> vector<16xf32>
+// CHECK:        llvm.call_intrinsic "llvm.prefetch.p0"
+// CHECK:        llvm.load %{{.*}} {alignment = 64 : i64} : !llvm.ptr -> vector<16xf32>
+// CHECK-COUNT-24: llvm.intr.fma(%{{.*}}, %{{.*}}, %{{.*}}) : (vector<16xf32>, vector<16xf32>, vector<16xf32>) -> vector<16xf32>
+// CHECK:        llvm.fmul %{{.*}}, %{{.*}} : vector<16xf32>
+// CHECK:        llvm.store %{{.*}}, %{{.*}} {alignment = 4 : i64} : vector<16xf32>, !llvm.ptr
+// CHECK:        llvm.return
 // LLVMIR:     define internal void @"forward__0_packed_matmul__par0"(ptr %".1") noinline
+// LLVMIR:       call ccc void @"tg_tile_6x4v16_s1_p4x16"(ptr %{{.*}}, i64 512, ptr %{{.*}}, i64 64, i64 512,
+// LLVMIR:     define internal void @"tg_tile_6x4v16_s1_p4x16"(ptr %".1", i64 %".2", ptr %".3", i64 %".4", i64 %".5", ptr %".6", ptr %".7", i64 %".8", float %".9", i64 %".10") noinline
 // LLVMIR:       call <16 x float> @"llvm.fma.v16f32"
 builtin.module {
   func.func @forward(%x: memref<6x512xf32>, %out0: memref<6x128xf32>) attributes {tg.num_outputs = 1 : i64} {

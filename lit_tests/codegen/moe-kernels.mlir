@@ -4,8 +4,9 @@
 
 // The grouped GEMM by experts packed into AVX2 panels (16 columns: 2 x 8 floats): the offsets
 // checked first (non-decreasing, at most S = 6: the graph's error status), then per item
-// (panel, group) = (i / 4, i % 4) the group's rows in 6-row register tiles of FMAs, with a stack
-// tile for the last panel's 4 padding columns. No BLAS call.
+// (panel, group) = (i / 4, i % 4) the group's rows in 6-row register tiles, then one tile of the
+// 1..5 rows left (the module's tile functions, kernels_gemm.tile_function), with a stack tile for
+// the last panel's 4 padding columns. No BLAS call.
 // CHECK:       tg.errors = ["grouped matmul: the group offsets must be non-decreasing running row counts within [0, 6]"]
 // CHECK-NOT:   scipy_cblas
 // CHECK-LABEL: llvm.func internal @forward__0_packed_grouped_matmul(
@@ -13,6 +14,10 @@
 // CHECK:         llvm.icmp "sle"
 // CHECK:         llvm.sdiv %{{.*}}, %[[G:.*]] : i64
 // CHECK-NEXT:    llvm.srem %{{.*}}, %[[G]] : i64
+// CHECK:         llvm.call @tg_tile_6x2v8_s1(
+// CHECK:         llvm.call @tg_tile_1x2v8_s1(
+// CHECK:         llvm.call @tg_tile_5x2v8_s1(
+// CHECK-LABEL: llvm.func internal @tg_tile_6x2v8_s1(
 // CHECK-COUNT-12: llvm.intr.fma(%{{.*}}) : (vector<8xf32>, vector<8xf32>, vector<8xf32>) -> vector<8xf32>
 func.func @forward(%x: memref<6x64xf32>, %w: memref<4x2x64x16xf32>, %o: memref<4xi64>, %y: memref<6x20xf32>) attributes {tg.num_outputs = 1 : i64} {
   buf.packed_grouped_matmul ins(%x, %w, %o : memref<6x64xf32>, memref<4x2x64x16xf32>, memref<4xi64>) outs(%y : memref<6x20xf32>)

@@ -31,11 +31,10 @@
 // CHECK-NEXT:    %[[ANY:.*]] = llvm.icmp "slt" %{{.*}}, %[[KBEND]] : i64
 // CHECK-NEXT:    llvm.cond_br %[[ANY]], ^[[KBLOOP:.*]](%{{.*}} : i64), ^[[KBEXIT:.*]]
 // CHECK:       ^[[KBLOOP]](%[[KB:.*]]: i64):
-// S = scale * Q kt: the FMA loop, then the scale on every accumulator, stored into the scores tile
-// CHECK:         llvm.intr.fma(%{{.*}}, %{{.*}}, %{{.*}}) : (vector<16xf32>, vector<16xf32>, vector<16xf32>) -> vector<16xf32>
-// CHECK:         llvm.insertelement %[[SCALE]]
-// CHECK:         llvm.fmul %{{.*}} : vector<16xf32>
-// CHECK:         llvm.store %{{.*}}, %{{.*}} {alignment = 4 : i64} : vector<16xf32>, !llvm.ptr
+// S = scale * Q kt: the register tile (from zeros, alpha = scale) into the scores tile, 10 tiles of
+// 6 rows then one of 4
+// CHECK:         llvm.call @tg_tile_6x4v16_s1_u(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[SCALE]], %{{.*}})
+// CHECK:         llvm.call @tg_tile_4x4v16_s1_u(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[SCALE]], %{{.*}})
 // the row's columns at and past vis = clamp(q0 + r + Sk - Sq + 1 - k0, 0, 64) are above the
 // diagonal: P = 0 there, and the max and exp loops stop at vis
 // CHECK:         llvm.icmp "sgt"
@@ -50,9 +49,8 @@
 // CHECK:         llvm.icmp "slt" %{{.*}}, %[[VIS]] : i64
 // CHECK:         llvm.fcmp "oeq" %{{.*}}, %[[NEGINF]] : f32
 // CHECK:         llvm.fadd %{{.*}} {fastmathFlags = #llvm.fastmath<reassoc,contract>} : f32
-// acc += P V: the tile loaded from acc, the FMA loop, stored back
-// CHECK:         llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr -> vector<16xf32>
-// CHECK:         llvm.intr.fma(%{{.*}}, %{{.*}}, %{{.*}}) : (vector<16xf32>, vector<16xf32>, vector<16xf32>) -> vector<16xf32>
+// acc += P V: the same tiles, accumulating into acc (alpha 1)
+// CHECK:         llvm.call @tg_tile_6x4v16_s1_u(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[ONE]], %{{.*}})
 // CHECK:         %[[KBNEXT:.*]] = llvm.add %[[KB]], %{{.*}} overflow<nsw> : i64
 // CHECK-NEXT:    %[[MORE:.*]] = llvm.icmp "slt" %[[KBNEXT]], %[[KBEND]] : i64
 // CHECK-NEXT:    llvm.cond_br %[[MORE]], ^[[KBLOOP]](%[[KBNEXT]] : i64), ^[[KBEXIT]]
@@ -62,6 +60,15 @@
 // CHECK:         llvm.fcmp "ogt"
 // CHECK-NOT:     scipy_cblas
 // CHECK:         llvm.return
+// The tile functions (kernels_gemm.tile_function): B's rows unaligned (_u), one k step per
+// iteration, 6 x 4 FMAs per step
+// CHECK-LABEL: llvm.func internal @tg_tile_6x4v16_s1_u(
+// CHECK:         llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr -> vector<16xf32>
+// CHECK-COUNT-24: llvm.intr.fma(%{{.*}}, %{{.*}}, %{{.*}}) : (vector<16xf32>, vector<16xf32>, vector<16xf32>) -> vector<16xf32>
+// CHECK:         llvm.insertelement %alpha
+// CHECK:         llvm.fmul %{{.*}}, %{{.*}} : vector<16xf32>
+// CHECK:         llvm.store %{{.*}}, %{{.*}} {alignment = 4 : i64} : vector<16xf32>, !llvm.ptr
+// CHECK-LABEL: llvm.func internal @tg_tile_4x4v16_s1_u(
 
 builtin.module attributes {tg.arena_size = 99328 : i64} {
   func.func @forward(%q: memref<1x2x128x64xf32>, %k: memref<1x2x128x64xf32>, %v: memref<1x2x128x64xf32>, %o: memref<1x2x128x64xf32>) attributes {tg.num_outputs = 1 : i64} {
@@ -80,7 +87,7 @@ builtin.module attributes {tg.arena_size = 99328 : i64} {
 // CHECK-LABEL: llvm.func internal @forward__0_attention(
 // CHECK:         %[[BLK:.*]] = llvm.mlir.constant(64) : i64
 // CHECK-NOT:     llvm.sdiv %{{.*}}, %[[BLK]]
-// CHECK:         llvm.intr.fma
+// CHECK:         llvm.call @tg_tile_6x4v16_s1_u
 // CHECK-NOT:     llvm.icmp "sgt"
 // CHECK:         llvm.return
 
@@ -100,12 +107,12 @@ builtin.module attributes {tg.arena_size = 49664 : i64} {
 
 // CHECK-NOT:     scipy_cblas
 // CHECK-LABEL: llvm.func internal @forward__0_attention(
-// CHECK:         llvm.intr.fma
+// CHECK:         llvm.call @tg_tile_1x4v16_s1_u
 // CHECK:         llvm.load %{{.*}} : !llvm.ptr -> f32
 // CHECK:         llvm.load %{{.*}} : !llvm.ptr -> f32
 // CHECK-NEXT:    llvm.fadd
 // CHECK:         llvm.call_intrinsic "llvm.maximum.f32"
-// CHECK:         llvm.intr.fma
+// CHECK:         llvm.call @tg_tile_1x4v16_s1_u
 // CHECK:         llvm.return
 
 builtin.module attributes {tg.arena_size = 17024 : i64} {

@@ -11,7 +11,8 @@
 // kernels read (the caches and cores are this machine's, so they are not pinned here). Every
 // later pass reads it: the packed GEMM's weight panels are as wide as the target's register tile
 // (64 columns of 4 zmm for AVX-512, 16 of 2 ymm for AVX2, 8 of 2 xmm for SSE2), and convert-buffer-to-llvm emits
-// vectors of its width, here a 5-row tile of 2 x <8 x f32> per row with a broadcast of A.
+// vectors of its width, here a 5-row tile of 2 x <8 x f32> per row with a broadcast of A (the
+// register tile's function, called by the GEMM kernel).
 
 // V3:       builtin.module attributes {tg.target = {name = "x86-64-v3", cpu = "x86-64-v3", level = "x86-64-v3", extensions = ""
 // V3-SAME:  vector_bits = 256 : i64, vector_registers = 16 : i64}}
@@ -24,6 +25,8 @@
 
 // AVX2-LLVM:     tg.weight_table = ["fc.bias", "fc.weight@panels16t"]
 // AVX2-LLVM:     llvm.func internal @forward__0_packed_matmul(
+// AVX2-LLVM:       llvm.call @tg_tile_5x2v8_s1_p1x16(
+// AVX2-LLVM:     llvm.func internal @tg_tile_5x2v8_s1_p1x16(
 // AVX2-LLVM:       llvm.shufflevector %{{.*}}, %{{.*}} [0, 0, 0, 0, 0, 0, 0, 0] : vector<8xf32>
 // AVX2-LLVM:       llvm.load %{{.*}} {alignment = 32 : i64} : !llvm.ptr -> vector<8xf32>
 // AVX2-LLVM:       llvm.intr.fma(%{{.*}}, %{{.*}}, %{{.*}}) : (vector<8xf32>, vector<8xf32>, vector<8xf32>) -> vector<8xf32>

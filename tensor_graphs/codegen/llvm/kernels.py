@@ -86,6 +86,16 @@ class KernelContext(Protocol):
 
     def declare(self, name: str, type: llvm.LLVMFunctionType) -> None: ...
 
+    def shared_function(
+        self, name: str, arg_types: Sequence[Attribute], build: Callable[[FunctionBuilder], None]
+    ) -> None:
+        """Define the module's internal function ``name`` (``void``, of ``arg_types``) once:
+        the first call builds its body with ``build(builder)`` (which adds the return), later
+        calls with the same name do nothing. For code many kernels share, such as a GEMM's
+        register tile (`kernels_gemm.tile_function`): one copy to build and optimise, not one
+        per call site."""
+        ...
+
     def same_bytes(self, a: SSAValue, b: SSAValue) -> bool: ...
 
     def disjoint(self, a: SSAValue, b: SSAValue) -> bool: ...

@@ -68,7 +68,6 @@ from tensor_graphs.codegen.llvm.scalar import emit_unary
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.shapes import contiguous_strides, numel
 from tensor_graphs.lowering.tensor_to_buffer.scratch import attention_tiles
-from tensor_graphs.target import Target
 
 def _transpose_into(b: FunctionBuilder, src: SSAValue, rows: Index, cols: int, dest: SSAValue, ld: int) -> None:
     """``dest[c * ld + r] = src[r * cols + c]`` for ``r < rows`` (a run-time count up to ``ld``),
@@ -105,8 +104,7 @@ def _pad_rows_into(b: FunctionBuilder, src: SSAValue, rows: Index, cols: int, de
 
 
 def _tile_gemm(
-    b: FunctionBuilder,
-    target: Target,
+    ctx: KernelContext,
     rows: int,
     k: Index,
     a: SSAValue,
@@ -119,9 +117,10 @@ def _tile_gemm(
     accumulate: bool = False,
 ) -> None:
     """``C[rows, ldc] (+)= alpha * A[rows, k] @ B[k, ldc]`` with the target's register tiles
-    (`kernels_gemm`, `Target.gemm_tile`): ``ldc`` (whole vectors) columns in panels of up to the
-    tile's width, A and C row-major (row strides ``lda``, ``ldc``), B's rows ``ldb`` floats
-    apart; ``k`` may be a run-time count."""
+    (`kernels_gemm.call_tile`, `Target.gemm_tile`): ``ldc`` (whole vectors) columns in panels of
+    up to the tile's width, A and C row-major (row strides ``lda``, ``ldc``), B's rows ``ldb``
+    floats apart; ``k`` may be a run-time count."""
+    b, target = ctx.b, ctx.target
     lanes = target.float_lanes
     width = target.panel_columns
     for c0 in range(0, ldc, width):
@@ -131,17 +130,9 @@ def _tile_gemm(
         def tile(r0: SSAValue | int, n: int) -> None:
             a_row = _at(b, a, _mul_idx(b, _val(b, r0), lda) if r0 != 0 else None)
             c_tile = _at(b, c, _add_idx(b, _mul_idx(b, _val(b, r0), ldc) if r0 != 0 else None, c0))
-            if accumulate:
-                init = _gemm.load_tile(b, n, vectors, c_tile, ldc, lanes)
-            else:
-                init = [_gemm.splat(b, b.f32(0.0), lanes)] * (n * vectors)
-            acc = _gemm.register_tile(
-                b, n, vectors, k,
-                lambda i, kk: _at(b, a_row, b.add_i64(kk, b.i64(i * lda)) if i else kk),
-                lambda kk: _at(b, bm, b.add_i64(_mul_idx(b, kk, ldb) or b.i64(0), b.i64(c0)) if c0 else _mul_idx(b, kk, ldb)),
-                init, lanes=lanes, alpha=alpha, b_aligned=False,  # (the arena base is 64-byte aligned only in CompiledGraph)
-            )
-            _gemm.store_tile(b, acc, n, vectors, c_tile, ldc, lanes)
+            # (B unaligned: the arena base is 64-byte aligned only in CompiledGraph)
+            _gemm.call_tile(ctx, _gemm.Tile(n, vectors, lanes, b_aligned=False), a_row, lda, _at(b, bm, c0 or None),
+                            ldb, k, c_tile, ldc, alpha=alpha, accumulate=accumulate)
 
         full, rest = divmod(rows, mr)
         emit_for(b, 0, full, lambda r, _: tile(b.mul_i64(r, b.i64(mr)), mr) or [])
@@ -291,7 +282,7 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
                 v_ptr = _at(b, pv, _add_idx(b, offs["v"], _mul_idx(b, k0, dim_v)))
                 # kt = K_blk^T [D, Bc'] (zero past the block's keys), then S = scale * Q_blk @ kt
                 _transpose_into(b, k_ptr, cols, dim, p_kt, bc_pad)
-                by_rows(qb, lambda n: _tile_gemm(b, ctx.target, n, dim, q_ptr, dim, p_kt, bc_pad, p_scores, bc_pad, scale))
+                by_rows(qb, lambda n: _tile_gemm(ctx, n, dim, q_ptr, dim, p_kt, bc_pad, p_scores, bc_pad, scale))
 
                 def row(r: SSAValue, _c: list[SSAValue]) -> list[SSAValue]:
                     s_row = _at(b, p_scores, _mul_idx(b, r, bc_pad))
@@ -343,7 +334,7 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
                     v_src, v_ld = p_vp, dv_pad
                 else:
                     v_src, v_ld = v_ptr, dim_v
-                by_rows(qb, lambda n: _tile_gemm(b, ctx.target, n, cols, p_scores, bc_pad, v_src, v_ld, p_acc, dv_pad, accumulate=True))
+                by_rows(qb, lambda n: _tile_gemm(ctx, n, cols, p_scores, bc_pad, v_src, v_ld, p_acc, dv_pad, accumulate=True))
                 return []
 
             emit_for(b, 0, kb_end, key_block)

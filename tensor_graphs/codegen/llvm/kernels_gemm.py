@@ -21,8 +21,10 @@ The shapes come from the target (`KernelContext.target`, `Target.gemm_tile`): ``
 floats per vector, and ``MR x V`` fills its vector registers with the accumulators, the panel
 row's vectors and one broadcast: 6 x 4 vectors of 16 (6 x 64 floats) of AVX-512's 32 zmm, 6 x 2
 vectors of 8 (6 x 16, BLIS's Haswell tile) of AVX2's 16 ymm, 6 x 2 vectors of 4 of SSE's 16 xmm.
-Narrower panels (a small N) get taller tiles. Every size is static: the row loop, the tail block and the last panel are
-emitted for the shapes at hand. With M = 1 the same code is a matrix-vector product that
+Narrower panels (a small N) get taller tiles. The row loop, the tail block and the last panel are
+emitted for the shapes at hand; the tile itself (zeros or the stored sums, the FMA loop over a K
+block, alpha, the store) is a function of the module that every GEMM with that tile shape calls
+(`tile_function`: one copy to build and optimise, not one per call site). With M = 1 the same code is a matrix-vector product that
 streams each panel once (the memory-bound decode step). ``A`` (batch dims folded into M) and
 ``out`` must be contiguous; ``acc`` (a bias ``[N]``, a residual ``[M, N]``, ...) must read as
 one row stride and a column stride of 0 or 1 over the folded rows, and must not share bytes
@@ -36,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, VectorType, f32, i32
+from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, VectorType, f32, i32, i64
 from xdsl.ir import Operation, SSAValue
 
 from tensor_graphs.codegen.llvm.kernels import (
@@ -48,7 +50,7 @@ from tensor_graphs.codegen.llvm.kernels import (
     check_no_overlap,
     emit_pointwise,
 )
-from tensor_graphs.codegen.llvm.loops import FunctionBuilder, broadcast_strides, collapse_dims, emit_for, icmp, min_i64
+from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, broadcast_strides, collapse_dims, emit_for, icmp, min_i64
 from tensor_graphs.codegen.llvm.loops import value as _val
 from tensor_graphs.codegen.llvm.scalar import emit_unary, fma
 from tensor_graphs.dialects import buffer as buf
@@ -117,8 +119,9 @@ def register_tile(
     ``a_at(i, k)`` is the address of A's element (broadcast to a vector), ``b_row(k)`` of the
     first of B's ``vectors`` vectors for step ``k`` (64-byte aligned when ``b_aligned``); ``init``
     the ``rows * vectors`` starting vectors (zeros, or a tile loaded from C to accumulate into).
-    A static ``k`` runs ``spread`` steps per loop iteration, each iteration prefetching
-    ``per_step`` lines from ``prefetch`` on (the next panel); a run-time ``k`` runs one step each.
+    ``spread`` k steps run per loop iteration (a run-time ``k`` then runs the ``k % spread``
+    left one by one), each iteration prefetching ``per_step`` lines from ``prefetch`` on (the
+    next panel).
     Returns the accumulators, row-major (``c[i * vectors + v]``).
     """
     align = 64 if b_aligned else 4
@@ -133,22 +136,25 @@ def register_tile(
             new += [fma(b, x, bv[v], c[i * vectors + v]) for v in range(vectors)]
         return new
 
-    if not isinstance(k, int):
-        c = emit_for(b, 0, k, step, init)
-    else:
-        def steps(it: SSAValue, c: list[SSAValue]) -> list[SSAValue]:
-            if prefetch is not None:
-                line = b.gep(prefetch, b.mul_i64(it, b.i64(per_step * line_floats)), f32)
-                for j in range(per_step):
-                    _prefetch(b, b.gep(line, j * line_floats, f32))
-            k0 = b.mul_i64(it, b.i64(spread)) if spread > 1 else it
-            for j in range(spread):
-                c = step(b.add_i64(k0, b.i64(j)) if j else k0, c)
-            return c
+    def steps(it: SSAValue, c: list[SSAValue]) -> list[SSAValue]:
+        if prefetch is not None:
+            line = b.gep(prefetch, b.mul_i64(it, b.i64(per_step * line_floats)), f32)
+            for j in range(per_step):
+                _prefetch(b, b.gep(line, j * line_floats, f32))
+        k0 = b.mul_i64(it, b.i64(spread)) if spread > 1 else it
+        for j in range(spread):
+            c = step(b.add_i64(k0, b.i64(j)) if j else k0, c)
+        return c
 
+    if isinstance(k, int):
         c = emit_for(b, 0, k // spread, steps, init)
         for kk in range(k // spread * spread, k):
             c = step(b.i64(kk), c)
+    else:  # the whole iterations, then the k % spread steps left one by one
+        iterations = b.add(llvm.SDivOp(k, b.i64(spread))) if spread > 1 else k
+        c = emit_for(b, 0, iterations, steps, init)
+        if spread > 1:
+            c = emit_for(b, b.mul_i64(iterations, b.i64(spread)), k, step, c)
     if alpha != 1.0:
         scale = splat(b, b.f32(alpha), lanes)
         c = [b.add(llvm.FMulOp(x, scale)) for x in c]
@@ -160,15 +166,121 @@ def store_tile(
 ) -> None:
     """``dest[i * ld + L v : ... + L] = c[i * vectors + v]`` (unaligned stores, ``L = lanes``)."""
     for i in range(rows):
-        row = dest if i == 0 else b.gep(dest, i * ld if isinstance(ld, int) else b.mul_i64(b.i64(i), ld), f32)
+        row = _row_at(b, dest, i, ld)
         for v in range(vectors):
             b.add(llvm.StoreOp(c[i * vectors + v], _vector_at(b, row, v * lanes, lanes), alignment=4))
 
 
-def load_tile(b: FunctionBuilder, rows: int, vectors: int, src: SSAValue, ld: int, lanes: int) -> list[SSAValue]:
+def _row_at(b: FunctionBuilder, base: SSAValue, i: int, ld: int | SSAValue) -> SSAValue:
+    """``&base[i * ld]`` (floats), ``ld`` static or run time."""
+    if i == 0:
+        return base
+    return b.gep(base, i * ld if isinstance(ld, int) else b.mul_i64(b.i64(i), ld), f32)
+
+
+def load_tile(b: FunctionBuilder, rows: int, vectors: int, src: SSAValue, ld: int | SSAValue, lanes: int) -> list[SSAValue]:
     """The ``rows x vectors`` vectors of ``lanes`` floats of a tile at ``src`` (row stride ``ld`` floats)."""
     vec = vector_type(lanes)
-    return [b.add(llvm.LoadOp(b.gep(src, i * ld + v * lanes, f32), vec, alignment=4)) for i in range(rows) for v in range(vectors)]
+    return [
+        b.add(llvm.LoadOp(b.gep(_row_at(b, src, i, ld), v * lanes, f32), vec, alignment=4))
+        for i in range(rows)
+        for v in range(vectors)
+    ]
+
+
+@dataclass(frozen=True)
+class Tile:
+    """The code of one register-tile function (`tile_function`): ``rows x vectors`` accumulator
+    vectors of ``lanes`` floats, ``spread`` k steps per loop iteration, each iteration
+    prefetching ``per_step`` cache lines of ``line_floats`` floats (0: none); B's rows 64-byte
+    aligned when ``b_aligned``."""
+
+    rows: int
+    vectors: int
+    lanes: int
+    spread: int = 1
+    per_step: int = 0
+    line_floats: int = 16
+    b_aligned: bool = True
+
+    @property
+    def name(self) -> str:
+        """``tg_tile_<rows>x<vectors>v<lanes>_s<spread>[_p<per_step>x<line_floats>][_u]``."""
+        prefetch = f"_p{self.per_step}x{self.line_floats}" if self.per_step else ""
+        return f"tg_tile_{self.rows}x{self.vectors}v{self.lanes}_s{self.spread}{prefetch}{'' if self.b_aligned else '_u'}"
+
+
+#: A tile function's arguments: ``(A, lda, B, ldb, steps, ahead, C, ldc, alpha, accumulate)``
+TILE_ARGS = (PTR, i64, PTR, i64, i64, PTR, PTR, i64, f32, i64)
+
+
+def tile_function(ctx: KernelContext, tile: Tile) -> str:
+    """The module's function of ``tile`` (built on first use, `KernelContext.shared_function`)::
+
+        void @tg_tile_6x2v8_s4(ptr A, i64 lda, ptr B, i64 ldb, i64 steps, ptr ahead,
+                               ptr C, i64 ldc, float alpha, i64 accumulate)
+          c = accumulate ? C[0:rows, 0:vectors*lanes] : 0        (rows of ldc floats)
+          for k in 0 .. steps:  c[i][v] = fma(splat(A[i*lda + k]), B[k*ldb + lanes*v ...], c[i][v])
+                                (`register_tile`; every spread-th step prefetches per_step lines
+                                 of ahead, which is otherwise unused)
+          C[0:rows, ...] = alpha * c
+
+    One function per tile shape serves every GEMM of the module that uses it (the packed GEMM's
+    K blocks, panels and row tails, attention's tiles, the grouped MoE GEMM), where a copy per
+    call site made the packed GEMMs 80% of GPT-2 small's LLVM code. A call costs a few cycles per
+    ``steps`` FMA steps of the tile (a K block: hundreds)."""
+    lanes, rows, vectors = tile.lanes, tile.rows, tile.vectors
+
+    def build(b: FunctionBuilder) -> None:
+        a, lda, bm, ldb, steps, ahead, c, ldc, alpha, accumulate = b.args
+        for arg, hint in zip(b.args, ("a", "lda", "b", "ldb", "steps", "ahead", "c", "ldc", "alpha", "accumulate")):
+            arg.name_hint = hint
+        vec = vector_type(lanes)
+        loaded, start = b.new_block(), b.new_block([vec] * (rows * vectors))
+        zeros = [splat(b, b.f32(0.0), lanes)] * (rows * vectors)
+        b.add(llvm.CondBrOp(icmp(b, "ne", accumulate, b.i64(0)), loaded, [], start, zeros))
+        b.block = loaded
+        b.add(llvm.BrOp(start, *load_tile(b, rows, vectors, c, ldc, lanes)))
+        b.block = start
+        a_rows = [_row_at(b, a, i, lda) for i in range(rows)]
+        acc = register_tile(
+            b, rows, vectors, steps,
+            lambda i, kk: b.gep(a_rows[i], kk, f32),
+            lambda kk: b.gep(bm, b.mul_i64(kk, ldb), f32),
+            list(start.args), lanes=lanes, b_aligned=tile.b_aligned, spread=tile.spread,
+            prefetch=ahead if tile.per_step else None, per_step=tile.per_step, line_floats=tile.line_floats,
+        )
+        scale = splat(b, alpha, lanes)
+        store_tile(b, [b.add(llvm.FMulOp(x, scale)) for x in acc], rows, vectors, c, ldc, lanes)
+        b.add(llvm.ReturnOp())
+
+    ctx.shared_function(tile.name, TILE_ARGS, build)
+    return tile.name
+
+
+def call_tile(
+    ctx: KernelContext,
+    tile: Tile,
+    a: SSAValue,
+    lda: int | SSAValue,
+    bm: SSAValue,
+    ldb: int | SSAValue,
+    steps: int | SSAValue,
+    c: SSAValue,
+    ldc: int | SSAValue,
+    *,
+    alpha: float = 1.0,
+    accumulate: bool = False,
+    ahead: SSAValue | None = None,
+) -> None:
+    """At the cursor: ``C[rows, vectors * lanes] (+)= alpha * A[rows, steps] @ B[steps, ...]``
+    through ``tile``'s function (`tile_function`); ``ahead``: where its prefetches start
+    (``tile.per_step`` lines every ``tile.spread`` steps)."""
+    if tile.per_step and ahead is None:
+        raise LoweringError(f"call_tile: {tile.name} prefetches, but no address to prefetch from was given")
+    b = ctx.b
+    args = (a, _val(b, lda), bm, _val(b, ldb), _val(b, steps), ahead if ahead is not None else a, c, _val(b, ldc))
+    b.add(llvm.CallOp(tile_function(ctx, tile), *args, b.f32(alpha), b.i64(int(accumulate))))
 
 
 @dataclass(frozen=True)
@@ -307,15 +419,9 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
             out_tile = b.gep(po, b.add_i64(b.mul_i64(_val(b, r0), b.i64(n)), col0) if r0 != 0 else col0, f32)
             dest, ld = (stack, nr) if partial else (out_tile, n)
             assert dest is not None
-            init = [splat(b, b.f32(0.0), lanes)] * (rows * vectors) if ks.first else load_tile(b, rows, vectors, dest, ld, lanes)
-            c = register_tile(
-                b, rows, vectors, ks.steps,
-                lambda i, kk: b.gep(a_row, b.add_i64(kk, b.i64(i * k)) if i else kk, f32),
-                lambda kk: b.gep(panel, b.mul_i64(kk, b.i64(nr)), f32),
-                init, lanes=lanes, alpha=alpha if ks.last else 1.0, spread=spread, prefetch=ahead,
-                per_step=per_step, line_floats=line_floats,
-            )
-            store_tile(b, c, rows, vectors, dest, ld, lanes)
+            tile = Tile(rows, vectors, lanes, spread, per_step if ahead is not None else 0, line_floats)
+            call_tile(ctx, tile, a_row, k, panel, nr, ks.steps, dest, ld, alpha=alpha if ks.last else 1.0,
+                      accumulate=not ks.first, ahead=ahead)
             cols = last_cols if partial else nr
             if not ks.last or not (partial or acc is not None or act != "none"):
                 return

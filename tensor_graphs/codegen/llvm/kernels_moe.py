@@ -35,7 +35,7 @@ from tensor_graphs.codegen.llvm.kernels import (
     emit_pointwise,
 )
 from tensor_graphs.codegen.llvm.kernels_blas import _I32_MAX, _sgemm, _sgemv
-from tensor_graphs.codegen.llvm.kernels_gemm import k_block, load_tile, register_tile, splat, store_tile
+from tensor_graphs.codegen.llvm.kernels_gemm import Tile, call_tile, k_block
 from tensor_graphs.codegen.llvm.loops import FunctionBuilder, emit_for, emit_loop, emit_strided_nest, icmp, min_i64
 from tensor_graphs.codegen.llvm.scalar import emit_binary, fcmp, select
 from tensor_graphs.dialects import buffer as buf
@@ -251,7 +251,7 @@ def _emit_grouped_matmul(ctx: KernelContext, op: Operation) -> None:
 
 def _emit_packed_grouped_matmul(ctx: KernelContext, op: Operation) -> None:
     """Items ``panel x group`` (panel major) on the team; an item runs its group's rows through
-    the packed GEMM's register tile (`kernels_gemm.register_tile`): run-time many blocks of MR
+    the packed GEMM's register tile (`kernels_gemm.call_tile`): run-time many blocks of MR
     rows, then one tile of the 1 .. MR-1 rows left, per K block of the target's size (the last
     panel in one: its padding columns go to a stack tile, never to the output)."""
     assert isinstance(op, buf.PackedGroupedMatmulOp)
@@ -292,18 +292,12 @@ def _emit_packed_grouped_matmul(ctx: KernelContext, op: Operation) -> None:
                 a_row = b.gep(ap, b.add_i64(b.mul_i64(r0, b.i64(k)), b.i64(k0)), f32)
                 slice_ = b.gep(panel, k0 * nr, f32)
                 out_tile = b.gep(cp, b.add_i64(b.mul_i64(r0, b.i64(n)), col0), f32)
-                init = [splat(b, b.f32(0.0), lanes)] * (count * vectors) if k0 == 0 else load_tile(b, count, vectors, out_tile, n, lanes)
-                c = register_tile(
-                    b, count, vectors, steps,
-                    lambda r, kk: b.gep(a_row, b.add_i64(kk, b.i64(r * k)) if r else kk, f32),
-                    lambda kk: b.gep(slice_, b.mul_i64(kk, b.i64(nr)), f32),
-                    init, lanes=lanes,
-                )
+                tile = Tile(count, vectors, lanes)
                 if not partial:
-                    store_tile(b, c, count, vectors, out_tile, n, lanes)
+                    call_tile(ctx, tile, a_row, k, slice_, nr, steps, out_tile, n, accumulate=k0 != 0)
                     return
-                assert stack is not None
-                store_tile(b, c, count, vectors, stack, nr, lanes)
+                assert stack is not None and k0 == 0
+                call_tile(ctx, tile, a_row, k, slice_, nr, steps, stack, nr)
                 emit_pointwise(b, (count, last_cols), Access(out_tile, (n, 1), f32), [Access(stack, (nr, 1), f32)], lambda b, v: v[0])
 
             def run(partial: bool) -> None:
