@@ -121,7 +121,7 @@ def compile_module(
         run("tg -> buf", buffer_pipeline(pack_weights))
         keep("buf")
     elif level == "buf" and any(op.name == "buf.alloc" for op in module.walk()):
-        run("plan memory", ("plan-memory",))
+        run("plan memory", ("fuse-im2col-panels", "plan-memory"))
         keep("buf")
     if level != "llvm":
         run("buf -> llvm", PROFILED_LLVM_PIPELINE if profile else LLVM_PIPELINE)

@@ -30,6 +30,7 @@ _PASS_PATHS: dict[str, str] = {
     "fuse-elementwise": "tensor_graphs.transforms.fusion.elementwise:FuseElementwisePass",
     "dce": "tensor_graphs.transforms.dce:DeadCodeEliminationPass",
     "convert-tensor-to-buffer": "tensor_graphs.lowering.tensor_to_buffer.convert:ConvertTensorToBufferPass",
+    "fuse-im2col-panels": "tensor_graphs.transforms.fuse_im2col_panels:FuseIm2colPanelsPass",
     "plan-memory": "tensor_graphs.transforms.plan_memory:PlanMemoryPass",
     "convert-buffer-to-llvm": "tensor_graphs.codegen.llvm.convert_buffer_to_llvm:ConvertBufferToLLVMPass",
 }
@@ -66,7 +67,7 @@ TENSOR_PIPELINE: tuple[str, ...] = (
     "dce",
 )
 #: tg -> buf with every buffer placed in the arena.
-BUFFER_PIPELINE: tuple[str, ...] = ("convert-tensor-to-buffer", "plan-memory")
+BUFFER_PIPELINE: tuple[str, ...] = ("convert-tensor-to-buffer", "fuse-im2col-panels", "plan-memory")
 
 
 def buffer_pipeline(pack_weights: bool = True) -> tuple[str, ...]:

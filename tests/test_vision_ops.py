@@ -65,6 +65,37 @@ def test_convolution(name):
     assert ("tg.im2col" in ir) == (conv.kernel_size != (1,) * len(conv.kernel_size) or conv.stride != (1,) * len(conv.stride))
 
 
+#: One image (the packed GEMM path: the weight as A, the windows packed into the GEMM's column
+#: panels by the graph, fused with the im2col): windows a whole number of panels or not, K above
+#: the target's K block (several passes over the panels), 1x1 at stride 1 (a packing of x alone).
+PACKED_CONVOLUTIONS = {
+    "3x3-panels-whole": (nn.Conv2d(5, 12, 3, padding=1), (1, 5, 8, 8)),
+    "3x3-panels-tail": (nn.Conv2d(5, 12, 3, padding=1), (1, 5, 7, 7)),
+    "3x3-deep-k": (nn.Conv2d(64, 20, 3, padding=1), (1, 64, 9, 9)),
+    "5x5-stride2-dilated": (nn.Conv2d(3, 7, 5, stride=2, padding=3, dilation=2), (1, 3, 17, 15)),
+    "1x1": (nn.Conv2d(24, 40, 1), (1, 24, 7, 7)),
+    "1x1-stride2": (nn.Conv2d(24, 40, 1, stride=2, bias=False), (1, 24, 9, 9)),
+    "7x7-stem": (nn.Conv2d(3, 16, 7, stride=2, padding=3), (1, 3, 32, 32)),
+    "conv1d": (nn.Conv1d(6, 10, 3, padding=1), (1, 6, 40)),
+}
+
+
+@pytest.mark.parametrize("name", list(PACKED_CONVOLUTIONS))
+def test_convolution_packed_gemm(name):
+    torch.manual_seed(0)
+    conv, shape = PACKED_CONVOLUTIONS[name]
+    model = nn.Sequential(conv, nn.ReLU()).eval()
+    x = torch.randn(*shape)
+    _check(model, x)
+    fn = tg.compile(model, (x,))
+    ir = fn.ir("buf")
+    assert ir.count("buf.packed_matmul") == 1 and "buf.matmul" not in ir, ir
+    # one im2col, writing the panels (fuse-im2col-panels folded the plain windows into it)
+    assert ir.count("buf.im2col") == 1 and "panels = " in ir, ir
+    plain = tg.compile(model, (x,), pack_weights=False).ir("buf")
+    assert "buf.matmul" in plain and "panels = " not in plain, "pack_weights=False: BLAS on the windows"
+
+
 def _trained(bn: nn.modules.batchnorm._BatchNorm) -> nn.Module:
     with torch.no_grad():
         bn.running_mean.normal_(0.0, 0.5)

@@ -234,3 +234,23 @@ func.func @forward(%x: memref<1x2x4x5xf32>, %o: memref<1x2x3x3x4x5xf32>) attribu
   buf.im2col ins(%x : memref<1x2x4x5xf32>) outs(%o : memref<1x2x3x3x4x5xf32>) {kernel = array<i64: 3, 3>, stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>}
   func.return
 }
+
+// -----
+
+// The same windows into column panels of 16 (the rhs of a convolution's packed GEMM, see
+// fuse-im2col-panels): each tap's 4x5 plane into a row on the stack, then its 20 values into the
+// panels: 16 floats (64 bytes) into panel 0, 4 floats (16 bytes) into panel 1, whose 12 padding
+// columns are zeros.
+// CHECK-LABEL: llvm.func internal @forward__0_im2col(
+// CHECK-DAG:     %[[PANEL:.*]] = llvm.mlir.constant(64) : i64
+// CHECK-DAG:     %[[TAIL:.*]] = llvm.mlir.constant(16) : i64
+// CHECK:         %[[PLANE:.*]] = llvm.alloca %{{.*}} x f32 {alignment = 64 : i64} : (i64) -> !llvm.ptr
+// CHECK:         llvm.call_intrinsic "llvm.memcpy.p0.p0.i64"(%{{.*}}, %[[PLANE]], %[[PANEL]], %{{.*}})
+// CHECK-NEXT:    llvm.getelementptr
+// CHECK-NEXT:    llvm.getelementptr inbounds %[[PLANE]][%[[TAIL]]]
+// CHECK-NEXT:    llvm.call_intrinsic "llvm.memcpy.p0.p0.i64"(%{{.*}}, %{{.*}}, %[[TAIL]], %{{.*}})
+// CHECK:         llvm.return
+func.func @forward(%x: memref<1x2x4x5xf32>, %o: memref<2x18x16xf32>) attributes {tg.num_outputs = 1 : i64} {
+  buf.im2col ins(%x : memref<1x2x4x5xf32>) outs(%o : memref<2x18x16xf32>) {kernel = array<i64: 3, 3>, stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, panels = 16 : i64}
+  func.return
+}

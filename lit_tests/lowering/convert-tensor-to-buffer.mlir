@@ -458,14 +458,21 @@ func.func @packed_only_where_a_weight_is_the_rhs(%ids: tensor<3xi64>) -> tensor<
 
 // A convolution: im2col into a buffer, then the GEMM weight[16, 72] @ cols with the bias and ReLU
 // in its epilogue, written straight into the NCHW output (the reshapes are views). The weight is
-// the lhs: it is not packed (packed panels hold a GEMM's rhs).
+// the lhs, read as stored; the windows (the rhs) are packed into one column panel of 32 (25
+// columns rounded up to whole vectors) by the graph, a 1x1 im2col over them (fuse-im2col-panels
+// then makes the two im2cols one). Without packing: cblas_sgemm on the windows.
 // CHECK-LABEL: func.func @convolution
 // CHECK:         %c = buf.alloc : memref<1x8x3x3x5x5xf32>
 // CHECK-NEXT:    buf.im2col ins(%x : memref<1x8x5x5xf32>) outs(%c : memref<1x8x3x3x5x5xf32>) {kernel = array<i64: 3, 3>, stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>}
-// CHECK:         %m = buf.reshape %out0 : memref<1x16x5x5xf32> -> memref<1x16x25xf32>
-// CHECK-NEXT:    buf.matmul ins(%w2, %c2, %b2 : memref<16x72xf32>, memref<1x72x25xf32>, memref<16x1xf32>) outs(%m : memref<1x16x25xf32>) {beta = 1.000000e+00 : f32, activation = "relu"}
+// CHECK:         %[[A:.*]] = buf.reshape %w2 : memref<16x72xf32> -> memref<1x16x72xf32>
+// CHECK-NEXT:    %[[R:.*]] = buf.reshape %c2 : memref<1x72x25xf32> -> memref<1x72x1x25xf32>
+// CHECK-NEXT:    %c2_panels = buf.alloc : memref<1x72x32xf32>
+// CHECK-NEXT:    buf.im2col ins(%[[R]] : memref<1x72x1x25xf32>) outs(%c2_panels : memref<1x72x32xf32>) {kernel = array<i64: 1, 1>, stride = array<i64: 1, 1>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, panels = 32 : i64}
+// CHECK-NEXT:    %m = buf.reshape %out0 : memref<1x16x5x5xf32> -> memref<1x16x25xf32>
+// CHECK-NEXT:    buf.packed_matmul ins(%[[A]], %c2_panels, %b2 : memref<1x16x72xf32>, memref<1x72x32xf32>, memref<16x1xf32>) outs(%m : memref<1x16x25xf32>) {beta = 1.000000e+00 : f32, activation = "relu"}
 // NOPACK-LABEL: func.func @convolution
 // NOPACK:         buf.im2col
+// NOPACK:         buf.matmul ins(%w2, %c2, %b2 : memref<16x72xf32>, memref<1x72x25xf32>, memref<16x1xf32>) outs(%m : memref<1x16x25xf32>) {beta = 1.000000e+00 : f32, activation = "relu"}
 func.func @convolution(%x: tensor<1x8x5x5xf32>) -> tensor<1x16x5x5xf32> {
   %w = tg.weight "conv.weight" : tensor<16x8x3x3xf32>
   %b = tg.weight "conv.bias" : tensor<16xf32>

@@ -63,6 +63,7 @@ from tensor_graphs.dialects.shapes import (
     matmul_shape,
     numel,
     permute_shape,
+    window_positions,
 )
 from tensor_graphs.dialects.functions import ACTIVATIONS, BINARY_FUNCTIONS, UNARY_FUNCTIONS
 from tensor_graphs.dialects.tensor import bool_attr, float_attr, print_dense, reduced_shape
@@ -392,7 +393,8 @@ class MatmulOp(KernelOp):
 
 @irdl_op_definition
 class PackedMatmulOp(KernelOp):
-    """``out = act(alpha * a @ B + beta * acc)`` with ``B[K, N]`` a `buf.packed_weight`.
+    """``out = act(alpha * a @ B + beta * acc)`` with ``B[K, N]`` in column panels: a
+    `buf.packed_weight`, or panels the graph packs itself (`buf.im2col` with ``panels``).
 
     ``a`` is ``[..., M, K]`` (its batch dims fold into M), the packed weight
     ``[ceil(N / NR), K, NR]``, ``out`` ``[..., M, N]``; ``acc`` (a bias ``[N]`` or a residual)
@@ -727,7 +729,17 @@ class TakeOp(KernelOp):
 class Im2colOp(KernelOp):
     """The windows of `tg.im2col`: ins(x [N, C, H, W]) -> out [N, C, KH, KW, OH, OW], ``pad_value``
     outside the input. Each tap ``(i, j)`` is one strided copy of the input rows and columns it
-    reads (a ``memcpy`` per row at stride 1) plus the border it pads."""
+    reads (a ``memcpy`` per row at stride 1) plus the border it pads.
+
+    With ``panels = NR`` (N = 1) the windows are written as the rhs of a packed GEMM reads them:
+    the matrix ``cols[C*KH*KW, OH*OW]`` in column panels, ``out [ceil(OH*OW / NR), C*KH*KW, NR]``
+    (`buf.packed_matmul`; the last panel's padding columns are zeros). A 1x1 window at stride 1
+    is then the packing of ``x`` itself::
+
+        buf.im2col ins(%x : memref<1x64x56x56xf32>) outs(%p : memref<196x576x16xf32>)
+            {kernel = array<i64: 3, 3>, stride = array<i64: 1, 1>, padding = array<i64: 1, 1>,
+             dilation = array<i64: 1, 1>, panels = 16 : i64}
+    """
 
     name = "buf.im2col"
     NUM_INPUTS: ClassVar[tuple[int, ...]] = (1,)
@@ -736,15 +748,36 @@ class Im2colOp(KernelOp):
     padding = prop_def(DenseArrayBase.constr(i64))
     dilation = prop_def(DenseArrayBase.constr(i64))
     pad_value = prop_def(FloatAttr, default_value=float_attr(0.0))
+    panels = prop_def(IntegerAttr[i64], default_value=IntegerAttr(0, i64))
 
     @property
     def window(self) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
         return tuple(tuple(a.get_values()) for a in (self.kernel, self.stride, self.padding, self.dilation))  # type: ignore[return-value]
 
+    @property
+    def panel_columns(self) -> int:
+        """``NR`` of the panel layout, 0 for the plain one."""
+        return self.panels.value.data
+
+    def positions(self, x: tuple[int, ...]) -> tuple[int, int]:
+        """(OH, OW): the window positions along the height and width of an input ``x`` (torch's
+        count: a plain layout may hold one more, ``ceil_mode``)."""
+        return tuple(window_positions(size, k, s, p, d) for size, k, s, p, d in zip(x[2:], *self.window))  # type: ignore[return-value]
+
     def verify_kernel(self, ins, out):
         kernel = tuple(self.kernel.get_values())
-        if len(ins[0]) != 4 or len(out) != 6 or tuple(out[:4]) != (*ins[0][:2], *kernel):
-            raise ShapeError(f"expected x [N, C, H, W] -> [N, C, KH, KW, OH, OW], got {list(ins[0])} -> {list(out)}")
+        nr = self.panel_columns
+        if nr < 0:
+            raise ShapeError(f"panels must be >= 0 (0: the plain layout), got {nr}")
+        if nr == 0:
+            if len(ins[0]) != 4 or len(out) != 6 or tuple(out[:4]) != (*ins[0][:2], *kernel):
+                raise ShapeError(f"expected x [N, C, H, W] -> [N, C, KH, KW, OH, OW], got {list(ins[0])} -> {list(out)}")
+            return
+        if len(ins[0]) != 4 or ins[0][0] != 1:
+            raise ShapeError(f"the panel layout takes one image, x [1, C, H, W], got {list(ins[0])}")
+        oh, ow = self.positions(ins[0])
+        expected = (-(-(oh * ow) // nr), ins[0][1] * kernel[0] * kernel[1], nr)
+        _same(expected, out, f"{oh}x{ow} windows of {ins[0][1]}x{kernel[0]}x{kernel[1]} values in panels of {nr}")
 
 
 @irdl_op_definition

@@ -617,3 +617,19 @@ func.func @packed_embedding_row_count(%t: memref<2x32x64xf32>, %ids: memref<3xi6
   buf.packed_embedding ins(%t, %ids : memref<2x32x64xf32>, memref<3xi64>) outs(%o : memref<3x32xf32>) {rows = 200 : i64}
   func.return
 }
+
+// -----
+
+func.func @im2col_panels_shape(%x: memref<1x4x6x6xf32>, %p: memref<2x36x16xf32>) {
+  // expected-error@+1 {{buf.im2col: output shape [2, 36, 16] should be [3, 36, 16] (6x6 windows of 4x3x3 values in panels of 16)}}
+  buf.im2col ins(%x : memref<1x4x6x6xf32>) outs(%p : memref<2x36x16xf32>) {kernel = array<i64: 3, 3>, stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, panels = 16 : i64}
+  func.return
+}
+
+// -----
+
+func.func @im2col_panels_batch(%x: memref<2x4x6x6xf32>, %p: memref<3x36x16xf32>) {
+  // expected-error@+1 {{buf.im2col: the panel layout takes one image, x [1, C, H, W], got [2, 4, 6, 6]}}
+  buf.im2col ins(%x : memref<2x4x6x6xf32>) outs(%p : memref<3x36x16xf32>) {kernel = array<i64: 3, 3>, stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, panels = 16 : i64}
+  func.return
+}

@@ -1,9 +1,10 @@
 """`buf.packed_matmul`: a register-tiled GEMM over a weight packed into column panels.
 
-    out[M, N] = act(alpha * A[M, K] @ B[K, N] + beta * acc)      B as `buf.packed_weight`: [P, K, NR]
+    out[M, N] = act(alpha * A[M, K] @ B[K, N] + beta * acc)      B in panels: [P, K, NR]
 
 (`dialects.packing`: panel ``p`` is columns ``[p NR, p NR + NR)`` of ``B``, a row-major ``K x NR``
-block). The panels are split among the threads (`KernelContext.parallel`); each thread runs::
+block): a weight packed at load time (`buf.packed_weight`), or an activation the graph packed
+(`buf.im2col` with ``panels``: a convolution's windows, with the weight as A). The panels are split among the threads (`KernelContext.parallel`); each thread runs::
 
     for p in its panels:                                     NR = L V columns, V vectors of L floats
         for r0 in 0, MR, 2 MR, ... (then one block of the M % MR rows left):
@@ -67,6 +68,13 @@ MAX_SPREAD = 8
 
 def _shape(value: SSAValue) -> tuple[int, ...]:
     return tuple(value.type.get_shape())  # type: ignore[attr-defined]
+
+
+def _root(value: SSAValue) -> SSAValue:
+    """The buffer ``value`` aliases (through `buf.reshape` and `buf.subview`)."""
+    while isinstance(value.owner, buf.ReshapeOp | buf.SubviewOp):
+        value = value.owner.input
+    return value
 
 
 @functools.cache
@@ -369,6 +377,9 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
             f"(whose register tile is {widest * lanes} columns); lower the tg module again for this target"
         )
     mr = ctx.target.gemm_tile(vectors)[0]
+    # weights packed at load time are 64-byte aligned; panels packed by the graph live in the
+    # arena, whose base is aligned only when a CompiledGraph allocates it
+    b_aligned = isinstance(_root(packed).owner, buf.PackedWeightOp)
     kc = k_block(ctx, op, m, k, nr, mr)
     k_blocks = -(-k // kc)
     # the prefetch of the next panel walks its cache lines, `lines_per_row` per k step
@@ -419,7 +430,7 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
             out_tile = b.gep(po, b.add_i64(b.mul_i64(_val(b, r0), b.i64(n)), col0) if r0 != 0 else col0, f32)
             dest, ld = (stack, nr) if partial else (out_tile, n)
             assert dest is not None
-            tile = Tile(rows, vectors, lanes, spread, per_step if ahead is not None else 0, line_floats)
+            tile = Tile(rows, vectors, lanes, spread, per_step if ahead is not None else 0, line_floats, b_aligned)
             call_tile(ctx, tile, a_row, k, panel, nr, ks.steps, dest, ld, alpha=alpha if ks.last else 1.0,
                       accumulate=not ks.first, ahead=ahead)
             cols = last_cols if partial else nr

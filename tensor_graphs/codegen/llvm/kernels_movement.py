@@ -48,7 +48,7 @@ from tensor_graphs.codegen.llvm.kernels import (
     split_rows,
     splat_value,
 )
-from tensor_graphs.codegen.llvm.loops import broadcast_strides, emit_for, emit_loop
+from tensor_graphs.codegen.llvm.loops import FunctionBuilder, broadcast_strides, emit_for, emit_loop
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.shapes import contiguous_strides, numel
 from tensor_graphs.dialects.tensor import TABLE_NAME
@@ -213,39 +213,69 @@ def _tap_range(size: int, positions: int, k: int, stride: int, pad: int, dilatio
 
 
 def _emit_im2col(ctx: KernelContext, op: Operation) -> None:
-    """``out[n, c, i, j, oh, ow] = x[n, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw]`` or the pad value."""
+    """``out[n, c, i, j, oh, ow] = x[n, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw]`` or the pad value;
+    with ``panels = NR`` the same windows into the panel layout (`buf.Im2colOp`): each tap's
+    ``OH x OW`` plane into a stack row, then ``NR`` values at a time into its panels (a 1x1
+    window at stride 1 scatters the input row itself)."""
     assert isinstance(op, buf.Im2colOp)
     (x,), out = op.inputs, op.output
     el = _require_same_element(op, [x, out])
     check_no_overlap(ctx, op, out, [x], in_place_ok=False)
     n, c, h, w = _shape(x)
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = op.window
-    oh, ow = _shape(out)[4:]
+    nr = op.panel_columns
+    oh, ow = op.positions(_shape(x)) if nr else _shape(out)[4:]
     taps = oh * ow
     pad = op.pad_value.value.data
+    plain = nr and (kh, kw, sh, sw, ph, pw) == (1, 1, 1, 1, 0, 0)  # the plane is the input row itself
+    k_total = c * kh * kw
+
+    def tap(b: FunctionBuilder, src_row: SSAValue, i: int, j: int, dst: SSAValue) -> None:
+        """Tap ``(i, j)``'s ``OH x OW`` plane of one input channel into ``dst`` (row stride OW)."""
+        y0, y1 = _tap_range(h, oh, i, sh, ph, dh)
+        x0, x1 = _tap_range(w, ow, j, sw, pw, dw)
+        if y1 > y0 and x1 > x0:
+            src = b.gep(src_row, (y0 * sh + i * dh - ph) * w + x0 * sw + j * dw - pw, el)
+            emit_copy_nest(b, (y1 - y0, x1 - x0), Access(b.gep(dst, y0 * ow + x0, el), (ow, 1), el), Access(src, (sh * w, sw), el))
+        else:
+            y0 = y1 = 0
+        # the padded border: whole rows above and below, then the columns left and right
+        for (r0, r1, c0, c1) in ((0, y0, 0, ow), (y1, oh, 0, ow), (y0, y1, 0, x0), (y0, y1, x1, ow)):
+            if r1 > r0 and c1 > c0:
+                fill = b.gep(dst, r0 * ow + c0, el)
+                emit_pointwise(b, (r1 - r0, c1 - c0), Access(fill, (ow, 1), el), [], lambda b, _v: b.constant(pad, el))
+
+    def scatter(b: FunctionBuilder, plane: SSAValue, k: SSAValue) -> None:
+        """Row ``k`` of the windows matrix (``OH*OW`` values at ``plane``) into its panels."""
+        full, last = divmod(taps, nr)
+        dst = b.gep(ctx.ptr(out), b.mul_i64(k, b.i64(nr)), el)
+        emit_copy_nest(b, (full, nr), Access(dst, (k_total * nr, 1), el), Access(plane, (nr, 1), el))
+        if last:
+            tail = b.gep(dst, full * k_total * nr, el)
+            emit_copy_nest(b, (last,), Access(tail, (1,), el), Access(b.gep(plane, full * nr, el), (1,), el))
+            emit_pointwise(b, (nr - last,), Access(b.gep(tail, last, el), (1,), el), [], lambda b, _v: b.constant(0.0, el))
 
     def rows(b, start, end) -> None:
         xp, outp = ctx.ptr(x), ctx.ptr(out)
+        plane = None
+        if nr and not plain:  # one tap's plane at a time, on this thread's stack
+            size = b.i64(taps)
+            alloca = llvm.AllocaOp(size, el, alignment=64)
+            b.entry.insert_op_after(alloca, size.owner)  # type: ignore[arg-type]
+            plane = alloca.results[0]
 
         def row(r: SSAValue) -> None:
             src_row = b.gep(xp, b.mul_i64(r, b.i64(h * w)), el)
-            dst_row = b.gep(outp, b.mul_i64(r, b.i64(kh * kw * taps)), el)
+            if plain:
+                scatter(b, src_row, r)
+                return
             for i in range(kh):
-                y0, y1 = _tap_range(h, oh, i, sh, ph, dh)
                 for j in range(kw):
-                    x0, x1 = _tap_range(w, ow, j, sw, pw, dw)
-                    base = (i * kw + j) * taps
-                    if y1 > y0 and x1 > x0:
-                        src = b.gep(src_row, (y0 * sh + i * dh - ph) * w + x0 * sw + j * dw - pw, el)
-                        dst = b.gep(dst_row, base + y0 * ow + x0, el)
-                        emit_copy_nest(b, (y1 - y0, x1 - x0), Access(dst, (ow, 1), el), Access(src, (sh * w, sw), el))
+                    if plane is None:
+                        tap(b, src_row, i, j, b.gep(outp, b.add_i64(b.mul_i64(r, b.i64(kh * kw * taps)), b.i64((i * kw + j) * taps)), el))
                     else:
-                        y0 = y1 = 0
-                    # the padded border: whole rows above and below, then the columns left and right
-                    for (r0, r1, c0, c1) in ((0, y0, 0, ow), (y1, oh, 0, ow), (y0, y1, 0, x0), (y0, y1, x1, ow)):
-                        if r1 > r0 and c1 > c0:
-                            fill = b.gep(dst_row, base + r0 * ow + c0, el)
-                            emit_pointwise(b, (r1 - r0, c1 - c0), Access(fill, (ow, 1), el), [], lambda b, _v: b.constant(pad, el))
+                        tap(b, src_row, i, j, plane)
+                        scatter(b, plane, b.add_i64(b.mul_i64(r, b.i64(kh * kw)), b.i64(i * kw + j)))
 
         emit_for(b, start, end, lambda r, _c: row(r) or [])
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Union
 
-from xdsl.dialects.builtin import Float32Type, IntegerAttr, MemRefType, StringAttr, TensorType, UnregisteredOp, i64
+from xdsl.dialects.builtin import DenseArrayBase, Float32Type, IntegerAttr, MemRefType, StringAttr, TensorType, UnregisteredOp, i64
 from xdsl.ir import Operation, SSAValue
 
 from tensor_graphs.dialects import buffer as buf
@@ -73,8 +73,9 @@ class KernelVariant:
     #: When set, ``prepare(op, inputs, target)`` returns ops to insert before the kernel and the
     #: inputs to build it from (a weight replaced by its packed copy, say).
     prepare: Prepare | None = None
-    #: True when the kernel reads a weight in a packed copy made when the graph is loaded
-    #: (`convert-tensor-to-buffer{pack-weights=false}` skips such variants).
+    #: True when the kernel is a packed GEMM: it reads a weight in a packed copy made when the
+    #: graph is loaded, or packs its activation rhs itself (a convolution's windows).
+    #: `convert-tensor-to-buffer{pack-weights=false}` skips such variants: BLAS runs every GEMM.
     packs_weights: bool = False
 
 
@@ -286,6 +287,54 @@ def _packed_matmul(op: Operation, ins: Sequence[SSAValue], out: SSAValue) -> buf
     return buf.PackedMatmulOp(ins, [out], props)
 
 
+def _packed_rhs_applies(op: Operation) -> str | None:
+    """A 2-D f32 weight (or a reshape of one) times one activation matrix (a convolution's
+    ``W[Cout, K] @ cols[K, P]``), neither transposed, with at least 16 columns."""
+    assert isinstance(op, tg.MatmulOp)
+    if (why := _all_f32(op)) is not None:
+        return why
+    lhs, rhs = op.operands[0], op.operands[1]
+    weight = lhs
+    while isinstance(weight.owner, tg.ReshapeOp):  # a convolution's [Cout, C, KH, KW] as [Cout, K]
+        weight = weight.owner.input
+    if not isinstance(weight.owner, tg.WeightOp) or len(_shape(lhs)) != 2:
+        return "the lhs is not a 2-D weight"
+    if isinstance(rhs.owner, tg.WeightOp):
+        return "the rhs is a weight"
+    if any(op.properties.get(t) == tg.bool_attr(True) for t in ("transpose_a", "transpose_b")):
+        return "an operand is transposed"
+    if any(d != 1 for d in _shape(rhs)[:-2]):
+        return f"the rhs {list(_shape(rhs))} is a batch of matrices"
+    if _shape(rhs)[-1] < 16:
+        return f"N = {_shape(rhs)[-1]} < 16 columns: too narrow to pack"
+    return None
+
+
+def _pack_rhs_at_run_time(op: Operation, ins: Sequence[SSAValue], target: Target) -> tuple[list[Operation], list[SSAValue]]:
+    """The activation rhs ``[1.., K, N]`` is packed into column panels by the graph itself, into a
+    scratch buffer (``buf.im2col`` of a 1x1 window over it seen as ``[1, K, 1, N]``: see
+    `buf.Im2colOp`; `fuse-im2col-panels` folds a convolution's own im2col into it), and the
+    weight lhs is the GEMM's A, read as stored (``[1.., M, K]`` to match the output's rank)."""
+    m, k = _shape(op.operands[0])
+    out_shape = _shape(op.results[0])
+    n = out_shape[-1]
+    nr = target.panel_columns_for(n)
+    f32 = Float32Type()
+    ops: list[Operation] = []
+    lhs = ins[0]
+    if len(out_shape) > 2:
+        ops.append(buf.ReshapeOp(lhs, MemRefType(f32, (*out_shape[:-2], m, k))))
+        lhs = ops[-1].results[0]
+    ops.append(buf.ReshapeOp(ins[1], MemRefType(f32, (1, k, 1, n))))
+    panels = buf.AllocOp(MemRefType(f32, (-(-n // nr), k, nr)))
+    panels.result.name_hint = (op.operands[1].name_hint or "rhs") + "_panels"
+    one = DenseArrayBase.from_list(i64, [1, 1])
+    props = {"kernel": one, "stride": one, "padding": DenseArrayBase.from_list(i64, [0, 0]), "dilation": one,
+             "panels": IntegerAttr(nr, i64)}
+    ops += [panels, buf.Im2colOp([ops[-1].results[0]], [panels.result], props)]
+    return ops, [lhs, panels.result, *ins[2:]]
+
+
 def _table_packed_by_a_gemm(op: Operation) -> str | None:
     """The table is a weight that a GEMM also reads, packed (a tied LM head's embedding)."""
     assert isinstance(op, tg.EmbeddingOp)
@@ -384,6 +433,15 @@ _register_all(
         _packed_matmul_applies,
         "emitted register-tiled GEMM over the weight packed into column panels once, at load time",
         prepare=_pack_rhs,
+        packs_weights=True,
+    ),
+    KernelVariant(
+        "matmul.packed_rhs",
+        _packed_matmul,
+        _packed_rhs_applies,
+        "a weight times an activation (a convolution): the activation packed into column panels by "
+        "the graph, then the emitted register-tiled GEMM reading the weight as stored",
+        prepare=_pack_rhs_at_run_time,
         packs_weights=True,
     ),
     KernelVariant("matmul.blas", _matmul, _all_f32, "one cblas_sgemm per batch"),

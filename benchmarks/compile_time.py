@@ -1,0 +1,96 @@
+"""How long `tensor_graphs.compile` takes, phase by phase, on the models of the test budgets.
+
+    .venv/bin/python benchmarks/compile_time.py [--models gpt2 bert resnet50] [--repeat 3]
+
+Each model is built with random weights (transformers config classes: GPT-2 small at ids
+[1, 128], the logits only; BERT base at [1, 128]; ResNet-50 at 224 x 224), and compiled
+``--repeat`` times in this process after one untimed compile of a tiny GPT-2 (so that the first
+row does not carry torch.export's and LLVM's start-up). Printed per model: the median wall time
+of ``compile()``, the median of each phase (`tensor_graphs.CompileStats`), and the lines of the
+optimised LLVM IR (the two LLVM phases grow with the code emitted). tests/test_gpt2.py holds
+GPT-2 small to 15 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+import transformers
+
+import tensor_graphs as tg
+from tensor_graphs.target import Target
+
+
+class FirstOutput(torch.nn.Module):
+    """``model(x)[0]``: the logits or hidden states alone (a plain tensor output)."""
+
+    def __init__(self, model: torch.nn.Module, key: str):
+        super().__init__()
+        self.model, self.key = model, key
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return getattr(self.model(x), self.key)
+
+
+def gpt2(**config) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(**config)).eval()
+    seq = min(128, model.config.n_positions)
+    return FirstOutput(model, "logits").eval(), (torch.randint(0, model.config.vocab_size, (1, seq)),)
+
+
+def bert() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    model = transformers.BertModel(transformers.BertConfig()).eval()
+    return FirstOutput(model, "last_hidden_state").eval(), (torch.randint(0, 30522, (1, 128)),)
+
+
+def resnet50() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    model = transformers.ResNetModel(transformers.ResNetConfig()).eval()
+    return FirstOutput(model, "pooler_output").eval(), (torch.randn(1, 3, 224, 224),)
+
+
+MODELS: dict[str, Callable[[], tuple[torch.nn.Module, tuple[torch.Tensor, ...]]]] = {
+    "gpt2": gpt2,
+    "bert": bert,
+    "resnet50": resnet50,
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", nargs="+", choices=sorted(MODELS), default=["gpt2", "bert", "resnet50"])
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    if args.repeat < 1:
+        ap.error("--repeat must be at least 1")
+    torch.manual_seed(0)
+    print(f"CPU: {platform.processor() or platform.machine()}; tensor_graphs target: {Target.host().describe()}")
+    tiny, tiny_inputs = gpt2(n_layer=1, n_embd=32, n_head=2, vocab_size=64, n_positions=16)
+    tg.compile(tiny, tiny_inputs)  # untimed: the process's first export and LLVM start-up
+    print()
+    print("| model | compile() s (median) | phases (median s) | optimised LLVM IR lines |")
+    print("|---|--:|---|--:|")
+    for name in args.models:
+        model, inputs = MODELS[name]()
+        walls: list[float] = []
+        phases: dict[str, list[float]] = {}
+        fn = None
+        for _ in range(args.repeat):
+            stats = tg.CompileStats()
+            t0 = time.perf_counter()
+            fn = tg.compile(model, inputs, stats=stats)
+            walls.append(time.perf_counter() - t0)
+            for phase, seconds in stats.seconds.items():
+                phases.setdefault(phase, []).append(seconds)
+        assert fn is not None
+        lines = len(fn.ir("llvm").splitlines())
+        shown = ", ".join(f"{p} {statistics.median(v):.2f}" for p, v in phases.items())
+        print(f"| {name} | {statistics.median(walls):.2f} | {shown} | {lines} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""`fuse-im2col-panels`: a convolution's windows written straight into the GEMM's column panels.
+
+`convert-tensor-to-buffer` lowers ``weight @ cols`` (a convolution, `lowering.aten_to_tensor.
+convolution`) to a packed GEMM whose rhs the graph packs itself: ``buf.im2col`` of a 1x1 window
+with ``panels = NR`` over the activation (`buf.Im2colOp`). When that activation is the plain
+``buf.im2col`` of the convolution's input, read by nothing else, the two copies become one: the
+windows go to the panels directly, and the plain windows buffer (nine times the input for a 3x3
+kernel) is never written or read. A `buf`-level pass: it runs before `plan-memory`.
+
+```mlir
+// before
+%c = buf.alloc : memref<1x64x3x3x56x56xf32>
+buf.im2col ins(%x : memref<1x64x56x56xf32>) outs(%c : memref<1x64x3x3x56x56xf32>) {kernel = array<i64: 3, 3>, stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>}
+%r = buf.reshape %c : memref<1x64x3x3x56x56xf32> to memref<1x576x3136xf32>
+%r4 = buf.reshape %r : memref<1x576x3136xf32> to memref<1x576x1x3136xf32>
+%p = buf.alloc : memref<196x576x16xf32>
+buf.im2col ins(%r4 : memref<1x576x1x3136xf32>) outs(%p : memref<196x576x16xf32>) {kernel = array<i64: 1, 1>, ..., panels = 16 : i64}
+// after
+%p = buf.alloc : memref<196x576x16xf32>
+buf.im2col ins(%x : memref<1x64x56x56xf32>) outs(%p : memref<196x576x16xf32>) {kernel = array<i64: 3, 3>, stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, panels = 16 : i64}
+```
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+
+from tensor_graphs.dialects import buffer as buf
+
+
+def _is_packing(op: buf.Im2colOp) -> bool:
+    """A panel-layout im2col of a 1x1 window at stride 1 without padding: a plain packing."""
+    kernel, stride, padding, _ = op.window
+    return op.panel_columns > 0 and kernel == (1, 1) and stride == (1, 1) and padding == (0, 0)
+
+
+def _only_user(value: SSAValue) -> Operation | None:
+    uses = list(value.uses)
+    return uses[0].operation if len(uses) == 1 else None
+
+
+class FuseIm2colIntoPanels(RewritePattern):
+    """``im2col{panels}(reshape*(im2col(x)))`` -> ``im2col{window, panels}(x)`` when the plain
+    windows are read by that packing alone (see the module doc)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: buf.Im2colOp, rewriter: PatternRewriter) -> None:
+        if not _is_packing(op):
+            return
+        chain: list[Operation] = []
+        value = op.inputs[0]
+        while isinstance(value.owner, buf.ReshapeOp):
+            chain.append(value.owner)
+            value = value.owner.input
+        alloc = value.owner
+        if not isinstance(alloc, buf.AllocOp):
+            return
+        writers = [u.operation for u in alloc.result.uses if isinstance(u.operation, buf.Im2colOp)]
+        # the alloc is written by one plain im2col and otherwise read only along the chain
+        if len(writers) != 1 or len(list(alloc.result.uses)) != 2:
+            return
+        windows = writers[0]
+        if windows.panel_columns or windows.output is not alloc.result or windows.inputs[0].type.get_shape()[0] != 1:  # type: ignore[attr-defined]
+            return
+        for link, nxt in zip(chain, [op, *chain[:-1]]):
+            if _only_user(link.results[0]) is not nxt:
+                return
+        x = windows.inputs[0]
+        if tuple(alloc.result.type.get_shape()[4:]) != windows.positions(tuple(x.type.get_shape())):  # type: ignore[attr-defined]
+            return  # ceil_mode's extra window, which the panel layout does not count
+        props = {name: windows.properties[name] for name in ("kernel", "stride", "padding", "dilation", "pad_value")}
+        props["panels"] = IntegerAttr(op.panel_columns, op.panels.type)
+        rewriter.replace_op(op, buf.Im2colOp([x], [op.output], props))
+        for dead in chain:
+            rewriter.erase_op(dead)
+        rewriter.erase_op(windows)
+        rewriter.erase_op(alloc)
+
+
+@dataclass(frozen=True)
+class FuseIm2colPanelsPass(ModulePass):
+    """Fold each convolution's plain im2col into the packing of its GEMM's panels."""
+
+    name = "fuse-im2col-panels"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PatternRewriteWalker(GreedyRewritePatternApplier([FuseIm2colIntoPanels()]), apply_recursively=False).rewrite_module(op)
