@@ -18,6 +18,12 @@ block): a weight packed at load time (`buf.packed_weight`), or an activation the
                                                               go to a stack tile, never to out)
             out tile = act(out tile + beta * acc tile)        one loop over the tile, still in L1
 
+Each K block passes over this thread's panels, every row block at each panel (the panel's slice
+stays in L1, A's ``M x kc`` slice in L2). When that slice of A overflows half of L2 while all the
+panels' slices fit there (a convolution: its weight is A, its few output pixels the panels), the
+row blocks go outside instead (A-stationary), so that A streams once per K block. The last,
+partial panel's tile is only as many vectors wide as its columns need.
+
 The shapes come from the target (`KernelContext.target`, `Target.gemm_tile`): ``L`` is its
 floats per vector, and ``MR x V`` fills its vector registers with the accumulators, the panel
 row's vectors and one broadcast: 6 x 4 vectors of 16 (6 x 64 floats) of AVX-512's 32 zmm, 6 x 2
@@ -388,6 +394,8 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
     full_panels, last_cols = divmod(n, nr)
     full_rows, rest = divmod(m, mr)
     blocks = full_rows + bool(rest)
+    half_l2 = ctx.target.caches.l2 // 2
+    a_stationary = full_panels >= 2 and m * kc * 4 > half_l2 and full_panels * kc * nr * 4 <= half_l2
 
     def prefetch_plan(steps: int) -> tuple[int, int, int]:
         """(lines per prefetching step, k steps per loop iteration, prefetching row blocks) for a
@@ -430,7 +438,10 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
             out_tile = b.gep(po, b.add_i64(b.mul_i64(_val(b, r0), b.i64(n)), col0) if r0 != 0 else col0, f32)
             dest, ld = (stack, nr) if partial else (out_tile, n)
             assert dest is not None
-            tile = Tile(rows, vectors, lanes, spread, per_step if ahead is not None else 0, line_floats, b_aligned)
+            # the last panel's tile is as many vectors wide as its columns need (its padding
+            # columns beyond them are never computed)
+            width = -(-last_cols // lanes) if partial else vectors
+            tile = Tile(rows, width, lanes, spread, per_step if ahead is not None else 0, line_floats, b_aligned)
             call_tile(ctx, tile, a_row, k, panel, nr, ks.steps, dest, ld, alpha=alpha if ks.last else 1.0,
                       accumulate=not ks.first, ahead=ahead)
             cols = last_cols if partial else nr
@@ -470,13 +481,27 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
             def panels_over(ks: KRange) -> None:
                 emit_for(b, start, last, lambda p, _: panel(p, False, ks) or [])
 
+            def rows_over(ks: KRange) -> None:
+                """A-stationary: each row block's slice of A (MR x kc) stays in L1 while it
+                passes every panel of this thread (their K block slices in L2); no prefetch."""
+                def row_block(r0: SSAValue | int, rows: int) -> None:
+                    emit_for(b, start, last, lambda p, _: block(p, r0, rows, False, None, ks) or [])
+
+                emit_for(b, 0, full_rows, lambda r, _: row_block(b.mul_i64(r, b.i64(mr)), mr) or [])
+                if rest:
+                    row_block(full_rows * mr, rest)
+
             # K blocks, each over all of this thread's panels: a block's panel slice (kc x NR)
-            # stays in L1 for every row block, A's M x kc columns in L2 for every panel
-            panels_over(KRange(0, kc if k_blocks > 1 else k, True, k_blocks == 1))
+            # stays in L1 for every row block, A's M x kc columns in L2 for every panel; when
+            # those columns overflow half of L2 while all the panels' slices fit in it (a
+            # convolution's weight as A, few output pixels as panels), the row blocks go
+            # outside instead, so that A streams once per K block, not once per panel
+            over = rows_over if a_stationary else panels_over
+            over(KRange(0, kc if k_blocks > 1 else k, True, k_blocks == 1))
             if k_blocks > 2:
-                emit_for(b, 1, k_blocks - 1, lambda kb, _: panels_over(KRange(b.mul_i64(kb, b.i64(kc)), kc, False, False)) or [])
+                emit_for(b, 1, k_blocks - 1, lambda kb, _: over(KRange(b.mul_i64(kb, b.i64(kc)), kc, False, False)) or [])
             if k_blocks > 1:
-                panels_over(KRange((k_blocks - 1) * kc, k - (k_blocks - 1) * kc, False, True))
+                over(KRange((k_blocks - 1) * kc, k - (k_blocks - 1) * kc, False, True))
         if last_cols:  # the thread whose range ends at the last panel runs it (one K block: rows
             # of its stack tile are not kept between blocks)
             has_last = icmp(b, "eq", end, b.i64(panels))
