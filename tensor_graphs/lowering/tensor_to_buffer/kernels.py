@@ -252,7 +252,8 @@ def _matmul(op: Operation, ins: Sequence[SSAValue], out: SSAValue) -> buf.Kernel
 
 
 def _packed_matmul_applies(op: Operation) -> str | None:
-    """A GEMM by a 2-D f32 weight with at least 16 columns, lhs not transposed."""
+    """A GEMM by a 2-D f32 weight with at least 16 columns (a transposed lhs is copied
+    untransposed first: `_pack_rhs`)."""
     assert isinstance(op, tg.MatmulOp)
     if (why := _all_f32(op)) is not None:
         return why
@@ -261,8 +262,6 @@ def _packed_matmul_applies(op: Operation) -> str | None:
         return "the rhs is not a weight"
     if len(_shape(op.operands[1])) != 2:
         return f"the weight {list(_shape(op.operands[1]))} is not 2-D"
-    if op.properties.get("transpose_a") == tg.bool_attr(True):
-        return "the lhs is transposed"
     n = _shape(op.results[0])[-1]
     if n < 16:
         return f"N = {n} < 16 columns: too narrow to pack"
@@ -279,7 +278,16 @@ def _pack_rhs(op: Operation, ins: Sequence[SSAValue], target: Target) -> tuple[l
     layout = PanelLayout(w.weight_name.data, target.panel_columns_for(_shape(op.results[0])[-1]), transposed)
     packed = buf.PackedWeightOp(layout.source, transposed, MemRefType(Float32Type(), layout.shape(_shape(op.operands[1]))))
     packed.result.name_hint = (op.operands[1].name_hint or "w") + "_packed"
-    return [packed], [ins[0], packed.result, *ins[2:]]
+    if op.properties.get("transpose_a") != tg.bool_attr(True):
+        return [packed], [ins[0], packed.result, *ins[2:]]
+    # a transposed lhs (a [C, HW] feature map as tokens: absorb-blas-flags made its transpose a
+    # flag) is copied untransposed, M x K floats, for the register tiles' row-major A
+    shape = _shape(op.operands[0])
+    rank = len(shape)
+    lhs = buf.AllocOp(MemRefType(Float32Type(), (*shape[:-2], shape[-1], shape[-2])))
+    lhs.result.name_hint = (op.operands[0].name_hint or "lhs") + "_t"
+    perm = DenseArrayBase.from_list(i64, [*range(rank - 2), rank - 1, rank - 2])
+    return [packed, lhs, buf.TransposeOp([ins[0]], [lhs.result], {"perm": perm})], [lhs.result, packed.result, *ins[2:]]
 
 
 def _packed_matmul(op: Operation, ins: Sequence[SSAValue], out: SSAValue) -> buf.KernelOp:
