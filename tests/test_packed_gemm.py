@@ -237,6 +237,30 @@ def test_linear_layers_take_the_packed_path_and_match_torch(threads):
     np.testing.assert_allclose(fn(x).numpy(), plain(x).numpy(), rtol=1e-5, atol=1e-5)
 
 
+class _TokensOfFeatureMap(torch.nn.Module):
+    """diffusers' attention input: a feature map [B, C, H, W] viewed as tokens [B, HW, C] (a
+    transpose that absorb-blas-flags folds into the GEMM as ``transpose_a``), then a linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(48, 40)
+
+    def forward(self, x):
+        return self.proj(x.flatten(2).transpose(1, 2))
+
+
+def test_transposed_lhs_is_copied_for_the_packed_gemm(threads):
+    torch.manual_seed(0)
+    model = _TokensOfFeatureMap().eval()
+    x = torch.randn(1, 48, 5, 6)
+    fn = tg.compile(model, (x,))
+    assert "transpose_a = true" in fn.ir("tg")
+    buf_ir = fn.ir("buf")
+    assert "buf.packed_matmul" in buf_ir and "buf.matmul" not in buf_ir and "buf.transpose" in buf_ir
+    with torch.no_grad():
+        np.testing.assert_allclose(fn(x).numpy(), model(x).numpy(), rtol=1e-5, atol=1e-5)
+
+
 def test_set_num_threads_rejects_nonsense():
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match="positive thread count"):
