@@ -27,20 +27,22 @@ from tensor_graphs.target import Target
 
 
 class FirstOutput(torch.nn.Module):
-    """``model(x)[0]``: the logits or hidden states alone (a plain tensor output)."""
+    """One output of a transformers model (the logits, the hidden states) as a plain tensor;
+    ``**kwargs`` go to the model (``use_cache=False``: no KV cache in the graph, as
+    tests/conftest.py's ``LogitsOnly``)."""
 
-    def __init__(self, model: torch.nn.Module, key: str):
+    def __init__(self, model: torch.nn.Module, key: str, **kwargs):
         super().__init__()
-        self.model, self.key = model, key
+        self.model, self.key, self.kwargs = model, key, kwargs
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return getattr(self.model(x), self.key)
+        return getattr(self.model(x, **self.kwargs), self.key)
 
 
 def gpt2(**config) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
     model = transformers.GPT2LMHeadModel(transformers.GPT2Config(**config)).eval()
     seq = min(128, model.config.n_positions)
-    return FirstOutput(model, "logits").eval(), (torch.randint(0, model.config.vocab_size, (1, seq)),)
+    return FirstOutput(model, "logits", use_cache=False).eval(), (torch.randint(0, model.config.vocab_size, (1, seq)),)
 
 
 def bert() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
