@@ -4,7 +4,8 @@
 
 (`dialects.packing`: panel ``p`` is columns ``[p NR, p NR + NR)`` of ``B``, a row-major ``K x NR``
 block): a weight packed at load time (`buf.packed_weight`), or an activation the graph packed
-(`buf.im2col` with ``panels``: a convolution's windows, with the weight as A). The panels are split among the threads (`KernelContext.parallel`); each thread runs::
+(`buf.im2col` with ``panels``: a convolution's windows, with the weight as A). The panels are
+split among the threads (`KernelContext.parallel`); each thread runs::
 
     for p in its panels:                                     NR = L V columns, V vectors of L floats
         for r0 in 0, MR, 2 MR, ... (then one block of the M % MR rows left):
@@ -31,8 +32,8 @@ vectors of 8 (6 x 16, BLIS's Haswell tile) of AVX2's 16 ymm, 6 x 2 vectors of 4 
 Narrower panels (a small N) get taller tiles. The row loop, the tail block and the last panel are
 emitted for the shapes at hand; the tile itself (zeros or the stored sums, the FMA loop over a K
 block, alpha, the store) is a function of the module that every GEMM with that tile shape calls
-(`tile_function`: one copy to build and optimise, not one per call site). With M = 1 the same code is a matrix-vector product that
-streams each panel once (the memory-bound decode step). ``A`` (batch dims folded into M) and
+(`tile_function`: one copy to build and optimise, not one per call site). With M = 1 the same
+code is a matrix-vector product that streams each panel once (the memory-bound decode step). ``A`` (batch dims folded into M) and
 ``out`` must be contiguous; ``acc`` (a bias ``[N]``, a residual ``[M, N]``, ...) must read as
 one row stride and a column stride of 0 or 1 over the folded rows, and must not share bytes
 with ``out`` (plan-memory never places a kernel's output over its inputs).
