@@ -218,17 +218,23 @@ builtin.module {
 
 // -----
 
-// buf.im2col, 3x3 taps over a 4x5 image padded by 1: one row (n, c) at a time; each tap copies
-// the block of the image it reads (a memcpy per output row; the centre tap reads the whole
-// image: one memcpy of 4 * 5 floats) and fills its padded border with the pad value (0).
+// buf.im2col, 3x3 taps over a 4x5 image padded by 1: one row (n, c) at a time; each tap is a
+// call of the module's tap function with its ranges (OH 4, OW 5; the rows y0..y1 and columns
+// x0..x1 that read the image: the centre tap 0..4 x 0..5), which copies the block of the image
+// (a memcpy per output row) and fills the padded border with the pad value (0).
 // CHECK-LABEL: llvm.func internal @forward__0_im2col(
-// CHECK-DAG:     %[[ZERO:.*]] = llvm.mlir.constant(0.000000e+00 : f32) : f32
-// CHECK-DAG:     %[[WHOLE:.*]] = llvm.mlir.constant(80) : i64
-// CHECK-COUNT-4: llvm.call_intrinsic "llvm.memcpy.p0.p0.i64"
-// CHECK:         llvm.call_intrinsic "llvm.memcpy.p0.p0.i64"(%{{.*}}, %{{.*}}, %[[WHOLE]], %{{.*}})
-// CHECK-COUNT-4: llvm.call_intrinsic "llvm.memcpy.p0.p0.i64"
-// CHECK:         llvm.store %[[ZERO]]
+// CHECK-DAG:     %[[C0:.*]] = llvm.mlir.constant(0) : i64
+// CHECK-DAG:     %[[C1:.*]] = llvm.mlir.constant(1) : i64
+// CHECK-DAG:     %[[C4:.*]] = llvm.mlir.constant(4) : i64
+// CHECK-DAG:     %[[C5:.*]] = llvm.mlir.constant(5) : i64
+// CHECK:         llvm.call @tg_im2col_tap_f32_c1_pad0p0(%{{.*}}, %{{.*}}, %[[C4]], %[[C5]], %[[C0]], %[[C4]], %[[C0]], %[[C5]], %[[C5]], %[[C1]])
 // CHECK-NOT:     llvm.call_intrinsic "llvm.memcpy
+// CHECK:         llvm.return
+// CHECK-LABEL: llvm.func internal @tg_im2col_tap_f32_c1_pad0p0(%src: !llvm.ptr, %dst: !llvm.ptr, %oh: i64, %ow: i64, %y0: i64, %y1: i64, %x0: i64, %x1: i64, %row_stride: i64, %col_stride: i64) {
+// CHECK-DAG:     %[[ZERO:.*]] = llvm.mlir.constant(0.000000e+00 : f32) : f32
+// CHECK:         llvm.store %[[ZERO]]
+// CHECK:         llvm.call_intrinsic "llvm.memcpy.p0.p0.i64"
+// CHECK:         llvm.store %[[ZERO]]
 // CHECK:         llvm.return
 func.func @forward(%x: memref<1x2x4x5xf32>, %o: memref<1x2x3x3x4x5xf32>) attributes {tg.num_outputs = 1 : i64} {
   buf.im2col ins(%x : memref<1x2x4x5xf32>) outs(%o : memref<1x2x3x3x4x5xf32>) {kernel = array<i64: 3, 3>, stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>}
