@@ -295,6 +295,17 @@ class SubviewOp(IRDLOperation):
         _check(self.input.type.element_type == self.result.type.element_type, "buf.subview: element type must not change")
 
 
+#: Zero-copy views: an op reading or writing one touches the bytes of its root buffer.
+ALIAS_OPS: tuple[type[IRDLOperation], ...] = (ReshapeOp, SubviewOp)
+
+
+def root_buffer(value: SSAValue) -> SSAValue:
+    """The buffer ``value`` aliases, following `buf.reshape`s and `buf.subview`s back to their source."""
+    while isinstance(value.owner, ALIAS_OPS):
+        value = value.owner.operands[0]
+    return value
+
+
 # --------------------------------------------------------------------------- kernels
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -44,11 +44,6 @@ def _is_packing(op: buf.Im2colOp) -> bool:
     """A panel-layout im2col of a 1x1 window at stride 1 without padding: a plain packing."""
     kernel, stride, padding, _ = op.window
     return op.panel_columns > 0 and kernel == (1, 1) and stride == (1, 1) and padding == (0, 0)
-
-
-def _only_user(value: SSAValue) -> Operation | None:
-    uses = list(value.uses)
-    return uses[0].operation if len(uses) == 1 else None
 
 
 class FuseIm2colIntoPanels(RewritePattern):
@@ -75,7 +70,7 @@ class FuseIm2colIntoPanels(RewritePattern):
         if windows.panel_columns or windows.output is not alloc.result or windows.inputs[0].type.get_shape()[0] != 1:  # type: ignore[attr-defined]
             return
         for link, nxt in zip(chain, [op, *chain[:-1]]):
-            if _only_user(link.results[0]) is not nxt:
+            if link.results[0].get_user_of_unique_use() is not nxt:
                 return
         x = windows.inputs[0]
         if tuple(alloc.result.type.get_shape()[4:]) != windows.positions(tuple(x.type.get_shape())):  # type: ignore[attr-defined]

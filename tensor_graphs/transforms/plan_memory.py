@@ -43,9 +43,6 @@ from tensor_graphs.dialects import buffer as buf
 
 PASS = "plan-memory"
 
-#: Zero-copy views: ops reading or writing one of these touch the bytes of its root buffer.
-ALIAS_OPS = (buf.ReshapeOp, buf.SubviewOp)
-
 
 # --------------------------------------------------------------------------- the planner (pure)
 
@@ -186,7 +183,7 @@ def lifetimes(block: Block) -> tuple[list[buf.AllocOp], list[Interval]]:
             value = pending.pop()
             for use in value.uses:
                 user = block.find_ancestor_op_in_block(use.operation)
-                if isinstance(use.operation, ALIAS_OPS):
+                if isinstance(use.operation, buf.ALIAS_OPS):
                     pending.append(use.operation.results[0])  # an alias: its users use the root
                 elif user is not None:
                     touched.append(index[user])

@@ -77,13 +77,6 @@ def _shape(value: SSAValue) -> tuple[int, ...]:
     return tuple(value.type.get_shape())  # type: ignore[attr-defined]
 
 
-def _root(value: SSAValue) -> SSAValue:
-    """The buffer ``value`` aliases (through `buf.reshape` and `buf.subview`)."""
-    while isinstance(value.owner, buf.ReshapeOp | buf.SubviewOp):
-        value = value.owner.input
-    return value
-
-
 @functools.cache
 def vector_type(lanes: int) -> VectorType:
     """``<lanes x float>``: one vector register of floats."""
@@ -115,27 +108,26 @@ def register_tile(
     b: FunctionBuilder,
     rows: int,
     vectors: int,
-    k: int | SSAValue,
+    k: SSAValue,
     a_at: Callable[[int, SSAValue], SSAValue],
     b_row: Callable[[SSAValue], SSAValue],
     init: list[SSAValue],
     *,
     lanes: int,
-    alpha: float = 1.0,
     b_aligned: bool = True,
     spread: int = 1,
     prefetch: SSAValue | None = None,
     per_step: int = 0,
     line_floats: int = 16,
 ) -> list[SSAValue]:
-    """The FMA loop of one register tile: ``c[i][v] = init + alpha * sum_k A[i][k] * B[k][L v : L v + L]``
+    """The FMA loop of one register tile: ``c[i][v] = init + sum_k A[i][k] * B[k][L v : L v + L]``
     (``L = lanes``, the target's floats per vector).
 
     ``a_at(i, k)`` is the address of A's element (broadcast to a vector), ``b_row(k)`` of the
     first of B's ``vectors`` vectors for step ``k`` (64-byte aligned when ``b_aligned``); ``init``
     the ``rows * vectors`` starting vectors (zeros, or a tile loaded from C to accumulate into).
-    ``spread`` k steps run per loop iteration (a run-time ``k`` then runs the ``k % spread``
-    left one by one), each iteration prefetching ``per_step`` lines from ``prefetch`` on (the
+    ``k`` (run time) steps, ``spread`` per loop iteration and the ``k % spread`` left one by
+    one, each iteration prefetching ``per_step`` lines from ``prefetch`` on (the
     next panel).
     Returns the accumulators, row-major (``c[i * vectors + v]``).
     """
@@ -161,18 +153,10 @@ def register_tile(
             c = step(b.add_i64(k0, b.i64(j)) if j else k0, c)
         return c
 
-    if isinstance(k, int):
-        c = emit_for(b, 0, k // spread, steps, init)
-        for kk in range(k // spread * spread, k):
-            c = step(b.i64(kk), c)
-    else:  # the whole iterations, then the k % spread steps left one by one
-        iterations = b.add(llvm.SDivOp(k, b.i64(spread))) if spread > 1 else k
-        c = emit_for(b, 0, iterations, steps, init)
-        if spread > 1:
-            c = emit_for(b, b.mul_i64(iterations, b.i64(spread)), k, step, c)
-    if alpha != 1.0:
-        scale = splat(b, b.f32(alpha), lanes)
-        c = [b.add(llvm.FMulOp(x, scale)) for x in c]
+    iterations = b.add(llvm.SDivOp(k, b.i64(spread))) if spread > 1 else k
+    c = emit_for(b, 0, iterations, steps, init)
+    if spread > 1:
+        c = emit_for(b, b.mul_i64(iterations, b.i64(spread)), k, step, c)
     return c
 
 
@@ -386,7 +370,7 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
     mr = ctx.target.gemm_tile(vectors)[0]
     # weights packed at load time are 64-byte aligned; panels packed by the graph live in the
     # arena, whose base is aligned only when a CompiledGraph allocates it
-    b_aligned = isinstance(_root(packed).owner, buf.PackedWeightOp)
+    b_aligned = isinstance(buf.root_buffer(packed).owner, buf.PackedWeightOp)
     kc = k_block(ctx, op, m, k, nr, mr)
     k_blocks = -(-k // kc)
     # the prefetch of the next panel walks its cache lines, `lines_per_row` per k step

@@ -336,9 +336,7 @@ def _emit_im2col(ctx: KernelContext, op: Operation) -> None:
 
 def state_name(value: SSAValue) -> str | None:
     """The name of the `buf.state` that ``value`` is (or aliases), else None."""
-    owner = value.owner
-    while isinstance(owner, buf.ReshapeOp | buf.SubviewOp):
-        owner = owner.input.owner
+    owner = buf.root_buffer(value).owner
     return owner.state_name.data if isinstance(owner, buf.StateOp) else None
 
 

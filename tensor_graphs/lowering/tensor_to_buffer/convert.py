@@ -95,13 +95,6 @@ def _memref(type: TensorType) -> MemRefType:
     return MemRefType(type.element_type, type.get_shape())
 
 
-def root_buffer(value: SSAValue) -> SSAValue:
-    """The buffer ``value`` aliases, following `buf.reshape`s and `buf.subview`s back to their source."""
-    while isinstance(value.owner, ALIAS_OPS):
-        value = value.owner.operands[0]
-    return value
-
-
 def convert_function(fn: func.FuncOp, pack_weights: bool = True, threads: int = 1, target: Target | None = None) -> None:
     """Rewrite one `tg`-level function into destination-passing `buf` form, in place.
 
@@ -208,7 +201,7 @@ def _write_outputs(block: Block, returned: list[SSAValue], outs: list[SSAValue])
     returned = list(returned)
     for k, out in enumerate(outs):
         value = returned[k]
-        root = root_buffer(value)
+        root = buf.root_buffer(value)
         if isinstance(root.owner, buf.AllocOp) and numel(root.type.get_shape()) == numel(out.type.get_shape()):  # type: ignore[attr-defined]
             # the root is still an alloc only while no earlier output claimed it; with as many
             # elements as the output, the aliases in between (reshapes, full subviews) are the

@@ -52,7 +52,7 @@ Prepare = Callable[[Operation, Sequence[SSAValue], Target], "tuple[list[Operatio
 BuildAlias = Callable[[Operation, SSAValue, MemRefType], Operation]
 
 #: `buf` ops whose result is the same bytes as (part of) their input: zero-copy views.
-ALIAS_OPS: tuple[type[Operation], ...] = (buf.ReshapeOp, buf.SubviewOp)
+ALIAS_OPS = buf.ALIAS_OPS
 
 
 def _always(op: Operation) -> str | None:
