@@ -17,6 +17,7 @@ from tensor_graphs.passes import (
     PROFILED_LLVM_PIPELINE,
     TENSOR_PIPELINE,
     buffer_pipeline,
+    tensor_pipeline,
     build_pipeline,
 )
 from tensor_graphs.runtime_support.executable import CompiledGraph
@@ -109,10 +110,10 @@ def compile_module(
         )
     keep(level)
     if level == "aten":
-        run("aten -> tg", TENSOR_PIPELINE)
+        run("aten -> tg", tensor_pipeline(pack_weights))
         keep("tg")
     elif level == "tg":
-        run("optimise tg", TG_OPTIMIZE)
+        run("optimise tg", tensor_pipeline(pack_weights, TG_OPTIMIZE))
         keep("tg")
     if level in ("aten", "tg") and tg_passes:
         run("tg passes", tg_passes)
@@ -239,7 +240,7 @@ def _decoder_modules(model, max_seq, batch, prefill_chunk, stats, pack_weights=T
         t0 = time.perf_counter()
         _set_target(graph.module, "aten", target)
         kv = f"introduce-kv-cache{{capacity={capacity}{' padding_mask=true' if padding else ''}}}"
-        passes = (*TENSOR_PIPELINE, kv, *buffer_pipeline(pack_weights))
+        passes = (*tensor_pipeline(pack_weights), kv, *buffer_pipeline(pack_weights))
         build_pipeline(passes).apply(ctx, graph.module)
         stats.seconds["aten -> buf"] = stats.seconds.get("aten -> buf", 0.0) + time.perf_counter() - t0
         modules.append(graph.module)

@@ -27,6 +27,7 @@ _PASS_PATHS: dict[str, str] = {
     "fuse-rope": "tensor_graphs.transforms.fusion.rope:FuseRopePass",
     "introduce-kv-cache": "tensor_graphs.transforms.introduce_kv_cache:IntroduceKVCachePass",
     "fuse-matmul-epilogue": "tensor_graphs.transforms.fusion.matmul_epilogue:FuseMatmulEpiloguePass",
+    "winograd-convolution": "tensor_graphs.transforms.winograd_convolution:WinogradConvolutionPass",
     "fuse-elementwise": "tensor_graphs.transforms.fusion.elementwise:FuseElementwisePass",
     "dce": "tensor_graphs.transforms.dce:DeadCodeEliminationPass",
     "convert-tensor-to-buffer": "tensor_graphs.lowering.tensor_to_buffer.convert:ConvertTensorToBufferPass",
@@ -62,10 +63,19 @@ TENSOR_PIPELINE: tuple[str, ...] = (
     "fuse-bias-activation",
     "absorb-blas-flags",
     "fuse-matmul-epilogue",
+    "winograd-convolution",
     "fuse-elementwise",
     "canonicalize",
     "dce",
 )
+
+
+def tensor_pipeline(pack_weights: bool = True, passes: Sequence[str] = TENSOR_PIPELINE) -> tuple[str, ...]:
+    """``passes`` (:data:`TENSOR_PIPELINE`); without ``pack_weights``, no `winograd-convolution`
+    (its GEMMs read a weight transformed at load time)."""
+    return tuple(passes) if pack_weights else tuple(p for p in passes if p != "winograd-convolution")
+
+
 #: tg -> buf with every buffer placed in the arena.
 BUFFER_PIPELINE: tuple[str, ...] = ("convert-tensor-to-buffer", "fuse-im2col-panels", "plan-memory")
 

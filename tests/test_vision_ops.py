@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 import tensor_graphs as tg
+from tensor_graphs.transforms import winograd_convolution
 
 nn = torch.nn
 ATOL = 1e-5
@@ -86,7 +87,9 @@ PACKED_CONVOLUTIONS = {
 
 
 @pytest.mark.parametrize("name", list(PACKED_CONVOLUTIONS))
-def test_convolution_packed_gemm(name):
+def test_convolution_packed_gemm(name, monkeypatch):
+    # the im2col GEMM itself: winograd-convolution would take the stride-1 3x3 ones
+    monkeypatch.setattr(winograd_convolution, "MIN_CHANNELS", 1 << 30)
     torch.manual_seed(0)
     conv, shape = PACKED_CONVOLUTIONS[name]
     model = nn.Sequential(conv, nn.ReLU()).eval()
@@ -99,6 +102,77 @@ def test_convolution_packed_gemm(name):
     assert ir.count("buf.im2col") == 1 and "panels = " in ir, ir
     plain = tg.compile(model, (x,), pack_weights=False).ir("buf")
     assert "buf.matmul" in plain and "panels = " not in plain, "pack_weights=False: BLAS on the windows"
+
+
+class ConvAddRelu(nn.Module):
+    """``relu(conv(x) + r)``: a residual after a convolution without bias."""
+
+    def __init__(self, conv: nn.Conv2d):
+        super().__init__()
+        self.conv = conv
+
+    def forward(self, x, r):
+        return torch.relu(self.conv(x) + r)
+
+
+#: Stride-1 3x3 convolutions of one image that `winograd-convolution` takes (F(2x2, 3x3)):
+#: tile rows and columns whole or hanging over the edge (odd sizes), no padding, padding on one
+#: axis only, tiles in several panels and a partial one, more tiles per row than a vector holds
+#: and fewer, deep K (several K blocks), a 1-pixel output. The transforms add a few float32
+#: roundings to each output (coefficients +-1, +-1/2): what these reach is 1e-6..3e-6, under
+#: the file's 1e-5 on outputs of magnitude ~1..3.
+WINOGRAD_CONVOLUTIONS = {
+    "pad1-even": (nn.Conv2d(16, 16, 3, padding=1), (1, 16, 10, 10)),
+    "pad1-odd": (nn.Conv2d(16, 32, 3, padding=1), (1, 16, 7, 7)),
+    "valid-odd": (nn.Conv2d(32, 16, 3), (1, 32, 9, 13)),
+    "pad-one-axis": (nn.Conv2d(16, 24, 3, padding=(1, 0)), (1, 16, 5, 6)),
+    "wide-rows": (nn.Conv2d(16, 16, 3, padding=1, bias=False), (1, 16, 12, 75)),
+    "deep-k": (nn.Conv2d(320, 48, 3, padding=1), (1, 320, 6, 6)),
+    "one-pixel": (nn.Conv2d(16, 16, 3), (1, 16, 3, 3)),
+    "conv1d-like": (nn.Conv2d(16, 16, 3, padding=1), (1, 16, 1, 40)),
+}
+
+
+@pytest.mark.parametrize("name", list(WINOGRAD_CONVOLUTIONS))
+def test_convolution_winograd(name):
+    torch.manual_seed(0)
+    conv, shape = WINOGRAD_CONVOLUTIONS[name]
+    model = nn.Sequential(conv, nn.ReLU()).eval()
+    x = torch.randn(*shape)
+    ir = _check(model, x)
+    assert ir.count("tg.winograd_conv") == 1 and "tg.im2col" not in ir, ir
+    assert 'activation = "relu"' in ir, "the ReLU is the output transform's epilogue"
+    buf_ir = tg.compile(model, (x,)).ir("buf")
+    for kernel in ("buf.winograd_input", "buf.packed_matmul", "buf.winograd_output", 'layout = "winograd2"'):
+        assert buf_ir.count(kernel) == 1, (kernel, buf_ir)
+    plain = tg.compile(model, (x,), pack_weights=False).ir("tg")
+    assert "winograd" not in plain, "pack_weights=False: no weight transformed at load, the im2col GEMM on BLAS"
+
+
+def test_convolution_winograd_residual_and_scale():
+    """A residual after the convolution (the output transform's accumulator, through
+    fuse-matmul-epilogue or a separate add), a convolution feeding another."""
+    torch.manual_seed(0)
+    model = ConvAddRelu(nn.Conv2d(24, 24, 3, padding=1, bias=False)).eval()
+    x, r = torch.randn(1, 24, 11, 9), torch.randn(1, 24, 11, 9)
+    _check(model, x, r)
+    chain = nn.Sequential(nn.Conv2d(16, 32, 3, padding=1), nn.SiLU(), nn.Conv2d(32, 16, 3, padding=1)).eval()
+    ir = _check(chain, torch.randn(1, 16, 14, 14))
+    assert ir.count("tg.winograd_conv") == 2, ir
+
+
+def test_convolution_winograd_weights_follow_the_model():
+    """The transformed weight is a load-time copy: `repack()` after changing the model's
+    parameters in place brings it up to date, as for packed panels."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(16, 16, 3, padding=1)).eval()
+    x = torch.randn(1, 16, 8, 8)
+    fn = tg.compile(model, (x,))
+    with torch.no_grad():
+        model[0].weight.mul_(-2.0)
+        expected = model(x)
+    fn.repack()
+    assert (fn(x) - expected).abs().max().item() <= ATOL
 
 
 def _trained(bn: nn.modules.batchnorm._BatchNorm) -> nn.Module:

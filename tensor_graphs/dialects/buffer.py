@@ -179,18 +179,38 @@ class PackedWeightOp(IRDLOperation):
     name = "buf.packed_weight"
     weight_name = prop_def(StringAttr, prop_name="name")
     transposed = prop_def(BoolAttr, default_value=bool_attr(False))
+    #: "panels" (the layout above), or "winograd<m>": a 3x3 convolution's weight [Cout, C, 3, 3]
+    #: transformed for F(m x m, 3 x 3), ``memref<(m+2)^2 x Cout x C x f32>``
+    #: (`dialects.winograd.WinogradLayout`), the A of `buf.packed_matmul`'s batch of GEMMs.
+    layout = prop_def(StringAttr, default_value=StringAttr("panels"))
     result = result_def(MemRefType.constr(f32))
     traits = traits_def(Pure())
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$name attr-dict `:` type($result)"
 
-    def __init__(self, name: str, transposed: bool, type: MemRefType):
-        super().__init__(
-            properties={"name": StringAttr(name), "transposed": bool_attr(transposed)}, result_types=[type]
-        )
+    def __init__(self, name: str, transposed: bool, type: MemRefType, layout: str = "panels"):
+        props = {"name": StringAttr(name), "transposed": bool_attr(transposed)}
+        if layout != "panels":
+            props["layout"] = StringAttr(layout)
+        super().__init__(properties=props, result_types=[type])
+
+    @property
+    def winograd_tile(self) -> int:
+        """``m`` of a "winograd<m>" layout, 0 for panels."""
+        tail = self.layout.data.removeprefix("winograd")
+        return int(tail) if tail.isdigit() and self.layout.data.startswith("winograd") else 0
 
     def verify_(self) -> None:
         shape = shape_of(self.result)
+        if self.layout.data != "panels":
+            from tensor_graphs.dialects.winograd import TILES
+
+            m = self.winograd_tile
+            _check(m in TILES, f"buf.packed_weight: unknown layout '{self.layout.data}' (panels, or winograd<m> for m in {sorted(TILES)})")
+            a = m + 2
+            _check(len(shape) == 3 and shape[0] == a * a,
+                   f"buf.packed_weight: a {self.layout.data} weight is memref<{a * a} x Cout x C x f32>, got {self.result.type}")
+            return
         _check(len(shape) in (3, 4),
                f"buf.packed_weight: expected memref<panels x K x NR x f32>, got {self.result.type} (or memref<G x panels x K x NR x f32>: a stack)")
         lanes = MIN_FLOAT_LANES  # whole vectors of the target's width: codegen checks that target's lanes
@@ -410,6 +430,10 @@ class PackedMatmulOp(KernelOp):
     ``a`` is ``[..., M, K]`` (its batch dims fold into M), the packed weight
     ``[ceil(N / NR), K, NR]``, ``out`` ``[..., M, N]``; ``acc`` (a bias ``[N]`` or a residual)
     broadcasts to ``out``. The activation is applied to each output tile as it is written.
+
+    A batch of G GEMMs (a Winograd convolution's, `buf.winograd_input`): ``a`` ``[G, M, K]``,
+    panels ``[G, P, K, NR]``, ``out`` ``[G, M, P * NR]`` (the panels' padding columns included),
+    no accumulator.
     """
 
     name = "buf.packed_matmul"
@@ -420,6 +444,15 @@ class PackedMatmulOp(KernelOp):
 
     def verify_kernel(self, ins, out):
         a, packed = ins[0], ins[1]
+        if len(packed) == 4:  # a batch of GEMMs: one A and one set of panels each, whole panels
+            g, panels, k, nr = packed
+            if len(a) != 3 or a[0] != g or a[2] != k or tuple(out) != (g, a[1], panels * nr) or len(ins) == 3:
+                raise ShapeError(
+                    f"a batch of packed GEMMs takes a [G, M, K] lhs, [G, panels, K, NR] panels and writes [G, M, panels * NR], "
+                    f"without accumulator; got {list(a)}, {list(packed)} -> {list(out)}"
+                )
+            _verify_epilogue(self, ins, out)
+            return
         if len(a) < 2 or len(packed) != 3:
             raise ShapeError(f"expected a [..., M, K] lhs and a [panels, K, NR] packed weight, got {list(a)} and {list(packed)}")
         panels, k, nr = packed
@@ -792,6 +825,90 @@ class Im2colOp(KernelOp):
 
 
 @irdl_op_definition
+class WinogradInputOp(KernelOp):
+    """The input transform of `tg.winograd_conv`, into the panels of its GEMMs:
+    ins(x [1, C, H, W]) -> out [a*a, ceil(T / NR), C, NR] with ``a = tile + 2`` and T the
+    ``ceil(OH / tile) x ceil(OW / tile)`` tiles (row-major), ``OH = H + 2 ph - 2``::
+
+        out[xi, t // NR, c, t % NR] = (B^T d B)[xi]     d: the a x a input tile t of channel c
+                                                         (zeros outside x), B: `dialects.winograd`
+
+    The panels' padding columns (``t >= T``) hold finite values no output reads.
+
+        buf.winograd_input ins(%x : memref<1x64x56x56xf32>) outs(%v : memref<16x49x64x16xf32>)
+            {padding = array<i64: 1, 1>, tile = 2 : i64}
+    """
+
+    name = "buf.winograd_input"
+    NUM_INPUTS: ClassVar[tuple[int, ...]] = (1,)
+    padding = prop_def(DenseArrayBase.constr(i64))
+    tile = prop_def(IntegerAttr[i64], default_value=IntegerAttr(2, i64))
+
+    def tiles(self, x: tuple[int, ...]) -> tuple[int, int]:
+        """(tile rows, tiles per row) of an input ``x``."""
+        m = self.tile.value.data
+        ph, pw = self.padding.get_values()
+        return -(-(x[2] + 2 * ph - 2) // m), -(-(x[3] + 2 * pw - 2) // m)
+
+    def verify_kernel(self, ins, out):
+        from tensor_graphs.dialects.winograd import TILES
+
+        m = self.tile.value.data
+        if m not in TILES:
+            raise ShapeError(f"tile {m} is not one of {sorted(TILES)}")
+        x = ins[0]
+        pads = tuple(self.padding.get_values())
+        if len(x) != 4 or x[0] != 1 or len(pads) != 2 or min(pads) < 0 or min(x[2] + 2 * pads[0], x[3] + 2 * pads[1]) < 3:
+            raise ShapeError(f"expected one image x [1, C, H, W] at least 3x3 once padded by {list(pads)}, got {list(x)}")
+        th, tw = self.tiles(x)
+        if len(out) != 4 or out[0] != (m + 2) ** 2 or out[2] != x[1] or out[3] <= 0 or out[1] != -(-(th * tw) // out[3]):
+            raise ShapeError(f"{th}x{tw} tiles of {x[1]} channels in panels of NR: expected [{(m + 2) ** 2}, ceil({th * tw} / NR), {x[1]}, NR], got {list(out)}")
+
+
+@irdl_op_definition
+class WinogradOutputOp(KernelOp):
+    """The output transform of `tg.winograd_conv` with its epilogue: ins(gemms [a*a, Cout, N],
+    acc?) -> out [1, Cout, OH, OW], N >= the ``ceil(OH / tile) x ceil(OW / tile)`` tiles::
+
+        out[0, co, tile t's m x m outputs] = act(alpha * (A^T M A) + beta * acc)
+                                              M[xi] = gemms[xi, co, t]
+
+        buf.winograd_output ins(%m, %b : memref<16x64x784xf32>, memref<64x1x1xf32>) outs(%y : memref<1x64x56x56xf32>)
+            {tile = 2 : i64, beta = 1.0 : f32, activation = "relu"}
+    """
+
+    name = "buf.winograd_output"
+    NUM_INPUTS: ClassVar[tuple[int, ...]] = (1, 2)
+    tile = prop_def(IntegerAttr[i64], default_value=IntegerAttr(2, i64))
+    alpha = prop_def(FloatAttr, default_value=float_attr(1.0))
+    beta = prop_def(FloatAttr, default_value=float_attr(0.0))
+    activation = prop_def(StringAttr, default_value=StringAttr("none"))
+
+    @property
+    def flags(self) -> tuple[float, float]:
+        return self.alpha.value.data, self.beta.value.data
+
+    def verify_kernel(self, ins, out):
+        from tensor_graphs.dialects.winograd import TILES
+
+        m = self.tile.value.data
+        if m not in TILES:
+            raise ShapeError(f"tile {m} is not one of {sorted(TILES)}")
+        if len(out) != 4 or out[0] != 1:
+            raise ShapeError(f"the output must be one image [1, Cout, OH, OW], got {list(out)}")
+        tiles = -(-out[2] // m) * -(-out[3] // m)
+        g = ins[0]
+        if len(g) != 3 or g[0] != (m + 2) ** 2 or g[1] != out[1] or g[2] < tiles:
+            raise ShapeError(f"expected the GEMMs' products [{(m + 2) ** 2}, {out[1]}, >= {tiles}], got {list(g)}")
+        if len(ins) == 2 and not is_broadcastable_to(ins[1], out):
+            raise ShapeError(f"accumulator {list(ins[1])} does not broadcast to {list(out)}")
+        if self.activation.data not in ACTIVATIONS:
+            raise ShapeError(f"unknown activation '{self.activation.data}'")
+        if {v.type.element_type for v in (*self.inputs, self.output)} != {f32}:  # type: ignore[attr-defined]
+            raise ShapeError("only f32 buffers are supported")
+
+
+@irdl_op_definition
 class PackedEmbeddingOp(KernelOp):
     """Row gather from a table packed into column panels: ins(table, indices) -> out [..., D].
 
@@ -1008,6 +1125,8 @@ BUF = Dialect(
         EmbeddingOp,
         TakeOp,
         Im2colOp,
+        WinogradInputOp,
+        WinogradOutputOp,
         PackedEmbeddingOp,
         SliceOp,
         ConcatOp,

@@ -12,6 +12,9 @@ is done once, when the graph is loaded. A matrix-vector product streams the same
 is the width of the target's GEMM register tile (`Target.panel_columns_for`: 64 on AVX-512, 16
 on AVX2, 8 on SSE), so the packed layout follows the target a graph is compiled for.
 
+`layout_from_slot_name` also knows the other load-time layout, a 3x3 convolution's weight
+transformed for Winograd's algorithm (`dialects.winograd.WinogradLayout`).
+
 The weight comes as PyTorch stores it, ``[N, K]`` (``transposed``: ``B`` is its transpose, as in
 ``nn.Linear``), or ``[K, N]`` (transformers' ``Conv1D``). `PanelLayout` names the packed array
 in the graph's weight table (``"<weight>@panels<nr>[t]"``) and packs it with NumPy.
@@ -85,3 +88,12 @@ class PanelLayout:
             rest = n - full * nr
             out[full, :, :rest] = wt[full * nr :].T
             out[full, :, rest:] = 0.0
+
+
+def layout_from_slot_name(name: str):
+    """The load-time layout a weight-table slot name stands for (`PanelLayout`,
+    `dialects.winograd.WinogradLayout`), or None for a plain weight. Each has ``source`` (the
+    weight's name) and ``pack(weight)`` (the array bound in the slot)."""
+    from tensor_graphs.dialects.winograd import WinogradLayout
+
+    return PanelLayout.from_slot_name(name) or WinogradLayout.from_slot_name(name)

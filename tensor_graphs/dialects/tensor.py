@@ -720,6 +720,93 @@ class Im2colOp(IRDLOperation):
             _check(got in options, f"tg.im2col: {got} window positions along the {name} should be {' or '.join(map(str, sorted(options)))}")
 
 
+@irdl_op_definition
+class WinogradConvOp(IRDLOperation):
+    """A stride-1 3x3 convolution of one image by Winograd's minimal filtering, with a GEMM's
+    epilogue: ``act(alpha * conv(input, weight) + beta * acc)``.
+
+    ``input`` [1, C, H, W], ``weight`` [Cout, C, 3, 3] (a weight: its transform
+    `dialects.winograd.transform_weight` is made once, when the graph is loaded), ``acc`` (a bias
+    ``[Cout, 1, 1]``, a residual, ...) broadcasts to the result [1, Cout, OH, OW] (OH = H + 2 ph -
+    2). ``tile`` is the output tile side ``m`` of F(m x m, 3 x 3) (`dialects.winograd`). The
+    `winograd-convolution` pass makes it from a convolution's im2col + GEMM.
+
+    ```mlir
+    %y = tg.winograd_conv %x, %w, %b {padding = array<i64: 1, 1>, tile = 2 : i64, activation = "relu"} : (tensor<1x64x56x56xf32>, tensor<64x64x3x3xf32>, tensor<64x1x1xf32>) -> tensor<1x64x56x56xf32>
+    ```
+    """
+
+    name = "tg.winograd_conv"
+    input = operand_def(AnyTensor)
+    weight = operand_def(AnyTensor)
+    acc = opt_operand_def(AnyTensor)
+    padding = prop_def(DenseArrayBase.constr(i64))
+    tile = prop_def(IntegerAttr[i64], default_value=IntegerAttr(2, i64))
+    alpha = prop_def(FloatAttr, default_value=float_attr(1.0))
+    beta = prop_def(FloatAttr, default_value=float_attr(0.0))
+    activation = prop_def(StringAttr, default_value=StringAttr("none"))
+    result = result_def(AnyTensor)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input `,` $weight (`,` $acc^)? attr-dict `:` functional-type(operands, results)"
+
+    def __init__(
+        self,
+        input: SSAValue,
+        weight: SSAValue,
+        acc: SSAValue | None,
+        padding: tuple[int, int],
+        *,
+        tile: int = 2,
+        alpha: float = 1.0,
+        beta: float | None = None,
+        activation: str = "none",
+    ):
+        if beta is None:
+            beta = 1.0 if acc is not None else 0.0
+        _, _, h, w = shape_of(input)
+        cout = shape_of(weight)[0]
+        super().__init__(
+            operands=[input, weight, [acc] if acc is not None else []],
+            properties={
+                "padding": DenseArrayBase.from_list(i64, list(padding)),
+                "tile": IntegerAttr(tile, i64),
+                "alpha": float_attr(alpha),
+                "beta": float_attr(beta),
+                "activation": StringAttr(activation),
+            },
+            result_types=[TensorType(input.type.element_type, (1, cout, h + 2 * padding[0] - 2, w + 2 * padding[1] - 2))],  # type: ignore[attr-defined]
+        )
+
+    @property
+    def pads(self) -> tuple[int, int]:
+        return tuple(self.padding.get_values())  # type: ignore[return-value]
+
+    @property
+    def flags(self) -> tuple[float, float]:
+        return self.alpha.value.data, self.beta.value.data
+
+    def verify_(self) -> None:
+        from tensor_graphs.dialects.winograd import TILES
+
+        x, w, got = shape_of(self.input), shape_of(self.weight), shape_of(self.result)
+        _check(len(x) == 4 and x[0] == 1, f"tg.winograd_conv: the input must be one NCHW image [1, C, H, W], got {list(x)}")
+        _check(len(w) == 4 and w[1] == x[1] and w[2:] == (3, 3),
+               f"tg.winograd_conv: the weight must be [Cout, {x[1]}, 3, 3], got {list(w)}")
+        pads = self.pads
+        _check(len(pads) == 2 and min(pads) >= 0, f"tg.winograd_conv: padding takes two entries >= 0, got {list(pads)}")
+        expected = (1, w[0], x[2] + 2 * pads[0] - 2, x[3] + 2 * pads[1] - 2)
+        _check(got == expected and min(expected[2:]) >= 1, f"tg.winograd_conv: result shape {list(got)} should be {list(expected)}")
+        _check(self.tile.value.data in TILES, f"tg.winograd_conv: tile {self.tile.value.data} is not one of {sorted(TILES)}")
+        _check(self.activation.data in ACTIVATIONS,
+               f"tg.winograd_conv: unknown activation '{self.activation.data}' (expected one of {', '.join(ACTIVATIONS)})")
+        if self.acc is not None:
+            _check(is_broadcastable_to(shape_of(self.acc), got),
+                   f"tg.winograd_conv: accumulator shape {list(shape_of(self.acc))} does not broadcast to the result {list(got)}")
+        els = {v.type.element_type for v in (self.input, self.weight, self.result)}  # type: ignore[attr-defined]
+        _check(els == {f32}, "tg.winograd_conv: only f32 is supported")
+
+
 # --------------------------------------------------------------------------- reductions and normalisations
 
 
@@ -1287,6 +1374,7 @@ TG = Dialect(
         EmbeddingOp,
         TakeOp,
         Im2colOp,
+        WinogradConvOp,
         SumOp,
         MeanOp,
         AmaxOp,

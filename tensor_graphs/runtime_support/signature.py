@@ -113,10 +113,11 @@ class GraphSignature:
     packed: tuple[str, ...] = ()
 
     def packed_layout(self, slot: str):
-        """The `PanelLayout` of a packed slot, or None for a weight bound as it is."""
-        from tensor_graphs.dialects.packing import PanelLayout
+        """The layout of a packed slot (`dialects.packing.layout_from_slot_name`: panels or a
+        Winograd transform), or None for a weight bound as it is."""
+        from tensor_graphs.dialects.packing import layout_from_slot_name
 
-        return PanelLayout.from_slot_name(slot) if slot in self.packed else None
+        return layout_from_slot_name(slot) if slot in self.packed else None
 
     def state_slot(self, index: int) -> int:
         """Slot of ``states[index]`` in the ``weights`` table (after the weights and constants)."""

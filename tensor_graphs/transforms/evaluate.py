@@ -65,6 +65,7 @@ from tensor_graphs.dialects.tensor import (
     PutOp,
     GroupedMatmulOp,
     Im2colOp,
+    WinogradConvOp,
     TakeOp,
     MatmulOp,
     ReduceOp,
@@ -285,6 +286,20 @@ def _im2col(op: Im2colOp, x: np.ndarray) -> np.ndarray:
         for j in range(kw):
             out[:, :, i, j] = padded[:, :, i * dh : i * dh + (oh - 1) * sh + 1 : sh, j * dw : j * dw + (ow - 1) * sw + 1 : sw]
     return out
+
+
+def _winograd_conv(op: WinogradConvOp, x: np.ndarray, w: np.ndarray, acc: np.ndarray | None = None) -> np.ndarray:
+    """The convolution it computes, directly in float64 (the reference its transforms approximate)."""
+    ph, pw = op.pads
+    alpha, beta = op.flags
+    _, _, oh, ow = shape_of(op.result)
+    padded = np.pad(_f64(x)[0], ((0, 0), (ph, ph), (pw, pw)))
+    windows = np.stack([padded[:, i : i + oh, j : j + ow] for i in range(3) for j in range(3)], axis=1)  # [C, 9, OH, OW]
+    out = alpha * np.einsum("ock,ckhw->ohw", _f64(w).reshape(*w.shape[:2], 9), windows)[None]
+    if acc is not None:
+        out = out + beta * _f64(acc)
+    out = _activation(op.activation.data, out)
+    return np.broadcast_to(out, shape_of(op.result)).astype(_result_dtype(op))
 
 
 def _cumsum(op: CumsumOp, x: np.ndarray) -> np.ndarray:
@@ -594,6 +609,7 @@ def _evaluators() -> dict[type[Operation], Evaluator]:
         GroupedMatmulOp: _grouped_matmul,
         TakeOp: _take,
         Im2colOp: _im2col,
+        WinogradConvOp: _winograd_conv,
         LayerNormOp: _layer_norm,
         RmsNormOp: _rms_norm,
         RopeOp: _rope,

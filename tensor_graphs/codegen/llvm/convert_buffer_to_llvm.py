@@ -46,7 +46,8 @@ as one more (last) argument, and its call is preceded by a check that ``dims`` i
 Kernels lower through :data:`kernels.REGISTRY`; the kernel family modules register their
 emitters there when this module imports them: `kernels_elementwise`, `kernels_movement`,
 `kernels_reduce`, `kernels_blas`, `kernels_matmul_epilogue`, `kernels_softmax_norm`,
-`kernels_attention`, `kernels_gemm` (the packed GEMM) and `kernels_rope`.
+`kernels_attention`, `kernels_gemm` (the packed GEMM), `kernels_moe`, `kernels_rope` and
+`kernels_winograd` (a Winograd convolution's transforms).
 
 This module holds the pass and the kernel functions (`_GraphLowering`, the `KernelContext` of
 the emitters); the rest of the lowering lives in `graph_abi` (the entry function, its pointer
@@ -78,6 +79,7 @@ from tensor_graphs.codegen.llvm import (  # noqa: F401
     kernels_reduce,
     kernels_rope,
     kernels_softmax_norm,
+    kernels_winograd,
 )
 from tensor_graphs.codegen.llvm.graph_abi import GraphABI
 from tensor_graphs.codegen.llvm.kernels import REGISTRY, LoweringError, splat_value

@@ -34,6 +34,7 @@ from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.dense import numpy_from_dense
 from tensor_graphs.dialects.packing import PanelLayout
+from tensor_graphs.dialects.winograd import WinogradLayout
 from tensor_graphs.runtime_support.signature import GraphSignature, TensorSpec
 from tensor_graphs.target import Target
 
@@ -212,6 +213,8 @@ def _weight_slot_name(op: buf.WeightOp | buf.PackedWeightOp) -> str:
     (``"fc.weight@panels64t"``, see `dialects.packing.PanelLayout`)."""
     if isinstance(op, buf.WeightOp):
         return op.weight_name.data
+    if op.winograd_tile:
+        return WinogradLayout(op.weight_name.data, op.winograd_tile).slot_name
     nr = op.result.type.get_shape()[-1]
     return PanelLayout(op.weight_name.data, nr, bool(op.transposed.value.data)).slot_name
 

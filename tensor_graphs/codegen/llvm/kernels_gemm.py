@@ -4,8 +4,10 @@
 
 (`dialects.packing`: panel ``p`` is columns ``[p NR, p NR + NR)`` of ``B``, a row-major ``K x NR``
 block): a weight packed at load time (`buf.packed_weight`), or an activation the graph packed
-(`buf.im2col` with ``panels``: a convolution's windows, with the weight as A). The panels are
-split among the threads (`KernelContext.parallel`); each thread runs::
+(`buf.im2col` with ``panels``: a convolution's windows, with the weight as A; `buf.winograd_input`:
+a batch of G GEMMs, ``A[G, M, K]`` by panels ``[G, P, K, NR]``, whose G x P panels are one list
+of work items, each with its GEMM's A and out). The panels are split among the threads
+(`KernelContext.parallel`); each thread runs::
 
     for p in its panels:                                     NR = L V columns, V vectors of L floats
         for r0 in 0, MR, 2 MR, ... (then one block of the M % MR rows left):
@@ -346,12 +348,17 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
     alpha, beta = op.flags
     act = op.activation.data
     so = _shape(out)
-    panels, k, nr = _shape(packed)
+    # a batch of GEMMs (a Winograd convolution's): item q = g * panels + p is panel p of GEMM g,
+    # whose A and out follow g's; the panels [G, P, K, NR] are one flat list of them
+    batched = len(_shape(packed)) == 4
+    groups, panels, k, nr = _shape(packed) if batched else (1, *_shape(packed))
     n = so[-1]
-    m = numel(so[:-1])
+    m = so[-2] if batched else numel(so[:-1])
     if m == 0 or n == 0:
         return
     lanes = ctx.target.float_lanes
+    if batched and (acc is not None or n != panels * nr):
+        raise LoweringError(f"{op.name}: a batch of packed GEMMs writes whole panels and takes no accumulator")
     if nr % lanes:
         raise LoweringError(f"{op.name}: panels of {nr} columns are not whole vectors of {lanes} floats ({ctx.target.name})")
     check_no_overlap(ctx, op, out, [a, packed], in_place_ok=False)
@@ -380,7 +387,7 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
     full_rows, rest = divmod(m, mr)
     blocks = full_rows + bool(rest)
     half_l2 = ctx.target.caches.l2 // 2
-    a_stationary = full_panels >= 2 and m * kc * 4 > half_l2 and full_panels * kc * nr * 4 <= half_l2
+    a_stationary = not batched and full_panels >= 2 and m * kc * 4 > half_l2 and full_panels * kc * nr * 4 <= half_l2
 
     def prefetch_plan(steps: int) -> tuple[int, int, int]:
         """(lines per prefetching step, k steps per loop iteration, prefetching row blocks) for a
@@ -413,14 +420,19 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
             prefetches its share of panel p + 1's same K block."""
             per_step, spread, _ = prefetch_plan(ks.steps)
             k0 = ks.start
-            a_row = b.gep(pa, _sum(b, b.mul_i64(_val(b, r0), b.i64(k)) if r0 != 0 else None, k0), f32)
+            a_base, out_base, col = pa, po, p
+            if batched:  # panel p % panels of GEMM p / panels
+                g = b.add(llvm.UDivOp(p, b.i64(panels)))
+                col = b.add(llvm.SubOp(p, b.mul_i64(g, b.i64(panels))))
+                a_base, out_base = b.gep(pa, b.mul_i64(g, b.i64(m * k)), f32), b.gep(po, b.mul_i64(g, b.i64(m * n)), f32)
+            a_row = b.gep(a_base, _sum(b, b.mul_i64(_val(b, r0), b.i64(k)) if r0 != 0 else None, k0), f32)
             panel = b.gep(pb, _sum(b, b.mul_i64(p, b.i64(k * nr)), b.mul_i64(_val(b, k0), b.i64(nr)) if k0 != 0 else None), f32)
             ahead = None
             if rb is not None:  # lines [rb, rb + 1) * per_step * (steps // spread) of the next panel
                 lines = per_step * (ks.steps // spread) * line_floats
                 ahead = b.gep(panel, b.add_i64(b.mul_i64(_val(b, rb), b.i64(lines)), b.i64(k * nr)), f32)
-            col0 = b.mul_i64(p, b.i64(nr))
-            out_tile = b.gep(po, b.add_i64(b.mul_i64(_val(b, r0), b.i64(n)), col0) if r0 != 0 else col0, f32)
+            col0 = b.mul_i64(col, b.i64(nr))
+            out_tile = b.gep(out_base, b.add_i64(b.mul_i64(_val(b, r0), b.i64(n)), col0) if r0 != 0 else col0, f32)
             dest, ld = (stack, nr) if partial else (out_tile, n)
             assert dest is not None
             # the last panel's tile is as many vectors wide as its columns need (its padding
@@ -499,7 +511,7 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
 
     # threads: at most as many as the FLOPs (and the panels' bytes, for a matrix-vector product)
     # pay for (`Target.thread_work`)
-    ctx.parallel(panels, panel_range, work=(2.0 * m * n * k, 4.0 * (panels * k * nr + m * k + m * n)))
+    ctx.parallel(groups * panels, panel_range, work=(2.0 * groups * m * n * k, 4.0 * groups * (panels * k * nr + m * k + m * n)))
 
 
 REGISTRY[buf.PackedMatmulOp] = _emit_packed_matmul

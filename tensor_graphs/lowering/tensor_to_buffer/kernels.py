@@ -138,6 +138,11 @@ def select_kernel(
     Raises :class:`NoKernelError` naming the op and each variant's reason when none applies.
     """
     variants = [v for v in variants_for(op) if pack_weights or not getattr(v, "packs_weights", False)]
+    if not variants and variants_for(op):
+        raise NoKernelError(
+            f"every kernel of '{op_name(op)}' reads a weight transformed at load time, which "
+            "pack-weights=false rules out (compile with pack_weights=True)"
+        )
     if not variants:
         raise NoKernelError(
             f"no buf kernel is registered for '{op_name(op)}' "
@@ -586,4 +591,50 @@ _register_all(
     ),
     KernelVariant("grouped_matmul.blas", _same_props(buf.GroupedMatmulOp, "transpose_b"),
                   description="cblas_sgemm (sgemv for one row) per non-empty group and column block"),
+)
+
+
+# Winograd convolutions: input transform into panels, a batch of packed GEMMs, output transform
+
+
+def _winograd_applies(op: Operation) -> str | None:
+    assert isinstance(op, tg.WinogradConvOp)
+    return None if isinstance(op.weight.owner, tg.WeightOp) else "the weight is not a model weight (it is transformed at load time)"
+
+
+def _winograd_gemms(op: Operation, ins: Sequence[SSAValue], target: Target) -> tuple[list[Operation], list[SSAValue]]:
+    """The input transform (`buf.winograd_input`) into column panels of the target's width, and
+    the ``a * a`` GEMMs of the transformed weight (a `buf.packed_weight` of layout
+    ``winograd<m>``) by those panels: the output transform's first input (``[a*a, Cout, P*NR]``)."""
+    assert isinstance(op, tg.WinogradConvOp) and isinstance(op.weight.owner, tg.WeightOp)
+    m = op.tile.value.data
+    cout, c = _shape(op.weight)[:2]
+    _, _, oh, ow = _shape(op.result)
+    tiles = -(-oh // m) * -(-ow // m)
+    nr = target.panel_columns_for(tiles)
+    panels = -(-tiles // nr)
+    f32 = Float32Type()
+    xis = (m + 2) ** 2
+    u = buf.PackedWeightOp(op.weight.owner.weight_name.data, False, MemRefType(f32, (xis, cout, c)), layout=f"winograd{m}")
+    u.result.name_hint = (op.weight.name_hint or "w") + "_winograd"
+    v = buf.AllocOp(MemRefType(f32, (xis, panels, c, nr)))
+    v.result.name_hint = (op.input.name_hint or "x") + "_tiles"
+    transform = buf.WinogradInputOp([ins[0]], [v.result], {"padding": op.padding, "tile": op.tile})
+    products = buf.AllocOp(MemRefType(f32, (xis, cout, panels * nr)))
+    products.result.name_hint = (op.result.name_hint or "conv") + "_products"
+    gemms = buf.PackedMatmulOp([u.result, v.result], [products.result])
+    return [u, v, transform, products, gemms], [products.result, *ins[2:]]
+
+
+register_kernel(
+    tg.WinogradConvOp,
+    KernelVariant(
+        "winograd_conv.packed",
+        _same_props(buf.WinogradOutputOp, "tile", "alpha", "beta", "activation"),
+        _winograd_applies,
+        "input transform into column panels, a batch of packed GEMMs by the weight transformed at "
+        "load time, output transform with the epilogue",
+        prepare=_winograd_gemms,
+        packs_weights=True,
+    ),
 )
