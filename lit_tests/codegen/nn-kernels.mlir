@@ -260,3 +260,43 @@ func.func @forward(%x: memref<1x2x4x5xf32>, %o: memref<2x18x16xf32>) attributes 
   buf.im2col ins(%x : memref<1x2x4x5xf32>) outs(%o : memref<2x18x16xf32>) {kernel = array<i64: 3, 3>, stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, panels = 16 : i64}
   func.return
 }
+
+// -----
+
+// buf.winograd_input, F(2x2, 3x3) over a 5x6 image padded by 1 (3x3 tiles): per channel, the 4
+// input rows of each tile row into zero-bordered stack rows (a memcpy, or zeros outside the
+// image), then 16 tiles at a time (AVX-512's 16 lanes): each of the 16 inputs d[r][k] of 16 tiles is a
+// 32-float load with its even lanes kept (tile columns 2 apart), B^T d B in adds and subtracts,
+// and 16 vectors stored into the stack rows of the 16 GEMMs, which are copied into the panels.
+// CHECK-LABEL: llvm.func internal @forward__0_winograd_input(
+// CHECK-COUNT-2: llvm.alloca %{{.*}} x f32 {alignment = 64 : i64}
+// CHECK:         llvm.call_intrinsic "llvm.memcpy.p0.p0.i64"
+// CHECK:         llvm.call_intrinsic "llvm.memset.p0.i64"
+// CHECK:         llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr -> vector<32xf32>
+// CHECK-NEXT:    llvm.shufflevector %{{.*}}, %{{.*}} [0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30] : vector<32xf32>
+// CHECK-COUNT-16: llvm.store %{{.*}}, %{{.*}} {alignment = 4 : i64} : vector<16xf32>, !llvm.ptr
+// CHECK-NOT:     llvm.fmul
+// CHECK:         llvm.return
+func.func @forward(%x: memref<1x16x5x6xf32>, %o: memref<16x1x16x16xf32>) attributes {tg.num_outputs = 1 : i64} {
+  buf.winograd_input ins(%x : memref<1x16x5x6xf32>) outs(%o : memref<16x1x16x16xf32>) {padding = array<i64: 1, 1>}
+  func.return
+}
+
+// -----
+
+// buf.winograd_output of 5x34 outputs (3x17 tiles) with a bias and ReLU: per output channel and
+// tile row, 16 tiles at a time: the 16 GEMM products as vectors, A^T M A in adds and subtracts,
+// each output row's two columns interleaved into 32 floats on the stack; the 17th tile one
+// float at a time; then the epilogue from the stack rows into the output.
+// CHECK-LABEL: llvm.func internal @forward__0_winograd_output(
+// CHECK:         llvm.alloca %{{.*}} x f32 {alignment = 64 : i64}
+// CHECK-COUNT-16: llvm.load %{{.*}} {alignment = 4 : i64} : !llvm.ptr -> vector<16xf32>
+// CHECK:         llvm.shufflevector %{{.*}}, %{{.*}} [0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31] : vector<32xf32>
+// CHECK:         llvm.store %{{.*}}, %{{.*}} {alignment = 4 : i64} : vector<32xf32>, !llvm.ptr
+// CHECK:         llvm.store %{{.*}}, %{{.*}} : f32, !llvm.ptr
+// CHECK:         llvm.fcmp "olt"
+// CHECK:         llvm.return
+func.func @forward(%m: memref<16x16x64xf32>, %b: memref<16x1x1xf32>, %o: memref<1x16x5x34xf32>) attributes {tg.num_outputs = 1 : i64} {
+  buf.winograd_output ins(%m, %b : memref<16x16x64xf32>, memref<16x1x1xf32>) outs(%o : memref<1x16x5x34xf32>) {beta = 1.0 : f32, activation = "relu"}
+  func.return
+}
