@@ -104,6 +104,38 @@ def test_convolution_packed_gemm(name, monkeypatch):
     assert "buf.matmul" in plain and "panels = " not in plain, "pack_weights=False: BLAS on the windows"
 
 
+#: A-stationary packed GEMMs (a weight too large for half of L2 per K block as A, few pixels as
+#: panels): the threads split the row blocks, and the last, partial panel is one more panel of
+#: each row block, its K blocks' sums added into the output (K = 512 and 1152: 2 and 5 blocks).
+A_STATIONARY = {
+    "1x1-wide-7x7": "1x1-wide-7x7",
+    "1x1-deep-7x7": (nn.Conv2d(512, 1024, 1), (1, 512, 7, 7)),
+    "3x3-wide-7x7": "3x3-wide-7x7",
+}
+
+
+@pytest.mark.parametrize("name", list(A_STATIONARY))
+def test_a_stationary_convolution_threads_agree(name, monkeypatch):
+    """At 1 and 2 threads, within 1e-5 of PyTorch and bit for bit the same (each output element
+    is computed by the same code on whichever thread)."""
+    monkeypatch.setattr(winograd_convolution, "MIN_CHANNELS", 1 << 30)
+    torch.manual_seed(0)
+    spec = A_STATIONARY[name]
+    conv, shape = PACKED_CONVOLUTIONS[spec] if isinstance(spec, str) else spec
+    model = nn.Sequential(conv, nn.ReLU()).eval()
+    x = torch.randn(*shape)
+    before = tg.get_num_threads()
+    outs = []
+    try:
+        for threads in (1, 2):
+            tg.set_num_threads(threads)
+            _check(model, x)
+            outs.append(tg.compile(model, (x,))(x))
+    finally:
+        tg.set_num_threads(before)
+    assert torch.equal(outs[0], outs[1])
+
+
 class ConvAddRelu(nn.Module):
     """``relu(conv(x) + r)``: a residual after a convolution without bias."""
 

@@ -24,8 +24,10 @@ of work items, each with its GEMM's A and out). The panels are split among the t
 Each K block passes over this thread's panels, every row block at each panel (the panel's slice
 stays in L1, A's ``M x kc`` slice in L2). When that slice of A overflows half of L2 while all the
 panels' slices fit there (a convolution: its weight is A, its few output pixels the panels), the
-row blocks go outside instead (A-stationary), so that A streams once per K block. The last,
-partial panel's tile is only as many vectors wide as its columns need.
+row blocks go outside instead (A-stationary), so that A streams once per K block, and the threads
+split the row blocks rather than the panels (each streams only its rows of A); the last, partial
+panel is then one more panel of each row block, its K blocks' sums added to ``out`` through a
+stack tile. The last, partial panel's tile is only as many vectors wide as its columns need.
 
 The shapes come from the target (`KernelContext.target`, `Target.gemm_tile`): ``L`` is its
 floats per vector, and ``MR x V`` fills its vector registers with the accumulators, the panel
@@ -387,7 +389,7 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
     full_rows, rest = divmod(m, mr)
     blocks = full_rows + bool(rest)
     half_l2 = ctx.target.caches.l2 // 2
-    a_stationary = not batched and full_panels >= 2 and m * kc * 4 > half_l2 and full_panels * kc * nr * 4 <= half_l2
+    a_stationary = not batched and panels >= 2 and m * kc * 4 > half_l2 and panels * kc * nr * 4 <= half_l2
 
     def prefetch_plan(steps: int) -> tuple[int, int, int]:
         """(lines per prefetching step, k steps per loop iteration, prefetching row blocks) for a
@@ -401,7 +403,8 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
         spread = max(1, min(MAX_SPREAD, blocks // lines_per_row, steps))
         return per_step, spread, min(blocks, -(-lines_per_row * steps // (per_step * (steps // spread))))
 
-    def panel_range(start: SSAValue, end: SSAValue, _thread: SSAValue, _values: list[SSAValue]) -> None:
+    def work_range(start: SSAValue, end: SSAValue, _thread: SSAValue, _values: list[SSAValue]) -> None:
+        """This thread's panels ``[start, end)``, or with ``a_stationary`` its row blocks."""
         b = ctx.b
         pa, pb, po = ctx.ptr(a), ctx.ptr(packed), ctx.ptr(out)
         pacc = ctx.ptr(acc) if acc is not None else None
@@ -411,6 +414,22 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
             alloca = llvm.AllocaOp(size, f32, alignment=64)
             b.entry.insert_op_after(alloca, size.owner)  # type: ignore[arg-type]
             stack = alloca.results[0]
+
+        def acc_access(r0: SSAValue | int, col0: SSAValue) -> Access:
+            """The accumulator's elements of the output tile at row r0, column col0."""
+            assert pacc is not None
+            acc_off = b.add_i64(
+                b.mul_i64(_val(b, r0), b.i64(acc_rs)) if acc_rs and r0 != 0 else b.i64(0),
+                b.mul_i64(col0, b.i64(acc_cs)) if acc_cs else b.i64(0),
+            )
+            return Access(b.gep(pacc, acc_off, f32), (acc_rs, acc_cs), f32)
+
+        def finish(b: FunctionBuilder, y: SSAValue, acc_value: SSAValue) -> SSAValue:
+            """The epilogue of one output element ``y`` (``acc_value``: its accumulator's, when any)."""
+            if acc is not None:
+                t = acc_value if beta == 1.0 else b.add(llvm.FMulOp(acc_value, b.f32(beta)))
+                y = b.add(llvm.FAddOp(y, t))
+            return y if act == "none" else emit_unary(b, act, y)
 
         def block(p: SSAValue, r0: SSAValue | int, rows: int, partial: bool, rb: SSAValue | int | None,
                   ks: KRange) -> None:
@@ -439,6 +458,23 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
             # columns beyond them are never computed)
             width = -(-last_cols // lanes) if partial else vectors
             tile = Tile(rows, width, lanes, spread, per_step if ahead is not None else 0, line_floats, b_aligned)
+            if partial and not (ks.first and ks.last):
+                # the last panel within a K-blocked pass (A-stationary): this block's sums go to
+                # the stack tile, then are added to out's columns (stored there after the first)
+                call_tile(ctx, tile, a_row, k, panel, nr, ks.steps, dest, ld, alpha=alpha)
+                ins = [Access(dest, (ld, 1), f32)]
+                if not ks.first:
+                    ins.append(Access(out_tile, (n, 1), f32))
+                if ks.last and acc is not None:
+                    ins.append(acc_access(r0, col0))
+
+                def add_block(b: FunctionBuilder, vals: list[SSAValue]) -> SSAValue:
+                    y = vals[0] if ks.first else b.add(llvm.FAddOp(vals[0], vals[1]))
+                    return finish(b, y, vals[-1]) if ks.last else y
+
+                with _scalar_errors(op):
+                    emit_pointwise(b, (rows, last_cols), Access(out_tile, (n, 1), f32), ins, add_block)
+                return
             call_tile(ctx, tile, a_row, k, panel, nr, ks.steps, dest, ld, alpha=alpha if ks.last else 1.0,
                       accumulate=not ks.first, ahead=ahead)
             cols = last_cols if partial else nr
@@ -446,19 +482,10 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
                 return
             ins = [Access(dest, (ld, 1), f32)]
             if acc is not None:
-                assert pacc is not None
-                acc_off = b.add_i64(
-                    b.mul_i64(_val(b, r0), b.i64(acc_rs)) if acc_rs and r0 != 0 else b.i64(0),
-                    b.mul_i64(col0, b.i64(acc_cs)) if acc_cs else b.i64(0),
-                )
-                ins.append(Access(b.gep(pacc, acc_off, f32), (acc_rs, acc_cs), f32))
+                ins.append(acc_access(r0, col0))
 
             def epilogue(b: FunctionBuilder, vals: list[SSAValue]) -> SSAValue:
-                y = vals[0]
-                if acc is not None:
-                    t = vals[1] if beta == 1.0 else b.add(llvm.FMulOp(vals[1], b.f32(beta)))
-                    y = b.add(llvm.FAddOp(y, t))
-                return y if act == "none" else emit_unary(b, act, y)
+                return finish(b, vals[0], vals[-1])
 
             with _scalar_errors(op):
                 emit_pointwise(b, (rows, cols), Access(out_tile, (n, 1), f32), ins, epilogue)
@@ -472,33 +499,44 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
                 tail_prefetches = not partial and full_rows < prefetch_plan(ks.steps)[2]
                 block(p, full_rows * mr, rest, partial, full_rows if tail_prefetches else None, ks)
 
+        if a_stationary:
+            def rows_over(ks: KRange) -> None:
+                """A-stationary: each of this thread's row blocks of A (MR x kc) stays in L1 while
+                it passes every panel, the last one included (their K block slices in L2)."""
+                def row_block(r0: SSAValue | int, rows: int) -> None:
+                    emit_for(b, 0, full_panels, lambda p, _: block(p, r0, rows, False, None, ks) or [])
+                    if last_cols:
+                        block(b.i64(full_panels), r0, rows, True, None, ks)
+
+                emit_for(b, start, min_i64(b, end, b.i64(full_rows)), lambda r, _: row_block(b.mul_i64(r, b.i64(mr)), mr) or [])
+                if rest:  # the thread whose range ends at the last row block runs the tail rows
+                    run, after = b.new_block(), b.new_block()
+                    b.add(llvm.CondBrOp(icmp(b, "eq", end, b.i64(blocks)), run, [], after, []))
+                    b.block = run
+                    row_block(full_rows * mr, rest)
+                    b.add(llvm.BrOp(after))
+                    b.block = after
+
+            # K blocks, each over all of this thread's row blocks: A streams once per K block
+            rows_over(KRange(0, kc if k_blocks > 1 else k, True, k_blocks == 1))
+            if k_blocks > 2:
+                emit_for(b, 1, k_blocks - 1, lambda kb, _: rows_over(KRange(b.mul_i64(kb, b.i64(kc)), kc, False, False)) or [])
+            if k_blocks > 1:
+                rows_over(KRange((k_blocks - 1) * kc, k - (k_blocks - 1) * kc, False, True))
+            return
         if full_panels:
             last = end if not last_cols else min_i64(b, end, b.i64(full_panels))
 
             def panels_over(ks: KRange) -> None:
                 emit_for(b, start, last, lambda p, _: panel(p, False, ks) or [])
 
-            def rows_over(ks: KRange) -> None:
-                """A-stationary: each row block's slice of A (MR x kc) stays in L1 while it
-                passes every panel of this thread (their K block slices in L2); no prefetch."""
-                def row_block(r0: SSAValue | int, rows: int) -> None:
-                    emit_for(b, start, last, lambda p, _: block(p, r0, rows, False, None, ks) or [])
-
-                emit_for(b, 0, full_rows, lambda r, _: row_block(b.mul_i64(r, b.i64(mr)), mr) or [])
-                if rest:
-                    row_block(full_rows * mr, rest)
-
             # K blocks, each over all of this thread's panels: a block's panel slice (kc x NR)
-            # stays in L1 for every row block, A's M x kc columns in L2 for every panel; when
-            # those columns overflow half of L2 while all the panels' slices fit in it (a
-            # convolution's weight as A, few output pixels as panels), the row blocks go
-            # outside instead, so that A streams once per K block, not once per panel
-            over = rows_over if a_stationary else panels_over
-            over(KRange(0, kc if k_blocks > 1 else k, True, k_blocks == 1))
+            # stays in L1 for every row block, A's M x kc columns in L2 for every panel
+            panels_over(KRange(0, kc if k_blocks > 1 else k, True, k_blocks == 1))
             if k_blocks > 2:
-                emit_for(b, 1, k_blocks - 1, lambda kb, _: over(KRange(b.mul_i64(kb, b.i64(kc)), kc, False, False)) or [])
+                emit_for(b, 1, k_blocks - 1, lambda kb, _: panels_over(KRange(b.mul_i64(kb, b.i64(kc)), kc, False, False)) or [])
             if k_blocks > 1:
-                over(KRange((k_blocks - 1) * kc, k - (k_blocks - 1) * kc, False, True))
+                panels_over(KRange((k_blocks - 1) * kc, k - (k_blocks - 1) * kc, False, True))
         if last_cols:  # the thread whose range ends at the last panel runs it (one K block: rows
             # of its stack tile are not kept between blocks)
             has_last = icmp(b, "eq", end, b.i64(panels))
@@ -510,8 +548,12 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
             b.block = after
 
     # threads: at most as many as the FLOPs (and the panels' bytes, for a matrix-vector product)
-    # pay for (`Target.thread_work`)
-    ctx.parallel(groups * panels, panel_range, work=(2.0 * groups * m * n * k, 4.0 * groups * (panels * k * nr + m * k + m * n)))
+    # pay for (`Target.thread_work`); each takes a share of the panels or, when A's K block slice
+    # overflows half of L2 while all the panels' slices fit there (a convolution's weight as A,
+    # few output pixels as panels: A-stationary), a share of the row blocks, so that each thread
+    # streams its own rows of A once per K block
+    work = (2.0 * groups * m * n * k, 4.0 * groups * (panels * k * nr + m * k + m * n))
+    ctx.parallel(blocks if a_stationary else groups * panels, work_range, work=work)
 
 
 REGISTRY[buf.PackedMatmulOp] = _emit_packed_matmul
