@@ -312,17 +312,21 @@ def _sum(b: FunctionBuilder, *terms: SSAValue | int | None) -> SSAValue | None:
 K_BLOCK_ATTR = "tg.k_block"
 
 
-def k_block(ctx: KernelContext, op: Operation, m: int, k: int, nr: int, mr: int) -> int:
-    """The k steps per K block of a packed GEMM of ``m`` rows: ``tg.k_block`` when the op sets
-    it, else the target's (`Target.gemm_k_block`) when a panel slice serves two row blocks or
-    more, else all of K (a matrix-vector product streams each panel once: nothing to keep).
+def k_block(ctx: KernelContext, op: Operation, m: int, k: int, nr: int, mr: int, panels: int = 2) -> int:
+    """The k steps per K block of a packed GEMM of ``m`` rows over ``panels`` panels (per GEMM
+    of a batch): ``tg.k_block`` when the op sets it, else the target's (`Target.gemm_k_block`)
+    when a panel slice serves two row blocks or more, else all of K (a matrix-vector product
+    streams each panel once: nothing to keep). One panel whose whole K fits in half of L2 also
+    takes all of K: its rows of A serve no other panel, and K blocks would only cut their
+    streams short and store and reload the output tiles (a Winograd convolution's 16 GEMMs of
+    512 x 512 by 16 tiles: 5.4 -> 4.7 ms at 1 thread on Zen 1, `benchmarks/winograd.py`).
     Blocks are balanced: K = 768 with a block of at most 256 runs 3 of 256, K = 1000 4 of 250."""
     attr = op.attributes.get(K_BLOCK_ATTR)
     if isinstance(attr, IntegerAttr):
         most = attr.value.data
         if most < 1:
             raise LoweringError(f"{op.name}: {K_BLOCK_ATTR} must be positive, got {most}")
-    elif m >= 2 * mr:
+    elif m >= 2 * mr and not (panels == 1 and k * nr * 4 <= ctx.target.caches.l2 // 2):
         most = ctx.target.gemm_k_block(nr)
     else:
         return k
@@ -380,7 +384,7 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
     # weights packed at load time are 64-byte aligned; panels packed by the graph live in the
     # arena, whose base is aligned only when a CompiledGraph allocates it
     b_aligned = isinstance(buf.root_buffer(packed).owner, buf.PackedWeightOp)
-    kc = k_block(ctx, op, m, k, nr, mr)
+    kc = k_block(ctx, op, m, k, nr, mr, panels)
     k_blocks = -(-k // kc)
     # the prefetch of the next panel walks its cache lines, `lines_per_row` per k step
     line_floats = ctx.target.caches.line // 4
