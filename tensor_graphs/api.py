@@ -15,6 +15,7 @@ from xdsl.dialects.builtin import ModuleOp
 from tensor_graphs.passes import (
     LLVM_PIPELINE,
     PROFILED_LLVM_PIPELINE,
+    BUFFER_PIPELINE,
     TENSOR_PIPELINE,
     buffer_pipeline,
     tensor_pipeline,
@@ -122,7 +123,7 @@ def compile_module(
         run("tg -> buf", buffer_pipeline(pack_weights))
         keep("buf")
     elif level == "buf" and any(op.name == "buf.alloc" for op in module.walk()):
-        run("plan memory", ("fuse-im2col-panels", "plan-memory"))
+        run("plan memory", BUFFER_PIPELINE[1:])
         keep("buf")
     if level != "llvm":
         run("buf -> llvm", PROFILED_LLVM_PIPELINE if profile else LLVM_PIPELINE)

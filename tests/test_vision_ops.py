@@ -193,6 +193,36 @@ def test_convolution_winograd_residual_and_scale():
     assert ir.count("tg.winograd_conv") == 2, ir
 
 
+class TwoBranches(nn.Module):
+    """``relu(main(x) + shortcut(x))``: a ResNet block's end, both branches convolutions."""
+
+    def __init__(self, main: nn.Module, shortcut: nn.Module):
+        super().__init__()
+        self.main, self.shortcut = main, shortcut
+
+    def forward(self, x):
+        return torch.relu(self.main(x) + self.shortcut(x))
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_residual_joins_the_gemm_epilogue(bias):
+    """fuse-gemm-addend: the residual add + ReLU after a packed GEMM run in its epilogue (the
+    GEMM's fourth input after its bias, or its accumulator): an identity shortcut, and a
+    shortcut convolution computed after the main branch (the later GEMM takes the other's
+    output). 1e-5 like the rest of the file."""
+    torch.manual_seed(0)
+    identity = ConvAddRelu(nn.Conv2d(64, 64, 1, bias=bias)).eval()
+    x, r = torch.randn(1, 64, 9, 9), torch.randn(1, 64, 9, 9)
+    _check(identity, x, r)
+    branches = TwoBranches(nn.Conv2d(32, 64, 1, bias=bias), nn.Conv2d(32, 64, 1, stride=2, bias=bias)).eval()
+    branches.main = nn.Sequential(nn.Conv2d(32, 64, 1, stride=2, bias=bias), nn.Conv2d(64, 64, 1, bias=bias))
+    xs = torch.randn(1, 32, 14, 14)
+    _check(branches, xs)
+    for model, args in ((identity, (x, r)), (branches, (xs,))):
+        ir = tg.compile(model, args).ir("buf")
+        assert "buf.bias_activation" not in ir and 'activation = "relu"' in ir, ir
+
+
 def test_convolution_winograd_weights_follow_the_model():
     """The transformed weight is a load-time copy: `repack()` after changing the model's
     parameters in place brings it up to date, as for packed panels."""

@@ -429,7 +429,9 @@ class PackedMatmulOp(KernelOp):
 
     ``a`` is ``[..., M, K]`` (its batch dims fold into M), the packed weight
     ``[ceil(N / NR), K, NR]``, ``out`` ``[..., M, N]``; ``acc`` (a bias ``[N]`` or a residual)
-    broadcasts to ``out``. The activation is applied to each output tile as it is written.
+    broadcasts to ``out``. A fourth input, an ``addend`` broadcasting to ``out``, is added too
+    (``act(alpha * a @ B + beta * acc + addend)``: a residual after a bias, `fuse-gemm-addend`).
+    The activation is applied to each output tile as it is written.
 
     A batch of G GEMMs (a Winograd convolution's, `buf.winograd_input`): ``a`` ``[G, M, K]``,
     panels ``[G, P, K, NR]``, ``out`` ``[G, M, P * NR]`` (the panels' padding columns included),
@@ -437,7 +439,7 @@ class PackedMatmulOp(KernelOp):
     """
 
     name = "buf.packed_matmul"
-    NUM_INPUTS: ClassVar[tuple[int, ...]] = (2, 3)
+    NUM_INPUTS: ClassVar[tuple[int, ...]] = (2, 3, 4)
     alpha = prop_def(FloatAttr, default_value=float_attr(1.0))
     beta = prop_def(FloatAttr, default_value=float_attr(0.0))
     activation = prop_def(StringAttr, default_value=StringAttr("none"))
@@ -446,7 +448,7 @@ class PackedMatmulOp(KernelOp):
         a, packed = ins[0], ins[1]
         if len(packed) == 4:  # a batch of GEMMs: one A and one set of panels each, whole panels
             g, panels, k, nr = packed
-            if len(a) != 3 or a[0] != g or a[2] != k or tuple(out) != (g, a[1], panels * nr) or len(ins) == 3:
+            if len(a) != 3 or a[0] != g or a[2] != k or tuple(out) != (g, a[1], panels * nr) or len(ins) >= 3:
                 raise ShapeError(
                     f"a batch of packed GEMMs takes a [G, M, K] lhs, [G, panels, K, NR] panels and writes [G, M, panels * NR], "
                     f"without accumulator; got {list(a)}, {list(packed)} -> {list(out)}"
@@ -462,7 +464,9 @@ class PackedMatmulOp(KernelOp):
             raise ShapeError(f"output shape {list(out)} should be {list(a[:-1])} + [N]")
         if nr <= 0 or -(-out[-1] // nr) != panels:
             raise ShapeError(f"N={out[-1]} needs {-(-out[-1] // max(nr, 1))} panels of {nr} columns, the packed weight has {panels}")
-        _verify_epilogue(self, ins, out)
+        if len(ins) == 4 and not is_broadcastable_to(ins[3], out):
+            raise ShapeError(f"addend {list(ins[3])} does not broadcast to {list(out)}")
+        _verify_epilogue(self, ins[:3], out)
 
     @property
     def flags(self) -> tuple[float, float]:

@@ -1,6 +1,6 @@
 """`buf.packed_matmul`: a register-tiled GEMM over a weight packed into column panels.
 
-    out[M, N] = act(alpha * A[M, K] @ B[K, N] + beta * acc)      B in panels: [P, K, NR]
+    out[M, N] = act(alpha * A[M, K] @ B[K, N] + beta * acc (+ addend))      B in panels: [P, K, NR]
 
 (`dialects.packing`: panel ``p`` is columns ``[p NR, p NR + NR)`` of ``B``, a row-major ``K x NR``
 block): a weight packed at load time (`buf.packed_weight`), or an activation the graph packed
@@ -349,7 +349,8 @@ def _acc_strides(op: Operation, acc: SSAValue, out_shape: tuple[int, ...]) -> tu
 def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
     assert isinstance(op, buf.PackedMatmulOp)
     a, packed = op.inputs[0], op.inputs[1]
-    acc = op.inputs[2] if len(op.inputs) == 3 else None
+    acc = op.inputs[2] if len(op.inputs) >= 3 else None
+    addend = op.inputs[3] if len(op.inputs) == 4 else None  # a residual after a bias (`fuse-gemm-addend`)
     out = op.output
     alpha, beta = op.flags
     act = op.activation.data
@@ -363,7 +364,7 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
     if m == 0 or n == 0:
         return
     lanes = ctx.target.float_lanes
-    if batched and (acc is not None or n != panels * nr):
+    if batched and (acc is not None or addend is not None or n != panels * nr):
         raise LoweringError(f"{op.name}: a batch of packed GEMMs writes whole panels and takes no accumulator")
     if nr % lanes:
         raise LoweringError(f"{op.name}: panels of {nr} columns are not whole vectors of {lanes} floats ({ctx.target.name})")
@@ -373,6 +374,11 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
         acc_rs, acc_cs = _acc_strides(op, acc, so)
     else:
         acc = None
+    # the epilogue's addends: (buffer, row stride, column stride, scale) each
+    addends = [(acc, acc_rs, acc_cs, beta)] if acc is not None else []
+    if addend is not None:
+        check_no_overlap(ctx, op, out, [addend], in_place_ok=False)
+        addends.append((addend, *_acc_strides(op, addend, so), 1.0))
     vectors = nr // lanes
     widest = ctx.target.gemm_tile()[1]
     if vectors > widest:
@@ -411,7 +417,7 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
         """This thread's panels ``[start, end)``, or with ``a_stationary`` its row blocks."""
         b = ctx.b
         pa, pb, po = ctx.ptr(a), ctx.ptr(packed), ctx.ptr(out)
-        pacc = ctx.ptr(acc) if acc is not None else None
+        padd = [ctx.ptr(v) for v, *_ in addends]
         stack = None  # a tile for the last panel's rows (its padding columns never reach out)
         if last_cols:
             size = b.i64(mr * nr)
@@ -419,20 +425,22 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
             b.entry.insert_op_after(alloca, size.owner)  # type: ignore[arg-type]
             stack = alloca.results[0]
 
-        def acc_access(r0: SSAValue | int, col0: SSAValue) -> Access:
-            """The accumulator's elements of the output tile at row r0, column col0."""
-            assert pacc is not None
-            acc_off = b.add_i64(
-                b.mul_i64(_val(b, r0), b.i64(acc_rs)) if acc_rs and r0 != 0 else b.i64(0),
-                b.mul_i64(col0, b.i64(acc_cs)) if acc_cs else b.i64(0),
-            )
-            return Access(b.gep(pacc, acc_off, f32), (acc_rs, acc_cs), f32)
+        def addend_accesses(r0: SSAValue | int, col0: SSAValue) -> list[Access]:
+            """The epilogue's addends (the accumulator, a residual) at the output tile at row r0,
+            column col0."""
+            accesses = []
+            for ptr, (_, rs, cs, _scale) in zip(padd, addends):
+                off = b.add_i64(
+                    b.mul_i64(_val(b, r0), b.i64(rs)) if rs and r0 != 0 else b.i64(0),
+                    b.mul_i64(col0, b.i64(cs)) if cs else b.i64(0),
+                )
+                accesses.append(Access(b.gep(ptr, off, f32), (rs, cs), f32))
+            return accesses
 
-        def finish(b: FunctionBuilder, y: SSAValue, acc_value: SSAValue) -> SSAValue:
-            """The epilogue of one output element ``y`` (``acc_value``: its accumulator's, when any)."""
-            if acc is not None:
-                t = acc_value if beta == 1.0 else b.add(llvm.FMulOp(acc_value, b.f32(beta)))
-                y = b.add(llvm.FAddOp(y, t))
+        def finish(b: FunctionBuilder, y: SSAValue, values: list[SSAValue]) -> SSAValue:
+            """The epilogue of one output element ``y`` (``values``: its addends', when any)."""
+            for v, (*_, scale) in zip(values, addends):
+                y = b.add(llvm.FAddOp(y, v if scale == 1.0 else b.add(llvm.FMulOp(v, b.f32(scale)))))
             return y if act == "none" else emit_unary(b, act, y)
 
         def block(p: SSAValue, r0: SSAValue | int, rows: int, partial: bool, rb: SSAValue | int | None,
@@ -469,12 +477,12 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
                 ins = [Access(dest, (ld, 1), f32)]
                 if not ks.first:
                     ins.append(Access(out_tile, (n, 1), f32))
-                if ks.last and acc is not None:
-                    ins.append(acc_access(r0, col0))
+                if ks.last:
+                    ins += addend_accesses(r0, col0)
 
                 def add_block(b: FunctionBuilder, vals: list[SSAValue]) -> SSAValue:
                     y = vals[0] if ks.first else b.add(llvm.FAddOp(vals[0], vals[1]))
-                    return finish(b, y, vals[-1]) if ks.last else y
+                    return finish(b, y, vals[len(vals) - len(addends):]) if ks.last else y
 
                 with _scalar_errors(op):
                     emit_pointwise(b, (rows, last_cols), Access(out_tile, (n, 1), f32), ins, add_block)
@@ -482,14 +490,12 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
             call_tile(ctx, tile, a_row, k, panel, nr, ks.steps, dest, ld, alpha=alpha if ks.last else 1.0,
                       accumulate=not ks.first, ahead=ahead)
             cols = last_cols if partial else nr
-            if not ks.last or not (partial or acc is not None or act != "none"):
+            if not ks.last or not (partial or addends or act != "none"):
                 return
-            ins = [Access(dest, (ld, 1), f32)]
-            if acc is not None:
-                ins.append(acc_access(r0, col0))
+            ins = [Access(dest, (ld, 1), f32), *addend_accesses(r0, col0)]
 
             def epilogue(b: FunctionBuilder, vals: list[SSAValue]) -> SSAValue:
-                return finish(b, vals[0], vals[-1])
+                return finish(b, vals[0], vals[1:])
 
             with _scalar_errors(op):
                 emit_pointwise(b, (rows, cols), Access(out_tile, (n, 1), f32), ins, epilogue)

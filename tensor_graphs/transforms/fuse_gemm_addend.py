@@ -1,0 +1,149 @@
+"""`fuse-gemm-addend`: a residual added after a GEMM joins the GEMM's epilogue.
+
+A ResNet block ends ``relu(conv3(x) + bias + shortcut)``: `fuse-matmul-epilogue` gives the GEMM
+its bias (``acc``), and the residual add and ReLU stay a `buf.bias_activation` sweep over the
+output, written and read back once more. When one of its two operands is the output of a packed
+GEMM that nothing else reads, and the other one has the same elements (a residual, not a
+broadcast bias), that GEMM takes the other as its addend (`buf.packed_matmul`'s fourth input, or
+its accumulator when it has none) and the activation, and writes the sum's buffer itself; it
+moves to where the add was, after both operands are computed (a shortcut GEMM that runs after
+the block's last convolution takes that convolution's output as its addend). A `buf`-level pass:
+it runs before `plan-memory`.
+
+```mlir
+// before
+%m = buf.alloc : memref<1x256x196xf32>
+buf.packed_matmul ins(%w, %p, %b : memref<1x256x64xf32>, memref<13x64x16xf32>, memref<256x1xf32>) outs(%m : memref<1x256x196xf32>) {beta = 1.0 : f32}
+%m4 = buf.reshape %m : memref<1x256x196xf32> -> memref<1x256x14x14xf32>
+buf.bias_activation ins(%m4, %r : memref<1x256x14x14xf32>, memref<1x256x14x14xf32>) outs(%y : memref<1x256x14x14xf32>) {activation = "relu"}
+// after
+%r3 = buf.reshape %r : memref<1x256x14x14xf32> -> memref<1x256x196xf32>
+%y3 = buf.reshape %y : memref<1x256x14x14xf32> -> memref<1x256x196xf32>
+buf.packed_matmul ins(%w, %p, %b, %r3 : ...) outs(%y3 : memref<1x256x196xf32>) {beta = 1.0 : f32, activation = "relu"}
+```
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import FloatAttr, MemRefType, ModuleOp, StringAttr, f32
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+
+from tensor_graphs.dialects import buffer as buf
+from tensor_graphs.dialects.shapes import numel
+
+
+def _shape(value: SSAValue) -> tuple[int, ...]:
+    return tuple(value.type.get_shape())  # type: ignore[attr-defined]
+
+
+def _readers(alloc: buf.AllocOp) -> list[tuple[Operation, SSAValue]] | None:
+    """Every (op, operand) that uses ``alloc``'s buffer, looking through reshapes; None when a
+    subview (part of the bytes) takes it."""
+    found: list[tuple[Operation, SSAValue]] = []
+    pending = [alloc.result]
+    while pending:
+        value = pending.pop()
+        for use in value.uses:
+            user = use.operation
+            if isinstance(user, buf.ReshapeOp):
+                pending.append(user.result)
+            elif isinstance(user, buf.SubviewOp):
+                return None
+            else:
+                found.append((user, value))
+    return found
+
+
+def _fusable_gemm(value: SSAValue, add: buf.BiasActivationOp) -> buf.PackedMatmulOp | None:
+    """The packed GEMM that writes ``value``'s buffer for ``add`` alone, with no activation and
+    room for an addend; else None."""
+    root = buf.root_buffer(value)
+    if not isinstance(root.owner, buf.AllocOp):
+        return None
+    readers = _readers(root.owner)
+    if readers is None or len(readers) != 2:
+        return None
+    gemm = next((op for op, v in readers if isinstance(op, buf.PackedMatmulOp) and op.output is v), None)
+    if gemm is None or not any(op is add for op, _ in readers):
+        return None
+    if len(gemm.inputs) > 3 or len(_shape(gemm.inputs[1])) != 3 or gemm.activation.data != "none":
+        return None
+    if len(gemm.inputs) == 3 and gemm.flags[1] == 0.0:
+        return None  # an accumulator with beta 0 is no accumulator: left as it is
+    return gemm
+
+
+def _view(value: SSAValue, shape: tuple[int, ...]) -> tuple[list[Operation], SSAValue]:
+    if _shape(value) == shape:
+        return [], value
+    view = buf.ReshapeOp(value, MemRefType(f32, shape))
+    return [view], view.result
+
+
+class FuseResidualIntoGemm(RewritePattern):
+    """``bias_activation(gemm_out, residual)`` -> the GEMM with the residual as its addend (see
+    the module doc)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: buf.BiasActivationOp, rewriter: PatternRewriter) -> None:
+        x, other = op.inputs
+        out = op.output
+        if numel(_shape(other)) != numel(_shape(out)):
+            return  # a broadcast bias: fuse-matmul-epilogue's
+        block = op.parent_block()
+        if block is None:
+            return
+        candidates = [(g, addend) for g, addend in ((_fusable_gemm(x, op), other), (_fusable_gemm(other, op), x)) if g is not None]
+        if not candidates:
+            return
+        # the GEMM computed last: the other operand is ready before it
+        gemm, addend = max(candidates, key=lambda c: block.get_operation_index(c[0]))
+        shape = _shape(gemm.output)
+        new_ops, addend_view = _view(addend, shape)
+        out_ops, out_view = _view(out, shape)
+        props = {k: v for k, v in gemm.properties.items() if k in ("alpha", "beta")}
+        props["activation"] = StringAttr(op.activation.data)
+        inputs = list(gemm.inputs)
+        if len(inputs) == 2:  # no accumulator: the residual is it
+            props["beta"] = FloatAttr(1.0, f32)
+        inputs.append(addend_view)
+        fused = buf.PackedMatmulOp(inputs, [out_view], props)
+        root = buf.root_buffer(gemm.output).owner
+        rewriter.replace_op(op, [*new_ops, *out_ops, fused], [])
+        rewriter.erase_op(gemm)
+        for dead in _alias_chain(root):
+            rewriter.erase_op(dead)
+
+
+def _alias_chain(alloc: Operation) -> list[Operation]:
+    """``alloc`` and the reshapes of it, users first (all unused once the GEMM is gone)."""
+    chain: list[Operation] = [alloc]
+    pending = [alloc.results[0]]
+    while pending:
+        value = pending.pop()
+        for use in value.uses:
+            if isinstance(use.operation, buf.ReshapeOp):
+                chain.append(use.operation)
+                pending.append(use.operation.result)
+    return chain[::-1]
+
+
+@dataclass(frozen=True)
+class FuseGemmAddendPass(ModulePass):
+    """Move each residual add (and its activation) after a packed GEMM into the GEMM's epilogue."""
+
+    name = "fuse-gemm-addend"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PatternRewriteWalker(GreedyRewritePatternApplier([FuseResidualIntoGemm()]), apply_recursively=False).rewrite_module(op)
