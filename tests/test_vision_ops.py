@@ -150,7 +150,8 @@ class ConvAddRelu(nn.Module):
 #: Stride-1 3x3 convolutions of one image that `winograd-convolution` takes (F(2x2, 3x3)):
 #: tile rows and columns whole or hanging over the edge (odd sizes), no padding, padding on one
 #: axis only, tiles in several panels and a partial one, more tiles per row than a vector holds
-#: and fewer, deep K (several K blocks), a 1-pixel output. The transforms add a few float32
+#: and fewer, deep K (one panel: one K block; several panels, the last partial: several K
+#: blocks, the partial panel's sums added through the stack), a 1-pixel output. The transforms add a few float32
 #: roundings to each output (coefficients +-1, +-1/2): what these reach is 1e-6..3e-6, under
 #: the file's 1e-5 on outputs of magnitude ~1..3.
 WINOGRAD_CONVOLUTIONS = {
@@ -160,6 +161,7 @@ WINOGRAD_CONVOLUTIONS = {
     "pad-one-axis": (nn.Conv2d(16, 24, 3, padding=(1, 0)), (1, 16, 5, 6)),
     "wide-rows": (nn.Conv2d(16, 16, 3, padding=1, bias=False), (1, 16, 12, 75)),
     "deep-k": (nn.Conv2d(320, 48, 3, padding=1), (1, 320, 6, 6)),
+    "deep-k-partial-panels": (nn.Conv2d(640, 16, 3, padding=1), (1, 640, 12, 11)),
     "one-pixel": (nn.Conv2d(16, 16, 3), (1, 16, 3, 3)),
     "conv1d-like": (nn.Conv2d(16, 16, 3, padding=1), (1, 16, 1, 40)),
 }

@@ -4,7 +4,7 @@
 // A Winograd convolution (winograd-convolution's tg.winograd_conv): the weight transformed at
 // load time (a buf.packed_weight of layout winograd2: 16 matrices [Cout, C]); the input
 // transform into 16 sets of column panels (9x9 outputs: 5x5 = 25 tiles, in panels of 16 on AVX2:
-// 2 panels); the 16 GEMMs as one batch of packed GEMMs writing whole panels (32 columns); the
+// 2 panels); the 16 GEMMs as one batch of packed GEMMs writing the 25 tiles' columns; the
 // output transform with the bias and ReLU, into the output. Without load-time packing no
 // variant is left, and the error says why.
 
@@ -12,9 +12,9 @@
 // CHECK:         %w_winograd = buf.packed_weight "conv.weight" {layout = "winograd2"} : memref<16x32x16xf32>
 // CHECK-NEXT:    %x_tiles = buf.alloc : memref<16x2x16x16xf32>
 // CHECK-NEXT:    buf.winograd_input ins(%x : memref<1x16x9x9xf32>) outs(%x_tiles : memref<16x2x16x16xf32>) {padding = array<i64: 1, 1>}
-// CHECK-NEXT:    %{{.*}} = buf.alloc : memref<16x32x32xf32>
-// CHECK-NEXT:    buf.packed_matmul ins(%w_winograd, %x_tiles : memref<16x32x16xf32>, memref<16x2x16x16xf32>) outs(%[[P:.*]] : memref<16x32x32xf32>)
-// CHECK:         buf.winograd_output ins(%[[P]], %b3 : memref<16x32x32xf32>, memref<32x1x1xf32>) outs(%out0 : memref<1x32x9x9xf32>) {beta = 1.000000e+00 : f32, activation = "relu"}
+// CHECK-NEXT:    %{{.*}} = buf.alloc : memref<16x32x25xf32>
+// CHECK-NEXT:    buf.packed_matmul ins(%w_winograd, %x_tiles : memref<16x32x16xf32>, memref<16x2x16x16xf32>) outs(%[[P:.*]] : memref<16x32x25xf32>)
+// CHECK:         buf.winograd_output ins(%[[P]], %b3 : memref<16x32x25xf32>, memref<32x1x1xf32>) outs(%out0 : memref<1x32x9x9xf32>) {beta = 1.000000e+00 : f32, activation = "relu"}
 // NOPACK: every kernel of 'tg.winograd_conv' reads a weight transformed at load time, which pack-weights=false rules out
 func.func @winograd(%x: tensor<1x16x9x9xf32>) -> tensor<1x32x9x9xf32> {
   %w = tg.weight "conv.weight" : tensor<32x16x3x3xf32>

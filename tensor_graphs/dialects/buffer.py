@@ -434,8 +434,7 @@ class PackedMatmulOp(KernelOp):
     The activation is applied to each output tile as it is written.
 
     A batch of G GEMMs (a Winograd convolution's, `buf.winograd_input`): ``a`` ``[G, M, K]``,
-    panels ``[G, P, K, NR]``, ``out`` ``[G, M, P * NR]`` (the panels' padding columns included),
-    no accumulator.
+    panels ``[G, ceil(N / NR), K, NR]``, ``out`` ``[G, M, N]``, no accumulator.
     """
 
     name = "buf.packed_matmul"
@@ -446,11 +445,12 @@ class PackedMatmulOp(KernelOp):
 
     def verify_kernel(self, ins, out):
         a, packed = ins[0], ins[1]
-        if len(packed) == 4:  # a batch of GEMMs: one A and one set of panels each, whole panels
+        if len(packed) == 4:  # a batch of GEMMs: one A and one set of panels each
             g, panels, k, nr = packed
-            if len(a) != 3 or a[0] != g or a[2] != k or tuple(out) != (g, a[1], panels * nr) or len(ins) >= 3:
+            if len(a) != 3 or a[0] != g or a[2] != k or len(out) != 3 or tuple(out[:2]) != (g, a[1]) or len(ins) >= 3 \
+                    or nr <= 0 or -(-out[2] // nr) != panels:
                 raise ShapeError(
-                    f"a batch of packed GEMMs takes a [G, M, K] lhs, [G, panels, K, NR] panels and writes [G, M, panels * NR], "
+                    f"a batch of packed GEMMs takes a [G, M, K] lhs, [G, ceil(N / NR), K, NR] panels and writes [G, M, N], "
                     f"without accumulator; got {list(a)}, {list(packed)} -> {list(out)}"
                 )
             _verify_epilogue(self, ins, out)

@@ -6,7 +6,8 @@
 block): a weight packed at load time (`buf.packed_weight`), or an activation the graph packed
 (`buf.im2col` with ``panels``: a convolution's windows, with the weight as A; `buf.winograd_input`:
 a batch of G GEMMs, ``A[G, M, K]`` by panels ``[G, P, K, NR]``, whose G x P panels are one list
-of work items, each with its GEMM's A and out). The panels are split among the threads
+of work items, each with its GEMM's A and out, the last panel of each partial when N is not a
+multiple of NR). The panels are split among the threads
 (`KernelContext.parallel`); each thread runs::
 
     for p in its panels:                                     NR = L V columns, V vectors of L floats
@@ -364,8 +365,8 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
     if m == 0 or n == 0:
         return
     lanes = ctx.target.float_lanes
-    if batched and (acc is not None or addend is not None or n != panels * nr):
-        raise LoweringError(f"{op.name}: a batch of packed GEMMs writes whole panels and takes no accumulator")
+    if batched and (acc is not None or addend is not None):
+        raise LoweringError(f"{op.name}: a batch of packed GEMMs takes no accumulator")
     if nr % lanes:
         raise LoweringError(f"{op.name}: panels of {nr} columns are not whole vectors of {lanes} floats ({ctx.target.name})")
     check_no_overlap(ctx, op, out, [a, packed], in_place_ok=False)
@@ -533,6 +534,29 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
                 emit_for(b, 1, k_blocks - 1, lambda kb, _: rows_over(KRange(b.mul_i64(kb, b.i64(kc)), kc, False, False)) or [])
             if k_blocks > 1:
                 rows_over(KRange((k_blocks - 1) * kc, k - (k_blocks - 1) * kc, False, True))
+            return
+        if batched and last_cols:
+            def item(q: SSAValue, ks: KRange) -> None:
+                """Item q: its GEMM's last, partial panel or a whole one."""
+                is_last = icmp(b, "eq", b.add(llvm.URemOp(q, b.i64(panels))), b.i64(panels - 1))
+                last_panel, whole, after = b.new_block(), b.new_block(), b.new_block()
+                b.add(llvm.CondBrOp(is_last, last_panel, [], whole, []))
+                for block_, partial in ((last_panel, True), (whole, False)):
+                    b.block = block_
+                    panel(q, partial, ks)
+                    b.add(llvm.BrOp(after))
+                b.block = after
+
+            def items_over(ks: KRange) -> None:
+                emit_for(b, start, end, lambda q, _: item(q, ks) or [])
+
+            # each GEMM's last panel is partial: its K blocks' sums are added into out through
+            # the stack tile, like an A-stationary pass's
+            items_over(KRange(0, kc if k_blocks > 1 else k, True, k_blocks == 1))
+            if k_blocks > 2:
+                emit_for(b, 1, k_blocks - 1, lambda kb, _: items_over(KRange(b.mul_i64(kb, b.i64(kc)), kc, False, False)) or [])
+            if k_blocks > 1:
+                items_over(KRange((k_blocks - 1) * kc, k - (k_blocks - 1) * kc, False, True))
             return
         if full_panels:
             last = end if not last_cols else min_i64(b, end, b.i64(full_panels))

@@ -605,7 +605,7 @@ def _winograd_applies(op: Operation) -> str | None:
 def _winograd_gemms(op: Operation, ins: Sequence[SSAValue], target: Target) -> tuple[list[Operation], list[SSAValue]]:
     """The input transform (`buf.winograd_input`) into column panels of the target's width, and
     the ``a * a`` GEMMs of the transformed weight (a `buf.packed_weight` of layout
-    ``winograd<m>``) by those panels: the output transform's first input (``[a*a, Cout, P*NR]``)."""
+    ``winograd<m>``) by those panels: the output transform's first input (``[a*a, Cout, tiles]``)."""
     assert isinstance(op, tg.WinogradConvOp) and isinstance(op.weight.owner, tg.WeightOp)
     m = op.tile.value.data
     cout, c = _shape(op.weight)[:2]
@@ -620,7 +620,7 @@ def _winograd_gemms(op: Operation, ins: Sequence[SSAValue], target: Target) -> t
     v = buf.AllocOp(MemRefType(f32, (xis, panels, c, nr)))
     v.result.name_hint = (op.input.name_hint or "x") + "_tiles"
     transform = buf.WinogradInputOp([ins[0]], [v.result], {"padding": op.padding, "tile": op.tile})
-    products = buf.AllocOp(MemRefType(f32, (xis, cout, panels * nr)))
+    products = buf.AllocOp(MemRefType(f32, (xis, cout, tiles)))
     products.result.name_hint = (op.result.name_hint or "conv") + "_products"
     gemms = buf.PackedMatmulOp([u.result, v.result], [products.result])
     return [u, v, transform, products, gemms], [products.result, *ins[2:]]
