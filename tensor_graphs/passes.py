@@ -33,6 +33,7 @@ _PASS_PATHS: dict[str, str] = {
     "convert-tensor-to-buffer": "tensor_graphs.lowering.tensor_to_buffer.convert:ConvertTensorToBufferPass",
     "fuse-im2col-panels": "tensor_graphs.transforms.fuse_im2col_panels:FuseIm2colPanelsPass",
     "fuse-gemm-addend": "tensor_graphs.transforms.fuse_gemm_addend:FuseGemmAddendPass",
+    "fuse-im2col-reduce": "tensor_graphs.transforms.fuse_im2col_reduce:FuseIm2colReducePass",
     "plan-memory": "tensor_graphs.transforms.plan_memory:PlanMemoryPass",
     "convert-buffer-to-llvm": "tensor_graphs.codegen.llvm.convert_buffer_to_llvm:ConvertBufferToLLVMPass",
 }
@@ -78,7 +79,13 @@ def tensor_pipeline(pack_weights: bool = True, passes: Sequence[str] = TENSOR_PI
 
 
 #: tg -> buf with every buffer placed in the arena.
-BUFFER_PIPELINE: tuple[str, ...] = ("convert-tensor-to-buffer", "fuse-im2col-panels", "fuse-gemm-addend", "plan-memory")
+BUFFER_PIPELINE: tuple[str, ...] = (
+    "convert-tensor-to-buffer",
+    "fuse-im2col-panels",
+    "fuse-im2col-reduce",
+    "fuse-gemm-addend",
+    "plan-memory",
+)
 
 
 def buffer_pipeline(pack_weights: bool = True) -> tuple[str, ...]:

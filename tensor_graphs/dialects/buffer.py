@@ -779,6 +779,9 @@ class Im2colOp(KernelOp):
     outside the input. Each tap ``(i, j)`` is one strided copy of the input rows and columns it
     reads (a ``memcpy`` per row at stride 1) plus the border it pads.
 
+    With ``reduce`` each window is reduced as it is read (max, sum or mean pooling):
+    ``out [N, C, OH, OW]``, the windows never written.
+
     With ``panels = NR`` (N = 1) the windows are written as the rhs of a packed GEMM reads them:
     the matrix ``cols[C*KH*KW, OH*OW]`` in column panels, ``out [ceil(OH*OW / NR), C*KH*KW, NR]``
     (`buf.packed_matmul`; the last panel's padding columns are zeros). A 1x1 window at stride 1
@@ -797,6 +800,9 @@ class Im2colOp(KernelOp):
     dilation = prop_def(DenseArrayBase.constr(i64))
     pad_value = prop_def(FloatAttr, default_value=float_attr(0.0))
     panels = prop_def(IntegerAttr[i64], default_value=IntegerAttr(0, i64))
+    #: "" (the windows), or "max" / "sum" / "mean": each window reduced, ``out [N, C, OH, OW]``
+    #: (a pooling: `fuse-im2col-reduce`)
+    reduce = prop_def(StringAttr, default_value=StringAttr(""))
 
     @property
     def window(self) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
@@ -817,6 +823,12 @@ class Im2colOp(KernelOp):
         nr = self.panel_columns
         if nr < 0:
             raise ShapeError(f"panels must be >= 0 (0: the plain layout), got {nr}")
+        if self.reduce.data:
+            if self.reduce.data not in ("max", "sum", "mean") or nr:
+                raise ShapeError(f"reduce must be max, sum or mean, without panels; got '{self.reduce.data}'")
+            if len(ins[0]) != 4 or len(out) != 4 or tuple(out[:2]) != tuple(ins[0][:2]):
+                raise ShapeError(f"expected x [N, C, H, W] -> [N, C, OH, OW], got {list(ins[0])} -> {list(out)}")
+            return
         if nr == 0:
             if len(ins[0]) != 4 or len(out) != 6 or tuple(out[:4]) != (*ins[0][:2], *kernel):
                 raise ShapeError(f"expected x [N, C, H, W] -> [N, C, KH, KW, OH, OW], got {list(ins[0])} -> {list(out)}")

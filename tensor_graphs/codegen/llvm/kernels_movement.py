@@ -38,6 +38,7 @@ from tensor_graphs.codegen.llvm.kernels import (
     LoweringError,
     Operand,
     _element,
+    _fmax,
     _require_same_element,
     _shape,
     check_no_overlap,
@@ -278,11 +279,13 @@ def _emit_im2col(ctx: KernelContext, op: Operation) -> None:
     n, c, h, w = _shape(x)
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = op.window
     nr = op.panel_columns
-    oh, ow = op.positions(_shape(x)) if nr else _shape(out)[4:]
+    reduce = op.reduce.data
+    oh, ow = op.positions(_shape(x)) if nr else _shape(out)[2:] if reduce else _shape(out)[4:]
     taps = oh * ow
     pad = op.pad_value.value.data
     plain = nr and (kh, kw, sh, sw, ph, pw) == (1, 1, 1, 1, 0, 0)  # the plane is the input row itself
     k_total = c * kh * kw
+    combine = _fmax if reduce == "max" else (lambda b, u, v: b.add(llvm.FAddOp(u, v)))
 
     def tap(b: FunctionBuilder, src_row: SSAValue, i: int, j: int, dst: SSAValue) -> None:
         """Tap ``(i, j)``'s ``OH x OW`` plane of one input channel into ``dst`` (row stride OW),
@@ -310,7 +313,7 @@ def _emit_im2col(ctx: KernelContext, op: Operation) -> None:
     def rows(b, start, end) -> None:
         xp, outp = ctx.ptr(x), ctx.ptr(out)
         plane = None
-        if nr and not plain:  # one tap's plane at a time, on this thread's stack
+        if (nr and not plain) or reduce:  # one tap's plane at a time, on this thread's stack
             size = b.i64(taps)
             alloca = llvm.AllocaOp(size, el, alignment=64)
             b.entry.insert_op_after(alloca, size.owner)  # type: ignore[arg-type]
@@ -320,6 +323,20 @@ def _emit_im2col(ctx: KernelContext, op: Operation) -> None:
             src_row = b.gep(xp, b.mul_i64(r, b.i64(h * w)), el)
             if plain:
                 scatter(b, src_row, r)
+                return
+            if reduce:  # each tap's plane combined into the output row: max, or a sum (scaled)
+                assert plane is not None
+                dst = Access(b.gep(outp, b.mul_i64(r, b.i64(taps)), el), (1,), el)
+                for t, (i, j) in enumerate((i, j) for i in range(kh) for j in range(kw)):
+                    tap(b, src_row, i, j, plane)
+                    src = Access(plane, (1,), el)
+                    if t == 0:
+                        emit_copy_nest(b, (taps,), dst, src)
+                    else:
+                        emit_pointwise(b, (taps,), dst, [dst, src], lambda b, v: combine(b, v[0], v[1]))
+                if reduce == "mean":
+                    scale = b.constant(1.0 / (kh * kw), el)
+                    emit_pointwise(b, (taps,), dst, [dst], lambda b, v: b.add(llvm.FMulOp(v[0], scale)))
                 return
             for i in range(kh):
                 for j in range(kw):
