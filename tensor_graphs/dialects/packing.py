@@ -30,6 +30,15 @@ import numpy as np
 PACKED_ALIGNMENT = 64
 
 
+def aligned_empty(shape: tuple[int, ...]) -> np.ndarray:
+    """An uninitialised C-contiguous float32 array of ``shape`` starting on a
+    `PACKED_ALIGNMENT`-byte boundary."""
+    size = int(np.prod(shape)) * 4
+    raw = np.empty(size + PACKED_ALIGNMENT, np.uint8)
+    start = (-raw.ctypes.data) % PACKED_ALIGNMENT
+    return raw[start : start + size].view(np.float32).reshape(shape)
+
+
 @dataclass(frozen=True)
 class PanelLayout:
     """How one weight is packed: ``source`` (its name), ``nr`` columns per panel, and whether the
@@ -70,10 +79,7 @@ class PanelLayout:
                 f"weight '{self.source}': panels pack a 2-D float32 matrix (or a 3-D stack), got {weight.dtype}{list(weight.shape)}"
             )
         shape = self.shape(weight.shape)
-        size = int(np.prod(shape)) * 4
-        raw = np.empty(size + PACKED_ALIGNMENT, np.uint8)
-        start = (-raw.ctypes.data) % PACKED_ALIGNMENT
-        out = raw[start : start + size].view(np.float32).reshape(shape)
+        out = aligned_empty(shape)
         for matrix, packed in zip(weight.reshape(-1, *weight.shape[-2:]), out.reshape(-1, *shape[-3:])):
             self._pack_into(matrix, packed)
         return out

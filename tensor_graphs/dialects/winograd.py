@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tensor_graphs.dialects.packing import PACKED_ALIGNMENT
+from tensor_graphs.dialects.packing import aligned_empty
 
 
 @dataclass(frozen=True)
@@ -110,10 +110,6 @@ class WinogradLayout:
         """The transformed copy of ``weight`` (float32, 64-byte aligned, C-contiguous)."""
         if weight.ndim != 4 or weight.shape[2:] != (3, 3) or weight.dtype != np.float32:
             raise ValueError(f"weight '{self.source}': the Winograd transform takes a float32 [Cout, C, 3, 3], got {weight.dtype}{list(weight.shape)}")
-        shape = self.shape(weight.shape)
-        size = int(np.prod(shape)) * 4
-        raw = np.empty(size + PACKED_ALIGNMENT, np.uint8)
-        start = (-raw.ctypes.data) % PACKED_ALIGNMENT
-        out = raw[start : start + size].view(np.float32).reshape(shape)
+        out = aligned_empty(self.shape(weight.shape))
         out[...] = transform_weight(weight, self.m)
         return out

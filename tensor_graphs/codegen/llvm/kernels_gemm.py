@@ -510,6 +510,15 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
                 tail_prefetches = not partial and full_rows < prefetch_plan(ks.steps)[2]
                 block(p, full_rows * mr, rest, partial, full_rows if tail_prefetches else None, ks)
 
+        def each_k_block(over: Callable[[KRange], None]) -> None:
+            """``over`` each K block in turn: the first from zeros, the last with alpha and the
+            epilogue (one block when K is not split)."""
+            over(KRange(0, kc if k_blocks > 1 else k, True, k_blocks == 1))
+            if k_blocks > 2:
+                emit_for(b, 1, k_blocks - 1, lambda kb, _: over(KRange(b.mul_i64(kb, b.i64(kc)), kc, False, False)) or [])
+            if k_blocks > 1:
+                over(KRange((k_blocks - 1) * kc, k - (k_blocks - 1) * kc, False, True))
+
         if a_stationary:
             def rows_over(ks: KRange) -> None:
                 """A-stationary: each of this thread's row blocks of A (MR x kc) stays in L1 while
@@ -529,11 +538,7 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
                     b.block = after
 
             # K blocks, each over all of this thread's row blocks: A streams once per K block
-            rows_over(KRange(0, kc if k_blocks > 1 else k, True, k_blocks == 1))
-            if k_blocks > 2:
-                emit_for(b, 1, k_blocks - 1, lambda kb, _: rows_over(KRange(b.mul_i64(kb, b.i64(kc)), kc, False, False)) or [])
-            if k_blocks > 1:
-                rows_over(KRange((k_blocks - 1) * kc, k - (k_blocks - 1) * kc, False, True))
+            each_k_block(rows_over)
             return
         if batched and last_cols:
             def item(q: SSAValue, ks: KRange) -> None:
@@ -552,11 +557,7 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
 
             # each GEMM's last panel is partial: its K blocks' sums are added into out through
             # the stack tile, like an A-stationary pass's
-            items_over(KRange(0, kc if k_blocks > 1 else k, True, k_blocks == 1))
-            if k_blocks > 2:
-                emit_for(b, 1, k_blocks - 1, lambda kb, _: items_over(KRange(b.mul_i64(kb, b.i64(kc)), kc, False, False)) or [])
-            if k_blocks > 1:
-                items_over(KRange((k_blocks - 1) * kc, k - (k_blocks - 1) * kc, False, True))
+            each_k_block(items_over)
             return
         if full_panels:
             last = end if not last_cols else min_i64(b, end, b.i64(full_panels))
@@ -566,11 +567,7 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
 
             # K blocks, each over all of this thread's panels: a block's panel slice (kc x NR)
             # stays in L1 for every row block, A's M x kc columns in L2 for every panel
-            panels_over(KRange(0, kc if k_blocks > 1 else k, True, k_blocks == 1))
-            if k_blocks > 2:
-                emit_for(b, 1, k_blocks - 1, lambda kb, _: panels_over(KRange(b.mul_i64(kb, b.i64(kc)), kc, False, False)) or [])
-            if k_blocks > 1:
-                panels_over(KRange((k_blocks - 1) * kc, k - (k_blocks - 1) * kc, False, True))
+            each_k_block(panels_over)
         if last_cols:  # the thread whose range ends at the last panel runs it (one K block: rows
             # of its stack tile are not kept between blocks)
             has_last = icmp(b, "eq", end, b.i64(panels))
