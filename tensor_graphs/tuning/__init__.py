@@ -1,0 +1,1 @@
+"""Choosing among a graph's kernel paths by measurement: the timing database (`database`)."""
