@@ -427,6 +427,23 @@ func.func @weight_gemm_reads_a_packed_copy(%x: tensor<5x32xf32>) -> tensor<5x100
 
 // -----
 
+// The same GEMM pinned to BLAS by its tg.kernel attribute (a tuner's choice, replayed): the
+// weight as stored, no packed copy, with or without packing.
+// CHECK-LABEL: func.func @pinned_to_blas
+// CHECK-NEXT:    %w = buf.weight "fc.weight" : memref<100x32xf32>
+// CHECK-NEXT:    %b = buf.weight "fc.bias" : memref<100xf32>
+// CHECK-NEXT:    buf.matmul ins(%x, %w, %b : memref<5x32xf32>, memref<100x32xf32>, memref<100xf32>) outs(%out0 : memref<5x100xf32>) {transpose_b = true, beta = 1.000000e+00 : f32, activation = "relu"}
+// NOPACK-LABEL: func.func @pinned_to_blas
+// NOPACK:         buf.matmul ins(%x, %w, %b
+func.func @pinned_to_blas(%x: tensor<5x32xf32>) -> tensor<5x100xf32> {
+  %w = tg.weight "fc.weight" : tensor<100x32xf32>
+  %b = tg.weight "fc.bias" : tensor<100xf32>
+  %y = tg.matmul %x, %w, %b {transpose_b = true, beta = 1.0 : f32, activation = "relu", tg.kernel = "matmul.blas"} : (tensor<5x32xf32>, tensor<100x32xf32>, tensor<100xf32>) -> tensor<5x100xf32>
+  func.return %y : tensor<5x100xf32>
+}
+
+// -----
+
 // A table that a GEMM reads packed (a tied LM head) is gathered from those panels too
 // (buf.packed_embedding; the same slot, so the table is bound once); a [K, N] weight (Conv1D)
 // packs untransposed; two activations multiply through BLAS. Without packing, the gather reads

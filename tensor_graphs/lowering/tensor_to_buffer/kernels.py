@@ -10,8 +10,9 @@ it asks this registry. A variant is either
   first operand (``buf.reshape``, ``buf.subview``); e.g. a contiguous ``tg.slice``.
 
 Each variant says whether it applies to a given op (and why not). Today :func:`select_kernel`
-takes the first variant that applies; a tuner can instead enumerate
-:func:`applicable_kernels`, time each, and pass its pick as ``choose``.
+takes the first variant that applies, unless the op pins one by name with the attribute
+``tg.kernel`` (`KERNEL_ATTR`: a tuner's choice, replayed by `tg-opt`); a tuner can enumerate
+:func:`applicable_kernels` (`tuning.paths.kernel_paths`), time each, and pin its pick.
 
 ```python
 register_kernel(tg.ReluOp, KernelVariant("relu.loop", build=lambda op, ins, out: buf.ReluOp(ins, [out])))
@@ -126,18 +127,49 @@ def applicable_kernels(op: Operation) -> list[Variant]:
     return [v for v in variants_for(op) if v.applies(op) is None]
 
 
+#: The discardable attribute of a `tg` op that pins the variant running it (a name of
+#: `variants_for`): written by a tuner (`tuning.paths.pin`), replayed by `tg-opt`.
+KERNEL_ATTR = "tg.kernel"
+
+
+def _pinned(op: Operation, variants: list[Variant]) -> Variant | None:
+    """The variant ``op`` pins with ``tg.kernel``, checked; None when it pins none."""
+    attr = op.attributes.get(KERNEL_ATTR)
+    if attr is None:
+        return None
+    every = variants_for(op)
+    if not isinstance(attr, StringAttr):
+        raise NoKernelError(f"'{op_name(op)}': {KERNEL_ATTR} must be a variant's name (a string), got {attr}")
+    chosen = next((v for v in every if v.name == attr.data), None)
+    if chosen is None:
+        names = ", ".join(v.name for v in every) or "none registered"
+        raise NoKernelError(f"'{op_name(op)}' pins kernel '{attr.data}' ({KERNEL_ATTR}), which is not one of its variants: {names}")
+    if chosen not in variants:
+        raise NoKernelError(
+            f"'{op_name(op)}' pins kernel '{attr.data}' ({KERNEL_ATTR}), which reads a weight packed at load time: "
+            "pack-weights=false rules it out"
+        )
+    if (why := chosen.applies(op)) is not None:
+        raise NoKernelError(f"'{op_name(op)}' pins kernel '{attr.data}' ({KERNEL_ATTR}), which cannot run it: {why}")
+    return chosen
+
+
 def select_kernel(
     op: Operation,
     choose: Callable[[Operation, list[Variant]], Variant] | None = None,
     *,
     pack_weights: bool = True,
 ) -> Variant:
-    """The variant that runs ``op``: the first applicable one, or ``choose(op, applicable)``.
-    Without ``pack_weights``, variants that read packed weights are not considered.
+    """The variant that runs ``op``: the one it pins (``tg.kernel``, `KERNEL_ATTR`), else the
+    first applicable one, or ``choose(op, applicable)``. Without ``pack_weights``, variants that
+    read packed weights are not considered.
 
-    Raises :class:`NoKernelError` naming the op and each variant's reason when none applies.
+    Raises :class:`NoKernelError` naming the op and each variant's reason when none applies, or
+    why a pinned variant cannot run it.
     """
     variants = [v for v in variants_for(op) if pack_weights or not getattr(v, "packs_weights", False)]
+    if (pinned := _pinned(op, variants)) is not None:
+        return pinned
     if not variants and variants_for(op):
         raise NoKernelError(
             f"every kernel of '{op_name(op)}' reads a weight transformed at load time, which "
