@@ -14,13 +14,13 @@ issue's target: the masked graph within 5% of the unmasked one.
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import time
 
 import torch
 
 import tensor_graphs as tg
+from tensor_graphs.target import cpu_model
 
 
 class Hidden(torch.nn.Module):
@@ -40,16 +40,6 @@ class Unmasked(torch.nn.Module):
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         return self.model(input_ids=ids).last_hidden_state
 
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def main() -> None:

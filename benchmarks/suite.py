@@ -80,6 +80,7 @@ import mlp  # noqa: E402
 import roofline  # noqa: E402
 
 from tensor_graphs import target as tg_target  # noqa: E402  (its Target; `Target` below is a row's goal)
+from tensor_graphs.target import cpu_model  # noqa: E402
 
 WORKLOADS = ("mlp", "encoder", "gpt2-prefill", "gpt2-decode", "qwen3", "conv")
 ENGINES = ("tensor_graphs", "eager", "torch.compile", "onnxruntime", "onnxruntime-opt", "openvino")
@@ -513,13 +514,6 @@ RUNNERS = {
 
 # --------------------------------------------------------------------------- the machine
 
-
-def cpu_model() -> str:
-    with contextlib.suppress(OSError):
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown CPU"
 
 
 def machine() -> dict:

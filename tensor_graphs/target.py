@@ -351,6 +351,21 @@ def of_module(module, default: Target | str | None = None) -> Target:
 # --------------------------------------------------------------------------- the host
 
 
+def cpu_model() -> str:
+    """This CPU's marketing name (``/proc/cpuinfo``'s "model name"), for reports and the tuning
+    database's machine key; the platform's processor string where there is no such file."""
+    import platform
+
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
 @functools.cache
 def _host_target() -> Target:
     import llvmlite.binding as llvm

@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-import tensor_graphs as tg
 from tensor_graphs.api import compile_module
 from tensor_graphs.frontend.importer import import_model
 from tensor_graphs.passes import TENSOR_PIPELINE, build_pipeline

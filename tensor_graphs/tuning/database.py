@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import sqlite3
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -102,24 +101,13 @@ class Machine:
 
         import tensor_graphs
         from tensor_graphs.runtime_support.threads import get_num_threads
-        from tensor_graphs.target import Target
+        from tensor_graphs.target import Target, cpu_model
 
         host = Target.host()
         features = tuple(sorted(f[1:] for f in host.host_features.split(",") if f.startswith("+")))
         versions = {name: str(getattr(module, "__version__", "unknown"))
                     for name, module in (("tensor_graphs", tensor_graphs), ("llvmlite", llvmlite), ("numpy", numpy), ("xdsl", xdsl))}
-        return Machine(f"{_cpu_model()} ({host.llvm_cpu})", features, threads or get_num_threads(), versions)
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+        return Machine(f"{cpu_model()} ({host.llvm_cpu})", features, threads or get_num_threads(), versions)
 
 
 @dataclass(frozen=True)
