@@ -47,22 +47,24 @@ def _shape(value: SSAValue) -> tuple[int, ...]:
     return tuple(value.type.get_shape())  # type: ignore[attr-defined]
 
 
-def _readers(alloc: buf.AllocOp) -> list[tuple[Operation, SSAValue]] | None:
-    """Every (op, operand) that uses ``alloc``'s buffer, looking through reshapes; None when a
-    subview (part of the bytes) takes it."""
-    found: list[tuple[Operation, SSAValue]] = []
+def _views_and_readers(alloc: buf.AllocOp) -> tuple[list[Operation], list[tuple[Operation, SSAValue]]] | None:
+    """The reshapes of ``alloc``'s buffer (deepest first) and every (op, operand) that uses it
+    through them; None when a subview (part of the bytes) takes it."""
+    views: list[Operation] = []
+    readers: list[tuple[Operation, SSAValue]] = []
     pending = [alloc.result]
     while pending:
         value = pending.pop()
         for use in value.uses:
             user = use.operation
             if isinstance(user, buf.ReshapeOp):
+                views.append(user)
                 pending.append(user.result)
             elif isinstance(user, buf.SubviewOp):
                 return None
             else:
-                found.append((user, value))
-    return found
+                readers.append((user, value))
+    return views[::-1], readers
 
 
 def _fusable_gemm(value: SSAValue, add: buf.BiasActivationOp) -> buf.PackedMatmulOp | None:
@@ -71,9 +73,10 @@ def _fusable_gemm(value: SSAValue, add: buf.BiasActivationOp) -> buf.PackedMatmu
     root = buf.root_buffer(value)
     if not isinstance(root.owner, buf.AllocOp):
         return None
-    readers = _readers(root.owner)
-    if readers is None or len(readers) != 2:
+    found = _views_and_readers(root.owner)
+    if found is None or len(found[1]) != 2:
         return None
+    readers = found[1]
     gemm = next((op for op, v in readers if isinstance(op, buf.PackedMatmulOp) and op.output is v), None)
     if gemm is None or not any(op is add for op, _ in readers):
         return None
@@ -119,24 +122,13 @@ class FuseResidualIntoGemm(RewritePattern):
             props["beta"] = FloatAttr(1.0, f32)
         inputs.append(addend_view)
         fused = buf.PackedMatmulOp(inputs, [out_view], props)
-        root = buf.root_buffer(gemm.output).owner
+        alloc = buf.root_buffer(gemm.output).owner
+        found = _views_and_readers(alloc)  # type: ignore[arg-type]
+        assert found is not None
         rewriter.replace_op(op, [*new_ops, *out_ops, fused], [])
         rewriter.erase_op(gemm)
-        for dead in _alias_chain(root):
+        for dead in [*found[0], alloc]:  # the views, deepest first, then the buffer: unused now
             rewriter.erase_op(dead)
-
-
-def _alias_chain(alloc: Operation) -> list[Operation]:
-    """``alloc`` and the reshapes of it, users first (all unused once the GEMM is gone)."""
-    chain: list[Operation] = [alloc]
-    pending = [alloc.results[0]]
-    while pending:
-        value = pending.pop()
-        for use in value.uses:
-            if isinstance(use.operation, buf.ReshapeOp):
-                chain.append(use.operation)
-                pending.append(use.operation.result)
-    return chain[::-1]
 
 
 @dataclass(frozen=True)

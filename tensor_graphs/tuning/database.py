@@ -27,7 +27,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 #: Version of the tables below (``PRAGMA user_version``); bump it with a migration in `_migrate`.
@@ -226,8 +226,3 @@ class TuningDatabase:
 
     def __len__(self) -> int:
         return self._conn.execute("SELECT COUNT(*) FROM records").fetchone()[0]
-
-
-def as_dict(record: Record) -> dict:
-    """A record as plain data (JSON-ready), for reports."""
-    return asdict(record)

@@ -63,7 +63,7 @@ from tensor_graphs.codegen.llvm.kernels import (
     check_no_overlap,
     emit_pointwise,
 )
-from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, broadcast_strides, collapse_dims, emit_for, icmp, min_i64
+from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, broadcast_strides, collapse_dims, emit_for, emit_if, icmp, min_i64
 from tensor_graphs.codegen.llvm.loops import value as _val
 from tensor_graphs.codegen.llvm.scalar import emit_unary, fma
 from tensor_graphs.dialects import buffer as buf
@@ -419,12 +419,8 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
         b = ctx.b
         pa, pb, po = ctx.ptr(a), ctx.ptr(packed), ctx.ptr(out)
         padd = [ctx.ptr(v) for v, *_ in addends]
-        stack = None  # a tile for the last panel's rows (its padding columns never reach out)
-        if last_cols:
-            size = b.i64(mr * nr)
-            alloca = llvm.AllocaOp(size, f32, alignment=64)
-            b.entry.insert_op_after(alloca, size.owner)  # type: ignore[arg-type]
-            stack = alloca.results[0]
+        # a tile for the last panel's rows (its padding columns never reach out)
+        stack = b.stack(mr * nr, f32) if last_cols else None
 
         def addend_accesses(r0: SSAValue | int, col0: SSAValue) -> list[Access]:
             """The epilogue's addends (the accumulator, a residual) at the output tile at row r0,
@@ -530,12 +526,7 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
 
                 emit_for(b, start, min_i64(b, end, b.i64(full_rows)), lambda r, _: row_block(b.mul_i64(r, b.i64(mr)), mr) or [])
                 if rest:  # the thread whose range ends at the last row block runs the tail rows
-                    run, after = b.new_block(), b.new_block()
-                    b.add(llvm.CondBrOp(icmp(b, "eq", end, b.i64(blocks)), run, [], after, []))
-                    b.block = run
-                    row_block(full_rows * mr, rest)
-                    b.add(llvm.BrOp(after))
-                    b.block = after
+                    emit_if(b, icmp(b, "eq", end, b.i64(blocks)), lambda: row_block(full_rows * mr, rest))
 
             # K blocks, each over all of this thread's row blocks: A streams once per K block
             each_k_block(rows_over)
@@ -544,13 +535,7 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
             def item(q: SSAValue, ks: KRange) -> None:
                 """Item q: its GEMM's last, partial panel or a whole one."""
                 is_last = icmp(b, "eq", b.add(llvm.URemOp(q, b.i64(panels))), b.i64(panels - 1))
-                last_panel, whole, after = b.new_block(), b.new_block(), b.new_block()
-                b.add(llvm.CondBrOp(is_last, last_panel, [], whole, []))
-                for block_, partial in ((last_panel, True), (whole, False)):
-                    b.block = block_
-                    panel(q, partial, ks)
-                    b.add(llvm.BrOp(after))
-                b.block = after
+                emit_if(b, is_last, lambda: panel(q, True, ks), lambda: panel(q, False, ks))
 
             def items_over(ks: KRange) -> None:
                 emit_for(b, start, end, lambda q, _: item(q, ks) or [])
@@ -570,13 +555,7 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
             each_k_block(panels_over)
         if last_cols:  # the thread whose range ends at the last panel runs it (one K block: rows
             # of its stack tile are not kept between blocks)
-            has_last = icmp(b, "eq", end, b.i64(panels))
-            run, after = b.new_block(), b.new_block()
-            b.add(llvm.CondBrOp(has_last, run, [], after, []))
-            b.block = run
-            panel(b.i64(full_panels), True, KRange(0, k, True, True))
-            b.add(llvm.BrOp(after))
-            b.block = after
+            emit_if(b, icmp(b, "eq", end, b.i64(panels)), lambda: panel(b.i64(full_panels), True, KRange(0, k, True, True)))
 
     # threads: at most as many as the FLOPs (and the panels' bytes, for a matrix-vector product)
     # pay for (`Target.thread_work`); each takes a share of the panels or, when A's K block slice

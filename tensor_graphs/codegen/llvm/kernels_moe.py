@@ -36,7 +36,7 @@ from tensor_graphs.codegen.llvm.kernels import (
 )
 from tensor_graphs.codegen.llvm.kernels_blas import _I32_MAX, _sgemm, _sgemv
 from tensor_graphs.codegen.llvm.kernels_gemm import Tile, call_tile, k_block
-from tensor_graphs.codegen.llvm.loops import FunctionBuilder, emit_for, emit_loop, emit_strided_nest, icmp, min_i64
+from tensor_graphs.codegen.llvm.loops import FunctionBuilder, emit_for, emit_if, emit_loop, emit_strided_nest, icmp, min_i64
 from tensor_graphs.codegen.llvm.scalar import emit_binary, fcmp, select
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.shapes import numel
@@ -48,16 +48,6 @@ MIN_BLOCK_COLUMNS = 64
 #: ... and of at least this many when the groups hold several rows each (GEMMs, not GEMVs: each
 #: sgemm call packs its rows again)
 MIN_GEMM_BLOCK_COLUMNS = 512
-
-
-def _if(b: FunctionBuilder, cond: SSAValue, then) -> None:
-    """``if cond: then()``; the cursor continues after it."""
-    run, after = b.new_block(), b.new_block()
-    b.add(llvm.CondBrOp(cond, run, [], after, []))
-    b.block = run
-    then()
-    b.add(llvm.BrOp(after))
-    b.block = after
 
 
 # --------------------------------------------------------------------------- argtopk
@@ -239,8 +229,8 @@ def _emit_grouped_matmul(ctx: KernelContext, op: Operation) -> None:
             def gemm() -> None:
                 _sgemm(ctx, False, transposed, rows, cols, k, 1.0, a_rows, k, w_block, ldw, 0.0, c_rows, n)
 
-            _if(b, icmp(b, "eq", rows, b.i64(1)), gemv)
-            _if(b, icmp(b, "sgt", rows, b.i64(1)), gemm)
+            emit_if(b, icmp(b, "eq", rows, b.i64(1)), gemv)
+            emit_if(b, icmp(b, "sgt", rows, b.i64(1)), gemm)
             return []
 
         emit_for(b, start, end, item)
@@ -273,12 +263,7 @@ def _emit_packed_grouped_matmul(ctx: KernelContext, op: Operation) -> None:
     def items(start: SSAValue, end: SSAValue, _thread: SSAValue, _values: list[SSAValue]) -> None:
         b = ctx.b
         ap, pp, offp, cp = ctx.ptr(a), ctx.ptr(packed), ctx.ptr(offsets), ctx.ptr(out)
-        stack = None
-        if last_cols:
-            size = b.i64(mr * nr)
-            alloca = llvm.AllocaOp(size, f32, alignment=64)
-            b.entry.insert_op_after(alloca, size.owner)  # type: ignore[arg-type]
-            stack = alloca.results[0]
+        stack = b.stack(mr * nr, f32) if last_cols else None
 
         def item(i: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
             p, g = b.add(llvm.SDivOp(i, b.i64(groups))), b.add(llvm.SRemOp(i, b.i64(groups)))
@@ -310,7 +295,7 @@ def _emit_packed_grouped_matmul(ctx: KernelContext, op: Operation) -> None:
                 for k0, steps in ks:
                     emit_for(b, 0, blocks, lambda r, _, k0=k0, steps=steps: tile(b.add_i64(first, b.mul_i64(r, b.i64(mr))), mr, partial, k0, steps) or [])
                     for count in range(1, mr):
-                        _if(b, icmp(b, "eq", rest, b.i64(count)), lambda count=count, k0=k0, steps=steps: tile(rest_start, count, partial, k0, steps))
+                        emit_if(b, icmp(b, "eq", rest, b.i64(count)), lambda count=count, k0=k0, steps=steps: tile(rest_start, count, partial, k0, steps))
 
             if not last_cols:
                 run(False)
@@ -318,8 +303,8 @@ def _emit_packed_grouped_matmul(ctx: KernelContext, op: Operation) -> None:
                 run(True)
             else:
                 is_last = icmp(b, "eq", p, b.i64(full_panels))
-                _if(b, is_last, lambda: run(True))
-                _if(b, b.add(llvm.XOrOp(is_last, b.constant(1, i1))), lambda: run(False))
+                emit_if(b, is_last, lambda: run(True))
+                emit_if(b, b.add(llvm.XOrOp(is_last, b.constant(1, i1))), lambda: run(False))
             return []
 
         emit_for(b, start, end, item)

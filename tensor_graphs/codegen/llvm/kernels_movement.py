@@ -312,12 +312,8 @@ def _emit_im2col(ctx: KernelContext, op: Operation) -> None:
 
     def rows(b, start, end) -> None:
         xp, outp = ctx.ptr(x), ctx.ptr(out)
-        plane = None
-        if (nr and not plain) or reduce:  # one tap's plane at a time, on this thread's stack
-            size = b.i64(taps)
-            alloca = llvm.AllocaOp(size, el, alignment=64)
-            b.entry.insert_op_after(alloca, size.owner)  # type: ignore[arg-type]
-            plane = alloca.results[0]
+        # one tap's plane at a time, on this thread's stack
+        plane = b.stack(taps, el) if (nr and not plain) or reduce else None
 
         def row(r: SSAValue) -> None:
             src_row = b.gep(xp, b.mul_i64(r, b.i64(h * w)), el)

@@ -36,7 +36,7 @@ from xdsl.ir import Operation, SSAValue
 
 from tensor_graphs.codegen.llvm.kernels import REGISTRY, Access, KernelContext, _scalar_errors, check_no_overlap, emit_copy_nest, emit_pointwise, split_rows
 from tensor_graphs.codegen.llvm.kernels_gemm import _vector_at, splat, vector_type
-from tensor_graphs.codegen.llvm.loops import FunctionBuilder, broadcast_strides, emit_for
+from tensor_graphs.codegen.llvm.loops import FunctionBuilder, broadcast_strides, emit_for, emit_if
 from tensor_graphs.codegen.llvm.scalar import emit_unary
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.shapes import numel
@@ -64,14 +64,6 @@ def _combine(b: FunctionBuilder, coeffs: Sequence[float], values: Sequence[SSAVa
             total = b.add(llvm.FSubOp(total, term))
     assert total is not None, "a transform row of zeros"
     return b.add(llvm.FNegOp(total)) if negate else total
-
-
-def _stack(b: FunctionBuilder, floats: int) -> SSAValue:
-    """``floats`` f32 on this function's stack (64-byte aligned), allocated in its entry block."""
-    size = b.i64(floats)
-    alloca = llvm.AllocaOp(size, f32, alignment=64)
-    b.entry.insert_op_after(alloca, size.owner)  # type: ignore[arg-type]
-    return alloca.results[0]
 
 
 def _memset0(b: FunctionBuilder, ptr: SSAValue, floats: SSAValue | int) -> None:
@@ -109,16 +101,6 @@ def _interleave(b: FunctionBuilder, vectors: Sequence[SSAValue], lanes: int) -> 
     return _shuffle(b, whole, whole, [q * lanes + t for t in range(lanes) for q in range(count)])
 
 
-def _branch(b: FunctionBuilder, cond: SSAValue, then: Callable[[], None], otherwise: Callable[[], None]) -> None:
-    yes, no, after = b.new_block(), b.new_block(), b.new_block()
-    b.add(llvm.CondBrOp(cond, yes, [], no, []))
-    for block, emit in ((yes, then), (no, otherwise)):
-        b.block = block
-        emit()
-        b.add(llvm.BrOp(after))
-    b.block = after
-
-
 def _emit_winograd_input(ctx: KernelContext, op: Operation) -> None:
     assert isinstance(op, buf.WinogradInputOp)
     (x,), out = op.inputs, op.output
@@ -141,8 +123,8 @@ def _emit_winograd_input(ctx: KernelContext, op: Operation) -> None:
 
     def rows(b: FunctionBuilder, start: SSAValue | int, end: SSAValue | int) -> None:
         xp, outp = ctx.ptr(x), ctx.ptr(out)
-        stage = _stack(b, a * width)
-        values = _stack(b, xis * tiles_width)
+        stage = b.stack(a * width, f32)
+        values = b.stack(xis * tiles_width, f32)
         _memset0(b, stage, a * width)
         _memset0(b, values, xis * tiles_width)
 
@@ -159,7 +141,7 @@ def _emit_winograd_input(ctx: KernelContext, op: Operation) -> None:
                     src_row = b.gep(src, b.mul_i64(y, b.i64(w)), f32)
                     b.add(llvm.CallIntrinsicOp("llvm.memcpy.p0.p0.i64", [dst, src_row, b.i64(w * 4), b.constant(0, i1)], []))
 
-                _branch(b, inside, copy, lambda dst=dst: _memset0(b, dst, w))
+                emit_if(b, inside, copy, lambda dst=dst: _memset0(b, dst, w))
             first = b.mul_i64(th, b.i64(row_tiles))
 
             def tiles(j: SSAValue, _c: list[SSAValue]) -> list[SSAValue]:
@@ -215,7 +197,7 @@ def _emit_winograd_output(ctx: KernelContext, op: Operation) -> None:
     def rows(b: FunctionBuilder, start: SSAValue | int, end: SSAValue | int) -> None:
         gp, outp = ctx.ptr(gemms), ctx.ptr(out)
         accp = ctx.ptr(acc) if acc is not None else None
-        stage = _stack(b, m * width)
+        stage = b.stack(m * width, f32)
 
         def transform(at: Callable[[int], SSAValue], const: Callable[[float], SSAValue]) -> list[list[SSAValue]]:
             """Y = A^T M A of the loaded M[xi] = at(xi)."""

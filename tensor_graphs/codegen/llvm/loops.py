@@ -101,6 +101,14 @@ class FunctionBuilder:
 
     # ------------------------------------------------------------------ memory
 
+    def stack(self, count: int, element_type: Attribute, alignment: int = 64) -> SSAValue:
+        """``count`` elements of ``element_type`` on this function's stack: an ``alloca`` in the
+        entry block (once per call of the function, wherever the cursor is: not in a loop)."""
+        size = self.i64(count)
+        alloca = llvm.AllocaOp(size, element_type, alignment=alignment)
+        self.entry.insert_op_after(alloca, size.owner)  # type: ignore[arg-type]
+        return alloca.results[0]
+
     def gep(self, ptr: SSAValue, index: SSAValue | int | None, element_type: Attribute) -> SSAValue:
         """``&ptr[index]`` for elements of ``element_type`` (``None``/0: ``ptr`` itself)."""
         if index is None or (isinstance(index, int) and index == 0):
@@ -243,6 +251,21 @@ def emit_for(
     b.add(llvm.CondBrOp(more, loop, [nxt, *new], exit_, new))
     b.block = exit_
     return list(exit_.args)
+
+
+def emit_if(b: FunctionBuilder, cond: SSAValue, then: Callable[[], None], otherwise: Callable[[], None] | None = None) -> None:
+    """``if cond: then() else: otherwise()`` (each emitting at the cursor); the cursor continues
+    after both."""
+    run, after = b.new_block(), b.new_block()
+    other = b.new_block() if otherwise is not None else after
+    b.add(llvm.CondBrOp(cond, run, [], other, []))
+    for block, emit in ((run, then), (other, otherwise)):
+        if emit is None:
+            continue
+        b.block = block
+        emit()
+        b.add(llvm.BrOp(after))
+    b.block = after
 
 
 def icmp(b: FunctionBuilder, pred: str, x: SSAValue, y: SSAValue) -> SSAValue:

@@ -110,10 +110,7 @@ class ParallelRegions:
         shared: list[SSAValue] = [*ptrs, *values]
         if not isinstance(items, int):
             shared.append(items)
-        size = kb.i64(max(len(shared), 1))
-        alloca = llvm.AllocaOp(size, PTR, alignment=8)  # (ptr-typed: llvmlite then takes i64 stores too)
-        kb.entry.insert_op_after(alloca, size.owner)  # type: ignore[arg-type]
-        table = alloca.results[0]
+        table = kb.stack(max(len(shared), 1), PTR, alignment=8)  # (ptr-typed: llvmlite then takes i64 stores too)
 
         def slot(b: FunctionBuilder, base: SSAValue, i: int, type) -> SSAValue:  # 8 bytes: a pointer or an i64
             return b.add(llvm.GEPOp(base, [llvm.GEP_USE_SSA_VAL], type, ssa_indices=[b.i64(i)], inbounds=True))
