@@ -6,6 +6,8 @@
     dec = tg.compile_decoder(lm, max_seq=512)   # prefill + decode over one KV cache
     tokens = dec.generate(ids, max_new_tokens=20)
     fn = tg.compile(model, (x,), profile=True); print(fn.profile(x))   # time per kernel
+    print(tg.tune(model, (x,)))                  # measure every kernel path: time and error
+    fn = tg.compile(model, (x,), tune="cached", tolerance=1e-5); print(fn.explain())
 """
 
 from tensor_graphs.api import (
@@ -20,6 +22,8 @@ from tensor_graphs.api import (
     load,
     profile,
     set_num_threads,
+    tune,
+    tune_module,
 )
 from tensor_graphs.runtime_support.profile import ProfileReport
 
@@ -36,5 +40,7 @@ __all__ = [
     "profile",
     "ProfileReport",
     "set_num_threads",
+    "tune",
+    "tune_module",
 ]
 __version__ = "0.1.0"

@@ -66,6 +66,8 @@ def compile_module(
     packed: dict[str, np.ndarray] | None = None,
     verify: bool = True,
     target: Target | str | None = None,
+    optimize: bool = True,
+    tuning: Tuning | None = None,
 ) -> CompiledGraph:
     """Lower ``module`` (at the aten, tg, buf or llvm level) to native code and bind ``weights``.
 
@@ -81,7 +83,11 @@ def compile_module(
     `diagnostics.IRError` naming the op and where it is); `compile` skips it for the modules its
     importer builds. ``target``: the machine to compile for (`tensor_graphs.target`: a `Target`
     or a name such as ``"x86-64-v3"``, ``"znver3"``; default ``TG_TARGET``, else this CPU); a
-    module already lowered to buf or llvm keeps the target it was lowered for.
+    module already lowered to buf or llvm keeps the target it was lowered for. ``optimize``:
+    run the tg-level optimisation on a tg module (``False``: lower its ops as they are, as
+    the tuner does to time one kernel path). ``tuning``: choose each kernel's path from the
+    timing database within a tolerance (`Tuning`; a module at the aten or tg level), checked on
+    the example inputs against the fp32 heuristic path; ``fn.explain()`` says what was chosen.
     """
     from tensor_graphs.codegen.llvm.jit import jit_compile
     from tensor_graphs.diagnostics import verify_module
@@ -113,13 +119,19 @@ def compile_module(
     if level == "aten":
         run("aten -> tg", tensor_pipeline(pack_weights))
         keep("tg")
-    elif level == "tg":
+    elif level == "tg" and optimize:
         run("optimise tg", tensor_pipeline(pack_weights, TG_OPTIMIZE))
         keep("tg")
     if level in ("aten", "tg") and tg_passes:
         run("tg passes", tg_passes)
         keep("tg")
+    report = None
     if level in ("aten", "tg"):
+        t0 = time.perf_counter()
+        report, reference = _tune(module, weights or {}, tuning, _module_target(module), pack_weights)
+        stats.seconds["tuning"] = time.perf_counter() - t0
+        if report.choices and tuning is not None and tuning.tune != "off":
+            keep("tg")
         run("tg -> buf", buffer_pipeline(pack_weights))
         keep("buf")
     elif level == "buf" and any(op.name == "buf.alloc" for op in module.walk()):
@@ -132,7 +144,97 @@ def compile_module(
     stats.seconds["llvm jit"] = time.perf_counter() - t0
     if keep_ir:
         ir["llvm"] = native.llvm_ir
-    return CompiledGraph(native, dict(weights or {}), ir, states=states, packed=packed)
+    fn = CompiledGraph(native, dict(weights or {}), ir, states=states, packed=packed)
+    if report is not None and reference is not None:
+        assert tuning is not None
+        t0 = time.perf_counter()
+        heuristic = compile_module(reference, weights, keep_ir=keep_ir, states=states, profile=profile,
+                                   pack_weights=pack_weights, packed=packed, verify=False, optimize=False)
+        fn = _check_tuned(fn, heuristic, tuning, report)
+        stats.seconds["tuning check"] = time.perf_counter() - t0
+    fn.tuning = report
+    return fn
+
+
+@dataclass
+class Tuning:
+    """How `compile_module` chooses kernel paths (`tensor_graphs.tuning.tuner`): ``tune`` is
+    ``"off"`` (the heuristic), ``"cached"`` (the database's records), ``"missing"`` (measure
+    what is not recorded) or ``"all"`` (measure everything again); a path is eligible when its
+    recorded error (max relative to the largest reference magnitude) is at most ``tolerance``.
+    ``inputs``: example inputs (measuring evaluates the graph on them; the tuned graph is
+    checked on them). ``db``: a `TuningDatabase` (default: `database.default_path`);
+    ``max_seconds``: stop measuring after this long; ``progress``: a tqdm bar while measuring;
+    ``keep_faster``: time the tuned and the heuristic graph on the inputs and return the faster
+    (``False``: always the tuned one)."""
+
+    tune: str = "off"
+    tolerance: float = 1e-5
+    inputs: Sequence = ()
+    db: object | None = None
+    max_seconds: float | None = None
+    progress: bool = True
+    keep_faster: bool = True
+
+
+def _tune(module: ModuleOp, weights, tuning: Tuning | None, target: Target, pack_weights: bool):
+    """The tuning report of ``module`` (paths pinned in place) and, when a path differs from
+    the heuristic's, an unpinned copy of the module to check it against (else None)."""
+    from tensor_graphs.runtime_support.threads import get_num_threads
+    from tensor_graphs.tuning.tuner import tune_graph
+
+    tuning = tuning if tuning is not None else Tuning()
+    needs_inputs = tuning.tune in ("missing", "all")
+    if needs_inputs and not tuning.inputs:
+        raise ValueError(f"tune={tuning.tune!r} measures kernel paths on the example inputs: pass them")
+    before = module.clone() if tuning.tune != "off" else None
+    inputs = [np.asarray(_as_numpy(x)) for x in tuning.inputs]
+    report = tune_graph(module, weights, inputs, tolerance=tuning.tolerance, tune=tuning.tune, target=target,
+                        threads=get_num_threads(), pack_weights=pack_weights, db=tuning.db,  # type: ignore[arg-type]
+                        max_seconds=tuning.max_seconds, progress=tuning.progress)
+    if not any(c.tuned for c in report.choices):
+        return report, None
+    if not tuning.inputs:
+        raise ValueError("compile with tuned kernel paths checks the whole graph on the example inputs: pass them")
+    return report, before
+
+
+def _check_tuned(fn: CompiledGraph, heuristic: CompiledGraph, tuning: Tuning, report) -> CompiledGraph:
+    """The tuned graph ``fn`` after checking its output on the example inputs against the fp32
+    heuristic path's (`ToleranceError` beyond the tolerance), or the heuristic graph when it
+    is the faster of the two on those inputs (the tuned paths were each faster alone, but a
+    pinned path may cost a buf-level fusion)."""
+    from tensor_graphs.tuning.measure import errors
+    from tensor_graphs.tuning.tuner import ToleranceError
+
+    inputs = [np.ascontiguousarray(np.asarray(_as_numpy(x))) for x in tuning.inputs]
+    call = {"past": 0} if fn.signature.states else {}
+    tuned_out, ref_out = fn(*inputs, **call), heuristic(*inputs, **call)
+    tuned_out = tuned_out if isinstance(tuned_out, tuple) else (tuned_out,)
+    ref_out = ref_out if isinstance(ref_out, tuple) else (ref_out,)
+    error = max((errors(a, b)[1] for a, b in zip(tuned_out, ref_out)), default=0.0)
+    report.graph_error = error
+    if not error <= tuning.tolerance:
+        worst = [c for c in report.choices if c.tuned]
+        raise ToleranceError(
+            f"the tuned graph's output differs from the fp32 path's by {error:.3g} (max error relative to the largest "
+            f"magnitude), over the tolerance {tuning.tolerance:g}: the {len(worst)} tuned kernel path(s) accumulate "
+            "error (raise the tolerance, or compile with tune='off')"
+        )
+    if not tuning.keep_faster:
+        return fn
+    times: dict[int, list[float]] = {0: [], 1: []}
+    for _ in range(5):
+        for k, g in enumerate((fn, heuristic)):
+            t0 = time.perf_counter()
+            g(*inputs, **call)
+            times[k].append(time.perf_counter() - t0)
+    tuned_ms, heuristic_ms = (1e3 * float(np.median(times[k])) for k in (0, 1))
+    report.graph_ms = (tuned_ms, heuristic_ms)
+    if tuned_ms > heuristic_ms:
+        report.note = "the heuristic graph ran faster on the example inputs: it is the one returned"
+        return heuristic
+    return fn
 
 
 def compile(
@@ -144,6 +246,10 @@ def compile(
     profile: bool = False,
     pack_weights: bool = True,
     target: Target | str | None = None,
+    tolerance: float = 1e-5,
+    tune: str = "off",
+    tuning_db=None,
+    max_tuning_seconds: float | None = None,
 ) -> CompiledGraph:
     """Compile a ``torch.nn.Module`` for inputs shaped like ``example_inputs``.
 
@@ -154,6 +260,16 @@ def compile(
     then reads those copies (``fn.repack()`` after changing the parameters in place); with
     ``False`` it reads the model's parameter memory itself. ``target``: the machine to compile
     for (see `compile_module`; ``tg.compile(model, (x,), target="x86-64-v3")``).
+
+    Kernel paths (`tensor_graphs.tuning`): per kernel, the fastest path measured on this machine
+    whose error is within ``tolerance`` (max error relative to the largest reference
+    magnitude), from the timing database (``tuning_db``: a path or `TuningDatabase`; default
+    ``TG_TUNING_DB`` or the user cache). ``tune``: ``"off"`` (default: the heuristic paths),
+    ``"cached"`` (recorded paths only; no record: the heuristic), ``"missing"`` (measure the
+    paths not recorded, at most ``max_tuning_seconds``), ``"all"`` (measure every path again).
+    A tuned graph is checked on ``example_inputs`` against the fp32 heuristic graph and
+    `ToleranceError` raised beyond the tolerance. ``fn.explain()`` prints each kernel's path,
+    why, and the alternatives' times and errors.
     """
     from tensor_graphs.frontend import import_model
 
@@ -161,10 +277,81 @@ def compile(
     t0 = time.perf_counter()
     graph = import_model(model, tuple(_as_torch(x) for x in example_inputs))
     stats.seconds["import"] = time.perf_counter() - t0
-    return compile_module(
-        graph.module, graph.weights, keep_ir=keep_ir, stats=stats, profile=profile, pack_weights=pack_weights,
-        verify=False, target=target,
-    )
+    db = _open_db(tuning_db) if tune != "off" else None
+    try:
+        return compile_module(
+            graph.module, graph.weights, keep_ir=keep_ir, stats=stats, profile=profile, pack_weights=pack_weights,
+            verify=False, target=target,
+            tuning=Tuning(tune, tolerance, tuple(example_inputs), db, max_tuning_seconds),
+        )
+    finally:
+        if db is not None and db is not tuning_db:
+            db.close()
+
+
+def _open_db(db):
+    """A `TuningDatabase`: ``db`` itself, or opened at the path ``db`` (default path: None)."""
+    from tensor_graphs.tuning.database import TuningDatabase
+
+    return db if isinstance(db, TuningDatabase) else TuningDatabase(db)
+
+
+def tune(
+    model,
+    example_inputs: Sequence,
+    *,
+    tolerance: float = 1e-5,
+    tune: str = "missing",
+    tuning_db=None,
+    max_seconds: float | None = None,
+    pack_weights: bool = True,
+    target: Target | str | None = None,
+    progress: bool = True,
+):
+    """Measure the kernel paths of a ``torch.nn.Module`` (`tune_module`: of a module at the aten
+    or tg level) on ``example_inputs``: time and error of each path, into the timing database;
+    returns the report (`tuning.tuner.TuningReport`: print it).
+    ``tune="missing"`` measures what is not recorded (resumable: run it again after a stop or
+    ``max_seconds``), ``"all"`` everything again. Later ``tg.compile(model, inputs,
+    tune="cached", tolerance=...)`` runs the fastest paths within the tolerance."""
+    from tensor_graphs.frontend import import_model
+
+    graph = import_model(model, tuple(_as_torch(x) for x in example_inputs))
+    return tune_module(graph.module, graph.weights, [_as_numpy(x) for x in example_inputs], tolerance=tolerance,
+                       tune=tune, tuning_db=tuning_db, max_seconds=max_seconds, pack_weights=pack_weights,
+                       target=target, progress=progress)
+
+
+def tune_module(
+    module: ModuleOp,
+    weights: Mapping[str, np.ndarray],
+    example_inputs: Sequence[np.ndarray],
+    *,
+    tolerance: float = 1e-5,
+    tune: str = "missing",
+    tuning_db=None,
+    max_seconds: float | None = None,
+    pack_weights: bool = True,
+    target: Target | str | None = None,
+    progress: bool = True,
+):
+    """`tune` for a module at the aten or tg level (changed in place: optimised, paths pinned)."""
+    from tensor_graphs.runtime_support.threads import get_num_threads
+    from tensor_graphs.tuning.tuner import tune_graph
+
+    level = module_level(module)
+    if level not in ("aten", "tg"):
+        raise ValueError(f"tuning chooses kernel paths at the tg level: this module is at the {level} level")
+    _set_target(module, level, target)
+    build_pipeline(tensor_pipeline(pack_weights, TENSOR_PIPELINE if level == "aten" else TG_OPTIMIZE)).apply(_context(), module)
+    db = _open_db(tuning_db)
+    try:
+        return tune_graph(module, weights, [np.asarray(x) for x in example_inputs], tolerance=tolerance, tune=tune,
+                          target=_module_target(module), threads=get_num_threads(), pack_weights=pack_weights, db=db,
+                          max_seconds=max_seconds, progress=progress)
+    finally:
+        if db is not tuning_db:
+            db.close()
 
 
 def export(model, example_inputs: Sequence, path: str | Path):
@@ -438,6 +625,20 @@ def _set_target(module: ModuleOp, level: str, target: Target | str | None) -> No
         return
     chosen.check_runs_here()  # before any work: code for a CPU this one is not cannot run here
     record(module, chosen)
+
+
+def _module_target(module: ModuleOp) -> Target:
+    from tensor_graphs.target import of_module
+
+    return of_module(module)
+
+
+def _as_numpy(x) -> np.ndarray:
+    if isinstance(x, np.ndarray):
+        return x
+    if hasattr(x, "detach"):
+        return x.detach().cpu().numpy()
+    return np.asarray(x)
 
 
 def _as_torch(x):

@@ -199,6 +199,8 @@ class CompiledGraph:
         self._out_specs = [(s.shape, s.dtype) for s in sig.outputs]
         #: torch dtypes of the inputs, (shape, torch dtype) of the outputs: made at the first torch call
         self._torch: tuple[list, list] | None = None
+        #: the kernel paths chosen (`tuning.tuner.TuningReport`), set by `compile_module`
+        self.tuning = None
 
     # ------------------------------------------------------------------ calling
 
@@ -302,6 +304,14 @@ class CompiledGraph:
         wall = time.perf_counter_ns() - t0
         labels = self.signature.profile or ()
         return ProfileReport.from_counters(self.signature.entry, labels, self._counters[: 2 * len(labels)], repeat, wall)
+
+    def explain(self, all_kernels: bool = True) -> str:
+        """Per kernel: the path chosen, why (fastest measured within the tolerance, heuristic
+        with no record, only one path, ...), and the alternatives' times and errors; with
+        ``all_kernels=False`` only the kernels with a choice. ``print(fn.explain())``."""
+        if self.tuning is None:
+            return f"{self.signature.entry}: compiled from the buf or llvm level: its kernel paths were chosen before"
+        return self.tuning.format(all_kernels)
 
     def repack(self) -> None:
         """Re-pack the packed weights from the weights as they are now (after changing the

@@ -3,6 +3,7 @@
     tg-run model.mlir                       # random inputs, median time per call
     tg-run model.mlir --input x.npy -n 200  # given inputs
     tg-run --profile model.mlir             # + time per kernel: the top 30, then per kind
+    tg-run --tune cached --explain model.mlir   # tuned kernel paths (tg-tune), and why each
 
 Bad input (an unreadable or malformed module, missing weights, inputs of the wrong shape or
 dtype, a run-time check of the graph failing) prints ONE line and exits with status 1.
@@ -66,9 +67,18 @@ def _compile(args):
             raise RunError(f"cannot read the weights {args.weights}: {' '.join(str(e).split())}") from None
     else:
         weights = load_weights(module, path, mmap=True)  # as tg.load: read in place, not copied
+    tuning, inputs = None, None
+    if args.tune != "off":
+        from tensor_graphs.tools.tg_tune import TuneError, _module_inputs
+
+        try:
+            inputs = _module_inputs(module, args.input, np.random.default_rng(args.seed))
+        except TuneError as e:
+            raise RunError(str(e)) from None
+        tuning = tg.api.Tuning(args.tune, args.tolerance, inputs, tg.api._open_db(args.db))
     t0 = time.perf_counter()
-    fn = tg.compile_module(module, weights, keep_ir=False, profile=args.profile, target=args.target)
-    return fn, time.perf_counter() - t0
+    fn = tg.compile_module(module, weights, keep_ir=False, profile=args.profile, target=args.target, tuning=tuning)
+    return fn, time.perf_counter() - t0, inputs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,6 +96,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="for a graph with state (a KV cache): positions already cached (default 0); states start zeroed")
     ap.add_argument("--profile", action="store_true",
                     help="time every kernel call: print the 30 slowest kernels and the time per kind of kernel")
+    ap.add_argument("--tune", choices=("off", "cached", "missing", "all"), default="off",
+                    help="kernel paths from the timing database (see tg-tune): off (default: the heuristic), cached, "
+                         "missing (measure what is not recorded), all")
+    ap.add_argument("--tolerance", type=float, default=1e-5,
+                    help="with --tune: max error of a path, relative to the largest reference magnitude (default 1e-5)")
+    ap.add_argument("--db", default=None, help="with --tune: the timing database (default: TG_TUNING_DB, else the user cache)")
+    ap.add_argument("--explain", action="store_true",
+                    help="print each kernel's path, why it was chosen, and the alternatives' times and errors")
     args = ap.parse_args(argv)
     try:
         return _run(args)
@@ -126,11 +144,13 @@ def _run(args) -> int:
         raise RunError(f"-n/--repeat must be at least 1, got {args.repeat}")
     if args.threads < 1:
         raise RunError(f"--threads must be at least 1, got {args.threads}")
-    fn, compile_s = _compile(args)
     tg.set_num_threads(args.threads)
+    fn, compile_s, tuned_inputs = _compile(args)
     rng = np.random.default_rng(args.seed)
     specs = fn.signature.inputs
-    if args.input:
+    if tuned_inputs is not None:
+        inputs = tuned_inputs
+    elif args.input:
         if len(args.input) != len(specs):
             names = ", ".join(f"{s.name}: {s}" for s in specs)
             raise RunError(f"the graph takes {len(specs)} input(s) ({names}); {len(args.input)} --input given")
@@ -160,6 +180,9 @@ def _run(args) -> int:
     if report is not None:
         print()
         print(report.format(top=30))
+    if args.explain:
+        print()
+        print(fn.explain())
     return 0
 
 

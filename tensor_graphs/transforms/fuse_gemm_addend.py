@@ -122,6 +122,7 @@ class FuseResidualIntoGemm(RewritePattern):
             props["beta"] = FloatAttr(1.0, f32)
         inputs.append(addend_view)
         fused = buf.PackedMatmulOp(inputs, [out_view], props)
+        fused.attributes.update(gemm.attributes)  # its kernel parameters (tg.k_block, ...)
         alloc = buf.root_buffer(gemm.output).owner
         found = _views_and_readers(alloc)  # type: ignore[arg-type]
         assert found is not None

@@ -72,10 +72,16 @@ class KernelSignature:
     shapes: tuple[tuple[int, ...], ...]
     dtypes: tuple[str, ...]
     params: Mapping[str, object] = field(default_factory=dict)
+    #: what else the kernel's code depends on (its properties, a fused body): a digest of the
+    #: op alone as a module (`tuning.measure.standalone`); empty when shapes say it all
+    form: str = ""
 
     def key(self) -> str:
-        return _canonical({"op": self.op, "variant": self.variant, "params": dict(self.params),
-                           "shapes": [list(s) for s in self.shapes], "dtypes": list(self.dtypes)})
+        fields = {"op": self.op, "variant": self.variant, "params": dict(self.params),
+                  "shapes": [list(s) for s in self.shapes], "dtypes": list(self.dtypes)}
+        if self.form:
+            fields["form"] = self.form
+        return _canonical(fields)
 
 
 @dataclass(frozen=True)
@@ -221,7 +227,8 @@ class TuningDatabase:
             args += (op,)
         for sig, *values in self._conn.execute(query, args):
             s = json.loads(sig)
-            signature = KernelSignature(s["op"], s["variant"], tuple(tuple(x) for x in s["shapes"]), tuple(s["dtypes"]), s["params"])
+            signature = KernelSignature(s["op"], s["variant"], tuple(tuple(x) for x in s["shapes"]), tuple(s["dtypes"]),
+                                        s["params"], s.get("form", ""))
             yield Record(signature, machine, *values)
 
     def __len__(self) -> int:

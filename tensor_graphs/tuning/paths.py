@@ -8,19 +8,31 @@ attribute ``tg.kernel`` (`kernels.KERNEL_ATTR`), which a tuner writes and `tg-op
 
 `kernel_paths` lists, for every op that has a choice to make, the variant chosen today, every
 variant that applies and why each other one does not: what a tuner enumerates and measures
-(issue 14; the target-dependent parameters, such as a GEMM's K block ``tg.k_block``, and the
-tg-level alternatives are not enumerated yet).
+(issue 14). `candidates` adds each variant's target-dependent parameters (`PARAMETER_SPACES`:
+a packed GEMM's K block, the threads of a parallel kernel), which `pin` writes beside the
+variant (`kernels.PARAMETER_ATTRS`) for `convert-tensor-to-buffer` to pass on to the kernel::
+
+    %y = tg.matmul %x, %w {tg.kernel = "matmul.packed", tg.k_block = 128 : i64}
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, i64
 from xdsl.ir import Operation
 
-from tensor_graphs.lowering.tensor_to_buffer.kernels import KERNEL_ATTR, NoKernelError, op_name, select_kernel, variants_for
+from tensor_graphs.dialects import tensor as tg
+from tensor_graphs.lowering.tensor_to_buffer.kernels import (
+    KERNEL_ATTR,
+    PARAMETER_ATTRS,
+    NoKernelError,
+    op_name,
+    select_kernel,
+    variants_for,
+)
+from tensor_graphs.target import Target
 
 
 @dataclass(frozen=True)
@@ -58,6 +70,87 @@ def kernel_paths(module: ModuleOp, *, pack_weights: bool = True, choices_only: b
         yield OpPaths(op, chosen, applicable, tuple((name, why) for name, why in reasons if why is not None))
 
 
-def pin(op: Operation, variant: str) -> None:
-    """Make ``op`` run by ``variant`` (``tg.kernel``); checked when the graph is lowered."""
-    op.attributes[KERNEL_ATTR] = StringAttr(variant)
+@dataclass(frozen=True)
+class Candidate:
+    """One path of an op: a variant and the parameters it sets (none: the target's defaults,
+    the path the heuristic takes)."""
+
+    variant: str
+    params: Mapping[str, int] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return self.variant + "".join(f" {k}={v}" for k, v in sorted(self.params.items()))
+
+    @property
+    def key(self) -> tuple:
+        return (self.variant, tuple(sorted(self.params.items())))
+
+
+#: ``space(op, target, threads)``: each parameter of a variant and the values worth trying for
+#: ``op`` on ``target`` with up to ``threads`` threads (besides the default, which is always tried).
+ParameterSpace = Callable[[Operation, Target, int], dict[str, list[int]]]
+#: variant name -> its parameter space (variants not listed have no parameters).
+PARAMETER_SPACES: dict[str, ParameterSpace] = {}
+
+#: K blocks a packed GEMM tries besides the target's (`Target.gemm_k_block`): from a sliver of
+#: L1 to beyond it (BLIS's KC for 16 columns and 32 KiB is 256).
+K_BLOCKS = (64, 128, 256, 512)
+
+
+def _thread_counts(threads: int) -> list[int]:
+    """Fewer threads than the graph's, for a parallel kernel too small to pay for them all."""
+    return [t for t in (1, 2, 4, 8) if t < threads]
+
+
+def _gemm_space(op: Operation, target: Target, threads: int) -> dict[str, list[int]]:
+    """A packed GEMM: its K block (below K only: more is one block) and its threads."""
+    assert isinstance(op, tg.MatmulOp)
+    a = op.operands[0].type.get_shape()  # type: ignore[attr-defined]
+    k = a[-2] if op.properties.get("transpose_a") == tg.bool_attr(True) else a[-1]
+    space = {"k_block": [kb for kb in K_BLOCKS if kb < k]}
+    if threads > 1:
+        space["threads"] = _thread_counts(threads)
+    return space
+
+
+def _threads_space(op: Operation, target: Target, threads: int) -> dict[str, list[int]]:
+    return {"threads": _thread_counts(threads)} if threads > 1 else {}
+
+
+PARAMETER_SPACES.update({
+    "matmul.packed": _gemm_space,
+    "matmul.packed_rhs": _gemm_space,
+    "matmul.blas": lambda op, target, threads: {},  # OpenBLAS's own threads and blocking
+    "attention.flash": _threads_space,
+})
+
+
+def candidates(paths: OpPaths, target: Target, threads: int = 1) -> list[Candidate]:
+    """Every path of ``paths.op``: each applicable variant with its default parameters, then
+    with each parameter set to each other value in its space, one parameter at a time (a
+    neighbourhood of the default, not the product: tuning stays linear in the choices)."""
+    out: list[Candidate] = []
+    for variant in paths.applicable:
+        out.append(Candidate(variant))
+        space = PARAMETER_SPACES.get(variant)
+        for name, values in (space(paths.op, target, threads) if space else {}).items():
+            out.extend(Candidate(variant, {name: v}) for v in values)
+    return out
+
+
+def pin(op: Operation, variant: str | Candidate) -> None:
+    """Make ``op`` run by ``variant`` (``tg.kernel``), with the candidate's parameters (and no
+    others); checked when the graph is lowered."""
+    candidate = variant if isinstance(variant, Candidate) else Candidate(variant)
+    op.attributes[KERNEL_ATTR] = StringAttr(candidate.variant)
+    for name, attr in PARAMETER_ATTRS.items():
+        if name in candidate.params:
+            op.attributes[attr] = IntegerAttr(candidate.params[name], i64)
+        else:
+            op.attributes.pop(attr, None)
+
+
+def unpin(op: Operation) -> None:
+    """Drop every path choice of ``op``: the heuristic decides again."""
+    for attr in (KERNEL_ATTR, *PARAMETER_ATTRS.values()):
+        op.attributes.pop(attr, None)

@@ -276,6 +276,7 @@ class _GraphLowering(GraphABI, ParallelRegions, KernelProfiling):
             ptrs[v] = next(a for a, u in zip(kb.args, buffers) if self.values[u] is self.values[v])
         checks, fail_blocks, dim_values = self._checks, self._fail_blocks, self._dim_values
         self.b, self._kernel_ptrs, self._fail_blocks, self._dim_values = kb, ptrs, {}, {}
+        self.kernel_op = op
         self.kernel_functions_pending, self._workers = [kfn], 0
         try:
             emitter(self, op)
@@ -320,6 +321,7 @@ class _GraphLowering(GraphABI, ParallelRegions, KernelProfiling):
         return (
             op.name,
             tuple(sorted((k, str(a)) for k, a in op.properties.items())),
+            tuple(sorted((k, str(a)) for k, a in op.attributes.items())),  # kernel parameters (tg.k_block, ...)
             tuple(str(v.type) for v in operands),
             tuple(next(i for i, u in enumerate(buffers) if self.values[u] is self.values[v]) for v in operands),
             tuple(noalias),

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import IntegerAttr, i8, i32, i64
-from xdsl.ir import SSAValue
+from xdsl.ir import Operation, SSAValue
 
 from tensor_graphs.codegen.llvm.kernels import LoweringError
 from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, Index
@@ -56,6 +56,8 @@ GOMP_LOOP_END_NOWAIT_TYPE = llvm.LLVMFunctionType([])
 #: a core slowed by something else (another process, a busy hyperthread sibling) takes fewer
 #: instead of holding the team up at the end.
 CHUNKS_PER_THREAD = 16
+#: The kernel op's attribute capping its team (a tuner's choice, `kernels.PARAMETER_ATTRS`).
+THREADS_ATTR = "tg.threads"
 
 
 def _pred(name: str) -> IntegerAttr:
@@ -68,6 +70,8 @@ class ParallelRegions:
 
     #: the machine compiled for (set by the lowering)
     target: Target
+    #: the buf kernel op being emitted (set by the lowering): its ``tg.threads`` caps the team
+    kernel_op: Operation | None = None
 
     def parallel(
         self,
@@ -87,7 +91,11 @@ class ParallelRegions:
             raise LoweringError("convert-buffer-to-llvm: parallel() is for the body of one kernel, not nested")
         main, kb = self.b, self.b
         paid = self.target.thread_work.threads(*work) if work is not None else None
-        caps = [c for c in (items if isinstance(items, int) else None, max_threads, paid) if c is not None]
+        chosen = self.kernel_op.attributes.get(THREADS_ATTR) if self.kernel_op is not None else None
+        if chosen is not None and (not isinstance(chosen, IntegerAttr) or chosen.value.data < 1):
+            raise LoweringError(f"{self.kernel_op.name}: {THREADS_ATTR} must be a positive integer, got {chosen}")
+        pinned = chosen.value.data if chosen is not None else None
+        caps = [c for c in (items if isinstance(items, int) else None, max_threads, paid, pinned) if c is not None]
         if caps and min(caps) <= 1:  # one thread at most: the body runs in the kernel itself
             self._parallel_depth += 1
             try:

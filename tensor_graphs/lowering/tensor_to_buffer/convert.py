@@ -62,6 +62,7 @@ from tensor_graphs.lowering.tensor_to_buffer.kernels import (
     ALIAS_OPS,
     AliasVariant,
     NoKernelError,
+    PARAMETER_ATTRS,
     op_name,
     select_kernel,
 )
@@ -189,10 +190,18 @@ def _lower_op(
     out = buf.AllocOp(result_type)
     scratch_type = variant.scratch(op, threads, target) if variant.scratch is not None else None
     if scratch_type is None:
-        return [*before, out, variant.build(op, ins, out.result)], out.result
+        return [*before, out, _with_parameters(op, variant.build(op, ins, out.result))], out.result
     scratch = buf.AllocOp(scratch_type)
     scratch.result.name_hint = "scratch"
-    return [*before, out, scratch, variant.build(op, ins, out.result, scratch.result)], out.result
+    return [*before, out, scratch, _with_parameters(op, variant.build(op, ins, out.result, scratch.result))], out.result
+
+
+def _with_parameters(op: Operation, kernel: Operation) -> Operation:
+    """``kernel`` carrying the kernel parameters ``op`` sets (`kernels.PARAMETER_ATTRS`)."""
+    for attr in PARAMETER_ATTRS.values():
+        if attr in op.attributes:
+            kernel.attributes[attr] = op.attributes[attr]
+    return kernel
 
 
 def _write_outputs(block: Block, returned: list[SSAValue], outs: list[SSAValue]) -> None:

@@ -131,6 +131,16 @@ def applicable_kernels(op: Operation) -> list[Variant]:
 #: `variants_for`): written by a tuner (`tuning.paths.pin`), replayed by `tg-opt`.
 KERNEL_ATTR = "tg.kernel"
 
+#: The kernel parameters a `tg` op may set for its kernel, by name, and the discardable
+#: attribute carrying each (`tuning.paths` enumerates them): `convert-tensor-to-buffer` copies
+#: them from the tg op onto the buf kernel op, where the LLVM lowering reads them::
+#:
+#:     %y = tg.matmul %x, %w {tg.kernel = "matmul.packed", tg.k_block = 128 : i64, tg.threads = 1 : i64}
+#:
+#: ``k_block``: a packed GEMM's K block (`kernels_gemm.k_block`); ``threads``: the most threads
+#: the kernel's parallel region starts (`parallel_region.ParallelRegions.parallel`).
+PARAMETER_ATTRS: dict[str, str] = {"k_block": "tg.k_block", "threads": "tg.threads"}
+
 
 def _pinned(op: Operation, variants: list[Variant]) -> Variant | None:
     """The variant ``op`` pins with ``tg.kernel``, checked; None when it pins none."""

@@ -1,0 +1,154 @@
+"""Measuring one kernel path: the op compiled alone at its shapes, timed, and its output
+compared with the float64 reference.
+
+A `tg` op of a graph becomes a module of its own (`standalone`): its operands are the
+function's arguments, except weights and constants, which stay as ops (a packed GEMM packs its
+weight at load time, as in the graph); the op is cloned with names dropped and weights renamed
+``w0, w1, ...``, so that the text of that module (its *form*) is the same for every op of the
+same computation at the same shapes (a transformer's twelve ``qkv`` GEMMs share one)::
+
+    func.func @kernel(%0 : tensor<128x768xf32>) -> tensor<128x2304xf32> {
+      %1 = tg.weight "w0" : tensor<768x2304xf32>
+      %2 = tg.matmul %0, %1 {tg.kernel = "matmul.packed", tg.k_block = 128 : i64} : ...
+      func.return %2 : tensor<128x2304xf32>
+    }
+
+`measure` compiles that module with the candidate pinned (`paths.pin`) and profiling on, calls
+it with the op's real operand values (from the NumPy evaluator run over the graph), and times
+the kernels it runs (the native counters: no Python in the time) over repeated calls. When the
+real graph streams its weights from memory (more weight bytes than the last-level cache), a
+buffer twice the size of that cache is written between calls, so that each call starts with the
+weight cold, as it does in the graph. The error is measured against the evaluator's result for
+the op (computed in float64, rounded to float32 once): the max absolute difference and the max
+relative to the largest reference magnitude (``max|y - ref| / max|ref|``: tolerances compare
+with this one; an elementwise relative error explodes on values near zero).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Block, Operation, Region, SSAValue
+
+from tensor_graphs.dialects import tensor as tg
+from tensor_graphs.target import Target
+from tensor_graphs.tuning.paths import Candidate, pin, unpin
+
+#: Timed calls per candidate: at least `MIN_RUNS`, then more until `MAX_RUNS` or `BUDGET_S`.
+MIN_RUNS = 5
+MAX_RUNS = 25
+BUDGET_S = 0.25
+
+
+@dataclass
+class Standalone:
+    """An op as a module of its own: ``module`` (its ``form``: a digest of its text), the op
+    inside it, and the graph's values that feed its arguments and weights."""
+
+    module: ModuleOp
+    op: Operation
+    form: str
+    arguments: list[SSAValue]
+    #: standalone weight name -> the graph's weight name
+    weights: dict[str, str]
+
+
+def _drop_names(op: Operation) -> None:
+    for o in op.walk():
+        for r in o.results:
+            r.name_hint = None
+        for region in o.regions:
+            for block in region.blocks:
+                for arg in block.args:
+                    arg.name_hint = None
+
+
+def standalone(op: Operation) -> Standalone:
+    """``op`` cloned into a module of its own (see the module doc), with no path pinned."""
+    weights: dict[str, str] = {}
+    args = list(dict.fromkeys(v for v in op.operands if not isinstance(v.owner, (tg.WeightOp, tg.ConstantOp))))
+    block = Block(arg_types=[v.type for v in args])
+    mapping: dict[SSAValue, SSAValue] = dict(zip(args, block.args))
+    for v in op.operands:
+        if v in mapping:
+            continue
+        if isinstance(v.owner, tg.WeightOp):
+            name = f"w{len(weights)}"
+            weights[name] = v.owner.weight_name.data
+            clone: Operation = tg.WeightOp(name, v.type)
+        else:
+            clone = v.owner.clone()
+        block.add_op(clone)
+        mapping[v] = clone.results[0]
+    inner = op.clone(value_mapper=dict(mapping))
+    unpin(inner)
+    block.add_op(inner)
+    block.add_op(func.ReturnOp(inner.results[0]))
+    fn = func.FuncOp("kernel", ([a.type for a in block.args], [inner.results[0].type]), Region(block))
+    module = ModuleOp([fn])
+    _drop_names(module)
+    form = hashlib.sha256(str(module).encode()).hexdigest()[:20]
+    return Standalone(module, inner, form, args, weights)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One candidate's times (ns per call, each run) and errors."""
+
+    times_ns: tuple[float, ...]
+    max_abs_err: float
+    max_rel_err: float
+
+
+def errors(out: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
+    """(max |out - ref|, that over max |ref|); inf where ``out`` has a NaN the reference lacks."""
+    out64, ref64 = np.asarray(out, np.float64), np.asarray(ref, np.float64)
+    if out64.size == 0:
+        return 0.0, 0.0
+    both = np.isnan(out64) & np.isnan(ref64)
+    diff = np.where(both, 0.0, np.abs(out64 - ref64))
+    diff = np.where(np.isnan(diff), np.inf, diff)
+    abs_err = float(diff.max())
+    scale = float(np.nanmax(np.abs(np.where(np.isinf(ref64), 0.0, ref64)))) if not np.all(np.isnan(ref64)) else 0.0
+    return abs_err, (abs_err / scale if scale > 0 else abs_err)
+
+
+def measure(
+    alone: Standalone,
+    candidate: Candidate,
+    inputs: Sequence[np.ndarray],
+    weights: Mapping[str, np.ndarray],
+    reference: np.ndarray,
+    *,
+    target: Target,
+    cold: bool,
+) -> Measurement:
+    """Compile ``alone`` pinned to ``candidate`` and time it on ``inputs`` (the values of its
+    arguments), ``weights`` by the graph's names; errors against ``reference``. Raises what
+    the compile raises when the candidate cannot be built."""
+    from tensor_graphs.api import compile_module
+
+    module = alone.module.clone()
+    op = next(o for o in module.walk() if o.name == alone.op.name and o.parent_op() is not None
+              and isinstance(o.parent_op(), func.FuncOp))
+    pin(op, candidate)
+    fn = compile_module(module, {k: weights[v] for k, v in alone.weights.items()}, keep_ir=False, profile=True,
+                        verify=False, target=target, optimize=False)
+    args = [np.ascontiguousarray(x) for x in inputs]
+    out = fn(*args)
+    abs_err, rel_err = errors(out, reference)
+    flush = np.zeros(2 * target.caches.l3 // 4 if cold else 0, np.float32)
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < MAX_RUNS and (len(times) < MIN_RUNS or time.perf_counter() - start < BUDGET_S):
+        if cold:
+            flush += 1.0
+        times.append(fn.profile(*args, repeat=1, warmup=0).measured_ns)
+    return Measurement(tuple(times), abs_err, rel_err)
+

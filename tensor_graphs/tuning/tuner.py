@@ -1,0 +1,285 @@
+"""Choosing each kernel's path: the fastest measured one within the user's tolerance.
+
+For a `tg`-level graph (after the tg optimisation), `tune_graph` goes over every op the kernel
+registry runs (`paths.kernel_paths`) and its candidates (`paths.candidates`: the applicable
+variants and their parameters), looks each candidate up in the timing database
+(`database.TuningDatabase`, this machine's records only) and, as ``tune`` says, measures what is
+missing or everything (`measure.measure`: the op alone, its real operands, time and error
+against the float64 evaluator). Then, per op:
+
+- the fastest recorded candidate whose error (max relative to the largest reference magnitude)
+  is within ``tolerance`` is pinned on the op (`paths.pin`: ``tg.kernel`` and its parameters),
+  which `convert-tensor-to-buffer` honours, or
+- with no record within the tolerance, the op is left to the heuristic (the registry's first
+  applicable variant, the target's default parameters), exactly as without tuning.
+
+``tune``: ``"cached"`` reads the database only; ``"missing"`` measures the candidates it has no
+record of; ``"all"`` measures every candidate again; ``"off"`` uses no database (the report then
+only says what the heuristic chose). Ops of the same form at the same shapes (a transformer's
+layers) are measured once. Measuring is resumable: each record is stored as soon as it is made,
+and ``max_seconds`` stops the measuring (what is left is measured by the next call; each call
+measures one path at least, so that a run with any limit advances).
+
+The `TuningReport` is what ``fn.explain()`` prints: per kernel, the path chosen and why, and the
+alternatives' times and errors.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation, SSAValue
+
+from tensor_graphs.lowering.tensor_to_buffer.kernels import KERNEL_ATTR
+from tensor_graphs.target import Target
+from tensor_graphs.tuning.database import KernelSignature, Machine, Record, TuningDatabase
+from tensor_graphs.tuning.measure import Standalone, measure, standalone
+from tensor_graphs.tuning.paths import Candidate, OpPaths, candidates, kernel_paths, pin
+
+#: The values of ``tune``.
+TUNE_MODES = ("off", "cached", "missing", "all")
+
+
+class ToleranceError(ValueError):
+    """The tuned graph's output differs from the fp32 path's by more than the tolerance."""
+
+
+@dataclass
+class PathResult:
+    """One candidate of an op: its record (None: not measured on this machine), or why it
+    could not be built."""
+
+    candidate: Candidate
+    record: Record | None = None
+    failed: str | None = None
+
+
+@dataclass
+class Choice:
+    """The path chosen for one op, why, and every candidate considered."""
+
+    label: str
+    chosen: Candidate
+    heuristic: Candidate
+    reason: str
+    paths: list[PathResult] = field(default_factory=list)
+
+    @property
+    def tuned(self) -> bool:
+        """Whether the choice differs from the heuristic's."""
+        return self.chosen.key != self.heuristic.key
+
+
+@dataclass
+class TuningReport:
+    """What `tune_graph` decided, per kernel (``choices``, in program order); the whole-graph
+    check of `tensor_graphs.compile` fills ``graph_error`` and the two graphs' times."""
+
+    tune: str
+    tolerance: float
+    machine: str
+    choices: list[Choice] = field(default_factory=list)
+    measured: int = 0
+    unmeasured: int = 0
+    seconds: float = 0.0
+    graph_error: float | None = None
+    graph_ms: tuple[float, float] | None = None  # (tuned, heuristic) median ms per call
+    note: str = ""
+
+    def __str__(self) -> str:
+        return self.format()
+
+    def format(self, all_kernels: bool = True) -> str:
+        lines = [f"kernel paths (tune={self.tune!r}, tolerance {self.tolerance:g} max error relative to the "
+                 f"largest reference magnitude) on {self.machine}"]
+        if self.measured or self.unmeasured:
+            lines.append(f"measured {self.measured} path(s) in {self.seconds:.1f} s"
+                         + (f"; {self.unmeasured} left unmeasured (time limit)" if self.unmeasured else ""))
+        if self.graph_error is not None:
+            lines.append(f"whole graph vs the fp32 heuristic path: max error {self.graph_error:.3g} (relative)")
+        if self.graph_ms is not None:
+            lines.append(f"whole graph: tuned {self.graph_ms[0]:.3f} ms, heuristic {self.graph_ms[1]:.3f} ms per call")
+        if self.note:
+            lines.append(self.note)
+        for c in self.choices:
+            if not all_kernels and len(c.paths) < 2:
+                continue
+            lines.append(f"{c.label}: {c.chosen}  ({c.reason})")
+            for p in c.paths:
+                mark = "*" if p.candidate.key == c.chosen.key else " "
+                if p.failed is not None:
+                    lines.append(f"   {mark} {str(p.candidate):32s} cannot run: {p.failed}")
+                elif p.record is None:
+                    lines.append(f"   {mark} {str(p.candidate):32s} no record")
+                else:
+                    r = p.record
+                    within = "" if r.max_rel_err <= self.tolerance else "  over tolerance"
+                    lines.append(f"   {mark} {str(p.candidate):32s} {r.median_ns / 1e3:10.1f} us "
+                                 f"(p20 {r.p20_ns / 1e3:.1f}, p80 {r.p80_ns / 1e3:.1f})  "
+                                 f"err {r.max_abs_err:.2e} abs, {r.max_rel_err:.2e} rel{within}")
+        return "\n".join(lines)
+
+
+def _label(op: Operation) -> str:
+    shapes = " , ".join("x".join(map(str, v.type.get_shape())) for v in op.operands)  # type: ignore[attr-defined]
+    name = op.results[0].name_hint if op.results else None
+    return f"{op.name} {shapes}" + (f" (%{name})" if name else "")
+
+
+def _signature(paths: OpPaths, alone: Standalone, candidate: Candidate) -> KernelSignature:
+    values = [*paths.op.operands, *paths.op.results]
+    return KernelSignature(
+        paths.name, candidate.variant,
+        tuple(tuple(v.type.get_shape()) for v in values),  # type: ignore[attr-defined]
+        tuple(str(v.type.get_element_type()) for v in values),  # type: ignore[attr-defined]
+        dict(candidate.params), alone.form,
+    )
+
+
+def _entry(module: ModuleOp) -> func.FuncOp:
+    fns = [op for op in module.ops if isinstance(op, func.FuncOp) and op.body.blocks]
+    if len(fns) != 1:
+        raise ValueError(f"tuning needs a module of one function, got {len(fns)}")
+    return fns[0]
+
+
+def evaluate_values(module: ModuleOp, inputs: Sequence[np.ndarray], weights: Mapping[str, np.ndarray]) -> dict[SSAValue, np.ndarray]:
+    """Every value of the module's function on ``inputs``, by the NumPy evaluator (float64
+    inside each op, rounded to the value's type)."""
+    from tensor_graphs.dialects.dense import numpy_dtype_of
+    from tensor_graphs.transforms.evaluate import evaluate_op
+
+    block = _entry(module).body.block
+    if len(inputs) != len(block.args):
+        raise ValueError(f"the graph takes {len(block.args)} input(s), got {len(inputs)}")
+    env: dict[SSAValue, np.ndarray] = {
+        a: np.asarray(x).astype(numpy_dtype_of(a.type.get_element_type()))  # type: ignore[attr-defined]
+        for a, x in zip(block.args, inputs)
+    }
+    for op in block.ops:
+        if isinstance(op, func.ReturnOp):
+            break
+        env[op.results[0]] = evaluate_op(op, [env[v] for v in op.operands], weights)
+    return env
+
+
+def _progress(total: int, enabled: bool):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="tuning kernel paths", unit="path", disable=not enabled or total == 0, leave=False)
+
+
+def tune_graph(
+    module: ModuleOp,
+    weights: Mapping[str, np.ndarray],
+    inputs: Sequence[np.ndarray],
+    *,
+    tolerance: float,
+    tune: str = "cached",
+    target: Target,
+    threads: int = 1,
+    pack_weights: bool = True,
+    db: TuningDatabase | None = None,
+    max_seconds: float | None = None,
+    progress: bool = True,
+) -> TuningReport:
+    """Pin the chosen path on every op of ``module`` (a tg module after the tg optimisation,
+    changed in place) and report the choices; see the module doc."""
+    if tune not in TUNE_MODES:
+        raise ValueError(f"tune must be one of {', '.join(map(repr, TUNE_MODES))}, got {tune!r}")
+    if not (tolerance >= 0):
+        raise ValueError(f"tolerance must be a non-negative number, got {tolerance!r}")
+    machine = Machine.this(threads)
+    report = TuningReport(tune, float(tolerance), machine.cpu)
+    start = time.perf_counter()
+    ops: list[tuple[OpPaths, Standalone | None, list[Candidate]]] = []
+    for paths in kernel_paths(module, pack_weights=pack_weights, choices_only=False):
+        cands = candidates(paths, target, threads) if KERNEL_ATTR not in paths.op.attributes else []
+        alone = standalone(paths.op) if len(cands) > 1 and tune != "off" else None
+        ops.append((paths, alone, cands))
+    owned = db is None and tune != "off"
+    if owned:
+        db = TuningDatabase()
+    try:
+        records: dict[tuple, Record | None] = {}
+        failed: dict[tuple, str] = {}
+        todo: list[tuple[OpPaths, Standalone, Candidate]] = []
+        for paths, alone, cands in ops:
+            if alone is None:
+                continue
+            for c in cands:
+                key = (alone.form, c.key)
+                if key in records:
+                    continue
+                records[key] = db.get(_signature(paths, alone, c), machine) if tune != "all" else None  # type: ignore[union-attr]
+                if records[key] is None and tune in ("missing", "all"):
+                    todo.append((paths, alone, c))
+        if todo:
+            _measure_all(todo, module, weights, inputs, target, machine, db, records, failed, report, max_seconds, progress)  # type: ignore[arg-type]
+        for paths, alone, cands in ops:
+            report.choices.append(_choose(paths, alone, cands, records, failed, tolerance))
+    finally:
+        if owned and db is not None:
+            db.close()
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def _measure_all(todo, module, weights, inputs, target, machine, db, records, failed, report, max_seconds, progress) -> None:
+    """Measure each (op, form, candidate) of ``todo``, storing each record as it is made."""
+    env = evaluate_values(module, inputs, weights)
+    cold = sum(np.asarray(w).nbytes for w in weights.values()) > target.caches.l3
+    start = time.perf_counter()
+    with _progress(len(todo), progress) as bar:
+        for i, (paths, alone, c) in enumerate(todo):
+            if i > 0 and max_seconds is not None and time.perf_counter() - start > max_seconds:  # one path at least: every run advances
+                report.unmeasured = len(todo) - i
+                break
+            bar.set_postfix_str(f"{paths.name} {c}", refresh=False)
+            key = (alone.form, c.key)
+            try:
+                m = measure(alone, c, [env[v] for v in alone.arguments], weights, env[paths.op.results[0]],
+                            target=target, cold=cold)
+            except Exception as e:  # noqa: BLE001 - a candidate that cannot be built is reported, not fatal
+                failed[key] = " ".join(str(e).split())[:200]
+            else:
+                record = Record.of_times(_signature(paths, alone, c), machine, m.times_ns, m.max_abs_err, m.max_rel_err)
+                db.put(record)
+                records[key] = record
+                report.measured += 1
+            bar.update(1)
+
+
+def _choose(paths: OpPaths, alone: Standalone | None, cands: list[Candidate], records, failed, tolerance: float) -> Choice:
+    heuristic = Candidate(paths.chosen)
+    label = _label(paths.op)
+    if KERNEL_ATTR in paths.op.attributes:
+        return Choice(label, heuristic, heuristic, "pinned in the IR (tg.kernel)")
+    if len(cands) < 2:
+        return Choice(label, heuristic, heuristic, "only one path", [PathResult(c) for c in cands])
+    if alone is None:
+        return Choice(label, heuristic, heuristic, "heuristic: tune='off'", [PathResult(c) for c in cands])
+    results = [PathResult(c, records.get((alone.form, c.key)), failed.get((alone.form, c.key))) for c in cands]
+    measured = [r for r in results if r.record is not None]
+    within = [r for r in measured if r.record.max_rel_err <= tolerance]  # type: ignore[union-attr]
+    if not measured:
+        return Choice(label, heuristic, heuristic, "heuristic: no record", results)
+    if not within:
+        return Choice(label, heuristic, heuristic, "heuristic: no measured path within the tolerance", results)
+    best = min(within, key=lambda r: r.record.median_ns)  # type: ignore[union-attr]
+    rejected = [r for r in measured if r.record.max_rel_err > tolerance]  # type: ignore[union-attr]
+    reason = "fastest measured within the tolerance"
+    if rejected:
+        reason += "; rejected over it: " + ", ".join(f"{r.candidate} ({r.record.max_rel_err:.1e})" for r in rejected)  # type: ignore[union-attr]
+    if len(within) < len(results):
+        missing = len(results) - len(measured)
+        if missing:
+            reason += f"; {missing} path(s) without a record"
+    if best.candidate.key != heuristic.key:
+        pin(paths.op, best.candidate)
+    return Choice(label, best.candidate, heuristic, reason, results)

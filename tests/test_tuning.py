@@ -1,0 +1,203 @@
+"""Kernel-path tuning (issue 14): enumeration with parameters, measurement (time and error
+against the float64 evaluator), selection within a tolerance, the whole-graph check, explain,
+tg-tune and tg-run --explain. Outputs are checked against PyTorch at 1e-5 (magnitudes ~1).
+
+Records are written to a database in the test's tmp_path; selections that must not depend on
+this machine's timings use records written by the test itself."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from xdsl.context import Context
+
+import tensor_graphs as tg
+from tensor_graphs.frontend.importer import import_model
+from tensor_graphs.passes import TENSOR_PIPELINE, build_pipeline
+from tensor_graphs.target import Target
+from tensor_graphs.tuning.database import Machine, Record, TuningDatabase
+from tensor_graphs.tuning.measure import errors, standalone
+from tensor_graphs.tuning.paths import Candidate, candidates, kernel_paths, pin
+from tensor_graphs.tuning.tuner import ToleranceError, _signature
+
+TOL = 1e-5
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self, d=64, h=256):
+        super().__init__()
+        self.fc1, self.fc2, self.fc3 = torch.nn.Linear(d, h), torch.nn.Linear(h, d), torch.nn.Linear(d, h)
+
+    def forward(self, x):
+        return torch.relu(self.fc3(torch.relu(self.fc2(torch.relu(self.fc1(x))))))
+
+
+@pytest.fixture
+def mlp():
+    torch.manual_seed(0)
+    return Mlp().eval(), torch.randn(16, 64)
+
+
+@pytest.fixture
+def db(tmp_path):
+    with TuningDatabase(tmp_path / "tuning.sqlite") as d:
+        yield d
+
+
+def _tg(model, x):
+    graph = import_model(model, (x,))
+    build_pipeline(TENSOR_PIPELINE).apply(Context(), graph.module)
+    return graph
+
+
+def _gemms(module):
+    return [p for p in kernel_paths(module) if p.name == "tg.matmul"]
+
+
+def test_candidates_are_variants_and_their_parameters(mlp):
+    model, x = mlp
+    fc1 = _gemms(_tg(model, x).module)[0]  # K = 64
+    target = Target.host()
+    one = candidates(fc1, target, threads=1)
+    assert Candidate("matmul.packed") in one and Candidate("matmul.blas") in one
+    assert Candidate("matmul.packed", {"k_block": 32}) not in one
+    assert [c.params["k_block"] for c in one if "k_block" in c.params] == [kb for kb in (64, 128, 256, 512) if kb < 64]
+    two = candidates(fc1, target, threads=2)
+    assert Candidate("matmul.packed", {"threads": 1}) in two and Candidate("matmul.packed", {"threads": 1}) not in one
+
+
+def test_a_form_is_shared_by_ops_of_the_same_computation(mlp):
+    model, x = mlp
+    graph = _tg(model, x)
+    fc1, fc2, fc3 = (p.op for p in _gemms(graph.module))
+    a, b, c = standalone(fc1), standalone(fc2), standalone(fc3)
+    assert a.form == c.form, "fc1 and fc3: the same shapes and epilogue, other weights"
+    assert a.form != b.form
+    assert a.weights == {"w0": "fc1.weight", "w1": "fc1.bias"}
+    assert "fc1" not in str(a.module) and "tg.kernel" not in str(a.module)
+
+
+@pytest.mark.parametrize("candidate", [Candidate("matmul.packed", {"k_block": 16}), Candidate("matmul.packed", {"threads": 1}),
+                                       Candidate("matmul.blas")])
+def test_a_pinned_candidate_runs_right(mlp, candidate):
+    """The pinned parameters reach the kernel (two GEMMs alike but for their K block are two
+    kernels) and the result stays right."""
+    model, x = mlp
+    graph = _tg(model, x)
+    gemms = _gemms(graph.module)
+    pin(gemms[0].op, candidate)
+    tg.set_num_threads(2)
+    try:
+        fn = tg.compile_module(graph.module, graph.weights)
+        with torch.no_grad():
+            assert (fn(x) - model(x)).abs().max().item() <= TOL
+    finally:
+        tg.set_num_threads(1)
+    for name, value in candidate.params.items():
+        assert f"tg.{name} = {value} : i64" in fn.ir("buf")
+    if candidate.variant == "matmul.packed":
+        assert fn.ir("llvm").count("_packed_matmul(") >= 3, "fc1 (pinned) and fc3 (default) must not share a kernel"
+
+
+def test_errors_are_relative_to_the_largest_magnitude():
+    ref = np.array([100.0, 1e-9, -3.0], np.float32)
+    out = ref + np.array([0.0, 1e-6, 0.0], np.float32)
+    abs_err, rel_err = errors(out, ref)
+    assert abs_err == pytest.approx(1e-6, rel=1e-3) and rel_err == pytest.approx(1e-8, rel=1e-3)
+    assert errors(np.array([np.nan]), np.array([1.0]))[0] == np.inf
+    assert errors(np.array([np.nan]), np.array([np.nan])) == (0.0, 0.0)
+
+
+def test_tune_measures_records_and_resumes(mlp, db):
+    model, x = mlp
+    first = tg.tune(model, (x,), tuning_db=db, max_seconds=0.0, progress=False)
+    assert first.measured == 1 and first.unmeasured > 0, "the limit stops measuring after the first path"
+    rest = tg.tune(model, (x,), tuning_db=db, progress=False)
+    assert rest.measured == first.unmeasured, "the second run measures only what the first left"
+    again = tg.tune(model, (x,), tuning_db=db, progress=False)
+    assert again.measured == 0
+    records = list(db.records(Machine.this(1)))
+    assert len(records) == first.measured + rest.measured
+    for r in records:
+        assert r.runs >= 5 and 0 < r.p20_ns <= r.median_ns <= r.p80_ns
+        assert r.max_rel_err <= 1e-6, (r.signature, r.max_rel_err)  # fp32 GEMMs of K <= 256
+    fn = tg.compile(model, (x,), tune="cached", tuning_db=db)
+    with torch.no_grad():
+        assert (fn(x) - model(x)).abs().max().item() <= TOL
+    text = fn.explain(all_kernels=False)
+    assert text.count("(fastest measured within the tolerance") == 3 and "no record" not in text
+
+
+def _record(db, model, x, candidate_for, median_ns, rel_err):
+    """Write a record for every GEMM's candidate ``candidate_for(paths)``."""
+    graph = _tg(model, x)
+    for p in _gemms(graph.module):
+        alone = standalone(p.op)
+        c = candidate_for(p)
+        db.put(Record(_signature(p, alone, c), Machine.this(1), median_ns, median_ns, median_ns, 5, rel_err, rel_err))
+
+
+def test_selection_is_the_fastest_within_the_tolerance(mlp, db):
+    model, x = mlp
+    _record(db, model, x, lambda p: Candidate("matmul.packed"), 1000.0, 1e-7)
+    _record(db, model, x, lambda p: Candidate("matmul.blas"), 10.0, 1e-3)  # faster, too inaccurate
+    fn = tg.compile(model, (x,), tune="cached", tuning_db=db)
+    assert "buf.matmul " not in fn.ir("buf")
+    assert "rejected over it: matmul.blas (1.0e-03)" in fn.explain()
+    # the records are made up: keep the tuned graph even if the heuristic one runs faster here
+    graph = import_model(model, (x,))
+    fn = tg.compile_module(graph.module, graph.weights, verify=False,
+                           tuning=tg.api.Tuning("cached", 1e-2, (x,), db, keep_faster=False))
+    assert fn.ir("buf").count("buf.matmul ") == 3 and fn.explain().count("* matmul.blas") == 3
+    assert 'tg.kernel = "matmul.blas"' in fn.ir("tg")
+    with torch.no_grad():
+        assert (fn(x) - model(x)).abs().max().item() <= TOL
+    assert fn.tuning.graph_error is not None and fn.tuning.graph_error <= 1e-2
+
+
+def test_no_record_means_the_heuristic(mlp, db):
+    model, x = mlp
+    fn = tg.compile(model, (x,), tune="cached", tuning_db=db)
+    assert fn.explain(all_kernels=False).count("heuristic: no record") == 3
+    assert fn.tuning.graph_error is None, "nothing tuned: nothing to check"
+    off = tg.compile(model, (x,))
+    assert "heuristic: tune='off'" in off.explain()
+
+
+def test_the_whole_graph_check_fails_beyond_the_tolerance(mlp, db):
+    """Records claiming BLAS exact and fastest: at a tolerance below what BLAS's different
+    summation order gives over three GEMMs, the compile fails and says why."""
+    model, x = mlp
+    _record(db, model, x, lambda p: Candidate("matmul.blas"), 10.0, 0.0)
+    _record(db, model, x, lambda p: Candidate("matmul.packed"), 1000.0, 0.0)
+    with pytest.raises(ToleranceError, match=r"differs from the fp32 path's by .* over the tolerance 1e-12"):
+        tg.compile(model, (x,), tune="cached", tolerance=1e-12, tuning_db=db)
+
+
+def test_bad_arguments(mlp, db):
+    model, x = mlp
+    with pytest.raises(ValueError, match="tune must be one of 'off', 'cached', 'missing', 'all', got 'sometimes'"):
+        tg.compile(model, (x,), tune="sometimes", tuning_db=db)
+    with pytest.raises(ValueError, match="tolerance must be a non-negative number"):
+        tg.compile(model, (x,), tune="cached", tolerance=-1.0, tuning_db=db)
+
+
+def test_tg_tune_and_tg_run_explain(tmp_path, capsys):
+    from tensor_graphs.tools import tg_run, tg_tune
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 128), torch.nn.GELU(), torch.nn.Linear(128, 32)).eval()
+    path = tmp_path / "m.mlir"
+    tg.export(model, (torch.randn(8, 32),), path)
+    db = str(tmp_path / "db.sqlite")
+    assert tg_tune.main([str(path), "--db", db, "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "path(s) measured" in out and "matmul.blas" in out and "* matmul." in out
+    assert tg_run.main([str(path), "--tune", "cached", "--db", db, "--explain", "-n", "2"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("fastest measured within the tolerance") == 2
+    assert tg_tune.main([str(tmp_path / "missing.mlir"), "--db", db]) == 1
+    assert "tg-tune: error: cannot read" in capsys.readouterr().err
+    assert tg_tune.main(["os:path", "--db", db]) == 1
+    assert "needs its input shapes" in capsys.readouterr().err
