@@ -110,6 +110,9 @@ def compile_module(
 
     level = module_level(module)
     _set_target(module, level, target)
+    cached = _from_cache(module, level, weights, states, packed, keep_ir, stats, tg_passes, profile, pack_weights, optimize, tuning)
+    if isinstance(cached, CompiledGraph):
+        return cached
     if profile and level == "llvm" and "tg.profile" not in module.attributes:
         raise ValueError(
             "compile_module(profile=True): this module is already at the llvm level, lowered without "
@@ -143,7 +146,7 @@ def compile_module(
     native = jit_compile(module)
     stats.seconds["llvm jit"] = time.perf_counter() - t0
     if keep_ir:
-        ir["llvm"] = native.llvm_ir
+        ir["llvm"] = native.ir_text
     fn = CompiledGraph(native, dict(weights or {}), ir, states=states, packed=packed)
     if report is not None and reference is not None:
         assert tuning is not None
@@ -153,6 +156,41 @@ def compile_module(
         fn = _check_tuned(fn, heuristic, tuning, report)
         stats.seconds["tuning check"] = time.perf_counter() - t0
     fn.tuning = report
+    if cached is not None and fn._native.object_code is not None:
+        from tensor_graphs.codegen.llvm.object_cache import Entry, LazyText
+
+        cache, key = cached
+        cache.put(key, Entry(fn._native.object_code, LazyText.of(fn._native.ir_text), fn.signature,
+                             {k: LazyText.of(v) for k, v in ir.items()}, report))
+    return fn
+
+
+def _from_cache(module, level, weights, states, packed, keep_ir, stats, tg_passes, profile, pack_weights, optimize, tuning):
+    """A graph compiled before from the same module and options (`object_cache`, graph
+    entries): the `CompiledGraph` on a hit; on a miss (cache, key) to store the result under;
+    None when the cache is off or does not apply (a module at the buf or llvm level, or kernel
+    paths tuned from the database, which can change between compiles)."""
+    from tensor_graphs.codegen.llvm.object_cache import CompileCache, digest
+
+    if level not in ("aten", "tg") or (tuning is not None and tuning.tune != "off"):
+        return None
+    cache = CompileCache.default()
+    if cache is None:
+        return None
+    t0 = time.perf_counter()
+    options = repr((level, tuple(tg_passes), profile, pack_weights, optimize, keep_ir))
+    key = digest("graph", str(module), options)
+    entry = cache.get(key)
+    if entry is None or entry.signature is None:
+        stats.seconds["cache lookup"] = time.perf_counter() - t0
+        return cache, key
+    from tensor_graphs.codegen.llvm.jit import load_native
+    from tensor_graphs.target import of_module
+
+    native = load_native(entry.object_code, entry.signature, entry.llvm_ir, of_module(module))
+    fn = CompiledGraph(native, dict(weights or {}), dict(entry.ir) if keep_ir else {}, states=states, packed=packed)
+    fn.tuning = entry.report
+    stats.seconds["from cache"] = time.perf_counter() - t0
     return fn
 
 
@@ -271,12 +309,16 @@ def compile(
     `ToleranceError` raised beyond the tolerance. ``fn.explain()`` prints each kernel's path,
     why, and the alternatives' times and errors.
     """
-    from tensor_graphs.frontend import import_model
+    from tensor_graphs.frontend.importer import _forget_generated_source, export_program, import_exported_program
 
     stats = stats if stats is not None else CompileStats()
-    t0 = time.perf_counter()
-    graph = import_model(model, tuple(_as_torch(x) for x in example_inputs))
-    stats.seconds["import"] = time.perf_counter() - t0
+    with _forget_generated_source():  # as import_model, timed in two: torch's part and ours
+        t0 = time.perf_counter()
+        program = export_program(model, tuple(_as_torch(x) for x in example_inputs))
+        t1 = time.perf_counter()
+        graph = import_exported_program(program)
+    stats.seconds["torch.export"] = t1 - t0
+    stats.seconds["import"] = time.perf_counter() - t1
     db = _open_db(tuning_db) if tune != "off" else None
     try:
         return compile_module(
@@ -386,10 +428,13 @@ def load(
 # --------------------------------------------------------------------------- decoding
 
 
-def _decoder_modules(model, max_seq, batch, prefill_chunk, stats, pack_weights=True, target=None, padding=None):
+def _decoder_modules(model, max_seq, batch, prefill_chunk, stats, pack_weights=True, target=None, padding=None, tuning=None):
     """Import ``model``'s step at the chunk length and at 1, optimise, add the KV cache (with a
     key-padding mask when ``padding``; None: when ``batch > 1``) and plan memory; returns
-    (buf-level modules, weights, chunk, capacity, max_seq, max_position)."""
+    (buf-level modules, weights, chunk, capacity, max_seq, max_position, tuned). With
+    ``tuning`` (`Tuning`, its inputs unused: each step gets random token ids) the kernel paths
+    are chosen before the buffer lowering; ``tuned`` holds per module (report, the unpinned tg
+    module to check it against or None)."""
     import torch
 
     from tensor_graphs.frontend import import_model
@@ -416,8 +461,9 @@ def _decoder_modules(model, max_seq, batch, prefill_chunk, stats, pack_weights=T
     # a padded last chunk may write up to chunk - 1 rows past the last real position
     capacity = max_seq + chunk - 1
     step = CausalLMStep(model).eval()
-    modules, weights = [], {}
+    modules, weights, tuned = [], {}, []
     ctx = _context()
+    vocab = getattr(getattr(model, "config", None), "vocab_size", None) or 2
     for length in dict.fromkeys((chunk, 1)):
         ids = torch.zeros((batch, length), dtype=torch.int64)
         pos = torch.arange(length, dtype=torch.int64).expand(batch, length).contiguous()
@@ -428,12 +474,22 @@ def _decoder_modules(model, max_seq, batch, prefill_chunk, stats, pack_weights=T
         t0 = time.perf_counter()
         _set_target(graph.module, "aten", target)
         kv = f"introduce-kv-cache{{capacity={capacity}{' padding_mask=true' if padding else ''}}}"
-        passes = (*tensor_pipeline(pack_weights), kv, *buffer_pipeline(pack_weights))
-        build_pipeline(passes).apply(ctx, graph.module)
+        build_pipeline((*tensor_pipeline(pack_weights), kv)).apply(ctx, graph.module)
+        if tuning is not None and tuning.tune != "off":
+            t1 = time.perf_counter()
+            example = (torch.randint(0, vocab, (batch, length), generator=torch.Generator().manual_seed(length)), pos, rows)
+            step_tuning = Tuning(tuning.tune, tuning.tolerance, example, tuning.db, tuning.max_seconds, tuning.progress,
+                                 tuning.keep_faster)
+            report, reference = _tune(graph.module, graph.weights, step_tuning, _module_target(graph.module), pack_weights)
+            tuned.append((report, reference, step_tuning))
+            stats.seconds["tuning"] = stats.seconds.get("tuning", 0.0) + time.perf_counter() - t1
+        else:
+            tuned.append(None)
+        build_pipeline(buffer_pipeline(pack_weights)).apply(ctx, graph.module)
         stats.seconds["aten -> buf"] = stats.seconds.get("aten -> buf", 0.0) + time.perf_counter() - t0
         modules.append(graph.module)
         weights.update(graph.weights)
-    return modules, weights, chunk, capacity, max_seq, limit
+    return modules, weights, chunk, capacity, max_seq, limit, tuned
 
 
 def _estimate(modules) -> "DecoderMemory":
@@ -507,6 +563,10 @@ def compile_decoder(
     pack_weights: bool = True,
     target: Target | str | None = None,
     padding: bool | None = None,
+    tolerance: float = 1e-5,
+    tune: str = "off",
+    tuning_db=None,
+    max_tuning_seconds: float | None = None,
 ):
     """Compile a transformers causal LM for generation with a KV cache: a prefill function for
     chunks of ``prefill_chunk`` tokens and a decode function for one token, compiled once and
@@ -523,13 +583,23 @@ def compile_decoder(
     KV cache and the outputs would not fit the memory the OS reports as available. With
     ``profile`` both graphs time their kernels (``dec.decode_graph.profile(..., past=n)``);
     ``pack_weights`` and ``target`` as in `compile` (both graphs share the packed copies).
+    ``tolerance``, ``tune``, ``tuning_db``, ``max_tuning_seconds``: kernel paths as in `compile`,
+    for each graph (on random token ids; each tuned graph checked against its fp32 heuristic
+    twin at ``past = 0``); the decode graph's matrix-vector products may then run over bf16 or
+    int8 weights where their error is within the tolerance. ``dec.explain()`` says what ran.
     """
     from tensor_graphs.runtime_support.decoder import CompiledDecoder
 
     stats = stats if stats is not None else CompileStats()
-    modules, weights, chunk, capacity, max_seq, limit = _decoder_modules(
-        model, max_seq, batch, prefill_chunk, stats, pack_weights, target, padding
-    )
+    db = _open_db(tuning_db) if tune != "off" else None
+    try:
+        modules, weights, chunk, capacity, max_seq, limit, tuned = _decoder_modules(
+            model, max_seq, batch, prefill_chunk, stats, pack_weights, target, padding,
+            Tuning(tune, tolerance, (), db, max_tuning_seconds),
+        )
+    finally:
+        if db is not None and db is not tuning_db:
+            db.close()
     need = _estimate(modules)
     free = available_memory()
     if free is not None and need.new_bytes > free:
@@ -543,10 +613,17 @@ def compile_decoder(
     graphs = []
     states: dict[str, np.ndarray] | None = None
     packed: dict[str, np.ndarray] = {}  # both graphs read the same packed weights
-    for module in modules:
+    for module, tuning in zip(modules, tuned):
         fn = compile_module(
             module, weights, keep_ir=keep_ir, stats=stats, states=states, profile=profile, packed=packed, verify=False
         )
+        if tuning is not None:
+            report, reference, step_tuning = tuning
+            if reference is not None:
+                heuristic = compile_module(reference, weights, keep_ir=keep_ir, states=fn.states, profile=profile,
+                                           packed=packed, verify=False, optimize=False)
+                fn = _check_tuned(fn, heuristic, step_tuning, report)
+            fn.tuning = report
         states = fn.states  # the decode graph binds the prefill graph's cache
         graphs.append(fn)
     return CompiledDecoder(graphs, chunk=chunk, max_seq=max_seq, capacity=capacity, batch=batch, max_position=limit)

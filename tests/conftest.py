@@ -1,4 +1,6 @@
+import os
 import re
+import tempfile
 from collections import Counter
 
 import numpy as np
@@ -6,6 +8,12 @@ import pytest
 import torch
 
 torch.manual_seed(0)
+
+# Each test process gets a compile cache and a timing database of its own (never the user's):
+# compiles within the run still hit the cache, as a user's do; no run sees another's records.
+_SCRATCH = tempfile.mkdtemp(prefix="tg-tests-")
+os.environ.setdefault("TG_CACHE_DIR", os.path.join(_SCRATCH, "compiled"))
+os.environ.setdefault("TG_TUNING_DB", os.path.join(_SCRATCH, "tuning.sqlite"))
 
 #: The target families every numerics test of `test_targets.py` runs on (`tensor_graphs.target`):
 #: the generic fallback, AVX2 and AVX-512; a family this CPU cannot run is skipped, saying so.

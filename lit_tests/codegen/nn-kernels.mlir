@@ -300,3 +300,40 @@ func.func @forward(%m: memref<16x16x64xf32>, %b: memref<16x1x1xf32>, %o: memref<
   buf.winograd_output ins(%m, %b : memref<16x16x64xf32>, memref<16x1x1xf32>) outs(%o : memref<1x16x5x34xf32>) {beta = 1.0 : f32, activation = "relu"}
   func.return
 }
+
+// -----
+
+// buf.quantized_matvec over bf16 panels (kernels_quantized.py): per panel of 64 columns, 4 chains
+// of 4 vectors; each weight vector a load of 16 bf16, widened, shifted into the top half and
+// reinterpreted as 16 floats, into an FMA; the panel's sums through a stack tile of 64 floats.
+// CHECK-LABEL: llvm.func internal @forward__0_quantized_matvec(
+// CHECK:         llvm.alloca %{{.*}} x f32 {alignment = 64 : i64}
+// CHECK:         llvm.load %{{.*}} {alignment = 32 : i64} : !llvm.ptr -> vector<16xi16>
+// CHECK-NEXT:    llvm.zext %{{.*}} : vector<16xi16> to vector<16xi32>
+// CHECK:         llvm.shl
+// CHECK-NEXT:    llvm.bitcast %{{.*}} : vector<16xi32> to vector<16xf32>
+// CHECK-NEXT:    llvm.intr.fma
+// CHECK:         llvm.return
+func.func @forward(%x: memref<1x32xf32>, %o: memref<1x100xf32>) attributes {tg.num_outputs = 1 : i64} {
+  %wb = buf.packed_weight "fc.weight" {transposed = true, layout = "bf16panels"} : memref<2x32x64xbf16>
+  buf.quantized_matvec ins(%x, %wb : memref<1x32xf32>, memref<2x32x64xbf16>) outs(%o : memref<1x100xf32>) {format = "bf16"}
+  func.return
+}
+
+// -----
+
+// The same over int8 panels: a load of 16 bytes, sign-extended and converted, into an FMA; the
+// sums times the panel's scales.
+// CHECK-LABEL: llvm.func internal @forward__0_quantized_matvec(
+// CHECK:         llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr -> vector<16xi8>
+// CHECK-NEXT:    llvm.sext %{{.*}} : vector<16xi8> to vector<16xi32>
+// CHECK-NEXT:    llvm.sitofp %{{.*}} : vector<16xi32> to vector<16xf32>
+// CHECK-NEXT:    llvm.intr.fma
+// CHECK:         llvm.fmul %{{.*}}, %{{.*}} : vector<16xf32>
+// CHECK:         llvm.return
+func.func @forward(%x: memref<1x32xf32>, %o: memref<1x100xf32>) attributes {tg.num_outputs = 1 : i64} {
+  %wq = buf.packed_weight "fc.weight" {transposed = true, layout = "int8panels"} : memref<2x32x64xi8>
+  %ws = buf.packed_weight "fc.weight" {transposed = true, layout = "int8scalespanels"} : memref<2x64xf32>
+  buf.quantized_matvec ins(%x, %wq, %ws : memref<1x32xf32>, memref<2x32x64xi8>, memref<2x64xf32>) outs(%o : memref<1x100xf32>) {format = "int8"}
+  func.return
+}

@@ -181,9 +181,12 @@ class PackedWeightOp(IRDLOperation):
     transposed = prop_def(BoolAttr, default_value=bool_attr(False))
     #: "panels" (the layout above), or "winograd<m>": a 3x3 convolution's weight [Cout, C, 3, 3]
     #: transformed for F(m x m, 3 x 3), ``memref<(m+2)^2 x Cout x C x f32>``
-    #: (`dialects.winograd.WinogradLayout`), the A of `buf.packed_matmul`'s batch of GEMMs.
+    #: (`dialects.winograd.WinogradLayout`), the A of `buf.packed_matmul`'s batch of GEMMs; or
+    #: the panels in a cheaper format for `buf.quantized_matvec` (`dialects.packing.FORMATS`):
+    #: "bf16panels" ``memref<P x K x NR x bf16>``, "int8panels" ``memref<P x K x NR x i8>`` and
+    #: its "int8scalespanels" ``memref<P x NR x f32>``.
     layout = prop_def(StringAttr, default_value=StringAttr("panels"))
-    result = result_def(MemRefType.constr(f32))
+    result = result_def(MemRefType)
     traits = traits_def(Pure())
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$name attr-dict `:` type($result)"
@@ -200,8 +203,27 @@ class PackedWeightOp(IRDLOperation):
         tail = self.layout.data.removeprefix("winograd")
         return int(tail) if tail.isdigit() and self.layout.data.startswith("winograd") else 0
 
+    @property
+    def format(self) -> str:
+        """The panels' element format (`dialects.packing.FORMATS`), "" for a Winograd layout."""
+        fmt, sep, rest = self.layout.data.partition("panels")
+        return (fmt or "f32") if sep and not rest else ""
+
     def verify_(self) -> None:
         shape = shape_of(self.result)
+        element = self.result.type.element_type
+        fmt = self.format
+        if fmt not in ("", "f32"):
+            from tensor_graphs.dialects.packing import FORMATS
+
+            expected = {"bf16": "bf16", "int8": "i8", "int8scales": "f32"}.get(fmt)
+            _check(fmt in FORMATS and str(element) == expected,
+                   f"buf.packed_weight: {self.layout.data} holds {expected or 'nothing known'}, got {self.result.type}")
+            rank = 2 if fmt == "int8scales" else 3
+            _check(len(shape) == rank and shape[-1] > 0 and shape[-1] % MIN_FLOAT_LANES == 0,
+                   f"buf.packed_weight: expected a rank-{rank} {self.layout.data} weight of whole vectors, got {self.result.type}")
+            return
+        _check(element == f32, f"buf.packed_weight: {self.layout.data} holds f32, got {self.result.type}")
         if self.layout.data != "panels":
             from tensor_graphs.dialects.winograd import TILES
 
@@ -471,6 +493,60 @@ class PackedMatmulOp(KernelOp):
     @property
     def flags(self) -> tuple[float, float]:
         return self.alpha.value.data, self.beta.value.data
+
+
+@irdl_op_definition
+class QuantizedMatvecOp(KernelOp):
+    """``out = act(alpha * a @ B + beta * bias)`` for a few rows of ``a`` (a matrix-vector
+    product: a decode step), with ``B[K, N]`` in column panels in a cheaper format than float32
+    (`dialects.packing.FORMATS`), converted to float32 in registers as it streams:
+
+    - ``format = "bf16"``: ins ``(a, panels [, bias])``, panels ``memref<P x K x NR x bf16>``;
+    - ``format = "int8"``: ins ``(a, panels, scales [, bias])``, panels ``memref<P x K x NR x i8>``
+      and their per-column scales ``memref<P x NR x f32>`` (``B[k, n] = q[k, n] * scale[n]``).
+
+    ``a`` is ``[..., M, K]`` (the rows fold), ``out`` ``[..., M, N]``, ``bias`` ``[N]``.
+    """
+
+    name = "buf.quantized_matvec"
+    NUM_INPUTS: ClassVar[tuple[int, ...]] = (2, 3, 4)
+    format = prop_def(StringAttr)
+    alpha = prop_def(FloatAttr, default_value=float_attr(1.0))
+    beta = prop_def(FloatAttr, default_value=float_attr(0.0))
+    activation = prop_def(StringAttr, default_value=StringAttr("none"))
+
+    #: the element type of the panels of each format
+    PANEL_TYPES: ClassVar[dict[str, str]] = {"bf16": "bf16", "int8": "i8"}
+
+    @property
+    def bias(self) -> SSAValue | None:
+        extra = len(self.inputs) - (3 if self.format.data == "int8" else 2)
+        return self.inputs[-1] if extra == 1 else None
+
+    def verify_kernel(self, ins, out):
+        fmt = self.format.data
+        if fmt not in self.PANEL_TYPES:
+            raise ShapeError(f"unknown format '{fmt}' ({', '.join(self.PANEL_TYPES)})")
+        fixed = 3 if fmt == "int8" else 2
+        if len(ins) not in (fixed, fixed + 1):
+            raise ShapeError(f"format {fmt} takes {fixed} inputs and an optional bias, got {len(ins)}")
+        a, panels = ins[0], ins[1]
+        if len(a) < 2 or len(panels) != 3:
+            raise ShapeError(f"expected a [..., M, K] lhs and [P, K, NR] panels, got {list(a)} and {list(panels)}")
+        p, k, nr = panels
+        if a[-1] != k or len(out) != len(a) or tuple(out[:-1]) != tuple(a[:-1]) or nr <= 0 or -(-out[-1] // nr) != p:
+            raise ShapeError(f"{list(a)} x panels {list(panels)} cannot write {list(out)}")
+        if fmt == "int8" and tuple(ins[2]) != (p, nr):
+            raise ShapeError(f"the scales of panels {list(panels)} are [{p}, {nr}], got {list(ins[2])}")
+        if len(ins) == fixed + 1 and tuple(ins[-1]) != (out[-1],):
+            raise ShapeError(f"the bias is [{out[-1]}], got {list(ins[-1])}")
+        if self.activation.data not in ACTIVATIONS:
+            raise ShapeError(f"unknown activation '{self.activation.data}'")
+        if str(self.inputs[1].type.element_type) != self.PANEL_TYPES[fmt]:  # type: ignore[attr-defined]
+            raise ShapeError(f"{fmt} panels hold {self.PANEL_TYPES[fmt]}, got {self.inputs[1].type}")
+        others = [v for i, v in enumerate((*self.inputs, self.output)) if i != 1]
+        if {v.type.element_type for v in others} != {f32}:  # type: ignore[attr-defined]
+            raise ShapeError("the lhs, scales, bias and output must be f32 buffers")
 
 
 class ElementwiseBinaryKernel(KernelOp, abc.ABC):
@@ -1117,6 +1193,7 @@ BUF = Dialect(
         ReshapeOp,
         MatmulOp,
         PackedMatmulOp,
+        QuantizedMatvecOp,
         AddOp,
         SubOp,
         MulOp,

@@ -30,13 +30,41 @@ import numpy as np
 PACKED_ALIGNMENT = 64
 
 
-def aligned_empty(shape: tuple[int, ...]) -> np.ndarray:
-    """An uninitialised C-contiguous float32 array of ``shape`` starting on a
+def aligned_empty(shape: tuple[int, ...], dtype=np.float32) -> np.ndarray:
+    """An uninitialised C-contiguous array of ``shape`` (float32 unless ``dtype``) starting on a
     `PACKED_ALIGNMENT`-byte boundary."""
-    size = int(np.prod(shape)) * 4
+    dtype = np.dtype(dtype)
+    size = int(np.prod(shape)) * dtype.itemsize
     raw = np.empty(size + PACKED_ALIGNMENT, np.uint8)
     start = (-raw.ctypes.data) % PACKED_ALIGNMENT
-    return raw[start : start + size].view(np.float32).reshape(shape)
+    return raw[start : start + size].view(dtype).reshape(shape)
+
+
+#: Formats of packed panels besides float32 (`PanelLayout.format`), for matrix-vector products
+#: that stream the weight (`buf.quantized_matvec`): ``bf16`` (the top half of each float32,
+#: rounded to nearest even; stored as uint16), ``int8`` (each column ``n`` of ``B`` as
+#: ``round(B[:, n] / scale[n])`` in [-127, 127], ``scale[n] = max |B[:, n]| / 127``) and
+#: ``int8scales`` (those scales, ``[panels, nr]`` float32, 0 past ``N``).
+FORMATS: dict[str, np.dtype] = {"f32": np.dtype(np.float32), "bf16": np.dtype(np.uint16),
+                                 "int8": np.dtype(np.int8), "int8scales": np.dtype(np.float32)}
+
+
+def to_bf16(x: np.ndarray) -> np.ndarray:
+    """float32 -> bfloat16 bits (uint16), rounded to nearest even (NaN stays NaN)."""
+    bits = np.ascontiguousarray(x, np.float32).view(np.uint32)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where(np.isnan(x), np.uint16(0x7FC0), rounded)
+
+
+def from_bf16(bits: np.ndarray) -> np.ndarray:
+    """bfloat16 bits (uint16) -> float32, exactly."""
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def int8_scales(wt: np.ndarray) -> np.ndarray:
+    """Per output column scales of a ``[N, K]`` weight: ``max |row| / 127`` (1 for a zero row)."""
+    peak = np.abs(wt).max(axis=1) if wt.shape[1] else np.zeros(wt.shape[0], np.float32)
+    return np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
 
 
 @dataclass(frozen=True)
@@ -47,41 +75,68 @@ class PanelLayout:
     source: str
     nr: int
     transposed: bool
+    #: the element format of the panels (`FORMATS`): float32, or bf16 / int8 (+ its scales)
+    format: str = "f32"
 
     @property
     def slot_name(self) -> str:
-        """The packed array's name in the weight table."""
-        return f"{self.source}@panels{self.nr}{'t' if self.transposed else ''}"
+        """The packed array's name in the weight table (``w@panels16t``, ``w@bf16panels16t``)."""
+        kind = "panels" if self.format == "f32" else f"{self.format}panels"
+        return f"{self.source}@{kind}{self.nr}{'t' if self.transposed else ''}"
 
     @staticmethod
     def from_slot_name(name: str) -> PanelLayout | None:
         """The layout a weight-table name stands for, or None for a plain weight."""
-        source, sep, tail = name.rpartition("@panels")
-        if not sep or not tail:
+        source, sep, tail = name.rpartition("@")
+        fmt, kind, tail = tail.partition("panels")
+        if not sep or not kind or not tail or (fmt or "f32") not in FORMATS:
             return None
         transposed = tail.endswith("t")
         digits = tail[:-1] if transposed else tail
         if not digits.isdigit() or int(digits) <= 0:
             return None
-        return PanelLayout(source, int(digits), transposed)
+        return PanelLayout(source, int(digits), transposed, fmt or "f32")
 
     def shape(self, weight_shape: tuple[int, ...]) -> tuple[int, ...]:
         """``[panels, K, nr]`` for a weight of ``weight_shape``; a stack of weights ``[G, ...]``
-        (a mixture of experts' weights) packs each: ``[G, panels, K, nr]``."""
+        (a mixture of experts' weights) packs each: ``[G, panels, K, nr]``. The scales of int8
+        panels: ``[panels, nr]``."""
         n, k = weight_shape[-2:] if self.transposed else weight_shape[-2:][::-1]
+        if self.format == "int8scales":
+            return (*weight_shape[:-2], -(-n // self.nr), self.nr)
         return (*weight_shape[:-2], -(-n // self.nr), k, self.nr)
 
     def pack(self, weight: np.ndarray) -> np.ndarray:
-        """The packed copy of ``weight`` (float32, 64-byte aligned, C-contiguous); of each matrix
-        of a 3-D stack."""
+        """The packed copy of ``weight`` (in `format`, 64-byte aligned, C-contiguous); of each
+        matrix of a 3-D stack."""
         if weight.ndim not in (2, 3) or weight.dtype != np.float32:
             raise ValueError(
                 f"weight '{self.source}': panels pack a 2-D float32 matrix (or a 3-D stack), got {weight.dtype}{list(weight.shape)}"
             )
+        if self.format != "f32":
+            return self._pack_lowp(weight)
         shape = self.shape(weight.shape)
         out = aligned_empty(shape)
         for matrix, packed in zip(weight.reshape(-1, *weight.shape[-2:]), out.reshape(-1, *shape[-3:])):
             self._pack_into(matrix, packed)
+        return out
+
+    def _pack_lowp(self, weight: np.ndarray) -> np.ndarray:
+        if weight.ndim != 2:
+            raise ValueError(f"weight '{self.source}': {self.format} panels pack a 2-D matrix, got {list(weight.shape)}")
+        f32 = PanelLayout(self.source, self.nr, self.transposed).pack(weight)
+        out = aligned_empty(self.shape(weight.shape), FORMATS[self.format])
+        if self.format == "bf16":
+            out[...] = to_bf16(f32)
+            return out
+        wt = weight if self.transposed else weight.T
+        scales = np.zeros(out.shape if self.format == "int8scales" else (f32.shape[0], self.nr), np.float32)
+        scales.reshape(-1)[: wt.shape[0]] = int8_scales(wt)
+        if self.format == "int8scales":
+            out[...] = scales
+            return out
+        safe = np.where(scales > 0, scales, 1.0)[:, None, :]
+        out[...] = np.clip(np.rint(f32 / safe), -127, 127).astype(np.int8)
         return out
 
     def _pack_into(self, weight: np.ndarray, out: np.ndarray) -> None:

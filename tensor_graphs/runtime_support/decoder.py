@@ -230,6 +230,12 @@ class CompiledDecoder:
 
     # ------------------------------------------------------------------ running
 
+    def explain(self, all_kernels: bool = False) -> str:
+        """Each graph's kernel paths and why (`CompiledGraph.explain`): the prefill graph's,
+        then the decode graph's; by default only the kernels with a choice."""
+        parts = [("prefill", self._prefill_fn)] + ([("decode", self._decode_fn)] if self._decode_fn is not self._prefill_fn else [])
+        return "\n\n".join(f"{name} graph: {fn.explain(all_kernels)}" for name, fn in parts)
+
     def _ids_array(self, ids, what: str) -> tuple[np.ndarray, bool]:
         is_torch = not isinstance(ids, np.ndarray)
         if is_torch:

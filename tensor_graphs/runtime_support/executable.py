@@ -160,7 +160,7 @@ class CompiledGraph:
         sig: GraphSignature = native.signature
         self.signature = sig
         self._ir = dict(ir or {})
-        self._ir.setdefault("llvm", native.llvm_ir)
+        self._ir.setdefault("llvm", native.ir_text)
 
         sources = {n: (layout.source if (layout := sig.packed_layout(n)) else n) for n in sig.weight_table}
         missing = [s for n, s in sources.items() if s not in weights and n not in sig.constants]
@@ -326,7 +326,9 @@ class CompiledGraph:
         """Another callable of the same native code, weights and packed weights (nothing is
         compiled or packed again) with its own arenas and its own states: ``states`` (by name)
         or fresh zeroed ones. For a graph with state (a KV cache), one per concurrent sequence."""
-        return CompiledGraph(self._native, self._given, self._ir, states=states, packed=self._packed)
+        twin = CompiledGraph(self._native, self._given, self._ir, states=states, packed=self._packed)
+        twin.tuning = self.tuning
+        return twin
 
     @property
     def packed(self) -> dict[str, np.ndarray]:
@@ -345,7 +347,7 @@ class CompiledGraph:
         """The module as text at ``level``: one of 'aten', 'tg', 'buf', 'llvm'."""
         if level not in self._ir:
             raise ValueError(f"no IR recorded at level '{level}'; available: {', '.join(self._ir)}")
-        return self._ir[level]
+        return str(self._ir[level])  # (a graph from the compile cache keeps its text compressed until read)
 
     @property
     def target(self):

@@ -14,7 +14,8 @@ same computation at the same shapes (a transformer's twelve ``qkv`` GEMMs share 
     }
 
 `measure` compiles that module with the candidate pinned (`paths.pin`) and profiling on, calls
-it with the op's real operand values (from the NumPy evaluator run over the graph), and times
+it a few times untimed (the worker threads, idle through the compile, may take milliseconds to
+be scheduled again), then with the op's real operand values (from the NumPy evaluator run over the graph), and times
 the kernels it runs (the native counters: no Python in the time) over repeated calls. When the
 real graph streams its weights from memory (more weight bytes than the last-level cache), a
 buffer twice the size of that cache is written between calls, so that each call starts with the
@@ -44,6 +45,8 @@ from tensor_graphs.tuning.paths import Candidate, pin, unpin
 MIN_RUNS = 5
 MAX_RUNS = 25
 BUDGET_S = 0.25
+#: Untimed calls first: at least `WARMUP_MIN`, until `WARMUP_S` have passed (at most `WARMUP_MAX`).
+WARMUP_MIN, WARMUP_MAX, WARMUP_S = 3, 50, 0.03
 
 
 @dataclass
@@ -144,6 +147,13 @@ def measure(
     out = fn(*args)
     abs_err, rel_err = errors(out, reference)
     flush = np.zeros(2 * target.caches.l3 // 4 if cold else 0, np.float32)
+    # warm up: the first calls after a compile can wait milliseconds for the worker threads
+    # (idle through the compile) to be scheduled again; untimed
+    start = time.perf_counter()
+    for i in range(WARMUP_MAX):
+        fn.profile(*args, repeat=1, warmup=0)
+        if i + 1 >= WARMUP_MIN and time.perf_counter() - start > WARMUP_S:
+            break
     times: list[float] = []
     start = time.perf_counter()
     while len(times) < MAX_RUNS and (len(times) < MIN_RUNS or time.perf_counter() - start < BUDGET_S):

@@ -35,7 +35,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
-from tensor_graphs.lowering.tensor_to_buffer.kernels import KERNEL_ATTR
+from tensor_graphs.lowering.tensor_to_buffer.kernels import KERNEL_ATTR, variants_for
 from tensor_graphs.target import Target
 from tensor_graphs.tuning.database import KernelSignature, Machine, Record, TuningDatabase
 from tensor_graphs.tuning.measure import Standalone, measure, standalone
@@ -212,9 +212,13 @@ def tune_graph(
         for paths, alone, cands in ops:
             if alone is None:
                 continue
+            alone_applies = {v.name: v.applies(alone.op) for v in variants_for(alone.op)}
             for c in cands:
                 key = (alone.form, c.key)
                 if key in records:
+                    continue
+                if (why := alone_applies.get(c.variant)) is not None:  # it depends on the rest of the graph
+                    records[key], failed[key] = None, f"cannot be measured alone: {why}"
                     continue
                 records[key] = db.get(_signature(paths, alone, c), machine) if tune != "all" else None  # type: ignore[union-attr]
                 if records[key] is None and tune in ("missing", "all"):
@@ -265,6 +269,8 @@ def _choose(paths: OpPaths, alone: Standalone | None, cands: list[Candidate], re
     if alone is None:
         return Choice(label, heuristic, heuristic, "heuristic: tune='off'", [PathResult(c) for c in cands])
     results = [PathResult(c, records.get((alone.form, c.key)), failed.get((alone.form, c.key))) for c in cands]
+    if any(r.failed is not None and r.candidate.key == heuristic.key for r in results):
+        return Choice(label, heuristic, heuristic, "heuristic: its path cannot be measured alone", results)
     measured = [r for r in results if r.record is not None]
     within = [r for r in measured if r.record.max_rel_err <= tolerance]  # type: ignore[union-attr]
     if not measured:

@@ -633,3 +633,35 @@ func.func @im2col_panels_batch(%x: memref<2x4x6x6xf32>, %p: memref<3x36x16xf32>)
   buf.im2col ins(%x : memref<2x4x6x6xf32>) outs(%p : memref<3x36x16xf32>) {kernel = array<i64: 3, 3>, stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, panels = 16 : i64}
   func.return
 }
+
+// -----
+
+func.func @quantized_matvec_scales(%x: memref<1x32xf32>, %wq: memref<7x32x16xi8>, %ws: memref<7x8xf32>, %o: memref<1x100xf32>) {
+  // expected-error@+1 {{buf.quantized_matvec: the scales of panels [7, 32, 16] are [7, 16], got [7, 8]}}
+  buf.quantized_matvec ins(%x, %wq, %ws : memref<1x32xf32>, memref<7x32x16xi8>, memref<7x8xf32>) outs(%o : memref<1x100xf32>) {format = "int8"}
+  func.return
+}
+
+// -----
+
+func.func @quantized_matvec_panel_type(%x: memref<1x32xf32>, %w: memref<7x32x16xf32>, %o: memref<1x100xf32>) {
+  // expected-error@+1 {{buf.quantized_matvec: bf16 panels hold bf16, got memref<7x32x16xf32>}}
+  buf.quantized_matvec ins(%x, %w : memref<1x32xf32>, memref<7x32x16xf32>) outs(%o : memref<1x100xf32>) {format = "bf16"}
+  func.return
+}
+
+// -----
+
+func.func @quantized_matvec_format(%x: memref<1x32xf32>, %w: memref<7x32x16xbf16>, %o: memref<1x100xf32>) {
+  // expected-error@+1 {{buf.quantized_matvec: unknown format 'fp8' (bf16, int8)}}
+  buf.quantized_matvec ins(%x, %w : memref<1x32xf32>, memref<7x32x16xbf16>) outs(%o : memref<1x100xf32>) {format = "fp8"}
+  func.return
+}
+
+// -----
+
+func.func @packed_weight_format() {
+  // expected-error@+1 {{buf.packed_weight: int8panels holds i8, got memref<7x32x16xf32>}}
+  %w = buf.packed_weight "fc.weight" {layout = "int8panels"} : memref<7x32x16xf32>
+  func.return
+}

@@ -147,6 +147,22 @@ func.func @packed_matmul(%x: memref<2x5x32xf32>, %b: memref<100xf32>, %o: memref
   func.return
 }
 
+// A matrix-vector product over bf16 panels, and over int8 panels with their per-column scales
+// CHECK-LABEL: func.func @quantized_matvec
+func.func @quantized_matvec(%x: memref<1x32xf32>, %b: memref<100xf32>, %o: memref<1x100xf32>) {
+  // CHECK-NEXT: %wb = buf.packed_weight "fc.weight" {transposed = true, layout = "bf16panels"} : memref<7x32x16xbf16>
+  %wb = buf.packed_weight "fc.weight" {transposed = true, layout = "bf16panels"} : memref<7x32x16xbf16>
+  // CHECK-NEXT: %wq = buf.packed_weight "fc.weight" {transposed = true, layout = "int8panels"} : memref<7x32x16xi8>
+  %wq = buf.packed_weight "fc.weight" {transposed = true, layout = "int8panels"} : memref<7x32x16xi8>
+  // CHECK-NEXT: %ws = buf.packed_weight "fc.weight" {transposed = true, layout = "int8scalespanels"} : memref<7x16xf32>
+  %ws = buf.packed_weight "fc.weight" {transposed = true, layout = "int8scalespanels"} : memref<7x16xf32>
+  // CHECK-NEXT: buf.quantized_matvec ins(%x, %wb, %b : memref<1x32xf32>, memref<7x32x16xbf16>, memref<100xf32>) outs(%o : memref<1x100xf32>) {format = "bf16", beta = 1.000000e+00 : f32, activation = "relu"}
+  buf.quantized_matvec ins(%x, %wb, %b : memref<1x32xf32>, memref<7x32x16xbf16>, memref<100xf32>) outs(%o : memref<1x100xf32>) {format = "bf16", beta = 1.0 : f32, activation = "relu"}
+  // CHECK-NEXT: buf.quantized_matvec ins(%x, %wq, %ws : memref<1x32xf32>, memref<7x32x16xi8>, memref<7x16xf32>) outs(%o : memref<1x100xf32>) {format = "int8"}
+  buf.quantized_matvec ins(%x, %wq, %ws : memref<1x32xf32>, memref<7x32x16xi8>, memref<7x16xf32>) outs(%o : memref<1x100xf32>) {format = "int8"}
+  func.return
+}
+
 // A gather from a table packed into panels (a tied LM head's embedding): 100 rows in 2 panels
 // CHECK-LABEL: func.func @packed_embedding
 func.func @packed_embedding(%ids: memref<2x5xi64>, %o: memref<2x5x32xf32>) {

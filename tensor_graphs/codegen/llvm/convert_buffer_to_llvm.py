@@ -76,6 +76,7 @@ from tensor_graphs.codegen.llvm import (  # noqa: F401
     kernels_matmul_epilogue,
     kernels_moe,
     kernels_movement,
+    kernels_quantized,
     kernels_reduce,
     kernels_rope,
     kernels_softmax_norm,

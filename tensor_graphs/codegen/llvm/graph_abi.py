@@ -216,7 +216,7 @@ def _weight_slot_name(op: buf.WeightOp | buf.PackedWeightOp) -> str:
     if op.winograd_tile:
         return WinogradLayout(op.weight_name.data, op.winograd_tile).slot_name
     nr = op.result.type.get_shape()[-1]
-    return PanelLayout(op.weight_name.data, nr, bool(op.transposed.value.data)).slot_name
+    return PanelLayout(op.weight_name.data, nr, bool(op.transposed.value.data), op.format or "f32").slot_name
 
 
 def _int_attr(op: Operation, name: str) -> int:

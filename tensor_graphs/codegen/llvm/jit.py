@@ -162,9 +162,17 @@ class NativeGraph:
     engine: Any
     address: int
     signature: GraphSignature
-    llvm_ir: str
+    #: the optimised LLVM IR (a str, or an `object_cache.LazyText` for code from the cache)
+    ir_text: Any
     #: the machine the code was compiled for (the module's ``tg.target``)
     target: Target | None = None
+    #: the object code (for the compile cache's graph entries)
+    object_code: bytes | None = None
+
+    @property
+    def llvm_ir(self) -> str:
+        """The optimised LLVM IR text."""
+        return str(self.ir_text)
 
     @property
     def cfunc(self) -> Any:
@@ -205,31 +213,73 @@ def _context_engine() -> type:
 COMPILATIONS = 0
 
 
-def jit_compile(module: ModuleOp, opt_level: int = 3) -> NativeGraph:
-    """Optimise ``module`` (llvm dialect, with a recorded signature) and JIT it for this CPU."""
-    import llvmlite.binding as llvm
-
-    global COMPILATIONS
-    COMPILATIONS += 1
-
+def _prepare_process(target: Target, signature: GraphSignature) -> None:
+    """Check ``target`` runs here and load what the graph's code calls (BLAS, libgomp, clock)."""
     from tensor_graphs.runtime_support import blas, threads
 
-    if not 0 <= opt_level <= 3:
-        raise ValueError(f"jit_compile: opt_level must be 0..3, got {opt_level}")
-    signature = GraphSignature.from_module(module)
-    target = target_of_module(module)
     try:
         target.check_runs_here()
     except TargetError as e:
         raise CodegenError(str(e)) from None
-    triple = _triple()
     blas.load()
     threads.load()
     if signature.profile:
         _register_clock()
 
+
+def load_native(object_code: bytes, signature: GraphSignature, llvm_ir: Any, target: Target) -> NativeGraph:
+    """A graph from its object code (the compile cache's): an engine over an empty module that
+    loads ``object_code`` through llvmlite's object cache instead of generating code."""
+    import llvmlite.binding as llvm
+
+    global COMPILATIONS
+    COMPILATIONS += 1
+    _prepare_process(target, signature)
+    context = llvm.create_context()
+    mod = None
+    try:
+        mod = llvm.parse_assembly(f'target triple = "{_triple()}"\n', context=context)
+        engine = _context_engine().take(llvm.create_mcjit_compiler(mod, _target_machine(3, target)), context)
+    except BaseException:
+        if mod is not None:
+            mod.close()
+        context.close()
+        raise
+    engine.set_object_cache(None, lambda _module: object_code)
+    engine.finalize_object()
+    address = engine.get_function_address(signature.entry)
+    if not address:
+        raise CodegenError(f"entry function @{signature.entry} was not found in the cached object code")
+    return NativeGraph(engine=engine, address=address, signature=signature, ir_text=llvm_ir, target=target,
+                       object_code=object_code)
+
+
+def jit_compile(module: ModuleOp, opt_level: int = 3, cache: Any = "default") -> NativeGraph:
+    """Optimise ``module`` (llvm dialect, with a recorded signature) and JIT it for this CPU.
+
+    ``cache``: the compile cache (`object_cache.CompileCache`; ``"default"``: the environment's,
+    None: none): object code made before for the same IR, target and level is loaded instead of
+    running LLVM."""
+    import llvmlite.binding as llvm
+
+    from tensor_graphs.codegen.llvm.object_cache import CompileCache, Entry, LazyText, digest
+
+    global COMPILATIONS
+
+    if not 0 <= opt_level <= 3:
+        raise ValueError(f"jit_compile: opt_level must be 0..3, got {opt_level}")
+    signature = GraphSignature.from_module(module)
+    target = target_of_module(module)
+    _prepare_process(target, signature)
+    triple = _triple()
+
     opt_tm = _target_machine(opt_level, target)
     ir_text = to_llvm_ir(module, triple=triple, data_layout=str(opt_tm.target_data))
+    cache = CompileCache.default() if cache == "default" else cache
+    key = digest("object", ir_text, target.llvm_cpu, target.llvm_features, str(opt_level)) if cache is not None else ""
+    if cache is not None and (hit := cache.get(key)) is not None:
+        return load_native(hit.object_code, signature, hit.llvm_ir, target)
+    COMPILATIONS += 1
     # The module gets an LLVMContext of its own, freed with its engine (`_context_engine`). In
     # llvmlite's global context every compile would leave behind what a context owns and only
     # frees when it is destroyed, whatever module made it: all metadata (above all the distinct
@@ -254,11 +304,17 @@ def jit_compile(module: ModuleOp, opt_level: int = 3) -> NativeGraph:
             mod.close()  # before its context, whose destruction would free it a second time
         context.close()
         raise
+    made: list[bytes] = []
+    engine.set_object_cache(lambda _module, data: made.append(bytes(data)), None)
     engine.finalize_object()
     address = engine.get_function_address(signature.entry)
     if not address:
         raise CodegenError(f"entry function @{signature.entry} was not found in the compiled module")
-    return NativeGraph(engine=engine, address=address, signature=signature, llvm_ir=optimised_ir, target=target)
+    object_code = made[0] if made else None
+    if cache is not None and object_code is not None:
+        cache.put(key, Entry(object_code, LazyText.of(optimised_ir)))
+    return NativeGraph(engine=engine, address=address, signature=signature, ir_text=optimised_ir, target=target,
+                       object_code=object_code)
 
 
 # --------------------------------------------------------------------------- calling

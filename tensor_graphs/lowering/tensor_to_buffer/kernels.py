@@ -25,7 +25,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Union
 
-from xdsl.dialects.builtin import DenseArrayBase, Float32Type, IntegerAttr, MemRefType, StringAttr, TensorType, UnregisteredOp, i64
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    DenseArrayBase,
+    Float32Type,
+    IntegerAttr,
+    MemRefType,
+    StringAttr,
+    TensorType,
+    UnregisteredOp,
+    i8,
+    i64,
+)
 from xdsl.ir import Operation, SSAValue
 
 from tensor_graphs.dialects import buffer as buf
@@ -342,6 +353,55 @@ def _packed_matmul(op: Operation, ins: Sequence[SSAValue], out: SSAValue) -> buf
     return buf.PackedMatmulOp(ins, [out], props)
 
 
+#: At most this many rows of the lhs for a matrix-vector product over bf16 or int8 panels (each
+#: row streams the panel again, from cache): a decode step has one per sequence.
+QUANTIZED_MAX_ROWS = 8
+
+
+def _quantized_applies(op: Operation) -> str | None:
+    """A matrix-vector product (a few rows) by a 2-D f32 weight of at least 16 columns, with at
+    most a bias ``[N]`` as accumulator."""
+    assert isinstance(op, tg.MatmulOp)
+    if (why := _packed_matmul_applies(op)) is not None:
+        return why
+    if op.properties.get("transpose_a") == tg.bool_attr(True):
+        return "a transposed lhs"
+    rows = numel(_shape(op.operands[0])[:-1])
+    if rows > QUANTIZED_MAX_ROWS:
+        return f"{rows} rows: not a matrix-vector product (at most {QUANTIZED_MAX_ROWS})"
+    if len(op.operands) == 3 and _shape(op.operands[2]) != (_shape(op.results[0])[-1],):
+        return f"the accumulator {list(_shape(op.operands[2]))} is not a bias [N]"
+    return None
+
+
+def _quantized_prepare(fmt: str) -> Prepare:
+    def prepare(op: Operation, ins: Sequence[SSAValue], target: Target) -> tuple[list[Operation], list[SSAValue]]:
+        """The weight becomes its panels in ``fmt`` (and, for int8, their scales)."""
+        assert isinstance(op, tg.MatmulOp)
+        w = op.operands[1].owner
+        assert isinstance(w, tg.WeightOp)
+        transposed = op.properties.get("transpose_b") == tg.bool_attr(True)
+        nr = target.panel_columns_for(_shape(op.results[0])[-1])
+        made: list[Operation] = []
+        for part, element in ((fmt, BFloat16Type() if fmt == "bf16" else i8), *((("int8scales", Float32Type()),) if fmt == "int8" else ())):
+            layout = PanelLayout(w.weight_name.data, nr, transposed, part)
+            packed = buf.PackedWeightOp(layout.source, transposed, MemRefType(element, layout.shape(_shape(op.operands[1]))),
+                                        layout=f"{part}panels")
+            packed.result.name_hint = (op.operands[1].name_hint or "w") + f"_{part}"
+            made.append(packed)
+        return made, [ins[0], *(m.results[0] for m in made), *ins[2:]]
+
+    return prepare
+
+
+def _quantized_matvec(fmt: str) -> Build:
+    def build(op: Operation, ins: Sequence[SSAValue], out: SSAValue) -> buf.KernelOp:
+        props = {k: op.properties[k] for k in ("alpha", "beta", "activation") if k in op.properties}
+        return buf.QuantizedMatvecOp(ins, [out], {**props, "format": StringAttr(fmt)})
+
+    return build
+
+
 def _packed_rhs_applies(op: Operation) -> str | None:
     """A 2-D f32 weight (or a reshape of one) times one activation matrix (a convolution's
     ``W[Cout, K] @ cols[K, P]``), neither transposed, with at least 16 columns."""
@@ -500,6 +560,23 @@ _register_all(
         packs_weights=True,
     ),
     KernelVariant("matmul.blas", _matmul, _all_f32, "one cblas_sgemm per batch"),
+    # cheaper weights, another error: never the heuristic's choice (last), a tuner's within a tolerance
+    KernelVariant(
+        "matmul.bf16_weights",
+        _quantized_matvec("bf16"),
+        _quantized_applies,
+        "matrix-vector product over the weight packed as bf16 panels at load time (half the bytes)",
+        prepare=_quantized_prepare("bf16"),
+        packs_weights=True,
+    ),
+    KernelVariant(
+        "matmul.int8_weights",
+        _quantized_matvec("int8"),
+        _quantized_applies,
+        "matrix-vector product over the weight packed as int8 panels with per-column scales (a quarter of the bytes)",
+        prepare=_quantized_prepare("int8"),
+        packs_weights=True,
+    ),
 )
 
 for _tg_op, _buf_op, _fn in (

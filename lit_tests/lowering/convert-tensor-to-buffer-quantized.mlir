@@ -1,0 +1,39 @@
+// RUN: not tg-opt %s --split-input-file -p "set-target{target=x86-64-v3},convert-tensor-to-buffer{threads=1}" 2>&1 | filecheck %s
+// convert-tensor-to-buffer for the matrix-vector products over cheaper weights
+// (matmul.bf16_weights, matmul.int8_weights): never the heuristic's choice, a tuner's within a
+// tolerance, pinned by tg.kernel. The weight becomes panels of 16 columns (AVX2) in bf16, or in
+// int8 with per-column scales, packed at load time.
+
+// CHECK-LABEL: func.func @pinned_to_int8_weights
+// CHECK-NEXT:    %b = buf.weight "fc.bias" : memref<100xf32>
+// CHECK-NEXT:    %w_int8 = buf.packed_weight "fc.weight" {transposed = true, layout = "int8panels"} : memref<7x32x16xi8>
+// CHECK-NEXT:    %w_int8scales = buf.packed_weight "fc.weight" {transposed = true, layout = "int8scalespanels"} : memref<7x16xf32>
+// CHECK-NEXT:    buf.quantized_matvec ins(%x, %w_int8, %w_int8scales, %b : memref<1x32xf32>, memref<7x32x16xi8>, memref<7x16xf32>, memref<100xf32>) outs(%out0 : memref<1x100xf32>) {beta = 1.000000e+00 : f32, activation = "relu", format = "int8"}
+func.func @pinned_to_int8_weights(%x: tensor<1x32xf32>) -> tensor<1x100xf32> {
+  %w = tg.weight "fc.weight" : tensor<100x32xf32>
+  %b = tg.weight "fc.bias" : tensor<100xf32>
+  %y = tg.matmul %x, %w, %b {transpose_b = true, beta = 1.0 : f32, activation = "relu", tg.kernel = "matmul.int8_weights"} : (tensor<1x32xf32>, tensor<100x32xf32>, tensor<100xf32>) -> tensor<1x100xf32>
+  func.return %y : tensor<1x100xf32>
+}
+
+// -----
+
+// bf16 panels of a [K, N] weight (transformers' Conv1D), two rows (a batch of two sequences).
+// CHECK-LABEL: func.func @pinned_to_bf16_weights
+// CHECK-NEXT:    %w_bf16 = buf.packed_weight "c_fc.weight" {layout = "bf16panels"} : memref<4x32x16xbf16>
+// CHECK-NEXT:    buf.quantized_matvec ins(%x, %w_bf16 : memref<2x1x32xf32>, memref<4x32x16xbf16>) outs(%out0 : memref<2x1x64xf32>) {format = "bf16"}
+func.func @pinned_to_bf16_weights(%x: tensor<2x1x32xf32>) -> tensor<2x1x64xf32> {
+  %w = tg.weight "c_fc.weight" : tensor<32x64xf32>
+  %y = tg.matmul %x, %w {tg.kernel = "matmul.bf16_weights"} : (tensor<2x1x32xf32>, tensor<32x64xf32>) -> tensor<2x1x64xf32>
+  func.return %y : tensor<2x1x64xf32>
+}
+
+// -----
+
+// Not for a GEMM of many rows: the pin is refused, with the reason.
+func.func @too_many_rows(%x: tensor<16x32xf32>) -> tensor<16x64xf32> {
+  %w = tg.weight "w" : tensor<32x64xf32>
+  // CHECK: pins kernel 'matmul.int8_weights' (tg.kernel), which cannot run it: 16 rows: not a matrix-vector product (at most 8)
+  %y = tg.matmul %x, %w {tg.kernel = "matmul.int8_weights"} : (tensor<16x32xf32>, tensor<32x64xf32>) -> tensor<16x64xf32>
+  func.return %y : tensor<16x64xf32>
+}

@@ -1,0 +1,142 @@
+"""`buf.quantized_matvec`: a matrix-vector product over weight panels stored as bf16 or int8,
+converted to float32 in registers as they stream (a decode step reads every weight once per
+token: half or a quarter of the bytes of float32 panels).
+
+Per panel ``p`` (``NR`` columns, one item of the parallel region) and per row ``m`` of ``a``::
+
+    acc[u][v] = 0                                   U independent chains of V = NR / L vectors
+    for k in 0 .. K step U:                         (L: the target's float lanes)
+        for u < U:  x = splat(a[m, k + u])
+                    w = float(panels[p, k + u, v*L : v*L + L])   bf16: zext, << 16, bitcast
+                                                                  int8: sext, sitofp
+                    acc[u][v] = fma(x, w, acc[u][v])
+    sum[v] = (acc[0][v] + ... + acc[U-1][v]) (* scales[p, v*L : v*L + L] for int8)
+    out[m, p*NR + j] = act(alpha * sum[j] + beta * bias[p*NR + j])     for the panel's columns < N
+
+The U chains hide the FMA latency (a single chain of dependent FMAs would run at one per four
+cycles); the epilogue of a panel goes through a stack tile of NR floats, so the last, partial
+panel needs no masked stores. The error of these paths is the weights' rounding (bf16: 2^-9
+relative per weight; int8: half a scale step), which the tuner measures and holds to the
+user's tolerance (`tensor_graphs.tuning`).
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import llvm
+from xdsl.dialects.builtin import DenseArrayBase, IntegerType, VectorType, f32, i8, i16, i32
+from xdsl.ir import Attribute, SSAValue
+
+from tensor_graphs.codegen.llvm.kernels import REGISTRY, KernelContext, LoweringError, check_no_overlap
+from tensor_graphs.codegen.llvm.kernels_gemm import _vector_at, splat, vector_type
+from tensor_graphs.codegen.llvm.loops import FunctionBuilder, emit_for, min_i64
+from tensor_graphs.codegen.llvm.scalar import emit_unary, fma
+from tensor_graphs.dialects import buffer as buf
+from tensor_graphs.dialects.shapes import numel
+
+#: Independent accumulator chains per panel row (the FMA latency over its throughput).
+CHAINS = 4
+
+
+def _shape(v: SSAValue) -> tuple[int, ...]:
+    return tuple(v.type.get_shape())  # type: ignore[attr-defined]
+
+
+def _int_splat(b: FunctionBuilder, value: int, type: IntegerType, lanes: int) -> SSAValue:
+    vec = VectorType(type, [lanes])
+    undef = b.add(llvm.UndefOp(vec))
+    one = b.add(llvm.InsertElementOp(undef, b.constant(value, type), b.i64(0)))
+    return b.add(llvm.ShuffleVectorOp(one, undef, DenseArrayBase.from_list(i32, [0] * lanes), vec))
+
+
+def _weights(b: FunctionBuilder, fmt: str, ptr: SSAValue, lanes: int) -> SSAValue:
+    """``lanes`` weights at ``ptr`` (bf16 or int8 elements) as ``<lanes x float>``."""
+    element: Attribute = i16 if fmt == "bf16" else i8
+    raw = b.add(llvm.LoadOp(ptr, VectorType(element, [lanes]), alignment=lanes * (2 if fmt == "bf16" else 1)))
+    wide = VectorType(i32, [lanes])
+    if fmt == "bf16":  # the top half of a float32
+        shifted = b.add(llvm.ShlOp(b.add(llvm.ZExtOp(raw, wide)), _int_splat(b, 16, i32, lanes)))
+        return b.add(llvm.BitcastOp(shifted, vector_type(lanes)))
+    return b.add(llvm.SIToFPOp(b.add(llvm.SExtOp(raw, wide)), vector_type(lanes)))
+
+
+def _emit_quantized_matvec(ctx: KernelContext, op: buf.QuantizedMatvecOp) -> None:
+    fmt = op.format.data
+    a, panels, out = op.inputs[0], op.inputs[1], op.output
+    scales = op.inputs[2] if fmt == "int8" else None
+    bias = op.bias
+    n_panels, k, nr = _shape(panels)
+    n = _shape(out)[-1]
+    rows = numel(_shape(a)[:-1])
+    lanes = ctx.target.float_lanes
+    if nr % lanes:
+        raise LoweringError(f"{op.name}: panels of {nr} columns are not whole vectors of {lanes} floats for this target")
+    if rows == 0 or n == 0:
+        return
+    check_no_overlap(ctx, op, out, list(op.inputs), in_place_ok=False)
+    vectors = nr // lanes
+    alpha, beta = op.alpha.value.data, op.beta.value.data
+    act = op.activation.data
+    element = 2 if fmt == "bf16" else 1
+
+    def panel(b: FunctionBuilder, p: SSAValue) -> None:
+        # the pointers as this thread sees them, and its own stack tile
+        pa, pw, po = ctx.ptr(a), ctx.ptr(panels), ctx.ptr(out)
+        ps = ctx.ptr(scales) if scales is not None else None
+        pbias = ctx.ptr(bias) if bias is not None and beta != 0.0 else None
+        tile = b.stack(nr, f32)
+        base = b.mul_i64(p, b.i64(k * nr))  # elements
+        col0 = b.mul_i64(p, b.i64(nr))
+        for m in range(rows):
+            row = b.gep(pa, m * k, f32)
+
+            def steps(kk: SSAValue, acc: list[SSAValue], count: int) -> list[SSAValue]:
+                new = list(acc)
+                for u in range(count):
+                    kx = b.add_i64(kk, b.i64(u)) if u else kk
+                    x = splat(b, b.load(b.gep(row, kx, f32), f32), lanes)
+                    at = b.add_i64(base, b.mul_i64(kx, b.i64(nr)))
+                    for v in range(vectors):
+                        w = _weights(b, fmt, b.gep(pw, b.add_i64(at, b.i64(v * lanes)), i16 if fmt == "bf16" else i8), lanes)
+                        new[u * vectors + v] = fma(b, x, w, new[u * vectors + v])
+                return new
+
+            zeros = [splat(b, b.f32(0.0), lanes)] * (CHAINS * vectors)
+            main = k // CHAINS * CHAINS
+            acc = emit_for(b, 0, main // CHAINS,
+                           lambda it, c: steps(b.mul_i64(it, b.i64(CHAINS)), c, CHAINS), zeros) if main else zeros
+            if main < k:
+                acc = emit_for(b, main, k, lambda kk, c: steps(kk, c[:vectors], 1) + c[vectors:], acc)
+            for v in range(vectors):
+                total = acc[v]
+                for u in range(1, CHAINS):
+                    total = b.add(llvm.FAddOp(total, acc[u * vectors + v]))
+                if ps is not None:
+                    sv = b.add(llvm.LoadOp(b.gep(ps, b.add_i64(col0, b.i64(v * lanes)), f32), vector_type(lanes), alignment=4))
+                    total = b.add(llvm.FMulOp(total, sv))
+                b.add(llvm.StoreOp(total, _vector_at(b, tile, v * lanes, lanes), alignment=4))
+            cols = min_i64(b, b.i64(nr), b.add(llvm.SubOp(b.i64(n), col0)))
+
+            def column(j: SSAValue, _c) -> list:
+                y = b.load(b.gep(tile, j, f32), f32)
+                if alpha != 1.0:
+                    y = b.add(llvm.FMulOp(y, b.f32(alpha)))
+                col = b.add_i64(col0, j)
+                if pbias is not None:
+                    y = fma(b, b.load(b.gep(pbias, col, f32), f32), b.f32(beta), y)
+                if act != "none":
+                    y = emit_unary(b, act, y)
+                b.store(y, b.gep(po, b.add_i64(b.i64(m * n), col), f32))
+                return []
+
+            emit_for(b, 0, cols, column)
+
+    def work_range(start: SSAValue, end: SSAValue, _thread: SSAValue, _values: list[SSAValue]) -> None:
+        b = ctx.b
+        emit_for(b, start, end, lambda p, _: panel(b, p) or [])
+
+    # threads: as many as the bytes streamed pay for (`Target.thread_work`)
+    work = (2.0 * rows * n * k, float(n_panels * k * nr * element + 4 * rows * (k + n)))
+    ctx.parallel(n_panels, work_range, work=work)
+
+
+REGISTRY[buf.QuantizedMatvecOp] = _emit_quantized_matvec
