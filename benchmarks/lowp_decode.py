@@ -28,7 +28,6 @@ import platform
 import sys
 import tempfile
 
-import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))

@@ -152,6 +152,13 @@ def test_targets_of_each_row(suite, tmp_path):
                                ">= 85% of bandwidth: **missed** |")
     assert suite.overhead_bound(suite.Result("encoder", "Encoder block (BertLayer d 256, 4 heads, FFN 1024)",
                                              "seq 128", 1, "ms"))
+    # the tuned engine is never a peer; it is held to the heuristic's time (3% of noise allowed)
+    row = suite.Result("mlp", "MLP", "batch 64", 1, "ms", {"tensor_graphs": 10.0, "tg-tuned": 10.2, "onnxruntime": 9.0})
+    assert row.fastest_peer() == "onnxruntime" and row.tg_ratio() == pytest.approx(10 / 9)
+    checks = dict(suite.row_targets(row))
+    assert checks["tuned <= heuristic"](row, {}) is True
+    row.values["tg-tuned"] = 10.5
+    assert checks["tuned <= heuristic"](row, {}) is False
 
 
 def test_chart_is_a_png(suite, tmp_path):
