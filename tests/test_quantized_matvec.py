@@ -13,7 +13,7 @@ import torch
 from xdsl.context import Context
 
 import tensor_graphs as tg
-from tensor_graphs.dialects.packing import PanelLayout, from_bf16, int8_scales, to_bf16
+from tensor_graphs.dialects.packing import PanelLayout, from_bf16, from_bf16_pairs, int8_scales, to_bf16
 from tensor_graphs.frontend.importer import import_model
 from tensor_graphs.passes import TENSOR_PIPELINE, build_pipeline
 from tensor_graphs.tuning.paths import kernel_paths, pin
@@ -81,7 +81,11 @@ def test_int8_panels_round_trip():
     assert np.array_equal(dequant, rounded_weight(w, "int8"))
     assert np.all(s.reshape(-1)[40:] == 0)
     b = PanelLayout("w", 16, False, "bf16").pack(w.T.copy())
-    assert np.array_equal(from_bf16(b).transpose(0, 2, 1).reshape(48, 24)[:40], from_bf16(to_bf16(w)))
+    # each row of 16 as 8 words: column j in the high half, column j + 8 in the low half
+    words = b.view(np.uint32)
+    assert int(words[0, 5, 2]) >> 16 == int(to_bf16(w[2:3, 5])[0]) and int(words[0, 5, 2]) & 0xFFFF == int(to_bf16(w[10:11, 5])[0])
+    rows = from_bf16(from_bf16_pairs(b))
+    assert np.array_equal(rows.transpose(0, 2, 1).reshape(48, 24)[:40], from_bf16(to_bf16(w)))
 
 
 def test_bf16_rounds_to_nearest_even():

@@ -304,15 +304,17 @@ func.func @forward(%m: memref<16x16x64xf32>, %b: memref<16x1x1xf32>, %o: memref<
 // -----
 
 // buf.quantized_matvec over bf16 panels (kernels_quantized.py): per panel of 64 columns, 4 chains
-// of 4 vectors; each weight vector a load of 16 bf16, widened, shifted into the top half and
-// reinterpreted as 16 floats, into an FMA; the panel's sums through a stack tile of 64 floats.
+// of 4 vectors; each load of 16 words (two bf16 columns each) gives two vectors of 16 floats:
+// the words masked to their high halves and the words shifted up by 16, each into an FMA; the
+// panel's sums through a stack tile of 64 floats.
 // CHECK-LABEL: llvm.func internal @forward__0_quantized_matvec(
 // CHECK:         llvm.alloca %{{.*}} x f32 {alignment = 64 : i64}
-// CHECK:         llvm.load %{{.*}} {alignment = 32 : i64} : !llvm.ptr -> vector<16xi16>
-// CHECK-NEXT:    llvm.zext %{{.*}} : vector<16xi16> to vector<16xi32>
-// CHECK:         llvm.shl
+// CHECK:         llvm.load %{{.*}} {alignment = 64 : i64} : !llvm.ptr -> vector<16xi32>
+// CHECK-NEXT:    llvm.and
 // CHECK-NEXT:    llvm.bitcast %{{.*}} : vector<16xi32> to vector<16xf32>
-// CHECK-NEXT:    llvm.intr.fma
+// CHECK-NEXT:    llvm.shl
+// CHECK-NEXT:    llvm.bitcast %{{.*}} : vector<16xi32> to vector<16xf32>
+// CHECK:         llvm.intr.fma
 // CHECK:         llvm.return
 func.func @forward(%x: memref<1x32xf32>, %o: memref<1x100xf32>) attributes {tg.num_outputs = 1 : i64} {
   %wb = buf.packed_weight "fc.weight" {transposed = true, layout = "bf16panels"} : memref<2x32x64xbf16>
@@ -328,7 +330,7 @@ func.func @forward(%x: memref<1x32xf32>, %o: memref<1x100xf32>) attributes {tg.n
 // CHECK:         llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr -> vector<16xi8>
 // CHECK-NEXT:    llvm.sext %{{.*}} : vector<16xi8> to vector<16xi32>
 // CHECK-NEXT:    llvm.sitofp %{{.*}} : vector<16xi32> to vector<16xf32>
-// CHECK-NEXT:    llvm.intr.fma
+// CHECK:         llvm.intr.fma
 // CHECK:         llvm.fmul %{{.*}}, %{{.*}} : vector<16xf32>
 // CHECK:         llvm.return
 func.func @forward(%x: memref<1x32xf32>, %o: memref<1x100xf32>) attributes {tg.num_outputs = 1 : i64} {

@@ -42,7 +42,10 @@ def aligned_empty(shape: tuple[int, ...], dtype=np.float32) -> np.ndarray:
 
 #: Formats of packed panels besides float32 (`PanelLayout.format`), for matrix-vector products
 #: that stream the weight (`buf.quantized_matvec`): ``bf16`` (the top half of each float32,
-#: rounded to nearest even; stored as uint16), ``int8`` (each column ``n`` of ``B`` as
+#: rounded to nearest even; stored as uint16, each panel row as ``nr / 2`` 32-bit words, word
+#: ``j`` holding column ``j`` in its high half and column ``j + nr / 2`` in its low half, so
+#: that a vector of words gives two vectors of floats by a mask and a shift: `bf16_pairs`),
+#: ``int8`` (each column ``n`` of ``B`` as
 #: ``round(B[:, n] / scale[n])`` in [-127, 127], ``scale[n] = max |B[:, n]| / 127``) and
 #: ``int8scales`` (those scales, ``[panels, nr]`` float32, 0 past ``N``).
 FORMATS: dict[str, np.dtype] = {"f32": np.dtype(np.float32), "bf16": np.dtype(np.uint16),
@@ -54,6 +57,20 @@ def to_bf16(x: np.ndarray) -> np.ndarray:
     bits = np.ascontiguousarray(x, np.float32).view(np.uint32)
     rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
     return np.where(np.isnan(x), np.uint16(0x7FC0), rounded)
+
+
+def bf16_pairs(panels: np.ndarray) -> np.ndarray:
+    """``[..., nr]`` bf16 panel rows -> the paired order of the ``bf16`` format (`FORMATS`):
+    ``[c_{nr/2}, c_0, c_{nr/2+1}, c_1, ...]`` (little-endian words: the low half first)."""
+    half = panels.shape[-1] // 2
+    out = np.empty_like(panels)
+    out[..., 0::2], out[..., 1::2] = panels[..., half:], panels[..., :half]
+    return out
+
+
+def from_bf16_pairs(panels: np.ndarray) -> np.ndarray:
+    """The inverse of `bf16_pairs`: panel rows back in column order."""
+    return np.concatenate([panels[..., 1::2], panels[..., 0::2]], axis=-1)
 
 
 def from_bf16(bits: np.ndarray) -> np.ndarray:
@@ -127,7 +144,9 @@ class PanelLayout:
         f32 = PanelLayout(self.source, self.nr, self.transposed).pack(weight)
         out = aligned_empty(self.shape(weight.shape), FORMATS[self.format])
         if self.format == "bf16":
-            out[...] = to_bf16(f32)
+            if self.nr % 2:
+                raise ValueError(f"weight '{self.source}': bf16 panels pair columns: {self.nr} is odd")
+            out[...] = bf16_pairs(to_bf16(f32))
             return out
         wt = weight if self.transposed else weight.T
         scales = np.zeros(out.shape if self.format == "int8scales" else (f32.shape[0], self.nr), np.float32)
