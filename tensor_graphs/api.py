@@ -648,18 +648,24 @@ def compile_decoder(
     format, whatever the tolerance (the prefill graph's GEMMs of a chunk of tokens stay float32):
     half or a quarter of the bytes per token, with the error of the rounded weights.
     """
-    from tensor_graphs.runtime_support.decoder import CompiledDecoder
-
     stats = stats if stats is not None else CompileStats()
     db = _open_db(tuning_db) if tune != "off" else None
     try:
-        modules, weights, chunk, capacity, max_seq, limit, tuned = _decoder_modules(
-            model, max_seq, batch, prefill_chunk, stats, pack_weights, target, padding,
-            Tuning(tune, tolerance, (), db, max_tuning_seconds), weight_format,
-        )
+        return _compile_decoder(model, max_seq, batch, prefill_chunk, keep_ir, stats, profile, pack_weights, target,
+                                padding, Tuning(tune, tolerance, (), db, max_tuning_seconds), weight_format)
     finally:
         if db is not None and db is not tuning_db:
             db.close()
+
+
+def _compile_decoder(model, max_seq, batch, prefill_chunk, keep_ir, stats, profile, pack_weights, target, padding, tuning,
+                     weight_format):
+    """`compile_decoder` with its database open (``tuning.db``)."""
+    from tensor_graphs.runtime_support.decoder import CompiledDecoder
+
+    modules, weights, chunk, capacity, max_seq, limit, tuned = _decoder_modules(
+        model, max_seq, batch, prefill_chunk, stats, pack_weights, target, padding, tuning, weight_format,
+    )
     need = _estimate(modules)
     free = available_memory()
     if free is not None and need.new_bytes > free:

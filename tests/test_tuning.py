@@ -237,7 +237,7 @@ def test_a_decoder_over_cheaper_weights(db):
         got = [np.asarray(dec.prefill(ids))] + [np.asarray(dec.decode(torch.tensor([[t]]))) for t in (3, 7, 11)]
         for a, b in zip(got, ref):
             assert np.abs(a - b).max() <= bound * np.abs(b).max(), fmt
-    tuned = tg.compile_decoder(model, max_seq=32, prefill_chunk=16, tune="missing", tolerance=1e-2, tuning_db=db)
+    tuned = tg.compile_decoder(model, max_seq=32, prefill_chunk=16, tune="missing", tolerance=1e-2, tuning_db=db.path)
     text = tuned.explain()
     assert "prefill graph" in text and "decode graph" in text and "matmul.int8_weights" in text
     got = [np.asarray(tuned.prefill(ids))] + [np.asarray(tuned.decode(torch.tensor([[t]]))) for t in (3, 7, 11)]
