@@ -244,3 +244,40 @@ def test_a_decoder_over_cheaper_weights(db):
     assert max(np.abs(a - b).max() / np.abs(b).max() for a, b in zip(got, ref)) <= 1e-2 * 4  # four calls, each within 1e-2
     with pytest.raises(ValueError, match="weight_format must be one of 'bf16', 'int8' or None, got 'fp8'"):
         tg.compile_decoder(model, max_seq=32, weight_format="fp8")
+
+
+class ConvNet(torch.nn.Module):
+    """Two stride-1 3x3 convolutions (Winograd's): a bias + ReLU, then a residual + ReLU."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(16, 32, 3, padding=1)
+        self.c2 = torch.nn.Conv2d(32, 32, 3, padding=1, bias=False)
+
+    def forward(self, x):
+        y = torch.relu(self.c1(x))
+        return torch.relu(self.c2(y) + y)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_winograd_or_not_is_a_path(threads):
+    """The tg-level alternative to winograd-convolution is a path of its op
+    (winograd_conv.direct: the convolution's GEMM as before the pass): pinned, it matches
+    PyTorch at 1e-5 with a bias and with a residual; the tuner enumerates it."""
+    torch.manual_seed(0)
+    model, x = ConvNet().eval(), torch.randn(1, 16, 12, 10)
+    graph = _tg(model, x)
+    convs = [p for p in kernel_paths(graph.module) if p.name == "tg.winograd_conv"]
+    assert len(convs) == 2 and all(p.chosen == "winograd_conv.packed" and "winograd_conv.direct" in p.applicable
+                                   for p in convs)
+    assert Candidate("winograd_conv.direct") in candidates(convs[0], Target.host(), threads)
+    for p in convs:
+        pin(p.op, "winograd_conv.direct")
+    tg.set_num_threads(threads)
+    try:
+        fn = tg.compile_module(graph.module, graph.weights)
+        with torch.no_grad():
+            assert (fn(x) - model(x)).abs().max().item() <= TOL
+    finally:
+        tg.set_num_threads(1)
+    assert "buf.winograd_input" not in fn.ir("buf") and fn.ir("buf").count("buf.packed_matmul") == 2

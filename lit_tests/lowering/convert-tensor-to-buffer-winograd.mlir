@@ -23,3 +23,21 @@ func.func @winograd(%x: tensor<1x16x9x9xf32>) -> tensor<1x32x9x9xf32> {
   %y = tg.winograd_conv %x, %w, %b3 {padding = array<i64: 1, 1>, tile = 2 : i64, beta = 1.0 : f32, activation = "relu"} : (tensor<1x16x9x9xf32>, tensor<32x16x3x3xf32>, tensor<32x1x1xf32>) -> tensor<1x32x9x9xf32>
   func.return %y : tensor<1x32x9x9xf32>
 }
+
+// The same convolution pinned to the tg-level alternative (a tuner's choice): no Winograd, the
+// 3x3 windows straight into column panels (81 outputs: 6 panels of 16), the GEMM reading the
+// weight as stored [32, 144] and writing the output seen as [32, 81], the bias as [32, 1].
+// CHECK-LABEL: func.func @direct(
+// CHECK:         %x_panels = buf.alloc : memref<6x144x16xf32>
+// CHECK-NEXT:    buf.im2col ins(%x : memref<1x16x9x9xf32>) outs(%x_panels : memref<6x144x16xf32>) {kernel = array<i64: 3, 3>, stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, panels = 16 : i64}
+// CHECK-NEXT:    %[[W:.*]] = buf.reshape %w : memref<32x16x3x3xf32> -> memref<32x144xf32>
+// CHECK-NEXT:    %[[B:.*]] = buf.reshape %b3 : memref<32x1x1xf32> -> memref<32x1xf32>
+// CHECK-NEXT:    %[[O:.*]] = buf.reshape %out0 : memref<1x32x9x9xf32> -> memref<32x81xf32>
+// CHECK-NEXT:    buf.packed_matmul ins(%[[W]], %x_panels, %[[B]] : memref<32x144xf32>, memref<6x144x16xf32>, memref<32x1xf32>) outs(%[[O]] : memref<32x81xf32>) {beta = 1.000000e+00 : f32, activation = "relu"}
+func.func @direct(%x: tensor<1x16x9x9xf32>) -> tensor<1x32x9x9xf32> {
+  %w = tg.weight "conv.weight" : tensor<32x16x3x3xf32>
+  %b = tg.weight "conv.bias" : tensor<32xf32>
+  %b3 = tg.reshape %b : (tensor<32xf32>) -> tensor<32x1x1xf32>
+  %y = tg.winograd_conv %x, %w, %b3 {padding = array<i64: 1, 1>, tile = 2 : i64, beta = 1.0 : f32, activation = "relu", tg.kernel = "winograd_conv.direct"} : (tensor<1x16x9x9xf32>, tensor<32x16x3x3xf32>, tensor<32x1x1xf32>) -> tensor<1x32x9x9xf32>
+  func.return %y : tensor<1x32x9x9xf32>
+}

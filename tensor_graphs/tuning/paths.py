@@ -10,7 +10,10 @@ attribute ``tg.kernel`` (`kernels.KERNEL_ATTR`), which a tuner writes and `tg-op
 variant that applies and why each other one does not: what a tuner enumerates and measures
 (issue 14). `candidates` adds each variant's target-dependent parameters (`PARAMETER_SPACES`:
 a packed GEMM's K block, the threads of a parallel kernel), which `pin` writes beside the
-variant (`kernels.PARAMETER_ATTRS`) for `convert-tensor-to-buffer` to pass on to the kernel::
+variant (`kernels.PARAMETER_ATTRS`) for `convert-tensor-to-buffer` to pass on to the kernel. The
+tg-level alternatives that are real choices are paths of the op a tg pass made: BLAS or the
+emitted GEMM (``matmul.blas``), a Winograd convolution or the convolution's GEMM as it was
+before `winograd-convolution` (``winograd_conv.direct``)::
 
     %y = tg.matmul %x, %w {tg.kernel = "matmul.packed", tg.k_block = 128 : i64}
 """

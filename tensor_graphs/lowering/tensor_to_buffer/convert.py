@@ -190,18 +190,20 @@ def _lower_op(
     out = buf.AllocOp(result_type)
     scratch_type = variant.scratch(op, threads, target) if variant.scratch is not None else None
     if scratch_type is None:
-        return [*before, out, _with_parameters(op, variant.build(op, ins, out.result))], out.result
+        return [*before, out, *_with_parameters(op, variant.build(op, ins, out.result))], out.result
     scratch = buf.AllocOp(scratch_type)
     scratch.result.name_hint = "scratch"
-    return [*before, out, scratch, _with_parameters(op, variant.build(op, ins, out.result, scratch.result))], out.result
+    return [*before, out, scratch, *_with_parameters(op, variant.build(op, ins, out.result, scratch.result))], out.result
 
 
-def _with_parameters(op: Operation, kernel: Operation) -> Operation:
-    """``kernel`` carrying the kernel parameters ``op`` sets (`kernels.PARAMETER_ATTRS`)."""
+def _with_parameters(op: Operation, built: Operation | list[Operation]) -> list[Operation]:
+    """What a variant built (its kernel, or views of the output then the kernel, last), the
+    kernel carrying the kernel parameters ``op`` sets (`kernels.PARAMETER_ATTRS`)."""
+    ops = built if isinstance(built, list) else [built]
     for attr in PARAMETER_ATTRS.values():
         if attr in op.attributes:
-            kernel.attributes[attr] = op.attributes[attr]
-    return kernel
+            ops[-1].attributes[attr] = op.attributes[attr]
+    return ops
 
 
 def _write_outputs(block: Block, returned: list[SSAValue], outs: list[SSAValue]) -> None:

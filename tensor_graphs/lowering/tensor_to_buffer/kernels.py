@@ -50,7 +50,8 @@ from tensor_graphs.dialects.tensor import TABLE_NAME
 #: ``applies(op)``: ``None`` when the variant can run ``op``, else the reason it cannot.
 Applies = Callable[[Operation], "str | None"]
 #: ``build(op, inputs, output)``: the `buf` kernel op computing ``op`` from ``inputs`` (the
-#: buffers of ``op``'s operands, in operand order) into ``output``. Not inserted anywhere.
+#: buffers of ``op``'s operands, in operand order) into ``output``, or a list of ops: views of
+#: ``output`` (``buf.reshape``) and, last, the kernel writing through them. Not inserted anywhere.
 #: A variant with ``scratch`` is called as ``build(op, inputs, output, scratch)``.
 Build = Callable[..., buf.KernelOp]
 #: ``scratch(op, threads, target)``: the type of the scratch buffer the kernel needs for ``op``
@@ -745,6 +746,61 @@ def _winograd_gemms(op: Operation, ins: Sequence[SSAValue], target: Target) -> t
     return [u, v, transform, products, gemms], [products.result, *ins[2:]]
 
 
+def _direct_conv_applies(op: Operation) -> str | None:
+    """The weight is a model weight and the accumulator, if any, a per-channel bias or a whole
+    residual (either reads as a matrix broadcasting to ``[Cout, OH * OW]``)."""
+    assert isinstance(op, tg.WinogradConvOp)
+    if not isinstance(op.weight.owner, tg.WeightOp):
+        return "the weight is not a model weight"
+    if op.acc is not None and _direct_acc_shape(op) is None:
+        return f"the accumulator {list(_shape(op.acc))} is neither a per-channel bias nor a whole residual"
+    return None
+
+
+def _direct_acc_shape(op: tg.WinogradConvOp) -> tuple[int, int] | None:
+    """The accumulator seen as a matrix broadcasting to ``[Cout, OH * OW]``, or None."""
+    assert op.acc is not None
+    _, cout, oh, ow = _shape(op.result)
+    acc = _shape(op.acc)
+    dims = [d for d in acc if d != 1]
+    if numel(acc) == cout and (dims == [cout] or cout == 1) and len(acc) >= 3 and acc[-3] == cout:
+        return (cout, 1)
+    if (1,) * (4 - len(acc)) + tuple(acc) == (1, cout, oh, ow):
+        return (cout, oh * ow)
+    return None
+
+
+def _direct_conv_panels(op: Operation, ins: Sequence[SSAValue], target: Target) -> tuple[list[Operation], list[SSAValue]]:
+    """The input's 3x3 windows straight into column panels (`buf.im2col` with ``panels``), the
+    weight read as stored as the GEMM's A ``[Cout, C * 9]``, the accumulator as a matrix."""
+    assert isinstance(op, tg.WinogradConvOp)
+    cout, c = _shape(op.weight)[:2]
+    _, _, oh, ow = _shape(op.result)
+    nr = target.panel_columns_for(oh * ow)
+    f32 = Float32Type()
+    panels = buf.AllocOp(MemRefType(f32, (-(-(oh * ow) // nr), c * 9, nr)))
+    panels.result.name_hint = (op.input.name_hint or "x") + "_panels"
+    three, one = DenseArrayBase.from_list(i64, [3, 3]), DenseArrayBase.from_list(i64, [1, 1])
+    props = {"kernel": three, "stride": one, "padding": op.padding, "dilation": one, "panels": IntegerAttr(nr, i64)}
+    windows = buf.Im2colOp([ins[0]], [panels.result], props)
+    weight = buf.ReshapeOp(ins[1], MemRefType(f32, (cout, c * 9)))
+    ops: list[Operation] = [panels, windows, weight]
+    if op.acc is not None:
+        shape = _direct_acc_shape(op)
+        assert shape is not None
+        ops.append(buf.ReshapeOp(ins[2], MemRefType(f32, shape)))
+    return ops, [weight.results[0], panels.result, *([ops[-1].results[0]] if op.acc is not None else [])]
+
+
+def _direct_conv(op: Operation, ins: Sequence[SSAValue], out: SSAValue) -> list[Operation]:
+    """The GEMM ``[Cout, C * 9] x panels`` writing the output seen as ``[Cout, OH * OW]``."""
+    assert isinstance(op, tg.WinogradConvOp)
+    _, cout, oh, ow = _shape(op.result)
+    view = buf.ReshapeOp(out, MemRefType(Float32Type(), (cout, oh * ow)))
+    props = {k: op.properties[k] for k in ("alpha", "beta", "activation") if k in op.properties}
+    return [view, buf.PackedMatmulOp(ins, [view.results[0]], props)]
+
+
 register_kernel(
     tg.WinogradConvOp,
     KernelVariant(
@@ -754,6 +810,20 @@ register_kernel(
         "input transform into column panels, a batch of packed GEMMs by the weight transformed at "
         "load time, output transform with the epilogue",
         prepare=_winograd_gemms,
+        packs_weights=True,
+    ),
+)
+# the tg-level alternative, as a path of the same op: no Winograd after all (its transforms cost
+# more than they save on few tiles; its error is a little larger), the convolution's GEMM as it was
+register_kernel(
+    tg.WinogradConvOp,
+    KernelVariant(
+        "winograd_conv.direct",
+        _direct_conv,
+        _direct_conv_applies,
+        "no Winograd: the 3x3 windows packed into column panels by the graph, then the emitted GEMM "
+        "reading the weight as stored (the convolution as it was before winograd-convolution)",
+        prepare=_direct_conv_panels,
         packs_weights=True,
     ),
 )
