@@ -63,6 +63,8 @@ def test_candidates_are_variants_and_their_parameters(mlp):
     assert Candidate("matmul.packed") in one and Candidate("matmul.blas") in one
     assert Candidate("matmul.packed", {"k_block": 32}) not in one
     assert [c.params["k_block"] for c in one if "k_block" in c.params] == [kb for kb in (64, 128, 256, 512) if kb < 64]
+    rows = target.gemm_tile(target.panel_columns // target.float_lanes)[0]
+    assert {c.params["mr"] for c in one if "mr" in c.params} == {rows // 2, rows - 2} - {rows}
     two = candidates(fc1, target, threads=2)
     assert Candidate("matmul.packed", {"threads": 1}) in two and Candidate("matmul.packed", {"threads": 1}) not in one
 
@@ -79,7 +81,7 @@ def test_a_form_is_shared_by_ops_of_the_same_computation(mlp):
 
 
 @pytest.mark.parametrize("candidate", [Candidate("matmul.packed", {"k_block": 16}), Candidate("matmul.packed", {"threads": 1}),
-                                       Candidate("matmul.blas")])
+                                       Candidate("matmul.packed", {"mr": 3}), Candidate("matmul.blas")])
 def test_a_pinned_candidate_runs_right(mlp, candidate):
     """The pinned parameters reach the kernel (two GEMMs alike but for their K block are two
     kernels) and the result stays right."""
@@ -281,3 +283,13 @@ def test_winograd_or_not_is_a_path(threads):
     finally:
         tg.set_num_threads(1)
     assert "buf.winograd_input" not in fn.ir("buf") and fn.ir("buf").count("buf.packed_matmul") == 2
+
+
+def test_a_register_tile_the_registers_cannot_hold_is_refused(mlp):
+    from tensor_graphs.codegen.llvm.kernels import LoweringError
+
+    model, x = mlp
+    graph = _tg(model, x)
+    pin(_gemms(graph.module)[0].op, Candidate("matmul.packed", {"mr": 40}))
+    with pytest.raises(LoweringError, match=r"tg.mr must be 1 to \d+ rows for tiles of \d vector\(s\) on .*, got 40"):
+        tg.compile_module(graph.module, graph.weights)

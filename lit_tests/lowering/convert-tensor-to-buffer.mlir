@@ -444,14 +444,15 @@ func.func @pinned_to_blas(%x: tensor<5x32xf32>) -> tensor<5x100xf32> {
 
 // -----
 
-// A GEMM pinned to the packed variant with a K block and a thread count (a tuner's choice):
+// A GEMM pinned to the packed variant with a K block, a thread count and a register tile of 4
+// rows (a tuner's choice):
 // the parameters travel to the buf kernel, where the LLVM lowering reads them.
 // CHECK-LABEL: func.func @pinned_with_parameters
-// CHECK:         buf.packed_matmul ins(%x, %w_packed, %b : {{.*}}) outs(%out0 : memref<5x100xf32>) {tg.k_block = 16 : i64, tg.threads = 1 : i64, beta = 1.000000e+00 : f32}
+// CHECK:         buf.packed_matmul ins(%x, %w_packed, %b : {{.*}}) outs(%out0 : memref<5x100xf32>) {tg.k_block = 16 : i64, tg.threads = 1 : i64, tg.mr = 4 : i64, beta = 1.000000e+00 : f32}
 func.func @pinned_with_parameters(%x: tensor<5x32xf32>) -> tensor<5x100xf32> {
   %w = tg.weight "fc.weight" : tensor<100x32xf32>
   %b = tg.weight "fc.bias" : tensor<100xf32>
-  %y = tg.matmul %x, %w, %b {transpose_b = true, beta = 1.0 : f32, tg.kernel = "matmul.packed", tg.k_block = 16 : i64, tg.threads = 1 : i64} : (tensor<5x32xf32>, tensor<100x32xf32>, tensor<100xf32>) -> tensor<5x100xf32>
+  %y = tg.matmul %x, %w, %b {transpose_b = true, beta = 1.0 : f32, tg.kernel = "matmul.packed", tg.k_block = 16 : i64, tg.threads = 1 : i64, tg.mr = 4 : i64} : (tensor<5x32xf32>, tensor<100x32xf32>, tensor<100xf32>) -> tensor<5x100xf32>
   func.return %y : tensor<5x100xf32>
 }
 

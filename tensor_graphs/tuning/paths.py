@@ -9,7 +9,7 @@ attribute ``tg.kernel`` (`kernels.KERNEL_ATTR`), which a tuner writes and `tg-op
 `kernel_paths` lists, for every op that has a choice to make, the variant chosen today, every
 variant that applies and why each other one does not: what a tuner enumerates and measures
 (issue 14). `candidates` adds each variant's target-dependent parameters (`PARAMETER_SPACES`:
-a packed GEMM's K block, the threads of a parallel kernel), which `pin` writes beside the
+a packed GEMM's K block and register tile rows, the threads of a parallel kernel), which `pin` writes beside the
 variant (`kernels.PARAMETER_ATTRS`) for `convert-tensor-to-buffer` to pass on to the kernel. The
 tg-level alternatives that are real choices are paths of the op a tg pass made: BLAS or the
 emitted GEMM (``matmul.blas``), a Winograd convolution or the convolution's GEMM as it was
@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, i64
 from xdsl.ir import Operation
 
+from tensor_graphs.codegen.llvm.kernels_gemm import max_tile_rows
 from tensor_graphs.dialects import tensor as tg
 from tensor_graphs.lowering.tensor_to_buffer.kernels import (
     KERNEL_ATTR,
@@ -106,11 +107,16 @@ def _thread_counts(threads: int) -> list[int]:
 
 
 def _gemm_space(op: Operation, target: Target, threads: int) -> dict[str, list[int]]:
-    """A packed GEMM: its K block (below K only: more is one block) and its threads."""
+    """A packed GEMM: its K block (below K only: more is one block), its register tile's rows
+    (half and two fewer than the target's: fewer accumulators, shorter row blocks) and its
+    threads."""
     assert isinstance(op, tg.MatmulOp)
     a = op.operands[0].type.get_shape()  # type: ignore[attr-defined]
     k = a[-2] if op.properties.get("transpose_a") == tg.bool_attr(True) else a[-1]
     space = {"k_block": [kb for kb in K_BLOCKS if kb < k]}
+    vectors = target.panel_columns_for(op.results[0].type.get_shape()[-1]) // target.float_lanes  # type: ignore[attr-defined]
+    rows = target.gemm_tile(vectors)[0]
+    space["mr"] = sorted({r for r in (rows // 2, rows - 2) if 1 <= r <= max_tile_rows(target.vector_registers, vectors)} - {rows})
     if threads > 1:
         space["threads"] = _thread_counts(threads)
     return space

@@ -335,6 +335,30 @@ def k_block(ctx: KernelContext, op: Operation, m: int, k: int, nr: int, mr: int,
     return -(-k // count)
 
 
+#: The op attribute that sets a packed GEMM's register tile rows (MR), for tuning and lit tests;
+#: without it the target chooses (`Target.gemm_tile`).
+TILE_ROWS_ATTR = "tg.mr"
+
+
+def _tile_rows(ctx: KernelContext, op: Operation, vectors: int) -> int:
+    """MR of the register tile for panels of ``vectors`` vectors: ``tg.mr`` when the op sets it
+    (at most what the vector registers hold: MR x vectors accumulators, a panel row and a
+    broadcast), else the target's."""
+    attr = op.attributes.get(TILE_ROWS_ATTR)
+    if attr is None:
+        return ctx.target.gemm_tile(vectors)[0]
+    most = max_tile_rows(ctx.target.vector_registers, vectors)
+    if not isinstance(attr, IntegerAttr) or not 1 <= attr.value.data <= most:
+        raise LoweringError(f"{op.name}: {TILE_ROWS_ATTR} must be 1 to {most} rows for tiles of {vectors} vector(s) on "
+                            f"{ctx.target.name}, got {attr}")
+    return attr.value.data
+
+
+def max_tile_rows(registers: int, vectors: int) -> int:
+    """The most register-tile rows of ``vectors`` vectors that ``registers`` vector registers hold."""
+    return max(1, (registers - vectors - 1) // vectors)
+
+
 def _acc_strides(op: Operation, acc: SSAValue, out_shape: tuple[int, ...]) -> tuple[int, int]:
     """(row stride, column stride) of ``acc`` broadcast to ``out`` with its rows folded into one dim."""
     st = broadcast_strides(_shape(acc), out_shape)
@@ -387,7 +411,7 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
             f"{op.name}: panels of {nr} columns were packed for a wider target than {ctx.target.name} "
             f"(whose register tile is {widest * lanes} columns); lower the tg module again for this target"
         )
-    mr = ctx.target.gemm_tile(vectors)[0]
+    mr = _tile_rows(ctx, op, vectors)
     # weights packed at load time are 64-byte aligned; panels packed by the graph live in the
     # arena, whose base is aligned only when a CompiledGraph allocates it
     b_aligned = isinstance(buf.root_buffer(packed).owner, buf.PackedWeightOp)

@@ -149,9 +149,10 @@ KERNEL_ATTR = "tg.kernel"
 #:
 #:     %y = tg.matmul %x, %w {tg.kernel = "matmul.packed", tg.k_block = 128 : i64, tg.threads = 1 : i64}
 #:
-#: ``k_block``: a packed GEMM's K block (`kernels_gemm.k_block`); ``threads``: the most threads
-#: the kernel's parallel region starts (`parallel_region.ParallelRegions.parallel`).
-PARAMETER_ATTRS: dict[str, str] = {"k_block": "tg.k_block", "threads": "tg.threads"}
+#: ``k_block``: a packed GEMM's K block (`kernels_gemm.k_block`); ``mr``: the rows of its register
+#: tile (`kernels_gemm.TILE_ROWS_ATTR`); ``threads``: the most threads the kernel's parallel region
+#: starts (`parallel_region.ParallelRegions.parallel`).
+PARAMETER_ATTRS: dict[str, str] = {"k_block": "tg.k_block", "threads": "tg.threads", "mr": "tg.mr"}
 
 
 def _pinned(op: Operation, variants: list[Variant]) -> Variant | None:
