@@ -116,3 +116,17 @@ def test_the_directory_is_kept_under_its_cap(tmp_path):
     kept = sorted(p.stem for p in tmp_path.glob("*.tgc"))
     assert len(kept) <= 3 and "k5" in kept and "k0" not in kept
     assert cache.get("k5") is not None and cache.get("k0") is None
+
+
+def test_an_edited_checkout_never_reads_old_code(monkeypatch):
+    """The keys hold a digest of tensor_graphs' source: after an edit to a kernel emitter (the
+    version number unchanged) a module compiles again instead of loading the old object code."""
+    from tensor_graphs.codegen.llvm import object_cache
+
+    keys = []
+    for source in ("before the edit", "after the edit"):
+        monkeypatch.setattr(object_cache, "_source_digest", lambda s=source: s)
+        object_cache._versions.cache_clear()
+        keys.append(object_cache.digest("graph", "the same module text"))
+    object_cache._versions.cache_clear()
+    assert keys[0] != keys[1]

@@ -12,8 +12,8 @@ Two kinds of entry, one file each in the cache directory (``<key>.tgc``, a pickl
   extra tg passes); holds the object code, the graph's signature, the IR text of each level
   and the kernel-path report. A hit skips every pass as well.
 
-Both keys also hold the versions of tensor_graphs, xDSL and llvmlite, so code made by another
-version is never used. The directory is ``$TG_CACHE_DIR``, else
+Both keys also hold the versions of tensor_graphs (and a digest of its source files), xDSL and
+llvmlite, so code made by another version, or by an edited checkout, is never used. The directory is ``$TG_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/tensor_graphs/compiled`` (``~/.cache/...``); ``TG_CACHE=off`` turns the cache
 off. Entries are written to a temporary file and renamed into place (processes sharing the
 directory never read half a file); when the directory grows over ``TG_CACHE_MAX_MB`` (default
@@ -23,6 +23,7 @@ from an incompatible Python) is ignored and replaced.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import pickle
@@ -75,13 +76,29 @@ class Entry:
     format: int = FORMAT
 
 
+@functools.cache
 def _versions() -> str:
+    """The libraries' versions and a digest of tensor_graphs' own source: code made by another
+    checkout (an edited kernel emitter under the same version number) is never used."""
     import llvmlite
     import xdsl
 
     import tensor_graphs
 
-    return f"tensor_graphs {tensor_graphs.__version__}; xdsl {xdsl.__version__}; llvmlite {llvmlite.__version__}; format {FORMAT}"
+    return (f"tensor_graphs {tensor_graphs.__version__} ({_source_digest()}); xdsl {xdsl.__version__}; "
+            f"llvmlite {llvmlite.__version__}; format {FORMAT}")
+
+
+def _source_digest() -> str:
+    """A digest of every Python file of the tensor_graphs package (their paths and bytes)."""
+    import tensor_graphs
+
+    root = Path(tensor_graphs.__file__).parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def digest(*parts: str) -> str:
