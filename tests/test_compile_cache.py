@@ -10,17 +10,9 @@ import pytest
 import torch
 
 import tensor_graphs as tg
+from conftest import mlp as build_mlp
 from tensor_graphs.codegen.llvm import jit
 from tensor_graphs.codegen.llvm.object_cache import CompileCache, Entry, LazyText
-
-
-class Mlp(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1, self.fc2 = torch.nn.Linear(32, 64), torch.nn.Linear(64, 16)
-
-    def forward(self, x):
-        return self.fc2(torch.relu(self.fc1(x)))
 
 
 @pytest.fixture
@@ -33,7 +25,7 @@ def cache_dir(tmp_path, monkeypatch):
 @pytest.fixture
 def mlp():
     torch.manual_seed(0)
-    return Mlp().eval(), torch.randn(8, 32)
+    return build_mlp([32, 64, 16]), torch.randn(8, 32)
 
 
 def _compile(model, x, **kw):

@@ -55,6 +55,18 @@ def _gemms(module):
     return [p for p in kernel_paths(module) if p.name == "tg.matmul"]
 
 
+def _compiled_right(graph, model, x, threads: int):
+    """``graph`` compiled and run at ``threads`` threads, its output checked against ``model``'s at TOL."""
+    tg.set_num_threads(threads)
+    try:
+        fn = tg.compile_module(graph.module, graph.weights)
+        with torch.no_grad():
+            assert (fn(x) - model(x)).abs().max().item() <= TOL
+    finally:
+        tg.set_num_threads(1)
+    return fn
+
+
 def test_candidates_are_variants_and_their_parameters(mlp):
     model, x = mlp
     fc1 = _gemms(_tg(model, x).module)[0]  # K = 64
@@ -89,13 +101,7 @@ def test_a_pinned_candidate_runs_right(mlp, candidate):
     graph = _tg(model, x)
     gemms = _gemms(graph.module)
     pin(gemms[0].op, candidate)
-    tg.set_num_threads(2)
-    try:
-        fn = tg.compile_module(graph.module, graph.weights)
-        with torch.no_grad():
-            assert (fn(x) - model(x)).abs().max().item() <= TOL
-    finally:
-        tg.set_num_threads(1)
+    fn = _compiled_right(graph, model, x, threads=2)
     for name, value in candidate.params.items():
         assert f"tg.{name} = {value} : i64" in fn.ir("buf")
     if candidate.variant == "matmul.packed":
@@ -275,13 +281,7 @@ def test_winograd_or_not_is_a_path(threads):
     assert Candidate("winograd_conv.direct") in candidates(convs[0], Target.host(), threads)
     for p in convs:
         pin(p.op, "winograd_conv.direct")
-    tg.set_num_threads(threads)
-    try:
-        fn = tg.compile_module(graph.module, graph.weights)
-        with torch.no_grad():
-            assert (fn(x) - model(x)).abs().max().item() <= TOL
-    finally:
-        tg.set_num_threads(1)
+    fn = _compiled_right(graph, model, x, threads)
     assert "buf.winograd_input" not in fn.ir("buf") and fn.ir("buf").count("buf.packed_matmul") == 2
 
 

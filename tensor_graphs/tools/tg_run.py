@@ -45,28 +45,36 @@ def _load_input(path: str, index: int, spec) -> np.ndarray:
         raise RunError(f"--input {path} (input {index}, '{spec.name}') is not a .npy array: {' '.join(str(e).split())}") from None
 
 
-def _compile(args):
-    """Parse, verify and compile the module of ``args``: (CompiledGraph, seconds)."""
-    import tensor_graphs as tg
+def read_module(module_path: str, weights_path: str | None, error: type[Exception] = RunError):
+    """Parse and verify the module at ``module_path`` and map its weights (``weights_path``, else
+    the module's ``tg.weights_file`` beside it): (module, weights). A file that cannot be read
+    raises ``error`` saying which (tg-run's and tg-tune's one line)."""
     from tensor_graphs.diagnostics import parse_module, verify_module
     from tensor_graphs.frontend import load_weights
 
-    path = Path(args.module)
+    path = Path(module_path)
     try:
         data = path.read_bytes()
     except OSError as e:
-        raise RunError(f"cannot read {path}: {e.strerror}") from None
+        raise error(f"cannot read {path}: {e.strerror}") from None
     module = parse_module(data, str(path))
     verify_module(module)
-    if args.weights:
+    if weights_path:
         from tensor_graphs.frontend.weights import map_safetensors
 
         try:
-            weights = map_safetensors(args.weights)
+            return module, map_safetensors(weights_path)
         except (OSError, ValueError) as e:
-            raise RunError(f"cannot read the weights {args.weights}: {' '.join(str(e).split())}") from None
-    else:
-        weights = load_weights(module, path, mmap=True)  # as tg.load: read in place, not copied
+            raise error(f"cannot read the weights {weights_path}: {' '.join(str(e).split())}") from None
+    return module, load_weights(module, path, mmap=True)  # as tg.load: read in place, not copied
+
+
+def _compile(args):
+    """Parse, verify and compile the module of ``args``: (CompiledGraph, seconds, the example
+    inputs it was tuned on or None)."""
+    import tensor_graphs as tg
+
+    module, weights = read_module(args.module, args.weights)
     tuning, inputs = None, None
     if args.tune != "off":
         from tensor_graphs.tools.tg_tune import TuneError, _module_inputs

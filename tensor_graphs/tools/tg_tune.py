@@ -22,7 +22,6 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
@@ -59,22 +58,9 @@ def _module_inputs(module, files: list[str], rng) -> list[np.ndarray]:
 def _load(args, rng):
     """(module, weights, example inputs) of the model ``args`` names."""
     if args.model.endswith(".mlir"):
-        from tensor_graphs.diagnostics import parse_module, verify_module
-        from tensor_graphs.frontend import load_weights
+        from tensor_graphs.tools.tg_run import read_module
 
-        path = Path(args.model)
-        try:
-            data = path.read_bytes()
-        except OSError as e:
-            raise TuneError(f"cannot read {path}: {e.strerror}") from None
-        module = parse_module(data, str(path))
-        verify_module(module)
-        if args.weights:
-            from tensor_graphs.frontend.weights import map_safetensors
-
-            weights = map_safetensors(args.weights)
-        else:
-            weights = load_weights(module, path, mmap=True)
+        module, weights = read_module(args.model, args.weights, TuneError)
         return module, weights, _module_inputs(module, args.input_file, rng)
     import torch
 
