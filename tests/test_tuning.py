@@ -79,6 +79,12 @@ def test_candidates_are_variants_and_their_parameters(mlp):
     assert {c.params["mr"] for c in one if "mr" in c.params} == {rows // 2, rows - 2} - {rows}
     two = candidates(fc1, target, threads=2)
     assert Candidate("matmul.packed", {"threads": 1}) in two and Candidate("matmul.packed", {"threads": 1}) not in one
+    assert Candidate("matmul.packed", {"chunks": 1}) in two and Candidate("matmul.packed", {"chunks": 1}) not in one
+    # fc1 has a bias and a relu: the epilogue fused (default) or a sweep after, on either GEMM
+    assert Candidate("matmul.packed", {"separate_epilogue": 1}) in one and Candidate("matmul.blas", {"separate_epilogue": 1}) in one
+    # its weight is read by fc1 alone: narrower panels are a path (one vector wide at least)
+    widths = {c.params["nr"] for c in one if "nr" in c.params}
+    assert widths and all(w % target.float_lanes == 0 and w < target.panel_columns for w in widths)
 
 
 def test_a_form_is_shared_by_ops_of_the_same_computation(mlp):
@@ -92,8 +98,14 @@ def test_a_form_is_shared_by_ops_of_the_same_computation(mlp):
     assert "fc1" not in str(a.module) and "tg.kernel" not in str(a.module)
 
 
+LANES = Target.host().float_lanes
+
+
 @pytest.mark.parametrize("candidate", [Candidate("matmul.packed", {"k_block": 16}), Candidate("matmul.packed", {"threads": 1}),
-                                       Candidate("matmul.packed", {"mr": 3}), Candidate("matmul.blas")])
+                                       Candidate("matmul.packed", {"mr": 3}), Candidate("matmul.packed", {"nr": LANES}),
+                                       Candidate("matmul.packed", {"separate_epilogue": 1}),
+                                       Candidate("matmul.packed", {"chunks": 1}), Candidate("matmul.blas"),
+                                       Candidate("matmul.blas", {"separate_epilogue": 1})])
 def test_a_pinned_candidate_runs_right(mlp, candidate):
     """The pinned parameters reach the kernel (two GEMMs alike but for their K block are two
     kernels) and the result stays right."""
@@ -292,4 +304,20 @@ def test_a_register_tile_the_registers_cannot_hold_is_refused(mlp):
     graph = _tg(model, x)
     pin(_gemms(graph.module)[0].op, Candidate("matmul.packed", {"mr": 40}))
     with pytest.raises(LoweringError, match=r"tg.mr must be 1 to \d+ rows for tiles of \d vector\(s\) on .*, got 40"):
+        tg.compile_module(graph.module, graph.weights)
+
+
+def test_bad_panel_width_and_epilogue_choices_are_refused(mlp):
+    from xdsl.utils.exceptions import PassFailedException
+
+    from tensor_graphs.codegen.llvm.kernels import LoweringError
+
+    model, x = mlp
+    graph = _tg(model, x)
+    pin(_gemms(graph.module)[0].op, Candidate("matmul.packed", {"nr": LANES + 1}))
+    with pytest.raises(PassFailedException, match=rf"tg.nr must be whole vectors of {LANES} floats up to \d+ columns"):
+        tg.compile_module(graph.module, graph.weights)
+    graph = _tg(model, x)
+    pin(_gemms(graph.module)[0].op, Candidate("matmul.packed", {"separate_epilogue": 2}))
+    with pytest.raises(LoweringError, match="tg.separate_epilogue must be 0 or 1, got 2"):
         tg.compile_module(graph.module, graph.weights)

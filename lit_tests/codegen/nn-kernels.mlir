@@ -339,3 +339,22 @@ func.func @forward(%x: memref<1x32xf32>, %o: memref<1x100xf32>) attributes {tg.n
   buf.quantized_matvec ins(%x, %wq, %ws : memref<1x32xf32>, memref<2x32x64xi8>, memref<2x64xf32>) outs(%o : memref<1x100xf32>) {format = "int8"}
   func.return
 }
+
+// -----
+
+// A packed GEMM whose epilogue is separate (tg.separate_epilogue = 1, a tuner's path): the
+// register tiles store the products (both panels' tiles first, no ReLU between them), then one
+// sweep over the output adds the bias and applies the ReLU.
+// CHECK-LABEL: llvm.func internal @forward__0_packed_matmul(
+// CHECK:         llvm.call @tg_tile_6x4v16_s1_p4x16(
+// CHECK-NOT:     llvm.fcmp
+// CHECK:         llvm.call @tg_tile_6x3v16_s1(
+// CHECK:         llvm.fadd %{{.*}}, %{{.*}} : f32
+// CHECK-NEXT:    llvm.fcmp "olt"
+// CHECK-NOT:     llvm.call @tg_tile
+// CHECK:         llvm.return
+func.func @forward(%x: memref<6x32xf32>, %b: memref<100xf32>, %o: memref<6x100xf32>) attributes {tg.num_outputs = 1 : i64} {
+  %wp = buf.packed_weight "fc.weight" {transposed = true} : memref<2x32x64xf32>
+  buf.packed_matmul ins(%x, %wp, %b : memref<6x32xf32>, memref<2x32x64xf32>, memref<100xf32>) outs(%o : memref<6x100xf32>) {beta = 1.0 : f32, activation = "relu", tg.separate_epilogue = 1 : i64}
+  func.return
+}

@@ -1,6 +1,7 @@
 // RUN: tg-opt %s --allow-unregistered-dialect --split-input-file --verify-diagnostics -p "set-target{target=x86-64-v4},convert-tensor-to-buffer{threads=1}" | filecheck %s
 // RUN: tg-opt %s --allow-unregistered-dialect --split-input-file --verify-diagnostics -p "set-target{target=x86-64-v4},convert-tensor-to-buffer{pack-weights=false threads=1}" | filecheck --check-prefix=NOPACK %s
 // RUN: tg-opt %s --allow-unregistered-dialect --split-input-file --verify-diagnostics -p "set-target{target=x86-64-v4},convert-tensor-to-buffer{threads=3}" | filecheck --check-prefix=THREADS %s
+// RUN: not tg-opt %S/Inputs/convert-tensor-to-buffer-bad-parameters.mlir -p "set-target{target=x86-64-v4},convert-tensor-to-buffer{threads=1}" 2>&1 | filecheck --check-prefix=BADPARAM %s
 // tg -> buf: destination passing, one kernel per tg op, outputs written in place where possible.
 
 // CHECK-LABEL: func.func @output_written_in_place
@@ -453,6 +454,23 @@ func.func @pinned_with_parameters(%x: tensor<5x32xf32>) -> tensor<5x100xf32> {
   %w = tg.weight "fc.weight" : tensor<100x32xf32>
   %b = tg.weight "fc.bias" : tensor<100xf32>
   %y = tg.matmul %x, %w, %b {transpose_b = true, beta = 1.0 : f32, tg.kernel = "matmul.packed", tg.k_block = 16 : i64, tg.threads = 1 : i64, tg.mr = 4 : i64} : (tensor<5x32xf32>, tensor<100x32xf32>, tensor<100xf32>) -> tensor<5x100xf32>
+  func.return %y : tensor<5x100xf32>
+}
+
+// -----
+
+// A panel width pinned by a tuner (tg.nr: 16 columns, one vector of x86-64-v4, instead of the
+// target's 64) packs the weight into 7 panels of 16; a separate epilogue and the chunks per
+// thread travel to the kernel. A panel width that is not whole vectors is refused where the weight
+// is packed (Inputs/convert-tensor-to-buffer-bad-parameters.mlir):
+// BADPARAM: tg-opt: error: convert-tensor-to-buffer: in @bad_panel_width: 'tg.matmul': tg.nr must be whole vectors of 16 floats up to 64 columns on x86-64-v4, got 24 : i64
+// CHECK-LABEL: func.func @pinned_panel_width
+// CHECK:         %w_packed = buf.packed_weight "fc.weight" {transposed = true} : memref<7x32x16xf32>
+// CHECK:         buf.packed_matmul ins(%x, %w_packed, %b : {{.*}}) outs(%out0 : memref<5x100xf32>) {tg.nr = 16 : i64, tg.separate_epilogue = 1 : i64, tg.chunks = 1 : i64, beta = 1.000000e+00 : f32, activation = "relu"}
+func.func @pinned_panel_width(%x: tensor<5x32xf32>) -> tensor<5x100xf32> {
+  %w = tg.weight "fc.weight" : tensor<100x32xf32>
+  %b = tg.weight "fc.bias" : tensor<100xf32>
+  %y = tg.matmul %x, %w, %b {transpose_b = true, beta = 1.0 : f32, activation = "relu", tg.kernel = "matmul.packed", tg.nr = 16 : i64, tg.separate_epilogue = 1 : i64, tg.chunks = 1 : i64} : (tensor<5x32xf32>, tensor<100x32xf32>, tensor<100xf32>) -> tensor<5x100xf32>
   func.return %y : tensor<5x100xf32>
 }
 

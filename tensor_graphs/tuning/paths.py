@@ -9,7 +9,8 @@ attribute ``tg.kernel`` (`kernels.KERNEL_ATTR`), which a tuner writes and `tg-op
 `kernel_paths` lists, for every op that has a choice to make, the variant chosen today, every
 variant that applies and why each other one does not: what a tuner enumerates and measures
 (issue 14). `candidates` adds each variant's target-dependent parameters (`PARAMETER_SPACES`:
-a packed GEMM's K block and register tile rows, the threads of a parallel kernel), which `pin` writes beside the
+a packed GEMM's K block, register tile rows and panel width, its epilogue fused or separate,
+the threads and chunks of a parallel kernel), which `pin` writes beside the
 variant (`kernels.PARAMETER_ATTRS`) for `convert-tensor-to-buffer` to pass on to the kernel. The
 tg-level alternatives that are real choices are paths of the op a tg pass made: BLAS or the
 emitted GEMM (``matmul.blas``), a Winograd convolution or the convolution's GEMM as it was
@@ -106,30 +107,65 @@ def _thread_counts(threads: int) -> list[int]:
     return [t for t in (1, 2, 4, 8) if t < threads]
 
 
+#: Guided chunks per thread a parallel kernel tries besides `parallel_region.CHUNKS_PER_THREAD`:
+#: one (a static split: each thread streams one contiguous range) and a few.
+CHUNKS = (1, 4)
+
+
+def _parallel_space(threads: int) -> dict[str, list[int]]:
+    """A parallel kernel's threads (fewer than the graph's) and its chunks per thread."""
+    return {"threads": _thread_counts(threads), "chunks": list(CHUNKS)} if threads > 1 else {}
+
+
+def _has_epilogue(op: Operation) -> bool:
+    """A GEMM with an activation or an accumulator to add: its epilogue can be fused or separate."""
+    assert isinstance(op, tg.MatmulOp)
+    return op.activation.data != "none" or (op.acc is not None and op.flags[3] != 0.0)
+
+
+def _weight_read_once(op: Operation) -> bool:
+    """The GEMM's rhs is a weight no other op reads (a panel width of its own costs no second
+    packed copy: a tied LM head's table is read by the embedding too)."""
+    rhs = op.operands[1]
+    return isinstance(rhs.owner, tg.WeightOp) and len({use.operation for use in rhs.uses}) == 1
+
+
 def _gemm_space(op: Operation, target: Target, threads: int) -> dict[str, list[int]]:
     """A packed GEMM: its K block (below K only: more is one block), its register tile's rows
-    (half and two fewer than the target's: fewer accumulators, shorter row blocks) and its
-    threads."""
+    (half and two fewer than the target's: fewer accumulators, shorter row blocks), its panel
+    width (one vector and half the widest tile, when narrower than the target's: a taller tile;
+    only for a weight no other op reads), its epilogue fused or separate, its threads and chunks."""
     assert isinstance(op, tg.MatmulOp)
     a = op.operands[0].type.get_shape()  # type: ignore[attr-defined]
     k = a[-2] if op.properties.get("transpose_a") == tg.bool_attr(True) else a[-1]
     space = {"k_block": [kb for kb in K_BLOCKS if kb < k]}
-    vectors = target.panel_columns_for(op.results[0].type.get_shape()[-1]) // target.float_lanes  # type: ignore[attr-defined]
+    n = op.results[0].type.get_shape()[-1]  # type: ignore[attr-defined]
+    nr = target.panel_columns_for(n)
+    vectors = nr // target.float_lanes
     rows = target.gemm_tile(vectors)[0]
     space["mr"] = sorted({r for r in (rows // 2, rows - 2) if 1 <= r <= max_tile_rows(target.vector_registers, vectors)} - {rows})
-    if threads > 1:
-        space["threads"] = _thread_counts(threads)
-    return space
+    if not isinstance(op.operands[1].owner, tg.WeightOp) or _weight_read_once(op):
+        widest = target.gemm_tile()[1]
+        space["nr"] = sorted({v * target.float_lanes for v in (1, widest // 2) if 1 <= v < vectors})
+    if _has_epilogue(op):
+        space["separate_epilogue"] = [1]
+    return {**space, **_parallel_space(threads)}
+
+
+def _blas_space(op: Operation, target: Target, threads: int) -> dict[str, list[int]]:
+    """OpenBLAS keeps its own threads and blocking; an activation is fused per output tile or
+    swept after one sgemm."""
+    return {"separate_epilogue": [1]} if op.activation.data != "none" else {}  # type: ignore[attr-defined]
 
 
 def _threads_space(op: Operation, target: Target, threads: int) -> dict[str, list[int]]:
-    return {"threads": _thread_counts(threads)} if threads > 1 else {}
+    return _parallel_space(threads)
 
 
 PARAMETER_SPACES.update({
     "matmul.packed": _gemm_space,
     "matmul.packed_rhs": _gemm_space,
-    "matmul.blas": lambda op, target, threads: {},  # OpenBLAS's own threads and blocking
+    "matmul.blas": _blas_space,
     "attention.flash": _threads_space,
 })
 

@@ -61,6 +61,7 @@ from tensor_graphs.codegen.llvm.kernels import (
     LoweringError,
     _scalar_errors,
     check_no_overlap,
+    emit_elementwise,
     emit_pointwise,
 )
 from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, broadcast_strides, collapse_dims, emit_for, emit_if, icmp, min_i64
@@ -354,6 +355,23 @@ def _tile_rows(ctx: KernelContext, op: Operation, vectors: int) -> int:
     return attr.value.data
 
 
+#: The op attribute (0 or 1) that runs a GEMM's epilogue separately: the register tiles store
+#: ``alpha * A @ B`` and one elementwise sweep over the output then adds the accumulator and the
+#: residual and applies the activation (a tuner's alternative to the fused epilogue: the sweep
+#: rereads the output from cache or memory, but the tile loop is the plain one).
+SEPARATE_EPILOGUE_ATTR = "tg.separate_epilogue"
+
+
+def separate_epilogue(op: Operation) -> bool:
+    """Whether ``op`` asks for its epilogue as a second sweep (`SEPARATE_EPILOGUE_ATTR`)."""
+    attr = op.attributes.get(SEPARATE_EPILOGUE_ATTR)
+    if attr is None:
+        return False
+    if not isinstance(attr, IntegerAttr) or attr.value.data not in (0, 1):
+        raise LoweringError(f"{op.name}: {SEPARATE_EPILOGUE_ATTR} must be 0 or 1, got {attr}")
+    return attr.value.data == 1
+
+
 def max_tile_rows(registers: int, vectors: int) -> int:
     """The most register-tile rows of ``vectors`` vectors that ``registers`` vector registers hold."""
     return max(1, (registers - vectors - 1) // vectors)
@@ -404,6 +422,10 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
     if addend is not None:
         check_no_overlap(ctx, op, out, [addend], in_place_ok=False)
         addends.append((addend, *_acc_strides(op, addend, so), 1.0))
+    # a separate epilogue: the tiles store alpha * A @ B, one sweep afterwards does the rest
+    swept = (addends, act) if separate_epilogue(op) and (addends or act != "none") else None
+    if swept is not None:
+        addends, act = [], "none"
     vectors = nr // lanes
     widest = ctx.target.gemm_tile()[1]
     if vectors > widest:
@@ -588,6 +610,22 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
     # streams its own rows of A once per K block
     work = (2.0 * groups * m * n * k, 4.0 * groups * (panels * k * nr + m * k + m * n))
     ctx.parallel(blocks if a_stationary else groups * panels, work_range, work=work)
+    if swept is not None:
+        _sweep_epilogue(ctx, op, *swept)
+
+
+def _sweep_epilogue(ctx: KernelContext, op: Operation, addends: list, act: str) -> None:
+    """``out = act(out + scale * addend ...)`` in one elementwise sweep (`SEPARATE_EPILOGUE_ATTR`)."""
+    out = op.output  # type: ignore[attr-defined]
+
+    def compute(b: FunctionBuilder, vals: list[SSAValue]) -> SSAValue:
+        y = vals[0]
+        for v, (*_, scale) in zip(vals[1:], addends):
+            y = b.add(llvm.FAddOp(y, v if scale == 1.0 else b.add(llvm.FMulOp(v, b.f32(scale)))))
+        return y if act == "none" else emit_unary(b, act, y)
+
+    with _scalar_errors(op):
+        emit_elementwise(ctx, out, [out, *(v for v, *_ in addends)], compute)
 
 
 REGISTRY[buf.PackedMatmulOp] = _emit_packed_matmul

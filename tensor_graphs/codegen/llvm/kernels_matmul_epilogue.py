@@ -37,6 +37,7 @@ from tensor_graphs.codegen.llvm.kernels import (
     emit_elementwise,
 )
 from tensor_graphs.codegen.llvm.kernels_blas import _I32_MAX, _sgemm, _sgemv
+from tensor_graphs.codegen.llvm.kernels_gemm import separate_epilogue
 from tensor_graphs.codegen.llvm.loops import FunctionBuilder, Index, broadcast_strides, collapse_dims, emit_for, emit_strided_nest
 from tensor_graphs.codegen.llvm.scalar import emit_unary
 from tensor_graphs.dialects import buffer as buf
@@ -274,11 +275,13 @@ _PLAIN_MATMUL = getattr(REGISTRY.get(buf.MatmulOp), "plain", REGISTRY.get(buf.Ma
 
 
 def _emit_matmul(ctx: KernelContext, op: Operation) -> None:
-    """Activation "none" on one thread: the plain emitter of `kernels_blas`; otherwise (an
-    activation, or a GEMM whose work pays for threads) the tiled one, tiles spread over the
-    threads."""
+    """Activation "none" on one thread, or a separate epilogue asked for
+    (`kernels_gemm.SEPARATE_EPILOGUE_ATTR`): the plain emitter of `kernels_blas` (one sgemm on
+    OpenBLAS's thread, the accumulator copied in before, the activation a sweep after);
+    otherwise (an activation, or a GEMM whose work pays for threads) the tiled one, tiles
+    spread over the threads."""
     assert isinstance(op, buf.MatmulOp)
-    if op.activation.data == "none" and not _pays_for_threads(ctx, op):
+    if separate_epilogue(op) or (op.activation.data == "none" and not _pays_for_threads(ctx, op)):
         assert _PLAIN_MATMUL is not None
         _PLAIN_MATMUL(ctx, op)
     else:

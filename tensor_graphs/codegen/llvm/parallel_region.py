@@ -58,6 +58,9 @@ GOMP_LOOP_END_NOWAIT_TYPE = llvm.LLVMFunctionType([])
 CHUNKS_PER_THREAD = 16
 #: The kernel op's attribute capping its team (a tuner's choice, `kernels.PARAMETER_ATTRS`).
 THREADS_ATTR = "tg.threads"
+#: The kernel op's attribute replacing `CHUNKS_PER_THREAD` (a tuner's choice: 1 is a static
+#: split's chunks, more balance a team whose cores are unevenly busy).
+CHUNKS_ATTR = "tg.chunks"
 
 
 def _pred(name: str) -> IntegerAttr:
@@ -162,6 +165,15 @@ class ParallelRegions:
             self.b, self._kernel_ptrs = main, saved_ptrs
             self._parallel_depth -= 1
 
+    def _chunks_per_thread(self) -> int:
+        """The kernel op's ``tg.chunks`` (`CHUNKS_ATTR`), else `CHUNKS_PER_THREAD`."""
+        attr = self.kernel_op.attributes.get(CHUNKS_ATTR) if self.kernel_op is not None else None
+        if attr is None:
+            return CHUNKS_PER_THREAD
+        if not isinstance(attr, IntegerAttr) or attr.value.data < 1:
+            raise LoweringError(f"{self.kernel_op.name}: {CHUNKS_ATTR} must be a positive integer, got {attr}")
+        return attr.value.data
+
     def _guided_chunks(
         self, wb: FunctionBuilder, n: SSAValue, nt: SSAValue
     ) -> tuple[SSAValue, SSAValue, Callable[[], None]]:
@@ -192,7 +204,7 @@ class ParallelRegions:
         shared_start, lone_start, body_block, exit_block = wb.new_block(), wb.new_block(), wb.new_block(), wb.new_block()
         wb.add(llvm.CondBrOp(team, shared_start, [], lone_start, []))
         wb.block = shared_start
-        per = wb.add(llvm.SDivOp(n, wb.mul_i64(nt, wb.i64(CHUNKS_PER_THREAD))))
+        per = wb.add(llvm.SDivOp(n, wb.mul_i64(nt, wb.i64(self._chunks_per_thread()))))
         chunk = wb.add(llvm.SelectOp(wb.add(llvm.ICmpOp(per, wb.i64(1), _pred("slt"))), wb.i64(1), per))
         got = wb.add(llvm.CallOp(GOMP_LOOP_GUIDED_START, wb.i64(0), n, wb.i64(1), chunk, lo, hi, return_type=i8))
         wb.add(llvm.CondBrOp(wb.add(llvm.ICmpOp(got, wb.constant(0, i8), _pred("ne"))), body_block, [], exit_block, []))

@@ -186,7 +186,10 @@ def _lower_op(
         return [alias], alias.results[0]
     before: list[Operation] = []
     if variant.prepare is not None:
-        before, ins = variant.prepare(op, ins, target)
+        try:
+            before, ins = variant.prepare(op, ins, target)
+        except NoKernelError as e:  # a kernel parameter the op pins that cannot be (`kernels.panel_columns`)
+            raise _fail(fn, str(e)) from None
     out = buf.AllocOp(result_type)
     scratch_type = variant.scratch(op, threads, target) if variant.scratch is not None else None
     if scratch_type is None:
@@ -200,9 +203,10 @@ def _with_parameters(op: Operation, built: Operation | list[Operation]) -> list[
     """What a variant built (its kernel, or views of the output then the kernel, last), the
     kernel carrying the kernel parameters ``op`` sets (`kernels.PARAMETER_ATTRS`)."""
     ops = built if isinstance(built, list) else [built]
-    for attr in PARAMETER_ATTRS.values():
-        if attr in op.attributes:
-            ops[-1].attributes[attr] = op.attributes[attr]
+    parameters = set(PARAMETER_ATTRS.values())
+    for attr, value in op.attributes.items():  # in the op's order: the IR reads as written
+        if attr in parameters:
+            ops[-1].attributes[attr] = value
     return ops
 
 

@@ -150,9 +150,39 @@ KERNEL_ATTR = "tg.kernel"
 #:     %y = tg.matmul %x, %w {tg.kernel = "matmul.packed", tg.k_block = 128 : i64, tg.threads = 1 : i64}
 #:
 #: ``k_block``: a packed GEMM's K block (`kernels_gemm.k_block`); ``mr``: the rows of its register
-#: tile (`kernels_gemm.TILE_ROWS_ATTR`); ``threads``: the most threads the kernel's parallel region
-#: starts (`parallel_region.ParallelRegions.parallel`).
-PARAMETER_ATTRS: dict[str, str] = {"k_block": "tg.k_block", "threads": "tg.threads", "mr": "tg.mr"}
+#: tile (`kernels_gemm.TILE_ROWS_ATTR`); ``nr``: the columns of its panels (`panel_columns`: read
+#: here, where the weight is packed, and by the kernel from the panels' shape);
+#: ``separate_epilogue``: 1 runs a GEMM's epilogue (accumulator, residual, activation) as a
+#: second sweep over its output instead of on each register tile (`kernels_gemm.SEPARATE_EPILOGUE_ATTR`);
+#: ``threads``: the most threads the kernel's parallel region starts; ``chunks``: the guided
+#: schedule's chunks per thread (`parallel_region.CHUNKS_ATTR`).
+PARAMETER_ATTRS: dict[str, str] = {
+    "k_block": "tg.k_block",
+    "mr": "tg.mr",
+    "nr": "tg.nr",
+    "separate_epilogue": "tg.separate_epilogue",
+    "threads": "tg.threads",
+    "chunks": "tg.chunks",
+}
+#: The attribute pinning a packed GEMM's panel width (`PARAMETER_ATTRS`).
+PANEL_COLUMNS_ATTR = PARAMETER_ATTRS["nr"]
+
+
+def panel_columns(op: Operation, target: Target, n: int) -> int:
+    """Columns per panel of the packed GEMM ``op`` with ``n`` output columns: its ``tg.nr``
+    (whole vectors, at most the target's widest register tile), else the target's
+    `Target.panel_columns_for`."""
+    attr = op.attributes.get(PANEL_COLUMNS_ATTR)
+    if attr is None:
+        return target.panel_columns_for(n)
+    widest = target.panel_columns
+    nr = attr.value.data if isinstance(attr, IntegerAttr) else None
+    if nr is None or nr < 1 or nr % target.float_lanes or nr > widest:
+        raise NoKernelError(
+            f"'{op_name(op)}': {PANEL_COLUMNS_ATTR} must be whole vectors of {target.float_lanes} floats up to "
+            f"{widest} columns on {target.name}, got {attr}"
+        )
+    return nr
 
 
 def _pinned(op: Operation, variants: list[Variant]) -> Variant | None:
@@ -335,7 +365,7 @@ def _pack_rhs(op: Operation, ins: Sequence[SSAValue], target: Target) -> tuple[l
     w = op.operands[1].owner
     assert isinstance(w, tg.WeightOp)
     transposed = op.properties.get("transpose_b") == tg.bool_attr(True)
-    layout = PanelLayout(w.weight_name.data, target.panel_columns_for(_shape(op.results[0])[-1]), transposed)
+    layout = PanelLayout(w.weight_name.data, panel_columns(op, target, _shape(op.results[0])[-1]), transposed)
     packed = buf.PackedWeightOp(layout.source, transposed, MemRefType(Float32Type(), layout.shape(_shape(op.operands[1]))))
     packed.result.name_hint = (op.operands[1].name_hint or "w") + "_packed"
     if op.properties.get("transpose_a") != tg.bool_attr(True):
@@ -435,7 +465,7 @@ def _pack_rhs_at_run_time(op: Operation, ins: Sequence[SSAValue], target: Target
     m, k = _shape(op.operands[0])
     out_shape = _shape(op.results[0])
     n = out_shape[-1]
-    nr = target.panel_columns_for(n)
+    nr = panel_columns(op, target, n)
     f32 = Float32Type()
     ops: list[Operation] = []
     lhs = ins[0]
