@@ -530,7 +530,7 @@ def _decoder_modules(model, max_seq, batch, prefill_chunk, stats, pack_weights=T
 
 
 #: ``compile_decoder(weight_format=...)`` -> the variant its matrix-vector products are pinned to
-WEIGHT_FORMATS = {"bf16": "matmul.bf16_weights", "int8": "matmul.int8_weights"}
+WEIGHT_FORMATS = {"bf16": "matmul.bf16_weights", "int8": "matmul.int8_weights", "bf16dot": "matmul.bf16_dot"}
 
 
 def _pin_weight_format(module: ModuleOp, weight_format: str, pack_weights: bool) -> None:
@@ -542,9 +542,14 @@ def _pin_weight_format(module: ModuleOp, weight_format: str, pack_weights: bool)
     if not pack_weights:
         raise ValueError(f"weight_format={weight_format!r} packs the weights at load time: it needs pack_weights=True")
     variant = WEIGHT_FORMATS[weight_format]
+    pinned, reasons = 0, []
     for p in kernel_paths(module, choices_only=False):
         if variant in p.applicable:
             pin(p.op, variant)
+            pinned += 1
+        reasons += [why for name, why in p.rejected if name == variant and "target" in why]
+    if not pinned and reasons:  # a format this machine cannot run: say so rather than run float32
+        raise ValueError(f"weight_format={weight_format!r}: {reasons[0]}")
 
 
 def _estimate(modules) -> "DecoderMemory":
@@ -646,7 +651,9 @@ def compile_decoder(
     ``weight_format``: ``"bf16"`` or ``"int8"`` runs every matrix-vector product (the decode
     graph's GEMMs, the prefill graph's LM head over the last token) over weights stored in that
     format, whatever the tolerance (the prefill graph's GEMMs of a chunk of tokens stay float32):
-    half or a quarter of the bytes per token, with the error of the rounded weights.
+    half or a quarter of the bytes per token, with the error of the rounded weights;
+    ``"bf16dot"``: bf16 weights times activations rounded to bf16 by AVX512-BF16 dot products
+    (a ValueError on a target without them).
     """
     stats = stats if stats is not None else CompileStats()
     db = _open_db(tuning_db) if tune != "off" else None

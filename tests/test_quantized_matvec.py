@@ -93,3 +93,112 @@ def test_bf16_rounds_to_nearest_even():
     got = from_bf16(to_bf16(x))
     assert got[0] == 1.0 and got[1] == 1.0 and got[2] == 1.0 + 2**-6 and got[3] == -2.5 and got[4] == np.inf
     assert np.isnan(got[5])
+
+
+# --------------------------------------------------------------------------- AVX512-BF16 dot products
+
+BF16_DOT_TARGETS = ("sapphirerapids", "znver4")
+
+
+def _bf16_dot_graph(rows: int, k: int, n: int, act: str, bias: bool, target: str | None):
+    torch.manual_seed(rows * 1000 + k)
+    model = torch.nn.Sequential(torch.nn.Linear(k, n, bias=bias), TORCH_ACTS[act]).eval()
+    x = torch.randn(rows, k)
+    graph = import_model(model, (x,))
+    build_pipeline(TENSOR_PIPELINE).apply(Context(), graph.module)
+    if target is not None:
+        from tensor_graphs.target import Target, record
+
+        record(graph.module, Target.named(target))
+    return model, x, graph
+
+
+def test_bf16_k_pairs_round_trip():
+    """The bf16k panels pair rows 2kk and 2kk+1 of each column in one word (low, high), with a
+    zero row for an odd K: what vdpbf16ps multiplies pairwise."""
+    from tensor_graphs.dialects.packing import from_bf16_k_pairs
+
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((40, 25)).astype(np.float32)  # [N, K], K odd
+    packed = PanelLayout("w", 16, True, "bf16k").pack(w)
+    assert packed.dtype == np.uint16 and packed.shape == (3, 13, 32)
+    assert PanelLayout.from_slot_name(PanelLayout("w", 16, True, "bf16k").slot_name) == PanelLayout("w", 16, True, "bf16k")
+    words = packed.view(np.uint32)  # [3, 13, 16]
+    assert int(words[1, 4, 3]) & 0xFFFF == int(to_bf16(w[19:20, 8])[0]) and int(words[1, 4, 3]) >> 16 == int(to_bf16(w[19:20, 9])[0])
+    assert np.all(words[:, 12] >> 16 == 0), "the odd K's last pair holds a zero"
+    rows = from_bf16(from_bf16_k_pairs(packed, 25))
+    assert np.array_equal(rows.transpose(0, 2, 1).reshape(48, 25)[:40], from_bf16(to_bf16(w)))
+
+
+def test_bf16_dot_applies_only_where_the_target_has_it():
+    _, _, graph = _bf16_dot_graph(1, 64, 100, "none", True, None)
+    paths = [p for p in kernel_paths(graph.module) if p.name == "tg.matmul"][0]
+    from tensor_graphs.target import Target
+
+    if "avx512bf16" in Target.host().extensions:
+        assert "matmul.bf16_dot" in paths.applicable
+    else:
+        assert ("matmul.bf16_dot", "the target (host) has no AVX512-BF16 dot products") in paths.rejected
+    _, _, graph = _bf16_dot_graph(1, 64, 100, "none", True, "sapphirerapids")
+    assert "matmul.bf16_dot" in [p for p in kernel_paths(graph.module) if p.name == "tg.matmul"][0].applicable
+
+
+@pytest.mark.parametrize("cpu", BF16_DOT_TARGETS)
+def test_bf16_dot_compiles_to_vdpbf16ps(cpu):
+    """On a CPU with AVX512-BF16 (compiled for it here, whatever this CPU is), the kernel's inner
+    loop is vdpbf16ps on zmm registers, 4 chains per 16 columns, and no library call."""
+    from tensor_graphs.codegen.llvm.jit import _target_machine, to_llvm_ir
+    from tensor_graphs.passes import build_pipeline as pipeline
+    from tensor_graphs.target import Target
+
+    _, _, graph = _bf16_dot_graph(2, 67, 100, "relu", True, cpu)
+    for p in kernel_paths(graph.module):
+        if p.name == "tg.matmul":
+            pin(p.op, "matmul.bf16_dot")
+    pipeline("convert-tensor-to-buffer{threads=2},plan-memory,convert-buffer-to-llvm").apply(Context(), graph.module)
+    import llvmlite.binding as llvm
+
+    ir = to_llvm_ir(graph.module)
+    assert "llvm.x86.avx512bf16.dpbf16ps.512" in ir
+    mod = llvm.parse_assembly(ir)
+    mod.verify()
+    asm = _target_machine(2, Target.named(cpu)).emit_assembly(mod)
+    dots = [line for line in asm.splitlines() if "vdpbf16ps" in line]
+    assert len(dots) >= 4 * 4 and all("zmm" in line for line in dots)  # 4 chains x 64 columns / 16
+
+
+@pytest.mark.parametrize("rows,k,n,act,bias", [(1, 96, 200, "gelu_tanh", True), (3, 37, 64, "relu", False), (1, 768, 1000, "none", False)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_bf16_dot_matvec_runs_right(rows, k, n, act, bias, threads, monkeypatch):
+    """The product of the bf16-rounded weights and activations, accumulated in float32, at 1e-5
+    of the output's magnitude; the error against float32 within what the two roundings give. On
+    a CPU with AVX512-BF16 this runs vdpbf16ps; elsewhere the variant is offered anyway (as if
+    the target had it) and the kernel runs with the instruction emulated (`_dot_pairs`): the
+    packing, the pairing of the activations and the epilogue are checked on every CPU."""
+    import dataclasses
+
+    from tensor_graphs.lowering.tensor_to_buffer import kernels
+    from tensor_graphs.target import Target
+
+    host = Target.host()
+    if "avx512bf16" not in host.extensions:
+        monkeypatch.setattr(kernels, "_target_of", lambda op: dataclasses.replace(host, extensions=host.extensions | {"avx512bf16"}))
+    model, x, graph = _bf16_dot_graph(rows, k, n, act, bias, None)
+    for p in kernel_paths(graph.module):
+        if p.name == "tg.matmul":
+            pin(p.op, "matmul.bf16_dot")
+    tg.set_num_threads(threads)
+    try:
+        fn = tg.compile_module(graph.module, graph.weights)
+        got = fn(x.numpy())
+    finally:
+        tg.set_num_threads(1)
+    xr = from_bf16(to_bf16(x.numpy())).astype(np.float64)
+    y = xr @ rounded_weight(model[0].weight.detach().numpy(), "bf16").T
+    if bias:
+        y += model[0].bias.detach().numpy()
+    expected = ACTS[act](y)
+    assert np.abs(got - expected).max() <= 1e-5 * max(np.abs(expected).max(), 1.0)
+    with torch.no_grad():
+        ref = model(x).numpy()
+    assert np.abs(got - ref).max() / np.abs(ref).max() <= 1e-2

@@ -262,8 +262,13 @@ def test_a_decoder_over_cheaper_weights(db):
     assert "prefill graph" in text and "decode graph" in text and "matmul.int8_weights" in text
     got = [np.asarray(tuned.prefill(ids))] + [np.asarray(tuned.decode(torch.tensor([[t]]))) for t in (3, 7, 11)]
     assert max(np.abs(a - b).max() / np.abs(b).max() for a, b in zip(got, ref)) <= 1e-2 * 4  # four calls, each within 1e-2
-    with pytest.raises(ValueError, match="weight_format must be one of 'bf16', 'int8' or None, got 'fp8'"):
+    with pytest.raises(ValueError, match="weight_format must be one of 'bf16', 'int8', 'bf16dot' or None, got 'fp8'"):
         tg.compile_decoder(model, max_seq=32, weight_format="fp8")
+    from tensor_graphs.target import Target
+
+    if "avx512bf16" not in Target.host().extensions:  # not silently float32
+        with pytest.raises(ValueError, match="weight_format='bf16dot': the target .* has no AVX512-BF16 dot products"):
+            tg.compile_decoder(model, max_seq=32, weight_format="bf16dot")
 
 
 class ConvNet(torch.nn.Module):

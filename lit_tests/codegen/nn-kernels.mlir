@@ -1,4 +1,5 @@
 // RUN: tg-opt %s -p set-target{target=x86-64-v4},convert-buffer-to-llvm --split-input-file | filecheck %s
+// RUN: tg-opt %s -p set-target{target=sapphirerapids},convert-buffer-to-llvm --split-input-file | filecheck --check-prefix=SPR %s
 
 // The NN kernels of convert-buffer-to-llvm (tensor_graphs/codegen/llvm/kernels_attention.py,
 // kernels_softmax_norm.py, kernels_matmul_epilogue.py).
@@ -356,5 +357,30 @@ func.func @forward(%x: memref<1x32xf32>, %o: memref<1x100xf32>) attributes {tg.n
 func.func @forward(%x: memref<6x32xf32>, %b: memref<100xf32>, %o: memref<6x100xf32>) attributes {tg.num_outputs = 1 : i64} {
   %wp = buf.packed_weight "fc.weight" {transposed = true} : memref<2x32x64xf32>
   buf.packed_matmul ins(%x, %wp, %b : memref<6x32xf32>, memref<2x32x64xf32>, memref<100xf32>) outs(%o : memref<6x100xf32>) {beta = 1.0 : f32, activation = "relu", tg.separate_epilogue = 1 : i64}
+  func.return
+}
+
+// -----
+
+// buf.quantized_matvec over bf16 panels paired along K (format bf16dot): the row of x rounded to
+// bf16 pairs on the kernel's stack once (round to nearest even: + 0x7FFF + the kept lsb, a NaN
+// kept quiet), then per panel 4 chains of dot products of 16 weight words by a broadcast word of
+// x: vdpbf16ps on a target with AVX512-BF16 (SPR), two FMAs over the widened halves elsewhere.
+// CHECK-LABEL: llvm.func internal @forward__0_quantized_matvec(
+// CHECK:         llvm.fcmp "uno"
+// CHECK:         llvm.ptrtoint
+// CHECK:         llvm.load %{{.*}} {alignment = 64 : i64} : !llvm.ptr -> vector<16xi32>
+// CHECK:         llvm.shl
+// CHECK:         llvm.and
+// CHECK:         llvm.intr.fma
+// CHECK-NOT:     dpbf16ps
+// CHECK:         llvm.return
+// SPR-LABEL:   llvm.func internal @forward__0_quantized_matvec(
+// SPR:           llvm.fcmp "uno"
+// SPR-COUNT-16:  llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"(%{{.*}}, %{{.*}}, %{{.*}}) : (vector<16xf32>, vector<16xi32>, vector<16xi32>) -> vector<16xf32>
+// SPR:           llvm.return
+func.func @forward(%x: memref<1x33xf32>, %b: memref<100xf32>, %o: memref<1x100xf32>) attributes {tg.num_outputs = 1 : i64} {
+  %wb = buf.packed_weight "fc.weight" {transposed = true, layout = "bf16kpanels"} : memref<2x17x128xbf16>
+  buf.quantized_matvec ins(%x, %wb, %b : memref<1x33xf32>, memref<2x17x128xbf16>, memref<100xf32>) outs(%o : memref<1x100xf32>) {format = "bf16dot", beta = 1.0 : f32, activation = "relu"}
   func.return
 }

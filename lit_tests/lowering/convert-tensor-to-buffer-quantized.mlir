@@ -1,6 +1,8 @@
 // RUN: not tg-opt %s --split-input-file -p "set-target{target=x86-64-v3},convert-tensor-to-buffer{threads=1}" 2>&1 | filecheck %s
+// RUN: tg-opt %S/Inputs/convert-tensor-to-buffer-bf16-dot.mlir -p "set-target{target=sapphirerapids},convert-tensor-to-buffer{threads=1}" | filecheck --check-prefix=SPR %s
+// RUN: not tg-opt %S/Inputs/convert-tensor-to-buffer-bf16-dot.mlir -p "set-target{target=x86-64-v3},convert-tensor-to-buffer{threads=1}" 2>&1 | filecheck --check-prefix=NOBF16 %s
 // convert-tensor-to-buffer for the matrix-vector products over cheaper weights
-// (matmul.bf16_weights, matmul.int8_weights): never the heuristic's choice, a tuner's within a
+// (matmul.bf16_weights, matmul.int8_weights, matmul.bf16_dot): never the heuristic's choice, a tuner's within a
 // tolerance, pinned by tg.kernel. The weight becomes panels of 16 columns (AVX2) in bf16, or in
 // int8 with per-column scales, packed at load time.
 
@@ -37,3 +39,13 @@ func.func @too_many_rows(%x: tensor<16x32xf32>) -> tensor<16x64xf32> {
   %y = tg.matmul %x, %w {tg.kernel = "matmul.int8_weights"} : (tensor<16x32xf32>, tensor<32x64xf32>) -> tensor<16x64xf32>
   func.return %y : tensor<16x64xf32>
 }
+
+// -----
+
+// AVX512-BF16 dot products (matmul.bf16_dot, Inputs/convert-tensor-to-buffer-bf16-dot.mlir): the
+// weight packed as bf16 pairs along K, 64 columns per panel of 32 words ([P, ceil(K/2), 2 NR]),
+// on a target that has them (SPR); refused with the reason elsewhere.
+// SPR-LABEL: func.func @pinned_to_bf16_dot
+// SPR-NEXT:    %w_bf16k = buf.packed_weight "fc.weight" {transposed = true, layout = "bf16kpanels"} : memref<2x17x128xbf16>
+// SPR-NEXT:    buf.quantized_matvec ins(%x, %w_bf16k : memref<1x33xf32>, memref<2x17x128xbf16>) outs(%out0 : memref<1x100xf32>) {format = "bf16dot"}
+// NOBF16: pins kernel 'matmul.bf16_dot' (tg.kernel), which cannot run it: the target (x86-64-v3) has no AVX512-BF16 dot products

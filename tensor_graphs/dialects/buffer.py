@@ -184,7 +184,7 @@ class PackedWeightOp(IRDLOperation):
     #: (`dialects.winograd.WinogradLayout`), the A of `buf.packed_matmul`'s batch of GEMMs; or
     #: the panels in a cheaper format for `buf.quantized_matvec` (`dialects.packing.FORMATS`):
     #: "bf16panels" ``memref<P x K x NR x bf16>``, "int8panels" ``memref<P x K x NR x i8>`` and
-    #: its "int8scalespanels" ``memref<P x NR x f32>``.
+    #: its "int8scalespanels" ``memref<P x NR x f32>``, "bf16kpanels" ``memref<P x ceil(K/2) x 2NR x bf16>``.
     layout = prop_def(StringAttr, default_value=StringAttr("panels"))
     result = result_def(MemRefType)
     traits = traits_def(Pure())
@@ -216,7 +216,7 @@ class PackedWeightOp(IRDLOperation):
         if fmt not in ("", "f32"):
             from tensor_graphs.dialects.packing import FORMATS
 
-            expected = {"bf16": "bf16", "int8": "i8", "int8scales": "f32"}.get(fmt)
+            expected = {"bf16": "bf16", "bf16k": "bf16", "int8": "i8", "int8scales": "f32"}.get(fmt)
             _check(fmt in FORMATS and str(element) == expected,
                    f"buf.packed_weight: {self.layout.data} holds {expected or 'nothing known'}, got {self.result.type}")
             rank = 2 if fmt == "int8scales" else 3
@@ -503,7 +503,10 @@ class QuantizedMatvecOp(KernelOp):
 
     - ``format = "bf16"``: ins ``(a, panels [, bias])``, panels ``memref<P x K x NR x bf16>``;
     - ``format = "int8"``: ins ``(a, panels, scales [, bias])``, panels ``memref<P x K x NR x i8>``
-      and their per-column scales ``memref<P x NR x f32>`` (``B[k, n] = q[k, n] * scale[n]``).
+      and their per-column scales ``memref<P x NR x f32>`` (``B[k, n] = q[k, n] * scale[n]``);
+    - ``format = "bf16dot"``: ins ``(a, panels [, bias])``, panels paired along K
+      ``memref<P x ceil(K/2) x 2NR x bf16>`` (`packing.FORMATS` "bf16k"), multiplied by the rows
+      of ``a`` rounded to bf16 with AVX512-BF16's dot products (targets that have them).
 
     ``a`` is ``[..., M, K]`` (the rows fold), ``out`` ``[..., M, N]``, ``bias`` ``[N]``.
     """
@@ -516,7 +519,7 @@ class QuantizedMatvecOp(KernelOp):
     activation = prop_def(StringAttr, default_value=StringAttr("none"))
 
     #: the element type of the panels of each format
-    PANEL_TYPES: ClassVar[dict[str, str]] = {"bf16": "bf16", "int8": "i8"}
+    PANEL_TYPES: ClassVar[dict[str, str]] = {"bf16": "bf16", "int8": "i8", "bf16dot": "bf16"}
 
     @property
     def bias(self) -> SSAValue | None:
@@ -534,6 +537,8 @@ class QuantizedMatvecOp(KernelOp):
         if len(a) < 2 or len(panels) != 3:
             raise ShapeError(f"expected a [..., M, K] lhs and [P, K, NR] panels, got {list(a)} and {list(panels)}")
         p, k, nr = panels
+        if fmt == "bf16dot":  # rows of K pairs, 2 NR halves each
+            k, nr = (a[-1] if -(-a[-1] // 2) == k else -1), (nr // 2 if nr % 2 == 0 else 0)
         if a[-1] != k or len(out) != len(a) or tuple(out[:-1]) != tuple(a[:-1]) or nr <= 0 or -(-out[-1] // nr) != p:
             raise ShapeError(f"{list(a)} x panels {list(panels)} cannot write {list(out)}")
         if fmt == "int8" and tuple(ins[2]) != (p, nr):

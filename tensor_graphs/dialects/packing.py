@@ -47,9 +47,13 @@ def aligned_empty(shape: tuple[int, ...], dtype=np.float32) -> np.ndarray:
 #: that a vector of words gives two vectors of floats by a mask and a shift: `bf16_pairs`),
 #: ``int8`` (each column ``n`` of ``B`` as
 #: ``round(B[:, n] / scale[n])`` in [-127, 127], ``scale[n] = max |B[:, n]| / 127``) and
-#: ``int8scales`` (those scales, ``[panels, nr]`` float32, 0 past ``N``).
+#: ``int8scales`` (those scales, ``[panels, nr]`` float32, 0 past ``N``), and ``bf16k`` (bf16
+#: paired along K for AVX512-BF16's ``vdpbf16ps``: panel rows ``[ceil(K / 2), 2 nr]``, word ``j``
+#: of row ``kk`` holding ``B[2 kk, j]`` in its low half and ``B[2 kk + 1, j]`` in its high half,
+#: 0 past K: `bf16_k_pairs`).
 FORMATS: dict[str, np.dtype] = {"f32": np.dtype(np.float32), "bf16": np.dtype(np.uint16),
-                                 "int8": np.dtype(np.int8), "int8scales": np.dtype(np.float32)}
+                                 "int8": np.dtype(np.int8), "int8scales": np.dtype(np.float32),
+                                 "bf16k": np.dtype(np.uint16)}
 
 
 def to_bf16(x: np.ndarray) -> np.ndarray:
@@ -71,6 +75,23 @@ def bf16_pairs(panels: np.ndarray) -> np.ndarray:
 def from_bf16_pairs(panels: np.ndarray) -> np.ndarray:
     """The inverse of `bf16_pairs`: panel rows back in column order."""
     return np.concatenate([panels[..., 1::2], panels[..., 0::2]], axis=-1)
+
+
+def bf16_k_pairs(panels: np.ndarray) -> np.ndarray:
+    """``[..., K, nr]`` bf16 panels -> the ``bf16k`` format (`FORMATS`): ``[..., ceil(K / 2), 2 nr]``,
+    rows 2 kk and 2 kk + 1 interleaved column by column (an odd K gets a zero row)."""
+    k, nr = panels.shape[-2:]
+    if k % 2:
+        panels = np.concatenate([panels, np.zeros((*panels.shape[:-2], 1, nr), panels.dtype)], axis=-2)
+    pairs = panels.reshape(*panels.shape[:-2], -1, 2, nr)
+    return np.ascontiguousarray(np.swapaxes(pairs, -1, -2)).reshape(*panels.shape[:-2], -1, 2 * nr)
+
+
+def from_bf16_k_pairs(panels: np.ndarray, k: int) -> np.ndarray:
+    """The inverse of `bf16_k_pairs`: ``[..., K, nr]`` panels of ``k`` rows."""
+    nr = panels.shape[-1] // 2
+    pairs = np.swapaxes(panels.reshape(*panels.shape[:-1], nr, 2), -1, -2)
+    return pairs.reshape(*panels.shape[:-2], -1, nr)[..., :k, :]
 
 
 def from_bf16(bits: np.ndarray) -> np.ndarray:
@@ -117,10 +138,12 @@ class PanelLayout:
     def shape(self, weight_shape: tuple[int, ...]) -> tuple[int, ...]:
         """``[panels, K, nr]`` for a weight of ``weight_shape``; a stack of weights ``[G, ...]``
         (a mixture of experts' weights) packs each: ``[G, panels, K, nr]``. The scales of int8
-        panels: ``[panels, nr]``."""
+        panels: ``[panels, nr]``; bf16 paired along K: ``[panels, ceil(K / 2), 2 nr]``."""
         n, k = weight_shape[-2:] if self.transposed else weight_shape[-2:][::-1]
         if self.format == "int8scales":
             return (*weight_shape[:-2], -(-n // self.nr), self.nr)
+        if self.format == "bf16k":
+            return (*weight_shape[:-2], -(-n // self.nr), -(-k // 2), 2 * self.nr)
         return (*weight_shape[:-2], -(-n // self.nr), k, self.nr)
 
     def pack(self, weight: np.ndarray) -> np.ndarray:
@@ -147,6 +170,9 @@ class PanelLayout:
             if self.nr % 2:
                 raise ValueError(f"weight '{self.source}': bf16 panels pair columns: {self.nr} is odd")
             out[...] = bf16_pairs(to_bf16(f32))
+            return out
+        if self.format == "bf16k":
+            out[...] = bf16_k_pairs(to_bf16(f32))
             return out
         wt = weight if self.transposed else weight.T
         scales = np.zeros(out.shape if self.format == "int8scales" else (f32.shape[0], self.nr), np.float32)

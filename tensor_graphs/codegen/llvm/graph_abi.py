@@ -216,6 +216,8 @@ def _weight_slot_name(op: buf.WeightOp | buf.PackedWeightOp) -> str:
     if op.winograd_tile:
         return WinogradLayout(op.weight_name.data, op.winograd_tile).slot_name
     nr = op.result.type.get_shape()[-1]
+    if op.format == "bf16k":  # rows of K pairs: two halves per column
+        nr //= 2
     return PanelLayout(op.weight_name.data, nr, bool(op.transposed.value.data), op.format or "f32").slot_name
 
 

@@ -25,7 +25,7 @@ user's tolerance (`tensor_graphs.tuning`).
 from __future__ import annotations
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import DenseArrayBase, IntegerType, VectorType, f32, i8, i16, i32
+from xdsl.dialects.builtin import DenseArrayBase, IntegerType, VectorType, f32, i8, i16, i32, i64
 from xdsl.ir import SSAValue
 
 from tensor_graphs.codegen.llvm.kernels import REGISTRY, KernelContext, LoweringError, check_no_overlap
@@ -70,8 +70,33 @@ def _bf16_weight_pairs(b: FunctionBuilder, ptr: SSAValue, lanes: int, mask: SSAV
     return high, low
 
 
+def _store_columns(b: FunctionBuilder, op: buf.QuantizedMatvecOp, tile: SSAValue, nr: int, n: int, col0: SSAValue,
+                   out_row: SSAValue, pbias: SSAValue | None) -> None:
+    """The epilogue of one panel's row: ``out_row[col0 + j] = act(alpha * tile[j] + beta *
+    bias[col0 + j])`` for the panel's columns below N (the last panel's padding stays behind)."""
+    alpha, beta, act = op.alpha.value.data, op.beta.value.data, op.activation.data
+    cols = min_i64(b, b.i64(nr), b.add(llvm.SubOp(b.i64(n), col0)))
+
+    def column(j: SSAValue, _c) -> list:
+        y = b.load(b.gep(tile, j, f32), f32)
+        if alpha != 1.0:
+            y = b.add(llvm.FMulOp(y, b.f32(alpha)))
+        col = b.add_i64(col0, j)
+        if pbias is not None:
+            y = fma(b, b.load(b.gep(pbias, col, f32), f32), b.f32(beta), y)
+        if act != "none":
+            y = emit_unary(b, act, y)
+        b.store(y, b.gep(out_row, col, f32))
+        return []
+
+    emit_for(b, 0, cols, column)
+
+
 def _emit_quantized_matvec(ctx: KernelContext, op: buf.QuantizedMatvecOp) -> None:
     fmt = op.format.data
+    if fmt == "bf16dot":
+        _emit_bf16_dot_matvec(ctx, op)
+        return
     a, panels, out = op.inputs[0], op.inputs[1], op.output
     scales = op.inputs[2] if fmt == "int8" else None
     bias = op.bias
@@ -86,8 +111,7 @@ def _emit_quantized_matvec(ctx: KernelContext, op: buf.QuantizedMatvecOp) -> Non
         return
     check_no_overlap(ctx, op, out, list(op.inputs), in_place_ok=False)
     vectors = nr // lanes
-    alpha, beta = op.alpha.value.data, op.beta.value.data
-    act = op.activation.data
+    beta = op.beta.value.data
     element = 2 if fmt == "bf16" else 1
 
     def panel(b: FunctionBuilder, p: SSAValue) -> None:
@@ -146,21 +170,7 @@ def _emit_quantized_matvec(ctx: KernelContext, op: buf.QuantizedMatvecOp) -> Non
                     sv = b.add(llvm.LoadOp(b.gep(ps, b.add_i64(col0, b.i64(v * lanes)), f32), vector_type(lanes), alignment=4))
                     total = b.add(llvm.FMulOp(total, sv))
                 b.add(llvm.StoreOp(total, _vector_at(b, tile, v * lanes, lanes), alignment=4))
-            cols = min_i64(b, b.i64(nr), b.add(llvm.SubOp(b.i64(n), col0)))
-
-            def column(j: SSAValue, _c) -> list:
-                y = b.load(b.gep(tile, j, f32), f32)
-                if alpha != 1.0:
-                    y = b.add(llvm.FMulOp(y, b.f32(alpha)))
-                col = b.add_i64(col0, j)
-                if pbias is not None:
-                    y = fma(b, b.load(b.gep(pbias, col, f32), f32), b.f32(beta), y)
-                if act != "none":
-                    y = emit_unary(b, act, y)
-                b.store(y, b.gep(po, b.add_i64(b.i64(m * n), col), f32))
-                return []
-
-            emit_for(b, 0, cols, column)
+            _store_columns(b, op, tile, nr, n, col0, b.gep(po, m * n, f32), pbias)
 
     def work_range(start: SSAValue, end: SSAValue, _thread: SSAValue, _values: list[SSAValue]) -> None:
         b = ctx.b
@@ -169,6 +179,145 @@ def _emit_quantized_matvec(ctx: KernelContext, op: buf.QuantizedMatvecOp) -> Non
     # threads: as many as the bytes streamed pay for (`Target.thread_work`)
     work = (2.0 * rows * n * k, float(n_panels * k * nr * element + 4 * rows * (k + n)))
     ctx.parallel(n_panels, work_range, work=work)
+
+
+#: AVX512-BF16's dot product: ``acc[i] += a[2i] * b[2i] + a[2i + 1] * b[2i + 1]`` over 16 lanes of
+#: bf16 pairs (LLVM upgrades this i32-vector form of its operands to its bfloat one).
+DPBF16PS = "llvm.x86.avx512bf16.dpbf16ps.512"
+#: The target extension the "bf16dot" format needs (`Target.extensions`).
+BF16_DOT_EXTENSION = "avx512bf16"
+
+
+def _bf16_bits(b: FunctionBuilder, x: SSAValue) -> SSAValue:
+    """float ``x`` -> its bf16 bits in the low half of an i32, rounded to nearest even (a NaN
+    stays a quiet NaN): `packing.to_bf16` in scalar code."""
+    bits = b.add(llvm.BitcastOp(x, i32))
+    odd = b.add(llvm.AndOp(b.add(llvm.LShrOp(bits, b.i32(16))), b.i32(1)))
+    rounded = b.add(llvm.LShrOp(b.add(llvm.AddOp(bits, b.add(llvm.AddOp(odd, b.i32(0x7FFF))))), b.i32(16)))
+    is_nan = b.add(llvm.FCmpOp(x, x, "uno"))
+    return b.add(llvm.SelectOp(is_nan, b.i32(0x7FC0), rounded))
+
+
+def _emit_bf16_dot_matvec(ctx: KernelContext, op: buf.QuantizedMatvecOp) -> None:
+    """The "bf16dot" format (for targets with AVX512-BF16; emulated elsewhere, `_dot_pairs`): the rows of ``a`` rounded to bf16 and
+    paired along K once, on the kernel's stack (``x[m][kk] = bf16(a[m, 2kk]) | bf16(a[m, 2kk+1]) << 16``),
+    then per panel and row, `CHAINS` chains of ``vdpbf16ps`` over the panel's K pairs (one
+    broadcast word of x, one vector of 16 weight words per 16 columns)::
+
+        acc[u][v] = dpbf16ps(acc[u][v], panels[p, kk + u, 32 v : 32 v + 32], splat(x[m][kk + u]))
+
+    Each product of two bf16 is exact in float32; the error is the rounding of the weights and of
+    the activations (2^-9 relative each), which the tuner measures like any other path's."""
+    a, panels, out = op.inputs[0], op.inputs[1], op.output
+    bias = op.bias
+    n_panels, k2, nr2 = _shape(panels)
+    nr = nr2 // 2
+    k = _shape(a)[-1]
+    n = _shape(out)[-1]
+    rows = numel(_shape(a)[:-1])
+    lanes = ctx.target.float_lanes
+    native = lanes == 16 and BF16_DOT_EXTENSION in ctx.target.extensions
+    if nr % lanes:
+        raise LoweringError(f"{op.name}: panels of {nr} columns are not whole vectors of {lanes} floats")
+    if rows == 0 or n == 0:
+        return
+    check_no_overlap(ctx, op, out, list(op.inputs), in_place_ok=False)
+    vectors = nr // lanes
+    beta = op.beta.value.data
+    b = ctx.b
+    # the rows of a as bf16 pairs along K, once per call, shared by the threads
+    pa = ctx.ptr(a)
+    x = b.stack(max(rows * k2, 1), i32)
+    for m in range(rows):
+        row = b.gep(pa, m * k, f32)
+
+        def pair(kk: SSAValue, _c, m=m, row=row) -> list:
+            lo = _bf16_bits(b, b.load(b.gep(row, b.mul_i64(kk, b.i64(2)), f32), f32))
+            hi = _bf16_bits(b, b.load(b.gep(row, b.add_i64(b.mul_i64(kk, b.i64(2)), b.i64(1)), f32), f32))
+            b.store(b.add(llvm.OrOp(lo, b.add(llvm.ShlOp(hi, b.i32(16))))), b.gep(x, b.add_i64(kk, b.i64(m * k2)), i32))
+            return []
+
+        emit_for(b, 0, k // 2, pair)
+        if k % 2:  # the last word pairs a[m, K - 1] with a zero (the panels' zero row)
+            b.store(_bf16_bits(b, b.load(b.gep(row, k - 1, f32), f32)), b.gep(x, m * k2 + k2 - 1, i32))
+    shared_x = b.add(llvm.PtrToIntOp(x, i64))
+
+    def panel(b: FunctionBuilder, p: SSAValue, px: SSAValue) -> None:
+        pw, po = ctx.ptr(panels), ctx.ptr(out)
+        pbias = ctx.ptr(bias) if bias is not None and beta != 0.0 else None
+        tile = b.stack(nr, f32)
+        base = b.mul_i64(p, b.i64(k2 * nr))  # words
+        col0 = b.mul_i64(p, b.i64(nr))
+        words_line = ctx.target.caches.line // 4
+        per_iteration = max(1, CHAINS * nr // words_line)
+        for m in range(rows):
+            xrow = b.gep(px, m * k2, i32)
+
+            def steps(kk: SSAValue, acc: list[SSAValue], count: int) -> list[SSAValue]:
+                new = list(acc)
+                for u in range(count):
+                    kx = b.add_i64(kk, b.i64(u)) if u else kk
+                    xs = _splat_word(b, b.load(b.gep(xrow, kx, i32), i32), lanes)
+                    at = b.add_i64(base, b.mul_i64(kx, b.i64(nr)))
+                    for v in range(vectors):
+                        words = b.add(llvm.LoadOp(b.gep(pw, b.add_i64(at, b.i64(v * lanes)), i32), VectorType(i32, [lanes]),
+                                                  alignment=lanes * 4))
+                        j = u * vectors + v
+                        new[j] = _dot_pairs(b, new[j], words, xs, lanes, native)
+                return new
+
+            def iteration(it: SSAValue, c: list[SSAValue]) -> list[SSAValue]:
+                kk = b.mul_i64(it, b.i64(CHAINS))
+                if PREFETCH_LINES:
+                    ahead = b.add_i64(b.add_i64(base, b.mul_i64(kk, b.i64(nr))), b.i64(PREFETCH_LINES * words_line))
+                    for j in range(per_iteration):
+                        _prefetch(b, b.gep(pw, b.add_i64(ahead, b.i64(j * words_line)) if j else ahead, i32))
+                return steps(kk, c, CHAINS)
+
+            zeros = [splat(b, b.f32(0.0), lanes)] * (CHAINS * vectors)
+            main = k2 // CHAINS * CHAINS
+            acc = emit_for(b, 0, main // CHAINS, iteration, zeros) if main else zeros
+            if main < k2:
+                acc = emit_for(b, main, k2, lambda kk, c: steps(kk, c[:vectors], 1) + c[vectors:], acc)
+            for v in range(vectors):
+                total = acc[v]
+                for u in range(1, CHAINS):
+                    total = b.add(llvm.FAddOp(total, acc[u * vectors + v]))
+                b.add(llvm.StoreOp(total, _vector_at(b, tile, v * lanes, lanes), alignment=4))
+            _store_columns(b, op, tile, nr, n, col0, b.gep(po, m * n, f32), pbias)
+
+    def work_range(start: SSAValue, end: SSAValue, _thread: SSAValue, values: list[SSAValue]) -> None:
+        b = ctx.b
+        px = b.add(llvm.IntToPtrOp(values[0]))
+        emit_for(b, start, end, lambda p, _: panel(b, p, px) or [])
+
+    work = (2.0 * rows * n * k, float(n_panels * k2 * nr2 * 2 + 4 * rows * (k + n)))
+    ctx.parallel(n_panels, work_range, values=[shared_x], work=work)
+
+
+def _dot_pairs(b: FunctionBuilder, acc: SSAValue, words: SSAValue, xs: SSAValue, lanes: int, native: bool) -> SSAValue:
+    """``acc[i] += lo(w[i]) * lo(x[i]) + hi(w[i]) * hi(x[i])`` over words of two bf16: one
+    ``vdpbf16ps`` where the target has it (``native``), else the same sum in two FMAs over the
+    halves widened to float32 (a target without AVX512-BF16 never gets this path from the tuner,
+    `kernels.matmul.bf16_dot`; the emulation keeps the kernel testable on any CPU)."""
+    if native:
+        return b.add(llvm.CallIntrinsicOp(DPBF16PS, [acc, words, xs], [vector_type(lanes)]))
+    mask, sixteen = _int_splat(b, -65536, i32, lanes), _int_splat(b, 16, i32, lanes)
+
+    def halves(v: SSAValue) -> tuple[SSAValue, SSAValue]:
+        return (b.add(llvm.BitcastOp(b.add(llvm.ShlOp(v, sixteen)), vector_type(lanes))),
+                b.add(llvm.BitcastOp(b.add(llvm.AndOp(v, mask)), vector_type(lanes))))
+
+    (w_lo, w_hi), (x_lo, x_hi) = halves(words), halves(xs)
+    return fma(b, w_lo, x_lo, fma(b, w_hi, x_hi, acc))
+
+
+def _splat_word(b: FunctionBuilder, word: SSAValue, lanes: int) -> SSAValue:
+    """An i32 in every lane of a ``<lanes x i32>``."""
+    vec = VectorType(i32, [lanes])
+    undef = b.add(llvm.UndefOp(vec))
+    one = b.add(llvm.InsertElementOp(undef, word, b.i64(0)))
+    return b.add(llvm.ShuffleVectorOp(one, undef, DenseArrayBase.from_list(i32, [0] * lanes), vec))
 
 
 REGISTRY[buf.QuantizedMatvecOp] = _emit_quantized_matvec

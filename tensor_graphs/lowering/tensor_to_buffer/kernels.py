@@ -37,14 +37,14 @@ from xdsl.dialects.builtin import (
     i8,
     i64,
 )
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects import tensor as tg
 from tensor_graphs.dialects.shapes import numel
 from tensor_graphs.lowering.tensor_to_buffer.scratch import attention_scratch_type
 from tensor_graphs.dialects.packing import PanelLayout
-from tensor_graphs.target import Target
+from tensor_graphs.target import TARGET_ATTR, Target, of_module
 from tensor_graphs.dialects.tensor import TABLE_NAME
 
 #: ``applies(op)``: ``None`` when the variant can run ``op``, else the reason it cannot.
@@ -406,6 +406,33 @@ def _quantized_applies(op: Operation) -> str | None:
     return None
 
 
+#: ``buf.quantized_matvec`` format -> the packed weights it reads: (`packing.FORMATS` name, element type)
+QUANTIZED_PARTS: dict[str, tuple[tuple[str, Attribute], ...]] = {
+    "bf16": (("bf16", BFloat16Type()),),
+    "int8": (("int8", i8), ("int8scales", Float32Type())),
+    "bf16dot": (("bf16k", BFloat16Type()),),
+}
+
+
+def _target_of(op: Operation) -> Target:
+    """The target the module holding ``op`` records (`set-target`), else this machine."""
+    top = op
+    while top.parent_op() is not None:
+        top = top.parent_op()  # type: ignore[assignment]
+    attr = top.attributes.get(TARGET_ATTR)
+    return of_module(top) if attr is not None else Target.host()
+
+
+def _bf16_dot_applies(op: Operation) -> str | None:
+    """A matrix-vector product (`_quantized_applies`) on a target with AVX512-BF16 dot products."""
+    if (why := _quantized_applies(op)) is not None:
+        return why
+    target = _target_of(op)
+    if "avx512bf16" not in target.extensions:
+        return f"the target ({target.name}) has no AVX512-BF16 dot products"
+    return None
+
+
 def _quantized_prepare(fmt: str) -> Prepare:
     def prepare(op: Operation, ins: Sequence[SSAValue], target: Target) -> tuple[list[Operation], list[SSAValue]]:
         """The weight becomes its panels in ``fmt`` (and, for int8, their scales)."""
@@ -415,7 +442,7 @@ def _quantized_prepare(fmt: str) -> Prepare:
         transposed = op.properties.get("transpose_b") == tg.bool_attr(True)
         nr = target.panel_columns_for(_shape(op.results[0])[-1])
         made: list[Operation] = []
-        for part, element in ((fmt, BFloat16Type() if fmt == "bf16" else i8), *((("int8scales", Float32Type()),) if fmt == "int8" else ())):
+        for part, element in QUANTIZED_PARTS[fmt]:
             layout = PanelLayout(w.weight_name.data, nr, transposed, part)
             packed = buf.PackedWeightOp(layout.source, transposed, MemRefType(element, layout.shape(_shape(op.operands[1]))),
                                         layout=f"{part}panels")
@@ -607,6 +634,15 @@ _register_all(
         _quantized_applies,
         "matrix-vector product over the weight packed as int8 panels with per-column scales (a quarter of the bytes)",
         prepare=_quantized_prepare("int8"),
+        packs_weights=True,
+    ),
+    KernelVariant(
+        "matmul.bf16_dot",
+        _quantized_matvec("bf16dot"),
+        _bf16_dot_applies,
+        "matrix-vector product by AVX512-BF16 dot products: the weight packed as bf16 pairs along K at load "
+        "time, the activations rounded to bf16 (a second rounding)",
+        prepare=_quantized_prepare("bf16dot"),
         packs_weights=True,
     ),
 )
