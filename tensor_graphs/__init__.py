@@ -26,9 +26,11 @@ from tensor_graphs.api import (
     tune_module,
 )
 from tensor_graphs.runtime_support.profile import ProfileReport
+from tensor_graphs.runtime_support.triton_graph import DeviceError
 
 __all__ = [
     "CompileStats",
+    "DeviceError",
     "compile",
     "compile_decoder",
     "compile_module",

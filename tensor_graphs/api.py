@@ -68,6 +68,7 @@ def compile_module(
     target: Target | str | None = None,
     optimize: bool = True,
     tuning: Tuning | None = None,
+    device: str = "cpu",
 ) -> CompiledGraph:
     """Lower ``module`` (at the aten, tg, buf or llvm level) to native code and bind ``weights``.
 
@@ -88,10 +89,15 @@ def compile_module(
     the tuner does to time one kernel path). ``tuning``: choose each kernel's path from the
     timing database within a tolerance (`Tuning`; a module at the aten or tg level), checked on
     the example inputs against the fp32 heuristic path; ``fn.explain()`` says what was chosen.
+    ``device``: ``"cpu"`` (the default) or ``"cuda"``: Triton kernels and one replayed launch
+    plan on an NVIDIA GPU (`_compile_for_gpu`; a module at the aten or tg level).
     """
     from tensor_graphs.codegen.llvm.jit import jit_compile
     from tensor_graphs.diagnostics import verify_module
 
+    if device != "cpu":
+        return _compile_for_gpu(module, weights, device, keep_ir=keep_ir, stats=stats, tg_passes=tg_passes,
+                                states=states, verify=verify, optimize=optimize, tuning=tuning, profile=profile)
     if verify:
         verify_module(module)
 
@@ -160,6 +166,53 @@ def compile_module(
         cache.put(key, Entry(fn._native.object_code, LazyText.of(fn._native.ir_text), fn.signature,
                              {k: LazyText.of(v) for k, v in ir.items()}, report))
     return fn
+
+
+def _compile_for_gpu(module: ModuleOp, weights, device: str, *, keep_ir: bool, stats: CompileStats | None,
+                     tg_passes: Sequence[str], states, verify: bool, optimize: bool, tuning: Tuning | None, profile: bool):
+    """`compile_module` for ``device="cuda"``: the tg-level optimisation without load-time weight
+    transforms, then `convert-tensor-to-triton` (buffers, the planned arena, one Triton kernel per
+    buf kernel), bound by `runtime_support.triton_graph.TritonGraph`. Without a GPU (and without
+    ``TRITON_INTERPRET=1``) a `DeviceError` says so before any work."""
+    from tensor_graphs.diagnostics import verify_module
+    from tensor_graphs.runtime_support.triton_graph import GpuCompiledGraph, TritonGraph, device_for
+
+    torch_device = device_for(device)
+    if tuning is not None and tuning.tune != "off":
+        raise ValueError("tune= measures CPU kernel paths; it is not available with device='cuda' yet")
+    if profile:
+        raise ValueError("profile=True times native CPU kernels; it is not available with device='cuda' yet")
+    if verify:
+        verify_module(module)
+    stats = stats if stats is not None else CompileStats()
+    ctx = _context()
+    ir: dict[str, str] = {}
+    level = module_level(module)
+    if level not in ("aten", "tg"):
+        raise ValueError(f"device='cuda' compiles a module at the aten or tg level, got one at the {level} level")
+
+    def run(phase: str, passes: Sequence[str]) -> None:
+        t0 = time.perf_counter()
+        build_pipeline(passes).apply(ctx, module)
+        stats.seconds[phase] = stats.seconds.get(phase, 0.0) + time.perf_counter() - t0
+
+    if keep_ir:
+        ir[level] = str(module)
+    if level == "aten":
+        run("aten -> tg", tensor_pipeline(False))
+    elif optimize:
+        run("optimise tg", tensor_pipeline(False, TG_OPTIMIZE))
+    if tg_passes:
+        run("tg passes", tg_passes)
+    if keep_ir:
+        ir["tg"] = str(module)
+    run("tg -> triton", ["convert-tensor-to-triton"])
+    if keep_ir:
+        ir["buf"] = str(module)
+    t0 = time.perf_counter()
+    graph = TritonGraph(module, weights or {}, torch_device, states=states)
+    stats.seconds["bind on the device"] = time.perf_counter() - t0
+    return GpuCompiledGraph(graph, ir)  # type: ignore[return-value]
 
 
 def _from_cache(module, level, weights, states, packed, keep_ir, stats, tg_passes, profile, pack_weights, optimize, tuning):
@@ -325,6 +378,7 @@ def compile(
     tune: str = "off",
     tuning_db=None,
     max_tuning_seconds: float | None = None,
+    device: str = "cpu",
 ) -> CompiledGraph:
     """Compile a ``torch.nn.Module`` for inputs shaped like ``example_inputs``.
 
@@ -345,9 +399,17 @@ def compile(
     A tuned graph is checked on ``example_inputs`` against the fp32 heuristic graph and
     `ToleranceError` raised beyond the tolerance. ``fn.explain()`` prints each kernel's path,
     why, and the alternatives' times and errors.
+
+    ``device="cuda"``: Triton kernels on an NVIDIA GPU, the call one CUDA-graph replay
+    (``fn.ir("triton")``: the kernels); without a GPU a `DeviceError` (or, with
+    ``TRITON_INTERPRET=1``, Triton's interpreter on the CPU: slow, for tests).
     """
     from tensor_graphs.frontend.importer import _forget_generated_source, export_program, import_exported_program
 
+    if device != "cpu":
+        from tensor_graphs.runtime_support.triton_graph import device_for
+
+        device_for(device)  # no GPU: say so before exporting anything
     stats = stats if stats is not None else CompileStats()
     with _forget_generated_source():  # as import_model, timed in two: torch's part and ours
         t0 = time.perf_counter()
@@ -361,7 +423,7 @@ def compile(
         return compile_module(
             graph.module, graph.weights, keep_ir=keep_ir, stats=stats, profile=profile, pack_weights=pack_weights,
             verify=False, target=target,
-            tuning=Tuning(tune, tolerance, tuple(example_inputs), db, max_tuning_seconds),
+            tuning=Tuning(tune, tolerance, tuple(example_inputs), db, max_tuning_seconds), device=device,
         )
     finally:
         if db is not None and db is not tuning_db:

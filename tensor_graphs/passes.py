@@ -36,6 +36,7 @@ _PASS_PATHS: dict[str, str] = {
     "fuse-im2col-reduce": "tensor_graphs.transforms.fuse_im2col_reduce:FuseIm2colReducePass",
     "plan-memory": "tensor_graphs.transforms.plan_memory:PlanMemoryPass",
     "convert-buffer-to-llvm": "tensor_graphs.codegen.llvm.convert_buffer_to_llvm:ConvertBufferToLLVMPass",
+    "convert-tensor-to-triton": "tensor_graphs.codegen.triton.convert_tensor_to_triton:ConvertTensorToTritonPass",
 }
 
 

@@ -3,6 +3,19 @@ import re
 import tempfile
 from collections import Counter
 
+# The GPU path's tests (tests/test_triton.py) run Triton's kernels in its interpreter when this
+# machine has no GPU: Triton reads the switch when it is imported (torch may import it), so it is
+# set before anything else. It changes nothing for the CPU path, which never imports Triton.
+if "TRITON_INTERPRET" not in os.environ:
+    try:
+        import torch.cuda as _cuda_probe  # noqa: E402
+
+        _gpu = _cuda_probe.is_available()
+    except Exception:
+        _gpu = False
+    if not _gpu:
+        os.environ["TRITON_INTERPRET"] = "1"
+
 import numpy as np
 import pytest
 import torch

@@ -67,6 +67,33 @@ class LLVMIRTarget(Target):
         print(to_llvm_ir(module), file=output)
 
 
+@dataclass(frozen=True)
+class TritonTarget(Target):
+    """``-t triton``: the Triton kernels of a module lowered by `convert-tensor-to-triton` (their
+    Python source), then its launch plan as comments."""
+
+    name = "triton"
+
+    def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
+        from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, StringAttr
+
+        from tensor_graphs.codegen.triton.convert_tensor_to_triton import LAUNCHES_ATTR, SOURCE_ATTR
+
+        source = module.attributes.get(SOURCE_ATTR)
+        if not isinstance(source, StringAttr):
+            raise CodegenError("-t triton: the module has no Triton kernels (run convert-tensor-to-triton first)")
+        print(source.data, file=output)
+        print("# launch plan:", file=output)
+        for op in module.walk():
+            launches = op.attributes.get(LAUNCHES_ATTR)
+            for entry in launches.data if isinstance(launches, ArrayAttr) else ():
+                assert isinstance(entry, DictionaryAttr)
+                d = entry.data
+                grid = tuple(d["grid"].get_values())  # type: ignore[attr-defined]
+                scalars = [s.data for s in d["scalars"].data]  # type: ignore[attr-defined]
+                print(f"#   {d['kernel'].data}[{grid}]({op.name}{', ' + ', '.join(scalars) if scalars else ''})", file=output)  # type: ignore[attr-defined]
+
+
 class TgOptMain(xDSLOptMain):
     """xDSL's opt driver with tensor_graphs' dialects, passes and ``-t llvm``, reading any file
     as MLIR text with source locations (`diagnostics.parse_module`) and verifying SSA dominance
@@ -86,6 +113,7 @@ class TgOptMain(xDSLOptMain):
     def register_all_targets(self) -> None:
         super().register_all_targets()
         self.available_targets["llvm"] = lambda: LLVMIRTarget
+        self.available_targets["triton"] = lambda: TritonTarget
 
     def parse_chunk(self, chunk: IO[bytes], file_extension: str, start_offset: int = 0) -> ModuleOp | None:
         # every input is MLIR text, whatever its file name ends with

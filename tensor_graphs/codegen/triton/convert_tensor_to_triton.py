@@ -1,0 +1,92 @@
+"""`convert-tensor-to-triton`: a tg graph (after fusion) -> Triton kernels and a launch plan over
+one arena on the device (the GPU counterpart of `convert-tensor-to-buffer` + `plan-memory` +
+`convert-buffer-to-llvm`).
+
+The graph is lowered to buffers first, by the same passes as for a CPU
+(`convert-tensor-to-buffer{pack-weights=false}`: no weight is repacked, a GEMM reads it as
+stored; then `plan-memory`: every intermediate is a view of one arena at a planned offset). Each
+`buf` kernel op then becomes one or more launches of a ``@triton.jit`` kernel
+(`codegen.triton.kernels.REGISTRY`). The module keeps its buf function, with the plan written
+on it: the kernels' Python source as the module attribute ``tg.triton_source``, and on each
+kernel op its launches, ``tg.triton = [{kernel, grid, args (operand indices), scalars}]``::
+
+    buf.softmax ins(%x : memref<2x7xf32>) outs(%o : memref<2x7xf32>) {dim = 1 : i64,
+        tg.triton = [{kernel = "k0_softmax", grid = array<i64: 2>, args = array<i64: 0, 1>, scalars = []}]}
+
+`tg-opt -p convert-tensor-to-triton -t triton` prints the source; the runtime
+(`runtime_support.triton_graph`) binds the arena, weights and states as device tensors once and
+replays the launches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, DictionaryAttr, ModuleOp, StringAttr, i64
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import PassFailedException
+
+# the emitters register themselves
+from tensor_graphs.codegen.triton import kernels_attention, kernels_elementwise, kernels_matmul, kernels_model, kernels_rows  # noqa: F401
+from tensor_graphs.codegen.triton.expressions import TritonCodegenError
+from tensor_graphs.codegen.triton.kernels import REGISTRY, TritonContext, TritonProgram
+from tensor_graphs.dialects import buffer as buf
+
+#: the module attribute holding the kernels' Python source
+SOURCE_ATTR = "tg.triton_source"
+#: a kernel op's launches
+LAUNCHES_ATTR = "tg.triton"
+#: what runs first on a tg module: the buffer lowering without packed weights, the planner
+BUFFER_PASSES = ("convert-tensor-to-buffer{pack-weights=false threads=1}", "plan-memory")
+
+
+def lower(module: ModuleOp) -> TritonProgram:
+    """The Triton program of a planned buf ``module`` (every kernel op's launches, in order)."""
+    program = TritonProgram()
+    index = 0
+    for fn in (o for o in module.ops if isinstance(o, func.FuncOp)):
+        for op in fn.body.walk():
+            if not isinstance(op, buf.KernelOp):
+                continue
+            emit = REGISTRY.get(type(op))
+            if emit is None:
+                known = ", ".join(sorted(c.name for c in REGISTRY))
+                raise TritonCodegenError(f"@{fn.sym_name.data}: no Triton kernel for '{op.name}' yet (the GPU path runs: {known})")
+            emit(TritonContext(program, op, index), op)
+            index += 1
+    return program
+
+
+def _is_tg(module: ModuleOp) -> bool:
+    return any(op.name.startswith("tg.") for op in module.walk())
+
+
+@dataclass(frozen=True)
+class ConvertTensorToTritonPass(ModulePass):
+    """tg (after fusion) or planned buf -> the buf graph annotated with Triton kernels and launches."""
+
+    name = "convert-tensor-to-triton"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        from tensor_graphs.passes import build_pipeline
+
+        if _is_tg(op):
+            build_pipeline(BUFFER_PASSES).apply(ctx, op)
+        try:
+            program = lower(op)
+        except TritonCodegenError as e:
+            raise PassFailedException(f"{self.name}: {e}") from None
+        for launch in program.launches:
+            assert launch.op is not None
+            operands = list(launch.op.operands)
+            entry = DictionaryAttr({
+                "kernel": StringAttr(launch.kernel),
+                "grid": DenseArrayBase.from_list(i64, list(launch.grid)),
+                "args": DenseArrayBase.from_list(i64, [operands.index(v) for v in launch.buffers]),
+                "scalars": ArrayAttr([StringAttr(s) for s in launch.scalars]),
+            })
+            previous = launch.op.attributes.get(LAUNCHES_ATTR)
+            launch.op.attributes[LAUNCHES_ATTR] = ArrayAttr([*(previous.data if isinstance(previous, ArrayAttr) else ()), entry])
+        op.attributes[SOURCE_ATTR] = StringAttr(program.source)

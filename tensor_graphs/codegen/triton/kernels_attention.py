@@ -1,0 +1,100 @@
+"""`buf.attention` as a Triton flash-attention kernel (online softmax): one program per block of
+``BM`` queries of one (batch, head); keys and values in blocks of ``BN``; grouped-query heads
+read kv head ``h // (H / Hkv)``; ``causal`` masks key ``j > i + (valid - Sq)``; an additive mask
+is read at its broadcast strides; with ``kv_cache`` only the first ``past + Sq`` cache positions
+are keys (``past`` a run-time argument)::
+
+    for n0 in range(0, Sk, BN):                      (blocks past n_valid or the diagonal skipped)
+        s = tl.dot(q, k_block) * scale (+ mask), -inf where masked
+        m_new = max(m, rowmax(s)); p = exp(s - m_new)
+        l = l * exp(m - m_new) + rowsum(p); acc = acc * exp(m - m_new) + tl.dot(p, v_block)
+    out = acc / l
+
+The scratch output of the CPU kernel (its per-thread tiles) is not used.
+"""
+
+from __future__ import annotations
+
+from xdsl.ir import Operation
+
+from tensor_graphs.codegen.triton.kernels import (
+    TritonContext,
+    broadcast,
+    element,
+    index_lines,
+    numel,
+    pow2,
+    register,
+    require,
+    shape,
+)
+from tensor_graphs.codegen.triton.kernels_matmul import PRECISION
+from tensor_graphs.dialects import buffer as buf
+
+
+@register(buf.AttentionOp)
+def emit_attention(ctx: TritonContext, op: Operation) -> None:
+    assert isinstance(op, buf.AttentionOp)
+    q, k, v = op.inputs[:3]
+    mask = op.inputs[3] if len(op.inputs) == 4 else None
+    out = op.outputs[0]
+    sq_, sk_, sv_ = shape(q), shape(k), shape(v)
+    require(element(q) == element(k) == element(v) == "tl.float32", op, "float32 q, k, v only")
+    lead = sq_[:-3]
+    h, sq, d = sq_[-3:]
+    hkv, sk = sk_[-3], sk_[-2]
+    dv = sv_[-1]
+    batch = numel(lead)
+    if batch * h * sq == 0:
+        return
+    group = h // hkv
+    bm = max(16, min(64, pow2(sq)))
+    bn = max(16, min(64, pow2(sk)))
+    bd, bdv = max(16, pow2(d)), max(16, pow2(dv))
+    causal, cached = bool(op.causal.value.data), bool(op.kv_cache.value.data)
+    scale = op.scale.value.data
+    body = ["pid = tl.program_id(0)", "bh = tl.program_id(1)", f"b = bh // {h}", f"h = bh % {h}", f"hk = h // {group}",
+            f"q_off = bh * {sq * d}", f"k_off = (b * {hkv} + hk) * {sk * d}", f"v_off = (b * {hkv} + hk) * {sk * dv}",
+            f"o_off = bh * {sq * dv}", f"rm = pid * {bm} + tl.arange(0, {bm})", f"rd = tl.arange(0, {bd})",
+            f"rdv = tl.arange(0, {bdv})",
+            f"qb = tl.load(q + q_off + rm[:, None] * {d} + rd[None, :], mask=(rm[:, None] < {sq}) & (rd[None, :] < {d}), other=0.0)",
+            f"m_i = tl.full([{bm}], float('-inf'), tl.float32)", f"l_i = tl.zeros([{bm}], dtype=tl.float32)",
+            f"acc = tl.zeros([{bm}, {bdv}], dtype=tl.float32)",
+            f"n_valid = {'past + ' + str(sq) if cached else sk}", f"shift = n_valid - {sq}"]
+    if mask is not None:
+        st = broadcast(shape(mask), (*sq_[:-1], sk))
+        body += index_lines("b", lead, prefix="q") if lead else []
+        mb = " + ".join([*(f"q{i} * {s}" for i, s in enumerate(st[: len(lead)]) if s), *([f"h * {st[-3]}"] if st[-3] else [])]) or "0"
+        body.append(f"mask_off = {mb}")
+    # the key blocks: a static loop over the whole Sk (Triton's interpreter takes no run-time
+    # bound), blocks past the cache's valid keys or past the causal diagonal skipped
+    inner = [f"rn = n0 + tl.arange(0, {bn})",
+             "kv = rn < n_valid",
+             f"kb = tl.load(k + k_off + rn[None, :] * {d} + rd[:, None], mask=kv[None, :] & (rd[:, None] < {d}), other=0.0)",
+             f"s = tl.dot(qb, kb, input_precision=\"{PRECISION}\") * {scale!r}",
+             "ok = kv[None, :] & (rm[:, None] >= 0)"]
+    if causal:
+        inner.append("ok = ok & (rn[None, :] <= rm[:, None] + shift)")
+    if mask is not None:
+        st = broadcast(shape(mask), (*sq_[:-1], sk))
+        inner.append(f"s = s + tl.load(mask + mask_off + rm[:, None] * {st[-2]} + rn[None, :] * {st[-1]}, "
+                     f"mask=(rm[:, None] < {sq}) & kv[None, :], other=0.0)")
+    inner += ["s = tl.where(ok, s, float('-inf'))",
+              "m_new = tl.maximum(m_i, tl.max(s, 1))",
+              "m_safe = tl.where(m_new == float('-inf'), 0.0, m_new)",
+              "p = tl.exp(s - m_safe[:, None])",
+              "scale_old = tl.exp(m_i - m_safe)",
+              "l_i = l_i * scale_old + tl.sum(p, 1)",
+              f"vb = tl.load(v + v_off + rn[:, None] * {dv} + rdv[None, :], mask=kv[:, None] & (rdv[None, :] < {dv}), other=0.0)",
+              f"acc = acc * scale_old[:, None] + tl.dot(p, vb, input_precision=\"{PRECISION}\")",
+              "m_i = m_new"]
+    guards = (["if n0 < n_valid:"] if cached else []) + ([f"if n0 <= pid * {bm} + {bm - 1} + shift:"] if causal else [])
+    for guard in reversed(guards):
+        inner = [guard, *("    " + line for line in inner)]
+    body += [f"for n0 in range(0, {sk}, {bn}):", *("    " + line for line in inner)]
+    body += ["acc = acc / l_i[:, None]",
+             f"tl.store(out + o_off + rm[:, None] * {dv} + rdv[None, :], acc.to({element(out)}), "
+             f"mask=(rm[:, None] < {sq}) & (rdv[None, :] < {dv}))"]
+    params = ["q", "k", "v", *(["mask"] if mask is not None else []), "out"]
+    name = ctx.kernel("attention", params, body, ["past"] if cached else [])
+    ctx.launch(name, (-(-sq // bm), batch * h), [q, k, v, *([mask] if mask is not None else []), out], ["past"] if cached else [])

@@ -1,0 +1,99 @@
+"""`buf.matmul` as a Triton kernel: ``out = act(alpha * op(a) @ op(b) + beta * acc)`` through
+``tl.dot``, one program per ``BM x BN`` output tile and batch, the epilogue (alpha, the
+accumulator broadcast to the output, the activation) applied to the tile in registers::
+
+    @triton.jit
+    def k4_matmul(a, b, acc, out):
+        pid = tl.program_id(0)
+        bid = tl.program_id(1)
+        rm = (pid // 12) * 64 + tl.arange(0, 64)
+        rn = (pid % 12) * 64 + tl.arange(0, 64)
+        c = tl.zeros((64, 64), dtype=tl.float32)
+        for k0 in range(0, 768, 32):
+            ...
+            c += tl.dot(x, y, input_precision="ieee")
+        c = c * 1.0 + 1.0 * tl.load(acc + ...)
+        tl.store(out + ..., c, mask=...)
+
+float32 products stay IEEE float32 (``input_precision="ieee"``: no TF32), as PyTorch's default.
+"""
+
+from __future__ import annotations
+
+from xdsl.ir import Operation
+
+from tensor_graphs.codegen.triton.expressions import unary
+from tensor_graphs.codegen.triton.kernels import (
+    TritonContext,
+    broadcast,
+    contiguous,
+    element,
+    index_lines,
+    numel,
+    pow2,
+    register,
+    require,
+    shape,
+)
+from tensor_graphs.dialects import buffer as buf
+
+#: the dot's precision for float32 operands (`tl.dot`'s ``input_precision``)
+PRECISION = "ieee"
+
+
+def tile_sizes(m: int, n: int, k: int) -> tuple[int, int, int]:
+    """(BM, BN, BK): 64 x 64 x 32 tiles, smaller (down to tl.dot's 16) for small dims."""
+    return max(16, min(64, pow2(m))), max(16, min(64, pow2(n))), max(16, min(32, pow2(k)))
+
+
+@register(buf.MatmulOp)
+def emit_matmul(ctx: TritonContext, op: Operation) -> None:
+    assert isinstance(op, buf.MatmulOp)
+    ta, tb, alpha, beta = op.flags
+    a, b_ = op.inputs[0], op.inputs[1]
+    acc = op.inputs[2] if len(op.inputs) == 3 and beta != 0.0 else None
+    out = op.output
+    sa, sb, so = shape(a), shape(b_), shape(out)
+    m, k = (sa[-1], sa[-2]) if ta else (sa[-2], sa[-1])
+    n = sb[-2] if tb else sb[-1]
+    require(element(a) == element(b_) == "tl.float32", op, "float32 operands only")
+    batch = so[:-2]
+    if numel(so) == 0:
+        return
+    bm, bn, bk = tile_sizes(m, n, k)
+    tiles_n = -(-n // bn)
+    # strides: a's rows/columns as op(a)'s (m, k), b's as op(b)'s (k, n); batches broadcast
+    st_a, st_b = contiguous(sa), contiguous(sb)
+    sam, sak = (st_a[-1], st_a[-2]) if ta else (st_a[-2], st_a[-1])
+    sbk, sbn = (st_b[-1], st_b[-2]) if tb else (st_b[-2], st_b[-1])
+    ba = broadcast(sa[:-2], batch) if batch else ()
+    bb = broadcast(sb[:-2], batch) if batch else ()
+    ba = tuple(s * numel(sa[-2:]) for s in ba)
+    bb = tuple(s * numel(sb[-2:]) for s in bb)
+    body = ["pid = tl.program_id(0)", "bid = tl.program_id(1)"]
+    body += index_lines("bid", batch, prefix="q") if batch else []
+    off = lambda strides: " + ".join(f"q{d} * {s}" for d, s in enumerate(strides) if s) or "0"  # noqa: E731
+    body += [f"a_off = {off(ba)}", f"b_off = {off(bb)}", f"o_off = bid * {m * n}",
+             f"rm = (pid // {tiles_n}) * {bm} + tl.arange(0, {bm})", f"rn = (pid % {tiles_n}) * {bn} + tl.arange(0, {bn})",
+             f"c = tl.zeros(({bm}, {bn}), dtype=tl.float32)", f"for k0 in range(0, {k}, {bk}):",
+             f"    kk = k0 + tl.arange(0, {bk})",
+             f"    x = tl.load(a + a_off + rm[:, None] * {sam} + kk[None, :] * {sak}, mask=(rm[:, None] < {m}) & (kk[None, :] < {k}), other=0.0)",
+             f"    y = tl.load(b + b_off + kk[:, None] * {sbk} + rn[None, :] * {sbn}, mask=(kk[:, None] < {k}) & (rn[None, :] < {n}), other=0.0)",
+             f"    c += tl.dot(x, y, input_precision=\"{PRECISION}\")",
+             f"valid = (rm[:, None] < {m}) & (rn[None, :] < {n})"]
+    if alpha != 1.0:
+        body.append(f"c = c * {alpha!r}")
+    params = ["a", "b"]
+    buffers = [a, b_]
+    if acc is not None:
+        st = broadcast(shape(acc), so)
+        at = " + ".join([*(f"q{d} * {s}" for d, s in enumerate(st[:-2]) if s), f"rm[:, None] * {st[-2]}", f"rn[None, :] * {st[-1]}"])
+        body.append(f"c = c + {beta!r} * tl.load(acc + {at}, mask=valid, other=0.0)")
+        params.append("acc")
+        buffers.append(acc)
+    act = op.activation.data
+    if act != "none":
+        body.append(f"c = {unary(act, 'c')}")
+    body.append(f"tl.store(out + o_off + rm[:, None] * {n} + rn[None, :], c.to({element(out)}), mask=valid)")
+    name = ctx.kernel("matmul", [*params, "out"], body)
+    ctx.launch(name, (-(-m // bm) * tiles_n, numel(batch)), [*buffers, out])

@@ -1,0 +1,153 @@
+"""Row kernels as Triton kernels: softmax, layer norm, RMS norm and reductions. One program per
+row; the row is read in chunks of at most `kernels.MAX_ROW_BLOCK` (a power of two), in float32::
+
+    buf.softmax ins(%x : memref<2x4x7xf32>) outs(%o : memref<2x4x7xf32>) {dim = 2}
+    =>
+    @triton.jit
+    def k0_softmax(x, out):
+        row = tl.program_id(0)
+        base = row * 7
+        mx = float('-inf'); s = 0.0
+        for c in range(0, 7, 8):                      # online: max and sum in one pass
+            ...
+        for c in range(0, 7, 8):
+            ...tl.store(out + base + cols, tl.exp(v - mx) / s, mask=m)
+
+A softmax along another dim reads its row at the stride of that dim (``[outer, D, inner]``).
+"""
+
+from __future__ import annotations
+
+from xdsl.ir import Operation
+
+from tensor_graphs.codegen.triton.kernels import (
+    MAX_ROW_BLOCK,
+    TritonContext,
+    contiguous,
+    element,
+    index_lines,
+    numel,
+    pow2,
+    register,
+    require,
+    shape,
+)
+from tensor_graphs.dialects import buffer as buf
+
+
+def _row(dims: tuple[int, ...], dim: int) -> tuple[int, int, int]:
+    """(rows, D, inner) of reading ``dims`` row by row along ``dim``."""
+    inner = numel(dims[dim + 1 :])
+    return numel(dims) // max(dims[dim], 1), dims[dim], inner
+
+
+def _row_base(inner: int, d: int) -> list[str]:
+    """``base``: the first element of program ``row``'s row (rows ``[outer, inner]``, stride ``inner`` within)."""
+    if inner == 1:
+        return ["row = tl.program_id(0)", f"base = row * {d}"]
+    return ["row = tl.program_id(0)", f"base = (row // {inner}) * {d * inner} + row % {inner}"]
+
+
+def _at(inner: int) -> str:
+    return "cols" if inner == 1 else f"cols * {inner}"
+
+
+@register(buf.SoftmaxOp)
+def emit_softmax(ctx: TritonContext, op: Operation) -> None:
+    assert isinstance(op, buf.SoftmaxOp)
+    x, out = op.inputs[0], op.output
+    dims = shape(x)
+    dim = op.dim.value.data % len(dims)
+    rows, d, inner = _row(dims, dim)
+    if rows * d == 0:
+        return
+    block = min(pow2(d), MAX_ROW_BLOCK)
+    log = bool(op.log.value.data)
+    body = _row_base(inner, d) + [
+        "mx = tl.full([], float('-inf'), tl.float32)",
+        "s = tl.full([], 0.0, tl.float32)",
+        f"for c in range(0, {d}, {block}):",
+        f"    cols = c + tl.arange(0, {block})",
+        f"    m = cols < {d}",
+        f"    v = tl.load(x + base + {_at(inner)}, mask=m, other=float('-inf')).to(tl.float32)",
+        "    new = tl.maximum(mx, tl.max(v, 0))",
+        "    s = s * tl.exp(mx - new) + tl.sum(tl.where(m, tl.exp(v - new), 0.0), 0)",
+        "    mx = new",
+        f"for c in range(0, {d}, {block}):",
+        f"    cols = c + tl.arange(0, {block})",
+        f"    m = cols < {d}",
+        f"    v = tl.load(x + base + {_at(inner)}, mask=m, other=0.0).to(tl.float32)",
+        f"    y = {'v - mx - tl.log(s)' if log else 'tl.exp(v - mx) / s'}",
+        f"    tl.store(out + base + {_at(inner)}, y.to({element(out)}), mask=m)",
+    ]
+    ctx.launch(ctx.kernel("log_softmax" if log else "softmax", ["x", "out"], body), (rows,), [x, out])
+
+
+@register(buf.LayerNormOp, buf.RmsNormOp)
+def emit_norm(ctx: TritonContext, op: Operation) -> None:
+    """Layer norm ``(x - mean) / sqrt(var + eps) * w + b`` or RMS norm ``x / sqrt(mean(x^2) + eps) * w``
+    over the last dim (float32 sums, two passes over the row, then the write)."""
+    rms = isinstance(op, buf.RmsNormOp)
+    x, out = op.inputs[0], op.output  # type: ignore[attr-defined]
+    dims = shape(x)
+    d = dims[-1]
+    rows = numel(dims[:-1])
+    if rows * d == 0:
+        return
+    eps = op.eps.value.data  # type: ignore[attr-defined]
+    block = min(pow2(d), MAX_ROW_BLOCK)
+    loop = [f"    cols = c + tl.arange(0, {block})", f"    m = cols < {d}",
+            "    v = tl.load(x + base + cols, mask=m, other=0.0).to(tl.float32)"]
+    body = ["row = tl.program_id(0)", f"base = row * {d}"]
+    if rms:
+        body += ["ss = tl.full([], 0.0, tl.float32)", f"for c in range(0, {d}, {block}):", *loop, "    ss += tl.sum(v * v, 0)",
+                 f"inv = 1.0 / tl.sqrt(ss / {d} + {eps!r})", "mean = 0.0"]
+        finish = "y = v * inv * tl.load(w + cols, mask=m, other=0.0)"
+        params = ["x", "w", "out"]
+    else:
+        body += ["s = tl.full([], 0.0, tl.float32)", f"for c in range(0, {d}, {block}):", *loop, "    s += tl.sum(v, 0)",
+                 f"mean = s / {d}", "ss = tl.full([], 0.0, tl.float32)", f"for c in range(0, {d}, {block}):", *loop,
+                 "    dv = tl.where(m, v - mean, 0.0)", "    ss += tl.sum(dv * dv, 0)", f"inv = 1.0 / tl.sqrt(ss / {d} + {eps!r})"]
+        finish = "y = (v - mean) * inv * tl.load(w + cols, mask=m, other=0.0) + tl.load(b + cols, mask=m, other=0.0)"
+        params = ["x", "w", "b", "out"]
+    body += [f"for c in range(0, {d}, {block}):", *loop, f"    {finish}",
+             f"    tl.store(out + base + cols, y.to({element(out)}), mask=m)"]
+    name = ctx.kernel("rms_norm" if rms else "layer_norm", params, body)
+    ctx.launch(name, (rows,), [*op.inputs, out])  # type: ignore[attr-defined]
+
+
+_REDUCE = {"sum": ("0.0", "tl.sum", "+"), "mean": ("0.0", "tl.sum", "+"), "max": ("float('-inf')", "tl.max", "max")}
+
+
+@register(buf.ReduceOp)
+def emit_reduce(ctx: TritonContext, op: Operation) -> None:
+    """``kind`` (sum, mean, max) over ``dims``: one program per output element, the reduced
+    elements enumerated flat in chunks (their offsets from the reduced dims' strides)."""
+    assert isinstance(op, buf.ReduceOp)
+    x, out = op.inputs[0], op.output
+    dims = shape(x)
+    kind = op.kind.data
+    require(kind in _REDUCE, op, f"no Triton reduction '{kind}' ({', '.join(_REDUCE)})")
+    reduced = sorted({d % len(dims) for d in op.dims.get_values()})
+    kept = [d for d in range(len(dims)) if d not in reduced]
+    st = contiguous(dims)
+    r_dims = [dims[d] for d in reduced]
+    r = numel(r_dims)
+    outs = numel([dims[d] for d in kept])
+    if outs == 0:
+        return
+    block = min(pow2(r), MAX_ROW_BLOCK)
+    init, combine, step = _REDUCE[kind]
+    body = ["row = tl.program_id(0)"]
+    body += index_lines("row", [dims[d] for d in kept], prefix="o") if kept else []
+    base = " + ".join(f"o{k} * {st[d]}" for k, d in enumerate(kept)) or "0"
+    body += [f"base = {base}", f"acc = tl.full([], {init}, tl.float32)", f"for c in range(0, {r}, {block}):",
+             f"    cols = c + tl.arange(0, {block})", f"    m = cols < {r}"]
+    body += ["    " + line for line in index_lines("cols", r_dims, prefix="j")]
+    at = " + ".join(f"j{k} * {st[d]}" for k, d in enumerate(reduced)) or "0"
+    body += [f"    v = tl.load(x + base + {at}, mask=m, other={init}).to(tl.float32)",
+             f"    acc = {'acc + ' + combine + '(v, 0)' if step == '+' else 'tl.maximum(acc, ' + combine + '(v, 0))'}"]
+    if kind == "mean":
+        body.append(f"acc = acc / {r}")
+    body.append(f"tl.store(out + row, acc.to({element(out)}))")
+    ctx.launch(ctx.kernel("reduce_" + kind, ["x", "out"], body), (outs,), [x, out])

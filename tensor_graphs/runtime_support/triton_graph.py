@@ -1,0 +1,283 @@
+"""A graph lowered by `convert-tensor-to-triton`, bound on the device and replayed.
+
+Memory as on the CPU, on the device: the planner's arena is ONE device allocation and every
+intermediate a view of it at the planned offset; weights and IR constants are device tensors
+made once; states (a KV cache) are device tensors kept between calls; the graph's inputs and
+outputs are device tensors of their own, so that every launch's arguments are fixed addresses.
+A call copies its inputs into their tensors and replays the launch plan: on a GPU one CUDA
+graph captured on the first call (the GPU counterpart of one native function per graph);
+under Triton's interpreter (``TRITON_INTERPRET=1``, no GPU: the tests) the launches one by one
+on CPU tensors.
+
+Not thread-safe: a graph owns its arena and its input and output tensors; two threads calling
+it at once overwrite each other's (as `CompiledGraph`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr
+
+from tensor_graphs.dialects import buffer as buf
+from tensor_graphs.dialects.dense import numpy_dtype_of, numpy_from_dense
+
+
+class DeviceError(RuntimeError):
+    """The device a graph was asked for cannot run it here (no GPU, no Triton)."""
+
+
+def interpreting() -> bool:
+    """Triton's interpreter runs the kernels on the CPU (``TRITON_INTERPRET=1``)."""
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def device_for(device: str) -> str:
+    """The torch device a ``device="cuda"`` graph runs on: ``cuda`` with a GPU, ``cpu`` under
+    Triton's interpreter; otherwise a `DeviceError` saying what is missing."""
+    if device != "cuda":
+        raise DeviceError(f"device must be 'cpu' or 'cuda', got {device!r}")
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        raise DeviceError("device='cuda' needs Triton (pip install triton, or tensor_graphs[gpu])") from None
+    import torch
+
+    if interpreting():
+        _check_interpreter()
+        return "cpu"
+    if not torch.cuda.is_available():
+        raise DeviceError(
+            "device='cuda': torch sees no CUDA GPU here (torch.cuda.is_available() is False; this torch is "
+            f"{torch.__version__}). Compile for the CPU (the default), or set TRITON_INTERPRET=1 before "
+            "importing tensor_graphs to run the Triton kernels in Triton's interpreter on the CPU (slow: for tests)"
+        )
+    return "cuda"
+
+
+def _check_interpreter() -> None:
+    """Triton decides interpreter or compiler when it is imported (its own `tl.sum`... are
+    jitted then): ``TRITON_INTERPRET=1`` set later would fail deep inside the first kernel."""
+    import triton.language.standard as standard
+    from triton.runtime.interpreter import InterpretedFunction
+
+    if not isinstance(standard.sum, InterpretedFunction):
+        raise DeviceError(
+            "TRITON_INTERPRET=1 was set after Triton was imported (torch may import it): set it in the "
+            "environment before starting Python (or before importing torch and tensor_graphs)"
+        )
+
+
+def load_kernels(source: str) -> Any:
+    """The kernels' Python module: ``source`` written to a file (Triton reads a kernel's source
+    from its file) under the compile cache directory, keyed by its digest, and imported."""
+    from tensor_graphs.codegen.llvm.object_cache import CompileCache
+
+    digest = hashlib.sha256(source.encode()).hexdigest()[:24]
+    cache = CompileCache.default()
+    root = (cache.directory if cache is not None else Path(_scratch_dir())) / "triton"
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / f"tg_kernels_{digest}.py"
+    if not path.exists() or path.read_text() != source:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(source)
+        tmp.replace(path)
+    name = f"tg_kernels_{digest}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+_SCRATCH: list[str] = []
+
+
+def _scratch_dir() -> str:
+    """A directory of this process for kernel files when the compile cache is off."""
+    import tempfile
+
+    if not _SCRATCH:
+        _SCRATCH.append(tempfile.mkdtemp(prefix="tg-triton-"))
+    return _SCRATCH[0]
+
+
+def _torch_dtype(element) -> Any:
+    import torch
+
+    return {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64, np.dtype(np.float16): torch.float16,
+            np.dtype(np.int64): torch.int64, np.dtype(np.int32): torch.int32, np.dtype(np.int8): torch.int8,
+            np.dtype(np.uint8): torch.uint8, np.dtype(np.bool_): torch.bool}[numpy_dtype_of(element)]
+
+
+class TritonGraph:
+    """The launch plan of one graph function, bound to device memory (see the module doc)."""
+
+    def __init__(self, module: ModuleOp, weights: Mapping[str, Any], device: str,
+                 states: Mapping[str, np.ndarray] | None = None, fn: func.FuncOp | None = None):
+        import torch
+
+        from tensor_graphs.codegen.triton.convert_tensor_to_triton import LAUNCHES_ATTR, SOURCE_ATTR
+
+        self.device = torch.device(device)
+        source = module.attributes.get(SOURCE_ATTR)
+        if not isinstance(source, StringAttr):
+            raise ValueError("TritonGraph: the module was not lowered by convert-tensor-to-triton")
+        self.source = source.data
+        kernels = load_kernels(self.source)
+        fn = fn or next(o for o in module.ops if isinstance(o, func.FuncOp))
+        n_out = fn.attributes["tg.num_outputs"].value.data  # type: ignore[attr-defined]
+        args = list(fn.body.block.args)
+        self.input_args, self.output_args = args[: len(args) - n_out], args[len(args) - n_out :]
+        t: dict = {}
+        for a in args:
+            t[a] = torch.empty(tuple(a.type.get_shape()), dtype=_torch_dtype(a.type.element_type), device=self.device)  # type: ignore[attr-defined]
+        self.inputs = [t[a] for a in self.input_args]
+        self.outputs = [t[a] for a in self.output_args]
+        self.states: dict[str, Any] = {}
+        self.launches: list[tuple[Any, tuple[int, ...], list[Any], tuple[str, ...], str]] = []
+        self.index_checks: list[tuple[Any, int, str]] = []
+        for op in fn.body.walk():
+            if isinstance(op, buf.ArenaOp):
+                t[op.results[0]] = torch.zeros(max(1, op.results[0].type.get_shape()[0]), dtype=torch.uint8, device=self.device)  # type: ignore[attr-defined]
+            elif isinstance(op, buf.ViewOp):
+                ty = op.results[0].type
+                nbytes = buf.nbytes(ty)
+                start = op.offset.value.data
+                t[op.results[0]] = t[op.arena][start : start + nbytes].view(_torch_dtype(ty.element_type)).view(tuple(ty.get_shape()))  # type: ignore[attr-defined]
+            elif isinstance(op, buf.ReshapeOp):
+                t[op.results[0]] = t[op.operands[0]].reshape(tuple(op.results[0].type.get_shape()))  # type: ignore[attr-defined]
+            elif isinstance(op, buf.SubviewOp):
+                n = int(np.prod(op.results[0].type.get_shape()))  # type: ignore[attr-defined]
+                start = op.offset.value.data  # type: ignore[attr-defined]
+                t[op.results[0]] = t[op.operands[0]].reshape(-1)[start : start + n].view(tuple(op.results[0].type.get_shape()))  # type: ignore[attr-defined]
+            elif isinstance(op, buf.WeightOp):
+                name = op.weight_name.data
+                if name not in weights:
+                    raise KeyError(f"weight '{name}' is missing (the graph reads it)")
+                array = np.asarray(weights[name])
+                t[op.result] = torch.from_numpy(np.ascontiguousarray(array)).to(device=self.device, dtype=_torch_dtype(op.result.type.element_type))  # type: ignore[attr-defined]
+            elif isinstance(op, buf.ConstantOp):
+                t[op.result] = torch.from_numpy(np.ascontiguousarray(numpy_from_dense(op.value))).to(self.device)  # type: ignore[attr-defined]
+            elif isinstance(op, buf.StateOp):
+                name = op.state_name.data
+                shape, dtype = tuple(op.result.type.get_shape()), _torch_dtype(op.result.type.element_type)  # type: ignore[attr-defined]
+                given = (states or {}).get(name)
+                tensor = torch.from_numpy(np.ascontiguousarray(given)).to(self.device) if given is not None else torch.zeros(shape, dtype=dtype, device=self.device)
+                self.states[name] = t[op.result] = tensor
+            elif isinstance(op, buf.KernelOp):
+                plan = op.attributes.get(LAUNCHES_ATTR)
+                for entry in plan.data if isinstance(plan, ArrayAttr) else ():
+                    assert isinstance(entry, DictionaryAttr)
+                    d = entry.data
+                    kernel = getattr(kernels, d["kernel"].data)  # type: ignore[attr-defined]
+                    operands = [t[op.operands[i]] for i in d["args"].get_values()]  # type: ignore[attr-defined]
+                    scalars = tuple(s.data for s in d["scalars"].data)  # type: ignore[attr-defined]
+                    self.launches.append((kernel, tuple(d["grid"].get_values()), operands, scalars, op.name))  # type: ignore[attr-defined]
+                if isinstance(op, buf.EmbeddingOp) and op.inputs[1] in self.input_args:
+                    self.index_checks.append((t[op.inputs[1]], op.inputs[0].type.get_shape()[0], op.name))  # type: ignore[attr-defined]
+        self._graph = None
+        self._calls = 0
+
+    def run(self, past: int = 0) -> None:
+        """Every launch once (``past``: the KV caches' length before this call)."""
+        values = {"past": past}
+        for kernel, grid, operands, scalars, _ in self.launches:
+            kernel[grid](*operands, *(values[s] for s in scalars))
+
+    def __call__(self, *inputs: Any, past: int = 0) -> Any:
+        """Run on ``inputs`` (NumPy arrays or torch tensors, all one kind, of the graph's dtypes
+        and shapes); returns the output (a tuple for several) of the same kind: NumPy arrays, or
+        torch tensors on the graph's device."""
+        import torch
+
+        if len(inputs) != len(self.inputs):
+            raise TypeError(f"expected {len(self.inputs)} input(s), got {len(inputs)}")
+        kinds = {isinstance(x, np.ndarray) for x in inputs}
+        if len(kinds) > 1:
+            raise TypeError("pass all inputs as NumPy arrays or all as torch tensors, not a mix")
+        as_numpy = kinds == {True}
+        for k, (x, slot) in enumerate(zip(inputs, self.inputs)):
+            x = torch.from_numpy(np.asarray(x)) if as_numpy else x
+            if not isinstance(x, torch.Tensor):
+                raise TypeError(f"input {k} is a {type(x).__name__}: pass NumPy arrays or torch tensors")
+            if x.dtype != slot.dtype:
+                raise TypeError(f"input {k} has dtype {x.dtype}, expected {slot.dtype}")
+            if tuple(x.shape) != tuple(slot.shape):
+                raise ValueError(f"input {k} has shape {list(x.shape)}, expected {list(slot.shape)}")
+            slot.copy_(x)
+        for tensor, rows, name in self.index_checks:
+            if tensor.numel() and (int(tensor.min()) < 0 or int(tensor.max()) >= rows):
+                raise IndexError(f"{name}: an index is outside the table of {rows} rows")
+        if self.device.type == "cuda" and not self.launches_take_scalars:
+            self._replay()
+        else:
+            self.run(past)
+        outs = [o.cpu().numpy() if as_numpy else o.clone() for o in self.outputs]
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    @property
+    def launches_take_scalars(self) -> bool:
+        return any(scalars for _, _, _, scalars, _ in self.launches)
+
+    def _replay(self) -> None:
+        """On a GPU: the launches once to compile and warm them, then captured into one CUDA
+        graph, replayed from then on."""
+        import torch
+
+        self._calls += 1
+        if self._graph is None and self._calls <= 1:
+            self.run()
+            return
+        if self._graph is None:
+            stream = torch.cuda.Stream()
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                self.run()
+            torch.cuda.current_stream().wait_stream(stream)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                self.run()
+            self._graph = graph
+        self._graph.replay()
+
+
+class GpuCompiledGraph:
+    """What ``tg.compile(model, inputs, device="cuda")`` returns: ``fn(*inputs)`` as a
+    `CompiledGraph`'s (NumPy arrays or torch tensors, all one kind; the same kind back, torch
+    tensors on the device), ``fn.ir(level)`` for 'aten', 'tg', 'buf' and 'triton' (the kernels'
+    Python source)."""
+
+    def __init__(self, graph: TritonGraph, ir: dict[str, str]):
+        self._graph = graph
+        self._ir = dict(ir)
+        self._ir["triton"] = graph.source
+
+    def __call__(self, *inputs: Any) -> Any:
+        return self._graph(*inputs)
+
+    @property
+    def device(self) -> Any:
+        return self._graph.device
+
+    @property
+    def launches(self) -> int:
+        """Kernel launches per call."""
+        return len(self._graph.launches)
+
+    def ir(self, level: str) -> str:
+        """The module as text at ``level`` ('aten', 'tg', 'buf'), or 'triton': the kernels."""
+        if level not in self._ir:
+            raise ValueError(f"no IR recorded at level '{level}'; available: {', '.join(self._ir)}")
+        return self._ir[level]

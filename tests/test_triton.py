@@ -1,0 +1,200 @@
+"""The GPU path (issue 15) under Triton's interpreter: ``tg.compile(model, inputs, device="cuda")``
+with ``TRITON_INTERPRET=1`` runs every Triton kernel the lowering emits on the CPU (NumPy
+semantics, float32), so each kernel family is checked here against PyTorch without a GPU, at
+small shapes: elementwise and movement, reductions and softmax, the norms, embedding, rope,
+the GEMM with its epilogue, attention (causal, GQA, additive mask), and 2-layer GPT-2 and
+Qwen3 end to end. Tolerance: 1e-5 of the output's largest magnitude (float32 sums in another
+order; ``tl.dot`` at IEEE float32, no TF32)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+import tensor_graphs as tg
+
+pytest.importorskip("triton")
+
+TOL = 1e-5
+
+
+if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
+    pytest.skip("no GPU and TRITON_INTERPRET is not 1 (tests/conftest.py sets it before torch is imported)",
+                allow_module_level=True)
+
+
+def _check(model, *inputs, tol=TOL):
+    model = model.eval()
+    fn = tg.compile(model, inputs, device="cuda")
+    with torch.no_grad():
+        ref = model(*inputs)
+    got = fn(*inputs)
+    refs = ref if isinstance(ref, tuple) else (ref,)
+    gots = got if isinstance(got, tuple) else (got,)
+    for g, r in zip(gots, refs):
+        assert g.shape == r.shape
+        scale = max(r.abs().max().item(), 1.0)
+        assert (g - r).abs().max().item() <= tol * scale, (g - r).abs().max().item()
+    return fn
+
+
+class Elementwise(torch.nn.Module):
+    def forward(self, x, b):
+        y = torch.sigmoid(x) * x + b                      # a fused chain with a broadcast
+        z = torch.cat([y.transpose(0, 1)[:, 1:], torch.tanh(y).t()[:, :1]], dim=1)  # transpose, slice, concat
+        return torch.exp(-z.abs()) - torch.nn.functional.gelu(z), (x > 0).float() * 2.0
+
+
+def test_elementwise_and_movement():
+    torch.manual_seed(0)
+    fn = _check(Elementwise(), torch.randn(6, 9), torch.randn(9))
+    assert "@triton.jit" in fn.ir("triton") and "tl.store" in fn.ir("triton")
+
+
+class Reductions(torch.nn.Module):
+    def forward(self, x):
+        return (x.sum(dim=(0, 2)), x.mean(dim=-1, keepdim=True), x.amax(dim=1), torch.softmax(x, dim=1),
+                torch.log_softmax(x, dim=-1))
+
+
+def test_reductions_and_softmax():
+    torch.manual_seed(0)
+    _check(Reductions(), torch.randn(3, 5, 37))
+
+
+class Norms(torch.nn.Module):
+    def __init__(self, d=48):
+        super().__init__()
+        self.ln = torch.nn.LayerNorm(d)
+        self.w = torch.nn.Parameter(torch.randn(d))
+
+    def forward(self, x):
+        rms = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.w
+        return self.ln(x), rms
+
+
+def test_layer_and_rms_norm():
+    torch.manual_seed(0)
+    fn = _check(Norms(), torch.randn(2, 7, 48))
+    assert "layer_norm" in fn.ir("triton") and "rms_norm" in fn.ir("triton")
+
+
+def test_a_row_wider_than_one_block_is_looped():
+    torch.manual_seed(0)
+    fn = _check(Norms(5000), torch.randn(2, 5000))
+    assert "range(0, 5000, 4096)" in fn.ir("triton")
+
+
+class Gemms(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(40, 70)
+        self.proj = torch.nn.Linear(70, 40)
+
+    def forward(self, x, y):
+        h = torch.nn.functional.gelu(self.fc(x), approximate="tanh")   # bias + activation epilogue
+        r = self.proj(h) + x                                            # residual
+        return r, torch.matmul(y, y.transpose(-1, -2))                 # batched, transposed
+
+
+def test_gemm_with_its_epilogue():
+    torch.manual_seed(0)
+    fn = _check(Gemms(), torch.randn(3, 5, 40), torch.randn(2, 9, 24))
+    assert 'input_precision="ieee"' in fn.ir("triton")
+
+
+class Attention(torch.nn.Module):
+    def __init__(self, causal, gqa, masked):
+        super().__init__()
+        self.causal, self.gqa, self.masked = causal, gqa, masked
+
+    def forward(self, q, k, v, mask):
+        return torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask if self.masked else None, is_causal=self.causal, enable_gqa=self.gqa)
+
+
+@pytest.mark.parametrize("causal,gqa,masked", [(False, False, False), (True, False, False), (True, True, False),
+                                                (False, True, True)])
+def test_attention(causal, gqa, masked):
+    torch.manual_seed(0)
+    heads_kv = 2 if gqa else 4
+    q, k, v = torch.randn(2, 4, 19, 16), torch.randn(2, heads_kv, 19, 16), torch.randn(2, heads_kv, 19, 8)
+    mask = torch.randn(2, 1, 19, 19)
+    fn = _check(Attention(causal, gqa, masked), q, k, v, mask)
+    assert "attention" in fn.ir("triton")
+
+
+class Embed(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.e = torch.nn.Embedding(50, 12)
+
+    def forward(self, ids):
+        return self.e(ids) * 2.0
+
+
+def test_embedding_and_its_index_check():
+    torch.manual_seed(0)
+    fn = _check(Embed(), torch.randint(0, 50, (3, 7)))
+    with pytest.raises(IndexError, match="outside the table of 50 rows"):
+        fn(torch.full((3, 7), 50))
+
+
+def _logits(model):
+    class Logits(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.m = model
+
+        def forward(self, ids):
+            return self.m(ids).logits
+
+    return Logits()
+
+
+def test_gpt2_two_layers():
+    import transformers
+
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=300,
+                                                                  n_positions=64)).eval()
+    _check(_logits(model), torch.randint(0, 300, (1, 12)))
+
+
+def test_qwen3_two_layers():
+    """Qwen3: rope, RMS norms, GQA, SiLU-gated MLP."""
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.Qwen3Config(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+                                      head_dim=16, intermediate_size=128, vocab_size=300, max_position_embeddings=64)
+    model = transformers.Qwen3ForCausalLM(config).eval()
+    fn = _check(_logits(model), torch.randint(0, 300, (1, 12)))
+    assert "rope" in fn.ir("triton")
+
+
+def test_numpy_in_numpy_out_and_input_checks():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 4).eval()
+    fn = tg.compile(model, (torch.randn(2, 8),), device="cuda")
+    x = np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32)
+    got = fn(x)
+    assert isinstance(got, np.ndarray)
+    np.testing.assert_allclose(got, model(torch.from_numpy(x)).detach().numpy(), atol=1e-6)
+    with pytest.raises(ValueError, match=r"input 0 has shape \[3, 8\], expected \[2, 8\]"):
+        fn(np.zeros((3, 8), np.float32))
+    with pytest.raises(TypeError, match="input 0 has dtype torch.float64, expected torch.float32"):
+        fn(np.zeros((2, 8)))
+
+
+def test_without_a_gpu_cuda_fails_clearly(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(tg.DeviceError, match=r"device='cuda': torch sees no CUDA GPU here .* TRITON_INTERPRET=1"):
+        tg.compile(torch.nn.Linear(4, 4), (torch.randn(1, 4),), device="cuda")
+    with pytest.raises(tg.DeviceError, match="device must be 'cpu' or 'cuda', got 'tpu'"):
+        tg.compile(torch.nn.Linear(4, 4), (torch.randn(1, 4),), device="tpu")
