@@ -19,7 +19,7 @@ import hashlib
 import importlib.util
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
