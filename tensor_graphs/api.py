@@ -690,6 +690,7 @@ def compile_decoder(
     tuning_db=None,
     max_tuning_seconds: float | None = None,
     weight_format: str | None = None,
+    device: str = "cpu",
 ):
     """Compile a transformers causal LM for generation with a KV cache: a prefill function for
     chunks of ``prefill_chunk`` tokens and a decode function for one token, compiled once and
@@ -716,25 +717,42 @@ def compile_decoder(
     half or a quarter of the bytes per token, with the error of the rounded weights;
     ``"bf16dot"``: bf16 weights times activations rounded to bf16 by AVX512-BF16 dot products
     (a ValueError on a target without them).
+    ``device="cuda"``: both graphs as Triton kernels on an NVIDIA GPU, the KV cache device
+    tensors shared by both (see `compile`); not yet with ``padding``, ``tune``, ``profile`` or
+    ``weight_format``.
     """
+    if device != "cpu":
+        from tensor_graphs.runtime_support.triton_graph import device_for
+
+        device_for(device)  # no GPU: say so before importing anything
+        for name, value, default in (("tune", tune, "off"), ("profile", profile, False), ("weight_format", weight_format, None)):
+            if value != default:
+                raise ValueError(f"compile_decoder(device={device!r}): {name}={value!r} is for the CPU path (not on the GPU yet)")
+        if padding or (padding is None and batch > 1):
+            raise ValueError(f"compile_decoder(device={device!r}): a key-padding mask is not on the GPU yet; "
+                             "pass padding=False (prompts of one length)")
+        padding, pack_weights = False, False
     stats = stats if stats is not None else CompileStats()
     db = _open_db(tuning_db) if tune != "off" else None
     try:
         return _compile_decoder(model, max_seq, batch, prefill_chunk, keep_ir, stats, profile, pack_weights, target,
-                                padding, Tuning(tune, tolerance, (), db, max_tuning_seconds), weight_format)
+                                padding, Tuning(tune, tolerance, (), db, max_tuning_seconds), weight_format, device)
     finally:
         if db is not None and db is not tuning_db:
             db.close()
 
 
 def _compile_decoder(model, max_seq, batch, prefill_chunk, keep_ir, stats, profile, pack_weights, target, padding, tuning,
-                     weight_format):
+                     weight_format, device="cpu"):
     """`compile_decoder` with its database open (``tuning.db``)."""
     from tensor_graphs.runtime_support.decoder import CompiledDecoder
 
     modules, weights, chunk, capacity, max_seq, limit, tuned = _decoder_modules(
         model, max_seq, batch, prefill_chunk, stats, pack_weights, target, padding, tuning, weight_format,
     )
+    if device != "cpu":
+        return CompiledDecoder(_gpu_decoder_graphs(modules, weights, device, keep_ir, stats), chunk=chunk, max_seq=max_seq,
+                               capacity=capacity, batch=batch, max_position=limit)
     need = _estimate(modules)
     free = available_memory()
     if free is not None and need.new_bytes > free:
@@ -760,6 +778,27 @@ def _compile_decoder(model, max_seq, batch, prefill_chunk, keep_ir, stats, profi
         states = fn.states  # the decode graph binds the prefill graph's cache
         graphs.append(fn)
     return CompiledDecoder(graphs, chunk=chunk, max_seq=max_seq, capacity=capacity, batch=batch, max_position=limit)
+
+
+def _gpu_decoder_graphs(modules, weights, device: str, keep_ir: bool, stats: CompileStats) -> list:
+    """The planned prefill and decode modules as Triton graphs on ``device``, sharing the
+    weights and the KV cache on the device."""
+    from tensor_graphs.runtime_support.triton_graph import GpuCompiledGraph, TritonGraph, device_for
+
+    torch_device = device_for(device)
+    graphs: list = []
+    states = None
+    bound: dict = {}
+    for module in modules:
+        ir = {"buf": str(module)} if keep_ir else {}
+        t0 = time.perf_counter()
+        build_pipeline(["convert-tensor-to-triton"]).apply(_context(), module)
+        graph = TritonGraph(module, weights, torch_device, states=states, bound=bound)
+        stats.seconds["tg -> triton"] = stats.seconds.get("tg -> triton", 0.0) + time.perf_counter() - t0
+        fn = GpuCompiledGraph(graph, ir, module, weights)
+        states = graph.states  # the decode graph binds the prefill graph's cache
+        graphs.append(fn)
+    return graphs
 
 
 def generate(

@@ -198,3 +198,43 @@ def test_without_a_gpu_cuda_fails_clearly(monkeypatch):
         tg.compile(torch.nn.Linear(4, 4), (torch.randn(1, 4),), device="cuda")
     with pytest.raises(tg.DeviceError, match="device must be 'cpu' or 'cuda', got 'tpu'"):
         tg.compile(torch.nn.Linear(4, 4), (torch.randn(1, 4),), device="tpu")
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "qwen3"])
+def test_decoder_on_the_gpu_path(arch):
+    """compile_decoder(device="cuda"): the prefill and decode graphs as Triton kernels over one
+    KV cache (device tensors shared by both graphs; attention over the first past + n positions,
+    `past` a run-time argument of the kernels): greedy tokens and logits as the CPU decoder's."""
+    import transformers
+
+    torch.manual_seed(0)
+    if arch == "gpt2":
+        model = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=300,
+                                                                      n_positions=64)).eval()
+    else:
+        model = transformers.Qwen3ForCausalLM(transformers.Qwen3Config(
+            num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+            intermediate_size=128, vocab_size=300, max_position_embeddings=64)).eval()
+    ids = torch.randint(0, 300, (1, 11))
+    gpu = tg.compile_decoder(model, max_seq=40, prefill_chunk=8, device="cuda")
+    cpu = tg.compile_decoder(model, max_seq=40, prefill_chunk=8)
+    a, b = np.asarray(gpu.prefill(ids)), np.asarray(cpu.prefill(ids))
+    assert np.abs(a - b).max() <= TOL * np.abs(b).max()
+    for t in (3, 7, 11, 250):
+        a, b = np.asarray(gpu.decode(torch.tensor([[t]]))), np.asarray(cpu.decode(torch.tensor([[t]])))
+        assert np.abs(a - b).max() <= TOL * np.abs(b).max()
+    assert gpu.position == cpu.position == 15
+    with torch.no_grad():
+        ref = model.generate(ids, max_new_tokens=6, do_sample=False)
+    gpu.reset()
+    assert torch.equal(torch.as_tensor(gpu.generate(ids, max_new_tokens=6)), ref)
+
+
+def test_gpu_decoder_options_not_there_yet_are_refused():
+    import transformers
+
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=50, n_positions=16))
+    with pytest.raises(ValueError, match="a key-padding mask is not on the GPU yet; pass padding=False"):
+        tg.compile_decoder(model, max_seq=16, batch=2, device="cuda")
+    with pytest.raises(ValueError, match=r"weight_format='bf16' is for the CPU path"):
+        tg.compile_decoder(model, max_seq=16, weight_format="bf16", device="cuda")

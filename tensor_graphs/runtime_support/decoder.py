@@ -168,7 +168,7 @@ class CompiledDecoder:
         writes_from = 0 if reset else self._position
         position, next_pos = self._position, self._next_pos
         overwritten = range(writes_from, min(position, writes_from + positions))
-        saved = [(a, name, _rows(a, name, overwritten).copy()) for name, a in self.states.items()] if overwritten else []
+        saved = [(a, name, _copy(_rows(a, name, overwritten))) for name, a in self.states.items()] if overwritten else []
         try:
             yield
         except BaseException:
@@ -459,6 +459,12 @@ class CompiledDecoder:
             f"<CompiledDecoder batch {self.batch}, max_seq {self.max_seq}, prefill chunk {self.chunk}, "
             f"{'padding mask, ' if self.padding else ''}position {self._position}; {self.memory}>"
         )
+
+
+def _copy(rows):
+    """A copy of some cached rows: a NumPy array's, or a torch tensor's on its device (a graph
+    compiled for a GPU keeps its cache there)."""
+    return rows.copy() if isinstance(rows, np.ndarray) else rows.clone()
 
 
 def _rows(state: np.ndarray, name: str, positions: range) -> np.ndarray:

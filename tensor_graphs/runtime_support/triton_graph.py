@@ -125,7 +125,12 @@ class TritonGraph:
     """The launch plan of one graph function, bound to device memory (see the module doc)."""
 
     def __init__(self, module: ModuleOp, weights: Mapping[str, Any], device: str,
-                 states: Mapping[str, np.ndarray] | None = None, fn: func.FuncOp | None = None):
+                 states: Mapping[str, Any] | None = None, fn: func.FuncOp | None = None,
+                 bound: dict[str, Any] | None = None):
+        """``states``: state arrays by name (torch tensors on the device are bound as they are,
+        so two graphs share a KV cache; NumPy arrays are copied, or shared on the CPU); missing
+        ones start zeroed. ``bound``: weights already on the device by name (shared with
+        another graph of the same model; filled with the ones uploaded here)."""
         import torch
 
         from tensor_graphs.codegen.triton.convert_tensor_to_triton import LAUNCHES_ATTR, SOURCE_ATTR
@@ -148,6 +153,10 @@ class TritonGraph:
         self.states: dict[str, Any] = {}
         self.launches: list[tuple[Any, tuple[int, ...], list[Any], tuple[str, ...], str]] = []
         self.index_checks: list[tuple[Any, int, str]] = []
+        #: (rows a cache write adds, the cache's positions) per buf.cache_write
+        self.room: list[tuple[int, int]] = []
+        #: the weights on the device by name (shared with the graphs made by `sharing`)
+        self.weights: dict[str, Any] = bound if bound is not None else {}
         for op in fn.body.walk():
             if isinstance(op, buf.ArenaOp):
                 t[op.results[0]] = torch.zeros(max(1, op.results[0].type.get_shape()[0]), dtype=torch.uint8, device=self.device)  # type: ignore[attr-defined]
@@ -164,17 +173,28 @@ class TritonGraph:
                 t[op.results[0]] = t[op.operands[0]].reshape(-1)[start : start + n].view(tuple(op.results[0].type.get_shape()))  # type: ignore[attr-defined]
             elif isinstance(op, buf.WeightOp):
                 name = op.weight_name.data
-                if name not in weights:
-                    raise KeyError(f"weight '{name}' is missing (the graph reads it)")
-                array = np.asarray(weights[name])
-                t[op.result] = torch.from_numpy(np.ascontiguousarray(array)).to(device=self.device, dtype=_torch_dtype(op.result.type.element_type))  # type: ignore[attr-defined]
+                if name not in self.weights:
+                    if name not in weights:
+                        raise KeyError(f"weight '{name}' is missing (the graph reads it)")
+                    array = np.asarray(weights[name])
+                    self.weights[name] = torch.from_numpy(np.ascontiguousarray(array)).to(
+                        device=self.device, dtype=_torch_dtype(op.result.type.element_type))  # type: ignore[attr-defined]
+                t[op.result] = self.weights[name]
             elif isinstance(op, buf.ConstantOp):
                 t[op.result] = torch.from_numpy(np.ascontiguousarray(numpy_from_dense(op.value))).to(self.device)  # type: ignore[attr-defined]
             elif isinstance(op, buf.StateOp):
                 name = op.state_name.data
                 shape, dtype = tuple(op.result.type.get_shape()), _torch_dtype(op.result.type.element_type)  # type: ignore[attr-defined]
                 given = (states or {}).get(name)
-                tensor = torch.from_numpy(np.ascontiguousarray(given)).to(self.device) if given is not None else torch.zeros(shape, dtype=dtype, device=self.device)
+                if given is None:
+                    tensor = torch.zeros(shape, dtype=dtype, device=self.device)
+                elif isinstance(given, torch.Tensor):
+                    tensor = given
+                else:
+                    tensor = torch.from_numpy(np.asarray(given)).to(self.device)
+                if tuple(tensor.shape) != shape or tensor.dtype != dtype or tensor.device != self.device:
+                    raise ValueError(f"state '{name}': expected {dtype}{list(shape)} on {self.device}, got "
+                                     f"{tensor.dtype}{list(tensor.shape)} on {tensor.device}")
                 self.states[name] = t[op.result] = tensor
             elif isinstance(op, buf.KernelOp):
                 plan = op.attributes.get(LAUNCHES_ATTR)
@@ -187,6 +207,10 @@ class TritonGraph:
                     self.launches.append((kernel, tuple(d["grid"].get_values()), operands, scalars, op.name))  # type: ignore[attr-defined]
                 if isinstance(op, buf.EmbeddingOp) and op.inputs[1] in self.input_args:
                     self.index_checks.append((t[op.inputs[1]], op.inputs[0].type.get_shape()[0], op.name))  # type: ignore[attr-defined]
+                if isinstance(op, buf.CacheWriteOp):  # past + rows written <= the cache's positions
+                    axis = op.axis.value.data
+                    self.room.append((op.inputs[0].type.get_shape()[axis], op.outputs[0].type.get_shape()[axis]))  # type: ignore[attr-defined]
+        self.arena_bytes = int(module.attributes["tg.arena_size"].value.data) if "tg.arena_size" in module.attributes else 0  # type: ignore[attr-defined]
         self._graph = None
         self._calls = 0
 
@@ -209,7 +233,8 @@ class TritonGraph:
             raise TypeError("pass all inputs as NumPy arrays or all as torch tensors, not a mix")
         as_numpy = kinds == {True}
         for k, (x, slot) in enumerate(zip(inputs, self.inputs)):
-            x = torch.from_numpy(np.asarray(x)) if as_numpy else x
+            if as_numpy:  # read only: a read-only array is copied rather than wrapped
+                x = torch.from_numpy(x) if x.flags.writeable else torch.tensor(x)
             if not isinstance(x, torch.Tensor):
                 raise TypeError(f"input {k} is a {type(x).__name__}: pass NumPy arrays or torch tensors")
             if x.dtype != slot.dtype:
@@ -220,6 +245,9 @@ class TritonGraph:
         for tensor, rows, name in self.index_checks:
             if tensor.numel() and (int(tensor.min()) < 0 or int(tensor.max()) >= rows):
                 raise IndexError(f"{name}: an index is outside the table of {rows} rows")
+        for rows, positions in self.room:
+            if past < 0 or past + rows > positions:
+                raise ValueError(f"past = {past}: {rows} more position(s) do not fit the KV cache of {positions}")
         if self.device.type == "cuda" and not self.launches_take_scalars:
             self._replay()
         else:
@@ -259,13 +287,44 @@ class GpuCompiledGraph:
     tensors on the device), ``fn.ir(level)`` for 'aten', 'tg', 'buf' and 'triton' (the kernels'
     Python source)."""
 
-    def __init__(self, graph: TritonGraph, ir: dict[str, str]):
+    def __init__(self, graph: TritonGraph, ir: dict[str, str], module: ModuleOp | None = None, weights: Mapping[str, Any] | None = None):
         self._graph = graph
         self._ir = dict(ir)
         self._ir["triton"] = graph.source
+        self._module, self._weights = module, weights
+        #: kernel paths chosen by a tuner (the CPU path's; none here)
+        self.tuning = None
 
-    def __call__(self, *inputs: Any) -> Any:
-        return self._graph(*inputs)
+    def __call__(self, *inputs: Any, past: int | None = None) -> Any:
+        """``past``: for a graph with a KV cache, the positions cached before this call."""
+        if self._graph.room and past is None:
+            raise TypeError(f"this graph keeps state ({', '.join(self._graph.states)}): pass past=<positions already cached>")
+        return self._graph(*inputs, past=past or 0)
+
+    @property
+    def states(self) -> dict[str, Any]:
+        """The state tensors by name (a KV cache), updated in place by every call: NumPy views of
+        them on the CPU (Triton's interpreter), torch tensors on a GPU. Pass them as ``states=``
+        to another graph to share them."""
+        if self._graph.device.type == "cpu":
+            return {k: v.numpy() for k, v in self._graph.states.items()}
+        return dict(self._graph.states)
+
+    def sharing(self, states: Mapping[str, Any] | None = None) -> GpuCompiledGraph:
+        """Another graph of the same kernels and device weights with its own arena and states
+        (``states`` by name, or fresh zeroed ones)."""
+        assert self._module is not None
+        graph = TritonGraph(self._module, self._weights or {}, str(self._graph.device), states=states, bound=self._graph.weights)
+        return GpuCompiledGraph(graph, self._ir, self._module, self._weights)
+
+    @property
+    def memory(self) -> Any:
+        """Bytes on the device: the arena, the weights, the states."""
+        from tensor_graphs.runtime_support.executable import MemoryReport
+
+        size = lambda ts: sum(t.numel() * t.element_size() for t in ts)  # noqa: E731
+        return MemoryReport(arena_bytes=self._graph.arena_bytes, weight_bytes=size(self._graph.weights.values()),
+                            state_bytes=size(self._graph.states.values()))
 
     @property
     def device(self) -> Any:
