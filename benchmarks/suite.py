@@ -1063,6 +1063,9 @@ def parse_target(ap: argparse.ArgumentParser, name: str | None) -> tg_target.Tar
 
 def parse_args(argv: list[str] | None, prog: str | None):
     ap = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="cuda: the GPU rows instead (benchmarks/gpu.py: tensor_graphs' Triton path, eager and "
+                         "torch.compile on the GPU; its own options follow)")
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
     ap.add_argument("--quick", action="store_true", help="tiny configurations of every workload: a smoke run")
     ap.add_argument("--only", nargs="+", choices=WORKLOADS, metavar="WORKLOAD",
@@ -1096,6 +1099,16 @@ def parse_args(argv: list[str] | None, prog: str | None):
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if "--device" in argv:  # the GPU rows: benchmarks/gpu.py, with the rest of the options
+        i = argv.index("--device")
+        dev = argv[i + 1] if i + 1 < len(argv) else ""
+        if dev not in ("cpu", "cuda"):
+            raise SystemExit(f"--device must be cpu or cuda, got {dev!r}")
+        argv = argv[:i] + argv[i + 2 :]
+        if dev == "cuda":
+            import gpu
+
+            return gpu.main(argv)
     args = parse_args(argv, prog)
     shown = [prog or sys.argv[0], *argv]
     plan = settle_target(args, argv)  # may re-execute this command (the peers' ISA switches)

@@ -35,6 +35,7 @@ def _check(model, *inputs, tol=TOL):
     refs = ref if isinstance(ref, tuple) else (ref,)
     gots = got if isinstance(got, tuple) else (got,)
     for g, r in zip(gots, refs):
+        g = g.cpu()  # on a GPU the outputs stay there
         assert g.shape == r.shape
         scale = max(r.abs().max().item(), 1.0)
         assert (g - r).abs().max().item() <= tol * scale, (g - r).abs().max().item()
@@ -238,3 +239,42 @@ def test_gpu_decoder_options_not_there_yet_are_refused():
         tg.compile_decoder(model, max_seq=16, batch=2, device="cuda")
     with pytest.raises(ValueError, match=r"weight_format='bf16' is for the CPU path"):
         tg.compile_decoder(model, max_seq=16, weight_format="bf16", device="cuda")
+
+
+class Powers(torch.nn.Module):
+    def forward(self, x, e):
+        return torch.pow(x, 2.0) + torch.pow(x, 3.0), torch.pow(x.abs() + 0.5, e), torch.pow(x, e)
+
+
+def test_pow_follows_the_sign_rules():
+    """pow as C's: negative bases with odd/even integer exponents, NaN for fractional ones."""
+    torch.manual_seed(0)
+    x = torch.randn(4, 5)
+    x[0, 0] = 0.0
+    e = torch.tensor([2.0, 3.0, 0.5, -1.0, 0.0])
+    fn = tg.compile(Powers().eval(), (x, e), device="cuda")
+    for g, r in zip(fn(x, e), Powers()(x, e)):
+        g = g.cpu()
+        assert torch.equal(torch.isnan(g), torch.isnan(r))
+        ok = ~torch.isnan(r)
+        assert torch.allclose(g[ok], r[ok], rtol=1e-5, atol=1e-6)
+
+
+class WideRows(torch.nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=-1), torch.log_softmax(x, dim=-1), x.amax(dim=-1)
+
+
+def test_a_masked_chunk_and_nans_in_rows():
+    """A softmax row whose first 4096-wide chunk is all -inf (a mask over a large vocabulary)
+    stays finite; a NaN in a row makes its max NaN, as PyTorch's."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 5000)
+    x[0, :4096] = float("-inf")
+    x[2, 17] = float("nan")
+    fn = tg.compile(WideRows().eval(), (x,), device="cuda")
+    for g, r in zip(fn(x), WideRows()(x)):
+        g = g.cpu()
+        assert torch.equal(torch.isnan(g), torch.isnan(r)) and torch.equal(torch.isinf(g), torch.isinf(r))
+        ok = torch.isfinite(r)
+        assert torch.allclose(g[ok], r[ok], rtol=1e-5, atol=1e-6)

@@ -34,9 +34,11 @@ func.func @forward(%x: tensor<2x5xf32>) -> tensor<2x7xf32> {
 // -----
 
 // Causal attention with grouped-query heads (4 query heads over 2 kv heads) and a KV cache:
-// the keys past the cache's valid positions (past + Sq, `past` a run-time argument) and past
-// the causal diagonal are skipped block by block.
-// CHECK-LABEL: def k0_attention(q, k, v, out, past):
+// the keys past the cache's valid positions (past + Sq, `past` read from the graph's dims
+// buffer: every launch argument a fixed address, for a CUDA graph) and past the causal diagonal
+// are skipped block by block.
+// CHECK-LABEL: def k0_attention(q, k, v, out, dims):
+// CHECK-NEXT:    past = tl.load(dims + 0)
 // CHECK:         hk = h // 2
 // CHECK:         n_valid = past + 1
 // CHECK:         for n0 in range(0, 32, 32):

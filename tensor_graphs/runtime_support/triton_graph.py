@@ -4,8 +4,9 @@ Memory as on the CPU, on the device: the planner's arena is ONE device allocatio
 intermediate a view of it at the planned offset; weights and IR constants are device tensors
 made once; states (a KV cache) are device tensors kept between calls; the graph's inputs and
 outputs are device tensors of their own, so that every launch's arguments are fixed addresses.
-A call copies its inputs into their tensors and replays the launch plan: on a GPU one CUDA
-graph captured on the first call (the GPU counterpart of one native function per graph);
+A call copies its inputs into their tensors (and ``past``, for a KV cache, into the ``dims``
+tensor the kernels read it from) and replays the launch plan: on a GPU one CUDA graph captured
+on the second call (the first compiles and warms the kernels) (the GPU counterpart of one native function per graph);
 under Triton's interpreter (``TRITON_INTERPRET=1``, no GPU: the tests) the launches one by one
 on CPU tensors.
 
@@ -27,6 +28,7 @@ import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr
 
+from tensor_graphs.codegen.triton.kernels import SCALARS
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.dense import numpy_dtype_of, numpy_from_dense
 
@@ -211,14 +213,17 @@ class TritonGraph:
                     axis = op.axis.value.data
                     self.room.append((op.inputs[0].type.get_shape()[axis], op.outputs[0].type.get_shape()[axis]))  # type: ignore[attr-defined]
         self.arena_bytes = int(module.attributes["tg.arena_size"].value.data) if "tg.arena_size" in module.attributes else 0  # type: ignore[attr-defined]
+        #: the run-time scalars (`kernels.SCALARS`: ``past``) as the kernels read them
+        self.dims = torch.zeros(max(1, len(SCALARS)), dtype=torch.int64, device=self.device)
+        self.launches = [(k, g, [*ops, self.dims] if sc else ops, sc, name) for k, g, ops, sc, name in self.launches]
+        self._takes_past = any("past" in sc for _, _, _, sc, _ in self.launches)
         self._graph = None
         self._calls = 0
 
-    def run(self, past: int = 0) -> None:
-        """Every launch once (``past``: the KV caches' length before this call)."""
-        values = {"past": past}
-        for kernel, grid, operands, scalars, _ in self.launches:
-            kernel[grid](*operands, *(values[s] for s in scalars))
+    def run(self) -> None:
+        """Every launch once (the scalars already in ``dims``)."""
+        for kernel, grid, operands, _, _ in self.launches:
+            kernel[grid](*operands)
 
     def __call__(self, *inputs: Any, past: int = 0) -> Any:
         """Run on ``inputs`` (NumPy arrays or torch tensors, all one kind, of the graph's dtypes
@@ -248,16 +253,14 @@ class TritonGraph:
         for rows, positions in self.room:
             if past < 0 or past + rows > positions:
                 raise ValueError(f"past = {past}: {rows} more position(s) do not fit the KV cache of {positions}")
-        if self.device.type == "cuda" and not self.launches_take_scalars:
+        if self._takes_past:
+            self.dims[SCALARS["past"]] = past
+        if self.device.type == "cuda":
             self._replay()
         else:
-            self.run(past)
+            self.run()
         outs = [o.cpu().numpy() if as_numpy else o.clone() for o in self.outputs]
         return outs[0] if len(outs) == 1 else tuple(outs)
-
-    @property
-    def launches_take_scalars(self) -> bool:
-        return any(scalars for _, _, _, scalars, _ in self.launches)
 
     def _replay(self) -> None:
         """On a GPU: the launches once to compile and warm them, then captured into one CUDA

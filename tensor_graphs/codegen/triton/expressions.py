@@ -38,7 +38,8 @@ PRELUDE = '''
 def _tanh(x):
     e = tl.exp(-2.0 * tl.abs(x))
     t = (1.0 - e) / (1.0 + e)
-    return tl.where(x < 0, -t, t)
+    small = x * (1.0 - x * x * (1.0 / 3.0))  # |x| < 1e-2: no cancellation in 1 - e
+    return tl.where(tl.abs(x) < 0.01, small, tl.where(x < 0, -t, t))
 
 
 @triton.jit
@@ -53,13 +54,26 @@ def _erf(x):
     t = 1.0 / (1.0 + 0.5 * a)
     y = 1.0 - t * tl.exp(-a * a - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (
         -0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))))
-    return tl.where(x < 0, -y, y)
+    small = 1.1283791670955126 * x * (1.0 - x * x * (1.0 / 3.0))  # |x| < 1e-2: its series, no cancellation
+    return tl.where(a < 0.01, small, tl.where(x < 0, -y, y))
+
+
+@triton.jit
+def _pow(a, b):
+    # C's pow for real a, b: |a|^b, negative for a negative base and an odd integer exponent,
+    # NaN for a negative base and a fractional exponent; 0^b by the sign of b
+    r = tl.exp(b * tl.log(tl.abs(a)))
+    whole = b == tl.floor(b)
+    odd = whole & (tl.floor(b * 0.5) * 2.0 != b)
+    neg = tl.where(whole, tl.where(odd, -r, r), float('nan'))
+    zero = tl.where(b == 0.0, 1.0, tl.where(b > 0.0, 0.0, float('inf')))
+    return tl.where(a < 0.0, neg, tl.where(a == 0.0, zero, r))
 '''
 
 #: function name -> expression template over ``{x}`` (`dialects.functions.UNARY_FUNCTIONS`)
 UNARY: dict[str, str] = {
     "none": "{x}",
-    "relu": "tl.maximum({x}, 0.0)",
+    "relu": "tl.maximum({x}, 0.0, propagate_nan=tl.PropagateNan.ALL)",
     "gelu": "0.5 * {x} * (1.0 + _erf({x} * 0.7071067811865476))",
     "gelu_tanh": "0.5 * {x} * (1.0 + _tanh(0.7978845608028654 * ({x} + 0.044715 * {x} * {x} * {x})))",
     "silu": "{x} * _sigmoid({x})",
@@ -82,9 +96,9 @@ BINARY: dict[str, str] = {
     "sub": "{a} - {b}",
     "mul": "{a} * {b}",
     "div": "{a} / {b}",
-    "pow": "tl.exp({b} * tl.log({a}))",
-    "max": "tl.maximum({a}, {b})",
-    "min": "tl.minimum({a}, {b})",
+    "pow": "_pow({a}, {b})",
+    "max": "tl.maximum({a}, {b}, propagate_nan=tl.PropagateNan.ALL)",
+    "min": "tl.minimum({a}, {b}, propagate_nan=tl.PropagateNan.ALL)",
 }
 
 
@@ -160,10 +174,11 @@ def _b(fn: str) -> Callable[[Operation, Sequence[str]], str]:
 ARITH: dict[type[Operation], Callable[[Operation, Sequence[str]], str]] = {
     arith.ConstantOp: _constant,
     arith.AddfOp: _b("add"), arith.SubfOp: _b("sub"), arith.MulfOp: _b("mul"), arith.DivfOp: _b("div"),
-    arith.MaximumfOp: _b("max"), arith.MinimumfOp: _b("min"), arith.MaxnumfOp: _b("max"), arith.MinnumfOp: _b("min"),
+    arith.MaximumfOp: _b("max"), arith.MinimumfOp: _b("min"),  # NaN-propagating, as arith's
+    arith.MaxnumfOp: lambda op, v: f"tl.maximum({v[0]}, {v[1]})", arith.MinnumfOp: lambda op, v: f"tl.minimum({v[0]}, {v[1]})",
+    arith.MaxSIOp: lambda op, v: f"tl.maximum({v[0]}, {v[1]})", arith.MinSIOp: lambda op, v: f"tl.minimum({v[0]}, {v[1]})",
     arith.NegfOp: _u("neg"),
     arith.AddiOp: _b("add"), arith.SubiOp: _b("sub"), arith.MuliOp: _b("mul"),
-    arith.MaxSIOp: _b("max"), arith.MinSIOp: _b("min"),
     arith.FloorDivSIOp: lambda op, v: f"tl.where(({v[0]} % {v[1]} != 0) & (({v[0]} < 0) != ({v[1]} < 0)), {v[0]} // {v[1]} - 1, {v[0]} // {v[1]})",
     arith.AndIOp: lambda op, v: f"({v[0]} & {v[1]})",
     arith.OrIOp: lambda op, v: f"({v[0]} | {v[1]})",

@@ -25,9 +25,12 @@ from xdsl.ir import Operation, SSAValue
 
 from tensor_graphs.codegen.triton.expressions import PRELUDE, TritonCodegenError, dtype
 
-#: the run-time scalars a kernel may take after its buffers (`Launch.scalars`): ``past``, the
-#: number of tokens a KV cache held before this call (the CPU graph's ``dims[0]``)
-SCALARS = ("past",)
+#: the run-time scalars a kernel may read (`Launch.scalars`), by name -> their slot in the graph's
+#: ``dims`` buffer (int64 on the device, as the CPU graph's ``dims``): ``past``, the number of
+#: tokens a KV cache held before this call. A kernel that reads one takes ``dims`` after its
+#: buffers and loads it (``past = tl.load(dims + 0)``): every launch argument is then a fixed
+#: address, so the whole plan can be captured once as a CUDA graph and replayed.
+SCALARS = {"past": 0}
 
 #: elements per program of an elementwise kernel
 ELEMENTWISE_BLOCK = 1024
@@ -37,7 +40,8 @@ MAX_ROW_BLOCK = 4096
 
 @dataclass(frozen=True)
 class Launch:
-    """One kernel launch of the plan: ``kernel[grid](*buffers, *scalars, **constexprs)``."""
+    """One kernel launch of the plan: ``kernel[grid](*buffers[, dims])`` (block sizes are constants
+    of the source; ``dims`` when it reads ``scalars``)."""
 
     kernel: str
     grid: tuple[int, ...]
@@ -70,14 +74,16 @@ class TritonContext:
         self._names: set[str] = set()
 
     def kernel(self, base: str, params: Sequence[str], body: Sequence[str], scalars: Sequence[str] = ()) -> str:
-        """Add ``@triton.jit def <name>(*params, *scalars): body`` and return its name."""
+        """Add ``@triton.jit def <name>(*params[, dims]): body`` and return its name; ``scalars``
+        (`SCALARS`) are loaded from ``dims`` first."""
         name = f"k{self.index}_{base}"
         n = 0
         while name in self._names:
             n += 1
             name = f"k{self.index}_{base}{n}"
         self._names.add(name)
-        lines = ["@triton.jit", f"def {name}({', '.join([*params, *scalars])}):"]
+        lines = ["@triton.jit", f"def {name}({', '.join([*params, *(['dims'] if scalars else [])])}):"]
+        lines += [f"    {s} = tl.load(dims + {SCALARS[s]})" for s in scalars]
         lines += ["    " + line for line in body]
         self.program.kernels.append("\n".join(lines))
         return name
@@ -85,6 +91,8 @@ class TritonContext:
     def launch(self, kernel: str, grid: Sequence[int], buffers: Sequence[SSAValue], scalars: Sequence[str] = ()) -> None:
         for s in scalars:
             assert s in SCALARS, s
+        if any(g > MAX_GRID_YZ for g in grid[1:]):
+            raise TritonCodegenError(f"{self.op.name}: a grid of {list(grid)} programs exceeds CUDA's {MAX_GRID_YZ} along axes 1 and 2")
         self.program.launches.append(Launch(kernel, tuple(max(1, int(g)) for g in grid), tuple(buffers), tuple(scalars), self.op))
 
 
@@ -147,11 +155,12 @@ def index_lines(flat: str, dims: Sequence[int], prefix: str = "i") -> list[str]:
     """Statements splitting the flat index expression ``flat`` into ``<prefix><d>`` per dim."""
     if not dims:
         return []
-    lines = [f"_r = {flat}"]
+    r = f"_r{prefix}"  # one temporary per prefix: a loop's must not rebind an outer scalar's (Triton's loop-carried types)
+    lines = [f"{r} = {flat}"]
     for d in range(len(dims) - 1, 0, -1):
-        lines.append(f"{prefix}{d} = _r % {dims[d]}")
-        lines.append(f"_r = _r // {dims[d]}")
-    lines.append(f"{prefix}0 = _r")
+        lines.append(f"{prefix}{d} = {r} % {dims[d]}")
+        lines.append(f"{r} = {r} // {dims[d]}")
+    lines.append(f"{prefix}0 = {r}")
     return lines
 
 
@@ -175,7 +184,7 @@ def elementwise(ctx: TritonContext, name: str, out: SSAValue, inputs: Sequence[t
     st_out = tuple(out_strides if out_strides is not None else contiguous(dims))
     plain = st_out == contiguous(dims) and out_offset == 0
     block = ELEMENTWISE_BLOCK
-    body = [f"offs = tl.program_id(0) * {block} + tl.arange(0, {block})", f"m = offs < {total}"]
+    body = [f"offs = {program_id(0, total)} * {block} + tl.arange(0, {block})", f"m = offs < {total}"]
     needs_index = not plain or any(tuple(st) != contiguous(dims) or off for _, st, off in inputs)
     if needs_index:
         body += index_lines("offs", dims)
@@ -183,7 +192,8 @@ def elementwise(ctx: TritonContext, name: str, out: SSAValue, inputs: Sequence[t
     for k, (_, st, off) in enumerate(inputs):
         at = "offs" if tuple(st) == contiguous(dims) and not off else offset_expr(st, off)
         # one element broadcast to all (a scalar): one scalar load
-        body.append(f"v{k} = tl.load(in{k} + ({at}))" if at == str(off) else f"v{k} = tl.load(in{k} + ({at}), mask=m, other=0)")
+        load = f"tl.load(in{k} + ({at}))" if at == str(off) else f"tl.load(in{k} + ({at}), mask=m, other=0)"
+        body.append(f"v{k} = {load}{upcast(inputs[k][0])}")
         values.append(f"v{k}")
     lines, y = compute(values)
     body += lines
@@ -192,6 +202,22 @@ def elementwise(ctx: TritonContext, name: str, out: SSAValue, inputs: Sequence[t
     params = [f"in{k}" for k in range(len(inputs))] + ["out"]
     kernel = ctx.kernel(name, params, body, scalars)
     ctx.launch(kernel, (-(-total // block),), [*(v for v, _, _ in inputs), out], scalars)
+
+
+#: the most elements an int32 offset reaches; a kernel over more takes int64 program ids
+INT32_MAX = 2**31 - 1
+#: the most programs along grid axes 1 and 2 (CUDA's limit)
+MAX_GRID_YZ = 65535
+
+
+def program_id(axis: int, extent: int) -> str:
+    """``tl.program_id(axis)``, as int64 when offsets up to ``extent`` elements overflow int32."""
+    return f"tl.program_id({axis})" + (".to(tl.int64)" if extent > INT32_MAX else "")
+
+
+def upcast(value: SSAValue) -> str:
+    """``.to(tl.float32)`` for a half-precision element (Triton's math functions take float32)."""
+    return ".to(tl.float32)" if element(value) in ("tl.float16", "tl.bfloat16") else ""
 
 
 def require(condition: bool, op: Operation, message: str) -> None:

@@ -24,6 +24,7 @@ from tensor_graphs.codegen.triton.kernels import (
     index_lines,
     numel,
     pow2,
+    program_id,
     register,
     require,
     shape,
@@ -53,7 +54,8 @@ def emit_attention(ctx: TritonContext, op: Operation) -> None:
     bd, bdv = max(16, pow2(d)), max(16, pow2(dv))
     causal, cached = bool(op.causal.value.data), bool(op.kv_cache.value.data)
     scale = op.scale.value.data
-    body = ["pid = tl.program_id(0)", "bh = tl.program_id(1)", f"b = bh // {h}", f"h = bh % {h}", f"hk = h // {group}",
+    big = max(numel(sq_), numel(sk_), numel(sv_), numel(shape(out)))
+    body = ["pid = tl.program_id(0)", f"bh = {program_id(1, big)}", f"b = bh // {h}", f"h = bh % {h}", f"hk = h // {group}",
             f"q_off = bh * {sq * d}", f"k_off = (b * {hkv} + hk) * {sk * d}", f"v_off = (b * {hkv} + hk) * {sk * dv}",
             f"o_off = bh * {sq * dv}", f"rm = pid * {bm} + tl.arange(0, {bm})", f"rd = tl.arange(0, {bd})",
             f"rdv = tl.arange(0, {bdv})",

@@ -31,6 +31,7 @@ from tensor_graphs.codegen.triton.kernels import (
     index_lines,
     numel,
     pow2,
+    program_id,
     register,
     require,
     shape,
@@ -70,7 +71,8 @@ def emit_matmul(ctx: TritonContext, op: Operation) -> None:
     bb = broadcast(sb[:-2], batch) if batch else ()
     ba = tuple(s * numel(sa[-2:]) for s in ba)
     bb = tuple(s * numel(sb[-2:]) for s in bb)
-    body = ["pid = tl.program_id(0)", "bid = tl.program_id(1)"]
+    big = max(numel(so), numel(sa), numel(sb))
+    body = ["pid = tl.program_id(0)", f"bid = {program_id(1, big)}"]
     body += index_lines("bid", batch, prefix="q") if batch else []
     off = lambda strides: " + ".join(f"q{d} * {s}" for d, s in enumerate(strides) if s) or "0"  # noqa: E731
     body += [f"a_off = {off(ba)}", f"b_off = {off(bb)}", f"o_off = bid * {m * n}",

@@ -28,6 +28,7 @@ from tensor_graphs.codegen.triton.kernels import (
     index_lines,
     numel,
     pow2,
+    program_id,
     register,
     require,
     shape,
@@ -41,11 +42,12 @@ def _row(dims: tuple[int, ...], dim: int) -> tuple[int, int, int]:
     return numel(dims) // max(dims[dim], 1), dims[dim], inner
 
 
-def _row_base(inner: int, d: int) -> list[str]:
+def _row_base(inner: int, d: int, total: int) -> list[str]:
     """``base``: the first element of program ``row``'s row (rows ``[outer, inner]``, stride ``inner`` within)."""
+    row = f"row = {program_id(0, total)}"
     if inner == 1:
-        return ["row = tl.program_id(0)", f"base = row * {d}"]
-    return ["row = tl.program_id(0)", f"base = (row // {inner}) * {d * inner} + row % {inner}"]
+        return [row, f"base = row * {d}"]
+    return [row, f"base = (row // {inner}) * {d * inner} + row % {inner}"]
 
 
 def _at(inner: int) -> str:
@@ -63,7 +65,7 @@ def emit_softmax(ctx: TritonContext, op: Operation) -> None:
         return
     block = min(pow2(d), MAX_ROW_BLOCK)
     log = bool(op.log.value.data)
-    body = _row_base(inner, d) + [
+    body = _row_base(inner, d, numel(dims)) + [
         "mx = tl.full([], float('-inf'), tl.float32)",
         "s = tl.full([], 0.0, tl.float32)",
         f"for c in range(0, {d}, {block}):",
@@ -71,7 +73,8 @@ def emit_softmax(ctx: TritonContext, op: Operation) -> None:
         f"    m = cols < {d}",
         f"    v = tl.load(x + base + {_at(inner)}, mask=m, other=float('-inf')).to(tl.float32)",
         "    new = tl.maximum(mx, tl.max(v, 0))",
-        "    s = s * tl.exp(mx - new) + tl.sum(tl.where(m, tl.exp(v - new), 0.0), 0)",
+        "    safe = tl.where(new == float('-inf'), 0.0, new)",  # a chunk of -inf only: no exp(-inf - -inf)
+        "    s = s * tl.exp(mx - safe) + tl.sum(tl.where(m, tl.exp(v - safe), 0.0), 0)",
         "    mx = new",
         f"for c in range(0, {d}, {block}):",
         f"    cols = c + tl.arange(0, {block})",
@@ -98,7 +101,7 @@ def emit_norm(ctx: TritonContext, op: Operation) -> None:
     block = min(pow2(d), MAX_ROW_BLOCK)
     loop = [f"    cols = c + tl.arange(0, {block})", f"    m = cols < {d}",
             "    v = tl.load(x + base + cols, mask=m, other=0.0).to(tl.float32)"]
-    body = ["row = tl.program_id(0)", f"base = row * {d}"]
+    body = [f"row = {program_id(0, numel(dims))}", f"base = row * {d}"]
     if rms:
         body += ["ss = tl.full([], 0.0, tl.float32)", f"for c in range(0, {d}, {block}):", *loop, "    ss += tl.sum(v * v, 0)",
                  f"inv = 1.0 / tl.sqrt(ss / {d} + {eps!r})", "mean = 0.0"]
@@ -138,7 +141,7 @@ def emit_reduce(ctx: TritonContext, op: Operation) -> None:
         return
     block = min(pow2(r), MAX_ROW_BLOCK)
     init, combine, step = _REDUCE[kind]
-    body = ["row = tl.program_id(0)"]
+    body = [f"row = {program_id(0, numel(dims))}"]
     body += index_lines("row", [dims[d] for d in kept], prefix="o") if kept else []
     base = " + ".join(f"o{k} * {st[d]}" for k, d in enumerate(kept)) or "0"
     body += [f"base = {base}", f"acc = tl.full([], {init}, tl.float32)", f"for c in range(0, {r}, {block}):",
@@ -147,6 +150,10 @@ def emit_reduce(ctx: TritonContext, op: Operation) -> None:
     at = " + ".join(f"j{k} * {st[d]}" for k, d in enumerate(reduced)) or "0"
     body += [f"    v = tl.load(x + base + {at}, mask=m, other={init}).to(tl.float32)",
              f"    acc = {'acc + ' + combine + '(v, 0)' if step == '+' else 'tl.maximum(acc, ' + combine + '(v, 0))'}"]
+    if kind == "max":  # a NaN anywhere makes the max NaN, as PyTorch's (the GPU's max drops NaNs)
+        body.insert(body.index(f"for c in range(0, {r}, {block}):"), "nans = tl.full([], 0, tl.int32)")
+        body.append("    nans += tl.sum((v != v).to(tl.int32), 0)")
+        body.append("acc = tl.where(nans > 0, float('nan'), acc)")
     if kind == "mean":
         body.append(f"acc = acc / {r}")
     body.append(f"tl.store(out + row, acc.to({element(out)}))")

@@ -430,7 +430,14 @@ def _bf16_dot_applies(op: Operation) -> str | None:
     target = _target_of(op)
     if "avx512bf16" not in target.extensions:
         return f"the target ({target.name}) has no AVX512-BF16 dot products"
+    a = _shape(op.operands[0])
+    if numel(a[:-1]) * -(-a[-1] // 2) * 4 > BF16_DOT_MAX_STACK:
+        return f"the rows of {list(a)} as bf16 pairs exceed {BF16_DOT_MAX_STACK // 1024} KiB of the kernel's stack"
     return None
+
+
+#: The most bytes of activations (as bf16 pairs) the bf16-dot kernel keeps on its stack.
+BF16_DOT_MAX_STACK = 64 << 10
 
 
 def _quantized_prepare(fmt: str) -> Prepare:
