@@ -138,6 +138,8 @@ class TritonGraph:
         from tensor_graphs.codegen.triton.convert_tensor_to_triton import LAUNCHES_ATTR, SOURCE_ATTR
 
         self.device = torch.device(device)
+        if self.device.type == "cuda" and self.device.index is None:
+            self.device = torch.device("cuda", torch.cuda.current_device())
         source = module.attributes.get(SOURCE_ATTR)
         if not isinstance(source, StringAttr):
             raise ValueError("TritonGraph: the module was not lowered by convert-tensor-to-triton")
