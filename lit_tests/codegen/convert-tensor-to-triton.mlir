@@ -15,7 +15,8 @@
 // CHECK:         tl.store(out + o_off + rm[:, None] * 7 + rn[None, :], c.to(tl.float32), mask=valid)
 // CHECK-LABEL: def k1_softmax(x, out):
 // CHECK:         for c in range(0, 7, 8):
-// CHECK:           s = s * tl.exp(mx - new) + tl.sum(tl.where(m, tl.exp(v - new), 0.0), 0)
+// CHECK:           safe = tl.where(new == float('-inf'), 0.0, new)
+// CHECK-NEXT:      s = s * tl.exp(mx - safe) + tl.sum(tl.where(m, tl.exp(v - safe), 0.0), 0)
 // CHECK:           y = tl.exp(v - mx) / s
 // CHECK:       # launch plan:
 // CHECK-NEXT:  #   k0_matmul[(1, 1)](buf.matmul)

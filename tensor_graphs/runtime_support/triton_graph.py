@@ -123,6 +123,31 @@ def _torch_dtype(element) -> Any:
             np.dtype(np.uint8): torch.uint8, np.dtype(np.bool_): torch.bool}[numpy_dtype_of(element)]
 
 
+class _TorchMatmul:
+    """The plan's library GEMM (`kernels_matmul.LIBRARY_MATMUL`): ``out = op(a) @ op(b)`` by
+    ``torch.matmul`` into the output's view (cuBLAS on a GPU; float32, no TF32 unless torch
+    allows it), indexed by a grid like a Triton kernel."""
+
+    def __init__(self, op: buf.MatmulOp):
+        self.ta, self.tb = op.flags[0], op.flags[1]
+
+    def __getitem__(self, grid) -> _TorchMatmul:
+        return self
+
+    def __call__(self, a, b, out) -> None:
+        import torch
+
+        torch.matmul(a.mT if self.ta else a, b.mT if self.tb else b, out=out)
+
+
+#: the plan's library calls by name -> their runtime implementation
+LIBRARY_CALLS = {"torch.matmul": _TorchMatmul}
+
+
+def _library_call(name: str, op) -> Any:
+    return LIBRARY_CALLS[name](op)
+
+
 class TritonGraph:
     """The launch plan of one graph function, bound to device memory (see the module doc)."""
 
@@ -144,6 +169,10 @@ class TritonGraph:
         if not isinstance(source, StringAttr):
             raise ValueError("TritonGraph: the module was not lowered by convert-tensor-to-triton")
         self.source = source.data
+        from tensor_graphs.codegen.triton.convert_tensor_to_triton import program_text
+
+        #: the source and the launch plan (``fn.ir("triton")``)
+        self.text = program_text(module)
         kernels = load_kernels(self.source)
         fn = fn or next(o for o in module.ops if isinstance(o, func.FuncOp))
         n_out = fn.attributes["tg.num_outputs"].value.data  # type: ignore[attr-defined]
@@ -205,7 +234,8 @@ class TritonGraph:
                 for entry in plan.data if isinstance(plan, ArrayAttr) else ():
                     assert isinstance(entry, DictionaryAttr)
                     d = entry.data
-                    kernel = getattr(kernels, d["kernel"].data)  # type: ignore[attr-defined]
+                    name = d["kernel"].data  # type: ignore[attr-defined]
+                    kernel = _library_call(name, op) if name in LIBRARY_CALLS else getattr(kernels, name)
                     operands = [t[op.operands[i]] for i in d["args"].get_values()]  # type: ignore[attr-defined]
                     scalars = tuple(s.data for s in d["scalars"].data)  # type: ignore[attr-defined]
                     self.launches.append((kernel, tuple(d["grid"].get_values()), operands, scalars, op.name))  # type: ignore[attr-defined]
@@ -295,7 +325,7 @@ class GpuCompiledGraph:
     def __init__(self, graph: TritonGraph, ir: dict[str, str], module: ModuleOp | None = None, weights: Mapping[str, Any] | None = None):
         self._graph = graph
         self._ir = dict(ir)
-        self._ir["triton"] = graph.source
+        self._ir["triton"] = graph.text
         self._module, self._weights = module, weights
         #: kernel paths chosen by a tuner (the CPU path's; none here)
         self.tuning = None

@@ -75,23 +75,13 @@ class TritonTarget(Target):
     name = "triton"
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, StringAttr
+        from tensor_graphs.codegen.triton.convert_tensor_to_triton import program_text
+        from tensor_graphs.codegen.triton.expressions import TritonCodegenError
 
-        from tensor_graphs.codegen.triton.convert_tensor_to_triton import LAUNCHES_ATTR, SOURCE_ATTR
-
-        source = module.attributes.get(SOURCE_ATTR)
-        if not isinstance(source, StringAttr):
-            raise CodegenError("-t triton: the module has no Triton kernels (run convert-tensor-to-triton first)")
-        print(source.data, file=output)
-        print("# launch plan:", file=output)
-        for op in module.walk():
-            launches = op.attributes.get(LAUNCHES_ATTR)
-            for entry in launches.data if isinstance(launches, ArrayAttr) else ():
-                assert isinstance(entry, DictionaryAttr)
-                d = entry.data
-                grid = tuple(d["grid"].get_values())  # type: ignore[attr-defined]
-                scalars = [s.data for s in d["scalars"].data]  # type: ignore[attr-defined]
-                print(f"#   {d['kernel'].data}[{grid}]({op.name}{', ' + ', '.join(scalars) if scalars else ''})", file=output)  # type: ignore[attr-defined]
+        try:
+            output.write(program_text(module))
+        except TritonCodegenError as e:
+            raise CodegenError(f"-t triton: {e}") from None
 
 
 class TgOptMain(xDSLOptMain):

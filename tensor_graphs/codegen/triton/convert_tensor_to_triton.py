@@ -90,3 +90,21 @@ class ConvertTensorToTritonPass(ModulePass):
             previous = launch.op.attributes.get(LAUNCHES_ATTR)
             launch.op.attributes[LAUNCHES_ATTR] = ArrayAttr([*(previous.data if isinstance(previous, ArrayAttr) else ()), entry])
         op.attributes[SOURCE_ATTR] = StringAttr(program.source)
+
+
+def program_text(module: ModuleOp) -> str:
+    """The kernels' source of a lowered ``module``, then its launch plan as comments (what
+    `tg-opt -t triton` prints and ``fn.ir("triton")`` returns)."""
+    source = module.attributes.get(SOURCE_ATTR)
+    if not isinstance(source, StringAttr):
+        raise TritonCodegenError("the module has no Triton kernels (run convert-tensor-to-triton first)")
+    lines = [source.data, "# launch plan:"]
+    for op in module.walk():
+        launches = op.attributes.get(LAUNCHES_ATTR)
+        for entry in launches.data if isinstance(launches, ArrayAttr) else ():
+            assert isinstance(entry, DictionaryAttr)
+            d = entry.data
+            grid = tuple(d["grid"].get_values())  # type: ignore[attr-defined]
+            scalars = [x.data for x in d["scalars"].data]  # type: ignore[attr-defined]
+            lines.append(f"#   {d['kernel'].data}[{grid}]({op.name}{', ' + ', '.join(scalars) if scalars else ''})")  # type: ignore[attr-defined]
+    return "\n".join(lines) + "\n"

@@ -1,5 +1,5 @@
 """`buf.matmul` as a Triton kernel: ``out = act(alpha * op(a) @ op(b) + beta * acc)`` through
-``tl.dot``, one program per ``BM x BN`` output tile and batch, the epilogue (alpha, the
+``tl.dot`` (a GEMM of `LIBRARY_MIN_ROWS` rows or more: cuBLAS, then the epilogue), one program per ``BM x BN`` output tile and batch, the epilogue (alpha, the
 accumulator broadcast to the output, the activation) applied to the tile in registers::
 
     @triton.jit
@@ -28,6 +28,7 @@ from tensor_graphs.codegen.triton.kernels import (
     broadcast,
     contiguous,
     element,
+    elementwise,
     index_lines,
     numel,
     pow2,
@@ -40,6 +41,15 @@ from tensor_graphs.dialects import buffer as buf
 
 #: the dot's precision for float32 operands (`tl.dot`'s ``input_precision``)
 PRECISION = "ieee"
+#: From this many rows of the output on, a float32 GEMM runs in the vendor library (cuBLAS,
+#: through ``torch.matmul`` into the output's arena view: `runtime_support.triton_graph`), then
+#: its epilogue as one Triton sweep: ``tl.dot`` at IEEE float32 has no tensor cores, cuBLAS's
+#: SGEMM is the faster float32 GEMM (GPT-2 small's forward at 128 tokens on an H100: 6.5 ms with
+#: every GEMM in Triton, torch.compile 3.1 ms). Fewer rows (a decode step's matrix-vector
+#: products) stay one Triton kernel with the epilogue fused: they stream the weight once.
+LIBRARY_MIN_ROWS = 32
+#: the plan's name for the library GEMM (not a Triton kernel: the runtime calls it)
+LIBRARY_MATMUL = "torch.matmul"
 
 
 def tile_sizes(m: int, n: int, k: int) -> tuple[int, int, int]:
@@ -60,6 +70,9 @@ def emit_matmul(ctx: TritonContext, op: Operation) -> None:
     require(element(a) == element(b_) == "tl.float32", op, "float32 operands only")
     batch = so[:-2]
     if numel(so) == 0:
+        return
+    if m * numel(batch) >= LIBRARY_MIN_ROWS:
+        _library_matmul(ctx, op, alpha, beta, acc)
         return
     bm, bn, bk = tile_sizes(m, n, k)
     tiles_n = -(-n // bn)
@@ -99,3 +112,23 @@ def emit_matmul(ctx: TritonContext, op: Operation) -> None:
     body.append(f"tl.store(out + o_off + rm[:, None] * {n} + rn[None, :], c.to({element(out)}), mask=valid)")
     name = ctx.kernel("matmul", [*params, "out"], body)
     ctx.launch(name, (-(-m // bm) * tiles_n, numel(batch)), [*buffers, out])
+
+
+def _library_matmul(ctx: TritonContext, op: buf.MatmulOp, alpha: float, beta: float, acc) -> None:
+    """``out = op(a) @ op(b)`` by the vendor library (`LIBRARY_MATMUL`), then, when there is one,
+    the epilogue ``out = act(alpha * out + beta * acc)`` in place as one elementwise kernel."""
+    out = op.output
+    ctx.launch(LIBRARY_MATMUL, (1,), [op.inputs[0], op.inputs[1], out])
+    act = op.activation.data
+    if alpha == 1.0 and acc is None and act == "none":
+        return
+    so = shape(out)
+    inputs = [(out, contiguous(so), 0)] + ([(acc, broadcast(shape(acc), so), 0)] if acc is not None else [])
+
+    def compute(v: list[str]) -> tuple[list[str], str]:
+        y = v[0] if alpha == 1.0 else f"{v[0]} * {alpha!r}"
+        if acc is not None:
+            y = f"{y} + {beta!r} * {v[1]}"
+        return [], unary(act, y)
+
+    elementwise(ctx, "matmul_epilogue", out, inputs, compute)
