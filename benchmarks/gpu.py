@@ -220,10 +220,13 @@ def main(argv: list[str] | None = None) -> int:
     for m in args.models:
         log(f"===== {m}")
         model = BUILD[m](args.quick)
-        rows.append(forward_row(m, model, args.seq, args.calls, dev, log))
-        rows.append(decode_row(m, BUILD[m](args.quick), args.seq, args.steps, dev, log))
-        for r in rows[-2:]:
+        for make in (lambda: forward_row(m, model, args.seq, args.calls, dev, log),
+                     lambda: decode_row(m, BUILD[m](args.quick), args.seq, args.steps, dev, log)):
+            r = make()
+            rows.append(r)
             log(f"  {r['what']}: " + ", ".join(f"{k} {v:.3g} {r['unit']}" for k, v in r["values"].items()) + f"; {r['notes']}")
+            if args.json:  # each row as soon as it is measured
+                Path(args.json).write_text(json.dumps({"header": header, "rows": rows}, indent=1, default=str))
     text = f"# {header}\n\n{table(rows)}\n\nCommand: `benchmarks/gpu.py {' '.join(argv if argv is not None else sys.argv[1:])}`\n"
     print(text)
     if args.out:

@@ -57,6 +57,8 @@ class TritonProgram:
 
     kernels: list[str] = field(default_factory=list)
     launches: list[Launch] = field(default_factory=list)
+    #: (base name, signature, body) -> the kernel's name: identical kernels emitted once
+    by_body: dict = field(default_factory=dict)
 
     @property
     def source(self) -> str:
@@ -75,17 +77,22 @@ class TritonContext:
 
     def kernel(self, base: str, params: Sequence[str], body: Sequence[str], scalars: Sequence[str] = ()) -> str:
         """Add ``@triton.jit def <name>(*params[, dims]): body`` and return its name; ``scalars``
-        (`SCALARS`) are loaded from ``dims`` first."""
+        (`SCALARS`) are loaded from ``dims`` first. A kernel identical to one already emitted
+        (the same op at the same shapes: every layer of a transformer) is that one: one
+        function to compile, launched once per op."""
+        head = f"({', '.join([*params, *(['dims'] if scalars else [])])}):"
+        lines = [f"    {s} = tl.load(dims + {SCALARS[s]})" for s in scalars] + ["    " + line for line in body]
+        key = (base, head, tuple(lines))
+        if key in self.program.by_body:
+            return self.program.by_body[key]
         name = f"k{self.index}_{base}"
         n = 0
         while name in self._names:
             n += 1
             name = f"k{self.index}_{base}{n}"
         self._names.add(name)
-        lines = ["@triton.jit", f"def {name}({', '.join([*params, *(['dims'] if scalars else [])])}):"]
-        lines += [f"    {s} = tl.load(dims + {SCALARS[s]})" for s in scalars]
-        lines += ["    " + line for line in body]
-        self.program.kernels.append("\n".join(lines))
+        self.program.kernels.append("\n".join(["@triton.jit", f"def {name}{head}", *lines]))
+        self.program.by_body[key] = name
         return name
 
     def launch(self, kernel: str, grid: Sequence[int], buffers: Sequence[SSAValue], scalars: Sequence[str] = ()) -> None:
