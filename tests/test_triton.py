@@ -283,3 +283,24 @@ def test_a_masked_chunk_and_nans_in_rows():
         assert torch.equal(torch.isnan(g), torch.isnan(r)) and torch.equal(torch.isinf(g), torch.isinf(r))
         ok = torch.isfinite(r)
         assert torch.allclose(g[ok], r[ok], rtol=1e-5, atol=1e-6)
+
+
+class Gemv(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(200, 70)
+        self.w = torch.nn.Parameter(torch.randn(70, 45) * 0.1)   # a [K, N] weight (transformers' Conv1D)
+
+    def forward(self, x):
+        h = torch.relu(self.fc(x))
+        return h @ self.w + h[..., :45]
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_matrix_vector_products(rows):
+    """A decode step's GEMMs (at most 4 rows): one gemv kernel per GEMM, a weight tile per K
+    step for every row, with the bias, activation and residual."""
+    torch.manual_seed(0)
+    fn = _check(Gemv(), torch.randn(1, rows, 200))
+    src = fn.ir("triton")
+    assert src.count("_gemv[") == 2 and "tl.dot(" not in src

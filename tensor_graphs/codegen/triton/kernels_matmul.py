@@ -50,6 +50,11 @@ PRECISION = "ieee"
 LIBRARY_MIN_ROWS = 32
 #: the plan's name for the library GEMM (not a Triton kernel: the runtime calls it)
 LIBRARY_MATMUL = "torch.matmul"
+#: At most this many rows (a decode step's, all batch dims folded) make a matrix-vector product:
+#: `_gemv`, each weight tile read once for every row, no ``tl.dot`` (whose tiles are 16 rows).
+GEMV_MAX_ROWS = 4
+#: a matrix-vector product's output columns per program and K step
+GEMV_BLOCK_N, GEMV_BLOCK_K = 32, 128
 
 
 def tile_sizes(m: int, n: int, k: int) -> tuple[int, int, int]:
@@ -73,6 +78,9 @@ def emit_matmul(ctx: TritonContext, op: Operation) -> None:
         return
     if m * numel(batch) >= LIBRARY_MIN_ROWS:
         _library_matmul(ctx, op, alpha, beta, acc)
+        return
+    if not ta and len(sb) == 2 and numel(sa[:-1]) <= GEMV_MAX_ROWS:
+        _gemv(ctx, op, alpha, beta, acc)
         return
     bm, bn, bk = tile_sizes(m, n, k)
     tiles_n = -(-n // bn)
@@ -132,3 +140,48 @@ def _library_matmul(ctx: TritonContext, op: buf.MatmulOp, alpha: float, beta: fl
         return [], unary(act, y)
 
     elementwise(ctx, "matmul_epilogue", out, inputs, compute)
+
+
+def _gemv(ctx: TritonContext, op: buf.MatmulOp, alpha: float, beta: float, acc) -> None:
+    """``out[r, n] = act(alpha * sum_k a[r, k] * B[k, n] + beta * acc)`` for a few rows ``r`` (a
+    decode step): one program per `GEMV_BLOCK_N` columns, a weight tile ``[BK, BN]`` per K step
+    multiplied by every row and summed over K in float32 (the weight streamed once)::
+
+        for k0 in range(0, K, BK):
+            w = tl.load(b + kk[:, None] * sbk + rn[None, :] * sbn)      # [BK, BN]
+            acc0 += tl.sum(tl.load(a + 0 * K + kk)[:, None] * w, 0)     # one accumulator per row
+    """
+    a, b_, out = op.inputs[0], op.inputs[1], op.output
+    sa, sb, so = shape(a), shape(b_), shape(out)
+    tb = op.flags[1]
+    k = sa[-1]
+    n = sb[0] if tb else sb[1]
+    rows = numel(sa[:-1])
+    sbk, sbn = (1, k) if tb else (n, 1)
+    bn, bk = GEMV_BLOCK_N, min(GEMV_BLOCK_K, max(16, pow2(k)))
+    body = [f"rn = {program_id(0, numel(sb))} * {bn} + tl.arange(0, {bn})", f"cols = rn < {n}"]
+    body += [f"acc{r} = tl.zeros([{bn}], dtype=tl.float32)" for r in range(rows)]
+    body += [f"for k0 in range(0, {k}, {bk}):", f"    kk = k0 + tl.arange(0, {bk})", f"    ks = kk < {k}",
+             f"    w = tl.load(b + kk[:, None] * {sbk} + rn[None, :] * {sbn}, mask=ks[:, None] & cols[None, :], other=0.0)"]
+    for r in range(rows):
+        body.append(f"    acc{r} += tl.sum(tl.load(a + {r * k} + kk, mask=ks, other=0.0)[:, None] * w, 0)")
+    params, buffers = ["a", "b"], [a, b_]
+    if acc is not None:
+        params.append("acc")
+        buffers.append(acc)
+        st = broadcast(shape(acc), so)
+        # rows fold: row r is output index r of the flattened leading dims
+        lead = so[:-1]
+    act = op.activation.data
+    for r in range(rows):
+        y = f"acc{r}" if alpha == 1.0 else f"acc{r} * {alpha!r}"
+        if acc is not None:
+            idx, rest = [], r
+            for d in reversed(lead):
+                idx.append(rest % d)
+                rest //= d
+            idx.reverse()
+            base = sum(i * s for i, s in zip(idx, st[:-1]))
+            y = f"{y} + {beta!r} * tl.load(acc + {base} + rn * {st[-1]}, mask=cols, other=0.0)"
+        body.append(f"tl.store(out + {r * n} + rn, ({unary(act, y)}).to({element(out)}), mask=cols)")
+    ctx.launch(ctx.kernel("gemv", [*params, "out"], body), (-(-n // bn),), [*buffers, out])
