@@ -38,6 +38,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import decode  # noqa: E402
 from decode import build_gpt2, build_qwen3, kv_shape  # noqa: E402
 
 import tensor_graphs as tg  # noqa: E402
@@ -100,26 +101,14 @@ def forward_row(name: str, model_cpu, seq: int, calls: int, dev: str, log) -> di
                 if r >= 2:
                     times[k].append(dt)
     row["values"] = {k: statistics.median(v) * 1e3 for k, v in times.items()}
-    del compiled, model
     return row
 
 
-class Eager:
+class Eager(decode.Eager):
+    """`benchmarks/decode.py`'s eager engine (a DynamicCache), on whatever device the model is."""
+
     def __init__(self, model):
-        self.model = model
-
-    def _run(self, ids):
-        out = self.model(ids, past_key_values=self.cache, use_cache=True, logits_to_keep=1)
-        return out.logits[:, -1]
-
-    def prefill(self, ids):
-        from transformers import DynamicCache
-
-        self.cache = DynamicCache(config=self.model.config)
-        return self._run(ids)
-
-    def decode(self, tok):
-        return self._run(tok)
+        super().__init__(model, max_cache=0, prefill_len=0)
 
 
 class Compiled(Eager):

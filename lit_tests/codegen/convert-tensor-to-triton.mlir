@@ -3,8 +3,9 @@
 // convert-tensor-to-triton: a tg graph -> buffers in one planned arena -> one Triton kernel
 // (Python source, `-t triton`) per buf kernel, and the launch plan written on the buf ops.
 
-// A GEMM with its epilogue (bias, GELU) through tl.dot at IEEE float32, then a softmax over the
-// rows: 2 rows of 7 read in one block of 8.
+// A GEMM of 8 rows with its epilogue (bias, GELU) through tl.dot at IEEE float32 (32 rows or
+// more: cuBLAS then the epilogue; 4 or fewer: the gemv kernel below), then a softmax over the
+// rows: 8 rows of 7 read in one block of 8.
 // CHECK:       @triton.jit
 // CHECK-LABEL: def k0_matmul(a, b, acc, out):
 // CHECK:         c = tl.zeros((16, 16), dtype=tl.float32)
@@ -20,16 +21,34 @@
 // CHECK:           y = tl.exp(v - mx) / s
 // CHECK:       # launch plan:
 // CHECK-NEXT:  #   k0_matmul[(1, 1)](buf.matmul)
-// CHECK-NEXT:  #   k1_softmax[(2,)](buf.softmax)
+// CHECK-NEXT:  #   k1_softmax[(8,)](buf.softmax)
 // PLAN:        builtin.module attributes {{.*}}tg.triton_source = "
 // PLAN:        buf.matmul {{.*}}{tg.triton = [{kernel = "k0_matmul", grid = array<i64: 1, 1>, args = array<i64: 0, 1, 2, 3>, scalars = []}]
-// PLAN:        buf.softmax {{.*}}{tg.triton = [{kernel = "k1_softmax", grid = array<i64: 2>, args = array<i64: 0, 1>, scalars = []}]
-func.func @forward(%x: tensor<2x5xf32>) -> tensor<2x7xf32> {
+// PLAN:        buf.softmax {{.*}}{tg.triton = [{kernel = "k1_softmax", grid = array<i64: 8>, args = array<i64: 0, 1>, scalars = []}]
+func.func @forward(%x: tensor<8x5xf32>) -> tensor<8x7xf32> {
   %w = tg.weight "fc.weight" : tensor<7x5xf32>
   %b = tg.weight "fc.bias" : tensor<7xf32>
-  %y = tg.matmul %x, %w, %b {transpose_b = true, beta = 1.0 : f32, activation = "gelu"} : (tensor<2x5xf32>, tensor<7x5xf32>, tensor<7xf32>) -> tensor<2x7xf32>
-  %s = tg.softmax %y {dim = 1 : i64} : tensor<2x7xf32>
-  func.return %s : tensor<2x7xf32>
+  %y = tg.matmul %x, %w, %b {transpose_b = true, beta = 1.0 : f32, activation = "gelu"} : (tensor<8x5xf32>, tensor<7x5xf32>, tensor<7xf32>) -> tensor<8x7xf32>
+  %s = tg.softmax %y {dim = 1 : i64} : tensor<8x7xf32>
+  func.return %s : tensor<8x7xf32>
+}
+
+// -----
+
+// A matrix-vector product (a decode step's GEMM, 1 row): the gemv kernel, a weight tile of
+// 128 x 32 per K step (the [N, K] weight read along K), the bias and ReLU on the row.
+// CHECK-LABEL: def k0_gemv(a, b, acc, out):
+// CHECK:         rn = tl.program_id(0) * 32 + tl.arange(0, 32)
+// CHECK:         for k0 in range(0, 300, 128):
+// CHECK:           w = tl.load(b + kk[:, None] * 1 + rn[None, :] * 300, mask=ks[:, None] & cols[None, :], other=0.0)
+// CHECK-NEXT:      acc0 += tl.sum(tl.load(a + 0 + kk, mask=ks, other=0.0)[:, None] * w, 0)
+// CHECK:         tl.store(out + 0 + rn, (tl.maximum((acc0 + 1.0 * tl.load(acc + 0 + rn * 1, mask=cols, other=0.0)), 0.0, propagate_nan=tl.PropagateNan.ALL)).to(tl.float32), mask=cols)
+// CHECK:       #   k0_gemv[(3,)](buf.matmul)
+func.func @forward(%x: tensor<1x300xf32>) -> tensor<1x70xf32> {
+  %w = tg.weight "fc.weight" : tensor<70x300xf32>
+  %b = tg.weight "fc.bias" : tensor<70xf32>
+  %y = tg.matmul %x, %w, %b {transpose_b = true, beta = 1.0 : f32, activation = "relu"} : (tensor<1x300xf32>, tensor<70x300xf32>, tensor<70xf32>) -> tensor<1x70xf32>
+  func.return %y : tensor<1x70xf32>
 }
 
 // -----
