@@ -304,3 +304,40 @@ def test_matrix_vector_products(rows):
     fn = _check(Gemv(), torch.randn(1, rows, 200))
     src = fn.ir("triton")
     assert src.count("_gemv[") == 2 and "tl.dot(" not in src
+
+
+class ConvNet(torch.nn.Module):
+    """Convolutions (strided, padded, dilated, a 1x1), batch norm folded, pooling, a residual."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.c2 = torch.nn.Conv2d(8, 8, 3, stride=2, padding=2, dilation=2)
+        self.c3 = torch.nn.Conv2d(8, 8, 1)
+        self.pool = torch.nn.MaxPool2d(2)
+
+    def forward(self, x):
+        y = torch.relu(self.bn(self.c1(x)))
+        z = self.c2(y)
+        return self.pool(torch.relu(self.c3(z) + z)), torch.nn.functional.avg_pool2d(y, 2)
+
+
+def test_convolutions_and_pooling():
+    """A vision model's ops: im2col windows (padding, stride, dilation), GEMMs, pooling."""
+    torch.manual_seed(0)
+    model = ConvNet().eval()
+    model.bn.running_mean.uniform_(-0.5, 0.5)
+    model.bn.running_var.uniform_(0.5, 1.5)
+    fn = _check(model, torch.randn(2, 3, 12, 10))
+    assert "im2col" in fn.ir("triton")
+
+
+def test_diffusion_unet():
+    """diffusers' UNet2DModel (the zoo's tiny one): time embedding, group norms, convolutions,
+    resampling, attention blocks, skip connections, all on the Triton path."""
+    from test_zoo import _unet
+
+    torch.manual_seed(0)
+    fn = _check(_unet().eval(), torch.randn(1, 3, 16, 16), torch.tensor([10]))
+    assert "im2col" in fn.ir("triton") and "attention" in fn.ir("triton")

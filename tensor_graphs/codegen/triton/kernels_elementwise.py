@@ -25,10 +25,15 @@ from xdsl.ir import Operation
 
 from tensor_graphs.codegen.triton.expressions import binary, body_expression, unary
 from tensor_graphs.codegen.triton.kernels import (
+    ELEMENTWISE_BLOCK,
     TritonContext,
     broadcast,
     contiguous,
+    element,
     elementwise,
+    index_lines,
+    numel,
+    program_id,
     register,
     require,
     shape,
@@ -110,3 +115,29 @@ def emit_concat(ctx: TritonContext, op: Operation) -> None:
         elementwise(ctx, "concat", out, [(x, contiguous(dims), 0)], lambda v: ([], v[0]), out_strides=st,
                     out_offset=at * st[dim], dims=dims)
         at += dims[dim]
+
+
+@register(buf.Im2colOp)
+def emit_im2col(ctx: TritonContext, op: Operation) -> None:
+    """The windows of a convolution or a pooling, ``out [N, C, KH, KW, OH, OW]``: each output
+    element reads ``x[n, c, oh * sh - ph + i * dh, ow * sw - pw + j * dw]``, ``pad_value``
+    outside the input (the panel layout and the fused reductions are the CPU's packed paths)."""
+    assert isinstance(op, buf.Im2colOp)
+    require(op.panel_columns == 0 and not op.reduce.data, op, "only the plain window layout (no panels, no fused reduction)")
+    x, out = op.inputs[0], op.output
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = op.window
+    n, c, h, w = shape(x)
+    dims = shape(out)
+    total = numel(dims)
+    if total == 0:
+        return
+    block = ELEMENTWISE_BLOCK
+    pad = op.pad_value.value.data
+    pad_text = repr(float(pad)) if pad == pad and abs(pad) != float("inf") else f"float('{pad}')"
+    body = [f"offs = {program_id(0, total)} * {block} + tl.arange(0, {block})", f"m = offs < {total}",
+            *index_lines("offs", dims),
+            f"hh = i4 * {sh} - {ph} + i2 * {dh}", f"ww = i5 * {sw} - {pw} + i3 * {dw}",
+            f"inside = m & (hh >= 0) & (hh < {h}) & (ww >= 0) & (ww < {w})",
+            f"v = tl.load(x + i0 * {c * h * w} + i1 * {h * w} + hh * {w} + ww, mask=inside, other={pad_text})",
+            f"tl.store(out + offs, v.to({element(out)}), mask=m)"]
+    ctx.launch(ctx.kernel("im2col", ["x", "out"], body), (-(-total // block),), [x, out])
