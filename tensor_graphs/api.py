@@ -717,9 +717,9 @@ def compile_decoder(
     half or a quarter of the bytes per token, with the error of the rounded weights;
     ``"bf16dot"``: bf16 weights times activations rounded to bf16 by AVX512-BF16 dot products
     (a ValueError on a target without them).
-    ``device="cuda"``: both graphs as Triton kernels on an NVIDIA GPU, the KV cache device
-    tensors shared by both (see `compile`); not yet with ``padding``, ``tune``, ``profile`` or
-    ``weight_format``.
+    ``device="cuda"``: both graphs as Triton kernels on an NVIDIA GPU, the KV cache (and the
+    padding mask) device tensors shared by both (see `compile`); not yet with ``tune``,
+    ``profile`` or ``weight_format``.
     """
     if device != "cpu":
         from tensor_graphs.runtime_support.triton_graph import device_for
@@ -728,10 +728,7 @@ def compile_decoder(
         for name, value, default in (("tune", tune, "off"), ("profile", profile, False), ("weight_format", weight_format, None)):
             if value != default:
                 raise ValueError(f"compile_decoder(device={device!r}): {name}={value!r} is for the CPU path (not on the GPU yet)")
-        if padding or (padding is None and batch > 1):
-            raise ValueError(f"compile_decoder(device={device!r}): a key-padding mask is not on the GPU yet; "
-                             "pass padding=False (prompts of one length)")
-        padding, pack_weights = False, False
+        pack_weights = False
     stats = stats if stats is not None else CompileStats()
     db = _open_db(tuning_db) if tune != "off" else None
     try:

@@ -236,12 +236,34 @@ def test_decoder_on_the_gpu_path(arch):
     assert torch.equal(torch.as_tensor(gpu.generate(ids, max_new_tokens=6)), ref)
 
 
+def test_a_batch_of_left_padded_prompts_on_the_gpu_path():
+    """batch 2, prompts of different lengths left-padded: the key-padding mask is a state on the
+    device (written by the decoder between calls, read by the attention kernel); greedy tokens
+    as transformers' generate with the attention mask."""
+    import transformers
+
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=300,
+                                                                  n_positions=64)).eval()
+    ids = torch.randint(1, 300, (2, 9))
+    mask = torch.ones(2, 9, dtype=torch.int64)
+    mask[1, :4] = 0
+    ids[1, :4] = 0
+    dec = tg.compile_decoder(model, max_seq=32, batch=2, prefill_chunk=8, device="cuda")
+    assert dec.states["kv.mask"].device.type in ("cpu", "cuda")
+    mem = dec.memory
+    assert mem.state_bytes == sum(t.numel() * t.element_size() for t in dec.states.values())
+    assert mem.arena_bytes > 0 and mem.weight_bytes > 0 and mem.output_bytes == 2 * 2 * 300 * 4  # two graphs' [2, V] logits
+    assert "CompiledDecoder" in repr(dec)
+    with torch.no_grad():
+        ref = model.generate(ids, attention_mask=mask, max_new_tokens=5, do_sample=False, pad_token_id=0)
+    assert torch.equal(torch.as_tensor(dec.generate(ids, max_new_tokens=5, attention_mask=mask)), ref)
+
+
 def test_gpu_decoder_options_not_there_yet_are_refused():
     import transformers
 
     model = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=50, n_positions=16))
-    with pytest.raises(ValueError, match="a key-padding mask is not on the GPU yet; pass padding=False"):
-        tg.compile_decoder(model, max_seq=16, batch=2, device="cuda")
     with pytest.raises(ValueError, match=r"weight_format='bf16' is for the CPU path"):
         tg.compile_decoder(model, max_seq=16, weight_format="bf16", device="cuda")
 

@@ -136,7 +136,7 @@ class CompiledDecoder:
         #: a cache position holds a token, -inf where padding; None when compiled without padding
         mask = self.states.get(MASK_STATE)
         self._mask = None if mask is None else mask.reshape(batch, capacity)
-        assert self._mask is None or np.shares_memory(self._mask, mask)
+        assert self._mask is None or _same_memory(self._mask, mask)
         #: each row's next position id after a padded prompt (transformers' cumsum(mask) - 1 ...);
         #: None while the position ids are the cache positions. Replaced, never updated in place.
         self._next_pos: np.ndarray | None = None
@@ -200,6 +200,9 @@ class CompiledDecoder:
     @property
     def memory(self) -> DecoderMemory:
         p = self._prefill_fn.memory
+        if not hasattr(self._prefill_fn, "signature"):  # graphs on a GPU (`triton_graph`): device bytes
+            return DecoderMemory(arena_bytes=sum(g.memory.arena_bytes for g in self._graphs), weight_bytes=p.weight_bytes,
+                                 state_bytes=p.state_bytes, output_bytes=sum(g.output_bytes for g in self._graphs))
         arena = sum(g.signature.arena_size for g in self._graphs)
         out = sum(sum(int(np.prod(s.shape)) * s.dtype.itemsize for s in g.signature.outputs) for g in self._graphs)
         # the weights and packed weights are shared (counted once); each graph binds its own IR constants
@@ -363,7 +366,7 @@ class CompiledDecoder:
                 chunk_pos[:, :real] = positions[:, start : start + real]
             if self._mask is not None:  # the chunk's cache positions: its tokens, its padding, the chunk's own padding
                 cols = self._mask[:, past : past + c]
-                cols[:, :real] = 0.0 if mask is None else np.where(mask[:, start : start + real], 0.0, -np.inf)
+                cols[:, :real] = 0.0 if mask is None else _like(cols, np.where(mask[:, start : start + real], 0.0, -np.inf))
                 cols[:, real:] = -np.inf
             logits = self._prefill_fn(chunk_ids, chunk_pos, self._chunk_rows + (real - 1), past=past)
             self._position = past + real
@@ -459,6 +462,20 @@ class CompiledDecoder:
             f"<CompiledDecoder batch {self.batch}, max_seq {self.max_seq}, prefill chunk {self.chunk}, "
             f"{'padding mask, ' if self.padding else ''}position {self._position}; {self.memory}>"
         )
+
+
+def _same_memory(a, b) -> bool:
+    """``a`` is a view of ``b``'s memory (NumPy arrays, or torch tensors of a GPU graph's states)."""
+    return np.shares_memory(a, b) if isinstance(a, np.ndarray) else a.data_ptr() == b.data_ptr()
+
+
+def _like(dst, values: np.ndarray):
+    """``values`` as ``dst`` holds them: the array itself, or a tensor on ``dst``'s device."""
+    if isinstance(dst, np.ndarray):
+        return values
+    import torch
+
+    return torch.as_tensor(values, dtype=dst.dtype, device=dst.device)
 
 
 def _copy(rows):

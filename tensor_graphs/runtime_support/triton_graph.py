@@ -338,11 +338,9 @@ class GpuCompiledGraph:
 
     @property
     def states(self) -> dict[str, Any]:
-        """The state tensors by name (a KV cache), updated in place by every call: NumPy views of
-        them on the CPU (Triton's interpreter), torch tensors on a GPU. Pass them as ``states=``
-        to another graph to share them."""
-        if self._graph.device.type == "cpu":
-            return {k: v.numpy() for k, v in self._graph.states.items()}
+        """The state tensors by name (a KV cache and its padding mask), torch tensors on the
+        graph's device, updated in place by every call. Pass them as ``states=`` to another
+        graph to share them."""
         return dict(self._graph.states)
 
     def sharing(self, states: Mapping[str, Any] | None = None) -> GpuCompiledGraph:
@@ -351,6 +349,11 @@ class GpuCompiledGraph:
         assert self._module is not None
         graph = TritonGraph(self._module, self._weights or {}, str(self._graph.device), states=states, bound=self._graph.weights)
         return GpuCompiledGraph(graph, self._ir, self._module, self._weights)
+
+    @property
+    def output_bytes(self) -> int:
+        """Bytes of the graph's output tensors on the device."""
+        return sum(t.numel() * t.element_size() for t in self._graph.outputs)
 
     @property
     def memory(self) -> Any:

@@ -8,7 +8,7 @@ are keys (``past`` a run-time argument)::
         s = tl.dot(q, k_block) * scale (+ mask), -inf where masked
         m_new = max(m, rowmax(s)); p = exp(s - m_new)
         l = l * exp(m - m_new) + rowsum(p); acc = acc * exp(m - m_new) + tl.dot(p, v_block)
-    out = acc / l
+    out = acc / l                                    (0 where every key is masked)
 
 The scratch output of the CPU kernel (its per-thread tiles) is not used.
 """
@@ -94,7 +94,9 @@ def emit_attention(ctx: TritonContext, op: Operation) -> None:
     for guard in reversed(guards):
         inner = [guard, *("    " + line for line in inner)]
     body += [f"for n0 in range(0, {sk}, {bn}):", *("    " + line for line in inner)]
-    body += ["acc = acc / l_i[:, None]",
+    # a query whose keys are all masked (a padding position) gets 0, as on the CPU (never NaN:
+    # its row's keys and values feed later layers through the cache)
+    body += ["acc = acc * tl.where(l_i == 0.0, 0.0, 1.0 / tl.where(l_i == 0.0, 1.0, l_i))[:, None]",
              f"tl.store(out + o_off + rm[:, None] * {dv} + rdv[None, :], acc.to({element(out)}), "
              f"mask=(rm[:, None] < {sq}) & (rdv[None, :] < {dv}))"]
     params = ["q", "k", "v", *(["mask"] if mask is not None else []), "out"]
