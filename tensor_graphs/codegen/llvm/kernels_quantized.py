@@ -24,6 +24,8 @@ user's tolerance (`tensor_graphs.tuning`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import DenseArrayBase, IntegerType, VectorType, f32, i8, i16, i32, i64
 from xdsl.ir import SSAValue
@@ -48,11 +50,54 @@ def _shape(v: SSAValue) -> tuple[int, ...]:
     return tuple(v.type.get_shape())  # type: ignore[attr-defined]
 
 
-def _int_splat(b: FunctionBuilder, value: int, type: IntegerType, lanes: int) -> SSAValue:
+def _int_splat(b: FunctionBuilder, value: int | SSAValue, type: IntegerType, lanes: int) -> SSAValue:
+    """An integer (a constant, or a value of ``type``) in every lane of a ``<lanes x type>``."""
     vec = VectorType(type, [lanes])
     undef = b.add(llvm.UndefOp(vec))
-    one = b.add(llvm.InsertElementOp(undef, b.constant(value, type), b.i64(0)))
+    scalar = b.constant(value, type) if isinstance(value, int) else value
+    one = b.add(llvm.InsertElementOp(undef, scalar, b.i64(0)))
     return b.add(llvm.ShuffleVectorOp(one, undef, DenseArrayBase.from_list(i32, [0] * lanes), vec))
+
+
+def _chained_sums(b: FunctionBuilder, count: int, vectors: int, lanes: int,
+                  steps: Callable[[SSAValue, list[SSAValue], int], list[SSAValue]],
+                  prefetch: Callable[[SSAValue], None]) -> list[SSAValue]:
+    """The K loop shared by every format: ``count`` k steps in iterations of `CHAINS` (one per
+    chain: ``steps(kk, acc, CHAINS)``, after ``prefetch(kk)``), the rest one step at a time on
+    chain 0; returns each of the ``vectors`` column vectors summed over the chains."""
+    zeros = [splat(b, b.f32(0.0), lanes)] * (CHAINS * vectors)
+    main = count // CHAINS * CHAINS
+
+    def iteration(it: SSAValue, c: list[SSAValue]) -> list[SSAValue]:
+        kk = b.mul_i64(it, b.i64(CHAINS))
+        prefetch(kk)
+        return steps(kk, c, CHAINS)
+
+    acc = emit_for(b, 0, main // CHAINS, iteration, zeros) if main else zeros
+    if main < count:
+        acc = emit_for(b, main, count, lambda kk, c: steps(kk, c[:vectors], 1) + c[vectors:], acc)
+    totals = []
+    for v in range(vectors):
+        total = acc[v]
+        for u in range(1, CHAINS):
+            total = b.add(llvm.FAddOp(total, acc[u * vectors + v]))
+        totals.append(total)
+    return totals
+
+
+def _prefetcher(b: FunctionBuilder, panels: SSAValue, base: SSAValue, nr: int, line: int, element: IntegerType,
+                per_iteration: int) -> Callable[[SSAValue], None]:
+    """``prefetch(kk)``: the `PREFETCH_LINES`-ahead lines of the panel at ``base`` for an
+    iteration from k step ``kk`` (rows of ``nr`` elements of ``element``, ``line`` per cache line)."""
+
+    def prefetch(kk: SSAValue) -> None:
+        if not PREFETCH_LINES:
+            return
+        ahead = b.add_i64(b.add_i64(base, b.mul_i64(kk, b.i64(nr))), b.i64(PREFETCH_LINES * line))
+        for j in range(per_iteration):
+            _prefetch(b, b.gep(panels, b.add_i64(ahead, b.i64(j * line)) if j else ahead, element))
+
+    return prefetch
 
 
 def _int8_weights(b: FunctionBuilder, ptr: SSAValue, lanes: int) -> SSAValue:
@@ -145,27 +190,9 @@ def _emit_quantized_matvec(ctx: KernelContext, op: buf.QuantizedMatvecOp) -> Non
                         new[u * vectors + v] = fma(b, x, weights[v], new[u * vectors + v])
                 return new
 
-            zeros = [splat(b, b.f32(0.0), lanes)] * (CHAINS * vectors)
-            main = k // CHAINS * CHAINS
-            elem_type = i16 if fmt == "bf16" else i8
             line = ctx.target.caches.line // element  # elements per cache line
-            per_iteration = max(1, CHAINS * nr // line)
-
-            def iteration(it: SSAValue, c: list[SSAValue]) -> list[SSAValue]:
-                kk = b.mul_i64(it, b.i64(CHAINS))
-                if PREFETCH_LINES:
-                    ahead = b.add_i64(b.add_i64(base, b.mul_i64(kk, b.i64(nr))), b.i64(PREFETCH_LINES * line))
-                    for j in range(per_iteration):
-                        _prefetch(b, b.gep(pw, b.add_i64(ahead, b.i64(j * line)) if j else ahead, elem_type))
-                return steps(kk, c, CHAINS)
-
-            acc = emit_for(b, 0, main // CHAINS, iteration, zeros) if main else zeros
-            if main < k:
-                acc = emit_for(b, main, k, lambda kk, c: steps(kk, c[:vectors], 1) + c[vectors:], acc)
-            for v in range(vectors):
-                total = acc[v]
-                for u in range(1, CHAINS):
-                    total = b.add(llvm.FAddOp(total, acc[u * vectors + v]))
+            prefetch = _prefetcher(b, pw, base, nr, line, i16 if fmt == "bf16" else i8, max(1, CHAINS * nr // line))
+            for v, total in enumerate(_chained_sums(b, k, vectors, lanes, steps, prefetch)):
                 if ps is not None:
                     sv = b.add(llvm.LoadOp(b.gep(ps, b.add_i64(col0, b.i64(v * lanes)), f32), vector_type(lanes), alignment=4))
                     total = b.add(llvm.FMulOp(total, sv))
@@ -257,7 +284,7 @@ def _emit_bf16_dot_matvec(ctx: KernelContext, op: buf.QuantizedMatvecOp) -> None
                 new = list(acc)
                 for u in range(count):
                     kx = b.add_i64(kk, b.i64(u)) if u else kk
-                    xs = _splat_word(b, b.load(b.gep(xrow, kx, i32), i32), lanes)
+                    xs = _int_splat(b, b.load(b.gep(xrow, kx, i32), i32), i32, lanes)
                     at = b.add_i64(base, b.mul_i64(kx, b.i64(nr)))
                     for v in range(vectors):
                         words = b.add(llvm.LoadOp(b.gep(pw, b.add_i64(at, b.i64(v * lanes)), i32), VectorType(i32, [lanes]),
@@ -266,23 +293,8 @@ def _emit_bf16_dot_matvec(ctx: KernelContext, op: buf.QuantizedMatvecOp) -> None
                         new[j] = _dot_pairs(b, new[j], words, xs, lanes, native)
                 return new
 
-            def iteration(it: SSAValue, c: list[SSAValue]) -> list[SSAValue]:
-                kk = b.mul_i64(it, b.i64(CHAINS))
-                if PREFETCH_LINES:
-                    ahead = b.add_i64(b.add_i64(base, b.mul_i64(kk, b.i64(nr))), b.i64(PREFETCH_LINES * words_line))
-                    for j in range(per_iteration):
-                        _prefetch(b, b.gep(pw, b.add_i64(ahead, b.i64(j * words_line)) if j else ahead, i32))
-                return steps(kk, c, CHAINS)
-
-            zeros = [splat(b, b.f32(0.0), lanes)] * (CHAINS * vectors)
-            main = k2 // CHAINS * CHAINS
-            acc = emit_for(b, 0, main // CHAINS, iteration, zeros) if main else zeros
-            if main < k2:
-                acc = emit_for(b, main, k2, lambda kk, c: steps(kk, c[:vectors], 1) + c[vectors:], acc)
-            for v in range(vectors):
-                total = acc[v]
-                for u in range(1, CHAINS):
-                    total = b.add(llvm.FAddOp(total, acc[u * vectors + v]))
+            prefetch = _prefetcher(b, pw, base, nr, words_line, i32, per_iteration)
+            for v, total in enumerate(_chained_sums(b, k2, vectors, lanes, steps, prefetch)):
                 b.add(llvm.StoreOp(total, _vector_at(b, tile, v * lanes, lanes), alignment=4))
             _store_columns(b, op, tile, nr, n, col0, b.gep(po, m * n, f32), pbias)
 
@@ -310,14 +322,6 @@ def _dot_pairs(b: FunctionBuilder, acc: SSAValue, words: SSAValue, xs: SSAValue,
 
     (w_lo, w_hi), (x_lo, x_hi) = halves(words), halves(xs)
     return fma(b, w_lo, x_lo, fma(b, w_hi, x_hi, acc))
-
-
-def _splat_word(b: FunctionBuilder, word: SSAValue, lanes: int) -> SSAValue:
-    """An i32 in every lane of a ``<lanes x i32>``."""
-    vec = VectorType(i32, [lanes])
-    undef = b.add(llvm.UndefOp(vec))
-    one = b.add(llvm.InsertElementOp(undef, word, b.i64(0)))
-    return b.add(llvm.ShuffleVectorOp(one, undef, DenseArrayBase.from_list(i32, [0] * lanes), vec))
 
 
 REGISTRY[buf.QuantizedMatvecOp] = _emit_quantized_matvec
