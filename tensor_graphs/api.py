@@ -102,18 +102,8 @@ def compile_module(
         verify_module(module)
 
     stats = stats if stats is not None else CompileStats()
-    ir: dict[str, str] = {}
-    ctx = _context()
-
-    def run(phase: str, passes: Sequence[str]) -> None:
-        t0 = time.perf_counter()
-        build_pipeline(passes).apply(ctx, module)
-        stats.seconds[phase] = stats.seconds.get(phase, 0.0) + time.perf_counter() - t0
-
-    def keep(level: str) -> None:
-        if keep_ir:
-            ir[level] = str(module)
-
+    lowering = _Lowering(module, stats, keep_ir)
+    ir, run, keep = lowering.ir, lowering.run, lowering.keep
     level = module_level(module)
     _set_target(module, level, target)
     cached = _from_cache(module, level, weights, states, packed, keep_ir, stats, tg_passes, profile, pack_weights, optimize, tuning)
@@ -125,15 +115,8 @@ def compile_module(
             "profiling; pass a module at the aten, tg or buf level (or lower it with convert-buffer-to-llvm{profile=true})"
         )
     keep(level)
-    if level == "aten":
-        run("aten -> tg", tensor_pipeline(pack_weights))
-        keep("tg")
-    elif level == "tg" and optimize:
-        run("optimise tg", tensor_pipeline(pack_weights, TG_OPTIMIZE))
-        keep("tg")
-    if level in ("aten", "tg") and tg_passes:
-        run("tg passes", tg_passes)
-        keep("tg")
+    if level in ("aten", "tg"):
+        lowering.to_tg(level, pack_weights, optimize, tg_passes)
     report = None
     if level in ("aten", "tg") and tuning is not None and tuning.tune != "off":
         fn = _compile_tuned(module, weights or {}, tuning, states=states, packed=packed, keep_ir=keep_ir,
@@ -184,35 +167,53 @@ def _compile_for_gpu(module: ModuleOp, weights, device: str, *, keep_ir: bool, s
         raise ValueError("profile=True times native CPU kernels; it is not available with device='cuda' yet")
     if verify:
         verify_module(module)
-    stats = stats if stats is not None else CompileStats()
-    ctx = _context()
-    ir: dict[str, str] = {}
     level = module_level(module)
     if level not in ("aten", "tg"):
         raise ValueError(f"device='cuda' compiles a module at the aten or tg level, got one at the {level} level")
-
-    def run(phase: str, passes: Sequence[str]) -> None:
-        t0 = time.perf_counter()
-        build_pipeline(passes).apply(ctx, module)
-        stats.seconds[phase] = stats.seconds.get(phase, 0.0) + time.perf_counter() - t0
-
-    if keep_ir:
-        ir[level] = str(module)
-    if level == "aten":
-        run("aten -> tg", tensor_pipeline(False))
-    elif optimize:
-        run("optimise tg", tensor_pipeline(False, TG_OPTIMIZE))
-    if tg_passes:
-        run("tg passes", tg_passes)
-    if keep_ir:
-        ir["tg"] = str(module)
-    run("tg -> triton", ["convert-tensor-to-triton"])
-    if keep_ir:
-        ir["buf"] = str(module)
+    stats = stats if stats is not None else CompileStats()
+    lowering = _Lowering(module, stats, keep_ir)
+    lowering.keep(level)
+    lowering.to_tg(level, False, optimize, tg_passes)  # no load-time weight transforms on the GPU
+    lowering.run("tg -> triton", ["convert-tensor-to-triton"])
+    lowering.keep("buf")
     t0 = time.perf_counter()
     graph = TritonGraph(module, weights or {}, torch_device, states=states)
     stats.seconds["bind on the device"] = time.perf_counter() - t0
-    return GpuCompiledGraph(graph, ir)  # type: ignore[return-value]
+    return GpuCompiledGraph(graph, lowering.ir)  # type: ignore[return-value]
+
+
+@dataclass
+class _Lowering:
+    """Named passes run on one module, each phase timed into ``stats``; with ``keep_ir`` the
+    module's text kept at each level it reaches (``fn.ir(level)``)."""
+
+    module: ModuleOp
+    stats: CompileStats
+    keep_ir: bool
+    ir: dict[str, str] = field(default_factory=dict)
+    ctx: object = field(default_factory=lambda: _context())  # the xDSL Context of the passes
+
+    def run(self, phase: str, passes: Sequence[str]) -> None:
+        t0 = time.perf_counter()
+        build_pipeline(passes).apply(self.ctx, self.module)
+        self.stats.seconds[phase] = self.stats.seconds.get(phase, 0.0) + time.perf_counter() - t0
+
+    def keep(self, level: str) -> None:
+        if self.keep_ir:
+            self.ir[level] = str(self.module)
+
+    def to_tg(self, level: str, pack_weights: bool, optimize: bool, tg_passes: Sequence[str]) -> None:
+        """An aten module to tg, optimised (a tg module: optimised unless ``optimize`` is off),
+        then ``tg_passes``; the tg text kept after each step that ran."""
+        if level == "aten":
+            self.run("aten -> tg", tensor_pipeline(pack_weights))
+            self.keep("tg")
+        elif optimize:
+            self.run("optimise tg", tensor_pipeline(pack_weights, TG_OPTIMIZE))
+            self.keep("tg")
+        if tg_passes:
+            self.run("tg passes", tg_passes)
+            self.keep("tg")
 
 
 def _from_cache(module, level, weights, states, packed, keep_ir, stats, tg_passes, profile, pack_weights, optimize, tuning):
@@ -787,12 +788,13 @@ def _gpu_decoder_graphs(modules, weights, device: str, keep_ir: bool, stats: Com
     states = None
     bound: dict = {}
     for module in modules:
-        ir = {"buf": str(module)} if keep_ir else {}
+        lowering = _Lowering(module, stats, keep_ir)
+        lowering.keep("buf")
+        lowering.run("tg -> triton", ["convert-tensor-to-triton"])
         t0 = time.perf_counter()
-        build_pipeline(["convert-tensor-to-triton"]).apply(_context(), module)
         graph = TritonGraph(module, weights, torch_device, states=states, bound=bound)
-        stats.seconds["tg -> triton"] = stats.seconds.get("tg -> triton", 0.0) + time.perf_counter() - t0
-        fn = GpuCompiledGraph(graph, ir, module, weights)
+        stats.seconds["bind on the device"] = stats.seconds.get("bind on the device", 0.0) + time.perf_counter() - t0
+        fn = GpuCompiledGraph(graph, lowering.ir, module, weights)
         states = graph.states  # the decode graph binds the prefill graph's cache
         graphs.append(fn)
     return graphs
