@@ -185,6 +185,8 @@ class TritonGraph:
         self.outputs = [t[a] for a in self.output_args]
         self.states: dict[str, Any] = {}
         self.launches: list[tuple[Any, tuple[int, ...], list[Any], tuple[str, ...], str]] = []
+        #: the run-time scalars (`kernels.SCALARS`: ``past``) as the kernels read them
+        self.dims = torch.zeros(max(1, len(SCALARS)), dtype=torch.int64, device=self.device)
         self.index_checks: list[tuple[Any, int, str]] = []
         #: (rows a cache write adds, the cache's positions) per buf.cache_write
         self.room: list[tuple[int, int]] = []
@@ -238,6 +240,8 @@ class TritonGraph:
                     kernel = _library_call(name, op) if name in LIBRARY_CALLS else getattr(kernels, name)
                     operands = [t[op.operands[i]] for i in d["args"].get_values()]  # type: ignore[attr-defined]
                     scalars = tuple(s.data for s in d["scalars"].data)  # type: ignore[attr-defined]
+                    if scalars:  # read from dims, after the buffers
+                        operands.append(self.dims)
                     self.launches.append((kernel, tuple(d["grid"].get_values()), operands, scalars, op.name))  # type: ignore[attr-defined]
                 if isinstance(op, buf.EmbeddingOp) and op.inputs[1] in self.input_args:
                     self.index_checks.append((t[op.inputs[1]], op.inputs[0].type.get_shape()[0], op.name))  # type: ignore[attr-defined]
@@ -245,9 +249,6 @@ class TritonGraph:
                     axis = op.axis.value.data
                     self.room.append((op.inputs[0].type.get_shape()[axis], op.outputs[0].type.get_shape()[axis]))  # type: ignore[attr-defined]
         self.arena_bytes = int(module.attributes["tg.arena_size"].value.data) if "tg.arena_size" in module.attributes else 0  # type: ignore[attr-defined]
-        #: the run-time scalars (`kernels.SCALARS`: ``past``) as the kernels read them
-        self.dims = torch.zeros(max(1, len(SCALARS)), dtype=torch.int64, device=self.device)
-        self.launches = [(k, g, [*ops, self.dims] if sc else ops, sc, name) for k, g, ops, sc, name in self.launches]
         self._takes_past = any("past" in sc for _, _, _, sc, _ in self.launches)
         self._graph = None
         self._calls = 0

@@ -191,7 +191,7 @@ def elementwise(ctx: TritonContext, name: str, out: SSAValue, inputs: Sequence[t
     st_out = tuple(out_strides if out_strides is not None else contiguous(dims))
     plain = st_out == contiguous(dims) and out_offset == 0
     block = ELEMENTWISE_BLOCK
-    body = [f"offs = {program_id(0, total)} * {block} + tl.arange(0, {block})", f"m = offs < {total}"]
+    body = flat_offsets(total)
     needs_index = not plain or any(tuple(st) != contiguous(dims) or off for _, st, off in inputs)
     if needs_index:
         body += index_lines("offs", dims)
@@ -220,6 +220,15 @@ MAX_GRID_YZ = 65535
 def program_id(axis: int, extent: int) -> str:
     """``tl.program_id(axis)``, as int64 when offsets up to ``extent`` elements overflow int32."""
     return f"tl.program_id({axis})" + (".to(tl.int64)" if extent > INT32_MAX else "")
+
+
+def flat_offsets(total: int, extent: int | None = None) -> list[str]:
+    """The first lines of an elementwise kernel: ``offs``, this program's `ELEMENTWISE_BLOCK`
+    flat output indices, and ``m``, those below ``total`` (int64 indices when offsets reach
+    past int32: up to ``extent`` elements, default ``total``)."""
+    block = ELEMENTWISE_BLOCK
+    return [f"offs = {program_id(0, extent if extent is not None else total)} * {block} + tl.arange(0, {block})",
+            f"m = offs < {total}"]
 
 
 def upcast(value: SSAValue) -> str:

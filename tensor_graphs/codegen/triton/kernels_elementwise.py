@@ -31,9 +31,9 @@ from tensor_graphs.codegen.triton.kernels import (
     contiguous,
     element,
     elementwise,
+    flat_offsets,
     index_lines,
     numel,
-    program_id,
     register,
     require,
     shape,
@@ -134,8 +134,7 @@ def emit_im2col(ctx: TritonContext, op: Operation) -> None:
     block = ELEMENTWISE_BLOCK
     pad = op.pad_value.value.data
     pad_text = repr(float(pad)) if pad == pad and abs(pad) != float("inf") else f"float('{pad}')"
-    body = [f"offs = {program_id(0, total)} * {block} + tl.arange(0, {block})", f"m = offs < {total}",
-            *index_lines("offs", dims),
+    body = [*flat_offsets(total), *index_lines("offs", dims),
             f"hh = i4 * {sh} - {ph} + i2 * {dh}", f"ww = i5 * {sw} - {pw} + i3 * {dw}",
             f"inside = m & (hh >= 0) & (hh < {h}) & (ww >= 0) & (ww < {w})",
             f"v = tl.load(x + i0 * {c * h * w} + i1 * {h * w} + hh * {w} + ww, mask=inside, other={pad_text})",

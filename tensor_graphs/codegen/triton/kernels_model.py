@@ -16,10 +16,10 @@ from tensor_graphs.codegen.triton.kernels import (
     contiguous,
     element,
     elementwise,
+    flat_offsets,
     index_lines,
     numel,
     offset_expr,
-    program_id,
     register,
     shape,
 )
@@ -37,7 +37,7 @@ def emit_embedding(ctx: TritonContext, op: Operation) -> None:
     if total == 0:
         return
     block = ELEMENTWISE_BLOCK
-    body = [f"offs = {program_id(0, total + rows * d)} * {block} + tl.arange(0, {block})", f"m = offs < {total}",
+    body = [*flat_offsets(total, extent=total + rows * d),
             f"idx = tl.load(indices + offs // {d}, mask=m, other=0).to(tl.int64)",
             f"ok = m & (idx >= 0) & (idx < {rows})",
             f"v = tl.load(table + idx * {d} + offs % {d}, mask=ok, other=0.0)",
@@ -55,7 +55,7 @@ def emit_rope(ctx: TritonContext, op: Operation) -> None:
         return
     half = dims[-1] // 2
     block = ELEMENTWISE_BLOCK
-    body = [f"offs = {program_id(0, total)} * {block} + tl.arange(0, {block})", f"m = offs < {total}", *index_lines("offs", dims)]
+    body = [*flat_offsets(total), *index_lines("offs", dims)]
     last = f"i{len(dims) - 1}"
     body += [f"lo = {last} < {half}",
              f"partner = tl.where(lo, offs + {half}, offs - {half})",

@@ -416,11 +416,9 @@ QUANTIZED_PARTS: dict[str, tuple[tuple[str, Attribute], ...]] = {
 
 def _target_of(op: Operation) -> Target:
     """The target the module holding ``op`` records (`set-target`), else this machine."""
-    top = op
-    while top.parent_op() is not None:
-        top = top.parent_op()  # type: ignore[assignment]
-    attr = top.attributes.get(TARGET_ATTR)
-    return of_module(top) if attr is not None else Target.host()
+    top = op.get_toplevel_object()
+    recorded = isinstance(top, Operation) and TARGET_ATTR in top.attributes
+    return of_module(top) if recorded else Target.host()
 
 
 def _bf16_dot_applies(op: Operation) -> str | None:
