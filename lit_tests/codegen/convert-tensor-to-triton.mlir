@@ -70,3 +70,46 @@ func.func @forward(%q: tensor<1x4x1x16xf32>, %k: tensor<1x2x32x16xf32>, %v: tens
   %o = tg.attention %q, %k, %v {scale = 0.25 : f32, causal = true, kv_cache = true} : (tensor<1x4x1x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x16xf32>) -> tensor<1x4x1x16xf32>
   func.return %o : tensor<1x4x1x16xf32>
 }
+
+// -----
+
+// The MoE kernels: the router's top-2 (ranks counted pairwise, position breaking ties), the
+// sort of expert ids, a put adding up repeated offsets (the first occurrence adds them all),
+// the experts' grouped GEMM (18 rows: tiles through tl.dot, the rows outside a group skipped).
+// Each run-time check writes its flag into dims after the scalars, and the plan lists them.
+// CHECK-LABEL: def k0_argtopk(x, out):
+// CHECK:         first = ((xj[None, :] > xi[:, None]) | ((xj[None, :] != xj[None, :]) & (xi[:, None] == xi[:, None])))
+// CHECK:         earlier = (first | (tie & (jj[None, :] < ii[:, None]))) & (jj[None, :] < 4)
+// CHECK:       tl.store(out + obase + rank * 1, ii.to(tl.int64), mask=mi & (rank < 2))
+// CHECK-LABEL: def k1_argtopk(x, out):
+// CHECK:         first = (xj[None, :] < xi[:, None])
+// CHECK-LABEL: def k2_put_add(offsets, values, out, dims):
+// CHECK:         if tl.max((mi & ((oi < 0) | (oi >= 18))).to(tl.int32)) > 0:
+// CHECK-NEXT:      tl.store(dims + 1, 1)
+// CHECK:         tl.store(out + oi, (tl.load(out + oi, mask=ok & (others == 0), other=0) + total).to(tl.int64), mask=ok & (others == 0))
+// CHECK-LABEL: def k3_grouped_matmul(a, w, offsets, out, dims):
+// CHECK:         bad = (start > end) | (end > 18) | (start < 0)
+// CHECK-NEXT:    if bad:
+// CHECK-NEXT:      tl.store(dims + 2, 1)
+// CHECK:         for r0 in range(0, 18, 32):
+// CHECK-NEXT:      if (r0 + 32 > lo) & (r0 < hi):
+// CHECK:             c += tl.dot(x, y, input_precision="ieee")
+// CHECK:       # run-time checks (their flags in dims from slot 1):
+// CHECK-NEXT:  #   1: index out of range: an element offset outside [0, 18) (a tensor index written into [18])
+// CHECK-NEXT:  #   2: grouped matmul: the group offsets must be non-decreasing running row counts within [0, 18]
+// CHECK-NEXT:  # launch plan:
+// CHECK-NEXT:  #   k0_argtopk[(9, 1)](buf.argtopk)
+// CHECK-NEXT:  #   k1_argtopk[(1, 1)](buf.argtopk)
+// CHECK-NEXT:  #   k2_copy[(1,)](buf.put)
+// CHECK-NEXT:  #   k2_put_add[(1,)](buf.put, checks)
+// CHECK-NEXT:  #   k3_grouped_matmul[(4, 2)](buf.grouped_matmul, checks)
+// PLAN:        builtin.module attributes {{.*}}tg.triton_checks = ["index out of range
+// PLAN:        buf.put {{.*}}tg.triton = [{kernel = "k2_copy", {{.*}}}, {kernel = "k2_put_add", grid = array<i64: 1>, args = array<i64: 1, 0, 3>, scalars = [], checks = 1 : i64}]
+func.func @moe_ops(%p: tensor<9x4xf32>, %e: tensor<18xi64>, %x: tensor<18x32xf32>, %o: tensor<4xi64>) -> (tensor<9x2xi64>, tensor<18xi64>, tensor<18x128xf32>) {
+  %i = tg.argtopk %p {k = 2 : i64, dim = 1 : i64} : (tensor<9x4xf32>) -> tensor<9x2xi64>
+  %s = tg.argtopk %e {k = 18 : i64, dim = 0 : i64, largest = false} : (tensor<18xi64>) -> tensor<18xi64>
+  %r = tg.put %e, %s, %e {accumulate = true} : (tensor<18xi64>, tensor<18xi64>, tensor<18xi64>) -> tensor<18xi64>
+  %w = tg.weight "experts.gate_up_proj" : tensor<4x128x32xf32>
+  %y = tg.grouped_matmul %x, %w, %o {transpose_b = true} : (tensor<18x32xf32>, tensor<4x128x32xf32>, tensor<4xi64>) -> tensor<18x128xf32>
+  func.return %i, %r, %y : tensor<9x2xi64>, tensor<18xi64>, tensor<18x128xf32>
+}

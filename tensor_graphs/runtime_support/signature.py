@@ -75,6 +75,34 @@ numpy_dtype = numpy_dtype_of
 dense_to_numpy = numpy_from_dense
 
 
+def check_error(entry: str, message: str, input_names: Sequence[str], past: int | None = None,
+                inputs: Sequence | None = None) -> Exception:
+    """The exception for a failed run-time check of graph ``entry`` (an error status of the
+    native function, a flag of a Triton kernel; `codegen.checks`): an ``IndexError`` for an
+    index out of range, a ``RuntimeError`` otherwise. ``past`` (the call's ``dims[0]``) fills
+    the ``{past}`` of a message; ``inputs`` (the call's arguments, arrays or tensors) the
+    ``{bad_index:K:N}`` of one: the first value of input ``K`` outside ``[0, N)`` and where it
+    is (without them, only which input holds it)."""
+    message = message.replace("{past}", "past" if past is None else str(past))
+    message = _BAD_INDEX.sub(lambda m: _bad_index(int(m[1]), int(m[2]), input_names, inputs), message)
+    kind = IndexError if "index out of range" in message else RuntimeError
+    return kind(f"{entry}: {message}")
+
+
+def _bad_index(k: int, n: int, input_names: Sequence[str], inputs: Sequence | None) -> str:
+    """What fills ``{bad_index:k:n}``: the offending value of input ``k`` and its position."""
+    name = input_names[k] if k < len(input_names) and input_names[k] else f"#{k}"
+    if inputs is not None and k < len(inputs):
+        values = inputs[k]
+        values = np.asarray(values.cpu() if hasattr(values, "cpu") else values)
+        bad = np.argwhere((values < 0) | (values >= n))
+        if len(bad):
+            at = tuple(int(i) for i in bad[0])
+            more = f" ({len(bad) - 1} more)" if len(bad) > 1 else ""
+            return f": input '{name}' holds {values[at]} at {list(at)}{more}"
+    return f" (an index in input '{name}')"
+
+
 @dataclass(frozen=True)
 class TensorSpec:
     """Shape and dtype of one graph input, output or state."""
@@ -129,29 +157,11 @@ class GraphSignature:
         return len(self.weight_table) + len(self.states)
 
     def status_error(self, status: int, past: int | None = None, inputs: Sequence | None = None) -> Exception:
-        """The exception for a nonzero status returned by the native function: an
-        ``IndexError`` for an index out of range, a ``RuntimeError`` otherwise. ``past`` (the
-        call's ``dims[0]``) fills the ``{past}`` of a message; ``inputs`` (the call's arguments,
-        arrays or tensors) the ``{bad_index:K:N}`` of one: the first value of input ``K`` outside
-        ``[0, N)`` and where it is (without them, only which input holds it)."""
+        """The exception for a nonzero status returned by the native function (`check_error`
+        of its message), or a RuntimeError for an unknown status."""
         if 1 <= status <= len(self.errors):
-            message = self.errors[status - 1].replace("{past}", "past" if past is None else str(past))
-            message = _BAD_INDEX.sub(lambda m: self._bad_index(int(m[1]), int(m[2]), inputs), message)
-            kind = IndexError if "index out of range" in message else RuntimeError
-            return kind(f"{self.entry}: {message}")
+            return check_error(self.entry, self.errors[status - 1], [s.name for s in self.inputs], past, inputs)
         return RuntimeError(f"{self.entry}: the native function returned the unknown status {status}")
-
-    def _bad_index(self, k: int, n: int, inputs: Sequence | None) -> str:
-        """What fills ``{bad_index:k:n}``: the offending value of input ``k`` and its position."""
-        name = self.inputs[k].name if k < len(self.inputs) and self.inputs[k].name else f"#{k}"
-        if inputs is not None and k < len(inputs):
-            values = np.asarray(inputs[k])
-            bad = np.argwhere((values < 0) | (values >= n))
-            if len(bad):
-                at = tuple(int(i) for i in bad[0])
-                more = f" ({len(bad) - 1} more)" if len(bad) > 1 else ""
-                return f": input '{name}' holds {values[at]} at {list(at)}{more}"
-        return f" (an index in input '{name}')"
 
     # ------------------------------------------------------------------ module attributes
 

@@ -20,7 +20,7 @@ import hashlib
 import importlib.util
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +28,10 @@ import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr
 
-from tensor_graphs.codegen.triton.kernels import SCALARS
+from tensor_graphs.codegen.triton.kernels import CHECKS_START, SCALARS
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.dense import numpy_dtype_of, numpy_from_dense
+from tensor_graphs.runtime_support.signature import check_error
 
 
 class DeviceError(RuntimeError):
@@ -160,7 +161,7 @@ class TritonGraph:
         another graph of the same model; filled with the ones uploaded here)."""
         import torch
 
-        from tensor_graphs.codegen.triton.convert_tensor_to_triton import LAUNCHES_ATTR, SOURCE_ATTR
+        from tensor_graphs.codegen.triton.convert_tensor_to_triton import CHECKS_ATTR, LAUNCHES_ATTR, SOURCE_ATTR
 
         self.device = torch.device(device)
         if self.device.type == "cuda" and self.device.index is None:
@@ -175,9 +176,14 @@ class TritonGraph:
         self.text = program_text(module)
         kernels = load_kernels(self.source)
         fn = fn or next(o for o in module.ops if isinstance(o, func.FuncOp))
+        self.entry = fn.sym_name.data
+        checks = module.attributes.get(CHECKS_ATTR)
+        #: the run-time checks' messages; check k's flag is ``dims[CHECKS_START + k]``
+        self.checks = [m.data for m in checks.data] if isinstance(checks, ArrayAttr) else []  # type: ignore[attr-defined]
         n_out = fn.attributes["tg.num_outputs"].value.data  # type: ignore[attr-defined]
         args = list(fn.body.block.args)
         self.input_args, self.output_args = args[: len(args) - n_out], args[len(args) - n_out :]
+        self.input_names = [a.name_hint or f"input{i}" for i, a in enumerate(self.input_args)]
         t: dict = {}
         for a in args:
             t[a] = torch.empty(tuple(a.type.get_shape()), dtype=_torch_dtype(a.type.element_type), device=self.device)  # type: ignore[attr-defined]
@@ -185,9 +191,9 @@ class TritonGraph:
         self.outputs = [t[a] for a in self.output_args]
         self.states: dict[str, Any] = {}
         self.launches: list[tuple[Any, tuple[int, ...], list[Any], tuple[str, ...], str]] = []
-        #: the run-time scalars (`kernels.SCALARS`: ``past``) as the kernels read them
-        self.dims = torch.zeros(max(1, len(SCALARS)), dtype=torch.int64, device=self.device)
-        self.index_checks: list[tuple[Any, int, str]] = []
+        #: the run-time scalars (`kernels.SCALARS`: ``past``) as the kernels read them, then the
+        #: checks' flags (`kernels.CHECKS_START`)
+        self.dims = torch.zeros(CHECKS_START + len(self.checks), dtype=torch.int64, device=self.device)
         #: (rows a cache write adds, the cache's positions) per buf.cache_write
         self.room: list[tuple[int, int]] = []
         #: the weights on the device by name (shared with the graphs made by `sharing`)
@@ -240,11 +246,9 @@ class TritonGraph:
                     kernel = _library_call(name, op) if name in LIBRARY_CALLS else getattr(kernels, name)
                     operands = [t[op.operands[i]] for i in d["args"].get_values()]  # type: ignore[attr-defined]
                     scalars = tuple(s.data for s in d["scalars"].data)  # type: ignore[attr-defined]
-                    if scalars:  # read from dims, after the buffers
+                    if scalars or "checks" in d:  # read from (flags written into) dims, after the buffers
                         operands.append(self.dims)
                     self.launches.append((kernel, tuple(d["grid"].get_values()), operands, scalars, op.name))  # type: ignore[attr-defined]
-                if isinstance(op, buf.EmbeddingOp) and op.inputs[1] in self.input_args:
-                    self.index_checks.append((t[op.inputs[1]], op.inputs[0].type.get_shape()[0], op.name))  # type: ignore[attr-defined]
                 if isinstance(op, buf.CacheWriteOp):  # past + rows written <= the cache's positions
                     axis = op.axis.value.data
                     self.room.append((op.inputs[0].type.get_shape()[axis], op.outputs[0].type.get_shape()[axis]))  # type: ignore[attr-defined]
@@ -280,9 +284,6 @@ class TritonGraph:
             if tuple(x.shape) != tuple(slot.shape):
                 raise ValueError(f"input {k} has shape {list(x.shape)}, expected {list(slot.shape)}")
             slot.copy_(x)
-        for tensor, rows, name in self.index_checks:
-            if tensor.numel() and (int(tensor.min()) < 0 or int(tensor.max()) >= rows):
-                raise IndexError(f"{name}: an index is outside the table of {rows} rows")
         for rows, positions in self.room:
             if past < 0 or past + rows > positions:
                 raise ValueError(f"past = {past}: {rows} more position(s) do not fit the KV cache of {positions}")
@@ -292,8 +293,20 @@ class TritonGraph:
             self._replay()
         else:
             self.run()
+        if self.checks:
+            self._raise_failed_check(inputs, past)
         outs = [o.cpu().numpy() if as_numpy else o.clone() for o in self.outputs]
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _raise_failed_check(self, inputs: Sequence[Any], past: int) -> None:
+        """The first failed run-time check's error (the CPU graph's), its flag cleared; the
+        flags are read once the plan has run (one device sync, the price of an IndexError
+        rather than a device assert)."""
+        flags = self.dims[CHECKS_START:].cpu()
+        failed = [k for k in range(len(self.checks)) if int(flags[k])]
+        if failed:
+            self.dims[CHECKS_START:] = 0
+            raise check_error(self.entry, self.checks[failed[0]], self.input_names, past, inputs)
 
     def _replay(self) -> None:
         """On a GPU: the launches once to compile and warm them, then captured into one CUDA

@@ -23,6 +23,7 @@ from xdsl.dialects import llvm
 from xdsl.dialects.builtin import AnyFloat, IntegerAttr, IntegerType, f32, i1, i64
 from xdsl.ir import Operation, SSAValue
 
+from tensor_graphs.codegen.checks import grouped_offsets_message, put_message
 from tensor_graphs.codegen.llvm.kernels import (
     REGISTRY,
     Access,
@@ -139,7 +140,7 @@ def _emit_put(ctx: KernelContext, op: Operation) -> None:
     b = ctx.b
     xp, offp, vp, outp = ctx.ptr(x), ctx.ptr(offsets), ctx.ptr(values), ctx.ptr(out)
     emit_pointwise(b, (size,), Access(outp, (1,), el), [Access(xp, (1,), el)], lambda b, v: v[0])
-    message = f"index out of range: an element offset outside [0, {size}) (a tensor index written into {list(_shape(x))})"
+    message = put_message(_shape(x))
     ult = IntegerAttr(llvm.ICmpPredicateFlag.ULT.to_int(), i64)
 
     def element(i: SSAValue) -> None:
@@ -161,7 +162,7 @@ def _check_offsets_zero_rest(ctx: KernelContext, offsets: SSAValue, out: SSAValu
     graph's error status), then zeroes the output rows from the last offset on."""
     b = ctx.b
     offp, outp = ctx.ptr(offsets), ctx.ptr(out)
-    message = f"grouped matmul: the group offsets must be non-decreasing running row counts within [0, {s}]"
+    message = grouped_offsets_message(s)
 
     def check(g: SSAValue, prev: list[SSAValue]) -> list[SSAValue]:
         end = b.load_element(offp, g, i64)

@@ -29,8 +29,9 @@ from collections.abc import Sequence
 
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import IntegerAttr, IntegerType, i1, i64
-from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 
+from tensor_graphs.codegen.checks import embedding_message, take_message
 from tensor_graphs.codegen.llvm.kernels import (
     REGISTRY,
     Access,
@@ -52,7 +53,6 @@ from tensor_graphs.codegen.llvm.kernels import (
 from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, broadcast_strides, emit_for, emit_loop
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.shapes import contiguous_strides, numel
-from tensor_graphs.dialects.tensor import TABLE_NAME
 
 def _emit_copy(ctx: KernelContext, op: Operation) -> None:
     assert isinstance(op, buf.CopyOp | buf.BroadcastOp | buf.CastOp)
@@ -121,27 +121,6 @@ def _emit_concat(ctx: KernelContext, op: Operation) -> None:
         at += size
 
 
-def _table_description(op: Operation) -> str:
-    """The embedding table as the model names it: ``'wte.weight'``, or for a tied table imported
-    under its other name (``tg.table_name``, from the frontend) ``'transformer.wte.weight' (tied
-    to 'lm_head.weight')``; an unnamed table by its type."""
-    table = op.inputs[0]  # type: ignore[attr-defined]
-    owner = table.owner
-    if not isinstance(owner, buf.WeightOp | buf.PackedWeightOp):
-        return f"of a {table.type}"
-    weight = owner.weight_name.data
-    wrote = op.attributes.get(TABLE_NAME)
-    return f"'{wrote.data}' (tied to '{weight}')" if wrote is not None and wrote.data != weight else f"'{weight}'"  # type: ignore[attr-defined]
-
-
-def _bad_index_field(idx: SSAValue, vocab: int) -> str:
-    """``{bad_index:K:V}`` when the indices are graph input ``K`` (or a reshape of it): the
-    runtime fills in the offending value and where it is (`GraphSignature.status_error`)."""
-    while isinstance(idx.owner, buf.ReshapeOp):
-        idx = idx.owner.input
-    return f"{{bad_index:{idx.index}:{vocab}}}" if isinstance(idx, BlockArgument) else ""
-
-
 def _emit_embedding(ctx: KernelContext, op: Operation) -> None:
     """``out[i, :] = table[idx[i], :]``, each index checked against [0, V) first. From a packed
     table (`buf.packed_embedding`), row ``j`` starts at ``(j / NR) * D * NR + j % NR`` and its
@@ -159,7 +138,7 @@ def _emit_embedding(ctx: KernelContext, op: Operation) -> None:
         vocab = op.rows.value.data
     else:
         (vocab, dim), nr = _shape(table), 1
-    message = f"embedding {_table_description(op)}: index out of range [0, {vocab}){_bad_index_field(idx, vocab)}"
+    message = embedding_message(op, vocab)
     b = ctx.b
     tp, ip, op_ = ctx.ptr(table), ctx.ptr(idx), ctx.ptr(out)
     ult = IntegerAttr(llvm.ICmpPredicateFlag.ULT.to_int(), i64)
@@ -192,7 +171,7 @@ def _emit_take(ctx: KernelContext, op: Operation) -> None:
         raise LoweringError(f"{op.name}: offsets must be an i64 buffer, got {offsets.type}")
     check_no_overlap(ctx, op, out, [x, offsets], in_place_ok=False)
     size = numel(_shape(x))
-    message = f"index out of range: an element offset outside [0, {size}) (a gather or tensor index into {list(_shape(x))})"
+    message = take_message(_shape(x))
     b = ctx.b
     xp, offp, outp = ctx.ptr(x), ctx.ptr(offsets), ctx.ptr(out)
     ult = IntegerAttr(llvm.ICmpPredicateFlag.ULT.to_int(), i64)

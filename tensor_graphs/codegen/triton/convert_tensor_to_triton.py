@@ -8,7 +8,9 @@ stored; then `plan-memory`: every intermediate is a view of one arena at a plann
 `buf` kernel op then becomes one or more launches of a ``@triton.jit`` kernel
 (`codegen.triton.kernels.REGISTRY`). The module keeps its buf function, with the plan written
 on it: the kernels' Python source as the module attribute ``tg.triton_source``, and on each
-kernel op its launches, ``tg.triton = [{kernel, grid, args (operand indices), scalars}]``::
+kernel op its launches, ``tg.triton = [{kernel, grid, args (operand indices), scalars[, checks]}]``
+(``checks = 1``: the kernel flags failed run-time checks, whose messages are the module's
+``tg.triton_checks``, in ``dims``: `kernels.CHECKS_START`)::
 
     buf.softmax ins(%x : memref<2x7xf32>) outs(%o : memref<2x7xf32>) {dim = 1 : i64,
         tg.triton = [{kernel = "k0_softmax", grid = array<i64: 2>, args = array<i64: 0, 1>, scalars = []}]}
@@ -24,20 +26,22 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, DictionaryAttr, ModuleOp, StringAttr, i64
+from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, DictionaryAttr, IntegerAttr, ModuleOp, StringAttr, i64
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 # the emitters register themselves
-from tensor_graphs.codegen.triton import kernels_attention, kernels_elementwise, kernels_matmul, kernels_model, kernels_rows  # noqa: F401
+from tensor_graphs.codegen.triton import kernels_attention, kernels_elementwise, kernels_matmul, kernels_model, kernels_moe, kernels_rows  # noqa: F401
 from tensor_graphs.codegen.triton.expressions import TritonCodegenError
-from tensor_graphs.codegen.triton.kernels import REGISTRY, TritonContext, TritonProgram
+from tensor_graphs.codegen.triton.kernels import CHECKS_START, REGISTRY, TritonContext, TritonProgram
 from tensor_graphs.dialects import buffer as buf
 
 #: the module attribute holding the kernels' Python source
 SOURCE_ATTR = "tg.triton_source"
 #: a kernel op's launches
 LAUNCHES_ATTR = "tg.triton"
+#: the module attribute listing the run-time checks' messages, by flag (`kernels.CHECKS_START`)
+CHECKS_ATTR = "tg.triton_checks"
 #: what runs first on a tg module: the buffer lowering without packed weights, the planner
 BUFFER_PASSES = ("convert-tensor-to-buffer{pack-weights=false threads=1}", "plan-memory")
 
@@ -81,15 +85,20 @@ class ConvertTensorToTritonPass(ModulePass):
         for launch in program.launches:
             assert launch.op is not None
             operands = list(launch.op.operands)
-            entry = DictionaryAttr({
+            fields = {
                 "kernel": StringAttr(launch.kernel),
                 "grid": DenseArrayBase.from_list(i64, list(launch.grid)),
                 "args": DenseArrayBase.from_list(i64, [operands.index(v) for v in launch.buffers]),
                 "scalars": ArrayAttr([StringAttr(s) for s in launch.scalars]),
-            })
+            }
+            if launch.checks:
+                fields["checks"] = IntegerAttr(1, i64)
+            entry = DictionaryAttr(fields)
             previous = launch.op.attributes.get(LAUNCHES_ATTR)
             launch.op.attributes[LAUNCHES_ATTR] = ArrayAttr([*(previous.data if isinstance(previous, ArrayAttr) else ()), entry])
         op.attributes[SOURCE_ATTR] = StringAttr(program.source)
+        if program.checks:
+            op.attributes[CHECKS_ATTR] = ArrayAttr([StringAttr(m) for m in program.checks])
 
 
 def program_text(module: ModuleOp) -> str:
@@ -99,12 +108,16 @@ def program_text(module: ModuleOp) -> str:
     if not isinstance(source, StringAttr):
         raise TritonCodegenError("the module has no Triton kernels (run convert-tensor-to-triton first)")
     lines = [source.data, "# launch plan:"]
+    checks = module.attributes.get(CHECKS_ATTR)
+    if isinstance(checks, ArrayAttr):
+        lines[1:1] = ["# run-time checks (their flags in dims from slot " + str(CHECKS_START) + "):",
+                      *(f"#   {CHECKS_START + k}: {m.data}" for k, m in enumerate(checks.data))]  # type: ignore[attr-defined]
     for op in module.walk():
         launches = op.attributes.get(LAUNCHES_ATTR)
         for entry in launches.data if isinstance(launches, ArrayAttr) else ():
             assert isinstance(entry, DictionaryAttr)
             d = entry.data
             grid = tuple(d["grid"].get_values())  # type: ignore[attr-defined]
-            scalars = [x.data for x in d["scalars"].data]  # type: ignore[attr-defined]
+            scalars = [x.data for x in d["scalars"].data] + (["checks"] if "checks" in d else [])  # type: ignore[attr-defined]
             lines.append(f"#   {d['kernel'].data}[{grid}]({op.name}{', ' + ', '.join(scalars) if scalars else ''})")  # type: ignore[attr-defined]
     return "\n".join(lines) + "\n"

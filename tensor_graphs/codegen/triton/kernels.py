@@ -31,6 +31,12 @@ from tensor_graphs.codegen.triton.expressions import PRELUDE, TritonCodegenError
 #: buffers and loads it (``past = tl.load(dims + 0)``): every launch argument is then a fixed
 #: address, so the whole plan can be captured once as a CUDA graph and replayed.
 SCALARS = {"past": 0}
+#: The run-time checks (an index out of range...) write flags into ``dims`` after the scalars:
+#: check ``k`` (`TritonProgram.checks`) sets ``dims[CHECKS_START + k]`` to 1 when it fails (a
+#: kernel never reads or writes outside a buffer: the failing elements are masked off), and the
+#: runtime reads the flags once the plan has run and raises the check's message (the status the
+#: CPU graph returns), then clears them.
+CHECKS_START = len(SCALARS)
 
 #: elements per program of an elementwise kernel
 ELEMENTWISE_BLOCK = 1024
@@ -47,6 +53,8 @@ class Launch:
     grid: tuple[int, ...]
     buffers: tuple[SSAValue, ...]
     scalars: tuple[str, ...] = ()
+    #: whether it writes check flags into ``dims`` (`CHECKS_START`)
+    checks: bool = False
     #: the buf op it computes (for messages and profiles)
     op: Operation | None = None
 
@@ -59,6 +67,8 @@ class TritonProgram:
     launches: list[Launch] = field(default_factory=list)
     #: (base name, signature, body) -> the kernel's name: identical kernels emitted once
     by_body: dict = field(default_factory=dict)
+    #: the run-time checks' messages (`CHECKS_START`), each once
+    checks: list[str] = field(default_factory=list)
 
     @property
     def source(self) -> str:
@@ -75,12 +85,13 @@ class TritonContext:
         self.index = index
         self._names: set[str] = set()
 
-    def kernel(self, base: str, params: Sequence[str], body: Sequence[str], scalars: Sequence[str] = ()) -> str:
+    def kernel(self, base: str, params: Sequence[str], body: Sequence[str], scalars: Sequence[str] = (), checks: bool = False) -> str:
         """Add ``@triton.jit def <name>(*params[, dims]): body`` and return its name; ``scalars``
-        (`SCALARS`) are loaded from ``dims`` first. A kernel identical to one already emitted
-        (the same op at the same shapes: every layer of a transformer) is that one: one
-        function to compile, launched once per op."""
-        head = f"({', '.join([*params, *(['dims'] if scalars else [])])}):"
+        (`SCALARS`) are loaded from ``dims`` first; ``checks``: the body writes check flags
+        (`flag_failures`) into ``dims``. A kernel identical to one already emitted (the same op
+        at the same shapes: every layer of a transformer) is that one: one function to
+        compile, launched once per op."""
+        head = f"({', '.join([*params, *(['dims'] if scalars or checks else [])])}):"
         lines = [f"    {s} = tl.load(dims + {SCALARS[s]})" for s in scalars] + ["    " + line for line in body]
         key = (base, head, tuple(lines))
         if key in self.program.by_body:
@@ -95,12 +106,20 @@ class TritonContext:
         self.program.by_body[key] = name
         return name
 
-    def launch(self, kernel: str, grid: Sequence[int], buffers: Sequence[SSAValue], scalars: Sequence[str] = ()) -> None:
+    def launch(self, kernel: str, grid: Sequence[int], buffers: Sequence[SSAValue], scalars: Sequence[str] = (),
+               checks: bool = False) -> None:
         for s in scalars:
             assert s in SCALARS, s
         if any(g > MAX_GRID_YZ for g in grid[1:]):
             raise TritonCodegenError(f"{self.op.name}: a grid of {list(grid)} programs exceeds CUDA's {MAX_GRID_YZ} along axes 1 and 2")
-        self.program.launches.append(Launch(kernel, tuple(max(1, int(g)) for g in grid), tuple(buffers), tuple(scalars), self.op))
+        self.program.launches.append(Launch(kernel, tuple(max(1, int(g)) for g in grid), tuple(buffers), tuple(scalars), checks, self.op))
+
+    def check(self, message: str) -> int:
+        """The ``dims`` slot of the run-time check raising ``message`` (the CPU kernel's message
+        for the same check: ``index out of range`` in it makes an IndexError)."""
+        if message not in self.program.checks:
+            self.program.checks.append(message)
+        return CHECKS_START + self.program.checks.index(message)
 
 
 Emitter = Callable[[TritonContext, Operation], None]
@@ -234,6 +253,12 @@ def flat_offsets(total: int, extent: int | None = None) -> list[str]:
 def upcast(value: SSAValue) -> str:
     """``.to(tl.float32)`` for a half-precision element (Triton's math functions take float32)."""
     return ".to(tl.float32)" if element(value) in ("tl.float16", "tl.bfloat16") else ""
+
+
+def flag_failures(slot: int, failed: str, indent: str = "") -> list[str]:
+    """Lines setting check flag ``slot`` of ``dims`` when any lane of the boolean block
+    ``failed`` holds (a kernel taking ``checks``; `TritonContext.check`)."""
+    return [f"{indent}if tl.max(({failed}).to(tl.int32)) > 0:", f"{indent}    tl.store(dims + {slot}, 1)"]
 
 
 def require(condition: bool, op: Operation, message: str) -> None:

@@ -16,13 +16,15 @@
 
 Movement ops are the same loop with other strides: a transpose reads its input at permuted
 strides, a slice at an offset and a step, a broadcast at stride 0, a concatenation is one
-launch per input writing its part of the output.
+launch per input writing its part of the output. A gather (`buf.take`) reads its source at
+run-time offsets, each checked (`kernels.flag_failures`).
 """
 
 from __future__ import annotations
 
 from xdsl.ir import Operation
 
+from tensor_graphs.codegen.checks import take_message
 from tensor_graphs.codegen.triton.expressions import binary, body_expression, unary
 from tensor_graphs.codegen.triton.kernels import (
     ELEMENTWISE_BLOCK,
@@ -31,6 +33,7 @@ from tensor_graphs.codegen.triton.kernels import (
     contiguous,
     element,
     elementwise,
+    flag_failures,
     flat_offsets,
     index_lines,
     numel,
@@ -140,3 +143,24 @@ def emit_im2col(ctx: TritonContext, op: Operation) -> None:
             f"v = tl.load(x + i0 * {c * h * w} + i1 * {h * w} + hh * {w} + ww, mask=inside, other={pad_text})",
             f"tl.store(out + offs, v.to({element(out)}), mask=m)"]
     ctx.launch(ctx.kernel("im2col", ["x", "out"], body), (-(-total // block),), [x, out])
+
+
+@register(buf.TakeOp)
+def emit_take(ctx: TritonContext, op: Operation) -> None:
+    """``out.flat[i] = x.flat[offsets.flat[i]]``; an offset outside ``[0, numel(x))`` is not
+    read: it sets the check flag of the CPU kernel's message."""
+    assert isinstance(op, buf.TakeOp)
+    x, offsets = op.inputs
+    out = op.output
+    require(element(offsets) == "tl.int64", op, f"offsets must be an i64 buffer, got {offsets.type}")
+    require(element(x) == element(out), op, "input and output element types differ")
+    total, size = numel(shape(out)), numel(shape(x))
+    if total == 0:
+        return
+    body = [*flat_offsets(total, extent=max(total, size)),
+            "j = tl.load(offsets + offs, mask=m, other=0)",
+            f"ok = m & (j >= 0) & (j < {size})",
+            *flag_failures(ctx.check(take_message(shape(x))), f"m & ((j < 0) | (j >= {size}))"),
+            "tl.store(out + offs, tl.load(x + j, mask=ok, other=0), mask=m)"]
+    kernel = ctx.kernel("take", ["x", "offsets", "out"], body, checks=True)
+    ctx.launch(kernel, (-(-total // ELEMENTWISE_BLOCK),), [x, offsets, out], checks=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from xdsl.ir import Operation
 
+from tensor_graphs.codegen.checks import embedding_message
 from tensor_graphs.codegen.triton.kernels import (
     ELEMENTWISE_BLOCK,
     TritonContext,
@@ -16,6 +17,7 @@ from tensor_graphs.codegen.triton.kernels import (
     contiguous,
     element,
     elementwise,
+    flag_failures,
     flat_offsets,
     index_lines,
     numel,
@@ -28,8 +30,9 @@ from tensor_graphs.dialects import buffer as buf
 
 @register(buf.EmbeddingOp)
 def emit_embedding(ctx: TritonContext, op: Operation) -> None:
-    """``out[..., c] = table[indices[...], c]``; an index outside the table reads zeros (the
-    runtime checks the indices of a call before launching: `runtime_support.triton_graph`)."""
+    """``out[..., c] = table[indices[...], c]``; an index outside the table is never read: it
+    sets the check flag of the CPU kernel's message (`kernels.CHECKS_START`), which the runtime
+    raises as an IndexError once the plan has run."""
     table, indices = op.inputs  # type: ignore[attr-defined]
     out = op.output  # type: ignore[attr-defined]
     rows, d = shape(table)
@@ -40,9 +43,11 @@ def emit_embedding(ctx: TritonContext, op: Operation) -> None:
     body = [*flat_offsets(total, extent=total + rows * d),
             f"idx = tl.load(indices + offs // {d}, mask=m, other=0).to(tl.int64)",
             f"ok = m & (idx >= 0) & (idx < {rows})",
+            *flag_failures(ctx.check(embedding_message(op, rows)), "m & ((idx < 0) | (idx >= " + str(rows) + "))"),
             f"v = tl.load(table + idx * {d} + offs % {d}, mask=ok, other=0.0)",
             f"tl.store(out + offs, v.to({element(out)}), mask=m)"]
-    ctx.launch(ctx.kernel("embedding", ["table", "indices", "out"], body), (-(-total // block),), [table, indices, out])
+    kernel = ctx.kernel("embedding", ["table", "indices", "out"], body, checks=True)
+    ctx.launch(kernel, (-(-total // block),), [table, indices, out], checks=True)
 
 
 @register(buf.RopeOp)

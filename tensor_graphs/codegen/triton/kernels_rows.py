@@ -14,6 +14,8 @@ row; the row is read in chunks of at most `kernels.MAX_ROW_BLOCK` (a power of tw
             ...tl.store(out + base + cols, tl.exp(v - mx) / s, mask=m)
 
 A softmax along another dim reads its row at the stride of that dim (``[outer, D, inner]``).
+A running sum (`buf.cumsum`) is a row too: ``tl.cumsum`` per chunk plus the carry of the chunks
+before it.
 """
 
 from __future__ import annotations
@@ -158,3 +160,30 @@ def emit_reduce(ctx: TritonContext, op: Operation) -> None:
         body.append(f"acc = acc / {r}")
     body.append(f"tl.store(out + row, acc.to({element(out)}))")
     ctx.launch(ctx.kernel("reduce_" + kind, ["x", "out"], body), (outs,), [x, out])
+
+
+@register(buf.CumsumOp)
+def emit_cumsum(ctx: TritonContext, op: Operation) -> None:
+    """``out[..., i, ...] = sum(x[..., :i+1, ...])`` along ``dim``: one program per row, chunks
+    of at most `MAX_ROW_BLOCK` summed with ``tl.cumsum`` and carried (float32 for floats, the
+    element type for integers, as the CPU kernel)."""
+    assert isinstance(op, buf.CumsumOp)
+    x, out = op.inputs[0], op.output
+    dims = shape(x)
+    rows, d, inner = _row(dims, op.dim.value.data)
+    if rows * d == 0:
+        return
+    el = element(out)
+    acc = "tl.float32" if el in ("tl.float16", "tl.bfloat16", "tl.float32") else el
+    block = min(pow2(d), MAX_ROW_BLOCK)
+    body = _row_base(inner, d, numel(dims)) + [
+        f"carry = tl.full([], 0, {acc})",
+        f"for c in range(0, {d}, {block}):",
+        f"    cols = c + tl.arange(0, {block})",
+        f"    m = cols < {d}",
+        f"    v = tl.load(x + base + {_at(inner)}, mask=m, other=0).to({acc})",
+        "    run = tl.cumsum(v, 0) + carry",
+        f"    tl.store(out + base + {_at(inner)}, run.to({el}), mask=m)",
+        "    carry += tl.sum(v, 0)",
+    ]
+    ctx.launch(ctx.kernel("cumsum", ["x", "out"], body), (rows,), [x, out])
