@@ -163,8 +163,6 @@ def _compile_for_gpu(module: ModuleOp, weights, device: str, *, keep_ir: bool, s
     torch_device = device_for(device)
     if tuning is not None and tuning.tune != "off":
         raise ValueError("tune= measures CPU kernel paths; it is not available with device='cuda' yet")
-    if profile:
-        raise ValueError("profile=True times native CPU kernels; it is not available with device='cuda' yet")
     if verify:
         verify_module(module)
     level = module_level(module)
@@ -719,14 +717,14 @@ def compile_decoder(
     ``"bf16dot"``: bf16 weights times activations rounded to bf16 by AVX512-BF16 dot products
     (a ValueError on a target without them).
     ``device="cuda"``: both graphs as Triton kernels on an NVIDIA GPU, the KV cache (and the
-    padding mask) device tensors shared by both (see `compile`); not yet with ``tune``,
-    ``profile`` or ``weight_format``.
+    padding mask) device tensors shared by both (see `compile`); not yet with ``tune`` or
+    ``weight_format``. Either graph of a GPU decoder can be profiled (``profile`` or not).
     """
     if device != "cpu":
         from tensor_graphs.runtime_support.triton_graph import device_for
 
         device_for(device)  # no GPU: say so before importing anything
-        for name, value, default in (("tune", tune, "off"), ("profile", profile, False), ("weight_format", weight_format, None)):
+        for name, value, default in (("tune", tune, "off"), ("weight_format", weight_format, None)):
             if value != default:
                 raise ValueError(f"compile_decoder(device={device!r}): {name}={value!r} is for the CPU path (not on the GPU yet)")
         pack_weights = False

@@ -275,6 +275,34 @@ def test_gpu_decoder_options_not_there_yet_are_refused():
         tg.compile_decoder(model, max_seq=16, weight_format="bf16", device="cuda")
 
 
+def test_profile_times_each_op_of_a_gpu_graph():
+    """fn.profile on the GPU path: every buf op with launches timed (events on a GPU, the host
+    clock under the interpreter), labelled as on the CPU with its kernels, by kind; the
+    decoder's graphs too (``past=``)."""
+    import transformers
+
+    torch.manual_seed(0)
+    model = Reductions().eval()
+    x = torch.randn(3, 5, 7)
+    fn = tg.compile(model, (x,), device="cuda", profile=True)
+    report = fn.profile(x, repeat=3)
+    assert report.runs == 3 and fn.profiled
+    assert len(report.kernels) == len(fn._graph.labels) and all(k.calls == 3 for k in report.kernels)
+    assert {"reduce", "softmax"} <= set(report.by_kind()) and "[k" in report.kernels[0].label
+    assert 0 < report.measured_ns <= report.wall_ns and "profile of @" in str(report)
+    with pytest.raises(ValueError, match="repeat must be >= 1"):
+        fn.profile(x, repeat=0)
+
+    lm = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=50, n_positions=16))
+    dec = tg.compile_decoder(lm.eval(), max_seq=16, prefill_chunk=4, device="cuda", profile=True)
+    step = dec.decode_graph
+    inputs = [torch.zeros_like(t) for t in step._graph.inputs]  # token ids, positions...: zeros do
+    with pytest.raises(TypeError, match="pass past="):
+        step.profile(*inputs)
+    kinds = step.profile(*inputs, repeat=2, past=3).by_kind()
+    assert {"attention", "matmul", "embedding"} <= set(kinds)
+
+
 class Powers(torch.nn.Module):
     def forward(self, x, e):
         return torch.pow(x, 2.0) + torch.pow(x, 3.0), torch.pow(x.abs() + 0.5, e), torch.pow(x, e)

@@ -20,6 +20,7 @@ import hashlib
 import importlib.util
 import os
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr
 
+from tensor_graphs.codegen.llvm.profiling import kernel_label
 from tensor_graphs.codegen.triton.kernels import CHECKS_START, SCALARS
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.dense import numpy_dtype_of, numpy_from_dense
@@ -190,7 +192,10 @@ class TritonGraph:
         self.inputs = [t[a] for a in self.input_args]
         self.outputs = [t[a] for a in self.output_args]
         self.states: dict[str, Any] = {}
-        self.launches: list[tuple[Any, tuple[int, ...], list[Any], tuple[str, ...], str]] = []
+        #: (kernel, grid, operands, scalars, index of its buf op in `labels`) in plan order
+        self.launches: list[tuple[Any, tuple[int, ...], list[Any], tuple[str, ...], int]] = []
+        #: per buf kernel op with launches, what a profile calls it (`kernel_label`, its kernels)
+        self.labels: list[str] = []
         #: the run-time scalars (`kernels.SCALARS`: ``past``) as the kernels read them, then the
         #: checks' flags (`kernels.CHECKS_START`)
         self.dims = torch.zeros(CHECKS_START + len(self.checks), dtype=torch.int64, device=self.device)
@@ -239,7 +244,11 @@ class TritonGraph:
                 self.states[name] = t[op.result] = tensor
             elif isinstance(op, buf.KernelOp):
                 plan = op.attributes.get(LAUNCHES_ATTR)
-                for entry in plan.data if isinstance(plan, ArrayAttr) else ():
+                entries = plan.data if isinstance(plan, ArrayAttr) else ()
+                if entries:
+                    names = ", ".join(e.data["kernel"].data for e in entries)  # type: ignore[attr-defined]
+                    self.labels.append(f"{kernel_label(op)} [{names}]")
+                for entry in entries:
                     assert isinstance(entry, DictionaryAttr)
                     d = entry.data
                     name = d["kernel"].data  # type: ignore[attr-defined]
@@ -248,7 +257,7 @@ class TritonGraph:
                     scalars = tuple(s.data for s in d["scalars"].data)  # type: ignore[attr-defined]
                     if scalars or "checks" in d:  # read from (flags written into) dims, after the buffers
                         operands.append(self.dims)
-                    self.launches.append((kernel, tuple(d["grid"].get_values()), operands, scalars, op.name))  # type: ignore[attr-defined]
+                    self.launches.append((kernel, tuple(d["grid"].get_values()), operands, scalars, len(self.labels) - 1))  # type: ignore[attr-defined]
                 if isinstance(op, buf.CacheWriteOp):  # past + rows written <= the cache's positions
                     axis = op.axis.value.data
                     self.room.append((op.inputs[0].type.get_shape()[axis], op.outputs[0].type.get_shape()[axis]))  # type: ignore[attr-defined]
@@ -262,10 +271,39 @@ class TritonGraph:
         for kernel, grid, operands, _, _ in self.launches:
             kernel[grid](*operands)
 
-    def __call__(self, *inputs: Any, past: int = 0) -> Any:
+    def run_profiled(self, counters: np.ndarray) -> None:
+        """Every launch once, one by one (no CUDA graph), each op's time added to
+        ``counters[2 k]`` and one call to ``counters[2 k + 1]`` (`labels` order). On a GPU the
+        time between CUDA events recorded around the op's launches (its kernels' run on the
+        device, and any wait for the host to launch them); under the interpreter the host's."""
+        import torch
+
+        cuda = self.device.type == "cuda"
+
+        def now() -> Any:
+            if not cuda:
+                return time.perf_counter_ns()
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+
+        spans: list[list[Any]] = []  # [op, start, end]
+        for kernel, grid, operands, _, op in self.launches:
+            if not spans or spans[-1][0] != op:
+                spans.append([op, now(), None])
+            kernel[grid](*operands)
+            spans[-1][2] = now()
+        if cuda:
+            torch.cuda.synchronize(self.device)
+        for op, start, end in spans:
+            counters[2 * op] += int(start.elapsed_time(end) * 1e6) if cuda else end - start
+            counters[2 * op + 1] += 1
+
+    def __call__(self, *inputs: Any, past: int = 0, counters: np.ndarray | None = None) -> Any:
         """Run on ``inputs`` (NumPy arrays or torch tensors, all one kind, of the graph's dtypes
         and shapes); returns the output (a tuple for several) of the same kind: NumPy arrays, or
-        torch tensors on the graph's device."""
+        torch tensors on the graph's device. With ``counters``, the launches one by one, timed
+        into them (`run_profiled`)."""
         import torch
 
         if len(inputs) != len(self.inputs):
@@ -289,7 +327,9 @@ class TritonGraph:
                 raise ValueError(f"past = {past}: {rows} more position(s) do not fit the KV cache of {positions}")
         if self._takes_past:
             self.dims[SCALARS["past"]] = past
-        if self.device.type == "cuda":
+        if counters is not None:
+            self.run_profiled(counters)
+        elif self.device.type == "cuda":
             self._replay()
         else:
             self.run()
@@ -349,6 +389,32 @@ class GpuCompiledGraph:
         if self._graph.room and past is None:
             raise TypeError(f"this graph keeps state ({', '.join(self._graph.states)}): pass past=<positions already cached>")
         return self._graph(*inputs, past=past or 0)
+
+    def profile(self, *inputs: Any, repeat: int = 10, warmup: int = 1, past: int | None = None) -> Any:
+        """Run the graph ``warmup`` times, then ``repeat`` times launching its kernels one by
+        one, each op's kernels timed (CUDA events on a GPU); returns the report (``print``: ops
+        by time, then by kind), as the CPU's `CompiledGraph.profile`. Every GPU graph can be
+        profiled (nothing is compiled for it); the times are those of eager launches, and
+        ``wall_ns`` covers the timed calls (without the CUDA graph a plain call replays)."""
+        from tensor_graphs.runtime_support.profile import ProfileReport
+
+        if repeat < 1 or warmup < 0:
+            raise ValueError(f"profile: repeat must be >= 1 and warmup >= 0, got {repeat} and {warmup}")
+        if self._graph.room and past is None:
+            raise TypeError(f"this graph keeps state ({', '.join(self._graph.states)}): pass past=<positions already cached>")
+        counters = np.zeros(2 * len(self._graph.labels), np.int64)
+        for _ in range(warmup):
+            self._graph(*inputs, past=past or 0, counters=np.zeros_like(counters))
+        t0 = time.perf_counter_ns()
+        for _ in range(repeat):
+            self._graph(*inputs, past=past or 0, counters=counters)
+        wall = time.perf_counter_ns() - t0
+        return ProfileReport.from_counters(self._graph.entry, self._graph.labels, counters, repeat, wall)
+
+    @property
+    def profiled(self) -> bool:
+        """Always: a GPU graph's launches can be timed one by one (`profile`)."""
+        return True
 
     @property
     def states(self) -> dict[str, Any]:
