@@ -161,8 +161,6 @@ def _compile_for_gpu(module: ModuleOp, weights, device: str, *, keep_ir: bool, s
     from tensor_graphs.runtime_support.triton_graph import GpuCompiledGraph, TritonGraph, device_for
 
     torch_device = device_for(device)
-    if tuning is not None and tuning.tune != "off":
-        raise ValueError("tune= measures CPU kernel paths; it is not available with device='cuda' yet")
     if verify:
         verify_module(module)
     level = module_level(module)
@@ -172,6 +170,12 @@ def _compile_for_gpu(module: ModuleOp, weights, device: str, *, keep_ir: bool, s
     lowering = _Lowering(module, stats, keep_ir)
     lowering.keep(level)
     lowering.to_tg(level, False, optimize, tg_passes)  # no load-time weight transforms on the GPU
+    if tuning is not None and tuning.tune != "off":
+        fn = _compile_tuned(module, weights or {}, tuning, states=states, keep_ir=keep_ir, profile=profile,
+                            pack_weights=False, stats=stats, device=device)
+        for k, v in lowering.ir.items():  # the levels before tg (the aten module)
+            fn._ir.setdefault(k, v)
+        return fn
     lowering.run("tg -> triton", ["convert-tensor-to-triton"])
     lowering.keep("buf")
     t0 = time.perf_counter()
@@ -280,13 +284,15 @@ def _heuristic_report(module: ModuleOp, pack_weights: bool):
 
 
 def _compile_tuned(module: ModuleOp, weights, tuning: Tuning, *, states=None, packed=None, keep_ir=True, profile=False,
-                   pack_weights=True, stats: CompileStats | None = None, ir=None, heuristic_module=None) -> CompiledGraph:
+                   pack_weights=True, stats: CompileStats | None = None, ir=None, heuristic_module=None,
+                   device: str = "cpu") -> CompiledGraph:
     """``module`` (tg level, optimised) with the kernel paths ``tuning`` chooses, checked on its
     inputs against the fp32 heuristic graph (``heuristic_module``: that graph's module already
     lowered, else a copy of ``module``): the fastest paths within the tolerance per kernel, then,
     while the whole graph's error exceeds the tolerance, within a stricter one per kernel
     (`BACKOFF`); `ToleranceError` when even the strictest exceeds it. The faster of the tuned and
-    the heuristic graph is returned (unless ``tuning.keep_faster`` is off)."""
+    the heuristic graph is returned (unless ``tuning.keep_faster`` is off). ``device="cuda"``:
+    the GPU's variants, measured and compiled for the GPU."""
     from tensor_graphs.runtime_support.threads import get_num_threads
     from tensor_graphs.tuning.measure import errors
     from tensor_graphs.tuning.tuner import ToleranceError, tune_graph
@@ -297,7 +303,7 @@ def _compile_tuned(module: ModuleOp, weights, tuning: Tuning, *, states=None, pa
     inputs = [np.ascontiguousarray(np.asarray(_as_numpy(x))) for x in tuning.inputs]
     target = _module_target(module)
     lower = dict(keep_ir=keep_ir, profile=profile, pack_weights=pack_weights, packed=packed, verify=False, optimize=False,
-                 stats=stats)
+                 stats=stats, device=device)
     pristine = module.clone()
     heuristic: CompiledGraph | None = None
     attempts: list[tuple[float, float]] = []
@@ -307,7 +313,7 @@ def _compile_tuned(module: ModuleOp, weights, tuning: Tuning, *, states=None, pa
         report = tune_graph(candidate, weights, inputs, tolerance=tuning.tolerance * factor,
                             tune=tuning.tune if i == 0 else "cached", target=target, threads=get_num_threads(),
                             pack_weights=pack_weights, db=tuning.db, max_seconds=tuning.max_seconds,  # type: ignore[arg-type]
-                            progress=tuning.progress)
+                            progress=tuning.progress, device=device)
         report.tolerance = tuning.tolerance
         report.kernel_tolerance = tuning.tolerance * factor
         stats.seconds["tuning"] = stats.seconds.get("tuning", 0.0) + time.perf_counter() - t0
@@ -322,7 +328,7 @@ def _compile_tuned(module: ModuleOp, weights, tuning: Tuning, *, states=None, pa
         if not inputs:
             raise ValueError("compile with tuned kernel paths checks the whole graph on the example inputs: pass them")
         fn = compile_module(candidate, weights, states=heuristic.states, **lower)
-        call = {"past": 0} if fn.signature.states else {}
+        call = {"past": 0} if fn.states else {}
         tuned_out, ref_out = fn(*inputs, **call), heuristic(*inputs, **call)
         tuned_out = tuned_out if isinstance(tuned_out, tuple) else (tuned_out,)
         ref_out = ref_out if isinstance(ref_out, tuple) else (ref_out,)

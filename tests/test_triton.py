@@ -303,6 +303,42 @@ def test_profile_times_each_op_of_a_gpu_graph():
     assert {"attention", "matmul", "embedding"} <= set(kinds)
 
 
+class TwoLayers(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(64, 96), torch.nn.Linear(96, 32)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)))
+
+
+def test_tune_chooses_gpu_variants_measured_on_the_device(tmp_path):
+    """tune= on the GPU path: each GEMM's GPU variants (cuBLAS or tl.dot, IEEE or TF32, the gemv
+    for a few rows) measured alone on the device, recorded for it (here Triton's interpreter,
+    whose records never mix with a GPU's), the fastest within the tolerance pinned
+    (tg.gpu_kernel) and the whole graph checked; tune="cached" measures nothing again."""
+    torch.manual_seed(0)
+    model = TwoLayers().eval()
+    db = tmp_path / "tuning.db"
+    for rows, variants in ((40, {"matmul.library", "matmul.library_tf32", "matmul.dot", "matmul.dot_tf32"}),
+                           (2, {"matmul.library", "matmul.library_tf32", "matmul.dot", "matmul.dot_tf32", "matmul.gemv"})):
+        x = torch.randn(rows, 64)
+        fn = tg.compile(model, (x,), device="cuda", tune="missing", tolerance=1e-2, tuning_db=db)
+        with torch.no_grad():
+            assert (fn(x).cpu() - model(x)).abs().max() <= 1e-2 * model(x).abs().max()
+        report = fn.tuning
+        assert report.machine.startswith("Triton interpreter on ") and report.measured == 2 * len(variants)
+        assert len(report.choices) == 2 and all({str(p.candidate) for p in c.paths} == variants for c in report.choices)
+        assert all(c.reason.startswith("fastest measured within the tolerance") for c in report.choices)
+        assert "matmul." in fn.explain()
+        again = tg.compile(model, (x,), device="cuda", tune="cached", tolerance=1e-2, tuning_db=db)
+        assert again.tuning.measured == 0 and [c.chosen for c in again.tuning.choices] == [c.chosen for c in report.choices]
+    # nothing within a tolerance of 0: the heuristic's variants, as without tuning
+    strict = tg.compile(model, (x,), device="cuda", tune="cached", tolerance=0.0, tuning_db=db)
+    assert all(not c.tuned for c in strict.tuning.choices) and "tg.gpu_kernel" not in strict.ir("buf")
+    assert "compiled without tune=" in tg.compile(model, (x,), device="cuda").explain()
+
+
 class Powers(torch.nn.Module):
     def forward(self, x, e):
         return torch.pow(x, 2.0) + torch.pow(x, 3.0), torch.pow(x.abs() + 0.5, e), torch.pow(x, e)

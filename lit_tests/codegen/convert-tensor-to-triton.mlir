@@ -1,5 +1,6 @@
 // RUN: tg-opt %s -p convert-tensor-to-triton --split-input-file -t triton | filecheck %s
 // RUN: tg-opt %s -p convert-tensor-to-triton --split-input-file | filecheck --check-prefix=PLAN %s
+// RUN: not tg-opt %S/Inputs/convert-tensor-to-triton-bad-variant.mlir -p convert-tensor-to-triton 2>&1 | filecheck --check-prefix=BAD %s
 // convert-tensor-to-triton: a tg graph -> buffers in one planned arena -> one Triton kernel
 // (Python source, `-t triton`) per buf kernel, and the launch plan written on the buf ops.
 
@@ -112,4 +113,27 @@ func.func @moe_ops(%p: tensor<9x4xf32>, %e: tensor<18xi64>, %x: tensor<18x32xf32
   %w = tg.weight "experts.gate_up_proj" : tensor<4x128x32xf32>
   %y = tg.grouped_matmul %x, %w, %o {transpose_b = true} : (tensor<18x32xf32>, tensor<4x128x32xf32>, tensor<4xi64>) -> tensor<18x128xf32>
   func.return %i, %r, %y : tensor<9x2xi64>, tensor<18xi64>, tensor<18x128xf32>
+}
+
+// -----
+
+// GPU variants pinned by a tuner (tg.gpu_kernel, carried to the buf kernel) are replayed: a tl.dot
+// GEMM with TF32 inputs, where the heuristic takes cuBLAS at IEEE float32 for 40 rows; cuBLAS
+// with TF32 allowed; attention's dots in TF32.
+// CHECK-LABEL: def k0_matmul(a, b, out):
+// CHECK:           c += tl.dot(x, y, input_precision="tf32")
+// CHECK-LABEL: def k2_attention(q, k, v, out):
+// CHECK:         s = tl.dot(qb, kb, input_precision="tf32") * 0.25
+// CHECK:       # launch plan:
+// CHECK-NEXT:  #   k0_matmul[(1, 1)](buf.matmul)
+// CHECK-NEXT:  #   torch.matmul.tf32[(1,)](buf.matmul)
+// CHECK-NEXT:  #   k2_attention[(1, 2)](buf.attention)
+// PLAN:        buf.matmul {{.*}}tg.gpu_kernel = "matmul.dot_tf32"
+// BAD:         convert-tensor-to-triton: buf.matmul pins GPU kernel 'matmul.gemv' (tg.gpu_kernel), which cannot run it: 40 rows (at most 16)
+func.func @pinned(%x: tensor<40x64xf32>, %q: tensor<1x2x8x16xf32>) -> (tensor<40x8xf32>, tensor<40x8xf32>, tensor<1x2x8x16xf32>) {
+  %w = tg.weight "fc.weight" : tensor<8x64xf32>
+  %y = tg.matmul %x, %w {transpose_b = true, tg.gpu_kernel = "matmul.dot_tf32"} : (tensor<40x64xf32>, tensor<8x64xf32>) -> tensor<40x8xf32>
+  %z = tg.matmul %x, %w {transpose_b = true, tg.gpu_kernel = "matmul.library_tf32"} : (tensor<40x64xf32>, tensor<8x64xf32>) -> tensor<40x8xf32>
+  %o = tg.attention %q, %q, %q {scale = 0.25 : f32, tg.gpu_kernel = "attention.flash_tf32"} : (tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>) -> tensor<1x2x8x16xf32>
+  func.return %y, %z, %o : tensor<40x8xf32>, tensor<40x8xf32>, tensor<1x2x8x16xf32>
 }

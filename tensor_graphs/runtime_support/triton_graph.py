@@ -128,11 +128,14 @@ def _torch_dtype(element) -> Any:
 
 class _TorchMatmul:
     """The plan's library GEMM (`kernels_matmul.LIBRARY_MATMUL`): ``out = op(a) @ op(b)`` by
-    ``torch.matmul`` into the output's view (cuBLAS on a GPU; float32, no TF32 unless torch
-    allows it), indexed by a grid like a Triton kernel."""
+    ``torch.matmul`` into the output's view (cuBLAS on a GPU), indexed by a grid like a Triton
+    kernel; at torch's float32 setting (IEEE unless the program allowed TF32), or with TF32
+    allowed for the call (``LIBRARY_MATMUL_TF32``, a pinned ``matmul.library_tf32``; torch's
+    setting restored to exactly what it was: torch refuses to read a mix of its two APIs)."""
 
-    def __init__(self, op: buf.MatmulOp):
+    def __init__(self, op: buf.MatmulOp, tf32: bool = False):
         self.ta, self.tb = op.flags[0], op.flags[1]
+        self.tf32 = tf32
 
     def __getitem__(self, grid) -> _TorchMatmul:
         return self
@@ -140,11 +143,22 @@ class _TorchMatmul:
     def __call__(self, a, b, out) -> None:
         import torch
 
-        torch.matmul(a.mT if self.ta else a, b.mT if self.tb else b, out=out)
+        if not self.tf32:
+            torch.matmul(a.mT if self.ta else a, b.mT if self.tb else b, out=out)
+            return
+        settings = torch.backends.cuda.matmul
+        # torch >= 2.9 says it as fp32_precision, older ones as allow_tf32
+        name, value = ("fp32_precision", "tf32") if hasattr(settings, "fp32_precision") else ("allow_tf32", True)
+        before = getattr(settings, name)
+        setattr(settings, name, value)
+        try:
+            torch.matmul(a.mT if self.ta else a, b.mT if self.tb else b, out=out)
+        finally:
+            setattr(settings, name, before)
 
 
 #: the plan's library calls by name -> their runtime implementation
-LIBRARY_CALLS = {"torch.matmul": _TorchMatmul}
+LIBRARY_CALLS = {"torch.matmul": _TorchMatmul, "torch.matmul.tf32": lambda op: _TorchMatmul(op, tf32=True)}
 
 
 def _library_call(name: str, op) -> Any:
@@ -381,7 +395,7 @@ class GpuCompiledGraph:
         self._ir = dict(ir)
         self._ir["triton"] = graph.text
         self._module, self._weights = module, weights
-        #: kernel paths chosen by a tuner (the CPU path's; none here)
+        #: the GPU kernel paths a tuner chose (`tuning.tuner.TuningReport`), else None
         self.tuning = None
 
     def __call__(self, *inputs: Any, past: int | None = None) -> Any:
@@ -415,6 +429,13 @@ class GpuCompiledGraph:
     def profiled(self) -> bool:
         """Always: a GPU graph's launches can be timed one by one (`profile`)."""
         return True
+
+    def explain(self, all_kernels: bool = True) -> str:
+        """Per kernel with GPU variants: the one chosen, why, and the alternatives' times and
+        errors (compiled with ``tune=``); ``print(fn.explain())``."""
+        if self.tuning is None:
+            return f"{self._graph.entry}: compiled without tune=: every kernel runs the heuristic's GPU variant (codegen.triton.paths)"
+        return self.tuning.format(all_kernels)
 
     @property
     def states(self) -> dict[str, Any]:

@@ -115,6 +115,25 @@ class Machine:
                     for name, module in (("tensor_graphs", tensor_graphs), ("llvmlite", llvmlite), ("numpy", numpy), ("xdsl", xdsl))}
         return Machine(f"{cpu_model()} ({host.llvm_cpu})", features, threads or get_num_threads(), versions)
 
+    @staticmethod
+    def gpu(device: str) -> Machine:
+        """The GPU a ``device="cuda"`` graph runs on (`runtime_support.triton_graph.device_for`):
+        its name and compute capability, with the versions of Triton and torch (cuBLAS); under
+        Triton's interpreter, the interpreter on this CPU (its records never mix with a GPU's)."""
+        import torch
+        import triton
+
+        import tensor_graphs
+        from tensor_graphs.target import cpu_model
+
+        versions = {"tensor_graphs": str(tensor_graphs.__version__), "triton": str(triton.__version__), "torch": str(torch.__version__)}
+        if device == "cpu":  # the interpreter
+            return Machine(f"Triton interpreter on {cpu_model()}", (), 1, versions)
+        index = torch.device(device).index
+        index = torch.cuda.current_device() if index is None else index
+        major, minor = torch.cuda.get_device_capability(index)
+        return Machine(f"{torch.cuda.get_device_name(index)} (cuda, sm_{major}{minor})", (), 1, versions)
+
 
 @dataclass(frozen=True)
 class Record:

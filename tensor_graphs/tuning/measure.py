@@ -39,7 +39,7 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 
 from tensor_graphs.dialects import tensor as tg
 from tensor_graphs.target import Target
-from tensor_graphs.tuning.paths import Candidate, pin, unpin
+from tensor_graphs.tuning.paths import Candidate, pin, pin_gpu, unpin
 
 #: Timed calls per candidate: at least `MIN_RUNS`, then more until `MAX_RUNS` or `BUDGET_S`.
 MIN_RUNS = 5
@@ -131,22 +131,26 @@ def measure(
     *,
     target: Target,
     cold: bool,
+    device: str = "cpu",
 ) -> Measurement:
     """Compile ``alone`` pinned to ``candidate`` and time it on ``inputs`` (the values of its
     arguments), ``weights`` by the graph's names; errors against ``reference``. Raises what
-    the compile raises when the candidate cannot be built."""
+    the compile raises when the candidate cannot be built. ``device``: ``"cuda"`` times the
+    GPU variant (`paths.pin_gpu`) by its kernels' CUDA events (``cold``: a device buffer twice
+    the GPU's L2 written between calls)."""
     from tensor_graphs.api import compile_module
 
     module = alone.module.clone()
     op = next(o for o in module.walk() if o.name == alone.op.name and o.parent_op() is not None
               and isinstance(o.parent_op(), func.FuncOp))
-    pin(op, candidate)
+    gpu = device != "cpu"
+    (pin_gpu if gpu else pin)(op, candidate)
     fn = compile_module(module, {k: weights[v] for k, v in alone.weights.items()}, keep_ir=False, profile=True,
-                        verify=False, target=target, optimize=False)
+                        verify=False, target=None if gpu else target, optimize=False, device=device)
     args = [np.ascontiguousarray(x) for x in inputs]
     out = fn(*args)
     abs_err, rel_err = errors(out, reference)
-    flush = np.zeros(2 * target.caches.l3 // 4 if cold else 0, np.float32)
+    flush = _gpu_flush(fn, cold) if gpu else np.zeros(2 * target.caches.l3 // 4 if cold else 0, np.float32)
     # warm up: the first calls after a compile can wait milliseconds for the worker threads
     # (idle through the compile) to be scheduled again; untimed
     start = time.perf_counter()
@@ -162,3 +166,13 @@ def measure(
         times.append(fn.profile(*args, repeat=1, warmup=0).measured_ns)
     return Measurement(tuple(times), abs_err, rel_err)
 
+
+
+def _gpu_flush(fn, cold: bool):
+    """A device buffer twice the GPU's L2 (``flush += 1`` writes it all), or an empty one (warm
+    weights, or Triton's interpreter)."""
+    import torch
+
+    device = fn.device
+    size = 2 * torch.cuda.get_device_properties(device).L2_cache_size // 4 if cold and device.type == "cuda" else 0
+    return torch.zeros(size, dtype=torch.float32, device=device)

@@ -30,6 +30,7 @@ from xdsl.ir import Operation
 from tensor_graphs.codegen.llvm.kernels_gemm import max_tile_rows
 from tensor_graphs.dialects import tensor as tg
 from tensor_graphs.lowering.tensor_to_buffer.kernels import (
+    GPU_KERNEL_ATTR,
     KERNEL_ATTR,
     PARAMETER_ATTRS,
     NoKernelError,
@@ -196,6 +197,37 @@ def pin(op: Operation, variant: str | Candidate) -> None:
 
 
 def unpin(op: Operation) -> None:
-    """Drop every path choice of ``op``: the heuristic decides again."""
-    for attr in (KERNEL_ATTR, *PARAMETER_ATTRS.values()):
+    """Drop every path choice of ``op`` (the CPU's and the GPU's): the heuristic decides again."""
+    for attr in (KERNEL_ATTR, *PARAMETER_ATTRS.values(), GPU_KERNEL_ATTR):
         op.attributes.pop(attr, None)
+
+
+# --------------------------------------------------------------------------- the GPU's paths
+
+
+def gpu_kernel_paths(module: ModuleOp) -> Iterator[OpPaths]:
+    """The GPU kernel paths of every `tg` op of ``module`` with GPU variants
+    (`codegen.triton.paths`): the heuristic's (or the pinned) variant, the applicable ones and
+    why the others cannot run it."""
+    from tensor_graphs.codegen.triton import paths as gpu
+    from tensor_graphs.codegen.triton.expressions import TritonCodegenError
+
+    for op in module.walk():
+        if not op.name.startswith("tg.") or not (variants := gpu.variants(op)):
+            continue
+        reasons = [(v.name, v.applies(op)) for v in variants]
+        try:
+            chosen = gpu.selected(op)
+        except TritonCodegenError:
+            chosen = ""
+        yield OpPaths(op, chosen, tuple(n for n, why in reasons if why is None), tuple((n, why) for n, why in reasons if why is not None))
+
+
+def gpu_candidates(paths: OpPaths) -> list[Candidate]:
+    """Every applicable GPU variant of the op (they have no parameters)."""
+    return [Candidate(v) for v in paths.applicable]
+
+
+def pin_gpu(op: Operation, variant: str | Candidate) -> None:
+    """Make ``op`` run by the GPU ``variant`` (``tg.gpu_kernel``; checked when it is lowered)."""
+    op.attributes[GPU_KERNEL_ATTR] = StringAttr(variant.variant if isinstance(variant, Candidate) else variant)

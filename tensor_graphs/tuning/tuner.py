@@ -27,7 +27,7 @@ alternatives' times and errors.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,11 +35,20 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
-from tensor_graphs.lowering.tensor_to_buffer.kernels import KERNEL_ATTR, variants_for
+from tensor_graphs.lowering.tensor_to_buffer.kernels import GPU_KERNEL_ATTR, KERNEL_ATTR, variants_for
 from tensor_graphs.target import Target
 from tensor_graphs.tuning.database import KernelSignature, Machine, Record, TuningDatabase
 from tensor_graphs.tuning.measure import Standalone, measure, standalone
-from tensor_graphs.tuning.paths import Candidate, OpPaths, candidates, kernel_paths, pin
+from tensor_graphs.tuning.paths import (
+    Candidate,
+    OpPaths,
+    candidates,
+    gpu_candidates,
+    gpu_kernel_paths,
+    kernel_paths,
+    pin,
+    pin_gpu,
+)
 
 #: The values of ``tune``.
 TUNE_MODES = ("off", "cached", "missing", "all")
@@ -47,6 +56,42 @@ TUNE_MODES = ("off", "cached", "missing", "all")
 
 class ToleranceError(ValueError):
     """The tuned graph's output differs from the fp32 path's by more than the tolerance."""
+
+
+@dataclass(frozen=True)
+class PathSpace:
+    """Where the paths come from: the CPU's kernel registry and target parameters, or the GPU's
+    variants (`codegen.triton.paths`). ``ops(module)``: each op's paths; ``candidates(paths)``;
+    ``alone(op)``: variant -> why it cannot run ``op`` (None: it can); ``pinned``: the attribute
+    an op pins its path with; ``pin(op, candidate)``; ``device``: where a candidate runs."""
+
+    ops: Callable[[ModuleOp], Iterator[OpPaths]]
+    candidates: Callable[[OpPaths], list[Candidate]]
+    alone: Callable[[Operation], dict[str, str | None]]
+    pinned: str
+    pin: Callable[[Operation, Candidate], None]
+    device: str = "cpu"
+
+    @staticmethod
+    def cpu(target: Target, threads: int, pack_weights: bool) -> PathSpace:
+        return PathSpace(lambda m: kernel_paths(m, pack_weights=pack_weights, choices_only=False),
+                         lambda p: candidates(p, target, threads), lambda op: {v.name: v.applies(op) for v in variants_for(op)},
+                         KERNEL_ATTR, pin)
+
+    @staticmethod
+    def gpu() -> PathSpace:
+        from tensor_graphs.codegen.triton.paths import variants as gpu_variants
+
+        return PathSpace(gpu_kernel_paths, gpu_candidates, lambda op: {v.name: v.applies(op) for v in gpu_variants(op)},
+                         GPU_KERNEL_ATTR, pin_gpu, "cuda")
+
+    def machine(self, threads: int) -> Machine:
+        """What the records are keyed by: this CPU at ``threads``, or the GPU (`Machine.gpu`)."""
+        if self.device == "cpu":
+            return Machine.this(threads)
+        from tensor_graphs.runtime_support.triton_graph import device_for
+
+        return Machine.gpu(device_for(self.device))
 
 
 @dataclass
@@ -191,19 +236,22 @@ def tune_graph(
     db: TuningDatabase | None = None,
     max_seconds: float | None = None,
     progress: bool = True,
+    device: str = "cpu",
 ) -> TuningReport:
     """Pin the chosen path on every op of ``module`` (a tg module after the tg optimisation,
-    changed in place) and report the choices; see the module doc."""
+    changed in place) and report the choices; see the module doc. ``device="cuda"``: the GPU's
+    variants (`PathSpace.gpu`), measured on the GPU, recorded for it."""
     if tune not in TUNE_MODES:
         raise ValueError(f"tune must be one of {', '.join(map(repr, TUNE_MODES))}, got {tune!r}")
     if not (tolerance >= 0):
         raise ValueError(f"tolerance must be a non-negative number, got {tolerance!r}")
-    machine = Machine.this(threads)
+    space = PathSpace.cpu(target, threads, pack_weights) if device == "cpu" else PathSpace.gpu()
+    machine = space.machine(threads)
     report = TuningReport(tune, float(tolerance), machine.cpu)
     start = time.perf_counter()
     ops: list[tuple[OpPaths, Standalone | None, list[Candidate]]] = []
-    for paths in kernel_paths(module, pack_weights=pack_weights, choices_only=False):
-        cands = candidates(paths, target, threads) if KERNEL_ATTR not in paths.op.attributes else []
+    for paths in space.ops(module):
+        cands = space.candidates(paths) if space.pinned not in paths.op.attributes else []
         alone = standalone(paths.op) if len(cands) > 1 and tune != "off" else None
         ops.append((paths, alone, cands))
     owned = db is None and tune != "off"
@@ -216,7 +264,7 @@ def tune_graph(
         for paths, alone, cands in ops:
             if alone is None:
                 continue
-            alone_applies = {v.name: v.applies(alone.op) for v in variants_for(alone.op)}
+            alone_applies = space.alone(alone.op)
             for c in cands:
                 key = (alone.form, c.key)
                 if key in records:
@@ -228,9 +276,10 @@ def tune_graph(
                 if records[key] is None and tune in ("missing", "all"):
                     todo.append((paths, alone, c))
         if todo:
-            _measure_all(todo, module, weights, inputs, target, machine, db, records, failed, report, max_seconds, progress)  # type: ignore[arg-type]
+            _measure_all(todo, module, weights, inputs, target, machine, db, records, failed, report, max_seconds, progress,  # type: ignore[arg-type]
+                         space.device)
         for paths, alone, cands in ops:
-            report.choices.append(_choose(paths, alone, cands, records, failed, tolerance))
+            report.choices.append(_choose(paths, alone, cands, records, failed, tolerance, space))
     finally:
         if owned and db is not None:
             db.close()
@@ -238,10 +287,11 @@ def tune_graph(
     return report
 
 
-def _measure_all(todo, module, weights, inputs, target, machine, db, records, failed, report, max_seconds, progress) -> None:
+def _measure_all(todo, module, weights, inputs, target, machine, db, records, failed, report, max_seconds, progress,
+                 device: str = "cpu") -> None:
     """Measure each (op, form, candidate) of ``todo``, storing each record as it is made."""
     env = evaluate_values(module, inputs, weights)
-    cold = sum(np.asarray(w).nbytes for w in weights.values()) > target.caches.l3
+    cold = sum(np.asarray(w).nbytes for w in weights.values()) > _last_cache_bytes(target, device)
     start = time.perf_counter()
     with _progress(len(todo), progress) as bar:
         for i, (paths, alone, c) in enumerate(todo):
@@ -252,7 +302,7 @@ def _measure_all(todo, module, weights, inputs, target, machine, db, records, fa
             key = (alone.form, c.key)
             try:
                 m = measure(alone, c, [env[v] for v in alone.arguments], weights, env[paths.op.results[0]],
-                            target=target, cold=cold)
+                            target=target, cold=cold, device=device)
             except Exception as e:  # noqa: BLE001 - a candidate that cannot be built is reported, not fatal
                 failed[key] = " ".join(str(e).split())[:200]
             else:
@@ -263,11 +313,25 @@ def _measure_all(todo, module, weights, inputs, target, machine, db, records, fa
             bar.update(1)
 
 
-def _choose(paths: OpPaths, alone: Standalone | None, cands: list[Candidate], records, failed, tolerance: float) -> Choice:
+def _last_cache_bytes(target: Target, device: str) -> int:
+    """The cache a graph's weights stream through: the CPU's L3, the GPU's L2 (none under
+    Triton's interpreter: its times are not worth a flush)."""
+    if device == "cpu":
+        return target.caches.l3
+    import torch
+
+    from tensor_graphs.runtime_support.triton_graph import device_for
+
+    where = device_for(device)
+    return torch.cuda.get_device_properties(where).L2_cache_size if where != "cpu" else 1 << 62
+
+
+def _choose(paths: OpPaths, alone: Standalone | None, cands: list[Candidate], records, failed, tolerance: float,
+            space: PathSpace) -> Choice:
     heuristic = Candidate(paths.chosen)
     label = _label(paths.op)
-    if KERNEL_ATTR in paths.op.attributes:
-        return Choice(label, heuristic, heuristic, "pinned in the IR (tg.kernel)")
+    if space.pinned in paths.op.attributes:
+        return Choice(label, heuristic, heuristic, f"pinned in the IR ({space.pinned})")
     if len(cands) < 2:
         return Choice(label, heuristic, heuristic, "only one path", [PathResult(c) for c in cands])
     if alone is None:
@@ -291,5 +355,5 @@ def _choose(paths: OpPaths, alone: Standalone | None, cands: list[Candidate], re
         if missing:
             reason += f"; {missing} path(s) without a record"
     if best.candidate.key != heuristic.key:
-        pin(paths.op, best.candidate)
+        space.pin(paths.op, best.candidate)
     return Choice(label, best.candidate, heuristic, reason, results)

@@ -10,7 +10,8 @@ are keys (``past`` a run-time argument)::
         l = l * exp(m - m_new) + rowsum(p); acc = acc * exp(m - m_new) + tl.dot(p, v_block)
     out = acc / l                                    (0 where every key is masked)
 
-The scratch output of the CPU kernel (its per-thread tiles) is not used.
+The scratch output of the CPU kernel (its per-thread tiles) is not used. The products are IEEE
+float32, or TF32 with ``tg.gpu_kernel = "attention.flash_tf32"`` (`paths`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from tensor_graphs.codegen.triton.kernels import (
     require,
     shape,
 )
-from tensor_graphs.codegen.triton.kernels_matmul import PRECISION
+from tensor_graphs.codegen.triton.kernels_matmul import PRECISION, TF32
+from tensor_graphs.codegen.triton.paths import selected
 from tensor_graphs.dialects import buffer as buf
 
 
@@ -49,6 +51,7 @@ def emit_attention(ctx: TritonContext, op: Operation) -> None:
     if batch * h * sq == 0:
         return
     group = h // hkv
+    precision = TF32 if selected(op) == "attention.flash_tf32" else PRECISION
     bm = max(16, min(64, pow2(sq)))
     bn = max(16, min(64, pow2(sk)))
     bd, bdv = max(16, pow2(d)), max(16, pow2(dv))
@@ -73,7 +76,7 @@ def emit_attention(ctx: TritonContext, op: Operation) -> None:
     inner = [f"rn = n0 + tl.arange(0, {bn})",
              "kv = rn < n_valid",
              f"kb = tl.load(k + k_off + rn[None, :] * {d} + rd[:, None], mask=kv[None, :] & (rd[:, None] < {d}), other=0.0)",
-             f"s = tl.dot(qb, kb, input_precision=\"{PRECISION}\") * {scale!r}",
+             f"s = tl.dot(qb, kb, input_precision=\"{precision}\") * {scale!r}",
              "ok = kv[None, :] & (rm[:, None] >= 0)"]
     if causal:
         inner.append("ok = ok & (rn[None, :] <= rm[:, None] + shift)")
@@ -88,7 +91,7 @@ def emit_attention(ctx: TritonContext, op: Operation) -> None:
               "scale_old = tl.exp(m_i - m_safe)",
               "l_i = l_i * scale_old + tl.sum(p, 1)",
               f"vb = tl.load(v + v_off + rn[:, None] * {dv} + rdv[None, :], mask=kv[:, None] & (rdv[None, :] < {dv}), other=0.0)",
-              f"acc = acc * scale_old[:, None] + tl.dot(p, vb, input_precision=\"{PRECISION}\")",
+              f"acc = acc * scale_old[:, None] + tl.dot(p, vb, input_precision=\"{precision}\")",
               "m_i = m_new"]
     guards = (["if n0 < n_valid:"] if cached else []) + ([f"if n0 <= pid * {bm} + {bm - 1} + shift:"] if causal else [])
     for guard in reversed(guards):

@@ -1,6 +1,9 @@
-"""`buf.matmul` as a Triton kernel: ``out = act(alpha * op(a) @ op(b) + beta * acc)`` through
-``tl.dot`` (a GEMM of `LIBRARY_MIN_ROWS` rows or more: cuBLAS, then the epilogue), one program per ``BM x BN`` output tile and batch, the epilogue (alpha, the
-accumulator broadcast to the output, the activation) applied to the tile in registers::
+"""`buf.matmul` on the GPU: ``out = act(alpha * op(a) @ op(b) + beta * acc)`` by the variant
+`paths.selected` names (the one pinned with ``tg.gpu_kernel``, else the heuristic's): cuBLAS then
+the epilogue (``matmul.library[_tf32]``), a matrix-vector kernel (``matmul.gemv``), or a
+``tl.dot`` kernel (``matmul.dot[_tf32]``), one program per ``BM x BN`` output tile and batch, the
+epilogue (alpha, the accumulator broadcast to the output, the activation) applied to the tile in
+registers::
 
     @triton.jit
     def k4_matmul(a, b, acc, out):
@@ -15,7 +18,8 @@ accumulator broadcast to the output, the activation) applied to the tile in regi
         c = c * 1.0 + 1.0 * tl.load(acc + ...)
         tl.store(out + ..., c, mask=...)
 
-float32 products stay IEEE float32 (``input_precision="ieee"``: no TF32), as PyTorch's default.
+float32 products stay IEEE float32 (``input_precision="ieee"``: no TF32), as PyTorch's default,
+unless a ``_tf32`` variant is pinned (a tuner measured its error within the user's tolerance).
 """
 
 from __future__ import annotations
@@ -37,22 +41,15 @@ from tensor_graphs.codegen.triton.kernels import (
     require,
     shape,
 )
+from tensor_graphs.codegen.triton.paths import selected
 from tensor_graphs.dialects import buffer as buf
 
-#: the dot's precision for float32 operands (`tl.dot`'s ``input_precision``)
-PRECISION = "ieee"
-#: From this many rows of the output on, a float32 GEMM runs in the vendor library (cuBLAS,
-#: through ``torch.matmul`` into the output's arena view: `runtime_support.triton_graph`), then
-#: its epilogue as one Triton sweep: ``tl.dot`` at IEEE float32 has no tensor cores, cuBLAS's
-#: SGEMM is the faster float32 GEMM (GPT-2 small's forward at 128 tokens on an H100: 6.5 ms with
-#: every GEMM in Triton, torch.compile 3.1 ms). Fewer rows (a decode step's matrix-vector
-#: products) stay one Triton kernel with the epilogue fused: they stream the weight once.
-LIBRARY_MIN_ROWS = 32
-#: the plan's name for the library GEMM (not a Triton kernel: the runtime calls it)
-LIBRARY_MATMUL = "torch.matmul"
-#: At most this many rows (a decode step's, all batch dims folded) make a matrix-vector product:
-#: `_gemv`, each weight tile read once for every row, no ``tl.dot`` (whose tiles are 16 rows).
-GEMV_MAX_ROWS = 4
+#: the dot's precision for float32 operands (`tl.dot`'s ``input_precision``), and a ``_tf32`` variant's
+PRECISION, TF32 = "ieee", "tf32"
+#: the plan's names for the library GEMM (not Triton kernels: the runtime calls cuBLAS through
+#: ``torch.matmul`` into the output's arena view, `runtime_support.triton_graph`), at float32
+#: and with TF32 allowed
+LIBRARY_MATMUL, LIBRARY_MATMUL_TF32 = "torch.matmul", "torch.matmul.tf32"
 #: a matrix-vector product's output columns per program and K step
 GEMV_BLOCK_N, GEMV_BLOCK_K = 32, 128
 
@@ -76,12 +73,14 @@ def emit_matmul(ctx: TritonContext, op: Operation) -> None:
     batch = so[:-2]
     if numel(so) == 0:
         return
-    if m * numel(batch) >= LIBRARY_MIN_ROWS:
-        _library_matmul(ctx, op, alpha, beta, acc)
+    path = selected(op)
+    if path in ("matmul.library", "matmul.library_tf32"):
+        _library_matmul(ctx, op, alpha, beta, acc, LIBRARY_MATMUL_TF32 if path.endswith("tf32") else LIBRARY_MATMUL)
         return
-    if not ta and len(sb) == 2 and numel(sa[:-1]) <= GEMV_MAX_ROWS:
+    if path == "matmul.gemv":
         _gemv(ctx, op, alpha, beta, acc)
         return
+    precision = TF32 if path == "matmul.dot_tf32" else PRECISION
     bm, bn, bk = tile_sizes(m, n, k)
     tiles_n = -(-n // bn)
     # strides: a's rows/columns as op(a)'s (m, k), b's as op(b)'s (k, n); batches broadcast
@@ -102,7 +101,7 @@ def emit_matmul(ctx: TritonContext, op: Operation) -> None:
              f"    kk = k0 + tl.arange(0, {bk})",
              f"    x = tl.load(a + a_off + rm[:, None] * {sam} + kk[None, :] * {sak}, mask=(rm[:, None] < {m}) & (kk[None, :] < {k}), other=0.0)",
              f"    y = tl.load(b + b_off + kk[:, None] * {sbk} + rn[None, :] * {sbn}, mask=(kk[:, None] < {k}) & (rn[None, :] < {n}), other=0.0)",
-             f"    c += tl.dot(x, y, input_precision=\"{PRECISION}\")",
+             f"    c += tl.dot(x, y, input_precision=\"{precision}\")",
              f"valid = (rm[:, None] < {m}) & (rn[None, :] < {n})"]
     if alpha != 1.0:
         body.append(f"c = c * {alpha!r}")
@@ -122,11 +121,11 @@ def emit_matmul(ctx: TritonContext, op: Operation) -> None:
     ctx.launch(name, (-(-m // bm) * tiles_n, numel(batch)), [*buffers, out])
 
 
-def _library_matmul(ctx: TritonContext, op: buf.MatmulOp, alpha: float, beta: float, acc) -> None:
+def _library_matmul(ctx: TritonContext, op: buf.MatmulOp, alpha: float, beta: float, acc, library: str) -> None:
     """``out = op(a) @ op(b)`` by the vendor library (`LIBRARY_MATMUL`), then, when there is one,
     the epilogue ``out = act(alpha * out + beta * acc)`` in place as one elementwise kernel."""
     out = op.output
-    ctx.launch(LIBRARY_MATMUL, (1,), [op.inputs[0], op.inputs[1], out])
+    ctx.launch(library, (1,), [op.inputs[0], op.inputs[1], out])
     act = op.activation.data
     if alpha == 1.0 and acc is None and act == "none":
         return

@@ -60,9 +60,9 @@ from tensor_graphs.target import Target
 from tensor_graphs.target import of_module as target_of_module
 from tensor_graphs.lowering.tensor_to_buffer.kernels import (
     ALIAS_OPS,
+    CARRIED_ATTRS,
     AliasVariant,
     NoKernelError,
-    PARAMETER_ATTRS,
     op_name,
     select_kernel,
 )
@@ -201,9 +201,10 @@ def _lower_op(
 
 def _with_parameters(op: Operation, built: Operation | list[Operation]) -> list[Operation]:
     """What a variant built (its kernel, or views of the output then the kernel, last), the
-    kernel carrying the kernel parameters ``op`` sets (`kernels.PARAMETER_ATTRS`)."""
+    kernel carrying the kernel parameters ``op`` sets (`kernels.CARRIED_ATTRS`: the CPU's
+    parameters, the GPU's variant)."""
     ops = built if isinstance(built, list) else [built]
-    parameters = set(PARAMETER_ATTRS.values())
+    parameters = set(CARRIED_ATTRS)
     for attr, value in op.attributes.items():  # in the op's order: the IR reads as written
         if attr in parameters:
             ops[-1].attributes[attr] = value

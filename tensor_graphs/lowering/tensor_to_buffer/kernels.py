@@ -164,6 +164,13 @@ PARAMETER_ATTRS: dict[str, str] = {
     "threads": "tg.threads",
     "chunks": "tg.chunks",
 }
+#: The discardable attribute of a `tg` op pinning the variant that runs it on the GPU (a name of
+#: `codegen.triton.paths.GPU_VARIANTS`: ``"matmul.dot_tf32"``): a GPU tuner's choice, carried
+#: to the buf kernel as the parameters are and read by the Triton lowering; the CPU ignores it.
+GPU_KERNEL_ATTR = "tg.gpu_kernel"
+#: What `convert-tensor-to-buffer` copies from a tg op onto its buf kernel.
+CARRIED_ATTRS: tuple[str, ...] = (*PARAMETER_ATTRS.values(), GPU_KERNEL_ATTR)
+
 #: The attribute pinning a packed GEMM's panel width (`PARAMETER_ATTRS`).
 PANEL_COLUMNS_ATTR = PARAMETER_ATTRS["nr"]
 

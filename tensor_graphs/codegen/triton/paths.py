@@ -1,0 +1,144 @@
+"""The GPU kernel paths: per op, the Triton (or library) variants that can run it on the GPU, the
+one the heuristic takes, and the one an op pins (``tg.gpu_kernel``, `GPU_KERNEL_ATTR`: written by
+the tuner, carried from the tg op to its buf kernel by `convert-tensor-to-buffer`, read by the
+emitters here and replayed by `tg-opt`)::
+
+    %y = tg.matmul %x, %w {tg.gpu_kernel = "matmul.dot_tf32"} : (...) -> tensor<128x3072xf32>
+
+`matmul`:
+
+- ``matmul.library``: cuBLAS's SGEMM (``torch.matmul`` into the output's arena view), then the
+  epilogue as one Triton sweep; ``matmul.library_tf32`` the same with TF32 allowed (tensor cores,
+  inputs rounded to 10 mantissa bits: errors near 1e-3 of the magnitude);
+- ``matmul.dot``: a Triton ``tl.dot`` kernel at IEEE float32 with the epilogue fused;
+  ``matmul.dot_tf32`` with TF32 inputs;
+- ``matmul.gemv``: a few rows (at most `GEMV_PATH_MAX_ROWS`) as matrix-vector products, the
+  weight streamed once.
+
+`attention`: ``attention.flash`` (``tl.dot`` at IEEE float32) or ``attention.flash_tf32``.
+
+The heuristic (`heuristic`): cuBLAS from `LIBRARY_MIN_ROWS` output rows on, the gemv for at
+most `GEMV_MAX_ROWS` rows, else the ``tl.dot`` kernel; attention at IEEE float32. Everything
+float32 by default, as PyTorch's (no TF32 unless a tuner measured it within the tolerance).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import StringAttr
+from xdsl.ir import Operation
+
+from tensor_graphs.codegen.triton.expressions import TritonCodegenError
+from tensor_graphs.lowering.tensor_to_buffer.kernels import GPU_KERNEL_ATTR
+
+#: From this many rows of the output on, the heuristic runs a float32 GEMM in the vendor library
+#: (``tl.dot`` at IEEE float32 has no tensor cores, cuBLAS's SGEMM is the faster float32 GEMM:
+#: GPT-2 small's forward at 128 tokens on an H100, 6.5 ms with every GEMM in Triton, 5.0 with
+#: cuBLAS); fewer rows (a decode step) stay one Triton kernel with the epilogue fused.
+LIBRARY_MIN_ROWS = 32
+#: At most this many rows (a decode step's, all batch dims folded): the heuristic's gemv
+GEMV_MAX_ROWS = 4
+#: ... and the most rows the gemv path runs at all (each row its own accumulator)
+GEMV_PATH_MAX_ROWS = 16
+
+
+@dataclass(frozen=True)
+class GpuVariant:
+    """One way to run an op on the GPU; ``applies(op)`` is None when it can run ``op`` (the tg
+    op or its buf kernel: operands ``a, b[, acc]`` / ``q, k, v[, mask]``), else why not."""
+
+    name: str
+    applies: Callable[[Operation], str | None]
+
+
+def _shape(value) -> tuple[int, ...]:
+    return tuple(value.type.get_shape())
+
+
+def _float32(op: Operation) -> str | None:
+    types = {str(v.type.get_element_type()) for v in op.operands[:3]}  # type: ignore[attr-defined]
+    return None if types == {"f32"} else f"float32 operands only, got {', '.join(sorted(types))}"
+
+
+def _rows(op: Operation) -> int:
+    """The output rows of a GEMM, batch dims folded in."""
+    out = _shape(op.results[0] if op.results else op.operands[-1])
+    n = 1
+    for d in out[:-1]:
+        n *= d
+    return n
+
+
+def _transposes(op: Operation) -> tuple[bool, bool]:
+    flags = op.flags  # type: ignore[attr-defined]
+    return bool(flags[0]), bool(flags[1])
+
+
+def _gemv_applies(op: Operation) -> str | None:
+    if (why := _float32(op)) is not None:
+        return why
+    if _transposes(op)[0]:
+        return "a transposed lhs"
+    if len(_shape(op.operands[1])) != 2:
+        return "a batched rhs"
+    if _rows(op) > GEMV_PATH_MAX_ROWS:
+        return f"{_rows(op)} rows (at most {GEMV_PATH_MAX_ROWS})"
+    return None
+
+
+#: op name (tg or buf, without the dialect) -> its GPU variants, the heuristic's order
+GPU_VARIANTS: dict[str, tuple[GpuVariant, ...]] = {
+    "matmul": (
+        GpuVariant("matmul.library", _float32),
+        GpuVariant("matmul.library_tf32", _float32),
+        GpuVariant("matmul.dot", _float32),
+        GpuVariant("matmul.dot_tf32", _float32),
+        GpuVariant("matmul.gemv", _gemv_applies),
+    ),
+    "attention": (
+        GpuVariant("attention.flash", lambda op: None),
+        GpuVariant("attention.flash_tf32", lambda op: None),
+    ),
+}
+
+
+def op_kind(op: Operation) -> str:
+    """``tg.matmul`` / ``buf.matmul`` -> ``matmul``."""
+    return op.name.split(".", 1)[1]
+
+
+def variants(op: Operation) -> tuple[GpuVariant, ...]:
+    return GPU_VARIANTS.get(op_kind(op), ())
+
+
+def heuristic(op: Operation) -> str:
+    """The variant the GPU path takes for ``op`` when nothing is pinned (see the module doc)."""
+    kind = op_kind(op)
+    if kind == "matmul":
+        if _rows(op) >= LIBRARY_MIN_ROWS:
+            return "matmul.library"
+        if _rows(op) <= GEMV_MAX_ROWS and _gemv_applies(op) is None:
+            return "matmul.gemv"
+        return "matmul.dot"
+    if kind == "attention":
+        return "attention.flash"
+    raise TritonCodegenError(f"'{op.name}' has no GPU variants")
+
+
+def selected(op: Operation) -> str:
+    """The variant that runs ``op``: the one it pins (``tg.gpu_kernel``, checked: a name of its
+    variants that applies), else the heuristic's."""
+    attr = op.attributes.get(GPU_KERNEL_ATTR)
+    if attr is None:
+        return heuristic(op)
+    if not isinstance(attr, StringAttr):
+        raise TritonCodegenError(f"{op.name}: {GPU_KERNEL_ATTR} must be a variant's name (a string), got {attr}")
+    named = {v.name: v for v in variants(op)}
+    if attr.data not in named:
+        raise TritonCodegenError(f"{op.name} pins GPU kernel '{attr.data}' ({GPU_KERNEL_ATTR}), which is not one of its "
+                                 f"variants: {', '.join(named) or 'none'}")
+    if (why := named[attr.data].applies(op)) is not None:
+        raise TritonCodegenError(f"{op.name} pins GPU kernel '{attr.data}' ({GPU_KERNEL_ATTR}), which cannot run it: {why}")
+    return attr.data
