@@ -36,15 +36,16 @@ func.func @forward(%x: tensor<8x5xf32>) -> tensor<8x7xf32> {
 
 // -----
 
-// A matrix-vector product (a decode step's GEMM, 1 row): the gemv kernel, a weight tile of
-// 128 x 32 per K step (the [N, K] weight read along K), the bias and ReLU on the row.
+// A matrix-vector product (a decode step's GEMM, 1 row): the gemv kernel, 8 columns per program
+// (70 columns are far fewer than enough programs for a GPU's SMs), a weight tile of 512 x 8 per
+// K step (the [N, K] weight read along K), the bias and ReLU on the row.
 // CHECK-LABEL: def k0_gemv(a, b, acc, out):
-// CHECK:         rn = tl.program_id(0) * 32 + tl.arange(0, 32)
-// CHECK:         for k0 in range(0, 300, 128):
+// CHECK:         rn = tl.program_id(0) * 8 + tl.arange(0, 8)
+// CHECK:         for k0 in range(0, 300, 512):
 // CHECK:           w = tl.load(b + kk[:, None] * 1 + rn[None, :] * 300, mask=ks[:, None] & cols[None, :], other=0.0)
 // CHECK-NEXT:      acc0 += tl.sum(tl.load(a + 0 + kk, mask=ks, other=0.0)[:, None] * w, 0)
 // CHECK:         tl.store(out + 0 + rn, (tl.maximum((acc0 + 1.0 * tl.load(acc + 0 + rn * 1, mask=cols, other=0.0)), 0.0, propagate_nan=tl.PropagateNan.ALL)).to(tl.float32), mask=cols)
-// CHECK:       #   k0_gemv[(3,)](buf.matmul)
+// CHECK:       #   k0_gemv[(9,)](buf.matmul)
 func.func @forward(%x: tensor<1x300xf32>) -> tensor<1x70xf32> {
   %w = tg.weight "fc.weight" : tensor<70x300xf32>
   %b = tg.weight "fc.bias" : tensor<70xf32>
@@ -119,21 +120,25 @@ func.func @moe_ops(%p: tensor<9x4xf32>, %e: tensor<18xi64>, %x: tensor<18x32xf32
 
 // GPU variants pinned by a tuner (tg.gpu_kernel, carried to the buf kernel) are replayed: a tl.dot
 // GEMM with TF32 inputs, where the heuristic takes cuBLAS at IEEE float32 for 40 rows; cuBLAS
-// with TF32 allowed; attention's dots in TF32.
+// with TF32 allowed; attention's dots in TF32; a gemv of 32 columns per program.
 // CHECK-LABEL: def k0_matmul(a, b, out):
 // CHECK:           c += tl.dot(x, y, input_precision="tf32")
 // CHECK-LABEL: def k2_attention(q, k, v, out):
 // CHECK:         s = tl.dot(qb, kb, input_precision="tf32") * 0.25
+// CHECK-LABEL: def k3_gemv(a, b, out):
+// CHECK:         rn = tl.program_id(0) * 32 + tl.arange(0, 32)
 // CHECK:       # launch plan:
 // CHECK-NEXT:  #   k0_matmul[(1, 1)](buf.matmul)
 // CHECK-NEXT:  #   torch.matmul.tf32[(1,)](buf.matmul)
 // CHECK-NEXT:  #   k2_attention[(1, 2)](buf.attention)
+// CHECK-NEXT:  #   k3_gemv[(1,)](buf.matmul)
 // PLAN:        buf.matmul {{.*}}tg.gpu_kernel = "matmul.dot_tf32"
 // BAD:         convert-tensor-to-triton: buf.matmul pins GPU kernel 'matmul.gemv' (tg.gpu_kernel), which cannot run it: 40 rows (at most 16)
-func.func @pinned(%x: tensor<40x64xf32>, %q: tensor<1x2x8x16xf32>) -> (tensor<40x8xf32>, tensor<40x8xf32>, tensor<1x2x8x16xf32>) {
+func.func @pinned(%x: tensor<40x64xf32>, %q: tensor<1x2x8x16xf32>, %r: tensor<1x64xf32>) -> (tensor<40x8xf32>, tensor<40x8xf32>, tensor<1x2x8x16xf32>, tensor<1x8xf32>) {
   %w = tg.weight "fc.weight" : tensor<8x64xf32>
   %y = tg.matmul %x, %w {transpose_b = true, tg.gpu_kernel = "matmul.dot_tf32"} : (tensor<40x64xf32>, tensor<8x64xf32>) -> tensor<40x8xf32>
   %z = tg.matmul %x, %w {transpose_b = true, tg.gpu_kernel = "matmul.library_tf32"} : (tensor<40x64xf32>, tensor<8x64xf32>) -> tensor<40x8xf32>
   %o = tg.attention %q, %q, %q {scale = 0.25 : f32, tg.gpu_kernel = "attention.flash_tf32"} : (tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>) -> tensor<1x2x8x16xf32>
-  func.return %y, %z, %o : tensor<40x8xf32>, tensor<40x8xf32>, tensor<1x2x8x16xf32>
+  %g = tg.matmul %r, %w {transpose_b = true, tg.gpu_kernel = "matmul.gemv", tg.gpu_block_n = 32 : i64} : (tensor<1x64xf32>, tensor<8x64xf32>) -> tensor<1x8xf32>
+  func.return %y, %z, %o, %g : tensor<40x8xf32>, tensor<40x8xf32>, tensor<1x2x8x16xf32>, tensor<1x8xf32>
 }

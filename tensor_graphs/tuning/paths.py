@@ -31,6 +31,7 @@ from tensor_graphs.codegen.llvm.kernels_gemm import max_tile_rows
 from tensor_graphs.dialects import tensor as tg
 from tensor_graphs.lowering.tensor_to_buffer.kernels import (
     GPU_KERNEL_ATTR,
+    GPU_PARAMETER_ATTRS,
     KERNEL_ATTR,
     PARAMETER_ATTRS,
     NoKernelError,
@@ -198,7 +199,7 @@ def pin(op: Operation, variant: str | Candidate) -> None:
 
 def unpin(op: Operation) -> None:
     """Drop every path choice of ``op`` (the CPU's and the GPU's): the heuristic decides again."""
-    for attr in (KERNEL_ATTR, *PARAMETER_ATTRS.values(), GPU_KERNEL_ATTR):
+    for attr in (KERNEL_ATTR, *PARAMETER_ATTRS.values(), GPU_KERNEL_ATTR, *GPU_PARAMETER_ATTRS.values()):
         op.attributes.pop(attr, None)
 
 
@@ -224,10 +225,27 @@ def gpu_kernel_paths(module: ModuleOp) -> Iterator[OpPaths]:
 
 
 def gpu_candidates(paths: OpPaths) -> list[Candidate]:
-    """Every applicable GPU variant of the op (they have no parameters)."""
-    return [Candidate(v) for v in paths.applicable]
+    """Every applicable GPU variant of the op with its default parameters, then each parameter
+    at each other value of its space (`codegen.triton.paths.GPU_PARAMETER_SPACES`)."""
+    from tensor_graphs.codegen.triton import paths as gpu
+
+    out: list[Candidate] = []
+    for variant in paths.applicable:
+        out.append(Candidate(variant))
+        space = gpu.GPU_PARAMETER_SPACES.get(variant)
+        defaults = gpu.parameter_defaults(paths.op, variant)
+        for name, values in (space(paths.op) if space else {}).items():
+            out.extend(Candidate(variant, {name: v}) for v in values if v != defaults.get(name))
+    return out
 
 
 def pin_gpu(op: Operation, variant: str | Candidate) -> None:
-    """Make ``op`` run by the GPU ``variant`` (``tg.gpu_kernel``; checked when it is lowered)."""
-    op.attributes[GPU_KERNEL_ATTR] = StringAttr(variant.variant if isinstance(variant, Candidate) else variant)
+    """Make ``op`` run by the GPU ``variant`` (``tg.gpu_kernel``) with the candidate's parameters
+    (and no others); checked when it is lowered."""
+    candidate = variant if isinstance(variant, Candidate) else Candidate(variant)
+    op.attributes[GPU_KERNEL_ATTR] = StringAttr(candidate.variant)
+    for name, attr in GPU_PARAMETER_ATTRS.items():
+        if name in candidate.params:
+            op.attributes[attr] = IntegerAttr(candidate.params[name], i64)
+        else:
+            op.attributes.pop(attr, None)

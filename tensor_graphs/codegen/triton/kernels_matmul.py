@@ -41,7 +41,7 @@ from tensor_graphs.codegen.triton.kernels import (
     require,
     shape,
 )
-from tensor_graphs.codegen.triton.paths import selected
+from tensor_graphs.codegen.triton.paths import GEMV_TILE, gemv_block_n, selected
 from tensor_graphs.dialects import buffer as buf
 
 #: the dot's precision for float32 operands (`tl.dot`'s ``input_precision``), and a ``_tf32`` variant's
@@ -50,8 +50,6 @@ PRECISION, TF32 = "ieee", "tf32"
 #: ``torch.matmul`` into the output's arena view, `runtime_support.triton_graph`), at float32
 #: and with TF32 allowed
 LIBRARY_MATMUL, LIBRARY_MATMUL_TF32 = "torch.matmul", "torch.matmul.tf32"
-#: a matrix-vector product's output columns per program and K step
-GEMV_BLOCK_N, GEMV_BLOCK_K = 32, 128
 
 
 def tile_sizes(m: int, n: int, k: int) -> tuple[int, int, int]:
@@ -143,7 +141,8 @@ def _library_matmul(ctx: TritonContext, op: buf.MatmulOp, alpha: float, beta: fl
 
 def _gemv(ctx: TritonContext, op: buf.MatmulOp, alpha: float, beta: float, acc) -> None:
     """``out[r, n] = act(alpha * sum_k a[r, k] * B[k, n] + beta * acc)`` for a few rows ``r`` (a
-    decode step): one program per `GEMV_BLOCK_N` columns, a weight tile ``[BK, BN]`` per K step
+    decode step): one program per ``BN`` columns (`paths.gemv_block_n`), a weight tile ``[BK, BN]`` of
+    `paths.GEMV_TILE` elements per K step
     multiplied by every row and summed over K in float32 (the weight streamed once)::
 
         for k0 in range(0, K, BK):
@@ -157,7 +156,8 @@ def _gemv(ctx: TritonContext, op: buf.MatmulOp, alpha: float, beta: float, acc) 
     n = sb[0] if tb else sb[1]
     rows = numel(sa[:-1])
     sbk, sbn = (1, k) if tb else (n, 1)
-    bn, bk = GEMV_BLOCK_N, min(GEMV_BLOCK_K, max(16, pow2(k)))
+    bn = gemv_block_n(op, n)
+    bk = min(GEMV_TILE // bn, max(16, pow2(k)))
     body = [f"rn = {program_id(0, numel(sb))} * {bn} + tl.arange(0, {bn})", f"cols = rn < {n}"]
     body += [f"acc{r} = tl.zeros([{bn}], dtype=tl.float32)" for r in range(rows)]
     body += [f"for k0 in range(0, {k}, {bk}):", f"    kk = k0 + tl.arange(0, {bk})", f"    ks = kk < {k}",

@@ -13,7 +13,8 @@ emitters here and replayed by `tg-opt`)::
 - ``matmul.dot``: a Triton ``tl.dot`` kernel at IEEE float32 with the epilogue fused;
   ``matmul.dot_tf32`` with TF32 inputs;
 - ``matmul.gemv``: a few rows (at most `GEMV_PATH_MAX_ROWS`) as matrix-vector products, the
-  weight streamed once.
+  weight streamed once; its parameter ``block_n`` (``tg.gpu_block_n``), the columns per program
+  (`gemv_block_n`: by default enough programs to keep every SM streaming).
 
 `attention`: ``attention.flash`` (``tl.dot`` at IEEE float32) or ``attention.flash_tf32``.
 
@@ -31,7 +32,7 @@ from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import Operation
 
 from tensor_graphs.codegen.triton.expressions import TritonCodegenError
-from tensor_graphs.lowering.tensor_to_buffer.kernels import GPU_KERNEL_ATTR
+from tensor_graphs.lowering.tensor_to_buffer.kernels import GPU_KERNEL_ATTR, GPU_PARAMETER_ATTRS
 
 #: From this many rows of the output on, the heuristic runs a float32 GEMM in the vendor library
 #: (``tl.dot`` at IEEE float32 has no tensor cores, cuBLAS's SGEMM is the faster float32 GEMM:
@@ -42,6 +43,15 @@ LIBRARY_MIN_ROWS = 32
 GEMV_MAX_ROWS = 4
 #: ... and the most rows the gemv path runs at all (each row its own accumulator)
 GEMV_PATH_MAX_ROWS = 16
+#: A matrix-vector product streams its weight: it wants many programs in flight on every SM
+#: (an H100 has 132), so its columns per program shrink (to `GEMV_BLOCK_N_RANGE`'s least) until
+#: there are this many programs: Qwen3-0.6B's 1024-column GEMVs run 128 programs of 8 columns,
+#: not 32 of 32.
+GEMV_MIN_PROGRAMS = 256
+#: the columns per program a gemv may take (powers of two)
+GEMV_BLOCK_N_RANGE = (8, 64)
+#: ... and the weight elements of its tile per K step (``BK = GEMV_TILE / block_n``, within K)
+GEMV_TILE = 4096
 
 
 @dataclass(frozen=True)
@@ -102,6 +112,46 @@ GPU_VARIANTS: dict[str, tuple[GpuVariant, ...]] = {
         GpuVariant("attention.flash_tf32", lambda op: None),
     ),
 }
+
+
+def _gemv_space(op: Operation) -> dict[str, list[int]]:
+    lo, hi = GEMV_BLOCK_N_RANGE
+    return {"block_n": [b for b in (8, 16, 32, 64) if lo <= b <= hi]}
+
+
+#: variant -> its parameters and the values worth measuring (the default always is)
+GPU_PARAMETER_SPACES: dict[str, Callable[[Operation], dict[str, list[int]]]] = {"matmul.gemv": _gemv_space}
+
+
+def gemv_block_n(op: Operation, columns: int) -> int:
+    """The columns per program of a gemv of ``columns`` output columns: pinned
+    (``tg.gpu_block_n``: a power of two in `GEMV_BLOCK_N_RANGE`), else the widest block that
+    still makes `GEMV_MIN_PROGRAMS` programs (at least the range's least)."""
+    lo, hi = GEMV_BLOCK_N_RANGE
+    attr = op.attributes.get(GPU_PARAMETER_ATTRS["block_n"])
+    if attr is not None:
+        value = getattr(getattr(attr, "value", None), "data", None)
+        if not isinstance(value, int) or value & (value - 1) or not lo <= value <= hi:
+            raise TritonCodegenError(f"{op.name}: {GPU_PARAMETER_ATTRS['block_n']} must be a power of two in [{lo}, {hi}], got {attr}")
+        return value
+    return default_block_n(columns)
+
+
+def default_block_n(columns: int) -> int:
+    """The widest gemv block (in `GEMV_BLOCK_N_RANGE`) that still makes `GEMV_MIN_PROGRAMS` programs."""
+    lo, hi = GEMV_BLOCK_N_RANGE
+    block = hi
+    while block > lo and columns // block < GEMV_MIN_PROGRAMS:
+        block //= 2
+    return block
+
+
+def parameter_defaults(op: Operation, variant: str) -> dict[str, int]:
+    """The parameters ``variant`` takes for ``op`` when none is pinned."""
+    if variant == "matmul.gemv":
+        out = op.results[0] if op.results else op.operands[-1]
+        return {"block_n": default_block_n(_shape(out)[-1])}
+    return {}
 
 
 def op_kind(op: Operation) -> str:

@@ -168,8 +168,11 @@ PARAMETER_ATTRS: dict[str, str] = {
 #: `codegen.triton.paths.GPU_VARIANTS`: ``"matmul.dot_tf32"``): a GPU tuner's choice, carried
 #: to the buf kernel as the parameters are and read by the Triton lowering; the CPU ignores it.
 GPU_KERNEL_ATTR = "tg.gpu_kernel"
+#: The GPU variants' parameters by name and their attributes (`codegen.triton.paths`):
+#: ``block_n``, the output columns per program of a matrix-vector kernel.
+GPU_PARAMETER_ATTRS: dict[str, str] = {"block_n": "tg.gpu_block_n"}
 #: What `convert-tensor-to-buffer` copies from a tg op onto its buf kernel.
-CARRIED_ATTRS: tuple[str, ...] = (*PARAMETER_ATTRS.values(), GPU_KERNEL_ATTR)
+CARRIED_ATTRS: tuple[str, ...] = (*PARAMETER_ATTRS.values(), GPU_KERNEL_ATTR, *GPU_PARAMETER_ATTRS.values())
 
 #: The attribute pinning a packed GEMM's panel width (`PARAMETER_ATTRS`).
 PANEL_COLUMNS_ATTR = PARAMETER_ATTRS["nr"]
