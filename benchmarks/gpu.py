@@ -2,7 +2,7 @@
 same GPU, in one process.
 
     .venv/bin/python benchmarks/gpu.py [--models gpt2 qwen3] [--seq 128] [--calls 30] [--steps 64]
-                                       [--quick] [--out FILE.md] [--json FILE.json]
+                                       [--quick] [--tune] [--profile] [--out FILE.md] [--json FILE.json]
     tg-bench --device cuda [the same options]
 
 Models (random init, ``torch.manual_seed(0)``, eval, fp32, batch 1; `decode.build_gpt2`,
@@ -16,7 +16,12 @@ Models (random init, ``torch.manual_seed(0)``, eval, fp32, batch 1; `decode.buil
 * **decode**: greedy tokens/s at context ``seq`` (the prompt prefilled untimed): ``eager`` with a
   ``DynamicCache``, ``torch.compile`` with a ``StaticCache`` (as `benchmarks/decode.py`),
   ``tensor_graphs``: ``tg.compile_decoder(model, device="cuda")``; each step's argmax feeds the
-  next; medians of ``--steps`` steps, engines alternating step by step.
+  next; medians of ``--steps`` steps, engines alternating step by step. ``tensor_graphs bf16``:
+  the same with ``weight_format="bf16"`` (its matrix-vector products over bfloat16 weights).
+* ``--tune``: a ``tensor_graphs tuned`` forward too, ``tune="missing"`` at tolerance 1e-5 (the GPU
+  variants of every GEMM and attention measured on this GPU; what was chosen is printed).
+* ``--profile``: where tensor_graphs' time goes, per op (``fn.profile``: each op's kernels timed
+  by CUDA events, launched one by one), for the forward and for one decode step.
 
 Each engine's output is checked against eager's (max abs difference of the logits; the greedy
 token after the prompt). Without a GPU this runs only with ``TRITON_INTERPRET=1`` and ``--quick``
@@ -45,7 +50,7 @@ import tensor_graphs as tg  # noqa: E402
 
 BUILD = {"gpt2": build_gpt2, "qwen3": build_qwen3}
 LABEL = {"gpt2": "GPT-2 small", "qwen3": "Qwen3-0.6B-shaped"}
-ENGINES = ("tensor_graphs", "eager", "torch.compile")
+ENGINES = ("tensor_graphs", "tensor_graphs bf16", "tensor_graphs tuned", "eager", "torch.compile")
 
 
 class Logits(torch.nn.Module):
@@ -78,18 +83,27 @@ def timed(f):
     return out, time.perf_counter() - t0
 
 
-def forward_row(name: str, model_cpu, seq: int, calls: int, dev: str, log) -> dict:
+def forward_row(name: str, model_cpu, seq: int, calls: int, dev: str, log, tune: bool = False, profile: bool = False) -> dict:
     ids_cpu = torch.randint(0, model_cpu.config.vocab_size, (1, seq), generator=torch.Generator().manual_seed(0))
     row: dict = {"model": LABEL[name], "what": f"forward {seq}", "unit": "ms", "values": {}, "notes": {}}
     fn, t = timed(lambda: tg.compile(Logits(model_cpu), (ids_cpu,), device="cuda"))
     log(f"  tensor_graphs compile (device='cuda'): {t:.1f} s, {fn.launches} launches per call")
     row["notes"]["tensor_graphs compile s"] = round(t, 2)
+    tuned = None
+    if tune:
+        tuned, t = timed(lambda: tg.compile(Logits(model_cpu), (ids_cpu,), device="cuda", tune="missing", tolerance=1e-5))
+        log(f"  tensor_graphs tuned compile: {t:.1f} s\n{tuned.explain(all_kernels=False)}")
+        row["notes"]["tensor_graphs tuned compile s"] = round(t, 2)
     model = Logits(model_cpu).to(dev).eval()
     ids = ids_cpu.to(dev)
+    if profile:
+        log(fn.profile(ids, repeat=10).format(top=25))
     compiled = torch.compile(model, backend="inductor", dynamic=False)
     with torch.inference_mode():
         ref = model(ids)
         engines = {"tensor_graphs": lambda: fn(ids), "eager": lambda: model(ids), "torch.compile": lambda: compiled(ids)}
+        if tuned is not None:
+            engines["tensor_graphs tuned"] = lambda: tuned(ids)
         _, t = timed(engines["torch.compile"])
         row["notes"]["torch.compile first call s"] = round(t, 2)
         times: dict[str, list[float]] = {k: [] for k in engines}
@@ -131,8 +145,8 @@ class Compiled(Eager):
 
 
 class TensorGraphs:
-    def __init__(self, model_cpu, max_cache: int, seq: int):
-        self.dec = tg.compile_decoder(model_cpu, max_seq=max_cache, prefill_chunk=seq, device="cuda")
+    def __init__(self, model_cpu, max_cache: int, seq: int, weight_format: str | None = None):
+        self.dec = tg.compile_decoder(model_cpu, max_seq=max_cache, prefill_chunk=seq, device="cuda", weight_format=weight_format)
 
     def prefill(self, ids):
         return torch.as_tensor(self.dec.prefill(ids.cpu()))
@@ -141,24 +155,28 @@ class TensorGraphs:
         return torch.as_tensor(self.dec.decode(tok.cpu()))
 
 
-def decode_row(name: str, model_cpu, seq: int, steps: int, dev: str, log) -> dict:
+def decode_row(name: str, model_cpu, seq: int, steps: int, dev: str, log, profile: bool = False) -> dict:
     ids_cpu = torch.randint(0, model_cpu.config.vocab_size, (1, seq), generator=torch.Generator().manual_seed(1))
     max_cache = seq + 2 * steps + 16
     row: dict = {"model": LABEL[name], "what": f"decode @{seq}", "unit": "tok/s", "values": {}, "notes": {}}
     tgd, t = timed(lambda: TensorGraphs(model_cpu, max_cache, seq))
     row["notes"]["tensor_graphs compile_decoder s"] = round(t, 2)
+    bf16 = TensorGraphs(model_cpu, max_cache, seq, weight_format="bf16")
+    if profile:
+        step = tgd.dec.decode_graph
+        log(step.profile(*[torch.zeros_like(x) for x in step._graph.inputs], repeat=10, past=seq).format(top=25))
     model = model_cpu.to(dev).eval()
-    engines = {"tensor_graphs": tgd, "eager": Eager(model), "torch.compile": Compiled(model, max_cache, dev)}
+    engines = {"tensor_graphs": tgd, "tensor_graphs bf16": bf16, "eager": Eager(model), "torch.compile": Compiled(model, max_cache, dev)}
     ids = ids_cpu.to(dev)
     tok: dict[str, torch.Tensor] = {}
     with torch.inference_mode():
         first = {}
         for k, e in engines.items():
-            logits, t = timed(lambda e=e: e.prefill(ids if k != "tensor_graphs" else ids_cpu))
+            logits, t = timed(lambda e=e: e.prefill(ids if not k.startswith("tensor_graphs") else ids_cpu))
             first[k] = int(logits.reshape(-1).argmax())
             if k == "torch.compile":
                 row["notes"]["torch.compile first calls s"] = round(t, 2)
-            tok[k] = torch.tensor([[first[k]]], device=dev if k != "tensor_graphs" else "cpu")
+            tok[k] = torch.tensor([[first[k]]], device=dev if not k.startswith("tensor_graphs") else "cpu")
         row["notes"]["first token same as eager"] = {k: v == first["eager"] for k, v in first.items()}
         times: dict[str, list[float]] = {k: [] for k in engines}
         for r in range(steps + 3):
@@ -192,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calls", type=int, default=30)
     ap.add_argument("--steps", type=int, default=64)
     ap.add_argument("--quick", action="store_true", help="tiny models, few calls: a smoke run")
+    ap.add_argument("--tune", action="store_true", help="also a forward with tune='missing' (tolerance 1e-5)")
+    ap.add_argument("--profile", action="store_true", help="print tensor_graphs' per-op profile of the forward and a decode step")
     ap.add_argument("--out", default=None)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
@@ -209,8 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     for m in args.models:
         log(f"===== {m}")
         model = BUILD[m](args.quick)
-        for make in (lambda: forward_row(m, model, args.seq, args.calls, dev, log),
-                     lambda: decode_row(m, BUILD[m](args.quick), args.seq, args.steps, dev, log)):
+        for make in (lambda: forward_row(m, model, args.seq, args.calls, dev, log, args.tune, args.profile),
+                     lambda: decode_row(m, BUILD[m](args.quick), args.seq, args.steps, dev, log, args.profile)):
             r = make()
             rows.append(r)
             log(f"  {r['what']}: " + ", ".join(f"{k} {v:.3g} {r['unit']}" for k, v in r["values"].items()) + f"; {r['notes']}")

@@ -533,7 +533,7 @@ def load(
 
 
 def _decoder_modules(model, max_seq, batch, prefill_chunk, stats, pack_weights=True, target=None, padding=None, tuning=None,
-                     weight_format=None):
+                     weight_format=None, device="cpu"):
     """Import ``model``'s step at the chunk length and at 1, optimise, add the KV cache (with a
     key-padding mask when ``padding``; None: when ``batch > 1``) and plan memory; returns
     (buf-level modules, weights, chunk, capacity, max_seq, max_position, tuned). With
@@ -581,7 +581,7 @@ def _decoder_modules(model, max_seq, batch, prefill_chunk, stats, pack_weights=T
         kv = f"introduce-kv-cache{{capacity={capacity}{' padding_mask=true' if padding else ''}}}"
         build_pipeline((*tensor_pipeline(pack_weights), kv)).apply(ctx, graph.module)
         if weight_format is not None:
-            _pin_weight_format(graph.module, weight_format, pack_weights)
+            _pin_weight_format(graph.module, weight_format, pack_weights, device)
         if tuning is not None and tuning.tune != "off":  # tuned later (`_compile_tuned`) from the tg module
             example = (torch.randint(0, vocab, (batch, length), generator=torch.Generator().manual_seed(length)), pos, rows)
             step_tuning = Tuning(tuning.tune, tuning.tolerance, example, tuning.db, tuning.max_seconds, tuning.progress,
@@ -600,10 +600,21 @@ def _decoder_modules(model, max_seq, batch, prefill_chunk, stats, pack_weights=T
 WEIGHT_FORMATS = {"bf16": "matmul.bf16_weights", "int8": "matmul.int8_weights", "bf16dot": "matmul.bf16_dot"}
 
 
-def _pin_weight_format(module: ModuleOp, weight_format: str, pack_weights: bool) -> None:
-    """Pin every matrix-vector product of ``module`` that the format's variant can run to it."""
-    from tensor_graphs.tuning.paths import kernel_paths, pin
+def _pin_weight_format(module: ModuleOp, weight_format: str, pack_weights: bool, device: str = "cpu") -> None:
+    """Pin every matrix-vector product of ``module`` that the format's variant can run to it
+    (on the GPU: `codegen.triton.paths.WEIGHT_FORMATS`)."""
+    from tensor_graphs.tuning.paths import gpu_kernel_paths, kernel_paths, pin, pin_gpu
 
+    if device != "cpu":
+        from tensor_graphs.codegen.triton.paths import WEIGHT_FORMATS as GPU_FORMATS
+
+        if weight_format not in GPU_FORMATS:
+            raise ValueError(f"weight_format={weight_format!r} is not on the GPU path (there: "
+                             f"{', '.join(map(repr, GPU_FORMATS))}; on the CPU: {', '.join(map(repr, WEIGHT_FORMATS))})")
+        for p in gpu_kernel_paths(module):  # the GEMMs the heuristic runs as matrix-vector products
+            if p.chosen == "matmul.gemv" and GPU_FORMATS[weight_format] in p.applicable:
+                pin_gpu(p.op, GPU_FORMATS[weight_format])
+        return
     if weight_format not in WEIGHT_FORMATS:
         raise ValueError(f"weight_format must be one of {', '.join(map(repr, WEIGHT_FORMATS))} or None, got {weight_format!r}")
     if not pack_weights:
@@ -723,14 +734,16 @@ def compile_decoder(
     ``"bf16dot"``: bf16 weights times activations rounded to bf16 by AVX512-BF16 dot products
     (a ValueError on a target without them).
     ``device="cuda"``: both graphs as Triton kernels on an NVIDIA GPU, the KV cache (and the
-    padding mask) device tensors shared by both (see `compile`); not yet with ``tune`` or
-    ``weight_format``. Either graph of a GPU decoder can be profiled (``profile`` or not).
+    padding mask) device tensors shared by both (see `compile`); ``weight_format="bf16"`` runs
+    the decode step's matrix-vector products over bfloat16 copies of their weights (made once on
+    the device; `codegen.triton.paths`); not yet with ``tune``. Either graph of a GPU decoder can
+    be profiled (``profile`` or not).
     """
     if device != "cpu":
         from tensor_graphs.runtime_support.triton_graph import device_for
 
         device_for(device)  # no GPU: say so before importing anything
-        for name, value, default in (("tune", tune, "off"), ("weight_format", weight_format, None)):
+        for name, value, default in (("tune", tune, "off"),):
             if value != default:
                 raise ValueError(f"compile_decoder(device={device!r}): {name}={value!r} is for the CPU path (not on the GPU yet)")
         pack_weights = False
@@ -750,7 +763,7 @@ def _compile_decoder(model, max_seq, batch, prefill_chunk, keep_ir, stats, profi
     from tensor_graphs.runtime_support.decoder import CompiledDecoder
 
     modules, weights, chunk, capacity, max_seq, limit, tuned = _decoder_modules(
-        model, max_seq, batch, prefill_chunk, stats, pack_weights, target, padding, tuning, weight_format,
+        model, max_seq, batch, prefill_chunk, stats, pack_weights, target, padding, tuning, weight_format, device,
     )
     if device != "cpu":
         return CompiledDecoder(_gpu_decoder_graphs(modules, weights, device, keep_ir, stats), chunk=chunk, max_seq=max_seq,

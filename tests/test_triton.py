@@ -243,6 +243,39 @@ def test_decoder_on_the_gpu_path(arch):
     assert torch.equal(torch.as_tensor(gpu.generate(ids, max_new_tokens=6)), ref)
 
 
+def test_bf16_weights_for_the_decode_step_on_the_gpu_path():
+    """compile_decoder(device="cuda", weight_format="bf16"): the matrix-vector products (the
+    decode step's GEMMs, the prefill's LM head over the last token) read bfloat16 copies of their
+    weights, made once on the device: the logits within 1e-5 of the float32 decoder of the model
+    with those weights rounded to bfloat16 (the same products, float32 sums), within 1e-2 of the
+    model's own; the prefill's chunk GEMMs stay float32; the copies are in the memory report."""
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.Qwen3Config(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+                                      head_dim=16, intermediate_size=128, vocab_size=300, max_position_embeddings=64,
+                                      tie_word_embeddings=False)
+    model = transformers.Qwen3ForCausalLM(config).eval()
+    rounded = transformers.Qwen3ForCausalLM(config).eval()
+    rounded.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        for m in rounded.modules():
+            if isinstance(m, torch.nn.Linear):
+                m.weight.copy_(m.weight.to(torch.bfloat16).float())
+    ids = torch.randint(0, 300, (1, 5))
+    kw = dict(max_seq=32, prefill_chunk=1, device="cuda")  # every step a matrix-vector product
+    bf16, same, exact = (tg.compile_decoder(model, weight_format="bf16", **kw), tg.compile_decoder(rounded, **kw),
+                         tg.compile_decoder(model, **kw))
+    for step in [lambda d: d.prefill(ids)] + [lambda d, t=t: d.decode(torch.tensor([[t]])) for t in (3, 250)]:
+        a, b, c = (np.asarray(step(d)) for d in (bf16, same, exact))
+        assert np.abs(a - b).max() <= TOL * np.abs(b).max() and np.abs(a - c).max() <= 1e-2 * np.abs(c).max()
+    plan = bf16.decode_graph.ir("triton")
+    assert plan.count("_gemv_bf16[") == 15 and ".to(tl.float32)" in plan  # 7 per layer and the LM head
+    assert bf16.memory.weight_bytes > exact.memory.weight_bytes
+    chunked = tg.compile_decoder(model, weight_format="bf16", max_seq=32, prefill_chunk=8, device="cuda")
+    assert chunked.prefill_graph.ir("triton").count("_gemv_bf16[") == 1  # the chunk's GEMMs stay float32
+
+
 def test_a_batch_of_left_padded_prompts_on_the_gpu_path():
     """batch 2, prompts of different lengths left-padded: the key-padding mask is a state on the
     device (written by the decoder between calls, read by the attention kernel); greedy tokens
@@ -271,8 +304,10 @@ def test_gpu_decoder_options_not_there_yet_are_refused():
     import transformers
 
     model = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=50, n_positions=16))
-    with pytest.raises(ValueError, match=r"weight_format='bf16' is for the CPU path"):
-        tg.compile_decoder(model, max_seq=16, weight_format="bf16", device="cuda")
+    with pytest.raises(ValueError, match=r"tune='missing' is for the CPU path"):
+        tg.compile_decoder(model, max_seq=16, tune="missing", device="cuda")
+    with pytest.raises(ValueError, match=r"weight_format='int8' is not on the GPU path \(there: 'bf16'"):
+        tg.compile_decoder(model, max_seq=16, weight_format="int8", device="cuda")
 
 
 def test_profile_times_each_op_of_a_gpu_graph():

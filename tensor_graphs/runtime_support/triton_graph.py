@@ -267,7 +267,10 @@ class TritonGraph:
                     d = entry.data
                     name = d["kernel"].data  # type: ignore[attr-defined]
                     kernel = _library_call(name, op) if name in LIBRARY_CALLS else getattr(kernels, name)
-                    operands = [t[op.operands[i]] for i in d["args"].get_values()]  # type: ignore[attr-defined]
+                    args = list(d["args"].get_values())  # type: ignore[attr-defined]
+                    operands = [t[op.operands[i]] for i in args]
+                    for position in d["bf16"].get_values() if "bf16" in d else ():  # type: ignore[attr-defined]
+                        operands[position] = self._bf16_copy(op.operands[args[position]])
                     scalars = tuple(s.data for s in d["scalars"].data)  # type: ignore[attr-defined]
                     if scalars or "checks" in d:  # read from (flags written into) dims, after the buffers
                         operands.append(self.dims)
@@ -279,6 +282,20 @@ class TritonGraph:
         self._takes_past = any("past" in sc for _, _, _, sc, _ in self.launches)
         self._graph = None
         self._calls = 0
+
+    def _bf16_copy(self, value) -> Any:
+        """The bfloat16 copy of weight ``value`` a kernel reads (`Launch.bf16`), made once per
+        weight and kept with the weights (``"<name>@bf16"``: shared with the graphs of ``bound``)."""
+        import torch
+
+        owner = value.owner
+        if not isinstance(owner, buf.WeightOp):
+            raise ValueError(f"a kernel reads a bfloat16 copy of {value.type}, which is not a weight")
+        name = owner.weight_name.data
+        key = f"{name}@bf16"
+        if key not in self.weights:
+            self.weights[key] = self.weights[name].to(torch.bfloat16)
+        return self.weights[key]
 
     def run(self) -> None:
         """Every launch once (the scalars already in ``dims``)."""

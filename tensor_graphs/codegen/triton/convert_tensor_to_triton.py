@@ -8,9 +8,10 @@ stored; then `plan-memory`: every intermediate is a view of one arena at a plann
 `buf` kernel op then becomes one or more launches of a ``@triton.jit`` kernel
 (`codegen.triton.kernels.REGISTRY`). The module keeps its buf function, with the plan written
 on it: the kernels' Python source as the module attribute ``tg.triton_source``, and on each
-kernel op its launches, ``tg.triton = [{kernel, grid, args (operand indices), scalars[, checks]}]``
+kernel op its launches, ``tg.triton = [{kernel, grid, args (operand indices), scalars[, checks][, bf16]}]``
 (``checks = 1``: the kernel flags failed run-time checks, whose messages are the module's
-``tg.triton_checks``, in ``dims``: `kernels.CHECKS_START`)::
+``tg.triton_checks``, in ``dims``: `kernels.CHECKS_START`; ``bf16``: the positions among the
+args of weights the kernel reads as bfloat16 copies, made once by the runtime)::
 
     buf.softmax ins(%x : memref<2x7xf32>) outs(%o : memref<2x7xf32>) {dim = 1 : i64,
         tg.triton = [{kernel = "k0_softmax", grid = array<i64: 2>, args = array<i64: 0, 1>, scalars = []}]}
@@ -93,6 +94,8 @@ class ConvertTensorToTritonPass(ModulePass):
             }
             if launch.checks:
                 fields["checks"] = IntegerAttr(1, i64)
+            if launch.bf16:
+                fields["bf16"] = DenseArrayBase.from_list(i64, list(launch.bf16))
             entry = DictionaryAttr(fields)
             previous = launch.op.attributes.get(LAUNCHES_ATTR)
             launch.op.attributes[LAUNCHES_ATTR] = ArrayAttr([*(previous.data if isinstance(previous, ArrayAttr) else ()), entry])

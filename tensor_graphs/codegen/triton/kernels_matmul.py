@@ -75,8 +75,8 @@ def emit_matmul(ctx: TritonContext, op: Operation) -> None:
     if path in ("matmul.library", "matmul.library_tf32"):
         _library_matmul(ctx, op, alpha, beta, acc, LIBRARY_MATMUL_TF32 if path.endswith("tf32") else LIBRARY_MATMUL)
         return
-    if path == "matmul.gemv":
-        _gemv(ctx, op, alpha, beta, acc)
+    if path in ("matmul.gemv", "matmul.gemv_bf16"):
+        _gemv(ctx, op, alpha, beta, acc, bf16_weight=path == "matmul.gemv_bf16")
         return
     precision = TF32 if path == "matmul.dot_tf32" else PRECISION
     bm, bn, bk = tile_sizes(m, n, k)
@@ -139,7 +139,7 @@ def _library_matmul(ctx: TritonContext, op: buf.MatmulOp, alpha: float, beta: fl
     elementwise(ctx, "matmul_epilogue", out, inputs, compute)
 
 
-def _gemv(ctx: TritonContext, op: buf.MatmulOp, alpha: float, beta: float, acc) -> None:
+def _gemv(ctx: TritonContext, op: buf.MatmulOp, alpha: float, beta: float, acc, bf16_weight: bool = False) -> None:
     """``out[r, n] = act(alpha * sum_k a[r, k] * B[k, n] + beta * acc)`` for a few rows ``r`` (a
     decode step): one program per ``BN`` columns (`paths.gemv_block_n`), a weight tile ``[BK, BN]`` of
     `paths.GEMV_TILE` elements per K step
@@ -148,6 +148,9 @@ def _gemv(ctx: TritonContext, op: buf.MatmulOp, alpha: float, beta: float, acc) 
         for k0 in range(0, K, BK):
             w = tl.load(b + kk[:, None] * sbk + rn[None, :] * sbn)      # [BK, BN]
             acc0 += tl.sum(tl.load(a + 0 * K + kk)[:, None] * w, 0)     # one accumulator per row
+
+    With ``bf16_weight`` the weight is its bfloat16 copy (`Launch.bf16`), widened to float32 as
+    it is loaded.
     """
     a, b_, out = op.inputs[0], op.inputs[1], op.output
     sa, sb, so = shape(a), shape(b_), shape(out)
@@ -161,7 +164,8 @@ def _gemv(ctx: TritonContext, op: buf.MatmulOp, alpha: float, beta: float, acc) 
     body = [f"rn = {program_id(0, numel(sb))} * {bn} + tl.arange(0, {bn})", f"cols = rn < {n}"]
     body += [f"acc{r} = tl.zeros([{bn}], dtype=tl.float32)" for r in range(rows)]
     body += [f"for k0 in range(0, {k}, {bk}):", f"    kk = k0 + tl.arange(0, {bk})", f"    ks = kk < {k}",
-             f"    w = tl.load(b + kk[:, None] * {sbk} + rn[None, :] * {sbn}, mask=ks[:, None] & cols[None, :], other=0.0)"]
+             f"    w = tl.load(b + kk[:, None] * {sbk} + rn[None, :] * {sbn}, mask=ks[:, None] & cols[None, :], other=0.0)"
+             + (".to(tl.float32)" if bf16_weight else "")]
     for r in range(rows):
         body.append(f"    acc{r} += tl.sum(tl.load(a + {r * k} + kk, mask=ks, other=0.0)[:, None] * w, 0)")
     params, buffers = ["a", "b"], [a, b_]
@@ -183,4 +187,5 @@ def _gemv(ctx: TritonContext, op: buf.MatmulOp, alpha: float, beta: float, acc) 
             base = sum(i * s for i, s in zip(idx, st[:-1]))
             y = f"{y} + {beta!r} * tl.load(acc + {base} + rn * {st[-1]}, mask=cols, other=0.0)"
         body.append(f"tl.store(out + {r * n} + rn, ({unary(act, y)}).to({element(out)}), mask=cols)")
-    ctx.launch(ctx.kernel("gemv", [*params, "out"], body), (-(-n // bn),), [*buffers, out])
+    kernel = ctx.kernel("gemv_bf16" if bf16_weight else "gemv", [*params, "out"], body)
+    ctx.launch(kernel, (-(-n // bn),), [*buffers, out], bf16=(1,) if bf16_weight else ())

@@ -14,7 +14,10 @@ emitters here and replayed by `tg-opt`)::
   ``matmul.dot_tf32`` with TF32 inputs;
 - ``matmul.gemv``: a few rows (at most `GEMV_PATH_MAX_ROWS`) as matrix-vector products, the
   weight streamed once; its parameter ``block_n`` (``tg.gpu_block_n``), the columns per program
-  (`gemv_block_n`: by default enough programs to keep every SM streaming).
+  (`gemv_block_n`: by default enough programs to keep every SM streaming);
+  ``matmul.gemv_bf16`` the same streaming a bfloat16 copy of the weight (made once when the
+  graph is bound: half the bytes, each weight rounded to 8 mantissa bits, products and sums in
+  float32): ``compile_decoder(device="cuda", weight_format="bf16")`` pins it on the decode step.
 
 `attention`: ``attention.flash`` (``tl.dot`` at IEEE float32) or ``attention.flash_tf32``.
 
@@ -98,6 +101,17 @@ def _gemv_applies(op: Operation) -> str | None:
     return None
 
 
+def _is_weight(value) -> bool:
+    owner = value.owner
+    return getattr(owner, "name", "") in ("tg.weight", "buf.weight")
+
+
+def _gemv_bf16_applies(op: Operation) -> str | None:
+    if (why := _gemv_applies(op)) is not None:
+        return why
+    return None if _is_weight(op.operands[1]) else "the rhs is not a weight (its bf16 copy is made when the graph is bound)"
+
+
 #: op name (tg or buf, without the dialect) -> its GPU variants, the heuristic's order
 GPU_VARIANTS: dict[str, tuple[GpuVariant, ...]] = {
     "matmul": (
@@ -106,6 +120,7 @@ GPU_VARIANTS: dict[str, tuple[GpuVariant, ...]] = {
         GpuVariant("matmul.dot", _float32),
         GpuVariant("matmul.dot_tf32", _float32),
         GpuVariant("matmul.gemv", _gemv_applies),
+        GpuVariant("matmul.gemv_bf16", _gemv_bf16_applies),
     ),
     "attention": (
         GpuVariant("attention.flash", lambda op: None),
@@ -120,7 +135,8 @@ def _gemv_space(op: Operation) -> dict[str, list[int]]:
 
 
 #: variant -> its parameters and the values worth measuring (the default always is)
-GPU_PARAMETER_SPACES: dict[str, Callable[[Operation], dict[str, list[int]]]] = {"matmul.gemv": _gemv_space}
+GPU_PARAMETER_SPACES: dict[str, Callable[[Operation], dict[str, list[int]]]] = {"matmul.gemv": _gemv_space,
+                                                                                 "matmul.gemv_bf16": _gemv_space}
 
 
 def gemv_block_n(op: Operation, columns: int) -> int:
@@ -148,7 +164,7 @@ def default_block_n(columns: int) -> int:
 
 def parameter_defaults(op: Operation, variant: str) -> dict[str, int]:
     """The parameters ``variant`` takes for ``op`` when none is pinned."""
-    if variant == "matmul.gemv":
+    if variant in ("matmul.gemv", "matmul.gemv_bf16"):
         out = op.results[0] if op.results else op.operands[-1]
         return {"block_n": default_block_n(_shape(out)[-1])}
     return {}
@@ -192,3 +208,7 @@ def selected(op: Operation) -> str:
     if (why := named[attr.data].applies(op)) is not None:
         raise TritonCodegenError(f"{op.name} pins GPU kernel '{attr.data}' ({GPU_KERNEL_ATTR}), which cannot run it: {why}")
     return attr.data
+
+
+#: ``compile_decoder(device="cuda", weight_format=...)`` -> the variant its matrix-vector products are pinned to
+WEIGHT_FORMATS = {"bf16": "matmul.gemv_bf16"}
