@@ -356,7 +356,8 @@ def test_tune_chooses_gpu_variants_measured_on_the_device(tmp_path):
     model = TwoLayers().eval()
     db = tmp_path / "tuning.db"
     for rows, variants in ((40, {"matmul.library", "matmul.library_tf32", "matmul.dot", "matmul.dot_tf32"}),
-                           (2, {"matmul.library", "matmul.library_tf32", "matmul.dot", "matmul.dot_tf32", "matmul.gemv"})):
+                           (2, {"matmul.library", "matmul.library_tf32", "matmul.dot", "matmul.dot_tf32", "matmul.gemv",
+                                "matmul.gemv_bf16"})):
         x = torch.randn(rows, 64)
         fn = tg.compile(model, (x,), device="cuda", tune="missing", tolerance=1e-2, tuning_db=db)
         with torch.no_grad():
@@ -371,6 +372,14 @@ def test_tune_chooses_gpu_variants_measured_on_the_device(tmp_path):
         assert "matmul." in fn.explain()
         again = tg.compile(model, (x,), device="cuda", tune="cached", tolerance=1e-2, tuning_db=db)
         assert again.tuning.measured == 0 and [c.chosen for c in again.tuning.choices] == [c.chosen for c in report.choices]
+    # attention's variants and their blocks and warps: every one built, run and within 1e-5 here
+    # (the interpreter's dots are float32 whatever the precision asked)
+    q, k, v, mask = torch.randn(2, 4, 19, 16), torch.randn(2, 2, 19, 16), torch.randn(2, 2, 19, 8), torch.randn(2, 1, 19, 19)
+    fn = tg.compile(Attention(True, True, False).eval(), (q, k, v, mask), device="cuda", tune="missing", tuning_db=db)
+    (choice,) = fn.tuning.choices
+    params = {name for p in choice.paths for name in p.candidate.params}
+    assert params == {"block_m", "block_n", "warps"} and all(p.failed is None for p in choice.paths)
+    assert all(p.record.max_rel_err <= TOL for p in choice.paths)
     # nothing within a tolerance of 0: the heuristic's variants, as without tuning
     strict = tg.compile(model, (x,), device="cuda", tune="cached", tolerance=0.0, tuning_db=db)
     assert all(not c.tuned for c in strict.tuning.choices) and "tg.gpu_kernel" not in strict.ir("buf")

@@ -120,17 +120,19 @@ func.func @moe_ops(%p: tensor<9x4xf32>, %e: tensor<18xi64>, %x: tensor<18x32xf32
 
 // GPU variants pinned by a tuner (tg.gpu_kernel, carried to the buf kernel) are replayed: a tl.dot
 // GEMM with TF32 inputs, where the heuristic takes cuBLAS at IEEE float32 for 40 rows; cuBLAS
-// with TF32 allowed; attention's dots in TF32; a gemv of 32 columns per program.
+// with TF32 allowed; attention's dots in TF32, 32 queries per program (of 8: one program), 8
+// warps; a gemv of 32 columns per program.
 // CHECK-LABEL: def k0_matmul(a, b, out):
 // CHECK:           c += tl.dot(x, y, input_precision="tf32")
 // CHECK-LABEL: def k2_attention(q, k, v, out):
+// CHECK:         rm = pid * 32 + tl.arange(0, 32)
 // CHECK:         s = tl.dot(qb, kb, input_precision="tf32") * 0.25
 // CHECK-LABEL: def k3_gemv(a, b, out):
 // CHECK:         rn = tl.program_id(0) * 32 + tl.arange(0, 32)
 // CHECK:       # launch plan:
 // CHECK-NEXT:  #   k0_matmul[(1, 1)](buf.matmul)
 // CHECK-NEXT:  #   torch.matmul.tf32[(1,)](buf.matmul)
-// CHECK-NEXT:  #   k2_attention[(1, 2)](buf.attention)
+// CHECK-NEXT:  #   k2_attention[(1, 2)](buf.attention, num_warps=8)
 // CHECK-NEXT:  #   k3_gemv[(1,)](buf.matmul)
 // PLAN:        buf.matmul {{.*}}tg.gpu_kernel = "matmul.dot_tf32"
 // BAD:         convert-tensor-to-triton: buf.matmul pins GPU kernel 'matmul.gemv' (tg.gpu_kernel), which cannot run it: 40 rows (at most 16)
@@ -138,7 +140,7 @@ func.func @pinned(%x: tensor<40x64xf32>, %q: tensor<1x2x8x16xf32>, %r: tensor<1x
   %w = tg.weight "fc.weight" : tensor<8x64xf32>
   %y = tg.matmul %x, %w {transpose_b = true, tg.gpu_kernel = "matmul.dot_tf32"} : (tensor<40x64xf32>, tensor<8x64xf32>) -> tensor<40x8xf32>
   %z = tg.matmul %x, %w {transpose_b = true, tg.gpu_kernel = "matmul.library_tf32"} : (tensor<40x64xf32>, tensor<8x64xf32>) -> tensor<40x8xf32>
-  %o = tg.attention %q, %q, %q {scale = 0.25 : f32, tg.gpu_kernel = "attention.flash_tf32"} : (tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>) -> tensor<1x2x8x16xf32>
+  %o = tg.attention %q, %q, %q {scale = 0.25 : f32, tg.gpu_kernel = "attention.flash_tf32", tg.gpu_block_m = 32 : i64, tg.gpu_warps = 8 : i64} : (tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>) -> tensor<1x2x8x16xf32>
   %g = tg.matmul %r, %w {transpose_b = true, tg.gpu_kernel = "matmul.gemv", tg.gpu_block_n = 32 : i64} : (tensor<1x64xf32>, tensor<8x64xf32>) -> tensor<1x8xf32>
   func.return %y, %z, %o, %g : tensor<40x8xf32>, tensor<40x8xf32>, tensor<1x2x8x16xf32>, tensor<1x8xf32>
 }

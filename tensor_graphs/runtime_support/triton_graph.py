@@ -157,6 +157,17 @@ class _TorchMatmul:
             setattr(settings, name, before)
 
 
+class _WithWarps:
+    """A Triton kernel launched with ``num_warps`` (a tuner's ``tg.gpu_warps``): ``k[grid](*args)``."""
+
+    def __init__(self, kernel, warps: int):
+        self.kernel, self.warps = kernel, warps
+
+    def __getitem__(self, grid):
+        launch = self.kernel[grid]
+        return lambda *args: launch(*args, num_warps=self.warps)
+
+
 #: the plan's library calls by name -> their runtime implementation
 LIBRARY_CALLS = {"torch.matmul": _TorchMatmul, "torch.matmul.tf32": lambda op: _TorchMatmul(op, tf32=True)}
 
@@ -274,6 +285,8 @@ class TritonGraph:
                     scalars = tuple(s.data for s in d["scalars"].data)  # type: ignore[attr-defined]
                     if scalars or "checks" in d:  # read from (flags written into) dims, after the buffers
                         operands.append(self.dims)
+                    if "warps" in d:  # Triton's launch option, bound like an argument
+                        kernel = _WithWarps(kernel, d["warps"].value.data)  # type: ignore[attr-defined]
                     self.launches.append((kernel, tuple(d["grid"].get_values()), operands, scalars, len(self.labels) - 1))  # type: ignore[attr-defined]
                 if isinstance(op, buf.CacheWriteOp):  # past + rows written <= the cache's positions
                     axis = op.axis.value.data

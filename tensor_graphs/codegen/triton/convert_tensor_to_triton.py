@@ -11,7 +11,8 @@ on it: the kernels' Python source as the module attribute ``tg.triton_source``, 
 kernel op its launches, ``tg.triton = [{kernel, grid, args (operand indices), scalars[, checks][, bf16]}]``
 (``checks = 1``: the kernel flags failed run-time checks, whose messages are the module's
 ``tg.triton_checks``, in ``dims``: `kernels.CHECKS_START`; ``bf16``: the positions among the
-args of weights the kernel reads as bfloat16 copies, made once by the runtime)::
+args of weights the kernel reads as bfloat16 copies, made once by the runtime; ``warps``:
+Triton's ``num_warps`` when a tuner pinned it)::
 
     buf.softmax ins(%x : memref<2x7xf32>) outs(%o : memref<2x7xf32>) {dim = 1 : i64,
         tg.triton = [{kernel = "k0_softmax", grid = array<i64: 2>, args = array<i64: 0, 1>, scalars = []}]}
@@ -96,6 +97,8 @@ class ConvertTensorToTritonPass(ModulePass):
                 fields["checks"] = IntegerAttr(1, i64)
             if launch.bf16:
                 fields["bf16"] = DenseArrayBase.from_list(i64, list(launch.bf16))
+            if launch.warps is not None:
+                fields["warps"] = IntegerAttr(launch.warps, i64)
             entry = DictionaryAttr(fields)
             previous = launch.op.attributes.get(LAUNCHES_ATTR)
             launch.op.attributes[LAUNCHES_ATTR] = ArrayAttr([*(previous.data if isinstance(previous, ArrayAttr) else ()), entry])
@@ -122,5 +125,7 @@ def program_text(module: ModuleOp) -> str:
             d = entry.data
             grid = tuple(d["grid"].get_values())  # type: ignore[attr-defined]
             scalars = [x.data for x in d["scalars"].data] + (["checks"] if "checks" in d else [])  # type: ignore[attr-defined]
+            if "warps" in d:
+                scalars.append(f"num_warps={d['warps'].value.data}")  # type: ignore[attr-defined]
             lines.append(f"#   {d['kernel'].data}[{grid}]({op.name}{', ' + ', '.join(scalars) if scalars else ''})")  # type: ignore[attr-defined]
     return "\n".join(lines) + "\n"

@@ -31,7 +31,7 @@ from tensor_graphs.codegen.triton.kernels import (
     shape,
 )
 from tensor_graphs.codegen.triton.kernels_matmul import PRECISION, TF32
-from tensor_graphs.codegen.triton.paths import selected
+from tensor_graphs.codegen.triton.paths import attention_blocks, selected, warps
 from tensor_graphs.dialects import buffer as buf
 
 
@@ -52,8 +52,7 @@ def emit_attention(ctx: TritonContext, op: Operation) -> None:
         return
     group = h // hkv
     precision = TF32 if selected(op) == "attention.flash_tf32" else PRECISION
-    bm = max(16, min(64, pow2(sq)))
-    bn = max(16, min(64, pow2(sk)))
+    bm, bn = attention_blocks(op, sq, sk)
     bd, bdv = max(16, pow2(d)), max(16, pow2(dv))
     causal, cached = bool(op.causal.value.data), bool(op.kv_cache.value.data)
     scale = op.scale.value.data
@@ -104,4 +103,5 @@ def emit_attention(ctx: TritonContext, op: Operation) -> None:
              f"mask=(rm[:, None] < {sq}) & (rdv[None, :] < {dv}))"]
     params = ["q", "k", "v", *(["mask"] if mask is not None else []), "out"]
     name = ctx.kernel("attention", params, body, ["past"] if cached else [])
-    ctx.launch(name, (-(-sq // bm), batch * h), [q, k, v, *([mask] if mask is not None else []), out], ["past"] if cached else [])
+    ctx.launch(name, (-(-sq // bm), batch * h), [q, k, v, *([mask] if mask is not None else []), out], ["past"] if cached else [],
+               warps=warps(op))

@@ -41,7 +41,7 @@ from tensor_graphs.codegen.triton.kernels import (
     require,
     shape,
 )
-from tensor_graphs.codegen.triton.paths import GEMV_TILE, gemv_block_n, selected
+from tensor_graphs.codegen.triton.paths import GEMV_TILE, gemv_block_n, selected, warps
 from tensor_graphs.dialects import buffer as buf
 
 #: the dot's precision for float32 operands (`tl.dot`'s ``input_precision``), and a ``_tf32`` variant's
@@ -116,7 +116,7 @@ def emit_matmul(ctx: TritonContext, op: Operation) -> None:
         body.append(f"c = {unary(act, 'c')}")
     body.append(f"tl.store(out + o_off + rm[:, None] * {n} + rn[None, :], c.to({element(out)}), mask=valid)")
     name = ctx.kernel("matmul", [*params, "out"], body)
-    ctx.launch(name, (-(-m // bm) * tiles_n, numel(batch)), [*buffers, out])
+    ctx.launch(name, (-(-m // bm) * tiles_n, numel(batch)), [*buffers, out], warps=warps(op))
 
 
 def _library_matmul(ctx: TritonContext, op: buf.MatmulOp, alpha: float, beta: float, acc, library: str) -> None:
@@ -188,4 +188,4 @@ def _gemv(ctx: TritonContext, op: buf.MatmulOp, alpha: float, beta: float, acc, 
             y = f"{y} + {beta!r} * tl.load(acc + {base} + rn * {st[-1]}, mask=cols, other=0.0)"
         body.append(f"tl.store(out + {r * n} + rn, ({unary(act, y)}).to({element(out)}), mask=cols)")
     kernel = ctx.kernel("gemv_bf16" if bf16_weight else "gemv", [*params, "out"], body)
-    ctx.launch(kernel, (-(-n // bn),), [*buffers, out], bf16=(1,) if bf16_weight else ())
+    ctx.launch(kernel, (-(-n // bn),), [*buffers, out], bf16=(1,) if bf16_weight else (), warps=warps(op))

@@ -129,28 +129,72 @@ GPU_VARIANTS: dict[str, tuple[GpuVariant, ...]] = {
 }
 
 
+#: Triton's warps per program unless a tuner pinned others (``tg.gpu_warps``), and the others tried
+DEFAULT_WARPS, WARPS = 4, (2, 8)
+#: attention's query and key blocks: the allowed range (powers of two) and the values tried
+ATTENTION_BLOCKS = (16, 128)
+ATTENTION_BLOCK_M, ATTENTION_BLOCK_N = (16, 32, 64), (32, 64, 128)
+
+
 def _gemv_space(op: Operation) -> dict[str, list[int]]:
     lo, hi = GEMV_BLOCK_N_RANGE
-    return {"block_n": [b for b in (8, 16, 32, 64) if lo <= b <= hi]}
+    return {"block_n": [b for b in (8, 16, 32, 64) if lo <= b <= hi], "warps": list(WARPS)}
+
+
+def _attention_space(op: Operation) -> dict[str, list[int]]:
+    return {"block_m": list(ATTENTION_BLOCK_M), "block_n": list(ATTENTION_BLOCK_N), "warps": list(WARPS)}
 
 
 #: variant -> its parameters and the values worth measuring (the default always is)
-GPU_PARAMETER_SPACES: dict[str, Callable[[Operation], dict[str, list[int]]]] = {"matmul.gemv": _gemv_space,
-                                                                                 "matmul.gemv_bf16": _gemv_space}
+GPU_PARAMETER_SPACES: dict[str, Callable[[Operation], dict[str, list[int]]]] = {
+    "matmul.gemv": _gemv_space,
+    "matmul.gemv_bf16": _gemv_space,
+    "matmul.dot": lambda op: {"warps": list(WARPS)},
+    "matmul.dot_tf32": lambda op: {"warps": list(WARPS)},
+    "attention.flash": _attention_space,
+    "attention.flash_tf32": _attention_space,
+}
+
+
+def parameter(op: Operation, name: str, default: int, allowed: tuple[int, int]) -> int:
+    """The GPU parameter ``name`` (`GPU_PARAMETER_ATTRS`) ``op`` pins, checked to be a power of
+    two within ``allowed``, else ``default``."""
+    attr = op.attributes.get(GPU_PARAMETER_ATTRS[name])
+    if attr is None:
+        return default
+    lo, hi = allowed
+    value = getattr(getattr(attr, "value", None), "data", None)
+    if not isinstance(value, int) or value < 1 or value & (value - 1) or not lo <= value <= hi:
+        raise TritonCodegenError(f"{op.name}: {GPU_PARAMETER_ATTRS[name]} must be a power of two in [{lo}, {hi}], got {attr}")
+    return value
+
+
+def warps(op: Operation) -> int | None:
+    """The warps per program ``op``'s Triton kernels launch with when a tuner pinned them
+    (``tg.gpu_warps``, 1 to 16), else None (Triton's default, `DEFAULT_WARPS`)."""
+    return parameter(op, "warps", DEFAULT_WARPS, (1, 16)) if GPU_PARAMETER_ATTRS["warps"] in op.attributes else None
+
+
+def attention_blocks(op: Operation, queries: int, keys: int) -> tuple[int, int]:
+    """(queries, keys) per block of attention: pinned (``tg.gpu_block_m``, ``tg.gpu_block_n``,
+    16 to 128), else up to 64 each, at least 16 (``tl.dot``'s least)."""
+    bm, bn = _attention_defaults(queries, keys)
+    return parameter(op, "block_m", bm, ATTENTION_BLOCKS), parameter(op, "block_n", bn, ATTENTION_BLOCKS)
+
+
+def _attention_defaults(queries: int, keys: int) -> tuple[int, int]:
+    return max(16, min(64, _pow2(queries))), max(16, min(64, _pow2(keys)))
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, (max(1, n) - 1).bit_length())
 
 
 def gemv_block_n(op: Operation, columns: int) -> int:
     """The columns per program of a gemv of ``columns`` output columns: pinned
     (``tg.gpu_block_n``: a power of two in `GEMV_BLOCK_N_RANGE`), else the widest block that
     still makes `GEMV_MIN_PROGRAMS` programs (at least the range's least)."""
-    lo, hi = GEMV_BLOCK_N_RANGE
-    attr = op.attributes.get(GPU_PARAMETER_ATTRS["block_n"])
-    if attr is not None:
-        value = getattr(getattr(attr, "value", None), "data", None)
-        if not isinstance(value, int) or value & (value - 1) or not lo <= value <= hi:
-            raise TritonCodegenError(f"{op.name}: {GPU_PARAMETER_ATTRS['block_n']} must be a power of two in [{lo}, {hi}], got {attr}")
-        return value
-    return default_block_n(columns)
+    return parameter(op, "block_n", default_block_n(columns), GEMV_BLOCK_N_RANGE)
 
 
 def default_block_n(columns: int) -> int:
@@ -164,10 +208,13 @@ def default_block_n(columns: int) -> int:
 
 def parameter_defaults(op: Operation, variant: str) -> dict[str, int]:
     """The parameters ``variant`` takes for ``op`` when none is pinned."""
+    defaults = {"warps": DEFAULT_WARPS}
     if variant in ("matmul.gemv", "matmul.gemv_bf16"):
         out = op.results[0] if op.results else op.operands[-1]
-        return {"block_n": default_block_n(_shape(out)[-1])}
-    return {}
+        defaults["block_n"] = default_block_n(_shape(out)[-1])
+    elif variant.startswith("attention."):
+        defaults["block_m"], defaults["block_n"] = _attention_defaults(_shape(op.operands[0])[-2], _shape(op.operands[1])[-2])
+    return defaults
 
 
 def op_kind(op: Operation) -> str:
