@@ -90,14 +90,16 @@ def compile_module(
     timing database within a tolerance (`Tuning`; a module at the aten or tg level), checked on
     the example inputs against the fp32 heuristic path; ``fn.explain()`` says what was chosen.
     ``device``: ``"cpu"`` (the default) or ``"cuda"``: Triton kernels and one replayed launch
-    plan on an NVIDIA GPU (`_compile_for_gpu`; a module at the aten or tg level).
+    plan on an NVIDIA GPU (`_compile_for_gpu`; a module at the aten or tg level, or planned
+    buf); there ``packed`` holds the weights' device copies, shared the same way.
     """
     from tensor_graphs.codegen.llvm.jit import jit_compile
     from tensor_graphs.diagnostics import verify_module
 
     if device != "cpu":
         return _compile_for_gpu(module, weights, device, keep_ir=keep_ir, stats=stats, tg_passes=tg_passes,
-                                states=states, verify=verify, optimize=optimize, tuning=tuning, profile=profile)
+                                states=states, verify=verify, optimize=optimize, tuning=tuning, profile=profile,
+                                bound=packed)
     if verify:
         verify_module(module)
 
@@ -152,11 +154,14 @@ def compile_module(
 
 
 def _compile_for_gpu(module: ModuleOp, weights, device: str, *, keep_ir: bool, stats: CompileStats | None,
-                     tg_passes: Sequence[str], states, verify: bool, optimize: bool, tuning: Tuning | None, profile: bool):
+                     tg_passes: Sequence[str], states, verify: bool, optimize: bool, tuning: Tuning | None, profile: bool,
+                     bound: dict | None = None):
     """`compile_module` for ``device="cuda"``: the tg-level optimisation without load-time weight
     transforms, then `convert-tensor-to-triton` (buffers, the planned arena, one Triton kernel per
-    buf kernel), bound by `runtime_support.triton_graph.TritonGraph`. Without a GPU (and without
-    ``TRITON_INTERPRET=1``) a `DeviceError` says so before any work."""
+    buf kernel; a planned buf module goes straight to the kernels), bound by
+    `runtime_support.triton_graph.TritonGraph` (``bound``: weights already on the device, by
+    name, shared with another graph and filled with the ones uploaded here). Without a GPU (and
+    without ``TRITON_INTERPRET=1``) a `DeviceError` says so before any work."""
     from tensor_graphs.diagnostics import verify_module
     from tensor_graphs.runtime_support.triton_graph import GpuCompiledGraph, TritonGraph, device_for
 
@@ -164,14 +169,15 @@ def _compile_for_gpu(module: ModuleOp, weights, device: str, *, keep_ir: bool, s
     if verify:
         verify_module(module)
     level = module_level(module)
-    if level not in ("aten", "tg"):
-        raise ValueError(f"device='cuda' compiles a module at the aten or tg level, got one at the {level} level")
+    if level not in ("aten", "tg", "buf"):
+        raise ValueError(f"device='cuda' compiles a module at the aten, tg or (planned) buf level, got one at the {level} level")
     stats = stats if stats is not None else CompileStats()
     lowering = _Lowering(module, stats, keep_ir)
     lowering.keep(level)
-    lowering.to_tg(level, False, optimize, tg_passes)  # no load-time weight transforms on the GPU
-    if tuning is not None and tuning.tune != "off":
-        fn = _compile_tuned(module, weights or {}, tuning, states=states, keep_ir=keep_ir, profile=profile,
+    if level != "buf":
+        lowering.to_tg(level, False, optimize, tg_passes)  # no load-time weight transforms on the GPU
+    if level != "buf" and tuning is not None and tuning.tune != "off":
+        fn = _compile_tuned(module, weights or {}, tuning, states=states, packed=bound, keep_ir=keep_ir, profile=profile,
                             pack_weights=False, stats=stats, device=device)
         for k, v in lowering.ir.items():  # the levels before tg (the aten module)
             fn._ir.setdefault(k, v)
@@ -179,9 +185,9 @@ def _compile_for_gpu(module: ModuleOp, weights, device: str, *, keep_ir: bool, s
     lowering.run("tg -> triton", ["convert-tensor-to-triton"])
     lowering.keep("buf")
     t0 = time.perf_counter()
-    graph = TritonGraph(module, weights or {}, torch_device, states=states)
-    stats.seconds["bind on the device"] = time.perf_counter() - t0
-    return GpuCompiledGraph(graph, lowering.ir)  # type: ignore[return-value]
+    graph = TritonGraph(module, weights or {}, torch_device, states=states, bound=bound)
+    stats.seconds["bind on the device"] = stats.seconds.get("bind on the device", 0.0) + time.perf_counter() - t0
+    return GpuCompiledGraph(graph, lowering.ir, module, weights)  # type: ignore[return-value]
 
 
 @dataclass
@@ -736,16 +742,14 @@ def compile_decoder(
     ``device="cuda"``: both graphs as Triton kernels on an NVIDIA GPU, the KV cache (and the
     padding mask) device tensors shared by both (see `compile`); ``weight_format="bf16"`` runs
     the decode step's matrix-vector products over bfloat16 copies of their weights (made once on
-    the device; `codegen.triton.paths`); not yet with ``tune``. Either graph of a GPU decoder can
-    be profiled (``profile`` or not).
+    the device; `codegen.triton.paths`); ``tune`` chooses each graph's GPU variants (cuBLAS or
+    Triton, TF32, bf16 weights for the matrix-vector products...) within the tolerance, measured
+    on the GPU. Either graph of a GPU decoder can be profiled (``profile`` or not).
     """
     if device != "cpu":
         from tensor_graphs.runtime_support.triton_graph import device_for
 
         device_for(device)  # no GPU: say so before importing anything
-        for name, value, default in (("tune", tune, "off"),):
-            if value != default:
-                raise ValueError(f"compile_decoder(device={device!r}): {name}={value!r} is for the CPU path (not on the GPU yet)")
         pack_weights = False
     stats = stats if stats is not None else CompileStats()
     db = _open_db(tuning_db) if tune != "off" else None
@@ -766,7 +770,7 @@ def _compile_decoder(model, max_seq, batch, prefill_chunk, keep_ir, stats, profi
         model, max_seq, batch, prefill_chunk, stats, pack_weights, target, padding, tuning, weight_format, device,
     )
     if device != "cpu":
-        return CompiledDecoder(_gpu_decoder_graphs(modules, weights, device, keep_ir, stats), chunk=chunk, max_seq=max_seq,
+        return CompiledDecoder(_gpu_decoder_graphs(modules, weights, device, keep_ir, stats, tuned), chunk=chunk, max_seq=max_seq,
                                capacity=capacity, batch=batch, max_position=limit)
     need = _estimate(modules)
     free = available_memory()
@@ -795,24 +799,22 @@ def _compile_decoder(model, max_seq, batch, prefill_chunk, keep_ir, stats, profi
     return CompiledDecoder(graphs, chunk=chunk, max_seq=max_seq, capacity=capacity, batch=batch, max_position=limit)
 
 
-def _gpu_decoder_graphs(modules, weights, device: str, keep_ir: bool, stats: CompileStats) -> list:
+def _gpu_decoder_graphs(modules, weights, device: str, keep_ir: bool, stats: CompileStats, tuned=None) -> list:
     """The planned prefill and decode modules as Triton graphs on ``device``, sharing the
-    weights and the KV cache on the device."""
-    from tensor_graphs.runtime_support.triton_graph import GpuCompiledGraph, TritonGraph, device_for
-
-    torch_device = device_for(device)
+    weights and the KV cache on the device; with ``tuned`` (`_decoder_modules`), each graph's
+    GPU variants chosen within its tolerance (`_compile_tuned`, its heuristic twin ``module``)."""
     graphs: list = []
     states = None
     bound: dict = {}
-    for module in modules:
-        lowering = _Lowering(module, stats, keep_ir)
-        lowering.keep("buf")
-        lowering.run("tg -> triton", ["convert-tensor-to-triton"])
-        t0 = time.perf_counter()
-        graph = TritonGraph(module, weights, torch_device, states=states, bound=bound)
-        stats.seconds["bind on the device"] = stats.seconds.get("bind on the device", 0.0) + time.perf_counter() - t0
-        fn = GpuCompiledGraph(graph, lowering.ir, module, weights)
-        states = graph.states  # the decode graph binds the prefill graph's cache
+    for module, tuning in zip(modules, tuned or [None] * len(modules)):
+        if tuning is None:
+            fn = compile_module(module, weights, keep_ir=keep_ir, stats=stats, states=states, packed=bound, verify=False,
+                                device=device)
+        else:
+            tg_module, step_tuning = tuning
+            fn = _compile_tuned(tg_module, weights, step_tuning, states=states, packed=bound, keep_ir=keep_ir, stats=stats,
+                                heuristic_module=module, pack_weights=False, device=device)
+        states = fn.states  # the decode graph binds the prefill graph's cache
         graphs.append(fn)
     return graphs
 

@@ -300,12 +300,23 @@ def test_a_batch_of_left_padded_prompts_on_the_gpu_path():
     assert torch.equal(torch.as_tensor(dec.generate(ids, max_new_tokens=5, attention_mask=mask)), ref)
 
 
-def test_gpu_decoder_options_not_there_yet_are_refused():
+def test_gpu_decoder_tuned_and_options_not_there_yet_refused(tmp_path):
+    """compile_decoder(device="cuda", tune=...): each graph's GPU variants from the database
+    (here: a second or so of measuring, the rest left to the heuristic), the weights on the device
+    once for all the graphs (the heuristic twins included), greedy tokens as transformers'."""
     import transformers
 
+    torch.manual_seed(0)
     model = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=50, n_positions=16))
-    with pytest.raises(ValueError, match=r"tune='missing' is for the CPU path"):
-        tg.compile_decoder(model, max_seq=16, tune="missing", device="cuda")
+    dec = tg.compile_decoder(model.eval(), max_seq=16, prefill_chunk=4, device="cuda", tune="missing", tolerance=1e-2,
+                             tuning_db=tmp_path / "t.db", max_tuning_seconds=0.5)
+    reports = [g.tuning for g in (dec.prefill_graph, dec.decode_graph)]
+    assert all(r is not None and r.measured >= 1 and r.machine.startswith("Triton interpreter") for r in reports)
+    assert "kernel paths (tune='missing'" in dec.explain()
+    assert dec.prefill_graph._graph.weights is dec.decode_graph._graph.weights  # one device copy of each weight
+    ids = torch.randint(0, 50, (1, 5))
+    with torch.no_grad():
+        assert torch.equal(torch.as_tensor(dec.generate(ids, max_new_tokens=4)), model.generate(ids, max_new_tokens=4, do_sample=False))
     with pytest.raises(ValueError, match=r"weight_format='int8' is not on the GPU path \(there: 'bf16'"):
         tg.compile_decoder(model, max_seq=16, weight_format="int8", device="cuda")
 
