@@ -1,4 +1,5 @@
-"""One matrix-vector product by its f32 packed, bf16 and int8 paths, alone, as the tuner times it.
+"""One matrix-vector product by its f32 packed, bf16 and int8 paths (and bf16 dot products where
+the CPU has AVX512-BF16), alone, as the tuner times it.
 
     .venv/bin/python benchmarks/quantized_gemv.py [THREADS] [warm]
 
@@ -23,7 +24,7 @@ from tensor_graphs.target import Target, cpu_model
 from tensor_graphs.tuning.measure import measure, standalone
 from tensor_graphs.tuning.paths import Candidate, kernel_paths
 
-BYTES = {"matmul.packed": 4, "matmul.bf16_weights": 2, "matmul.int8_weights": 1}
+BYTES = {"matmul.packed": 4, "matmul.bf16_weights": 2, "matmul.int8_weights": 1, "matmul.bf16_dot": 2}
 
 
 def main() -> None:
@@ -42,6 +43,9 @@ def main() -> None:
         with torch.no_grad():
             ref = (x.double() @ model.weight.double().T).float().numpy()
         for variant, size in BYTES.items():
+            if variant not in paths.applicable:  # bf16_dot: a CPU without AVX512-BF16
+                print(f"{k}x{n} {variant:22s} not here: {dict(paths.rejected).get(variant, 'not applicable')}")
+                continue
             m = measure(alone, Candidate(variant), [x.numpy()], graph.weights, ref, target=Target.host(), cold=cold)
             t = float(np.median(m.times_ns))
             print(f"{k}x{n} {variant:22s} {t / 1e3:9.1f} us  {k * n * size / t:5.1f} GB/s  {2 * k * n / t:5.1f} GFLOP/s  "
