@@ -144,3 +144,16 @@ func.func @pinned(%x: tensor<40x64xf32>, %q: tensor<1x2x8x16xf32>, %r: tensor<1x
   %g = tg.matmul %r, %w {transpose_b = true, tg.gpu_kernel = "matmul.gemv", tg.gpu_block_n = 32 : i64} : (tensor<1x64xf32>, tensor<8x64xf32>) -> tensor<1x8xf32>
   func.return %y, %z, %o, %g : tensor<40x8xf32>, tensor<40x8xf32>, tensor<1x2x8x16xf32>, tensor<1x8xf32>
 }
+
+// -----
+
+// Head dim 128 (Qwen3's): blocks of 32 queries and 32 keys (a q or accumulator tile of at most
+// 4096 float32 values: 64 x 128 would spill registers), not the 64 of head dim 64.
+// CHECK-LABEL: def k0_attention(q, k, v, out):
+// CHECK:         rm = pid * 32 + tl.arange(0, 32)
+// CHECK:         for n0 in range(0, 64, 32):
+// CHECK:       #   k0_attention[(2, 2)](buf.attention)
+func.func @head_dim_128(%q: tensor<1x2x64x128xf32>) -> tensor<1x2x64x128xf32> {
+  %o = tg.attention %q, %q, %q {scale = 0.088 : f32, causal = true} : (tensor<1x2x64x128xf32>, tensor<1x2x64x128xf32>, tensor<1x2x64x128xf32>) -> tensor<1x2x64x128xf32>
+  func.return %o : tensor<1x2x64x128xf32>
+}

@@ -133,6 +133,10 @@ GPU_VARIANTS: dict[str, tuple[GpuVariant, ...]] = {
 DEFAULT_WARPS, WARPS = 4, (2, 8)
 #: attention's query and key blocks: the allowed range (powers of two) and the values tried
 ATTENTION_BLOCKS = (16, 128)
+#: By default a block of queries (of keys) holds at most 64 rows and at most this many float32
+#: values with the head dim (its q and accumulator tiles, its k and v tiles stay in registers:
+#: head dim 64 takes blocks of 64, head dim 128 blocks of 32, not 64 spilling)
+ATTENTION_TILE = 4096
 ATTENTION_BLOCK_M, ATTENTION_BLOCK_N = (16, 32, 64), (32, 64, 128)
 
 
@@ -175,15 +179,17 @@ def warps(op: Operation) -> int | None:
     return parameter(op, "warps", DEFAULT_WARPS, (1, 16)) if GPU_PARAMETER_ATTRS["warps"] in op.attributes else None
 
 
-def attention_blocks(op: Operation, queries: int, keys: int) -> tuple[int, int]:
+def attention_blocks(op: Operation, queries: int, keys: int, head_dim: int) -> tuple[int, int]:
     """(queries, keys) per block of attention: pinned (``tg.gpu_block_m``, ``tg.gpu_block_n``,
-    16 to 128), else up to 64 each, at least 16 (``tl.dot``'s least)."""
-    bm, bn = _attention_defaults(queries, keys)
+    16 to 128), else up to 64 each and `ATTENTION_TILE` values with the head dim, at least 16
+    (``tl.dot``'s least)."""
+    bm, bn = _attention_defaults(queries, keys, head_dim)
     return parameter(op, "block_m", bm, ATTENTION_BLOCKS), parameter(op, "block_n", bn, ATTENTION_BLOCKS)
 
 
-def _attention_defaults(queries: int, keys: int) -> tuple[int, int]:
-    return max(16, min(64, _pow2(queries))), max(16, min(64, _pow2(keys)))
+def _attention_defaults(queries: int, keys: int, head_dim: int) -> tuple[int, int]:
+    most = max(16, min(64, ATTENTION_TILE // _pow2(head_dim)))
+    return max(16, min(most, _pow2(queries))), max(16, min(most, _pow2(keys)))
 
 
 def _pow2(n: int) -> int:
@@ -213,7 +219,8 @@ def parameter_defaults(op: Operation, variant: str) -> dict[str, int]:
         out = op.results[0] if op.results else op.operands[-1]
         defaults["block_n"] = default_block_n(_shape(out)[-1])
     elif variant.startswith("attention."):
-        defaults["block_m"], defaults["block_n"] = _attention_defaults(_shape(op.operands[0])[-2], _shape(op.operands[1])[-2])
+        q, k = _shape(op.operands[0]), _shape(op.operands[1])
+        defaults["block_m"], defaults["block_n"] = _attention_defaults(q[-2], k[-2], q[-1])
     return defaults
 
 
