@@ -198,14 +198,21 @@ def _pow2(n: int) -> int:
 
 def gemv_block_n(op: Operation, columns: int) -> int:
     """The columns per program of a gemv of ``columns`` output columns: pinned
-    (``tg.gpu_block_n``: a power of two in `GEMV_BLOCK_N_RANGE`), else the widest block that
-    still makes `GEMV_MIN_PROGRAMS` programs (at least the range's least)."""
-    return parameter(op, "block_n", default_block_n(columns), GEMV_BLOCK_N_RANGE)
+    (``tg.gpu_block_n``: a power of two in `GEMV_BLOCK_N_RANGE`), else `default_block_n`."""
+    return parameter(op, "block_n", default_block_n(columns, not _transposes(op)[1]), GEMV_BLOCK_N_RANGE)
 
 
-def default_block_n(columns: int) -> int:
-    """The widest gemv block (in `GEMV_BLOCK_N_RANGE`) that still makes `GEMV_MIN_PROGRAMS` programs."""
+#: A weight stored ``[K, N]`` (GPT-2's Conv1D) is read along its rows of N: a gemv block of
+#: fewer columns than this would read less than a 128-byte line of each row at a time
+ROW_MAJOR_MIN_BLOCK_N = 32
+
+
+def default_block_n(columns: int, row_major: bool = False) -> int:
+    """The widest gemv block (in `GEMV_BLOCK_N_RANGE`) that still makes `GEMV_MIN_PROGRAMS`
+    programs; for a ``[K, N]`` weight (``row_major``: columns contiguous) at least
+    `ROW_MAJOR_MIN_BLOCK_N`."""
     lo, hi = GEMV_BLOCK_N_RANGE
+    lo = max(lo, ROW_MAJOR_MIN_BLOCK_N) if row_major else lo
     block = hi
     while block > lo and columns // block < GEMV_MIN_PROGRAMS:
         block //= 2
@@ -217,7 +224,7 @@ def parameter_defaults(op: Operation, variant: str) -> dict[str, int]:
     defaults = {"warps": DEFAULT_WARPS}
     if variant in ("matmul.gemv", "matmul.gemv_bf16"):
         out = op.results[0] if op.results else op.operands[-1]
-        defaults["block_n"] = default_block_n(_shape(out)[-1])
+        defaults["block_n"] = default_block_n(_shape(out)[-1], not _transposes(op)[1])
     elif variant.startswith("attention."):
         q, k = _shape(op.operands[0]), _shape(op.operands[1])
         defaults["block_m"], defaults["block_n"] = _attention_defaults(q[-2], k[-2], q[-1])
