@@ -26,6 +26,10 @@ if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
                 allow_module_level=True)
 
 
+#: what the tuning records of this run's device are keyed by: the interpreter, or the GPU
+DEVICE_RECORDS = "Triton interpreter on " if os.environ.get("TRITON_INTERPRET") == "1" else "(cuda, sm_"
+
+
 def _check(model, *inputs, tol=TOL):
     model = model.eval()
     fn = tg.compile(model, inputs, device="cuda")
@@ -311,7 +315,7 @@ def test_gpu_decoder_tuned_and_options_not_there_yet_refused(tmp_path):
     dec = tg.compile_decoder(model.eval(), max_seq=16, prefill_chunk=4, device="cuda", tune="missing", tolerance=1e-2,
                              tuning_db=tmp_path / "t.db", max_tuning_seconds=0.5)
     reports = [g.tuning for g in (dec.prefill_graph, dec.decode_graph)]
-    assert all(r is not None and r.measured >= 1 and r.machine.startswith("Triton interpreter") for r in reports)
+    assert all(r is not None and r.measured >= 1 and DEVICE_RECORDS in r.machine for r in reports)
     assert "kernel paths (tune='missing'" in dec.explain()
     assert dec.prefill_graph._graph.weights is dec.decode_graph._graph.weights  # one device copy of each weight
     ids = torch.randint(0, 50, (1, 5))
@@ -374,7 +378,7 @@ def test_tune_chooses_gpu_variants_measured_on_the_device(tmp_path):
         with torch.no_grad():
             assert (fn(x).cpu() - model(x)).abs().max() <= 1e-2 * model(x).abs().max()
         report = fn.tuning
-        assert report.machine.startswith("Triton interpreter on ") and report.measured == sum(len(c.paths) for c in report.choices)
+        assert DEVICE_RECORDS in report.machine and report.measured == sum(len(c.paths) for c in report.choices)
         assert len(report.choices) == 2 and all({p.candidate.variant for p in c.paths} == variants for c in report.choices)
         if rows == 2:  # the gemv's columns per program are a parameter: the default (8 here) and the others
             assert {str(p.candidate) for p in report.choices[0].paths} >= {"matmul.gemv", "matmul.gemv block_n=16",
@@ -383,14 +387,14 @@ def test_tune_chooses_gpu_variants_measured_on_the_device(tmp_path):
         assert "matmul." in fn.explain()
         again = tg.compile(model, (x,), device="cuda", tune="cached", tolerance=1e-2, tuning_db=db)
         assert again.tuning.measured == 0 and [c.chosen for c in again.tuning.choices] == [c.chosen for c in report.choices]
-    # attention's variants and their blocks and warps: every one built, run and within 1e-5 here
-    # (the interpreter's dots are float32 whatever the precision asked)
+    # attention's variants and their blocks and warps: every one built, run and within 1e-5 (TF32's
+    # within 1e-2 on a GPU; the interpreter's dots are float32 whatever the precision asked)
     q, k, v, mask = torch.randn(2, 4, 19, 16), torch.randn(2, 2, 19, 16), torch.randn(2, 2, 19, 8), torch.randn(2, 1, 19, 19)
     fn = tg.compile(Attention(True, True, False).eval(), (q, k, v, mask), device="cuda", tune="missing", tuning_db=db)
     (choice,) = fn.tuning.choices
     params = {name for p in choice.paths for name in p.candidate.params}
     assert params == {"block_m", "block_n", "warps"} and all(p.failed is None for p in choice.paths)
-    assert all(p.record.max_rel_err <= TOL for p in choice.paths)
+    assert all(p.record.max_rel_err <= (1e-2 if p.candidate.variant.endswith("tf32") else TOL) for p in choice.paths)
     # nothing within a tolerance of 0: the heuristic's variants, as without tuning
     strict = tg.compile(model, (x,), device="cuda", tune="cached", tolerance=0.0, tuning_db=db)
     assert all(not c.tuned for c in strict.tuning.choices) and "tg.gpu_kernel" not in strict.ir("buf")
