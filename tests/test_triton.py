@@ -108,12 +108,14 @@ class Gemms(torch.nn.Module):
 @pytest.mark.parametrize("rows", [5, 16])
 def test_gemm_with_its_epilogue(rows):
     """Few rows: one Triton kernel (tl.dot, the epilogue fused); 32 rows or more: the vendor
-    library's GEMM (torch.matmul, cuBLAS on a GPU) then the epilogue as one Triton sweep."""
+    library's GEMM (torch.matmul, cuBLAS on a GPU) then the epilogue as one Triton sweep, or a
+    bias added by the library itself (torch.addmm)."""
     torch.manual_seed(0)
     fn = _check(Gemms(), torch.randn(3, rows, 40), torch.randn(2, 9, 24))
     src = fn.ir("triton")
     assert 'input_precision="ieee"' in src
     assert ("torch.matmul[" in src) == (rows * 3 >= 32) and ("matmul_epilogue" in src) == (rows * 3 >= 32)
+    assert ("torch.addmm[" in src) == (rows * 3 >= 32)
 
 
 class Attention(torch.nn.Module):

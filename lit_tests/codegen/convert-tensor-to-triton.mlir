@@ -157,3 +157,25 @@ func.func @head_dim_128(%q: tensor<1x2x64x128xf32>) -> tensor<1x2x64x128xf32> {
   %o = tg.attention %q, %q, %q {scale = 0.088 : f32, causal = true} : (tensor<1x2x64x128xf32>, tensor<1x2x64x128xf32>, tensor<1x2x64x128xf32>) -> tensor<1x2x64x128xf32>
   func.return %o : tensor<1x2x64x128xf32>
 }
+
+// -----
+
+// A GEMM of 40 rows through cuBLAS: its bias, a residual (the whole output) or alpha with no
+// activation are cuBLAS's own (one addmm, no sweep after it); with an activation the epilogue
+// is a Triton sweep over the output.
+// CHECK-LABEL: def k2_matmul_epilogue(in0, in1, out):
+// CHECK:         v1 = tl.load(in1 + (i1), mask=m, other=0)
+// CHECK-NEXT:    tl.store(out + (offs), ((v0 + 1.0 * v1) * _sigmoid((v0 + 1.0 * v1))).to(tl.float32), mask=m)
+// CHECK:       # launch plan:
+// CHECK-NEXT:  #   torch.addmm[(1,)](buf.matmul)
+// CHECK-NEXT:  #   torch.addmm[(1,)](buf.matmul)
+// CHECK-NEXT:  #   torch.matmul[(1,)](buf.matmul)
+// CHECK-NEXT:  #   k2_matmul_epilogue[(1,)](buf.matmul)
+func.func @library_epilogues(%x: tensor<40x64xf32>, %r: tensor<40x8xf32>) -> (tensor<40x8xf32>, tensor<40x8xf32>, tensor<40x8xf32>) {
+  %w = tg.weight "fc.weight" : tensor<8x64xf32>
+  %b = tg.weight "fc.bias" : tensor<8xf32>
+  %y = tg.matmul %x, %w, %b {transpose_b = true, beta = 1.0 : f32} : (tensor<40x64xf32>, tensor<8x64xf32>, tensor<8xf32>) -> tensor<40x8xf32>
+  %z = tg.matmul %x, %w, %r {transpose_b = true, alpha = 0.5 : f32, beta = 1.0 : f32} : (tensor<40x64xf32>, tensor<8x64xf32>, tensor<40x8xf32>) -> tensor<40x8xf32>
+  %s = tg.matmul %x, %w, %b {transpose_b = true, beta = 1.0 : f32, activation = "silu"} : (tensor<40x64xf32>, tensor<8x64xf32>, tensor<8xf32>) -> tensor<40x8xf32>
+  func.return %y, %z, %s : tensor<40x8xf32>, tensor<40x8xf32>, tensor<40x8xf32>
+}

@@ -143,18 +143,55 @@ class _TorchMatmul:
     def __call__(self, a, b, out) -> None:
         import torch
 
-        if not self.tf32:
+        with _tf32(self.tf32):
             torch.matmul(a.mT if self.ta else a, b.mT if self.tb else b, out=out)
+
+
+class _TorchAddmm(_TorchMatmul):
+    """`kernels_matmul.LIBRARY_ADDMM`: ``out = beta * acc + alpha * a @ op(b)`` by one
+    ``torch.addmm`` (cuBLAS's own beta; a bias broadcast over the rows), the rows of ``a`` and
+    ``out`` folded to 2-D, ``b`` a 2-D weight. An accumulator that is the output itself (the
+    planner put a residual's sum where it was) is accumulated in place."""
+
+    def __init__(self, op: buf.MatmulOp, tf32: bool = False):
+        super().__init__(op, tf32)
+        self.alpha, self.beta = op.flags[2], op.flags[3]
+
+    def __call__(self, a, b, acc, out) -> None:
+        import torch
+
+        rows = out.reshape(-1, out.shape[-1])
+        bias = acc.reshape(-1) if acc.numel() == out.shape[-1] else acc.reshape(rows.shape)
+        with _tf32(self.tf32):
+            if bias.data_ptr() == rows.data_ptr() and bias.shape == rows.shape:
+                rows.addmm_(a.reshape(-1, a.shape[-1]), b.mT if self.tb else b, beta=self.beta, alpha=self.alpha)
+            else:
+                torch.addmm(bias, a.reshape(-1, a.shape[-1]), b.mT if self.tb else b, beta=self.beta, alpha=self.alpha, out=rows)
+
+
+class _tf32:
+    """TF32 allowed for the library calls inside (``on``), torch's setting restored to exactly
+    what it was after (torch refuses to read a mix of its two APIs); nothing touched when off."""
+
+    def __init__(self, on: bool):
+        self.on = on
+
+    def __enter__(self) -> None:
+        if not self.on:
             return
+        import torch
+
         settings = torch.backends.cuda.matmul
         # torch >= 2.9 says it as fp32_precision, older ones as allow_tf32
-        name, value = ("fp32_precision", "tf32") if hasattr(settings, "fp32_precision") else ("allow_tf32", True)
-        before = getattr(settings, name)
-        setattr(settings, name, value)
-        try:
-            torch.matmul(a.mT if self.ta else a, b.mT if self.tb else b, out=out)
-        finally:
-            setattr(settings, name, before)
+        self.name, value = ("fp32_precision", "tf32") if hasattr(settings, "fp32_precision") else ("allow_tf32", True)
+        self.before = getattr(settings, self.name)
+        setattr(settings, self.name, value)
+
+    def __exit__(self, *exc) -> None:
+        if self.on:
+            import torch
+
+            setattr(torch.backends.cuda.matmul, self.name, self.before)
 
 
 class _WithWarps:
@@ -169,7 +206,8 @@ class _WithWarps:
 
 
 #: the plan's library calls by name -> their runtime implementation
-LIBRARY_CALLS = {"torch.matmul": _TorchMatmul, "torch.matmul.tf32": lambda op: _TorchMatmul(op, tf32=True)}
+LIBRARY_CALLS = {"torch.matmul": _TorchMatmul, "torch.matmul.tf32": lambda op: _TorchMatmul(op, tf32=True),
+                 "torch.addmm": _TorchAddmm, "torch.addmm.tf32": lambda op: _TorchAddmm(op, tf32=True)}
 
 
 def _library_call(name: str, op) -> Any:

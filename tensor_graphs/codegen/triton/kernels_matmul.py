@@ -50,6 +50,8 @@ PRECISION, TF32 = "ieee", "tf32"
 #: ``torch.matmul`` into the output's arena view, `runtime_support.triton_graph`), at float32
 #: and with TF32 allowed
 LIBRARY_MATMUL, LIBRARY_MATMUL_TF32 = "torch.matmul", "torch.matmul.tf32"
+#: ... and with the accumulator added by the library: ``out = beta * acc + alpha * a @ op(b)``
+LIBRARY_ADDMM, LIBRARY_ADDMM_TF32 = "torch.addmm", "torch.addmm.tf32"
 
 
 def tile_sizes(m: int, n: int, k: int) -> tuple[int, int, int]:
@@ -121,10 +123,16 @@ def emit_matmul(ctx: TritonContext, op: Operation) -> None:
 
 def _library_matmul(ctx: TritonContext, op: buf.MatmulOp, alpha: float, beta: float, acc, library: str) -> None:
     """``out = op(a) @ op(b)`` by the vendor library (`LIBRARY_MATMUL`), then, when there is one,
-    the epilogue ``out = act(alpha * out + beta * acc)`` in place as one elementwise kernel."""
+    the epilogue ``out = act(alpha * out + beta * acc)`` in place as one elementwise kernel; an
+    epilogue without activation whose accumulator is a bias (``[N]``) or the whole output (a
+    residual) is the library's own: one ``addmm`` (`LIBRARY_ADDMM`), ``beta * acc`` added by
+    cuBLAS, nothing swept after it."""
     out = op.output
-    ctx.launch(library, (1,), [op.inputs[0], op.inputs[1], out])
     act = op.activation.data
+    if acc is not None and act == "none" and _library_epilogue(op, acc):
+        ctx.launch(LIBRARY_ADDMM_TF32 if library == LIBRARY_MATMUL_TF32 else LIBRARY_ADDMM, (1,), [op.inputs[0], op.inputs[1], acc, out])
+        return
+    ctx.launch(library, (1,), [op.inputs[0], op.inputs[1], out])
     if alpha == 1.0 and acc is None and act == "none":
         return
     so = shape(out)
@@ -137,6 +145,13 @@ def _library_matmul(ctx: TritonContext, op: buf.MatmulOp, alpha: float, beta: fl
         return [], unary(act, y)
 
     elementwise(ctx, "matmul_epilogue", out, inputs, compute)
+
+
+def _library_epilogue(op: buf.MatmulOp, acc) -> bool:
+    """Whether ``addmm`` takes the accumulator: a 2-D weight-like rhs, and the accumulator a row
+    of N (a bias) or all of the output (a residual)."""
+    so, sb, sc = shape(op.output), shape(op.inputs[1]), shape(acc)
+    return len(sb) == 2 and not op.flags[0] and (numel(sc) == so[-1] == sc[-1] or tuple(sc) == tuple(so))
 
 
 def _gemv(ctx: TritonContext, op: buf.MatmulOp, alpha: float, beta: float, acc, bf16_weight: bool = False) -> None:
