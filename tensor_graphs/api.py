@@ -742,7 +742,7 @@ def compile_decoder(
     ``device="cuda"``: both graphs as Triton kernels on an NVIDIA GPU, the KV cache (and the
     padding mask) device tensors shared by both (see `compile`); ``weight_format="bf16"`` runs
     the decode step's matrix-vector products over bfloat16 copies of their weights (made once on
-    the device; `codegen.triton.paths`); ``tune`` chooses each graph's GPU variants (cuBLAS or
+    the device; ``"int8"`` over int8 copies with a scale per output column; `codegen.triton.paths`); ``tune`` chooses each graph's GPU variants (cuBLAS or
     Triton, TF32, bf16 weights for the matrix-vector products...) within the tolerance, measured
     on the GPU. Either graph of a GPU decoder can be profiled (``profile`` or not).
     """

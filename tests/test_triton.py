@@ -249,12 +249,23 @@ def test_decoder_on_the_gpu_path(arch):
     assert torch.equal(torch.as_tensor(gpu.generate(ids, max_new_tokens=6)), ref)
 
 
-def test_bf16_weights_for_the_decode_step_on_the_gpu_path():
-    """compile_decoder(device="cuda", weight_format="bf16"): the matrix-vector products (the
-    decode step's GEMMs, the prefill's LM head over the last token) read bfloat16 copies of their
-    weights, made once on the device: the logits within 1e-5 of the float32 decoder of the model
-    with those weights rounded to bfloat16 (the same products, float32 sums), within 1e-2 of the
-    model's own; the prefill's chunk GEMMs stay float32; the copies are in the memory report."""
+def _rounded(weight: torch.Tensor, fmt: str) -> torch.Tensor:
+    """``weight`` ([N, K], nn.Linear's) as the GPU's copy in ``fmt`` holds it, back in float32."""
+    if fmt == "bf16":
+        return weight.to(torch.bfloat16).float()
+    peak = weight.abs().amax(dim=1, keepdim=True)
+    scale = torch.where(peak > 0, peak / 127.0, torch.ones_like(peak))
+    return torch.clamp(torch.round(weight / scale), -127, 127) * scale
+
+
+@pytest.mark.parametrize("fmt, error", [("bf16", 1e-2), ("int8", 3e-2)])
+def test_weight_formats_for_the_decode_step_on_the_gpu_path(fmt, error):
+    """compile_decoder(device="cuda", weight_format=...): the matrix-vector products (the decode
+    step's GEMMs, the prefill's LM head over the last token) read bfloat16 or int8 (a scale per
+    output column) copies of their weights, made once on the device: the logits within 1e-5 of
+    the float32 decoder of the model with those weights rounded so (the same products, float32
+    sums), within ``error`` of the model's own; the prefill's chunk GEMMs stay float32; the
+    copies are in the memory report."""
     import transformers
 
     torch.manual_seed(0)
@@ -267,19 +278,23 @@ def test_bf16_weights_for_the_decode_step_on_the_gpu_path():
     with torch.no_grad():
         for m in rounded.modules():
             if isinstance(m, torch.nn.Linear):
-                m.weight.copy_(m.weight.to(torch.bfloat16).float())
+                m.weight.copy_(_rounded(m.weight, fmt))
     ids = torch.randint(0, 300, (1, 5))
     kw = dict(max_seq=32, prefill_chunk=1, device="cuda")  # every step a matrix-vector product
-    bf16, same, exact = (tg.compile_decoder(model, weight_format="bf16", **kw), tg.compile_decoder(rounded, **kw),
-                         tg.compile_decoder(model, **kw))
-    for step in [lambda d: d.prefill(ids)] + [lambda d, t=t: d.decode(torch.tensor([[t]])) for t in (3, 250)]:
-        a, b, c = (np.asarray(step(d)) for d in (bf16, same, exact))
-        assert np.abs(a - b).max() <= TOL * np.abs(b).max() and np.abs(a - c).max() <= 1e-2 * np.abs(c).max()
-    plan = bf16.decode_graph.ir("triton")
-    assert plan.count("_gemv_bf16[") == 15 and ".to(tl.float32)" in plan  # 7 per layer and the LM head
-    assert bf16.memory.weight_bytes > exact.memory.weight_bytes
-    chunked = tg.compile_decoder(model, weight_format="bf16", max_seq=32, prefill_chunk=8, device="cuda")
-    assert chunked.prefill_graph.ir("triton").count("_gemv_bf16[") == 1  # the chunk's GEMMs stay float32
+    low, same = tg.compile_decoder(model, weight_format=fmt, **kw), tg.compile_decoder(rounded, **kw)
+    seq = ids
+    for token in (None, 3, 250):
+        if token is not None:
+            seq = torch.cat([seq, torch.tensor([[token]])], dim=1)
+        a, b = (np.asarray(d.prefill(ids) if token is None else d.decode(torch.tensor([[token]]))) for d in (low, same))
+        with torch.no_grad():
+            c = model(seq).logits[:, -1].numpy()
+        assert np.abs(a - b).max() <= TOL * np.abs(b).max() and np.abs(a - c).max() <= error * np.abs(c).max()
+    plan = low.decode_graph.ir("triton")
+    assert plan.count(f"_gemv_{fmt}[") == 15 and ".to(tl.float32)" in plan  # 7 per layer and the LM head
+    assert low.memory.weight_bytes > same.memory.weight_bytes
+    chunked = tg.compile_decoder(model, weight_format=fmt, max_seq=32, prefill_chunk=8, device="cuda")
+    assert chunked.prefill_graph.ir("triton").count(f"_gemv_{fmt}[") == 1  # the chunk's GEMMs stay float32
 
 
 def test_a_batch_of_left_padded_prompts_on_the_gpu_path():
@@ -323,8 +338,8 @@ def test_gpu_decoder_tuned_and_options_not_there_yet_refused(tmp_path):
     ids = torch.randint(0, 50, (1, 5))
     with torch.no_grad():
         assert torch.equal(torch.as_tensor(dec.generate(ids, max_new_tokens=4)), model.generate(ids, max_new_tokens=4, do_sample=False))
-    with pytest.raises(ValueError, match=r"weight_format='int8' is not on the GPU path \(there: 'bf16'"):
-        tg.compile_decoder(model, max_seq=16, weight_format="int8", device="cuda")
+    with pytest.raises(ValueError, match=r"weight_format='bf16dot' is not on the GPU path \(there: 'bf16', 'int8'"):
+        tg.compile_decoder(model, max_seq=16, weight_format="bf16dot", device="cuda")
 
 
 def test_profile_times_each_op_of_a_gpu_graph():
@@ -374,7 +389,7 @@ def test_tune_chooses_gpu_variants_measured_on_the_device(tmp_path):
     db = tmp_path / "tuning.db"
     for rows, variants in ((40, {"matmul.library", "matmul.library_tf32", "matmul.dot", "matmul.dot_tf32"}),
                            (2, {"matmul.library", "matmul.library_tf32", "matmul.dot", "matmul.dot_tf32", "matmul.gemv",
-                                "matmul.gemv_bf16"})):
+                                "matmul.gemv_bf16", "matmul.gemv_int8"})):
         x = torch.randn(rows, 64)
         fn = tg.compile(model, (x,), device="cuda", tune="missing", tolerance=1e-2, tuning_db=db)
         with torch.no_grad():

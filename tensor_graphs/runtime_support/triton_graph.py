@@ -319,7 +319,10 @@ class TritonGraph:
                     args = list(d["args"].get_values())  # type: ignore[attr-defined]
                     operands = [t[op.operands[i]] for i in args]
                     for position in d["bf16"].get_values() if "bf16" in d else ():  # type: ignore[attr-defined]
-                        operands[position] = self._bf16_copy(op.operands[args[position]])
+                        operands[position] = self._weight_copy(op.operands[args[position]], "bf16")
+                    for position in sorted(d["int8"].get_values(), reverse=True) if "int8" in d else ():  # type: ignore[attr-defined]
+                        fmt = "int8t" if op.flags[1] else "int8"  # type: ignore[attr-defined]  # its columns: rows of [N, K]
+                        operands[position: position + 1] = self._weight_copy(op.operands[args[position]], fmt)
                     scalars = tuple(s.data for s in d["scalars"].data)  # type: ignore[attr-defined]
                     if scalars or "checks" in d:  # read from (flags written into) dims, after the buffers
                         operands.append(self.dims)
@@ -334,19 +337,31 @@ class TritonGraph:
         self._graph = None
         self._calls = 0
 
-    def _bf16_copy(self, value) -> Any:
-        """The bfloat16 copy of weight ``value`` a kernel reads (`Launch.bf16`), made once per
-        weight and kept with the weights (``"<name>@bf16"``: shared with the graphs of ``bound``)."""
+    def _weight_copy(self, value, fmt: str) -> Any:
+        """The copy of weight ``value`` in format ``fmt`` a kernel reads (`Launch.bf16`,
+        `Launch.int8`), made once per weight and kept with the weights (``"<name>@bf16"``,
+        ``"<name>@int8"`` and ``"<name>@int8scales"``: shared with the graphs of ``bound``): for
+        ``bf16`` the tensor, for ``int8`` (a ``[K, N]`` weight) and ``int8t`` (``[N, K]``, read
+        transposed) [the int8 tensor, its float32 scales per output column]."""
         import torch
 
         owner = value.owner
         if not isinstance(owner, buf.WeightOp):
-            raise ValueError(f"a kernel reads a bfloat16 copy of {value.type}, which is not a weight")
+            raise ValueError(f"a kernel reads a {fmt} copy of {value.type}, which is not a weight")
         name = owner.weight_name.data
-        key = f"{name}@bf16"
+        key = f"{name}@{fmt}"
         if key not in self.weights:
-            self.weights[key] = self.weights[name].to(torch.bfloat16)
-        return self.weights[key]
+            w = self.weights[name]
+            if fmt == "bf16":
+                self.weights[key] = w.to(torch.bfloat16)
+            else:  # as the CPU's int8 panels (`packing.int8_scales`): scale = max |column| / 127
+                column_dim = 1 if fmt == "int8t" else 0  # the dim summed over: K
+                peak = w.abs().amax(dim=column_dim)
+                scales = torch.where(peak > 0, peak / 127.0, torch.ones_like(peak)).to(torch.float32)
+                shaped = scales[:, None] if column_dim == 1 else scales[None, :]
+                self.weights[key] = torch.clamp(torch.round(w / shaped), -127, 127).to(torch.int8)
+                self.weights[f"{key}scales"] = scales.contiguous()
+        return self.weights[key] if fmt == "bf16" else [self.weights[key], self.weights[f"{key}scales"]]
 
     def run(self) -> None:
         """Every launch once (the scalars already in ``dims``)."""

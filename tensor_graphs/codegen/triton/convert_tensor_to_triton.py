@@ -8,10 +8,11 @@ stored; then `plan-memory`: every intermediate is a view of one arena at a plann
 `buf` kernel op then becomes one or more launches of a ``@triton.jit`` kernel
 (`codegen.triton.kernels.REGISTRY`). The module keeps its buf function, with the plan written
 on it: the kernels' Python source as the module attribute ``tg.triton_source``, and on each
-kernel op its launches, ``tg.triton = [{kernel, grid, args (operand indices), scalars[, checks][, bf16]}]``
+kernel op its launches, ``tg.triton = [{kernel, grid, args (operand indices), scalars[, checks][, bf16][, int8]}]``
 (``checks = 1``: the kernel flags failed run-time checks, whose messages are the module's
 ``tg.triton_checks``, in ``dims``: `kernels.CHECKS_START`; ``bf16``: the positions among the
-args of weights the kernel reads as bfloat16 copies, made once by the runtime; ``warps``:
+args of weights the kernel reads as bfloat16 copies, made once by the runtime; ``int8``: of
+weights read as int8 copies, each followed by its scales per output column; ``warps``:
 Triton's ``num_warps`` when a tuner pinned it)::
 
     buf.softmax ins(%x : memref<2x7xf32>) outs(%o : memref<2x7xf32>) {dim = 1 : i64,
@@ -97,6 +98,8 @@ class ConvertTensorToTritonPass(ModulePass):
                 fields["checks"] = IntegerAttr(1, i64)
             if launch.bf16:
                 fields["bf16"] = DenseArrayBase.from_list(i64, list(launch.bf16))
+            if launch.int8:
+                fields["int8"] = DenseArrayBase.from_list(i64, list(launch.int8))
             if launch.warps is not None:
                 fields["warps"] = IntegerAttr(launch.warps, i64)
             entry = DictionaryAttr(fields)

@@ -57,6 +57,9 @@ class Launch:
     checks: bool = False
     #: positions in ``buffers`` of weights bound as bfloat16 copies (made once by the runtime)
     bf16: tuple[int, ...] = ()
+    #: positions in ``buffers`` of weights bound as int8 copies, each followed among the kernel's
+    #: arguments by its float32 scales per output column (made once by the runtime)
+    int8: tuple[int, ...] = ()
     #: Triton's ``num_warps`` for the launch (None: Triton's default)
     warps: int | None = None
     #: the buf op it computes (for messages and profiles)
@@ -111,13 +114,13 @@ class TritonContext:
         return name
 
     def launch(self, kernel: str, grid: Sequence[int], buffers: Sequence[SSAValue], scalars: Sequence[str] = (),
-               checks: bool = False, bf16: Sequence[int] = (), warps: int | None = None) -> None:
+               checks: bool = False, bf16: Sequence[int] = (), warps: int | None = None, int8: Sequence[int] = ()) -> None:
         for s in scalars:
             assert s in SCALARS, s
         if any(g > MAX_GRID_YZ for g in grid[1:]):
             raise TritonCodegenError(f"{self.op.name}: a grid of {list(grid)} programs exceeds CUDA's {MAX_GRID_YZ} along axes 1 and 2")
         self.program.launches.append(Launch(kernel, tuple(max(1, int(g)) for g in grid), tuple(buffers), tuple(scalars), checks,
-                                            tuple(bf16), warps, self.op))
+                                            tuple(bf16), tuple(int8), warps, self.op))
 
     def check(self, message: str) -> int:
         """The ``dims`` slot of the run-time check raising ``message`` (the CPU kernel's message

@@ -41,7 +41,7 @@ from tensor_graphs.codegen.triton.kernels import (
     require,
     shape,
 )
-from tensor_graphs.codegen.triton.paths import GEMV_TILE, gemv_block_n, selected, warps
+from tensor_graphs.codegen.triton.paths import GEMV_TILE, GEMV_VARIANTS, gemv_block_n, selected, warps
 from tensor_graphs.dialects import buffer as buf
 
 #: the dot's precision for float32 operands (`tl.dot`'s ``input_precision``), and a ``_tf32`` variant's
@@ -77,8 +77,8 @@ def emit_matmul(ctx: TritonContext, op: Operation) -> None:
     if path in ("matmul.library", "matmul.library_tf32"):
         _library_matmul(ctx, op, alpha, beta, acc, LIBRARY_MATMUL_TF32 if path.endswith("tf32") else LIBRARY_MATMUL)
         return
-    if path in ("matmul.gemv", "matmul.gemv_bf16"):
-        _gemv(ctx, op, alpha, beta, acc, bf16_weight=path == "matmul.gemv_bf16")
+    if path in GEMV_VARIANTS:
+        _gemv(ctx, op, alpha, beta, acc, weight_format=GEMV_VARIANTS[path])
         return
     precision = TF32 if path == "matmul.dot_tf32" else PRECISION
     bm, bn, bk = tile_sizes(m, n, k)
@@ -154,7 +154,7 @@ def _library_epilogue(op: buf.MatmulOp, acc) -> bool:
     return len(sb) == 2 and not op.flags[0] and (numel(sc) == so[-1] == sc[-1] or tuple(sc) == tuple(so))
 
 
-def _gemv(ctx: TritonContext, op: buf.MatmulOp, alpha: float, beta: float, acc, bf16_weight: bool = False) -> None:
+def _gemv(ctx: TritonContext, op: buf.MatmulOp, alpha: float, beta: float, acc, weight_format: str | None = None) -> None:
     """``out[r, n] = act(alpha * sum_k a[r, k] * B[k, n] + beta * acc)`` for a few rows ``r`` (a
     decode step): one program per ``BN`` columns (`paths.gemv_block_n`), a weight tile ``[BK, BN]`` of
     `paths.GEMV_TILE` elements per K step
@@ -164,8 +164,9 @@ def _gemv(ctx: TritonContext, op: buf.MatmulOp, alpha: float, beta: float, acc, 
             w = tl.load(b + kk[:, None] * sbk + rn[None, :] * sbn)      # [BK, BN]
             acc0 += tl.sum(tl.load(a + 0 * K + kk)[:, None] * w, 0)     # one accumulator per row
 
-    With ``bf16_weight`` the weight is its bfloat16 copy (`Launch.bf16`), widened to float32 as
-    it is loaded.
+    ``weight_format`` ``"bf16"``: the weight is its bfloat16 copy (`Launch.bf16`), widened to
+    float32 as it is loaded; ``"int8"``: its int8 copy (`Launch.int8`), widened likewise, each
+    column's sum times that column's scale (``b_scales``) at the end.
     """
     a, b_, out = op.inputs[0], op.inputs[1], op.output
     sa, sb, so = shape(a), shape(b_), shape(out)
@@ -179,11 +180,14 @@ def _gemv(ctx: TritonContext, op: buf.MatmulOp, alpha: float, beta: float, acc, 
     body = [f"rn = {program_id(0, numel(sb))} * {bn} + tl.arange(0, {bn})", f"cols = rn < {n}"]
     body += [f"acc{r} = tl.zeros([{bn}], dtype=tl.float32)" for r in range(rows)]
     body += [f"for k0 in range(0, {k}, {bk}):", f"    kk = k0 + tl.arange(0, {bk})", f"    ks = kk < {k}",
-             f"    w = tl.load(b + kk[:, None] * {sbk} + rn[None, :] * {sbn}, mask=ks[:, None] & cols[None, :], other=0.0)"
-             + (".to(tl.float32)" if bf16_weight else "")]
+             f"    w = tl.load(b + kk[:, None] * {sbk} + rn[None, :] * {sbn}, mask=ks[:, None] & cols[None, :], other=0)"
+             + (".to(tl.float32)" if weight_format else "")]
     for r in range(rows):
         body.append(f"    acc{r} += tl.sum(tl.load(a + {r * k} + kk, mask=ks, other=0.0)[:, None] * w, 0)")
-    params, buffers = ["a", "b"], [a, b_]
+    params, buffers = ["a", "b", *(["b_scales"] if weight_format == "int8" else [])], [a, b_]
+    if weight_format == "int8":
+        body.append("sc = tl.load(b_scales + rn, mask=cols, other=0.0)")
+        body += [f"acc{r} = acc{r} * sc" for r in range(rows)]
     if acc is not None:
         params.append("acc")
         buffers.append(acc)
@@ -202,5 +206,6 @@ def _gemv(ctx: TritonContext, op: buf.MatmulOp, alpha: float, beta: float, acc, 
             base = sum(i * s for i, s in zip(idx, st[:-1]))
             y = f"{y} + {beta!r} * tl.load(acc + {base} + rn * {st[-1]}, mask=cols, other=0.0)"
         body.append(f"tl.store(out + {r * n} + rn, ({unary(act, y)}).to({element(out)}), mask=cols)")
-    kernel = ctx.kernel("gemv_bf16" if bf16_weight else "gemv", [*params, "out"], body)
-    ctx.launch(kernel, (-(-n // bn),), [*buffers, out], bf16=(1,) if bf16_weight else (), warps=warps(op))
+    kernel = ctx.kernel(f"gemv_{weight_format}" if weight_format else "gemv", [*params, "out"], body)
+    ctx.launch(kernel, (-(-n // bn),), [*buffers, out], bf16=(1,) if weight_format == "bf16" else (),
+               int8=(1,) if weight_format == "int8" else (), warps=warps(op))

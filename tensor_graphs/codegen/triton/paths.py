@@ -17,7 +17,9 @@ emitters here and replayed by `tg-opt`)::
   (`gemv_block_n`: by default enough programs to keep every SM streaming);
   ``matmul.gemv_bf16`` the same streaming a bfloat16 copy of the weight (made once when the
   graph is bound: half the bytes, each weight rounded to 8 mantissa bits, products and sums in
-  float32): ``compile_decoder(device="cuda", weight_format="bf16")`` pins it on the decode step.
+  float32), ``matmul.gemv_int8`` an int8 copy with a float32 scale per output column (a quarter
+  of the bytes; ``round(w / scale)``, ``scale = max |column| / 127``, as the CPU's int8 panels):
+  ``compile_decoder(device="cuda", weight_format="bf16" | "int8")`` pins them on the decode step.
 
 `attention`: ``attention.flash`` (``tl.dot`` at IEEE float32) or ``attention.flash_tf32``.
 
@@ -106,10 +108,11 @@ def _is_weight(value) -> bool:
     return getattr(owner, "name", "") in ("tg.weight", "buf.weight")
 
 
-def _gemv_bf16_applies(op: Operation) -> str | None:
+def _gemv_copy_applies(op: Operation) -> str | None:
+    """A gemv over a copy of its weight in another format (made when the graph is bound)."""
     if (why := _gemv_applies(op)) is not None:
         return why
-    return None if _is_weight(op.operands[1]) else "the rhs is not a weight (its bf16 copy is made when the graph is bound)"
+    return None if _is_weight(op.operands[1]) else "the rhs is not a weight (its copy is made when the graph is bound)"
 
 
 #: op name (tg or buf, without the dialect) -> its GPU variants, the heuristic's order
@@ -120,7 +123,8 @@ GPU_VARIANTS: dict[str, tuple[GpuVariant, ...]] = {
         GpuVariant("matmul.dot", _float32),
         GpuVariant("matmul.dot_tf32", _float32),
         GpuVariant("matmul.gemv", _gemv_applies),
-        GpuVariant("matmul.gemv_bf16", _gemv_bf16_applies),
+        GpuVariant("matmul.gemv_bf16", _gemv_copy_applies),
+        GpuVariant("matmul.gemv_int8", _gemv_copy_applies),
     ),
     "attention": (
         GpuVariant("attention.flash", lambda op: None),
@@ -153,6 +157,7 @@ def _attention_space(op: Operation) -> dict[str, list[int]]:
 GPU_PARAMETER_SPACES: dict[str, Callable[[Operation], dict[str, list[int]]]] = {
     "matmul.gemv": _gemv_space,
     "matmul.gemv_bf16": _gemv_space,
+    "matmul.gemv_int8": _gemv_space,
     "matmul.dot": lambda op: {"warps": list(WARPS)},
     "matmul.dot_tf32": lambda op: {"warps": list(WARPS)},
     "attention.flash": _attention_space,
@@ -222,7 +227,7 @@ def default_block_n(columns: int, row_major: bool = False) -> int:
 def parameter_defaults(op: Operation, variant: str) -> dict[str, int]:
     """The parameters ``variant`` takes for ``op`` when none is pinned."""
     defaults = {"warps": DEFAULT_WARPS}
-    if variant in ("matmul.gemv", "matmul.gemv_bf16"):
+    if variant in GEMV_VARIANTS:
         out = op.results[0] if op.results else op.operands[-1]
         defaults["block_n"] = default_block_n(_shape(out)[-1], not _transposes(op)[1])
     elif variant.startswith("attention."):
@@ -272,4 +277,6 @@ def selected(op: Operation) -> str:
 
 
 #: ``compile_decoder(device="cuda", weight_format=...)`` -> the variant its matrix-vector products are pinned to
-WEIGHT_FORMATS = {"bf16": "matmul.gemv_bf16"}
+WEIGHT_FORMATS = {"bf16": "matmul.gemv_bf16", "int8": "matmul.gemv_int8"}
+#: the matrix-vector variants, by the format of the weight they read (None: as stored, float32)
+GEMV_VARIANTS = {"matmul.gemv": None, "matmul.gemv_bf16": "bf16", "matmul.gemv_int8": "int8"}
