@@ -177,6 +177,7 @@ def _compile_for_gpu(module: ModuleOp, weights, device: str, *, keep_ir: bool, s
     if level != "buf":
         lowering.to_tg(level, False, optimize, tg_passes)  # no load-time weight transforms on the GPU
     if level != "buf" and tuning is not None and tuning.tune != "off":
+        bound = {} if bound is None else bound  # the heuristic and the tuned graph: one device copy of the weights
         fn = _compile_tuned(module, weights or {}, tuning, states=states, packed=bound, keep_ir=keep_ir, profile=profile,
                             pack_weights=False, stats=stats, device=device)
         for k, v in lowering.ir.items():  # the levels before tg (the aten module)

@@ -364,7 +364,10 @@ class TritonGraph:
         return self.weights[key] if fmt == "bf16" else [self.weights[key], self.weights[f"{key}scales"]]
 
     def run(self) -> None:
-        """Every launch once (the scalars already in ``dims``)."""
+        """Every launch once (the scalars already in ``dims``), the check flags cleared first (a
+        call that stopped half-way leaves none behind; captured with the plan on a GPU)."""
+        if self.checks:
+            self.dims[CHECKS_START:].zero_()
         for kernel, grid, operands, _, _ in self.launches:
             kernel[grid](*operands)
 
@@ -384,6 +387,8 @@ class TritonGraph:
             event.record()
             return event
 
+        if self.checks:
+            self.dims[CHECKS_START:].zero_()
         spans: list[list[Any]] = []  # [op, start, end]
         for kernel, grid, operands, _, op in self.launches:
             if not spans or spans[-1][0] != op:
@@ -436,14 +441,29 @@ class TritonGraph:
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _raise_failed_check(self, inputs: Sequence[Any], past: int) -> None:
-        """The first failed run-time check's error (the CPU graph's), its flag cleared; the
-        flags are read once the plan has run (one device sync, the price of an IndexError
-        rather than a device assert)."""
+        """The first failed run-time check's error (the CPU graph's); the flags are read once the
+        plan has run (one device sync, the price of an IndexError rather than a device assert;
+        the plan clears them as it starts). The plan ran whole: a KV cache holds what this call
+        wrote (call again at the same ``past``)."""
         flags = self.dims[CHECKS_START:].cpu()
         failed = [k for k in range(len(self.checks)) if int(flags[k])]
         if failed:
-            self.dims[CHECKS_START:] = 0
             raise check_error(self.entry, self.checks[failed[0]], self.input_names, past, inputs)
+
+    def replay_ns(self) -> float:
+        """On a GPU: the device time of one replay of the captured plan (CUDA events around it;
+        captured first if need be), what a call costs without its copies in and out: how the
+        tuner times a GPU path (launching kernels one by one from Python would time Python)."""
+        import torch
+
+        while self._graph is None:
+            self._replay()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        self._graph.replay()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) * 1e6
 
     def _replay(self) -> None:
         """On a GPU: the launches once to compile and warm them, then captured into one CUDA

@@ -118,15 +118,18 @@ class Machine:
     @staticmethod
     def gpu(device: str) -> Machine:
         """The GPU a ``device="cuda"`` graph runs on (`runtime_support.triton_graph.device_for`):
-        its name and compute capability, with the versions of Triton and torch (cuBLAS); under
-        Triton's interpreter, the interpreter on this CPU (its records never mix with a GPU's)."""
+        its name and compute capability, with the versions of Triton and torch (cuBLAS) and a
+        digest of the Triton lowering's sources (a kernel or a default emitted otherwise makes
+        the old records another machine's); under Triton's interpreter, the interpreter on this
+        CPU (its records never mix with a GPU's)."""
         import torch
         import triton
 
         import tensor_graphs
         from tensor_graphs.target import cpu_model
 
-        versions = {"tensor_graphs": str(tensor_graphs.__version__), "triton": str(triton.__version__), "torch": str(torch.__version__)}
+        versions = {"tensor_graphs": str(tensor_graphs.__version__), "triton": str(triton.__version__), "torch": str(torch.__version__),
+                    "kernels": _triton_codegen_digest()}
         if device == "cpu":  # the interpreter
             return Machine(f"Triton interpreter on {cpu_model()}", (), 1, versions)
         index = torch.device(device).index
@@ -252,3 +255,16 @@ class TuningDatabase:
 
     def __len__(self) -> int:
         return self._conn.execute("SELECT COUNT(*) FROM records").fetchone()[0]
+
+
+def _triton_codegen_digest() -> str:
+    """A digest of the Triton lowering's sources (`tensor_graphs/codegen/triton/*.py`)."""
+    import hashlib
+    from pathlib import Path
+
+    import tensor_graphs
+
+    digest = hashlib.sha256()
+    for path in sorted((Path(tensor_graphs.__file__).parent / "codegen" / "triton").glob("*.py")):
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()[:16]

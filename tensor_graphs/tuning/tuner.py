@@ -35,7 +35,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
-from tensor_graphs.lowering.tensor_to_buffer.kernels import GPU_KERNEL_ATTR, KERNEL_ATTR, variants_for
+from tensor_graphs.lowering.tensor_to_buffer.kernels import GPU_KERNEL_ATTR, GPU_PARAMETER_ATTRS, KERNEL_ATTR, variants_for
 from tensor_graphs.target import Target
 from tensor_graphs.tuning.database import KernelSignature, Machine, Record, TuningDatabase
 from tensor_graphs.tuning.measure import Standalone, measure, standalone
@@ -71,6 +71,11 @@ class PathSpace:
     pinned: str
     pin: Callable[[Operation, Candidate], None]
     device: str = "cpu"
+    #: the other attributes that pin a path when an op carries one (its parameters)
+    also_pinned: tuple[str, ...] = ()
+
+    def is_pinned(self, op: Operation) -> bool:
+        return any(a in op.attributes for a in (self.pinned, *self.also_pinned))
 
     @staticmethod
     def cpu(target: Target, threads: int, pack_weights: bool) -> PathSpace:
@@ -83,7 +88,7 @@ class PathSpace:
         from tensor_graphs.codegen.triton.paths import variants as gpu_variants
 
         return PathSpace(gpu_kernel_paths, gpu_candidates, lambda op: {v.name: v.applies(op) for v in gpu_variants(op)},
-                         GPU_KERNEL_ATTR, pin_gpu, "cuda")
+                         GPU_KERNEL_ATTR, pin_gpu, "cuda", tuple(GPU_PARAMETER_ATTRS.values()))
 
     def machine(self, threads: int) -> Machine:
         """What the records are keyed by: this CPU at ``threads``, or the GPU (`Machine.gpu`)."""
@@ -251,7 +256,7 @@ def tune_graph(
     start = time.perf_counter()
     ops: list[tuple[OpPaths, Standalone | None, list[Candidate]]] = []
     for paths in space.ops(module):
-        cands = space.candidates(paths) if space.pinned not in paths.op.attributes else []
+        cands = space.candidates(paths) if not space.is_pinned(paths.op) else []
         alone = standalone(paths.op) if len(cands) > 1 and tune != "off" else None
         ops.append((paths, alone, cands))
     owned = db is None and tune != "off"
@@ -330,8 +335,8 @@ def _choose(paths: OpPaths, alone: Standalone | None, cands: list[Candidate], re
             space: PathSpace) -> Choice:
     heuristic = Candidate(paths.chosen)
     label = _label(paths.op)
-    if space.pinned in paths.op.attributes:
-        return Choice(label, heuristic, heuristic, f"pinned in the IR ({space.pinned})")
+    if space.is_pinned(paths.op):
+        return Choice(label, heuristic, heuristic, f"pinned in the IR ({space.pinned} or its parameters)")
     if len(cands) < 2:
         return Choice(label, heuristic, heuristic, "only one path", [PathResult(c) for c in cands])
     if alone is None:

@@ -258,6 +258,16 @@ def flat_offsets(total: int, extent: int | None = None) -> list[str]:
             f"m = offs < {total}"]
 
 
+def sum_type(el: str) -> str:
+    """The type ``tl.sum``/``tl.cumsum`` of ``el`` values returns (and a loop-carried sum must
+    keep): float32 for half floats, int32 for ints narrower than 32 bits, else ``el``."""
+    if el in ("tl.float16", "tl.bfloat16"):
+        return "tl.float32"
+    if el in ("tl.int1", "tl.int8", "tl.int16", "tl.uint8", "tl.uint16"):
+        return "tl.int32"
+    return el
+
+
 def upcast(value: SSAValue) -> str:
     """``.to(tl.float32)`` for a half-precision element (Triton's math functions take float32)."""
     return ".to(tl.float32)" if element(value) in ("tl.float16", "tl.bfloat16") else ""

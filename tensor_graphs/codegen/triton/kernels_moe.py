@@ -32,6 +32,7 @@ from xdsl.ir import Operation
 
 from tensor_graphs.codegen.checks import grouped_offsets_message, put_message
 from tensor_graphs.codegen.triton.kernels import (
+    INT32_MAX,
     TritonContext,
     contiguous,
     element,
@@ -43,6 +44,7 @@ from tensor_graphs.codegen.triton.kernels import (
     register,
     require,
     shape,
+    sum_type,
 )
 from tensor_graphs.codegen.triton.kernels_matmul import PRECISION
 from tensor_graphs.dialects import buffer as buf
@@ -79,21 +81,22 @@ def emit_argtopk(ctx: TritonContext, op: Operation) -> None:
     largest = bool(op.largest.value.data)
     bi = min(pow2(n), PAIR_BLOCK)
     xi, xj = "xi[:, None]", "xj[None, :]"
+    wide = ".to(tl.int64)" if numel(dims) > INT32_MAX else ""  # positions times inner past int32
     body = [f"row = {program_id(0, numel(dims))}",
             f"base = (row // {inner}) * {n * inner} + row % {inner}",
             f"obase = (row // {inner}) * {k * inner} + row % {inner}",
-            f"ii = tl.program_id(1) * {bi} + tl.arange(0, {bi})",
+            f"ii = (tl.program_id(1) * {bi} + tl.arange(0, {bi})){wide}",
             f"mi = ii < {n}",
             f"xi = tl.load(x + base + ii * {inner}, mask=mi, other=0)",
             f"rank = tl.zeros([{bi}], dtype=tl.int32)",
             f"for c in range(0, {n}, {bi}):",
-            f"    jj = c + tl.arange(0, {bi})",
+            f"    jj = (c + tl.arange(0, {bi})){wide}",
             f"    xj = tl.load(x + base + jj * {inner}, mask=jj < {n}, other=0)",
             f"    first = {_before(xj, xi, largest, floating)}",
             f"    tie = ({_before(xi, xj, largest, floating)} == 0) & (first == 0)",
             f"    earlier = (first | (tie & (jj[None, :] < ii[:, None]))) & (jj[None, :] < {n})",
             "    rank += tl.sum(earlier.to(tl.int32), 1)",
-            f"tl.store(out + obase + rank * {inner}, ii.to(tl.int64), mask=mi & (rank < {k}))"]
+            f"tl.store(out + obase + rank{wide} * {inner}, ii.to(tl.int64), mask=mi & (rank < {k}))"]
     ctx.launch(ctx.kernel("argtopk", ["x", "out"], body), (outer * inner, -(-n // bi)), [x, out])
 
 
@@ -119,14 +122,14 @@ def emit_put(ctx: TritonContext, op: Operation) -> None:
             *flag_failures(ctx.check(put_message(shape(x))), f"mi & ((oi < 0) | (oi >= {size}))"),
             f"others = tl.zeros([{bi}], dtype=tl.int32)"]
     if accumulate:
-        body.append(f"total = tl.zeros([{bi}], dtype={'tl.float32' if element(out).startswith('tl.float') else element(out)})")
+        body.append(f"total = tl.zeros([{bi}], dtype={sum_type(element(out))})")
     body += [f"for c in range(0, {count}, {bi}):",
              f"    jj = c + tl.arange(0, {bi})",
              f"    mj = jj < {count}",
              "    same = (tl.load(offsets + jj, mask=mj, other=-1)[None, :] == oi[:, None]) & mj[None, :]"]
     if accumulate:  # the first occurrence of an offset adds every value put there
         body += ["    others += tl.sum((same & (jj[None, :] < ii[:, None])).to(tl.int32), 1)",
-                 "    vj = tl.load(values + jj, mask=mj, other=0)",
+                 f"    vj = tl.load(values + jj, mask=mj, other=0).to({sum_type(element(out))})",
                  "    total += tl.sum(tl.where(same, vj[None, :], 0), 1)",
                  f"tl.store(out + oi, (tl.load(out + oi, mask=ok & (others == 0), other=0) + total).to({element(out)}), "
                  "mask=ok & (others == 0))"]

@@ -34,6 +34,7 @@ from tensor_graphs.codegen.triton.kernels import (
     register,
     require,
     shape,
+    sum_type,
 )
 from tensor_graphs.dialects import buffer as buf
 
@@ -174,7 +175,7 @@ def emit_cumsum(ctx: TritonContext, op: Operation) -> None:
     if rows * d == 0:
         return
     el = element(out)
-    acc = "tl.float32" if el in ("tl.float16", "tl.bfloat16", "tl.float32") else el
+    acc = sum_type(el)
     block = min(pow2(d), MAX_ROW_BLOCK)
     body = _row_base(inner, d, numel(dims)) + [
         f"carry = tl.full([], 0, {acc})",
