@@ -42,7 +42,7 @@ func.func @forward(%x: tensor<8x5xf32>) -> tensor<8x7xf32> {
 // CHECK-LABEL: def k0_gemv(a, b, acc, out):
 // CHECK:         rn = tl.program_id(0) * 8 + tl.arange(0, 8)
 // CHECK:         for k0 in range(0, 300, 512):
-// CHECK:           w = tl.load(b + kk[:, None] * 1 + rn[None, :] * 300, mask=ks[:, None] & cols[None, :], other=0.0)
+// CHECK:           w = tl.load(b + kk[:, None] * 1 + rn[None, :] * 300, mask=ks[:, None] & cols[None, :], other=0)
 // CHECK-NEXT:      acc0 += tl.sum(tl.load(a + 0 + kk, mask=ks, other=0.0)[:, None] * w, 0)
 // CHECK:         tl.store(out + 0 + rn, (tl.maximum((acc0 + 1.0 * tl.load(acc + 0 + rn * 1, mask=cols, other=0.0)), 0.0, propagate_nan=tl.PropagateNan.ALL)).to(tl.float32), mask=cols)
 // CHECK:       #   k0_gemv[(9,)](buf.matmul)
