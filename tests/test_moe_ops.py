@@ -293,9 +293,8 @@ def test_evaluator_matches_the_kernels_semantics():
 # --------------------------------------------------------------------------- the MoE blocks
 
 
-@pytest.mark.parametrize("seq", [1, 7])
-def test_mixtral_moe_block_decode_and_prefill(seq):
-    """The block alone (8 experts, top-2): one token (a decode step: two experts' GEMVs) and a few."""
+def mixtral_block() -> nn.Module:
+    """transformers' Mixtral MoE block (hidden 48, 8 experts, top-2, grouped_mm experts), weights N(0, 0.2)."""
     torch.manual_seed(0)
     config = T.MixtralConfig(hidden_size=48, intermediate_size=80, num_local_experts=8, num_experts_per_tok=2)
     config._experts_implementation = "grouped_mm"
@@ -303,6 +302,21 @@ def test_mixtral_moe_block_decode_and_prefill(seq):
     with torch.no_grad():
         for p in block.parameters():
             p.normal_(0, 0.2)
+    return block.eval()
+
+
+def tiny_mixtral(layers: int = 2) -> nn.Module:
+    """A Mixtral causal LM of ``layers`` layers (vocab 100, hidden 32, 4 experts, top-2), random weights."""
+    torch.manual_seed(0)
+    config = T.MixtralConfig(vocab_size=100, hidden_size=32, num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                             head_dim=8, intermediate_size=64, num_local_experts=4, num_experts_per_tok=2, max_position_embeddings=64)
+    return T.MixtralForCausalLM(config).eval()
+
+
+@pytest.mark.parametrize("seq", [1, 7])
+def test_mixtral_moe_block_decode_and_prefill(seq):
+    """The block alone (8 experts, top-2): one token (a decode step: two experts' GEMVs) and a few."""
+    block = mixtral_block()
     fn = check(block, lambda seed: (torch.randn(1, seq, 48, generator=torch.Generator().manual_seed(seed)),), exact=False)
     assert fn.ir("tg").count("tg.grouped_matmul ") == 2 and "tg.argtopk" in fn.ir("tg")
 
@@ -316,10 +330,7 @@ def test_mixtral_generates_the_same_tokens_with_a_kv_cache():
     """compile_decoder: the MoE layers in the prefill chunks (right-padded: the padding routes
     too, harmlessly, token by token) and in the one-token decode steps; greedy tokens as
     transformers' generate."""
-    torch.manual_seed(0)
-    config = T.MixtralConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                             head_dim=8, intermediate_size=64, num_local_experts=4, num_experts_per_tok=2, max_position_embeddings=64)
-    model = T.MixtralForCausalLM(config).eval()
+    model = tiny_mixtral()
     ids = torch.randint(2, 100, (1, 7), generator=torch.Generator().manual_seed(0))
     got = tg.compile_decoder(model, max_seq=32, prefill_chunk=8).generate(ids, max_new_tokens=10)
     expected = model.generate(ids, max_new_tokens=10, do_sample=False)

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-import transformers as T
-from test_moe_ops import distinct, grouped_inputs
+from test_moe_ops import distinct, grouped_inputs, mixtral_block, tiny_mixtral
 from test_ops_e2e import Fn
 from test_triton import TOL, _check  # noqa: F401  (the module-level skip without a GPU or the interpreter)
 from torch import nn
@@ -149,24 +148,14 @@ def test_grouped_matmul_zeroes_rows_past_the_last_group_and_checks_offsets():
 @pytest.mark.parametrize("seq", [1, 7])
 def test_mixtral_moe_block(seq):
     """The block alone (8 experts, top-2): routing, sort, inverse permutation, grouped GEMMs."""
-    torch.manual_seed(0)
-    config = T.MixtralConfig(hidden_size=48, intermediate_size=80, num_local_experts=8, num_experts_per_tok=2)
-    config._experts_implementation = "grouped_mm"
-    block = T.models.mixtral.modeling_mixtral.MixtralSparseMoeBlock(config)
-    with torch.no_grad():
-        for p in block.parameters():
-            p.normal_(0, 0.2)
-    fn = _check(block, torch.randn(1, seq, 48))
+    fn = _check(mixtral_block(), torch.randn(1, seq, 48))
     assert "grouped_matmul" in fn.ir("triton") and "argtopk" in fn.ir("triton")
 
 
 def test_mixtral_decoder_generates_transformers_tokens():
     """compile_decoder(device="cuda") of a 2-layer Mixtral: MoE layers in the prefill and in the
     one-token steps; greedy tokens as transformers' generate."""
-    torch.manual_seed(0)
-    config = T.MixtralConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                             head_dim=8, intermediate_size=64, num_local_experts=4, num_experts_per_tok=2, max_position_embeddings=64)
-    model = T.MixtralForCausalLM(config).eval()
+    model = tiny_mixtral()
     ids = torch.randint(2, 100, (1, 7), generator=torch.Generator().manual_seed(0))
     got = tg.compile_decoder(model, max_seq=32, prefill_chunk=8, device="cuda").generate(ids, max_new_tokens=6)
     expected = model.generate(ids, max_new_tokens=6, do_sample=False)

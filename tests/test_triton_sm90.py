@@ -19,16 +19,17 @@ import textwrap
 import pytest
 import torch
 import transformers as T
+from test_moe_ops import tiny_mixtral
 from test_ops_e2e import Fn
 from test_triton import Attention, ConvNet, Elementwise, Embed, Gemms, Norms, Powers, Reductions, TwoLayers
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp
 from xdsl.parser import Parser
 
 import tensor_graphs as tg
-from tensor_graphs.codegen.triton import paths as gpu
 from tensor_graphs.codegen.triton.convert_tensor_to_triton import LAUNCHES_ATTR, SOURCE_ATTR
+from tensor_graphs.passes import build_pipeline
 from tensor_graphs.runtime_support.triton_graph import LIBRARY_CALLS
-from tensor_graphs.tuning.paths import Candidate, gpu_candidates, gpu_kernel_paths, pin_gpu
+from tensor_graphs.tuning.paths import gpu_candidates, gpu_kernel_paths, pin_gpu
 
 pytest.importorskip("triton")
 
@@ -101,8 +102,6 @@ def pinned_programs(fn, what: str) -> list[dict]:
             module = base.clone()
             op = list(gpu_kernel_paths(module))[k].op
             pin_gpu(op, candidate)
-            from tensor_graphs.passes import build_pipeline
-
             build_pipeline(["convert-tensor-to-triton"]).apply(ctx, module)
             out.append(program(module, f"{what} {paths.name} {candidate}"))
     return out
@@ -142,9 +141,7 @@ def test_decoders_and_weight_formats_compile_for_sm90(tmp_path):
     qwen = T.Qwen3ForCausalLM(T.Qwen3Config(num_hidden_layers=1, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
                                              head_dim=16, intermediate_size=128, vocab_size=300, max_position_embeddings=64)).eval()
     gpt2 = T.GPT2LMHeadModel(T.GPT2Config(n_layer=1, n_embd=64, n_head=4, vocab_size=300, n_positions=64)).eval()
-    mixtral = T.MixtralForCausalLM(T.MixtralConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
-                                                   num_key_value_heads=2, head_dim=8, intermediate_size=64, num_local_experts=4,
-                                                   num_experts_per_tok=2, max_position_embeddings=64)).eval()
+    mixtral = tiny_mixtral(layers=1)
     programs = []
     for name, model, kw in (("qwen3 bf16", qwen, {"weight_format": "bf16"}), ("qwen3 int8", qwen, {"weight_format": "int8"}),
                             ("gpt2 int8, a padded batch of 2", gpt2, {"weight_format": "int8", "batch": 2}), ("mixtral", mixtral, {})):

@@ -188,9 +188,14 @@ def candidates(paths: OpPaths, target: Target, threads: int = 1) -> list[Candida
 def pin(op: Operation, variant: str | Candidate) -> None:
     """Make ``op`` run by ``variant`` (``tg.kernel``), with the candidate's parameters (and no
     others); checked when the graph is lowered."""
+    _pin(op, variant, KERNEL_ATTR, PARAMETER_ATTRS)
+
+
+def _pin(op: Operation, variant: str | Candidate, kernel_attr: str, parameter_attrs: Mapping[str, str]) -> None:
+    """``kernel_attr`` = the variant, each of ``parameter_attrs`` = the candidate's value or dropped."""
     candidate = variant if isinstance(variant, Candidate) else Candidate(variant)
-    op.attributes[KERNEL_ATTR] = StringAttr(candidate.variant)
-    for name, attr in PARAMETER_ATTRS.items():
+    op.attributes[kernel_attr] = StringAttr(candidate.variant)
+    for name, attr in parameter_attrs.items():
         if name in candidate.params:
             op.attributes[attr] = IntegerAttr(candidate.params[name], i64)
         else:
@@ -242,10 +247,4 @@ def gpu_candidates(paths: OpPaths) -> list[Candidate]:
 def pin_gpu(op: Operation, variant: str | Candidate) -> None:
     """Make ``op`` run by the GPU ``variant`` (``tg.gpu_kernel``) with the candidate's parameters
     (and no others); checked when it is lowered."""
-    candidate = variant if isinstance(variant, Candidate) else Candidate(variant)
-    op.attributes[GPU_KERNEL_ATTR] = StringAttr(candidate.variant)
-    for name, attr in GPU_PARAMETER_ATTRS.items():
-        if name in candidate.params:
-            op.attributes[attr] = IntegerAttr(candidate.params[name], i64)
-        else:
-            op.attributes.pop(attr, None)
+    _pin(op, variant, GPU_KERNEL_ATTR, GPU_PARAMETER_ATTRS)
