@@ -139,6 +139,27 @@ def test_attention(causal, gqa, masked):
     assert "attention" in fn.ir("triton")
 
 
+def test_attention_split_over_key_ranges():
+    """Few queries over many keys (a decode step at a long context): each query block's keys in
+    ranges, partial softmaxes combined (flash-decoding) by default; with a padding-masked query
+    (every key masked: 0) and a causal block too."""
+    torch.manual_seed(0)
+    q, k, v = torch.randn(1, 2, 1, 16), torch.randn(1, 2, 1024, 16), torch.randn(1, 2, 1024, 8)
+    fn = _check(Attention(False, False, False), q, k, v, torch.zeros(1, 1, 1, 1024))
+    assert "attention_part" in fn.ir("triton") and "attention_combine" in fn.ir("triton") and "scratch=" in fn.ir("triton")
+    _check(Attention(True, True, False), torch.randn(1, 4, 3, 16), k, v, torch.zeros(1, 1, 3, 1024))  # causal, grouped heads
+    mask = torch.randn(1, 1, 3, 1024)
+    mask[:, :, 1] = float("-inf")
+    qq = torch.randn(1, 4, 3, 16)
+    got = tg.compile(Attention(False, True, True).eval(), (qq, k, v, mask), device="cuda")
+    with torch.no_grad():
+        ref = Attention(False, True, True)(qq, k, v, mask)
+    out = got(qq, k, v, mask).cpu()
+    assert (out[:, :, 1] == 0).all()  # torch gives NaN there; tensor_graphs 0, as on the CPU
+    keep = torch.tensor([0, 2])
+    assert (out[:, :, keep] - ref[:, :, keep]).abs().max() <= TOL * ref[:, :, keep].abs().max()
+
+
 class Embed(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -410,7 +431,7 @@ def test_tune_chooses_gpu_variants_measured_on_the_device(tmp_path):
     fn = tg.compile(Attention(True, True, False).eval(), (q, k, v, mask), device="cuda", tune="missing", tuning_db=db)
     (choice,) = fn.tuning.choices
     params = {name for p in choice.paths for name in p.candidate.params}
-    assert params == {"block_m", "block_n", "warps"} and all(p.failed is None for p in choice.paths)
+    assert params == {"block_m", "block_n", "warps", "splits"} and all(p.failed is None for p in choice.paths)
     assert all(p.record.max_rel_err <= (1e-2 if p.candidate.variant.endswith("tf32") else TOL) for p in choice.paths)
     # nothing within a tolerance of 0: the heuristic's variants, as without tuning
     strict = tg.compile(model, (x,), device="cuda", tune="cached", tolerance=0.0, tuning_db=db)

@@ -65,7 +65,7 @@ COMPILER = textwrap.dedent("""
 def program(module: ModuleOp, what: str) -> dict:
     """The kernels' source of a lowered ``module`` and each distinct launch's (kernel, pointer
     types, warps): the buffers as launched, bf16/int8 weight copies as the runtime binds them,
-    ``dims`` last for a kernel reading scalars or writing check flags."""
+    then a scratch buffer, and ``dims`` last for a kernel reading scalars or writing check flags."""
     launches = {}
     for op in module.walk():
         plan = op.attributes.get(LAUNCHES_ATTR)
@@ -79,7 +79,8 @@ def program(module: ModuleOp, what: str) -> dict:
                 types[position] = ["*bf16"]
             for position in d["int8"].get_values() if "int8" in d else ():
                 types[position] = ["*i8", "*fp32"]  # the copy and its scales
-            signature = [t for ts in types for t in ts] + (["*i64"] if d["scalars"].data or "checks" in d else [])
+            signature = [t for ts in types for t in ts] + (["*fp32"] if "scratch" in d else [])
+            signature += ["*i64"] if d["scalars"].data or "checks" in d else []
             warps = d["warps"].value.data if "warps" in d else None
             launches[(d["kernel"].data, tuple(signature), warps)] = None
     return {"what": what, "source": module.attributes[SOURCE_ATTR].data, "launches": [list(k) for k in launches]}
@@ -132,6 +133,9 @@ def test_every_kernel_family_compiles_for_sm90(tmp_path):
     for causal, gqa, masked in ((False, False, False), (True, True, False), (False, True, True)):
         graphs.append((Attention(causal, gqa, masked), (torch.randn(2, 4, 19, 16), torch.randn(2, 2 if gqa else 4, 19, 16),
                                                         torch.randn(2, 2 if gqa else 4, 19, 8), torch.randn(2, 1, 19, 19))))
+        # few queries over many keys: split over key ranges, then combined
+        graphs.append((Attention(causal, gqa, masked), (torch.randn(1, 4, 3, 16), torch.randn(1, 2 if gqa else 4, 1024, 16),
+                                                        torch.randn(1, 2 if gqa else 4, 1024, 8), torch.randn(1, 1, 3, 1024))))
     programs = [graph_program(tg.compile(m.eval(), x, device="cuda"), type(m).__name__) for m, x in graphs]
     _compile_all(programs, tmp_path)
 

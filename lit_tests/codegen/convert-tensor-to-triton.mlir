@@ -179,3 +179,23 @@ func.func @library_epilogues(%x: tensor<40x64xf32>, %r: tensor<40x8xf32>) -> (te
   %s = tg.matmul %x, %w, %b {transpose_b = true, beta = 1.0 : f32, activation = "silu"} : (tensor<40x64xf32>, tensor<8x64xf32>, tensor<8xf32>) -> tensor<40x8xf32>
   func.return %y, %z, %s : tensor<40x8xf32>, tensor<40x8xf32>, tensor<40x8xf32>
 }
+
+// -----
+
+// One query per head over 1024 keys (a decode step at a long context): two heads make two
+// programs, so each head's keys are split in 4 ranges of 256 (flash-decoding), each a partial
+// softmax into the op's scratch buffer, then one kernel combining them.
+// CHECK-LABEL: def k0_attention_part(q, k, v, out, part):
+// CHECK:         sid = tl.program_id(2)
+// CHECK:         for i0 in range(0, 256, 64):
+// CHECK-NEXT:      n0 = sid * 256 + i0
+// CHECK-NEXT:      if n0 < 1024:
+// CHECK:         tl.store(part + 2048 + (sid * 2 + bh) * 1 + rm, m_i, mask=ok_rows)
+// CHECK-LABEL: def k0_attention_combine(out, part):
+// CHECK:         for sid in range(0, 4):
+// CHECK:       #   k0_attention_part[(1, 2, 4)](buf.attention, scratch=2064)
+// CHECK-NEXT:  #   k0_attention_combine[(1, 2)](buf.attention, scratch=2064)
+func.func @split_keys(%q: tensor<1x2x1x16xf32>, %k: tensor<1x2x1024x16xf32>, %v: tensor<1x2x1024x256xf32>) -> tensor<1x2x1x256xf32> {
+  %o = tg.attention %q, %k, %v {scale = 0.25 : f32} : (tensor<1x2x1x16xf32>, tensor<1x2x1024x16xf32>, tensor<1x2x1024x256xf32>) -> tensor<1x2x1x256xf32>
+  func.return %o : tensor<1x2x1x256xf32>
+}

@@ -266,6 +266,7 @@ class TritonGraph:
         self.room: list[tuple[int, int]] = []
         #: the weights on the device by name (shared with the graphs made by `sharing`)
         self.weights: dict[str, Any] = bound if bound is not None else {}
+        scratch: dict = {}  # buf op -> its launches' scratch buffer
         for op in fn.body.walk():
             if isinstance(op, buf.ArenaOp):
                 t[op.results[0]] = torch.zeros(max(1, op.results[0].type.get_shape()[0]), dtype=torch.uint8, device=self.device)  # type: ignore[attr-defined]
@@ -324,6 +325,10 @@ class TritonGraph:
                         fmt = "int8t" if op.flags[1] else "int8"  # type: ignore[attr-defined]  # its columns: rows of [N, K]
                         operands[position: position + 1] = self._weight_copy(op.operands[args[position]], fmt)
                     scalars = tuple(s.data for s in d["scalars"].data)  # type: ignore[attr-defined]
+                    if "scratch" in d:  # one per op, shared by its launches
+                        if op not in scratch:
+                            scratch[op] = torch.empty(d["scratch"].value.data, dtype=torch.float32, device=self.device)  # type: ignore[attr-defined]
+                        operands.append(scratch[op])
                     if scalars or "checks" in d:  # read from (flags written into) dims, after the buffers
                         operands.append(self.dims)
                     if "warps" in d:  # Triton's launch option, bound like an argument

@@ -13,7 +13,8 @@ kernel op its launches, ``tg.triton = [{kernel, grid, args (operand indices), sc
 ``tg.triton_checks``, in ``dims``: `kernels.CHECKS_START`; ``bf16``: the positions among the
 args of weights the kernel reads as bfloat16 copies, made once by the runtime; ``int8``: of
 weights read as int8 copies, each followed by its scales per output column; ``warps``:
-Triton's ``num_warps`` when a tuner pinned it)::
+Triton's ``num_warps`` when a tuner pinned it; ``scratch``: the float32 elements of a scratch
+buffer the op's launches share, passed after the buffers)::
 
     buf.softmax ins(%x : memref<2x7xf32>) outs(%o : memref<2x7xf32>) {dim = 1 : i64,
         tg.triton = [{kernel = "k0_softmax", grid = array<i64: 2>, args = array<i64: 0, 1>, scalars = []}]}
@@ -102,6 +103,8 @@ class ConvertTensorToTritonPass(ModulePass):
                 fields["int8"] = DenseArrayBase.from_list(i64, list(launch.int8))
             if launch.warps is not None:
                 fields["warps"] = IntegerAttr(launch.warps, i64)
+            if launch.scratch:
+                fields["scratch"] = IntegerAttr(launch.scratch, i64)
             entry = DictionaryAttr(fields)
             previous = launch.op.attributes.get(LAUNCHES_ATTR)
             launch.op.attributes[LAUNCHES_ATTR] = ArrayAttr([*(previous.data if isinstance(previous, ArrayAttr) else ()), entry])
@@ -130,5 +133,7 @@ def program_text(module: ModuleOp) -> str:
             scalars = [x.data for x in d["scalars"].data] + (["checks"] if "checks" in d else [])  # type: ignore[attr-defined]
             if "warps" in d:
                 scalars.append(f"num_warps={d['warps'].value.data}")  # type: ignore[attr-defined]
+            if "scratch" in d:
+                scalars.append(f"scratch={d['scratch'].value.data}")  # type: ignore[attr-defined]
             lines.append(f"#   {d['kernel'].data}[{grid}]({op.name}{', ' + ', '.join(scalars) if scalars else ''})")  # type: ignore[attr-defined]
     return "\n".join(lines) + "\n"

@@ -62,6 +62,9 @@ class Launch:
     int8: tuple[int, ...] = ()
     #: Triton's ``num_warps`` for the launch (None: Triton's default)
     warps: int | None = None
+    #: float32 elements of a scratch buffer the op's launches share, passed after the buffers
+    #: (0: none; the runtime allocates it once per op)
+    scratch: int = 0
     #: the buf op it computes (for messages and profiles)
     op: Operation | None = None
 
@@ -114,13 +117,14 @@ class TritonContext:
         return name
 
     def launch(self, kernel: str, grid: Sequence[int], buffers: Sequence[SSAValue], scalars: Sequence[str] = (),
-               checks: bool = False, bf16: Sequence[int] = (), warps: int | None = None, int8: Sequence[int] = ()) -> None:
+               checks: bool = False, bf16: Sequence[int] = (), warps: int | None = None, int8: Sequence[int] = (),
+               scratch: int = 0) -> None:
         for s in scalars:
             assert s in SCALARS, s
         if any(g > MAX_GRID_YZ for g in grid[1:]):
             raise TritonCodegenError(f"{self.op.name}: a grid of {list(grid)} programs exceeds CUDA's {MAX_GRID_YZ} along axes 1 and 2")
         self.program.launches.append(Launch(kernel, tuple(max(1, int(g)) for g in grid), tuple(buffers), tuple(scalars), checks,
-                                            tuple(bf16), tuple(int8), warps, self.op))
+                                            tuple(bf16), tuple(int8), warps, scratch, self.op))
 
     def check(self, message: str) -> int:
         """The ``dims`` slot of the run-time check raising ``message`` (the CPU kernel's message

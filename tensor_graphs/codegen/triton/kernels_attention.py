@@ -31,7 +31,7 @@ from tensor_graphs.codegen.triton.kernels import (
     shape,
 )
 from tensor_graphs.codegen.triton.kernels_matmul import PRECISION, TF32
-from tensor_graphs.codegen.triton.paths import attention_blocks, selected, warps
+from tensor_graphs.codegen.triton.paths import attention_blocks, attention_splits, selected, warps
 from tensor_graphs.dialects import buffer as buf
 
 
@@ -93,15 +93,66 @@ def emit_attention(ctx: TritonContext, op: Operation) -> None:
               f"acc = acc * scale_old[:, None] + tl.dot(p, vb, input_precision=\"{precision}\")",
               "m_i = m_new"]
     guards = (["if n0 < n_valid:"] if cached else []) + ([f"if n0 <= pid * {bm} + {bm - 1} + shift:"] if causal else [])
+    splits = attention_splits(op, -(-sq // bm) * batch * h, sk)
+    chunk = -(-(-(-sk // bn)) // splits) * bn  # keys per range, whole blocks
+    if splits > 1:  # this program's range of keys: [sid * chunk, sid * chunk + chunk) within Sk
+        guards = [f"if n0 < {sk}:", *guards]
     for guard in reversed(guards):
         inner = [guard, *("    " + line for line in inner)]
-    body += [f"for n0 in range(0, {sk}, {bn}):", *("    " + line for line in inner)]
-    # a query whose keys are all masked (a padding position) gets 0, as on the CPU (never NaN:
-    # its row's keys and values feed later layers through the cache)
-    body += ["acc = acc * tl.where(l_i == 0.0, 0.0, 1.0 / tl.where(l_i == 0.0, 1.0, l_i))[:, None]",
-             f"tl.store(out + o_off + rm[:, None] * {dv} + rdv[None, :], acc.to({element(out)}), "
-             f"mask=(rm[:, None] < {sq}) & (rdv[None, :] < {dv}))"]
+    if splits > 1:
+        inner = [f"n0 = sid * {chunk} + i0", *inner]
+    buffers = [q, k, v, *([mask] if mask is not None else []), out]
     params = ["q", "k", "v", *(["mask"] if mask is not None else []), "out"]
-    name = ctx.kernel("attention", params, body, ["past"] if cached else [])
-    ctx.launch(name, (-(-sq // bm), batch * h), [q, k, v, *([mask] if mask is not None else []), out], ["past"] if cached else [],
-               warps=warps(op))
+    scalars = ["past"] if cached else []
+    if splits == 1:
+        body += [f"for n0 in range(0, {sk}, {bn}):", *("    " + line for line in inner)]
+        # a query whose keys are all masked (a padding position) gets 0, as on the CPU (never NaN:
+        # its row's keys and values feed later layers through the cache)
+        body += ["acc = acc * tl.where(l_i == 0.0, 0.0, 1.0 / tl.where(l_i == 0.0, 1.0, l_i))[:, None]",
+                 f"tl.store(out + o_off + rm[:, None] * {dv} + rdv[None, :], acc.to({element(out)}), "
+                 f"mask=(rm[:, None] < {sq}) & (rdv[None, :] < {dv}))"]
+        name = ctx.kernel("attention", params, body, scalars)
+        ctx.launch(name, (-(-sq // bm), batch * h), buffers, scalars, warps=warps(op))
+        return
+    _split_attention(ctx, op, body, inner, buffers, params, scalars, splits, chunk, (bm, bn, bdv, sq, dv, batch * h))
+
+
+def _split_attention(ctx: TritonContext, op: Operation, body: list[str], inner: list[str], buffers: list, params: list[str],
+                     scalars: list[str], splits: int, chunk: int, dims: tuple[int, int, int, int, int, int]) -> None:
+    """Flash-decoding: program ``(query block, batch x head, range)`` runs the online softmax over
+    its range of ``chunk`` keys and writes its unnormalised output, max and sum to the scratch
+    buffer ``part`` (``[splits, BH, Sq, Dv]``, then ``[splits, BH, Sq]`` twice); one program per
+    query block then combines the ranges: ``out = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M)``."""
+    bm, bn, bdv, sq, dv, bh = dims
+    acc_size, row_size = splits * bh * sq * dv, splits * bh * sq
+    rows = f"(sid * {bh} + bh) * {sq} + rm"
+    partial = [*body, "sid = tl.program_id(2)", f"for i0 in range(0, {chunk}, {bn}):",
+               *("    " + line for line in inner),
+               f"ok_rows = rm < {sq}",
+               f"tl.store(part + ({rows})[:, None] * {dv} + rdv[None, :], acc, mask=ok_rows[:, None] & (rdv[None, :] < {dv}))",
+               f"tl.store(part + {acc_size} + {rows}, m_i, mask=ok_rows)",
+               f"tl.store(part + {acc_size + row_size} + {rows}, l_i, mask=ok_rows)"]
+    partial_params = [*params, "part"]
+    name = ctx.kernel("attention_part", partial_params, partial, scalars)
+    ctx.launch(name, (-(-sq // bm), bh, splits), buffers, scalars, warps=warps(op), scratch=acc_size + 2 * row_size)
+    out = op.outputs[0]  # type: ignore[attr-defined]
+    combine = ["pid = tl.program_id(0)", "bh = tl.program_id(1)", f"rm = pid * {bm} + tl.arange(0, {bm})",
+               f"rdv = tl.arange(0, {bdv})", f"ok_rows = rm < {sq}",
+               f"top = tl.full([{bm}], float('-inf'), tl.float32)",
+               f"for sid in range(0, {splits}):",
+               f"    top = tl.maximum(top, tl.load(part + {acc_size} + {rows}, mask=ok_rows, other=float('-inf')))",
+               "top = tl.where(top == float('-inf'), 0.0, top)",
+               f"total = tl.zeros([{bm}], dtype=tl.float32)",
+               f"acc = tl.zeros([{bm}, {bdv}], dtype=tl.float32)",
+               f"for sid in range(0, {splits}):",
+               f"    w = tl.exp(tl.load(part + {acc_size} + {rows}, mask=ok_rows, other=float('-inf')) - top)",
+               f"    total += w * tl.load(part + {acc_size + row_size} + {rows}, mask=ok_rows, other=0.0)",
+               f"    acc += w[:, None] * tl.load(part + ({rows})[:, None] * {dv} + rdv[None, :], "
+               f"mask=ok_rows[:, None] & (rdv[None, :] < {dv}), other=0.0)",
+               # every key of the query masked (a padding position): 0, as without splits
+               "acc = acc * tl.where(total == 0.0, 0.0, 1.0 / tl.where(total == 0.0, 1.0, total))[:, None]",
+               f"tl.store(out + (bh * {sq} + rm)[:, None] * {dv} + rdv[None, :], acc.to({element(out)}), "
+               f"mask=ok_rows[:, None] & (rdv[None, :] < {dv}))"]
+    name = ctx.kernel("attention_combine", ["out", "part"], combine)
+    ctx.launch(name, (-(-sq // bm), bh), [out], scratch=acc_size + 2 * row_size)
+

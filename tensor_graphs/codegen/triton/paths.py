@@ -21,7 +21,10 @@ emitters here and replayed by `tg-opt`)::
   of the bytes; ``round(w / scale)``, ``scale = max |column| / 127``, as the CPU's int8 panels):
   ``compile_decoder(device="cuda", weight_format="bf16" | "int8")`` pins them on the decode step.
 
-`attention`: ``attention.flash`` (``tl.dot`` at IEEE float32) or ``attention.flash_tf32``.
+`attention`: ``attention.flash`` (``tl.dot`` at IEEE float32) or ``attention.flash_tf32``; its
+parameters the query and key blocks, the warps and ``splits``: the keys of each query block in
+that many ranges, each a partial softmax written to a scratch buffer, then one kernel combining
+them (flash-decoding: a decode step at a long context has batch x heads programs only).
 
 The heuristic (`heuristic`): cuBLAS from `LIBRARY_MIN_ROWS` output rows on, the gemv for at
 most `GEMV_MAX_ROWS` rows, else the ``tl.dot`` kernel; attention at IEEE float32. Everything
@@ -137,6 +140,13 @@ GPU_VARIANTS: dict[str, tuple[GpuVariant, ...]] = {
 DEFAULT_WARPS, WARPS = 4, (2, 8)
 #: attention's query and key blocks: the allowed range (powers of two) and the values tried
 ATTENTION_BLOCKS = (16, 128)
+#: the key ranges attention may split its keys into (`attention_splits`) and the values tried
+ATTENTION_SPLITS_RANGE, ATTENTION_SPLITS = (1, 64), (1, 2, 4, 8, 16)
+#: By default attention splits its keys (flash-decoding) when its query blocks make fewer
+#: programs than this (a decode step: batch x heads of one query each; an H100 has 132 SMs), into
+#: as many ranges as make that many programs, each of at least `ATTENTION_SPLIT_MIN_KEYS` keys.
+ATTENTION_MIN_PROGRAMS = 128
+ATTENTION_SPLIT_MIN_KEYS = 256
 #: By default a block of queries (of keys) holds at most 64 rows and at most this many float32
 #: values with the head dim (its q and accumulator tiles, its k and v tiles stay in registers:
 #: head dim 64 takes blocks of 64, head dim 128 blocks of 32, not 64 spilling)
@@ -150,7 +160,8 @@ def _gemv_space(op: Operation) -> dict[str, list[int]]:
 
 
 def _attention_space(op: Operation) -> dict[str, list[int]]:
-    return {"block_m": list(ATTENTION_BLOCK_M), "block_n": list(ATTENTION_BLOCK_N), "warps": list(WARPS)}
+    return {"block_m": list(ATTENTION_BLOCK_M), "block_n": list(ATTENTION_BLOCK_N), "warps": list(WARPS),
+            "splits": list(ATTENTION_SPLITS)}
 
 
 #: variant -> its parameters and the values worth measuring (the default always is)
@@ -190,6 +201,21 @@ def attention_blocks(op: Operation, queries: int, keys: int, head_dim: int) -> t
     (``tl.dot``'s least)."""
     bm, bn = _attention_defaults(queries, keys, head_dim)
     return parameter(op, "block_m", bm, ATTENTION_BLOCKS), parameter(op, "block_n", bn, ATTENTION_BLOCKS)
+
+
+def attention_splits(op: Operation, programs: int, keys: int) -> int:
+    """The key ranges of an attention whose query blocks make ``programs`` programs over
+    ``keys`` keys: pinned (``tg.gpu_splits``), else `default_splits`."""
+    return parameter(op, "splits", default_splits(programs, keys), ATTENTION_SPLITS_RANGE)
+
+
+def default_splits(programs: int, keys: int) -> int:
+    """1 when the query blocks make `ATTENTION_MIN_PROGRAMS` programs; else the power of two
+    that reaches it, as long as each range keeps `ATTENTION_SPLIT_MIN_KEYS` keys."""
+    splits = 1
+    while programs * splits < ATTENTION_MIN_PROGRAMS and keys // (2 * splits) >= ATTENTION_SPLIT_MIN_KEYS:
+        splits *= 2
+    return splits
 
 
 def _attention_defaults(queries: int, keys: int, head_dim: int) -> tuple[int, int]:
@@ -233,6 +259,10 @@ def parameter_defaults(op: Operation, variant: str) -> dict[str, int]:
     elif variant.startswith("attention."):
         q, k = _shape(op.operands[0]), _shape(op.operands[1])
         defaults["block_m"], defaults["block_n"] = _attention_defaults(q[-2], k[-2], q[-1])
+        rows = 1
+        for n in q[:-2]:
+            rows *= n
+        defaults["splits"] = default_splits(-(-q[-2] // defaults["block_m"]) * rows, k[-2])
     return defaults
 
 

@@ -171,8 +171,10 @@ GPU_KERNEL_ATTR = "tg.gpu_kernel"
 #: The GPU variants' parameters by name and their attributes (`codegen.triton.paths`):
 #: ``block_n``, the output columns per program of a matrix-vector kernel or the keys per block of
 #: attention; ``block_m``, attention's queries per program; ``warps``, the warps per program of
-#: the op's Triton kernels (Triton's ``num_warps``).
-GPU_PARAMETER_ATTRS: dict[str, str] = {"block_n": "tg.gpu_block_n", "block_m": "tg.gpu_block_m", "warps": "tg.gpu_warps"}
+#: the op's Triton kernels (Triton's ``num_warps``); ``splits``, the key ranges attention splits
+#: each query block's keys into (flash-decoding: partial softmaxes, then their combination).
+GPU_PARAMETER_ATTRS: dict[str, str] = {"block_n": "tg.gpu_block_n", "block_m": "tg.gpu_block_m", "warps": "tg.gpu_warps",
+                                       "splits": "tg.gpu_splits"}
 #: What `convert-tensor-to-buffer` copies from a tg op onto its buf kernel.
 CARRIED_ATTRS: tuple[str, ...] = (*PARAMETER_ATTRS.values(), GPU_KERNEL_ATTR, *GPU_PARAMETER_ATTRS.values())
 
