@@ -199,3 +199,17 @@ func.func @split_keys(%q: tensor<1x2x1x16xf32>, %k: tensor<1x2x1024x16xf32>, %v:
   %o = tg.attention %q, %k, %v {scale = 0.25 : f32} : (tensor<1x2x1x16xf32>, tensor<1x2x1024x16xf32>, tensor<1x2x1024x256xf32>) -> tensor<1x2x1x256xf32>
   func.return %o : tensor<1x2x1x256xf32>
 }
+
+// -----
+
+// Key ranges of a long prefill (16 ranges pinned): the scratch holds 16 x its output, past
+// int32's offsets: the program ids of both kernels are int64.
+// CHECK-LABEL: def k0_attention_part(q, k, v, out, part):
+// CHECK:         bh = tl.program_id(1).to(tl.int64)
+// CHECK:         sid = tl.program_id(2).to(tl.int64)
+// CHECK-LABEL: def k0_attention_combine(out, part):
+// CHECK:         bh = tl.program_id(1).to(tl.int64)
+func.func @long_prefill_ranges(%q: tensor<1x32x32768x128xf32>) -> tensor<1x32x32768x128xf32> {
+  %o = tg.attention %q, %q, %q {scale = 0.088 : f32, causal = true, tg.gpu_splits = 16 : i64} : (tensor<1x32x32768x128xf32>, tensor<1x32x32768x128xf32>, tensor<1x32x32768x128xf32>) -> tensor<1x32x32768x128xf32>
+  func.return %o : tensor<1x32x32768x128xf32>
+}

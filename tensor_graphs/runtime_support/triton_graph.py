@@ -361,7 +361,7 @@ class TritonGraph:
                 self.weights[key] = w.to(torch.bfloat16)
             else:  # as the CPU's int8 panels (`packing.int8_scales`): scale = max |column| / 127
                 column_dim = 1 if fmt == "int8t" else 0  # the dim summed over: K
-                peak = w.abs().amax(dim=column_dim)
+                peak = w.abs().amax(dim=column_dim) if w.shape[column_dim] else w.new_zeros(w.shape[1 - column_dim])
                 scales = torch.where(peak > 0, peak / 127.0, torch.ones_like(peak)).to(torch.float32)
                 shaped = scales[:, None] if column_dim == 1 else scales[None, :]
                 self.weights[key] = torch.clamp(torch.round(w / shaped), -127, 127).to(torch.int8)

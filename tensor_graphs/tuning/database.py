@@ -258,13 +258,15 @@ class TuningDatabase:
 
 
 def _triton_codegen_digest() -> str:
-    """A digest of the Triton lowering's sources (`tensor_graphs/codegen/triton/*.py`)."""
+    """A digest of the Triton lowering's sources (`tensor_graphs/codegen/triton/*.py`) and of the
+    runtime that binds and runs its plans (library calls, weight copies)."""
     import hashlib
     from pathlib import Path
 
     import tensor_graphs
 
+    root = Path(tensor_graphs.__file__).parent
     digest = hashlib.sha256()
-    for path in sorted((Path(tensor_graphs.__file__).parent / "codegen" / "triton").glob("*.py")):
+    for path in [*sorted((root / "codegen" / "triton").glob("*.py")), root / "runtime_support" / "triton_graph.py"]:
         digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()[:16]

@@ -56,7 +56,11 @@ def emit_attention(ctx: TritonContext, op: Operation) -> None:
     bd, bdv = max(16, pow2(d)), max(16, pow2(dv))
     causal, cached = bool(op.causal.value.data), bool(op.kv_cache.value.data)
     scale = op.scale.value.data
-    big = max(numel(sq_), numel(sk_), numel(sv_), numel(shape(out)))
+    splits = attention_splits(op, -(-sq // bm) * batch * h, sk)
+    chunk = -(-(-(-sk // bn)) // splits) * bn  # keys per range, whole blocks
+    scratch = splits * batch * h * sq * (dv + 2) if splits > 1 else 0  # partial outputs, maxima and sums
+    # offsets past int32 (a long prefill's scratch is splits x its output): int64 program ids
+    big = max(numel(sq_), numel(sk_), numel(sv_), numel(shape(out)), scratch)
     body = ["pid = tl.program_id(0)", f"bh = {program_id(1, big)}", f"b = bh // {h}", f"h = bh % {h}", f"hk = h // {group}",
             f"q_off = bh * {sq * d}", f"k_off = (b * {hkv} + hk) * {sk * d}", f"v_off = (b * {hkv} + hk) * {sk * dv}",
             f"o_off = bh * {sq * dv}", f"rm = pid * {bm} + tl.arange(0, {bm})", f"rd = tl.arange(0, {bd})",
@@ -93,8 +97,6 @@ def emit_attention(ctx: TritonContext, op: Operation) -> None:
               f"acc = acc * scale_old[:, None] + tl.dot(p, vb, input_precision=\"{precision}\")",
               "m_i = m_new"]
     guards = (["if n0 < n_valid:"] if cached else []) + ([f"if n0 <= pid * {bm} + {bm - 1} + shift:"] if causal else [])
-    splits = attention_splits(op, -(-sq // bm) * batch * h, sk)
-    chunk = -(-(-(-sk // bn)) // splits) * bn  # keys per range, whole blocks
     if splits > 1:  # this program's range of keys: [sid * chunk, sid * chunk + chunk) within Sk
         guards = [f"if n0 < {sk}:", *guards]
     for guard in reversed(guards):
@@ -114,19 +116,20 @@ def emit_attention(ctx: TritonContext, op: Operation) -> None:
         name = ctx.kernel("attention", params, body, scalars)
         ctx.launch(name, (-(-sq // bm), batch * h), buffers, scalars, warps=warps(op))
         return
-    _split_attention(ctx, op, body, inner, buffers, params, scalars, splits, chunk, (bm, bn, bdv, sq, dv, batch * h))
+    _split_attention(ctx, op, body, inner, buffers, params, scalars, splits, chunk, (bm, bn, bdv, sq, dv, batch * h), big)
 
 
 def _split_attention(ctx: TritonContext, op: Operation, body: list[str], inner: list[str], buffers: list, params: list[str],
-                     scalars: list[str], splits: int, chunk: int, dims: tuple[int, int, int, int, int, int]) -> None:
+                     scalars: list[str], splits: int, chunk: int, dims: tuple[int, int, int, int, int, int], big: int) -> None:
     """Flash-decoding: program ``(query block, batch x head, range)`` runs the online softmax over
     its range of ``chunk`` keys and writes its unnormalised output, max and sum to the scratch
     buffer ``part`` (``[splits, BH, Sq, Dv]``, then ``[splits, BH, Sq]`` twice); one program per
-    query block then combines the ranges: ``out = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M)``."""
+    query block then combines the ranges: ``out = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M)``
+    (offsets in int64 when the scratch, ``big`` elements at most, passes int32's)."""
     bm, bn, bdv, sq, dv, bh = dims
     acc_size, row_size = splits * bh * sq * dv, splits * bh * sq
     rows = f"(sid * {bh} + bh) * {sq} + rm"
-    partial = [*body, "sid = tl.program_id(2)", f"for i0 in range(0, {chunk}, {bn}):",
+    partial = [*body, f"sid = {program_id(2, big)}", f"for i0 in range(0, {chunk}, {bn}):",
                *("    " + line for line in inner),
                f"ok_rows = rm < {sq}",
                f"tl.store(part + ({rows})[:, None] * {dv} + rdv[None, :], acc, mask=ok_rows[:, None] & (rdv[None, :] < {dv}))",
@@ -136,7 +139,7 @@ def _split_attention(ctx: TritonContext, op: Operation, body: list[str], inner: 
     name = ctx.kernel("attention_part", partial_params, partial, scalars)
     ctx.launch(name, (-(-sq // bm), bh, splits), buffers, scalars, warps=warps(op), scratch=acc_size + 2 * row_size)
     out = op.outputs[0]  # type: ignore[attr-defined]
-    combine = ["pid = tl.program_id(0)", "bh = tl.program_id(1)", f"rm = pid * {bm} + tl.arange(0, {bm})",
+    combine = ["pid = tl.program_id(0)", f"bh = {program_id(1, big)}", f"rm = pid * {bm} + tl.arange(0, {bm})",
                f"rdv = tl.arange(0, {bdv})", f"ok_rows = rm < {sq}",
                f"top = tl.full([{bm}], float('-inf'), tl.float32)",
                f"for sid in range(0, {splits}):",

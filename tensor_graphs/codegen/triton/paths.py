@@ -213,7 +213,8 @@ def default_splits(programs: int, keys: int) -> int:
     """1 when the query blocks make `ATTENTION_MIN_PROGRAMS` programs; else the power of two
     that reaches it, as long as each range keeps `ATTENTION_SPLIT_MIN_KEYS` keys."""
     splits = 1
-    while programs * splits < ATTENTION_MIN_PROGRAMS and keys // (2 * splits) >= ATTENTION_SPLIT_MIN_KEYS:
+    while (programs * splits < ATTENTION_MIN_PROGRAMS and keys // (2 * splits) >= ATTENTION_SPLIT_MIN_KEYS
+           and 2 * splits <= ATTENTION_SPLITS_RANGE[1]):
         splits *= 2
     return splits
 
