@@ -147,6 +147,7 @@ def test_attention_split_over_key_ranges():
     q, k, v = torch.randn(1, 2, 1, 16), torch.randn(1, 2, 1024, 16), torch.randn(1, 2, 1024, 8)
     fn = _check(Attention(False, False, False), q, k, v, torch.zeros(1, 1, 1, 1024))
     assert "attention_part" in fn.ir("triton") and "attention_combine" in fn.ir("triton") and "scratch=" in fn.ir("triton")
+    assert fn.memory.arena_bytes >= fn._graph.arena_bytes + 4 * 4 * 2 * 1 * (8 + 2)  # the scratch of 4 ranges counted
     _check(Attention(True, True, False), torch.randn(1, 4, 3, 16), k, v, torch.zeros(1, 1, 3, 1024))  # causal, grouped heads
     mask = torch.randn(1, 1, 3, 1024)
     mask[:, :, 1] = float("-inf")

@@ -266,7 +266,9 @@ class TritonGraph:
         self.room: list[tuple[int, int]] = []
         #: the weights on the device by name (shared with the graphs made by `sharing`)
         self.weights: dict[str, Any] = bound if bound is not None else {}
-        scratch: dict = {}  # buf op -> its launches' scratch buffer
+        #: buf op -> the scratch buffer its launches share (`Launch.scratch`: attention's key ranges)
+        self.scratch: dict = {}
+        scratch = self.scratch
         for op in fn.body.walk():
             if isinstance(op, buf.ArenaOp):
                 t[op.results[0]] = torch.zeros(max(1, op.results[0].type.get_shape()[0]), dtype=torch.uint8, device=self.device)  # type: ignore[attr-defined]
@@ -566,11 +568,13 @@ class GpuCompiledGraph:
 
     @property
     def memory(self) -> Any:
-        """Bytes on the device: the arena, the weights, the states."""
+        """Bytes on the device: the arena (with the ops' scratch buffers), the weights (with their
+        bf16/int8 copies), the states."""
         from tensor_graphs.runtime_support.executable import MemoryReport
 
         size = lambda ts: sum(t.numel() * t.element_size() for t in ts)  # noqa: E731
-        return MemoryReport(arena_bytes=self._graph.arena_bytes, weight_bytes=size(self._graph.weights.values()),
+        return MemoryReport(arena_bytes=self._graph.arena_bytes + size(self._graph.scratch.values()),
+                            weight_bytes=size(self._graph.weights.values()),
                             state_bytes=size(self._graph.states.values()))
 
     @property
