@@ -217,3 +217,31 @@ builtin.module {
     np.testing.assert_array_equal(fn(x), np.maximum(x, 0))
     np.testing.assert_array_equal(fn(x, past=None), np.maximum(x, 0))
     np.testing.assert_array_equal(fn(x, past=7), np.maximum(x, 0))
+
+
+def test_graph_without_state_reads_past_for_an_attention_over_caches_passed_in(rng):
+    """The tuner's standalone attention over a KV cache (the caches are inputs, the graph keeps no
+    state) reads ``past`` as a decoder's does: the first past + Sq keys (0 when not given), so
+    that it can be timed over a full cache."""
+    q_t, kv_t = f"tensor<1x{HEADS}x2x{DIM}xf32>", f"tensor<1x{KV_HEADS}x24x{DIM}xf32>"
+    fn = compile_text(f"""
+builtin.module {{
+  func.func @attend(%q: {q_t}, %k: {kv_t}, %v: {kv_t}) -> {q_t} {{
+    %o = tg.attention %q, %k, %v {{scale = {SCALE} : f32, causal = true, kv_cache = true}} : ({q_t}, {kv_t}, {kv_t}) -> {q_t}
+    func.return %o : {q_t}
+  }}
+}}
+""")
+    q = rng.standard_normal((1, HEADS, 2, DIM)).astype(np.float32)
+    k, v = (rng.standard_normal((1, KV_HEADS, 24, DIM)).astype(np.float32) for _ in range(2))
+
+    def expected(past):
+        keys = past + 2
+        kk, vv = (torch.from_numpy(t[:, :, :keys]).repeat_interleave(HEADS // KV_HEADS, dim=1) for t in (k, v))
+        mask = torch.arange(keys)[None, :] <= past + torch.arange(2)[:, None]
+        return torch.nn.functional.scaled_dot_product_attention(torch.from_numpy(q), kk, vv, attn_mask=mask, scale=SCALE).numpy()
+
+    for past in (None, 0, 9, 22):
+        np.testing.assert_allclose(fn(q, k, v, past=past), expected(past or 0), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="past must be >= 0"):
+        fn(q, k, v, past=-1)

@@ -117,6 +117,22 @@ def _bind_weight(name: str, array: np.ndarray, expected: np.dtype) -> np.ndarray
     return array
 
 
+def _checked_past(past) -> int:
+    """``past`` as an int >= 0, else a TypeError or ValueError saying what it got."""
+    try:
+        past = operator.index(past)
+    except TypeError:
+        raise TypeError(f"past must be an int, got {type(past).__name__}") from None
+    if past < 0:
+        raise ValueError(f"past must be >= 0, got {past}")
+    return past
+
+
+def _stateless_past(past) -> int:
+    """``past`` for a graph without state: 0 when not given, else checked as for one with state."""
+    return 0 if past is None else _checked_past(past)
+
+
 class _CallSlot:
     """What one call of the native function writes: an arena and the input, output and ``dims``
     tables (their addresses are the call's arguments, with the shared weights table)."""
@@ -243,6 +259,8 @@ class CompiledGraph:
                     outputs[i] = o.ctypes.data
             if running is not None:
                 slot.dims[0] = past
+            else:  # a graph without state may still read past (an attention over a cache passed in)
+                slot.dims[0] = _stateless_past(past)
             if status := self._fn(*slot.args):
                 raise sig.status_error(status, past, inputs=args)
         finally:
@@ -256,12 +274,7 @@ class CompiledGraph:
         sig = self.signature
         if past is None:
             raise TypeError(f"{sig.entry} keeps state ({', '.join(self._states)}): pass past=<positions already cached>")
-        try:
-            past = operator.index(past)
-        except TypeError:
-            raise TypeError(f"past must be an int, got {type(past).__name__}") from None
-        if past < 0:
-            raise ValueError(f"past must be >= 0, got {past}")
+        past = _checked_past(past)
         assert self._running is not None
         if not self._running.acquire(blocking=False):
             raise RuntimeError(

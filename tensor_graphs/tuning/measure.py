@@ -157,9 +157,9 @@ def measure(
     # Triton's interpreter (no GPU: the tests): its times say nothing of a GPU's, a few do
     warmup_min, min_runs, max_runs = (1, INTERPRETED_RUNS, INTERPRETED_RUNS) if gpu and fn.device.type != "cuda" else (
         WARMUP_MIN, MIN_RUNS, MAX_RUNS)
-    # a GPU attention over a KV cache is timed full (past = Sk - Sq: every key valid; its error
-    # above is at the evaluator's past = 0): an empty cache would time its key ranges skipped
-    call = {"past": _full_cache_past(alone.op)} if gpu and _full_cache_past(alone.op) else {}
+    # an attention over a KV cache is timed full (past = Sk - Sq: every key valid; its error above
+    # is at the evaluator's past = 0): an empty cache would time its key blocks skipped
+    call = {"past": _full_cache_past(alone.op)} if _full_cache_past(alone.op) else {}
     # warm up: the first calls after a compile can wait milliseconds for the worker threads
     # (idle through the compile) to be scheduled again; untimed
     start = time.perf_counter()
