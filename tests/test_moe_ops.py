@@ -38,6 +38,7 @@ def check(f, make_inputs, exact=True, atol=1e-5, **compile_kw):
         expected, got = (expected, got) if isinstance(expected, tuple) else ((expected,), (got,))
         for g, e in zip(got, expected, strict=True):
             assert g.shape == e.shape and g.dtype == e.dtype, (g.shape, e.shape, g.dtype, e.dtype)
+            g = g.cpu()  # device="cuda": the outputs stay on the GPU
             if exact:
                 np.testing.assert_array_equal(g.numpy(), e.numpy())
             else:

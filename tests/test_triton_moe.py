@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_moe_ops import distinct, grouped_inputs, mixtral_block, tiny_mixtral
+from test_moe_ops import check, distinct, grouped_inputs, mixtral_block, tiny_mixtral
 from test_ops_e2e import Fn
 from test_triton import TOL, _check  # noqa: F401  (the module-level skip without a GPU or the interpreter)
 from torch import nn
@@ -21,20 +21,9 @@ from torch import nn
 import tensor_graphs as tg
 
 
-def exact(f, make_inputs, **kw):
-    """Compile ``Fn(f)`` for the GPU; equal to PyTorch (bitwise) on seeds 0 and 1."""
-    model = (f if isinstance(f, nn.Module) else Fn(f)).eval()
-    fn = tg.compile(model, make_inputs(0), device="cuda", **kw)
-    for seed in (0, 1):
-        inputs = make_inputs(seed)
-        with torch.no_grad():
-            expected = model(*inputs)
-        got = fn(*inputs)
-        expected, got = (expected, got) if isinstance(expected, tuple) else ((expected,), (got,))
-        for g, e in zip(got, expected, strict=True):
-            assert g.dtype == e.dtype and g.shape == e.shape
-            assert torch.equal(g.cpu(), e), (g, e)
-    return fn
+def exact(f, make_inputs):
+    """`test_moe_ops.check` on the GPU path: equal to PyTorch (bitwise) on seeds 0 and 1."""
+    return check(f, make_inputs, device="cuda")
 
 
 @pytest.mark.parametrize("k, dim, largest", [(2, -1, True), (3, 0, True), (1, 1, False), (8, -1, True)])

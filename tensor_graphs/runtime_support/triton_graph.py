@@ -373,10 +373,14 @@ class TritonGraph:
     def run(self) -> None:
         """Every launch once (the scalars already in ``dims``), the check flags cleared first (a
         call that stopped half-way leaves none behind; captured with the plan on a GPU)."""
-        if self.checks:
-            self.dims[CHECKS_START:].zero_()
+        self._clear_flags()
         for kernel, grid, operands, _, _ in self.launches:
             kernel[grid](*operands)
+
+    def _clear_flags(self) -> None:
+        """The check flags zeroed as a plan starts."""
+        if self.checks:
+            self.dims[CHECKS_START:].zero_()
 
     def run_profiled(self, counters: np.ndarray) -> None:
         """Every launch once, one by one (no CUDA graph), each op's time added to
@@ -394,8 +398,7 @@ class TritonGraph:
             event.record()
             return event
 
-        if self.checks:
-            self.dims[CHECKS_START:].zero_()
+        self._clear_flags()
         spans: list[list[Any]] = []  # [op, start, end]
         for kernel, grid, operands, _, op in self.launches:
             if not spans or spans[-1][0] != op:
