@@ -52,7 +52,7 @@ def emit_attention(ctx: TritonContext, op: Operation) -> None:
         return
     group = h // hkv
     precision = TF32 if selected(op) == "attention.flash_tf32" else PRECISION
-    bm, bn = attention_blocks(op, sq, sk, d)
+    bm, bn = attention_blocks(op, sq, sk, d, batch * h)
     bd, bdv = max(16, pow2(d)), max(16, pow2(dv))
     causal, cached = bool(op.causal.value.data), bool(op.kv_cache.value.data)
     scale = op.scale.value.data

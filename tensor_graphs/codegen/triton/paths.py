@@ -149,9 +149,19 @@ ATTENTION_MIN_PROGRAMS = 128
 ATTENTION_SPLIT_MIN_KEYS = 256
 #: By default a block of queries (of keys) holds at most 64 rows and at most this many float32
 #: values with the head dim (its q and accumulator tiles, its k and v tiles stay in registers:
-#: head dim 64 takes blocks of 64, head dim 128 blocks of 32, not 64 spilling)
+#: head dim 64 takes blocks of 64, head dim 128 blocks of 32); fewer queries while the blocks
+#: make fewer than `ATTENTION_MIN_PROGRAMS` programs (GPT-2's 12 heads at 128 tokens: 96
+#: programs of 16 queries, not 24 of 64 on an H100's 132 SMs)
 ATTENTION_TILE = 4096
-ATTENTION_BLOCK_M, ATTENTION_BLOCK_N = (16, 32, 64), (32, 64, 128)
+#: ... but at IEEE float32 (``attention.flash``) a key block holds this many keys: ``tl.dot`` at
+#: IEEE float32 runs on the FMA units, its operand layouts copy the tiles across threads, and
+#: ptxas spills registers from 32 keys on (sm_90, 4 warps: head dim 64 in 64 x 64 blocks spills
+#: 16.5 KB per thread, head dim 128 in 32 x 32 spills 312 bytes; every query block up to the
+#: tile with 16 keys and 4 or 8 warps spills none, head dims 32 to 256:
+#: `benchmarks/gpu_kernels.py --attention`, `tests/test_triton_sm90.py`). TF32's tensor-core
+#: layouts take the tile's keys unspilled.
+ATTENTION_IEEE_KEY_BLOCK = 16
+ATTENTION_BLOCK_M, ATTENTION_BLOCK_N = (16, 32, 64), (16, 32, 64)
 
 
 def _gemv_space(op: Operation) -> dict[str, list[int]]:
@@ -195,11 +205,10 @@ def warps(op: Operation) -> int | None:
     return parameter(op, "warps", DEFAULT_WARPS, (1, 16)) if GPU_PARAMETER_ATTRS["warps"] in op.attributes else None
 
 
-def attention_blocks(op: Operation, queries: int, keys: int, head_dim: int) -> tuple[int, int]:
-    """(queries, keys) per block of attention: pinned (``tg.gpu_block_m``, ``tg.gpu_block_n``,
-    16 to 128), else up to 64 each and `ATTENTION_TILE` values with the head dim, at least 16
-    (``tl.dot``'s least)."""
-    bm, bn = _attention_defaults(queries, keys, head_dim)
+def attention_blocks(op: Operation, queries: int, keys: int, head_dim: int, rows: int) -> tuple[int, int]:
+    """(queries, keys) per block of an attention of ``rows`` (batch x heads) query matrices:
+    pinned (``tg.gpu_block_m``, ``tg.gpu_block_n``, 16 to 128), else `attention_defaults`."""
+    bm, bn = attention_defaults(selected(op), queries, keys, head_dim, rows)
     return parameter(op, "block_m", bm, ATTENTION_BLOCKS), parameter(op, "block_n", bn, ATTENTION_BLOCKS)
 
 
@@ -219,9 +228,17 @@ def default_splits(programs: int, keys: int) -> int:
     return splits
 
 
-def _attention_defaults(queries: int, keys: int, head_dim: int) -> tuple[int, int]:
+def attention_defaults(variant: str, queries: int, keys: int, head_dim: int, rows: int) -> tuple[int, int]:
+    """The blocks ``variant`` takes by default: queries up to 64 and `ATTENTION_TILE` values with
+    the head dim, halved (to 16, ``tl.dot``'s least) while they make fewer than
+    `ATTENTION_MIN_PROGRAMS` programs over the ``rows`` query matrices; keys as many, or
+    `ATTENTION_IEEE_KEY_BLOCK` at IEEE float32."""
     most = max(16, min(64, ATTENTION_TILE // _pow2(head_dim)))
-    return max(16, min(most, _pow2(queries))), max(16, min(most, _pow2(keys)))
+    bm = max(16, min(most, _pow2(queries)))
+    while bm > 16 and -(-queries // bm) * rows < ATTENTION_MIN_PROGRAMS:
+        bm //= 2
+    bn = max(16, min(most, _pow2(keys))) if variant == "attention.flash_tf32" else ATTENTION_IEEE_KEY_BLOCK
+    return bm, bn
 
 
 def _pow2(n: int) -> int:
@@ -259,10 +276,10 @@ def parameter_defaults(op: Operation, variant: str) -> dict[str, int]:
         defaults["block_n"] = default_block_n(_shape(out)[-1], not _transposes(op)[1])
     elif variant.startswith("attention."):
         q, k = _shape(op.operands[0]), _shape(op.operands[1])
-        defaults["block_m"], defaults["block_n"] = _attention_defaults(q[-2], k[-2], q[-1])
         rows = 1
         for n in q[:-2]:
             rows *= n
+        defaults["block_m"], defaults["block_n"] = attention_defaults(variant, q[-2], k[-2], q[-1], rows)
         defaults["splits"] = default_splits(-(-q[-2] // defaults["block_m"]) * rows, k[-2])
     return defaults
 

@@ -1,0 +1,107 @@
+"""Compile a lowered module's Triton kernels for a GPU that is not here: Triton's own compiler to
+a cubin for an NVIDIA compute capability (``GPUTarget("cuda", 90, 32)``: an H100), in a child
+process without ``TRITON_INTERPRET`` (Triton chooses interpreter or compiler once, when it is
+imported). What it tells without a GPU:
+
+* whether each kernel compiles for that GPU at all (the interpreter runs programs a GPU compile
+  rejects: `tests/test_triton_sm90.py`);
+* with ``resources=True``, what ptxas says each kernel uses (``ptxas -v`` on Triton's PTX):
+  registers per thread, spilled bytes, the stack frame, and Triton's shared memory: what decides
+  how many programs a multiprocessor holds at once (`benchmarks/gpu_kernels.py`).
+
+    results = compile_programs([{"what": "qwen3 forward", "source": <kernels' source>,
+                                 "launches": [["k3_rms_norm", ["*fp32", "*fp32", "*fp32"], None]]}],
+                               capability=90, resources=True)
+    # -> [{"what": ..., "kernel": "k3_rms_norm", "signature": [...], "warps": 4, "ok": True,
+    #      "registers": 24, "spill_stores": 0, "spill_loads": 0, "stack": 0, "shared": 0}]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+#: ptxas -v's lines: "Used 40 registers, ..." and "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"
+_REGISTERS = re.compile(r"Used (\d+) registers")
+_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+
+
+def compile_programs(programs: list[dict], capability: int = 90, resources: bool = False,
+                     cache_dir: str | None = None, timeout: float = 900) -> list[dict]:
+    """Every ``(kernel, signature, warps)`` of each program compiled for ``capability`` in a
+    child process; one result per launch (``ok``, else ``error``: the compiler's last line), with
+    its resources when asked. ``cache_dir``: Triton's cache for the child (default: a fresh one,
+    so that nothing is taken from an earlier compile)."""
+    with tempfile.TemporaryDirectory(prefix="tg-offline-") as tmp:
+        path, out = Path(tmp) / "programs.json", Path(tmp) / "results.json"
+        path.write_text(json.dumps(programs))
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        env["TRITON_CACHE_DIR"] = cache_dir or str(Path(tmp) / "triton-cache")
+        args = [sys.executable, "-m", __name__, str(path), str(out), str(capability), "1" if resources else "0"]
+        done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout)
+        if done.returncode != 0 or not out.exists():
+            raise RuntimeError(f"the offline Triton compile failed (exit {done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+        return json.loads(out.read_text())
+
+
+def _ptxas_resources(ptx: str, capability: int) -> dict[str, int]:
+    """``ptxas -v``'s account of the one kernel in ``ptx`` (Triton's own ptxas and arch name)."""
+    from triton.backends.nvidia.compiler import get_ptxas, sm_arch_from_capability
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "k.ptx"
+        src.write_text(ptx)
+        done = subprocess.run([get_ptxas(capability).path, "-v", f"--gpu-name={sm_arch_from_capability(capability)}", str(src),
+                               "-o", str(Path(tmp) / "k.cubin")], capture_output=True, text=True, check=True)
+    log = done.stderr + done.stdout
+    registers, frame = _REGISTERS.search(log), _FRAME.search(log)
+    if registers is None or frame is None:
+        raise RuntimeError(f"unexpected ptxas -v output:\n{log}")
+    stack, stores, loads = (int(g) for g in frame.groups())
+    return {"registers": int(registers.group(1)), "spill_stores": stores, "spill_loads": loads, "stack": stack}
+
+
+def _compile_in_this_process(programs: list[dict], capability: int, resources: bool) -> list[dict]:
+    """The child's work (`compile_programs`): Triton imported here, as a compiler."""
+    import importlib.util
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    results: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for k, program in enumerate(programs):
+            path = Path(tmp) / f"tg_offline_{k}.py"  # Triton reads a kernel's source from its file
+            path.write_text(program["source"])
+            spec = importlib.util.spec_from_file_location(f"tg_offline_{k}", path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            for name, signature, warps in program["launches"]:
+                fn = getattr(module, name)
+                result: dict[str, Any] = {"what": program["what"], "kernel": name, "signature": signature, "warps": warps or 4}
+                try:
+                    compiled = triton.compile(ASTSource(fn=fn, signature=dict(zip(fn.arg_names, signature)), constexprs={}),
+                                              target=GPUTarget("cuda", capability, 32),
+                                              options={"num_warps": warps} if warps else {})
+                    result.update(ok=True, shared=int(compiled.metadata.shared), warps=int(compiled.metadata.num_warps))
+                    if resources:
+                        result.update(_ptxas_resources(compiled.asm["ptx"], capability))
+                except Exception as e:  # the compiler's own message, for the caller to report
+                    text = str(e).strip()
+                    result.update(ok=False, error=text.splitlines()[-1][:300] if text else repr(e))
+                results.append(result)
+    return results
+
+
+if __name__ == "__main__":  # the child of `compile_programs`
+    programs_path, out_path, capability_arg, resources_arg = sys.argv[1:5]
+    found = _compile_in_this_process(json.loads(Path(programs_path).read_text()), int(capability_arg), resources_arg == "1")
+    Path(out_path).write_text(json.dumps(found))
