@@ -214,6 +214,13 @@ def _library_call(name: str, op) -> Any:
     return LIBRARY_CALLS[name](op)
 
 
+#: `TritonGraph.run_profiled` on a GPU holds the device back for this many clock cycles
+#: (``torch.cuda._sleep``: ~10 ms at 2 GHz, longer than Python takes to launch the kernels of
+#: `PROFILE_CHUNK_OPS` ops) before each run of that many ops, so that their spans time the device
+PROFILE_HOLD_CYCLES = 20_000_000
+PROFILE_CHUNK_OPS = 32
+
+
 class TritonGraph:
     """The launch plan of one graph function, bound to device memory (see the module doc)."""
 
@@ -385,11 +392,15 @@ class TritonGraph:
     def run_profiled(self, counters: np.ndarray) -> None:
         """Every launch once, one by one (no CUDA graph), each op's time added to
         ``counters[2 k]`` and one call to ``counters[2 k + 1]`` (`labels` order). On a GPU the
-        time between CUDA events recorded around the op's launches (its kernels' run on the
-        device, and any wait for the host to launch them); under the interpreter the host's."""
+        time between CUDA events recorded around the op's launches, the device held back
+        (`PROFILE_HOLD_CYCLES`) before each `PROFILE_CHUNK_OPS` ops so that their launches are
+        queued before the first of them runs: an op's span is its kernels' run on the device, not
+        the host launching them (Python takes longer to launch a small kernel than the GPU to run
+        it); under the interpreter the host's time."""
         import torch
 
         cuda = self.device.type == "cuda"
+        hold = getattr(torch.cuda, "_sleep", None) if cuda else None
 
         def now() -> Any:
             if not cuda:
@@ -402,6 +413,8 @@ class TritonGraph:
         spans: list[list[Any]] = []  # [op, start, end]
         for kernel, grid, operands, _, op in self.launches:
             if not spans or spans[-1][0] != op:
+                if hold is not None and len(spans) % PROFILE_CHUNK_OPS == 0:
+                    hold(PROFILE_HOLD_CYCLES)  # outside every span
                 spans.append([op, now(), None])
             kernel[grid](*operands)
             spans[-1][2] = now()
@@ -521,8 +534,9 @@ class GpuCompiledGraph:
         """Run the graph ``warmup`` times, then ``repeat`` times launching its kernels one by
         one, each op's kernels timed (CUDA events on a GPU); returns the report (``print``: ops
         by time, then by kind), as the CPU's `CompiledGraph.profile`. Every GPU graph can be
-        profiled (nothing is compiled for it); the times are those of eager launches, and
-        ``wall_ns`` covers the timed calls (without the CUDA graph a plain call replays)."""
+        profiled (nothing is compiled for it); the times are those of eager launches (queued
+        ahead of the device: `TritonGraph.run_profiled`), and ``wall_ns`` covers the timed calls
+        (without the CUDA graph a plain call replays, and with the device held back)."""
         from tensor_graphs.runtime_support.profile import ProfileReport
 
         if repeat < 1 or warmup < 0:
