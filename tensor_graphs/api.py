@@ -576,10 +576,12 @@ def _decoder_modules(model, max_seq, batch, prefill_chunk, stats, pack_weights=T
     modules, weights, tuned = [], {}, []
     ctx = _context()
     vocab = getattr(getattr(model, "config", None), "vocab_size", None) or 2
+    # the examples on the model's device (a model already on a GPU exports there)
+    where = next((p.device for p in model.parameters()), torch.device("cpu"))
     for length in dict.fromkeys((chunk, 1)):
-        ids = torch.zeros((batch, length), dtype=torch.int64)
-        pos = torch.arange(length, dtype=torch.int64).expand(batch, length).contiguous()
-        rows = torch.arange(batch, dtype=torch.int64) * length + length - 1
+        ids = torch.zeros((batch, length), dtype=torch.int64, device=where)
+        pos = torch.arange(length, dtype=torch.int64, device=where).expand(batch, length).contiguous()
+        rows = torch.arange(batch, dtype=torch.int64, device=where) * length + length - 1
         t0 = time.perf_counter()
         graph = import_model(step, (ids, pos, rows))
         stats.seconds["import"] = stats.seconds.get("import", 0.0) + time.perf_counter() - t0
@@ -590,7 +592,7 @@ def _decoder_modules(model, max_seq, batch, prefill_chunk, stats, pack_weights=T
         if weight_format is not None:
             _pin_weight_format(graph.module, weight_format, pack_weights, device)
         if tuning is not None and tuning.tune != "off":  # tuned later (`_compile_tuned`) from the tg module
-            example = (torch.randint(0, vocab, (batch, length), generator=torch.Generator().manual_seed(length)), pos, rows)
+            example = (torch.randint(0, vocab, (batch, length), generator=torch.Generator().manual_seed(length)), pos.cpu(), rows.cpu())
             step_tuning = Tuning(tuning.tune, tuning.tolerance, example, tuning.db, tuning.max_seconds, tuning.progress,
                                  tuning.keep_faster)
             tuned.append((graph.module.clone(), step_tuning))

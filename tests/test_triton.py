@@ -401,6 +401,42 @@ class TwoLayers(torch.nn.Module):
         return self.b(torch.relu(self.a(x)))
 
 
+def test_autograd_and_inference_mode_do_not_reach_the_graph(monkeypatch):
+    """An input that requires grad is read as data (cuBLAS's ``out=`` calls take no autograd; the
+    slot it is copied into must not start requiring grad, breaking every later call), and a
+    graph compiled under ``torch.inference_mode()`` is called outside it (its tensors are not
+    inference tensors). The library GEMM runs at IEEE float32 whatever the process set
+    (``set_float32_matmul_precision("high")`` would make it TF32 behind its name), torch's
+    setting restored after; `matmul.library_tf32` at TF32."""
+    torch.manual_seed(0)
+    model = TwoLayers().eval()
+    x = torch.randn(40, 64)  # 40 rows: cuBLAS (`matmul.library`)
+    with torch.inference_mode():
+        fn = tg.compile(model, (x,), device="cuda")
+    with torch.no_grad():
+        ref = model(x)
+    assert "torch.addmm" in fn.ir("triton")
+    leaf = x.clone().requires_grad_()
+    with torch.no_grad():
+        ref2 = model(2.0 * x)
+    # a leaf that requires grad, a plain tensor, a tensor with a grad_fn
+    for arg, want in ((leaf, ref), (x, ref), (leaf * 2.0, ref2)):
+        got = fn(arg).cpu()
+        assert not got.requires_grad
+        assert (got - want).abs().max().item() <= TOL * max(want.abs().max().item(), 1.0)
+    seen = []
+    real = torch.addmm
+    monkeypatch.setattr(torch, "addmm", lambda *a, **k: (seen.append(torch.backends.cuda.matmul.fp32_precision), real(*a, **k))[1])
+    torch.set_float32_matmul_precision("high")
+    try:
+        before = torch.backends.cuda.matmul.fp32_precision
+        fn(x)
+        assert seen and set(seen) == {"ieee"}
+        assert torch.backends.cuda.matmul.fp32_precision == before
+    finally:
+        torch.set_float32_matmul_precision("highest")
+
+
 def test_tune_chooses_gpu_variants_measured_on_the_device(tmp_path):
     """tune= on the GPU path: each GEMM's GPU variants (cuBLAS or tl.dot, IEEE or TF32, the gemv
     for a few rows) measured alone on the device, recorded for it (here Triton's interpreter,

@@ -43,7 +43,7 @@ class CausalLMStep(torch.nn.Module):
         self.head = head
 
     def forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        mask = torch.ones(input_ids.shape, dtype=torch.long)
+        mask = torch.ones(input_ids.shape, dtype=torch.long, device=input_ids.device)
         out = self.base(input_ids=input_ids, position_ids=position_ids, attention_mask=mask, use_cache=False)
         hidden = out.last_hidden_state
         b, s, h = hidden.shape

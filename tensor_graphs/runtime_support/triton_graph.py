@@ -129,9 +129,8 @@ def _torch_dtype(element) -> Any:
 class _TorchMatmul:
     """The plan's library GEMM (`kernels_matmul.LIBRARY_MATMUL`): ``out = op(a) @ op(b)`` by
     ``torch.matmul`` into the output's view (cuBLAS on a GPU), indexed by a grid like a Triton
-    kernel; at torch's float32 setting (IEEE unless the program allowed TF32), or with TF32
-    allowed for the call (``LIBRARY_MATMUL_TF32``, a pinned ``matmul.library_tf32``; torch's
-    setting restored to exactly what it was: torch refuses to read a mix of its two APIs)."""
+    kernel; at IEEE float32, or with TF32 allowed for the call (``LIBRARY_MATMUL_TF32``, a
+    pinned ``matmul.library_tf32``): `_fp32_precision`, whatever the process set."""
 
     def __init__(self, op: buf.MatmulOp, tf32: bool = False):
         self.ta, self.tb = op.flags[0], op.flags[1]
@@ -143,7 +142,7 @@ class _TorchMatmul:
     def __call__(self, a, b, out) -> None:
         import torch
 
-        with _tf32(self.tf32):
+        with _fp32_precision(self.tf32):
             torch.matmul(a.mT if self.ta else a, b.mT if self.tb else b, out=out)
 
 
@@ -162,36 +161,38 @@ class _TorchAddmm(_TorchMatmul):
 
         rows = out.reshape(-1, out.shape[-1])
         bias = acc.reshape(-1) if acc.numel() == out.shape[-1] else acc.reshape(rows.shape)
-        with _tf32(self.tf32):
+        with _fp32_precision(self.tf32):
             if bias.data_ptr() == rows.data_ptr() and bias.shape == rows.shape:
                 rows.addmm_(a.reshape(-1, a.shape[-1]), b.mT if self.tb else b, beta=self.beta, alpha=self.alpha)
             else:
                 torch.addmm(bias, a.reshape(-1, a.shape[-1]), b.mT if self.tb else b, beta=self.beta, alpha=self.alpha, out=rows)
 
 
-class _tf32:
-    """TF32 allowed for the library calls inside (``on``), torch's setting restored to exactly
-    what it was after (torch refuses to read a mix of its two APIs); nothing touched when off."""
+class _fp32_precision:
+    """cuBLAS's float32 precision for the library calls inside: TF32 (``tf32``) or IEEE, whatever
+    the process set (``torch.set_float32_matmul_precision("high")`` would make a
+    ``matmul.library`` GEMM TF32 behind its name, its tuning records and its error); torch's
+    setting restored to exactly what it was after (torch refuses to read a mix of its two APIs)."""
 
-    def __init__(self, on: bool):
-        self.on = on
+    def __init__(self, tf32: bool):
+        self.tf32 = tf32
 
     def __enter__(self) -> None:
-        if not self.on:
-            return
         import torch
 
         settings = torch.backends.cuda.matmul
         # torch >= 2.9 says it as fp32_precision, older ones as allow_tf32
-        self.name, value = ("fp32_precision", "tf32") if hasattr(settings, "fp32_precision") else ("allow_tf32", True)
+        if hasattr(settings, "fp32_precision"):
+            self.name, value = "fp32_precision", ("tf32" if self.tf32 else "ieee")
+        else:
+            self.name, value = "allow_tf32", self.tf32
         self.before = getattr(settings, self.name)
         setattr(settings, self.name, value)
 
     def __exit__(self, *exc) -> None:
-        if self.on:
-            import torch
+        import torch
 
-            setattr(torch.backends.cuda.matmul, self.name, self.before)
+        setattr(torch.backends.cuda.matmul, self.name, self.before)
 
 
 class _WithWarps:
@@ -219,6 +220,9 @@ def _library_call(name: str, op) -> Any:
 #: `PROFILE_CHUNK_OPS` ops) before each run of that many ops, so that their spans time the device
 PROFILE_HOLD_CYCLES = 20_000_000
 PROFILE_CHUNK_OPS = 32
+#: `TritonGraph.replay_ns` holds the device back this long (~0.1 ms) before its first event, so
+#: that the graph's launch is submitted before the span starts: the span times the device alone
+REPLAY_HOLD_CYCLES = 200_000
 
 
 class TritonGraph:
@@ -230,7 +234,16 @@ class TritonGraph:
         """``states``: state arrays by name (torch tensors on the device are bound as they are,
         so two graphs share a KV cache; NumPy arrays are copied, or shared on the CPU); missing
         ones start zeroed. ``bound``: weights already on the device by name (shared with
-        another graph of the same model; filled with the ones uploaded here)."""
+        another graph of the same model; filled with the ones uploaded here). Its tensors are
+        made outside inference mode and autograd, whatever the caller's: a graph compiled under
+        ``torch.inference_mode()`` can be called outside it."""
+        import torch
+
+        with torch.inference_mode(False), torch.no_grad():
+            self._bind(module, weights, device, states, fn, bound)
+
+    def _bind(self, module: ModuleOp, weights: Mapping[str, Any], device: str, states: Mapping[str, Any] | None,
+              fn: func.FuncOp | None, bound: dict[str, Any] | None) -> None:
         import torch
 
         from tensor_graphs.codegen.triton.convert_tensor_to_triton import CHECKS_ATTR, LAUNCHES_ATTR, SOURCE_ATTR
@@ -428,7 +441,14 @@ class TritonGraph:
         """Run on ``inputs`` (NumPy arrays or torch tensors, all one kind, of the graph's dtypes
         and shapes); returns the output (a tuple for several) of the same kind: NumPy arrays, or
         torch tensors on the graph's device. With ``counters``, the launches one by one, timed
-        into them (`run_profiled`)."""
+        into them (`run_profiled`). Outside autograd (an input that requires grad is read as
+        data: cuBLAS's ``out=`` calls take no autograd)."""
+        import torch
+
+        with torch.no_grad():
+            return self._call(inputs, past, counters)
+
+    def _call(self, inputs: Sequence[Any], past: int, counters: np.ndarray | None) -> Any:
         import torch
 
         if len(inputs) != len(self.inputs):
@@ -482,6 +502,7 @@ class TritonGraph:
         while self._graph is None:
             self._replay()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(REPLAY_HOLD_CYCLES)  # the replay queued behind it: not its launch's delay
         start.record()
         self._graph.replay()
         end.record()
