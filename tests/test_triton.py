@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import tensor_graphs as tg
+from tensor_graphs.runtime_support.triton_graph import _fp32_precision
 
 pytest.importorskip("triton")
 
@@ -407,7 +408,7 @@ def test_autograd_and_inference_mode_do_not_reach_the_graph(monkeypatch):
     graph compiled under ``torch.inference_mode()`` is called outside it (its tensors are not
     inference tensors). The library GEMM runs at IEEE float32 whatever the process set
     (``set_float32_matmul_precision("high")`` would make it TF32 behind its name), torch's
-    setting restored after; `matmul.library_tf32` at TF32."""
+    setting restored after; `matmul.library_tf32`'s at TF32."""
     torch.manual_seed(0)
     model = TwoLayers().eval()
     x = torch.randn(40, 64)  # 40 rows: cuBLAS (`matmul.library`)
@@ -432,6 +433,9 @@ def test_autograd_and_inference_mode_do_not_reach_the_graph(monkeypatch):
         before = torch.backends.cuda.matmul.fp32_precision
         fn(x)
         assert seen and set(seen) == {"ieee"}
+        assert torch.backends.cuda.matmul.fp32_precision == before
+        with _fp32_precision(True):  # what `matmul.library_tf32`'s calls run in
+            assert torch.backends.cuda.matmul.fp32_precision == "tf32"
         assert torch.backends.cuda.matmul.fp32_precision == before
     finally:
         torch.set_float32_matmul_precision("highest")
