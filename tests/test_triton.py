@@ -162,6 +162,22 @@ def test_attention_split_over_key_ranges():
     assert (out[:, :, keep] - ref[:, :, keep]).abs().max() <= TOL * ref[:, :, keep].abs().max()
 
 
+@pytest.mark.parametrize("keys", [19, 1024])
+def test_attention_with_batch_x_heads_on_grid_axis_0(monkeypatch, keys):
+    """Batch x heads past CUDA's 65535 programs along grid axis 1 (an encoder's large batch) go
+    on axis 0, the query blocks on axis 1: here with the limit lowered to 4 for 2 x 4 heads, one
+    key range and four (flash-decoding, its combine kernel too)."""
+    from tensor_graphs.codegen.triton import kernels_attention
+
+    monkeypatch.setattr(kernels_attention, "MAX_GRID_YZ", 4)
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 4, 19 if keys == 19 else 3, 16), torch.randn(2, 2, keys, 16), torch.randn(2, 2, keys, 8)
+    fn = _check(Attention(True, True, False), q, k, v, torch.zeros(1))
+    text = fn.ir("triton")
+    assert "bh = tl.program_id(0)" in text and "pid = tl.program_id(1)" in text
+    assert ("attention_combine[(8, 1)]" in text) == (keys == 1024)
+
+
 class Embed(torch.nn.Module):
     def __init__(self):
         super().__init__()

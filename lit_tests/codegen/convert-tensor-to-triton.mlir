@@ -220,3 +220,16 @@ func.func @long_prefill_ranges(%q: tensor<1x32x32768x128xf32>) -> tensor<1x32x32
   %o = tg.attention %q, %q, %q {scale = 0.088 : f32, causal = true, tg.gpu_splits = 16 : i64} : (tensor<1x32x32768x128xf32>, tensor<1x32x32768x128xf32>, tensor<1x32x32768x128xf32>) -> tensor<1x32x32768x128xf32>
   func.return %o : tensor<1x32x32768x128xf32>
 }
+
+// -----
+
+// Batch x heads past CUDA's 65535 programs along grid axis 1 (an encoder's large batch): they go
+// on axis 0, the query blocks on axis 1.
+// CHECK-LABEL: def k0_attention(q, k, v, out):
+// CHECK-NEXT:    pid = tl.program_id(1)
+// CHECK-NEXT:    bh = tl.program_id(0)
+// CHECK:       #   k0_attention[(65536, 1)](buf.attention)
+func.func @many_heads(%q: tensor<4096x16x1x16xf32>) -> tensor<4096x16x1x16xf32> {
+  %o = tg.attention %q, %q, %q {scale = 0.25 : f32} : (tensor<4096x16x1x16xf32>, tensor<4096x16x1x16xf32>, tensor<4096x16x1x16xf32>) -> tensor<4096x16x1x16xf32>
+  func.return %o : tensor<4096x16x1x16xf32>
+}

@@ -19,6 +19,7 @@ from __future__ import annotations
 from xdsl.ir import Operation
 
 from tensor_graphs.codegen.triton.kernels import (
+    MAX_GRID_YZ,
     TritonContext,
     broadcast,
     element,
@@ -61,7 +62,9 @@ def emit_attention(ctx: TritonContext, op: Operation) -> None:
     scratch = splits * batch * h * sq * (dv + 2) if splits > 1 else 0  # partial outputs, maxima and sums
     # offsets past int32 (a long prefill's scratch is splits x its output): int64 program ids
     big = max(numel(sq_), numel(sk_), numel(sv_), numel(shape(out)), scratch)
-    body = ["pid = tl.program_id(0)", f"bh = {program_id(1, big)}", f"b = bh // {h}", f"h = bh % {h}", f"hk = h // {group}",
+    # (query block, batch x head) programs; batch x heads on axis 0 when past CUDA's axis-1 limit
+    axes = _axes(batch * h)
+    body = [f"pid = tl.program_id({axes[0]})", f"bh = {program_id(axes[1], big)}", f"b = bh // {h}", f"h = bh % {h}", f"hk = h // {group}",
             f"q_off = bh * {sq * d}", f"k_off = (b * {hkv} + hk) * {sk * d}", f"v_off = (b * {hkv} + hk) * {sk * dv}",
             f"o_off = bh * {sq * dv}", f"rm = pid * {bm} + tl.arange(0, {bm})", f"rd = tl.arange(0, {bd})",
             f"rdv = tl.arange(0, {bdv})",
@@ -114,7 +117,7 @@ def emit_attention(ctx: TritonContext, op: Operation) -> None:
                  f"tl.store(out + o_off + rm[:, None] * {dv} + rdv[None, :], acc.to({element(out)}), "
                  f"mask=(rm[:, None] < {sq}) & (rdv[None, :] < {dv}))"]
         name = ctx.kernel("attention", params, body, scalars)
-        ctx.launch(name, (-(-sq // bm), batch * h), buffers, scalars, warps=warps(op))
+        ctx.launch(name, _grid(axes, -(-sq // bm), batch * h), buffers, scalars, warps=warps(op))
         return
     _split_attention(ctx, op, body, inner, buffers, params, scalars, splits, chunk, (bm, bn, bdv, sq, dv, batch * h), big)
 
@@ -137,9 +140,10 @@ def _split_attention(ctx: TritonContext, op: Operation, body: list[str], inner: 
                f"tl.store(part + {acc_size + row_size} + {rows}, l_i, mask=ok_rows)"]
     partial_params = [*params, "part"]
     name = ctx.kernel("attention_part", partial_params, partial, scalars)
-    ctx.launch(name, (-(-sq // bm), bh, splits), buffers, scalars, warps=warps(op), scratch=acc_size + 2 * row_size)
+    axes = _axes(bh)
+    ctx.launch(name, (*_grid(axes, -(-sq // bm), bh), splits), buffers, scalars, warps=warps(op), scratch=acc_size + 2 * row_size)
     out = op.outputs[0]  # type: ignore[attr-defined]
-    combine = ["pid = tl.program_id(0)", f"bh = {program_id(1, big)}", f"rm = pid * {bm} + tl.arange(0, {bm})",
+    combine = [f"pid = tl.program_id({axes[0]})", f"bh = {program_id(axes[1], big)}", f"rm = pid * {bm} + tl.arange(0, {bm})",
                f"rdv = tl.arange(0, {bdv})", f"ok_rows = rm < {sq}",
                f"top = tl.full([{bm}], float('-inf'), tl.float32)",
                f"for sid in range(0, {splits}):",
@@ -157,5 +161,16 @@ def _split_attention(ctx: TritonContext, op: Operation, body: list[str], inner: 
                f"tl.store(out + (bh * {sq} + rm)[:, None] * {dv} + rdv[None, :], acc.to({element(out)}), "
                f"mask=ok_rows[:, None] & (rdv[None, :] < {dv}))"]
     name = ctx.kernel("attention_combine", ["out", "part"], combine)
-    ctx.launch(name, (-(-sq // bm), bh), [out], scratch=acc_size + 2 * row_size)
+    ctx.launch(name, _grid(axes, -(-sq // bm), bh), [out], scratch=acc_size + 2 * row_size)
+
+
+def _axes(heads: int) -> tuple[int, int]:
+    """The grid axes of (query blocks, batch x heads): (0, 1), the query blocks of one head
+    launched together (its keys and values shared in L2); (1, 0) when batch x heads pass CUDA's
+    `MAX_GRID_YZ` programs along axis 1 (a large batch of an encoder)."""
+    return (0, 1) if heads <= MAX_GRID_YZ else (1, 0)
+
+
+def _grid(axes: tuple[int, int], query_blocks: int, heads: int) -> tuple[int, int]:
+    return (query_blocks, heads) if axes == (0, 1) else (heads, query_blocks)
 
