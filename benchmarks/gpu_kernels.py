@@ -15,9 +15,10 @@ and warps of the tuner's space (`codegen.triton.paths`): which blocks spill.
 
 What to read in it: a kernel that spills (its registers go to local memory: on a GPU that is
 slow), one whose grid is under one wave (fewer programs than multiprocessors: the GPU partly
-idle), and the bandwidth floor (bytes a plan's Triton launches name, at the GPU's peak
-bandwidth: a gather's table and a cache write's cache counted at the rows touched; no kernel
-moves less; cuBLAS's GEMMs are not in it).
+idle), and the time the bytes a plan's Triton launches name take at the GPU's peak bandwidth
+(`signatures.Launch.nbytes`: an upper bound on the bytes moved, e.g. an attention over a KV
+cache is charged its capacity; a kernel moving them at peak takes this long; cuBLAS's GEMMs
+are not in it).
 
 The lowering runs under ``TRITON_INTERPRET=1`` (set here, before torch and Triton are imported:
 ``tg.compile(device="cuda")`` then binds on the CPU); the compile runs in a child process as for
@@ -104,7 +105,7 @@ def report(what: str, module, total_launches: int, results: dict, gpu: GpuSpec) 
     for launch in found:
         rows[(launch.key, launch.grid)].append(launch)
     lines = [f"## {what}", ""]
-    floor = sum(x.nbytes for x in found) / gpu.bandwidth
+    at_peak = sum(x.nbytes for x in found) / gpu.bandwidth
     under, spilling = 0, set()
     table = []
     for (key, grid), group in rows.items():
@@ -128,12 +129,13 @@ def report(what: str, module, total_launches: int, results: dict, gpu: GpuSpec) 
                                        f"{r['spill_stores']}/{r['spill_loads']} | {r['shared']} | {per_sm} | {waves:.2f} | {mb:.3f} | {us:.2f} |"))
     lines += [
         f"- launches per call: {total_launches} ({len(found)} Triton kernels, {total_launches - len(found)} library GEMMs)",
-        f"- bandwidth floor of the Triton launches: {floor * 1e3:.3f} ms at {gpu.bandwidth / 1e12:.2f} TB/s "
-        "(the bytes each launch names, once; GEMMs in cuBLAS not counted)",
+        f"- the bytes the Triton launches name, at peak bandwidth: {at_peak * 1e3:.3f} ms at {gpu.bandwidth / 1e12:.2f} TB/s "
+        "(each launch's buffers once, the parts gathers, slices and cache writes touch; an upper bound "
+        "on the bytes; GEMMs in cuBLAS not counted)",
         f"- launches with fewer programs than the {gpu.multiprocessors} multiprocessors: {under} of {len(found)}",
         f"- kernels that spill registers: {', '.join(sorted(spilling)) or 'none'}",
         "",
-        "| kernel | op | launches | programs | warps | registers | spill st/ld bytes | shared bytes | programs/SM | waves | MB named | floor us |",
+        "| kernel | op | launches | programs | warps | registers | spill st/ld bytes | shared bytes | programs/SM | waves | MB named | us at peak |",
         "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     lines += [row for _, row in sorted(table, key=lambda t: -t[0])]

@@ -457,6 +457,31 @@ def test_autograd_and_inference_mode_do_not_reach_the_graph(monkeypatch):
         torch.set_float32_matmul_precision("highest")
 
 
+def test_library_precision_from_several_threads():
+    """Threads running `matmul.library` and `matmul.library_tf32` calls at once take turns with
+    torch's process-wide precision setting: each call sees its own, and the setting is the
+    program's again after."""
+    import threading
+    import time
+
+    before = torch.backends.cuda.matmul.fp32_precision
+    wrong = []
+
+    def work(tf32: bool) -> None:
+        for _ in range(100):
+            with _fp32_precision(tf32):
+                time.sleep(0.0002)  # a GEMM queued (the GIL released)
+                if torch.backends.cuda.matmul.fp32_precision != ("tf32" if tf32 else "ieee"):
+                    wrong.append(tf32)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in (True, False, False)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not wrong and torch.backends.cuda.matmul.fp32_precision == before
+
+
 def test_tune_chooses_gpu_variants_measured_on_the_device(tmp_path):
     """tune= on the GPU path: each GEMM's GPU variants (cuBLAS or tl.dot, IEEE or TF32, the gemv
     for a few rows) measured alone on the device, recorded for it (here Triton's interpreter,

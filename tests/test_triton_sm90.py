@@ -10,6 +10,7 @@ their signatures from the buf operands they launch on), then compiled in a proce
 
 from __future__ import annotations
 
+import textwrap
 
 import pytest
 import torch
@@ -169,3 +170,34 @@ def test_the_heuristics_kernels_spill_no_registers_on_sm90(tmp_path):
                for r in results if r["spill_stores"] or r["spill_loads"]]
     assert not spilled, "\n".join(spilled)
     assert any("attention" in r["kernel"] for r in results if r["what"].startswith("qwen3"))
+
+
+def test_offline_compile_reports_each_launch(tmp_path):
+    """`compile_programs` returns one result per launch: a kernel that compiles (with its
+    resources), one the compiler rejects, a name the source lacks, a source that does not load;
+    none of them stops the others."""
+    source = textwrap.dedent("""
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def twice(x, out):
+            o = tl.program_id(0) * 1024 + tl.arange(0, 1024)
+            tl.store(out + o, tl.load(x + o) * 2)
+
+        @triton.jit
+        def changes_type(x, out):
+            acc = 0
+            for i in range(0, 4):
+                acc = tl.load(x + tl.arange(0, 16))
+            tl.store(out + tl.arange(0, 16), acc)
+    """)
+    launches_ = [["twice", ["*fp32", "*fp32"], None], ["changes_type", ["*fp32", "*fp32"], 8], ["absent", ["*fp32"], None]]
+    results = compile_programs([{"what": "a", "source": source, "launches": launches_},
+                                {"what": "b", "source": "import not_a_module_anywhere\n", "launches": [["k", ["*fp32"], None]]}],
+                               resources=True, cache_dir=str(tmp_path / "cache"))
+    ok, rejected, absent, unloaded = results
+    assert ok["ok"] and ok["registers"] > 0 and ok["spill_stores"] == 0 and ok["warps"] == 4
+    assert not rejected["ok"] and "Loop-carried variable acc" in rejected["error"]
+    assert not absent["ok"] and "no kernel 'absent'" in absent["error"]
+    assert not unloaded["ok"] and "does not load" in unloaded["error"]

@@ -20,6 +20,7 @@ import hashlib
 import importlib.util
 import os
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -172,7 +173,11 @@ class _fp32_precision:
     """cuBLAS's float32 precision for the library calls inside: TF32 (``tf32``) or IEEE, whatever
     the process set (``torch.set_float32_matmul_precision("high")`` would make a
     ``matmul.library`` GEMM TF32 behind its name, its tuning records and its error); torch's
-    setting restored to exactly what it was after (torch refuses to read a mix of its two APIs)."""
+    setting restored to exactly what it was after (torch refuses to read a mix of its two APIs).
+    The setting is the process's: graphs called from several threads take turns
+    (`_PRECISION_LOCK`, held from the setting to its restoring; a GEMM is only queued inside), so
+    that none restores another's value; a torch matmul of the program's own on another thread
+    meanwhile still sees it."""
 
     def __init__(self, tf32: bool):
         self.tf32 = tf32
@@ -180,19 +185,31 @@ class _fp32_precision:
     def __enter__(self) -> None:
         import torch
 
+        _PRECISION_LOCK.acquire()
         settings = torch.backends.cuda.matmul
         # torch >= 2.9 says it as fp32_precision, older ones as allow_tf32
         if hasattr(settings, "fp32_precision"):
             self.name, value = "fp32_precision", ("tf32" if self.tf32 else "ieee")
         else:
             self.name, value = "allow_tf32", self.tf32
-        self.before = getattr(settings, self.name)
-        setattr(settings, self.name, value)
+        try:
+            self.before = getattr(settings, self.name)
+            setattr(settings, self.name, value)
+        except BaseException:
+            _PRECISION_LOCK.release()
+            raise
 
     def __exit__(self, *exc) -> None:
         import torch
 
-        setattr(torch.backends.cuda.matmul, self.name, self.before)
+        try:
+            setattr(torch.backends.cuda.matmul, self.name, self.before)
+        finally:
+            _PRECISION_LOCK.release()
+
+
+#: one `_fp32_precision` at a time in the process (see there)
+_PRECISION_LOCK = threading.RLock()
 
 
 class _WithWarps:
@@ -502,7 +519,8 @@ class TritonGraph:
         while self._graph is None:
             self._replay()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(REPLAY_HOLD_CYCLES)  # the replay queued behind it: not its launch's delay
+        if (hold := getattr(torch.cuda, "_sleep", None)) is not None:
+            hold(REPLAY_HOLD_CYCLES)  # the replay queued behind it: not its launch's delay
         start.record()
         self._graph.replay()
         end.record()

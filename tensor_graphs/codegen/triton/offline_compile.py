@@ -44,7 +44,11 @@ def compile_programs(programs: list[dict], capability: int = 90, resources: bool
         env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
         env["TRITON_CACHE_DIR"] = cache_dir or str(Path(tmp) / "triton-cache")
         args = [sys.executable, "-m", __name__, str(path), str(out), str(capability), "1" if resources else "0"]
-        done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout)
+        try:
+            done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"the offline Triton compile of {sum(len(p['launches']) for p in programs)} kernel(s) "
+                               f"took over {timeout:.0f} s") from None
         if done.returncode != 0 or not out.exists():
             raise RuntimeError(f"the offline Triton compile failed (exit {done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
         return json.loads(out.read_text())
@@ -58,8 +62,10 @@ def _ptxas_resources(ptx: str, capability: int) -> dict[str, int]:
         src = Path(tmp) / "k.ptx"
         src.write_text(ptx)
         done = subprocess.run([get_ptxas(capability).path, "-v", f"--gpu-name={sm_arch_from_capability(capability)}", str(src),
-                               "-o", str(Path(tmp) / "k.cubin")], capture_output=True, text=True, check=True)
+                               "-o", str(Path(tmp) / "k.cubin")], capture_output=True, text=True)
     log = done.stderr + done.stdout
+    if done.returncode != 0:
+        raise RuntimeError(f"ptxas -v failed (exit {done.returncode}): {log.strip()[-300:]}")
     registers, frame = _REGISTERS.search(log), _FRAME.search(log)
     if registers is None or frame is None:
         raise RuntimeError(f"unexpected ptxas -v output:\n{log}")
@@ -83,11 +89,19 @@ def _compile_in_this_process(programs: list[dict], capability: int, resources: b
             spec = importlib.util.spec_from_file_location(f"tg_offline_{k}", path)
             assert spec is not None and spec.loader is not None
             module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
+            try:
+                spec.loader.exec_module(module)
+                loaded = None
+            except Exception as e:  # the source itself: every launch of the program fails with it
+                loaded = f"the kernels' source does not load: {type(e).__name__}: {e}"
             for name, signature, warps in program["launches"]:
-                fn = getattr(module, name)
                 result: dict[str, Any] = {"what": program["what"], "kernel": name, "signature": signature, "warps": warps or 4}
                 try:
+                    if loaded is not None:
+                        raise RuntimeError(loaded)
+                    if not hasattr(module, name):
+                        raise RuntimeError(f"no kernel '{name}' in the source")
+                    fn = getattr(module, name)
                     compiled = triton.compile(ASTSource(fn=fn, signature=dict(zip(fn.arg_names, signature)), constexprs={}),
                                               target=GPUTarget("cuda", capability, 32),
                                               options={"num_warps": warps} if warps else {})

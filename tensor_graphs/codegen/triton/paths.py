@@ -155,11 +155,13 @@ ATTENTION_SPLIT_MIN_KEYS = 256
 ATTENTION_TILE = 4096
 #: ... but at IEEE float32 (``attention.flash``) a key block holds this many keys: ``tl.dot`` at
 #: IEEE float32 runs on the FMA units, its operand layouts copy the tiles across threads, and
-#: ptxas spills registers from 32 keys on (sm_90, 4 warps: head dim 64 in 64 x 64 blocks spills
-#: 16.5 KB per thread, head dim 128 in 32 x 32 spills 312 bytes; every query block up to the
-#: tile with 16 keys and 4 or 8 warps spills none, head dims 32 to 256:
-#: `benchmarks/gpu_kernels.py --attention`, `tests/test_triton_sm90.py`). TF32's tensor-core
-#: layouts take the tile's keys unspilled.
+#: with 32 keys or more ptxas spills registers at some head dims (sm_90, 4 warps: head dim 64 in
+#: 64 x 64 blocks spills 16.5 KB per thread, 64 x 32 360 bytes, head dim 128 in 32 x 32 312
+#: bytes); every query block up to the tile with 16 keys and 4 or 8 warps spills none, head dims
+#: 32 to 256 (`benchmarks/gpu_kernels.py --attention`, `tests/test_triton_sm90.py`). The
+#: narrower block costs little where a wider one would not spill: per key block the online
+#: softmax rescales ``block_m x head_dim`` values against ``2 x block_m x 16 x head_dim`` FMAs of
+#: the two products (3%). TF32's tensor-core layouts take the tile's keys unspilled.
 ATTENTION_IEEE_KEY_BLOCK = 16
 ATTENTION_BLOCK_M, ATTENTION_BLOCK_N = (16, 32, 64), (16, 32, 64)
 

@@ -40,7 +40,9 @@ class Launch:
     warps: int | None
     grid: tuple[int, ...]
     #: bytes of the buffers the launch names, each counted once, a weight copy at its own
-    #: element size (a gather reads less of its table: an upper bound)
+    #: element size, a gather's table, a slice's input and a cache write's cache at the part
+    #: touched (`PARTIAL_OPERANDS`); an upper bound on what it moves (an attention over a cache
+    #: is charged the cache's capacity; a scratch buffer is not counted)
     nbytes: int
     #: what a profile calls its op (`kernel_label`)
     label: str
@@ -82,8 +84,10 @@ def launches(module: ModuleOp, library: Collection[str] = ()) -> list[Launch]:
 
 #: kernel ops that touch part of one operand, by class -> (that operand's position among the op's
 #: operands, the operand whose size is what they touch of it): a gather reads rows of its table
-#: (as many as it writes), a cache write writes its update's rows of the cache
-PARTIAL_OPERANDS: dict[type, tuple[int, int]] = {buf.EmbeddingOp: (0, 2), buf.TakeOp: (0, 2), buf.CacheWriteOp: (1, 0)}
+#: (as many as it writes), a slice the part of its input it copies, a cache write writes its
+#: update's rows of the cache
+PARTIAL_OPERANDS: dict[type, tuple[int, int]] = {buf.EmbeddingOp: (0, 2), buf.TakeOp: (0, 2), buf.SliceOp: (0, 1),
+                                                 buf.CacheWriteOp: (1, 0)}
 
 
 def _bytes_read(op, args: list[int], d: dict) -> int:
