@@ -162,20 +162,41 @@ def test_attention_split_over_key_ranges():
     assert (out[:, :, keep] - ref[:, :, keep]).abs().max() <= TOL * ref[:, :, keep].abs().max()
 
 
+@pytest.mark.parametrize("queries,heads,keys,causal,mask_heads", [
+    (1, 8, 40, False, 8),     # a decode step: 4 query heads a kv head, a mask per head
+    (3, 8, 40, True, 0),      # a few queries (12 packed rows of 16), causal
+    (3, 8, 40, False, 1),     # ... a mask broadcast over the heads
+    (2, 4, 1024, False, 4),   # packed and split over key ranges (flash-decoding), a mask per head
+    (2, 4, 1024, True, 0),    # ... causal
+])
+def test_attention_packs_a_kv_heads_group(queries, heads, keys, causal, mask_heads):
+    """Grouped-query heads whose queries all fit one block: a program per (batch, kv head), its
+    rows every query of the group's heads (each row's own head, position and mask row), the kv
+    head's keys read once for the group."""
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, heads, queries, 16), torch.randn(2, 2, keys, 16), torch.randn(2, 2, keys, 8)
+    mask = torch.randn(2, max(mask_heads, 1), queries, keys)
+    fn = _check(Attention(causal, True, mask_heads > 0), q, k, v, mask)
+    text = fn.ir("triton")
+    assert f"hq = hk * {heads // 2} + rm // {queries}" in text
+    assert ("attention_part" in text) == (keys == 1024)
+
+
 @pytest.mark.parametrize("keys", [19, 1024])
 def test_attention_with_batch_x_heads_on_grid_axis_0(monkeypatch, keys):
     """Batch x heads past CUDA's 65535 programs along grid axis 1 (an encoder's large batch) go
-    on axis 0, the query blocks on axis 1: here with the limit lowered to 4 for 2 x 4 heads, one
-    key range and four (flash-decoding, its combine kernel too)."""
+    on axis 0, the query blocks on axis 1: here with the limit lowered to 1, over 2 x 4 heads
+    with one key range, and over 2 x 2 kv heads of 3 queries per head packed with their group
+    in four ranges (flash-decoding, its combine kernel too)."""
     from tensor_graphs.codegen.triton import kernels_attention
 
-    monkeypatch.setattr(kernels_attention, "MAX_GRID_YZ", 4)
+    monkeypatch.setattr(kernels_attention, "MAX_GRID_YZ", 1)
     torch.manual_seed(0)
     q, k, v = torch.randn(2, 4, 19 if keys == 19 else 3, 16), torch.randn(2, 2, keys, 16), torch.randn(2, 2, keys, 8)
     fn = _check(Attention(True, True, False), q, k, v, torch.zeros(1))
     text = fn.ir("triton")
-    assert "bh = tl.program_id(0)" in text and "pid = tl.program_id(1)" in text
-    assert ("attention_combine[(8, 1)]" in text) == (keys == 1024)
+    assert "unit = tl.program_id(0)" in text and "pid = tl.program_id(1)" in text
+    assert ("attention_combine[(4, 1)]" in text) == (keys == 1024)
 
 
 class Embed(torch.nn.Module):

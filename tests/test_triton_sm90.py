@@ -139,10 +139,10 @@ def test_every_gpu_variant_and_parameter_compiles_for_sm90(tmp_path):
 def test_the_heuristics_kernels_spill_no_registers_on_sm90(tmp_path):
     """What ptxas says the default kernels use on an H100 (``ptxas -v``, `compile_programs`'s
     resources): no spilled register (spills go to local memory; the attention the H100 rows of
-    2026-11-24 ran, 64 x 64 blocks at IEEE float32, spilled 16.5 KB per thread at head dim 64 and
-    16.9 KB at 128). The heuristic's attention at
-    IEEE float32 and at TF32 for head dims 32 to 256, over 64 queries with enough heads for the
-    largest query block and over one query, and a decoder of head dim 128 (its GEMVs, its
+    2026-11-24 ran, 64 x 64 blocks at IEEE float32, spills ~17 KB per thread at head dims 64 and
+    128). The heuristic's attention at IEEE float32 and at TF32 for head dims 32 to 256, over 64
+    queries with enough heads for the largest query block and over one query, and a decoder of
+    head dim 128 with grouped-query heads (its GEMVs, its
     attention over the cache, the rest)."""
     torch.manual_seed(0)
     programs = []

@@ -58,16 +58,22 @@ func.func @forward(%x: tensor<1x300xf32>) -> tensor<1x70xf32> {
 // Causal attention with grouped-query heads (4 query heads over 2 kv heads) and a KV cache:
 // the keys past the cache's valid positions (past + Sq, `past` read from the graph's dims
 // buffer: every launch argument a fixed address, for a CUDA graph) and past the causal diagonal
-// are skipped block by block.
+// are skipped block by block. One query per head: a program per kv head, its rows the group's
+// two heads (packed; each row's head hq, query position qi and row of q and out qrow).
 // CHECK-LABEL: def k0_attention(q, k, v, out, dims):
 // CHECK-NEXT:    past = tl.load(dims + 0)
-// CHECK:         hk = h // 2
+// CHECK:         hk = unit % 2
+// CHECK-NEXT:    rm = tl.arange(0, 16)
+// CHECK-NEXT:    hq = hk * 2 + rm // 1
+// CHECK-NEXT:    qi = rm % 1
+// CHECK-NEXT:    qrow = (b * 4 + hq) * 1 + qi
+// CHECK-NEXT:    row_ok = rm < 2
 // CHECK:         n_valid = past + 1
 // CHECK:         for n0 in range(0, 32, 16):
 // CHECK-NEXT:      if n0 < n_valid:
-// CHECK-NEXT:        if n0 <= pid * 16 + 15 + shift:
-// CHECK:             ok = ok & (rn[None, :] <= rm[:, None] + shift)
-// CHECK:       #   k0_attention[(1, 4)](buf.attention, past)
+// CHECK-NEXT:        if n0 <= 0 + shift:
+// CHECK:             ok = ok & (rn[None, :] <= qi[:, None] + shift)
+// CHECK:       #   k0_attention[(1, 2)](buf.attention, past)
 func.func @forward(%q: tensor<1x4x1x16xf32>, %k: tensor<1x2x32x16xf32>, %v: tensor<1x2x32x16xf32>) -> tensor<1x4x1x16xf32> {
   %o = tg.attention %q, %k, %v {scale = 0.25 : f32, causal = true, kv_cache = true} : (tensor<1x4x1x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x16xf32>) -> tensor<1x4x1x16xf32>
   func.return %o : tensor<1x4x1x16xf32>
@@ -197,7 +203,7 @@ func.func @library_epilogues(%x: tensor<40x64xf32>, %r: tensor<40x8xf32>) -> (te
 // CHECK:         for i0 in range(0, 256, 16):
 // CHECK-NEXT:      n0 = sid * 256 + i0
 // CHECK-NEXT:      if n0 < 1024:
-// CHECK:         tl.store(part + 2048 + (sid * 2 + bh) * 1 + rm, m_i, mask=ok_rows)
+// CHECK:         tl.store(part + 2048 + (sid * 2 + unit) * 1 + rm, m_i, mask=row_ok)
 // CHECK-LABEL: def k0_attention_combine(out, part):
 // CHECK:         for sid in range(0, 4):
 // CHECK:       #   k0_attention_part[(1, 2, 4)](buf.attention, scratch=2064)
@@ -212,10 +218,10 @@ func.func @split_keys(%q: tensor<1x2x1x16xf32>, %k: tensor<1x2x1024x16xf32>, %v:
 // Key ranges of a long prefill (16 ranges pinned): the scratch holds 16 x its output, past
 // int32's offsets: the program ids of both kernels are int64.
 // CHECK-LABEL: def k0_attention_part(q, k, v, out, part):
-// CHECK:         bh = tl.program_id(1).to(tl.int64)
+// CHECK:         unit = tl.program_id(1).to(tl.int64)
 // CHECK:         sid = tl.program_id(2).to(tl.int64)
 // CHECK-LABEL: def k0_attention_combine(out, part):
-// CHECK:         bh = tl.program_id(1).to(tl.int64)
+// CHECK:         unit = tl.program_id(1).to(tl.int64)
 func.func @long_prefill_ranges(%q: tensor<1x32x32768x128xf32>) -> tensor<1x32x32768x128xf32> {
   %o = tg.attention %q, %q, %q {scale = 0.088 : f32, causal = true, tg.gpu_splits = 16 : i64} : (tensor<1x32x32768x128xf32>, tensor<1x32x32768x128xf32>, tensor<1x32x32768x128xf32>) -> tensor<1x32x32768x128xf32>
   func.return %o : tensor<1x32x32768x128xf32>
@@ -227,7 +233,7 @@ func.func @long_prefill_ranges(%q: tensor<1x32x32768x128xf32>) -> tensor<1x32x32
 // on axis 0, the query blocks on axis 1.
 // CHECK-LABEL: def k0_attention(q, k, v, out):
 // CHECK-NEXT:    pid = tl.program_id(1)
-// CHECK-NEXT:    bh = tl.program_id(0)
+// CHECK-NEXT:    unit = tl.program_id(0)
 // CHECK:       #   k0_attention[(65536, 1)](buf.attention)
 func.func @many_heads(%q: tensor<4096x16x1x16xf32>) -> tensor<4096x16x1x16xf32> {
   %o = tg.attention %q, %q, %q {scale = 0.25 : f32} : (tensor<4096x16x1x16xf32>, tensor<4096x16x1x16xf32>, tensor<4096x16x1x16xf32>) -> tensor<4096x16x1x16xf32>

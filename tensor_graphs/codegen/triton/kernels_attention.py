@@ -10,6 +10,11 @@ are keys (``past`` a run-time argument)::
         l = l * exp(m - m_new) + rowsum(p); acc = acc * exp(m - m_new) + tl.dot(p, v_block)
     out = acc / l                                    (0 where every key is masked)
 
+With grouped-query heads whose queries all fit one block (a decode step: one query per head)
+a program's rows are every query of a kv head's group instead (`paths.attention_programs`):
+one program per (batch, kv head), its keys and values read once for the group, and the 16-row
+tile ``tl.dot`` needs holds the group's heads rather than one query and 15 empty rows.
+
 The scratch output of the CPU kernel (its per-thread tiles) is not used. The products are IEEE
 float32, or TF32 with ``tg.gpu_kernel = "attention.flash_tf32"`` (`paths`).
 """
@@ -32,7 +37,7 @@ from tensor_graphs.codegen.triton.kernels import (
     shape,
 )
 from tensor_graphs.codegen.triton.kernels_matmul import PRECISION, TF32
-from tensor_graphs.codegen.triton.paths import attention_blocks, attention_splits, selected, warps
+from tensor_graphs.codegen.triton.paths import attention_blocks, attention_programs, attention_splits, selected, warps
 from tensor_graphs.dialects import buffer as buf
 
 
@@ -57,26 +62,29 @@ def emit_attention(ctx: TritonContext, op: Operation) -> None:
     bd, bdv = max(16, pow2(d)), max(16, pow2(dv))
     causal, cached = bool(op.causal.value.data), bool(op.kv_cache.value.data)
     scale = op.scale.value.data
-    splits = attention_splits(op, -(-sq // bm) * batch * h, sk)
+    packed, programs = attention_programs(sq, h, hkv, batch, bm)
+    splits = attention_splits(op, programs, sk)
     chunk = -(-(-(-sk // bn)) // splits) * bn  # keys per range, whole blocks
     scratch = splits * batch * h * sq * (dv + 2) if splits > 1 else 0  # partial outputs, maxima and sums
     # offsets past int32 (a long prefill's scratch is splits x its output): int64 program ids
     big = max(numel(sq_), numel(sk_), numel(sv_), numel(shape(out)), scratch)
-    # (query block, batch x head) programs; batch x heads on axis 0 when past CUDA's axis-1 limit
-    axes = _axes(batch * h)
-    body = [f"pid = tl.program_id({axes[0]})", f"bh = {program_id(axes[1], big)}", f"b = bh // {h}", f"h = bh % {h}", f"hk = h // {group}",
-            f"q_off = bh * {sq * d}", f"k_off = (b * {hkv} + hk) * {sk * d}", f"v_off = (b * {hkv} + hk) * {sk * dv}",
-            f"o_off = bh * {sq * dv}", f"rm = pid * {bm} + tl.arange(0, {bm})", f"rd = tl.arange(0, {bd})",
-            f"rdv = tl.arange(0, {bdv})",
-            f"qb = tl.load(q + q_off + rm[:, None] * {d} + rd[None, :], mask=(rm[:, None] < {sq}) & (rd[None, :] < {d}), other=0.0)",
+    # a program's unit: a (batch, head), or with packed rows a (batch, kv head) and its group
+    units, blocks = (batch * hkv, 1) if packed else (batch * h, -(-sq // bm))
+    # (query block, unit) programs; the units on axis 0 when past CUDA's axis-1 limit
+    axes = _axes(units)
+    body = [*_row_lines(axes, big, packed, (bm, sq, h, hkv, group)),
+            f"k_off = (b * {hkv} + hk) * {sk * d}", f"v_off = (b * {hkv} + hk) * {sk * dv}",
+            f"rd = tl.arange(0, {bd})", f"rdv = tl.arange(0, {bdv})",
+            f"qb = tl.load(q + qrow[:, None] * {d} + rd[None, :], mask=row_ok[:, None] & (rd[None, :] < {d}), other=0.0)",
             f"m_i = tl.full([{bm}], float('-inf'), tl.float32)", f"l_i = tl.zeros([{bm}], dtype=tl.float32)",
             f"acc = tl.zeros([{bm}, {bdv}], dtype=tl.float32)",
             f"n_valid = {'past + ' + str(sq) if cached else sk}", f"shift = n_valid - {sq}"]
     if mask is not None:
         st = broadcast(shape(mask), (*sq_[:-1], sk))
         body += index_lines("b", lead, prefix="q") if lead else []
-        mb = " + ".join([*(f"q{i} * {s}" for i, s in enumerate(st[: len(lead)]) if s), *([f"h * {st[-3]}"] if st[-3] else [])]) or "0"
-        body.append(f"mask_off = {mb}")
+        mb = " + ".join([*(f"q{i} * {s}" for i, s in enumerate(st[: len(lead)]) if s), *([f"hq * {st[-3]}"] if st[-3] else []),
+                         *([f"qi * {st[-2]}"] if st[-2] else [])]) or "0"
+        body.append(f"mask_row = {mb}")
     # the key blocks: a static loop over the whole Sk (Triton's interpreter takes no run-time
     # bound), blocks past the cache's valid keys or past the causal diagonal skipped
     inner = [f"rn = n0 + tl.arange(0, {bn})",
@@ -85,11 +93,11 @@ def emit_attention(ctx: TritonContext, op: Operation) -> None:
              f"s = tl.dot(qb, kb, input_precision=\"{precision}\") * {scale!r}",
              "ok = kv[None, :] & (rm[:, None] >= 0)"]
     if causal:
-        inner.append("ok = ok & (rn[None, :] <= rm[:, None] + shift)")
+        inner.append("ok = ok & (rn[None, :] <= qi[:, None] + shift)")
     if mask is not None:
         st = broadcast(shape(mask), (*sq_[:-1], sk))
-        inner.append(f"s = s + tl.load(mask + mask_off + rm[:, None] * {st[-2]} + rn[None, :] * {st[-1]}, "
-                     f"mask=(rm[:, None] < {sq}) & kv[None, :], other=0.0)")
+        inner.append(f"s = s + tl.load(mask + mask_row[:, None] + rn[None, :] * {st[-1]}, "
+                     f"mask=row_ok[:, None] & kv[None, :], other=0.0)")
     inner += ["s = tl.where(ok, s, float('-inf'))",
               "m_new = tl.maximum(m_i, tl.max(s, 1))",
               "m_safe = tl.where(m_new == float('-inf'), 0.0, m_new)",
@@ -99,7 +107,8 @@ def emit_attention(ctx: TritonContext, op: Operation) -> None:
               f"vb = tl.load(v + v_off + rn[:, None] * {dv} + rdv[None, :], mask=kv[:, None] & (rdv[None, :] < {dv}), other=0.0)",
               f"acc = acc * scale_old[:, None] + tl.dot(p, vb, input_precision=\"{precision}\")",
               "m_i = m_new"]
-    guards = (["if n0 < n_valid:"] if cached else []) + ([f"if n0 <= pid * {bm} + {bm - 1} + shift:"] if causal else [])
+    last_query = f"{sq - 1}" if packed else f"pid * {bm} + {bm - 1}"  # the block's last query position
+    guards = (["if n0 < n_valid:"] if cached else []) + ([f"if n0 <= {last_query} + shift:"] if causal else [])
     if splits > 1:  # this program's range of keys: [sid * chunk, sid * chunk + chunk) within Sk
         guards = [f"if n0 < {sk}:", *guards]
     for guard in reversed(guards):
@@ -114,60 +123,79 @@ def emit_attention(ctx: TritonContext, op: Operation) -> None:
         # a query whose keys are all masked (a padding position) gets 0, as on the CPU (never NaN:
         # its row's keys and values feed later layers through the cache)
         body += ["acc = acc * tl.where(l_i == 0.0, 0.0, 1.0 / tl.where(l_i == 0.0, 1.0, l_i))[:, None]",
-                 f"tl.store(out + o_off + rm[:, None] * {dv} + rdv[None, :], acc.to({element(out)}), "
-                 f"mask=(rm[:, None] < {sq}) & (rdv[None, :] < {dv}))"]
+                 f"tl.store(out + qrow[:, None] * {dv} + rdv[None, :], acc.to({element(out)}), "
+                 f"mask=row_ok[:, None] & (rdv[None, :] < {dv}))"]
         name = ctx.kernel("attention", params, body, scalars)
-        ctx.launch(name, _grid(axes, -(-sq // bm), batch * h), buffers, scalars, warps=warps(op))
+        ctx.launch(name, _grid(axes, blocks, units), buffers, scalars, warps=warps(op))
         return
-    _split_attention(ctx, op, body, inner, buffers, params, scalars, splits, chunk, (bm, bn, bdv, sq, dv, batch * h), big)
+    _split_attention(ctx, op, body, inner, buffers, params, scalars, splits, chunk, (bm, bn, bdv, sq, dv, units, blocks), big,
+                     (packed, h, hkv, group))
+
+
+def _row_lines(axes: tuple[int, int], big: int, packed: bool, dims: tuple[int, int, int, int, int]) -> list[str]:
+    """The first lines of an attention program: its unit (``b``, ``hk``), its ``bm`` rows
+    ``rm``, each row's head ``hq``, query position ``qi``, row of q and out ``qrow`` (``(b * H +
+    hq) * Sq + qi``) and ``row_ok``. Unpacked, a unit is a (batch, head) and its rows a block of
+    queries; packed, a (batch, kv head) and its rows every query of its group's heads (``g`` =
+    row // Sq): a decode step's one query per head fills a 16-row tile with the group's heads
+    instead of 15 empty rows, and the kv head's keys are read once for the group."""
+    bm, sq, h, hkv, group = dims
+    lines = [f"pid = tl.program_id({axes[0]})", f"unit = {program_id(axes[1], big)}"]
+    if packed:
+        return [*lines, f"b = unit // {hkv}", f"hk = unit % {hkv}", f"rm = tl.arange(0, {bm})", f"hq = hk * {group} + rm // {sq}",
+                f"qi = rm % {sq}", f"qrow = (b * {h} + hq) * {sq} + qi", f"row_ok = rm < {group * sq}"]
+    return [*lines, f"b = unit // {h}", f"hq = unit % {h}", f"hk = hq // {group}", f"rm = pid * {bm} + tl.arange(0, {bm})",
+            "qi = rm", f"qrow = unit * {sq} + rm", f"row_ok = rm < {sq}"]
 
 
 def _split_attention(ctx: TritonContext, op: Operation, body: list[str], inner: list[str], buffers: list, params: list[str],
-                     scalars: list[str], splits: int, chunk: int, dims: tuple[int, int, int, int, int, int], big: int) -> None:
-    """Flash-decoding: program ``(query block, batch x head, range)`` runs the online softmax over
-    its range of ``chunk`` keys and writes its unnormalised output, max and sum to the scratch
-    buffer ``part`` (``[splits, BH, Sq, Dv]``, then ``[splits, BH, Sq]`` twice); one program per
-    query block then combines the ranges: ``out = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M)``
-    (offsets in int64 when the scratch, ``big`` elements at most, passes int32's)."""
-    bm, bn, bdv, sq, dv, bh = dims
-    acc_size, row_size = splits * bh * sq * dv, splits * bh * sq
-    rows = f"(sid * {bh} + bh) * {sq} + rm"
+                     scalars: list[str], splits: int, chunk: int, dims: tuple[int, int, int, int, int, int, int], big: int,
+                     heads: tuple[bool, int, int, int]) -> None:
+    """Flash-decoding: program ``(query block, unit, range)`` runs the online softmax over its
+    range of ``chunk`` keys and writes its unnormalised output, max and sum to the scratch
+    buffer ``part`` (``[splits, units, R, Dv]``, then ``[splits, units, R]`` twice, ``R`` the rows
+    of a unit: `_row_lines`); one program per query block then combines the ranges:
+    ``out = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M)`` (offsets in int64 when the scratch,
+    ``big`` elements at most, passes int32's)."""
+    bm, bn, bdv, sq, dv, units, blocks = dims
+    packed, h, hkv, group = heads
+    per_unit = group * sq if packed else sq
+    acc_size, row_size = splits * units * per_unit * dv, splits * units * per_unit
+    rows = f"(sid * {units} + unit) * {per_unit} + rm"
     partial = [*body, f"sid = {program_id(2, big)}", f"for i0 in range(0, {chunk}, {bn}):",
                *("    " + line for line in inner),
-               f"ok_rows = rm < {sq}",
-               f"tl.store(part + ({rows})[:, None] * {dv} + rdv[None, :], acc, mask=ok_rows[:, None] & (rdv[None, :] < {dv}))",
-               f"tl.store(part + {acc_size} + {rows}, m_i, mask=ok_rows)",
-               f"tl.store(part + {acc_size + row_size} + {rows}, l_i, mask=ok_rows)"]
+               f"tl.store(part + ({rows})[:, None] * {dv} + rdv[None, :], acc, mask=row_ok[:, None] & (rdv[None, :] < {dv}))",
+               f"tl.store(part + {acc_size} + {rows}, m_i, mask=row_ok)",
+               f"tl.store(part + {acc_size + row_size} + {rows}, l_i, mask=row_ok)"]
     partial_params = [*params, "part"]
     name = ctx.kernel("attention_part", partial_params, partial, scalars)
-    axes = _axes(bh)
-    ctx.launch(name, (*_grid(axes, -(-sq // bm), bh), splits), buffers, scalars, warps=warps(op), scratch=acc_size + 2 * row_size)
+    axes = _axes(units)
+    ctx.launch(name, (*_grid(axes, blocks, units), splits), buffers, scalars, warps=warps(op), scratch=acc_size + 2 * row_size)
     out = op.outputs[0]  # type: ignore[attr-defined]
-    combine = [f"pid = tl.program_id({axes[0]})", f"bh = {program_id(axes[1], big)}", f"rm = pid * {bm} + tl.arange(0, {bm})",
-               f"rdv = tl.arange(0, {bdv})", f"ok_rows = rm < {sq}",
+    combine = [*_row_lines(axes, big, packed, (bm, sq, h, hkv, group)), f"rdv = tl.arange(0, {bdv})",
                f"top = tl.full([{bm}], float('-inf'), tl.float32)",
                f"for sid in range(0, {splits}):",
-               f"    top = tl.maximum(top, tl.load(part + {acc_size} + {rows}, mask=ok_rows, other=float('-inf')))",
+               f"    top = tl.maximum(top, tl.load(part + {acc_size} + {rows}, mask=row_ok, other=float('-inf')))",
                "top = tl.where(top == float('-inf'), 0.0, top)",
                f"total = tl.zeros([{bm}], dtype=tl.float32)",
                f"acc = tl.zeros([{bm}, {bdv}], dtype=tl.float32)",
                f"for sid in range(0, {splits}):",
-               f"    w = tl.exp(tl.load(part + {acc_size} + {rows}, mask=ok_rows, other=float('-inf')) - top)",
-               f"    total += w * tl.load(part + {acc_size + row_size} + {rows}, mask=ok_rows, other=0.0)",
+               f"    w = tl.exp(tl.load(part + {acc_size} + {rows}, mask=row_ok, other=float('-inf')) - top)",
+               f"    total += w * tl.load(part + {acc_size + row_size} + {rows}, mask=row_ok, other=0.0)",
                f"    acc += w[:, None] * tl.load(part + ({rows})[:, None] * {dv} + rdv[None, :], "
-               f"mask=ok_rows[:, None] & (rdv[None, :] < {dv}), other=0.0)",
+               f"mask=row_ok[:, None] & (rdv[None, :] < {dv}), other=0.0)",
                # every key of the query masked (a padding position): 0, as without splits
                "acc = acc * tl.where(total == 0.0, 0.0, 1.0 / tl.where(total == 0.0, 1.0, total))[:, None]",
-               f"tl.store(out + (bh * {sq} + rm)[:, None] * {dv} + rdv[None, :], acc.to({element(out)}), "
-               f"mask=ok_rows[:, None] & (rdv[None, :] < {dv}))"]
+               f"tl.store(out + qrow[:, None] * {dv} + rdv[None, :], acc.to({element(out)}), "
+               f"mask=row_ok[:, None] & (rdv[None, :] < {dv}))"]
     name = ctx.kernel("attention_combine", ["out", "part"], combine)
-    ctx.launch(name, _grid(axes, -(-sq // bm), bh), [out], scratch=acc_size + 2 * row_size)
+    ctx.launch(name, _grid(axes, blocks, units), [out], scratch=acc_size + 2 * row_size)
 
 
 def _axes(heads: int) -> tuple[int, int]:
-    """The grid axes of (query blocks, batch x heads): (0, 1), the query blocks of one head
-    launched together (its keys and values shared in L2); (1, 0) when batch x heads pass CUDA's
-    `MAX_GRID_YZ` programs along axis 1 (a large batch of an encoder)."""
+    """The grid axes of (query blocks, units: batch x heads or kv heads): (0, 1), the query blocks
+    of one head launched together (its keys and values shared in L2); (1, 0) when the units pass
+    CUDA's `MAX_GRID_YZ` programs along axis 1 (a large batch of an encoder)."""
     return (0, 1) if heads <= MAX_GRID_YZ else (1, 0)
 
 

@@ -155,9 +155,9 @@ ATTENTION_SPLIT_MIN_KEYS = 256
 ATTENTION_TILE = 4096
 #: ... but at IEEE float32 (``attention.flash``) a key block holds this many keys: ``tl.dot`` at
 #: IEEE float32 runs on the FMA units, its operand layouts copy the tiles across threads, and
-#: with 32 keys or more ptxas spills registers at some head dims (sm_90, 4 warps: head dim 64 in
-#: 64 x 64 blocks spills 16.5 KB per thread, 64 x 32 360 bytes, head dim 128 in 32 x 32 312
-#: bytes); every query block up to the tile with 16 keys and 4 or 8 warps spills none, head dims
+#: with 32 keys or more ptxas spills registers at some head dims (sm_90, 4 warps, Triton 3.6:
+#: head dim 64 in 64 x 64 blocks spills 16.8 KB per thread, 64 x 32 428 bytes, head dim 128 in
+#: 32 x 32 396 bytes); every query block up to the tile with 16 keys and 4 or 8 warps spills none, head dims
 #: 32 to 256 (`benchmarks/gpu_kernels.py --attention`, `tests/test_triton_sm90.py`). The
 #: narrower block costs little where a wider one would not spill: per key block the online
 #: softmax rescales ``block_m x head_dim`` values against ``2 x block_m x 16 x head_dim`` FMAs of
@@ -212,6 +212,18 @@ def attention_blocks(op: Operation, queries: int, keys: int, head_dim: int, rows
     pinned (``tg.gpu_block_m``, ``tg.gpu_block_n``, 16 to 128), else `attention_defaults`."""
     bm, bn = attention_defaults(selected(op), queries, keys, head_dim, rows)
     return parameter(op, "block_m", bm, ATTENTION_BLOCKS), parameter(op, "block_n", bn, ATTENTION_BLOCKS)
+
+
+def attention_programs(queries: int, heads: int, kv_heads: int, batch: int, block_m: int) -> tuple[bool, int]:
+    """(packed, programs) of an attention's blocks of ``block_m`` queries: with grouped-query
+    heads whose queries all fit one block (``queries x group <= block_m``: a decode step) the
+    rows of a block are every query of a kv head's group (packed: one program per batch and kv
+    head, its keys and values read once for the group); else one program per query block,
+    batch and head."""
+    group = heads // max(kv_heads, 1)
+    if group > 1 and queries * group <= block_m:
+        return True, batch * kv_heads
+    return False, -(-queries // block_m) * batch * heads
 
 
 def attention_splits(op: Operation, programs: int, keys: int) -> int:
@@ -282,7 +294,8 @@ def parameter_defaults(op: Operation, variant: str) -> dict[str, int]:
         for n in q[:-2]:
             rows *= n
         defaults["block_m"], defaults["block_n"] = attention_defaults(variant, q[-2], k[-2], q[-1], rows)
-        defaults["splits"] = default_splits(-(-q[-2] // defaults["block_m"]) * rows, k[-2])
+        _, programs = attention_programs(q[-2], q[-3], k[-3], rows // q[-3], defaults["block_m"])
+        defaults["splits"] = default_splits(programs, k[-2])
     return defaults
 
 
