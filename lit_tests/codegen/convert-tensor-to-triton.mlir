@@ -65,7 +65,7 @@ func.func @forward(%x: tensor<1x300xf32>) -> tensor<1x70xf32> {
 // CHECK:         hk = unit % 2
 // CHECK-NEXT:    rm = tl.arange(0, 16)
 // CHECK-NEXT:    hq = hk * 2 + rm // 1
-// CHECK-NEXT:    qi = rm % 1
+// CHECK-NEXT:    qi = (rm % 1)
 // CHECK-NEXT:    qrow = (b * 4 + hq) * 1 + qi
 // CHECK-NEXT:    row_ok = rm < 2
 // CHECK:         n_valid = past + 1
@@ -238,4 +238,17 @@ func.func @long_prefill_ranges(%q: tensor<1x32x32768x128xf32>) -> tensor<1x32x32
 func.func @many_heads(%q: tensor<4096x16x1x16xf32>) -> tensor<4096x16x1x16xf32> {
   %o = tg.attention %q, %q, %q {scale = 0.25 : f32} : (tensor<4096x16x1x16xf32>, tensor<4096x16x1x16xf32>, tensor<4096x16x1x16xf32>) -> tensor<4096x16x1x16xf32>
   func.return %o : tensor<4096x16x1x16xf32>
+}
+
+// -----
+
+// A long prefill's additive mask past int32's offsets (the other operands within them): the
+// program ids and the query positions the mask's rows are found by are int64.
+// CHECK-LABEL: def k0_attention(q, k, v, mask, out):
+// CHECK:         unit = tl.program_id(1).to(tl.int64)
+// CHECK:         qi = rm.to(tl.int64)
+// CHECK:         mask_row = q0 * 8589934592 + hq * 268435456 + qi * 16384
+func.func @long_prefill_mask(%q: tensor<1x32x16384x64xf32>, %m: tensor<1x32x16384x16384xf32>) -> tensor<1x32x16384x64xf32> {
+  %o = tg.attention %q, %q, %q mask %m {scale = 0.125 : f32} : (tensor<1x32x16384x64xf32>, tensor<1x32x16384x64xf32>, tensor<1x32x16384x64xf32>, tensor<1x32x16384x16384xf32>) -> tensor<1x32x16384x64xf32>
+  func.return %o : tensor<1x32x16384x64xf32>
 }

@@ -24,6 +24,7 @@ from __future__ import annotations
 from xdsl.ir import Operation
 
 from tensor_graphs.codegen.triton.kernels import (
+    INT32_MAX,
     MAX_GRID_YZ,
     TritonContext,
     broadcast,
@@ -67,7 +68,8 @@ def emit_attention(ctx: TritonContext, op: Operation) -> None:
     chunk = -(-(-(-sk // bn)) // splits) * bn  # keys per range, whole blocks
     scratch = splits * batch * h * sq * (dv + 2) if splits > 1 else 0  # partial outputs, maxima and sums
     # offsets past int32 (a long prefill's scratch is splits x its output): int64 program ids
-    big = max(numel(sq_), numel(sk_), numel(sv_), numel(shape(out)), scratch)
+    # (the mask too: its rows' offsets, query position x its stride, past int32's in a long prefill)
+    big = max(numel(sq_), numel(sk_), numel(sv_), numel(shape(out)), scratch, numel(shape(mask)) if mask is not None else 0)
     # a program's unit: a (batch, head), or with packed rows a (batch, kv head) and its group
     units, blocks = (batch * hkv, 1) if packed else (batch * h, -(-sq // bm))
     # (query block, unit) programs; the units on axis 0 when past CUDA's axis-1 limit
@@ -140,12 +142,13 @@ def _row_lines(axes: tuple[int, int], big: int, packed: bool, dims: tuple[int, i
     row // Sq): a decode step's one query per head fills a 16-row tile with the group's heads
     instead of 15 empty rows, and the kv head's keys are read once for the group."""
     bm, sq, h, hkv, group = dims
+    wide = ".to(tl.int64)" if big > INT32_MAX else ""  # query positions times a mask's stride
     lines = [f"pid = tl.program_id({axes[0]})", f"unit = {program_id(axes[1], big)}"]
     if packed:
         return [*lines, f"b = unit // {hkv}", f"hk = unit % {hkv}", f"rm = tl.arange(0, {bm})", f"hq = hk * {group} + rm // {sq}",
-                f"qi = rm % {sq}", f"qrow = (b * {h} + hq) * {sq} + qi", f"row_ok = rm < {group * sq}"]
+                f"qi = (rm % {sq}){wide}", f"qrow = (b * {h} + hq) * {sq} + qi", f"row_ok = rm < {group * sq}"]
     return [*lines, f"b = unit // {h}", f"hq = unit % {h}", f"hk = hq // {group}", f"rm = pid * {bm} + tl.arange(0, {bm})",
-            "qi = rm", f"qrow = unit * {sq} + rm", f"row_ok = rm < {sq}"]
+            f"qi = rm{wide}", f"qrow = unit * {sq} + rm", f"row_ok = rm < {sq}"]
 
 
 def _split_attention(ctx: TritonContext, op: Operation, body: list[str], inner: list[str], buffers: list, params: list[str],

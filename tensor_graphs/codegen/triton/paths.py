@@ -143,7 +143,8 @@ ATTENTION_BLOCKS = (16, 128)
 #: the key ranges attention may split its keys into (`attention_splits`) and the values tried
 ATTENTION_SPLITS_RANGE, ATTENTION_SPLITS = (1, 64), (1, 2, 4, 8, 16)
 #: By default attention splits its keys (flash-decoding) when its query blocks make fewer
-#: programs than this (a decode step: batch x heads of one query each; an H100 has 132 SMs), into
+#: programs than this (a decode step: batch x heads of one query each, or batch x kv heads
+#: packed: `attention_programs`; an H100 has 132 SMs), into
 #: as many ranges as make that many programs, each of at least `ATTENTION_SPLIT_MIN_KEYS` keys.
 ATTENTION_MIN_PROGRAMS = 128
 ATTENTION_SPLIT_MIN_KEYS = 256
