@@ -44,9 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu import BUILD, LABEL, Logits  # noqa: E402
 
 import tensor_graphs as tg  # noqa: E402
-from tensor_graphs.codegen.triton.convert_tensor_to_triton import LAUNCHES_ATTR, SOURCE_ATTR  # noqa: E402
 from tensor_graphs.codegen.triton.offline_compile import compile_programs  # noqa: E402
-from tensor_graphs.codegen.triton.signatures import Launch, launches  # noqa: E402
+from tensor_graphs.codegen.triton.signatures import Launch, launches, program  # noqa: E402
 from tensor_graphs.runtime_support.triton_graph import LIBRARY_CALLS  # noqa: E402
 
 
@@ -98,9 +97,8 @@ def plans(name: str, seq: int, weight_format: str | None, log) -> list[tuple[str
     return [(f"{LABEL[name]} forward {seq}", fwd._module), (f"{LABEL[name]} {step}", dec.decode_graph._module)]
 
 
-def report(what: str, module, total_launches: int, results: dict, gpu: GpuSpec) -> str:
-    """The plan's summary and one row per distinct (kernel, grid)."""
-    found = launches(module, LIBRARY_CALLS.keys())
+def report(what: str, found: list[Launch], total_launches: int, results: dict, gpu: GpuSpec) -> str:
+    """The plan's summary and one row per distinct (kernel, grid) of its Triton launches ``found``."""
     rows: dict[tuple, list[Launch]] = defaultdict(list)
     for launch in found:
         rows[(launch.key, launch.grid)].append(launch)
@@ -171,8 +169,7 @@ def attention_blocks(head_dims: list[int], seq: int, gpu: GpuSpec, log) -> str:
                             pin_gpu(op_paths.op, Candidate(variant, {"block_m": bm, "block_n": bn, "warps": warps}))
                         build_pipeline(["convert-tensor-to-triton"]).apply(ctx, module)
                         found = [x for x in launches(module, LIBRARY_CALLS.keys()) if "attention" in x.kernel]
-                        programs.append({"what": f"{variant} d={d} {bm}x{bn} w{warps}", "source": module.attributes[SOURCE_ATTR].data,
-                                         "launches": [list(found[0].key)]})
+                        programs.append(program(module, f"{variant} d={d} {bm}x{bn} w{warps}", found[:1]))
                         rows.append((d, variant, bm, bn, warps, (bm, bn) == default and warps == paths.DEFAULT_WARPS))
     log(f"  compiling {len(programs)} attention kernels for sm_{gpu.capability}")
     results = compile_programs(programs, capability=gpu.capability, resources=True)
@@ -211,14 +208,12 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.models if not args.attention else ():
         for what, module in plans(name, args.seq, args.weight_format, log):
             found = launches(module, LIBRARY_CALLS.keys())
-            keys = list(dict.fromkeys(x.key for x in found))
+            kernels = program(module, what, found)
             t0 = time.perf_counter()
-            results = compile_programs([{"what": what, "source": module.attributes[SOURCE_ATTR].data, "launches": [list(k) for k in keys]}],
-                                       capability=gpu.capability, resources=True)
-            log(f"  {what}: {len(keys)} distinct kernels compiled for sm_{gpu.capability} in {time.perf_counter() - t0:.1f} s")
-            by_key = {(r["kernel"], tuple(r["signature"]), k[2]): r for r, k in zip(results, keys)}
-            total = sum(len(plan.data) for op in module.walk() if (plan := op.attributes.get(LAUNCHES_ATTR)) is not None)
-            sections.append(report(what, module, total, by_key, gpu))
+            results = compile_programs([kernels], capability=gpu.capability, resources=True)
+            log(f"  {what}: {len(results)} distinct kernels compiled for sm_{gpu.capability} in {time.perf_counter() - t0:.1f} s")
+            by_key = {(r["kernel"], tuple(r["signature"]), k[2]): r for r, k in zip(results, kernels["launches"])}
+            sections.append(report(what, found, len(launches(module)), by_key, gpu))
     text = "\n".join(sections)
     print(text)
     if args.out:

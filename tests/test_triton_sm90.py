@@ -22,9 +22,8 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 
 import tensor_graphs as tg
-from tensor_graphs.codegen.triton.convert_tensor_to_triton import SOURCE_ATTR
 from tensor_graphs.codegen.triton.offline_compile import compile_programs
-from tensor_graphs.codegen.triton.signatures import launches
+from tensor_graphs.codegen.triton import signatures
 from tensor_graphs.passes import build_pipeline
 from tensor_graphs.runtime_support.triton_graph import LIBRARY_CALLS
 from tensor_graphs.tuning.paths import gpu_candidates, gpu_kernel_paths, pin_gpu
@@ -34,8 +33,7 @@ pytest.importorskip("triton")
 def program(module: ModuleOp, what: str) -> dict:
     """The kernels' source of a lowered ``module`` and each distinct launch's (kernel, pointer
     types, warps) as the runtime binds them (`signatures.launches`)."""
-    keys = dict.fromkeys(launch.key for launch in launches(module, LIBRARY_CALLS.keys()))
-    return {"what": what, "source": module.attributes[SOURCE_ATTR].data, "launches": [list(k) for k in keys]}
+    return signatures.program(module, what, signatures.launches(module, LIBRARY_CALLS.keys()))
 
 
 def graph_program(fn, what: str) -> dict:

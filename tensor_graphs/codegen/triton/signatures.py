@@ -15,7 +15,7 @@ int64 ``dims`` last for a kernel reading run-time scalars or writing check flags
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp
@@ -80,6 +80,15 @@ def launches(module: ModuleOp, library: Collection[str] = ()) -> list[Launch]:
             label = kernel_label(op) if isinstance(op, buf.KernelOp) else op.name
             out.append(Launch(name, tuple(signature), warps, tuple(d["grid"].get_values()), nbytes, label))  # type: ignore[attr-defined]
     return out
+
+
+def program(module: ModuleOp, what: str, found: Sequence[Launch]) -> dict:
+    """What `offline_compile.compile_programs` takes of ``module``: its kernels' source and each
+    distinct (kernel, signature, warps) among the launches ``found`` (`launches`), in order."""
+    from tensor_graphs.codegen.triton.convert_tensor_to_triton import SOURCE_ATTR
+
+    keys = dict.fromkeys(launch.key for launch in found)
+    return {"what": what, "source": module.attributes[SOURCE_ATTR].data, "launches": [list(k) for k in keys]}  # type: ignore[attr-defined]
 
 
 #: kernel ops that touch part of one operand, by class -> (that operand's position among the op's
