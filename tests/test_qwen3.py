@@ -111,7 +111,9 @@ def test_gqa_reads_shared_kv_heads(small_qwen3):
     assert op_counts(tg_ir)["tg.broadcast"] == 0, op_counts(tg_ir)
     heads, kv_heads = SMALL_QWEN3["num_attention_heads"], SMALL_QWEN3["num_key_value_heads"]
     attention = [line for line in tg_ir.splitlines() if "tg.attention" in line]
-    assert attention and all(f"tensor<1x{kv_heads}x7x" in line and f"tensor<1x{heads}x7x" in line for line in attention)
+    # q, k, v read sequence-major from the projections (absorb-attention-layouts): [1, 7, heads, D]
+    assert attention and all(f"tensor<1x7x{kv_heads}x" in line and f"tensor<1x7x{heads}x" in line
+                             and "k_seq_major = true" in line for line in attention)
     check_logits(small_qwen3, fn, ids, SMALL_MAX_ABS)
 
 

@@ -59,15 +59,17 @@ func.func @forward(%x: tensor<1x300xf32>) -> tensor<1x70xf32> {
 // the keys past the cache's valid positions (past + Sq, `past` read from the graph's dims
 // buffer: every launch argument a fixed address, for a CUDA graph) and past the causal diagonal
 // are skipped block by block. One query per head: a program per kv head, its rows the group's
-// two heads (packed; each row's head hq, query position qi and row of q and out qrow).
+// two heads (packed; each row's head hq, query position qi, and the offsets of its rows of q
+// and out at their strides: batch, head, position).
 // CHECK-LABEL: def k0_attention(q, k, v, out, dims):
 // CHECK-NEXT:    past = tl.load(dims + 0)
 // CHECK:         hk = unit % 2
 // CHECK-NEXT:    rm = tl.arange(0, 16)
 // CHECK-NEXT:    hq = hk * 2 + rm // 1
 // CHECK-NEXT:    qi = (rm % 1)
-// CHECK-NEXT:    qrow = (b * 4 + hq) * 1 + qi
 // CHECK-NEXT:    row_ok = rm < 2
+// CHECK-NEXT:    q_row = b * 64 + hq * 16 + qi * 16
+// CHECK-NEXT:    o_row = b * 64 + hq * 16 + qi * 16
 // CHECK:         n_valid = past + 1
 // CHECK:         for n0 in range(0, 32, 16):
 // CHECK-NEXT:      if n0 < n_valid:
@@ -251,4 +253,21 @@ func.func @many_heads(%q: tensor<4096x16x1x16xf32>) -> tensor<4096x16x1x16xf32> 
 func.func @long_prefill_mask(%q: tensor<1x32x16384x64xf32>, %m: tensor<1x32x16384x16384xf32>) -> tensor<1x32x16384x64xf32> {
   %o = tg.attention %q, %q, %q mask %m {scale = 0.125 : f32} : (tensor<1x32x16384x64xf32>, tensor<1x32x16384x64xf32>, tensor<1x32x16384x64xf32>, tensor<1x32x16384x16384xf32>) -> tensor<1x32x16384x64xf32>
   func.return %o : tensor<1x32x16384x64xf32>
+}
+
+// -----
+
+// Attention over sequence-major q, k, v and output ([B, S, H, D]: absorb-attention-layouts):
+// each buffer read and written at its strides, a head D floats from the next and a position
+// H * D (q and out: 4 x 16 = 64; k and v: 2 x 16 = 32), no transpose launched.
+// CHECK-LABEL: def k0_attention(q, k, v, out):
+// CHECK:         q_row = b * 512 + hq * 16 + qi * 64
+// CHECK-NEXT:    o_row = b * 512 + hq * 16 + qi * 64
+// CHECK-NEXT:    k_off = b * 256 + hk * 16
+// CHECK:         kb = tl.load(k + k_off + rn[None, :] * 32 + rd[:, None]
+// CHECK:         vb = tl.load(v + v_off + rn[:, None] * 32 + rdv[None, :]
+// CHECK-NOT:     def k1_
+func.func @forward(%q: tensor<1x8x4x16xf32>, %k: tensor<1x8x2x16xf32>, %v: tensor<1x8x2x16xf32>) -> tensor<1x8x4x16xf32> {
+  %o = tg.attention %q, %k, %v {scale = 0.25 : f32, causal = true, q_seq_major = true, k_seq_major = true, v_seq_major = true, out_seq_major = true} : (tensor<1x8x4x16xf32>, tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32>) -> tensor<1x8x4x16xf32>
+  func.return %o : tensor<1x8x4x16xf32>
 }

@@ -68,3 +68,16 @@ func.func @too_long(%q: tensor<1x1x80x8xf32>) -> tensor<1x1x80x8xf32> {
   func.return %o : tensor<1x1x80x8xf32>
 }
 }
+
+// -----
+
+// Keys and values stored sequence-major (absorb-attention-layouts) are transposed into the
+// cache's heads-major layout; q and the result keep theirs.
+// CHECK-LABEL: func.func @seq_major_keys
+// CHECK: %[[KT:.*]] = tg.transpose %k {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x8x2x16xf32>) -> tensor<1x2x8x16xf32>
+// CHECK-NEXT: %[[KW:.*]] = tg.cache_write %[[KT]] into
+// CHECK: %o = tg.attention %q, %[[KW]], %{{.*}} {scale = 2.500000e-01 : f32, causal = true, kv_cache = true, q_seq_major = true, out_seq_major = true} : (tensor<1x8x4x16xf32>, tensor<1x2x64x16xf32>, tensor<1x2x64x16xf32>) -> tensor<1x8x4x16xf32>
+func.func @seq_major_keys(%q: tensor<1x8x4x16xf32>, %k: tensor<1x8x2x16xf32>, %v: tensor<1x8x2x16xf32>) -> tensor<1x8x4x16xf32> {
+  %o = tg.attention %q, %k, %v {scale = 0.25 : f32, causal = true, q_seq_major = true, k_seq_major = true, v_seq_major = true, out_seq_major = true} : (tensor<1x8x4x16xf32>, tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32>) -> tensor<1x8x4x16xf32>
+  func.return %o : tensor<1x8x4x16xf32>
+}

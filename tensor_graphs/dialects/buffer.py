@@ -59,6 +59,7 @@ from xdsl.utils.exceptions import VerifyException
 from tensor_graphs.dialects.shapes import (
     ShapeError,
     broadcast_shapes,
+    heads_major,
     is_broadcastable_to,
     matmul_shape,
     numel,
@@ -66,7 +67,7 @@ from tensor_graphs.dialects.shapes import (
     window_positions,
 )
 from tensor_graphs.dialects.functions import ACTIVATIONS, BINARY_FUNCTIONS, UNARY_FUNCTIONS
-from tensor_graphs.dialects.tensor import bool_attr, float_attr, print_dense, reduced_shape
+from tensor_graphs.dialects.tensor import attention_seq_major, bool_attr, float_attr, print_dense, reduced_shape
 from tensor_graphs.target import MIN_FLOAT_LANES
 
 AnyMemRef = base(MemRefType)
@@ -1085,8 +1086,9 @@ class BroadcastOp(KernelOp):
 class AttentionOp(KernelOp):
     """Tiled attention (online softmax): ins(q, k, v[, mask]) outs(out[, scratch]).
 
-    Shapes as `tg.attention`; the optional second output is the kernel's scratch buffer
-    (planned like any buffer, live for this op only).
+    Shapes and flags as `tg.attention` (``q_seq_major`` ...: that buffer is stored
+    ``[..., S, H, D]``); the optional second output is the kernel's scratch buffer (planned like
+    any buffer, live for this op only).
     """
 
     name = "buf.attention"
@@ -1097,9 +1099,25 @@ class AttentionOp(KernelOp):
     #: k and v are caches: only their first ``past + Sq`` positions are keys (``past`` = dims[0]);
     #: a mask indexes the cache's positions (a key-padding mask: [B, 1, 1, Sk])
     kv_cache = prop_def(BoolAttr, default_value=bool_attr(False))
+    q_seq_major = prop_def(BoolAttr, default_value=bool_attr(False))
+    k_seq_major = prop_def(BoolAttr, default_value=bool_attr(False))
+    v_seq_major = prop_def(BoolAttr, default_value=bool_attr(False))
+    out_seq_major = prop_def(BoolAttr, default_value=bool_attr(False))
+
+    @property
+    def seq_major(self) -> tuple[bool, bool, bool, bool]:
+        """(q, k, v, out): stored sequence-major."""
+        return attention_seq_major(self)
+
+    def heads_major_shapes(self) -> tuple[tuple[int, ...], ...]:
+        """(q, k, v, out) shapes in the heads-major order ``[..., H, S, D]``."""
+        values = (*self.inputs[:3], self.output)
+        return tuple(heads_major(shape_of(x), f) for x, f in zip(values, self.seq_major))
 
     def verify_kernel(self, ins, out):
-        q, k, v = ins[:3]
+        flags = self.seq_major  # (a rank below 3 is left as it is by heads_major, rejected below)
+        q, k, v = (heads_major(x, f) for x, f in zip(ins[:3], flags))
+        out = heads_major(out, flags[3])
         if not (len(q) >= 3 and len(k) == len(q) == len(v)):
             raise ShapeError(f"q, k, v need the same rank >= 3, got {list(q)}, {list(k)}, {list(v)}")
         if q[-1] != k[-1] or k[-2] != v[-2] or k[:-2] != v[:-2] or q[:-3] != k[:-3] or q[-3] % max(k[-3], 1):
@@ -1112,6 +1130,8 @@ class AttentionOp(KernelOp):
                 raise ShapeError("kv_cache attention with more than one query must be causal")
             if q[-2] > k[-2]:
                 raise ShapeError(f"{q[-2]} queries do not fit a cache of {k[-2]} positions")
+            if any(flags[1:3]):
+                raise ShapeError("a KV cache is heads-major (no k_seq_major, v_seq_major)")
 
 
 @irdl_op_definition

@@ -89,6 +89,27 @@ def broadcast_strides(shape: Sequence[int], target: Sequence[int]) -> tuple[int,
     )
 
 
+#: the attention operands that may be stored sequence-major, in order: `attention` ops' flags
+#: ``q_seq_major``, ``k_seq_major``, ``v_seq_major``, ``out_seq_major``
+ATTENTION_OPERANDS: tuple[str, ...] = ("q", "k", "v", "out")
+
+
+def heads_major(shape: Sequence[int], seq_major: bool) -> tuple[int, ...]:
+    """An attention operand's shape in the order the op computes in, ``[..., H, S, D]``: ``shape``
+    itself, or, stored sequence-major (``[..., S, H, D]``: a projection's output before the
+    transpose that PyTorch models apply), with its dims -3 and -2 swapped."""
+    s = tuple(shape)
+    return (*s[:-3], s[-2], s[-3], s[-1]) if seq_major and len(s) >= 3 else s
+
+
+def head_and_position_strides(shape: Sequence[int], seq_major: bool) -> tuple[int, int]:
+    """(head stride, position stride) in elements of a contiguous attention operand whose
+    heads-major shape is ``shape`` (``[..., H, S, D]``): ``(S * D, D)``, or stored sequence-major
+    ``(D, H * D)``. The stride of the leading (batch) dims is ``H * S * D`` either way."""
+    h, s, d = shape[-3:]
+    return (d, h * d) if seq_major else (s * d, d)
+
+
 def window_positions(size: int, kernel: int, stride: int, padding: int, dilation: int, ceil_mode: bool = False) -> int:
     """How many positions a window of ``kernel`` taps (``dilation`` apart) takes along a dim of
     ``size`` padded by ``padding`` on both sides, moving by ``stride`` (torch's rule for

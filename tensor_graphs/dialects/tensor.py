@@ -14,6 +14,7 @@ weights and constants) plus fused ops (bias + activation). Every op verifies its
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
@@ -31,7 +32,7 @@ from xdsl.dialects.builtin import (
     i1,
     i64,
 )
-from xdsl.ir import Attribute, Dialect, Region, SSAValue
+from xdsl.ir import Attribute, Dialect, Operation, Region, SSAValue
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.irdl import (
@@ -55,8 +56,10 @@ from xdsl.utils.exceptions import VerifyException
 
 from tensor_graphs.dialects.functions import ACTIVATIONS
 from tensor_graphs.dialects.shapes import (
+    ATTENTION_OPERANDS,
     ShapeError,
     broadcast_shapes,
+    heads_major,
     is_broadcastable_to,
     matmul_shape,
     numel,
@@ -1096,6 +1099,11 @@ class RmsNormOp(IRDLOperation):
         _check(shape_of(self.weight) == d, f"tg.rms_norm: weight shape {list(shape_of(self.weight))} should be {list(d)}")
 
 
+def attention_seq_major(op: Operation) -> tuple[bool, bool, bool, bool]:
+    """(q, k, v, out) of a `tg.attention` or `buf.attention`: stored sequence-major."""
+    return tuple(bool(getattr(op, f"{name}_seq_major").value.data) for name in ATTENTION_OPERANDS)  # type: ignore[return-value]
+
+
 @irdl_op_definition
 class AttentionOp(IRDLOperation):
     """Scaled dot-product attention: ``softmax(q @ k^T * scale + mask) @ v``.
@@ -1111,6 +1119,11 @@ class AttentionOp(IRDLOperation):
     Query i sits at position ``past + i`` and (causal) sees keys ``0 .. past + i``. A mask over
     a cache indexes its positions (it broadcasts to [..., H, Sq, Sk]): a key-padding mask over
     the cached positions (left-padded prompts) is ``[B, 1, 1, Sk]``, 0 or -inf.
+
+    ``q_seq_major`` (``k_``, ``v_``, ``out_``): that operand (or the result) is stored
+    sequence-major, ``[..., S, H, D]``, the layout of a projection's output before the transpose
+    PyTorch models apply (`absorb-attention-layouts` folds that transpose in). The shapes above
+    and the mask's are the heads-major ones (`shapes.heads_major`). A KV cache is heads-major.
     """
 
     name = "tg.attention"
@@ -1121,6 +1134,10 @@ class AttentionOp(IRDLOperation):
     scale = prop_def(FloatAttr)
     causal = prop_def(BoolAttr, default_value=bool_attr(False))
     kv_cache = prop_def(BoolAttr, default_value=bool_attr(False))
+    q_seq_major = prop_def(BoolAttr, default_value=bool_attr(False))
+    k_seq_major = prop_def(BoolAttr, default_value=bool_attr(False))
+    v_seq_major = prop_def(BoolAttr, default_value=bool_attr(False))
+    out_seq_major = prop_def(BoolAttr, default_value=bool_attr(False))
     result = result_def(AnyTensor)
     traits = traits_def(Pure())
     irdl_options = (ParsePropInAttrDict(),)
@@ -1128,17 +1145,33 @@ class AttentionOp(IRDLOperation):
 
     def __init__(
         self, q: SSAValue, k: SSAValue, v: SSAValue, mask: SSAValue | None, scale: float, causal: bool,
-        kv_cache: bool = False,
+        kv_cache: bool = False, seq_major: Sequence[bool] = (False, False, False, False),
     ):
-        qs, vs = shape_of(q), shape_of(v)
+        """``seq_major``: (q, k, v, out) stored sequence-major (see the class doc)."""
+        qs = heads_major(shape_of(q), seq_major[0])
+        vs = heads_major(shape_of(v), seq_major[2])
         props = {"scale": float_attr(scale), "causal": bool_attr(causal)}
         if kv_cache:
             props["kv_cache"] = bool_attr(True)
+        for name, flag in zip(ATTENTION_OPERANDS, seq_major):
+            if flag:
+                props[f"{name}_seq_major"] = bool_attr(True)
+        out = heads_major((*qs[:-1], vs[-1]), seq_major[3])
         super().__init__(
             operands=[q, k, v, [mask] if mask is not None else []],
             properties=props,
-            result_types=[TensorType(q.type.element_type, (*qs[:-1], vs[-1]))],  # type: ignore[attr-defined]
+            result_types=[TensorType(q.type.element_type, out)],  # type: ignore[attr-defined]
         )
+
+    @property
+    def seq_major(self) -> tuple[bool, bool, bool, bool]:
+        """(q, k, v, out): stored sequence-major."""
+        return attention_seq_major(self)
+
+    def heads_major_shapes(self) -> tuple[tuple[int, ...], ...]:
+        """(q, k, v, result) shapes in the heads-major order ``[..., H, S, D]``."""
+        values = (self.q, self.k, self.v, self.result)
+        return tuple(heads_major(shape_of(x), f) for x, f in zip(values, self.seq_major))
 
     @property
     def is_causal(self) -> bool:
@@ -1152,12 +1185,13 @@ class AttentionOp(IRDLOperation):
         q, k, v = shape_of(self.q), shape_of(self.k), shape_of(self.v)
         _check(len(q) >= 3 and len(k) == len(q) and len(v) == len(q),
                f"tg.attention: q, k, v need the same rank >= 3, got {list(q)}, {list(k)}, {list(v)}")
+        q, k, v, _ = self.heads_major_shapes()
         _check(q[-1] == k[-1], f"tg.attention: q and k head dims differ ({q[-1]} vs {k[-1]})")
         _check(k[-2] == v[-2], f"tg.attention: k and v sequence lengths differ ({k[-2]} vs {v[-2]})")
         _check(k[:-2] == v[:-2], f"tg.attention: k and v batch/head dims differ ({list(k[:-2])} vs {list(v[:-2])})")
         _check(q[:-3] == k[:-3], f"tg.attention: q and k batch dims differ ({list(q[:-3])} vs {list(k[:-3])})")
         _check(k[-3] > 0 and q[-3] % k[-3] == 0, f"tg.attention: {q[-3]} query heads are not a multiple of {k[-3]} kv heads")
-        expected = (*q[:-1], v[-1])
+        expected = heads_major((*q[:-1], v[-1]), self.seq_major[3])
         _check(shape_of(self.result) == expected, f"tg.attention: result shape {list(shape_of(self.result))} should be {list(expected)}")
         if self.mask is not None:
             scores = (*q[:-1], k[-2])
@@ -1168,6 +1202,7 @@ class AttentionOp(IRDLOperation):
         if self.uses_kv_cache:
             _check(self.is_causal or q[-2] == 1, "tg.attention: kv_cache attention with more than one query must be causal")
             _check(q[-2] <= k[-2], f"tg.attention: {q[-2]} queries do not fit a cache of {k[-2]} positions")
+            _check(not any(self.seq_major[1:3]), "tg.attention: a KV cache is heads-major (no k_seq_major, v_seq_major)")
 
 
 # --------------------------------------------------------------------------- state (KV cache)

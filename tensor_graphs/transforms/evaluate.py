@@ -370,6 +370,12 @@ def _cache_write(op: CacheWriteOp, state: np.ndarray, update: np.ndarray) -> np.
 
 
 def _attention(op: AttentionOp, q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    q, k, v = (np.swapaxes(x, -3, -2) if f else x for x, f in zip((q, k, v), op.seq_major))  # heads-major
+    out = _heads_major_attention(op, q, k, v, mask)
+    return np.ascontiguousarray(np.swapaxes(out, -3, -2)) if op.seq_major[3] else out
+
+
+def _heads_major_attention(op: AttentionOp, q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
     if op.uses_kv_cache:  # past = 0: the first Sq cached positions are the keys
         k, v = k[..., : q.shape[-2], :], v[..., : q.shape[-2], :]
     heads, kv_heads = q.shape[-3], k.shape[-3]

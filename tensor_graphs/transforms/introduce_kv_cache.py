@@ -55,7 +55,7 @@ from xdsl.dialects.builtin import IntegerAttr, ModuleOp, TensorType, i64
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
-from tensor_graphs.dialects.tensor import AttentionOp, CacheWriteOp, StateOp, shape_of
+from tensor_graphs.dialects.tensor import AttentionOp, CacheWriteOp, StateOp, TransposeOp, shape_of
 
 PASS = "introduce-kv-cache"
 #: the additive key-padding mask over the cache's positions (``padding_mask``): [*batch, 1, 1, capacity]
@@ -68,7 +68,7 @@ def state_names(layer: int) -> tuple[str, str]:
 
 
 def _why_not(op: AttentionOp) -> str | None:
-    q, k = shape_of(op.q), shape_of(op.k)
+    q, k = op.heads_major_shapes()[:2]
     if op.mask is not None:
         return "it has an explicit mask (only causal self-attention can read a cache)"
     if k[-2] != q[-2]:
@@ -91,11 +91,16 @@ def introduce_kv_cache(fn: func.FuncOp, capacity: int, padding_mask: bool = Fals
         where = f"@{fn.sym_name.data}: attention #{layer} ({op.result.name_hint or 'unnamed'})"
         if (reason := _why_not(op)) is not None:
             raise PassFailedException(f"{PASS}: in {where}: cannot cache its keys: {reason}")
-        seq = shape_of(op.k)[-2]
+        seq = op.heads_major_shapes()[1][-2]
         if seq > capacity:
             raise PassFailedException(f"{PASS}: in {where}: {seq} new tokens do not fit a cache of {capacity} positions")
         cached = []
-        for name, value in zip(state_names(layer), (op.k, op.v)):
+        for name, value, seq_major in zip(state_names(layer), (op.k, op.v), op.seq_major[1:3]):
+            if seq_major:  # a cache is heads-major: the new keys are transposed into its layout
+                rank = len(shape_of(value))
+                heads_major = TransposeOp(value, (*range(rank - 3), rank - 2, rank - 3, rank - 1))
+                block.insert_op_before(heads_major, op)
+                value = heads_major.result
             shape = shape_of(value)
             state = StateOp(name, TensorType(value.type.element_type, (*shape[:-2], capacity, shape[-1])))  # type: ignore[attr-defined]
             state.result.name_hint = name.replace(".", "_")
@@ -121,7 +126,7 @@ def introduce_kv_cache(fn: func.FuncOp, capacity: int, padding_mask: bool = Fals
                 )
         new = AttentionOp(
             op.q, cached[0], cached[1], mask.result if mask is not None else None, op.scale.value.data, op.is_causal,
-            kv_cache=True,
+            kv_cache=True, seq_major=(op.seq_major[0], False, False, op.seq_major[3]),
         )
         block.insert_op_before(new, op)
         new.result.name_hint = op.result.name_hint

@@ -181,7 +181,8 @@ def measure(
 def _full_cache_past(op: Operation) -> int:
     """``Sk - Sq`` for an attention over a KV cache (its keys all valid), else 0."""
     if isinstance(op, tg.AttentionOp) and op.kv_cache.value.data:
-        return op.operands[1].type.get_shape()[-2] - op.operands[0].type.get_shape()[-2]  # type: ignore[attr-defined]
+        q, k = op.heads_major_shapes()[:2]
+        return k[-2] - q[-2]
     return 0
 
 

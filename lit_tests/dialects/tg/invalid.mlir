@@ -188,6 +188,24 @@ func.func @kv_cache_attention_not_causal(%q: tensor<1x4x8x16xf32>, %k: tensor<1x
 
 // -----
 
+// A KV cache is heads-major: no sequence-major keys or values over one.
+func.func @kv_cache_attention_seq_major_keys(%q: tensor<1x4x1x16xf32>, %k: tensor<1x40x2x16xf32>, %v: tensor<1x2x40x16xf32>) -> tensor<1x4x1x16xf32> {
+  %o = tg.attention %q, %k, %v {scale = 0.25 : f32, kv_cache = true, k_seq_major = true} : (tensor<1x4x1x16xf32>, tensor<1x40x2x16xf32>, tensor<1x2x40x16xf32>) -> tensor<1x4x1x16xf32>
+  func.return %o : tensor<1x4x1x16xf32>
+}
+// CHECK: tg.attention: a KV cache is heads-major (no k_seq_major, v_seq_major)
+
+// -----
+
+// A sequence-major result: [..., Sq, H, Dv]; the heads-major shape is an error.
+func.func @attention_seq_major_result_shape(%q: tensor<1x8x4x16xf32>, %k: tensor<1x2x8x16xf32>) -> tensor<1x4x8x16xf32> {
+  %o = tg.attention %q, %k, %k {scale = 0.25 : f32, q_seq_major = true, out_seq_major = true} : (tensor<1x8x4x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>) -> tensor<1x4x8x16xf32>
+  func.return %o : tensor<1x4x8x16xf32>
+}
+// CHECK: tg.attention: result shape [1, 4, 8, 16] should be [1, 8, 4, 16]
+
+// -----
+
 func.func @cumsum_dim_out_of_range(%a: tensor<2x4xi64>) -> tensor<2x4xi64> {
   %y = tg.cumsum %a {dim = 2 : i64} : tensor<2x4xi64>
   func.return %y : tensor<2x4xi64>

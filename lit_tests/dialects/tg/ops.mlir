@@ -76,6 +76,14 @@ func.func @kv_cache_prefill(%q: tensor<1x4x8x16xf32>, %v: tensor<1x2x8x16xf32>) 
   func.return %o : tensor<1x4x8x16xf32>
 }
 
+// Attention over sequence-major buffers ([B, S, H, D]: a projection's output, untransposed)
+// CHECK-LABEL: func.func @attention_seq_major
+func.func @attention_seq_major(%q: tensor<1x8x4x16xf32>, %k: tensor<1x8x2x16xf32>, %v: tensor<1x2x8x16xf32>) -> tensor<1x8x4x16xf32> {
+  // CHECK-NEXT: %o = tg.attention %q, %k, %v {scale = 2.500000e-01 : f32, causal = true, q_seq_major = true, k_seq_major = true, out_seq_major = true} : (tensor<1x8x4x16xf32>, tensor<1x8x2x16xf32>, tensor<1x2x8x16xf32>) -> tensor<1x8x4x16xf32>
+  %o = tg.attention %q, %k, %v {scale = 0.25 : f32, causal = true, q_seq_major = true, k_seq_major = true, out_seq_major = true} : (tensor<1x8x4x16xf32>, tensor<1x8x2x16xf32>, tensor<1x2x8x16xf32>) -> tensor<1x8x4x16xf32>
+  func.return %o : tensor<1x8x4x16xf32>
+}
+
 // The windows of a 3x3 convolution at stride 2 over a 7x6 image padded by 1, and of a
 // ceil-mode max pooling (one more window along the height, padded with -inf)
 // CHECK-LABEL: func.func @im2col

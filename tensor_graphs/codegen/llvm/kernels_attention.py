@@ -30,6 +30,10 @@ and the causal diagonal (key j visible to query i when ``j <= i + past``) are ru
 values. Without ``kv_cache`` all of them are constants, as before. A mask over a cache
 indexes its positions (``[B, 1, 1, Sk]``: the key-padding mask of left-padded prompts, 0 or
 -inf per cached position), read like the scores: over the keys in use only.
+
+A buffer stored sequence-major (``q_seq_major`` ...: ``[..., S, H, D]``) is read and written in
+place at its strides: its head stride is ``D`` and its rows ``H * D`` floats apart (the GEMMs'
+``lda``, the key block's transpose and the output rows take that stride), with no copy.
 """
 
 from __future__ import annotations
@@ -66,15 +70,15 @@ from tensor_graphs.codegen.llvm.loops import min_i64 as _min_i64
 from tensor_graphs.codegen.llvm.loops import value as _val
 from tensor_graphs.codegen.llvm.scalar import emit_unary
 from tensor_graphs.dialects import buffer as buf
-from tensor_graphs.dialects.shapes import contiguous_strides, numel
+from tensor_graphs.dialects.shapes import contiguous_strides, head_and_position_strides, numel
 from tensor_graphs.lowering.tensor_to_buffer.scratch import attention_tiles
 
-def _transpose_into(b: FunctionBuilder, src: SSAValue, rows: Index, cols: int, dest: SSAValue, ld: int) -> None:
-    """``dest[c * ld + r] = src[r * cols + c]`` for ``r < rows`` (a run-time count up to ``ld``),
-    and zero for ``rows <= r < ld``: a key block transposed into the GEMM's B panel."""
+def _transpose_into(b: FunctionBuilder, src: SSAValue, src_ld: int, rows: Index, cols: int, dest: SSAValue, ld: int) -> None:
+    """``dest[c * ld + r] = src[r * src_ld + c]`` for ``c < cols``, ``r < rows`` (a run-time count
+    up to ``ld``), and zero for ``rows <= r < ld``: a key block transposed into the GEMM's B panel."""
 
     def row(r: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-        base = _mul_idx(b, r, cols)
+        base = _mul_idx(b, r, src_ld)
         emit_for(b, 0, cols, lambda c, _c: _store(b, _load(b, src, _add_idx(b, base, c)), dest, b.add_i64(_mul_idx(b, c, ld) or b.i64(0), r)) or [])
         return []
 
@@ -90,12 +94,12 @@ def _transpose_into(b: FunctionBuilder, src: SSAValue, rows: Index, cols: int, d
         emit_for(b, 0, cols, zero_row)
 
 
-def _pad_rows_into(b: FunctionBuilder, src: SSAValue, rows: Index, cols: int, dest: SSAValue, ld: int) -> None:
-    """``dest[r * ld + c] = src[r * cols + c]`` for ``r < rows``, zero for ``cols <= c < ld``."""
+def _pad_rows_into(b: FunctionBuilder, src: SSAValue, src_ld: int, rows: Index, cols: int, dest: SSAValue, ld: int) -> None:
+    """``dest[r * ld + c] = src[r * src_ld + c]`` for ``r < rows``, zero for ``cols <= c < ld``."""
     zero = b.f32(0.0)
 
     def row(r: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-        s_row, d_row = _at(b, src, _mul_idx(b, r, cols)), _at(b, dest, _mul_idx(b, r, ld))
+        s_row, d_row = _at(b, src, _mul_idx(b, r, src_ld)), _at(b, dest, _mul_idx(b, r, ld))
         emit_for(b, 0, cols, lambda c, _c: _store(b, _load(b, s_row, c), d_row, c) or [])
         emit_for(b, cols, ld, lambda c, _c: _store(b, zero, d_row, c) or [])
         return []
@@ -145,7 +149,11 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
     q, k, v = op.inputs[:3]
     mask = op.inputs[3] if len(op.inputs) == 4 else None
     out = op.output
-    sq_, sk_, sv_, so = _shape(q), _shape(k), _shape(v), _shape(out)
+    sq_, sk_, sv_, so = op.heads_major_shapes()  # [..., H, S, D]; the buffers may be [..., S, H, D]
+    # each buffer's (head, position) strides: a position's row is `pos` floats after the previous
+    (q_head, q_pos), (k_head, k_pos), (v_head, v_pos), (o_head, o_pos) = (
+        head_and_position_strides(x, f) for x, f in zip((sq_, sk_, sv_, so), op.seq_major)
+    )
     ins = [q, k, v] + ([mask] if mask is not None else [])
     _require_f32(op, [*ins, out])
     if numel(so) == 0:
@@ -248,7 +256,7 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
         def query_block(offs: dict[str, SSAValue | None], qb: SSAValue) -> None:
             q0 = _mul_idx(b, qb, br) or b.i64(0)
             rows = rows_in_block(q0, br, seq_q)
-            q_ptr = _at(b, pq, _add_idx(b, offs["q"], _mul_idx(b, q0, dim)))
+            q_ptr = _at(b, pq, _add_idx(b, offs["q"], _mul_idx(b, q0, q_pos)))
 
             def init_row(r: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
                 _store(b, neg_inf, p_max, r)
@@ -278,11 +286,11 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
             def key_block(kb: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
                 k0 = _mul_idx(b, kb, bc) or b.i64(0)
                 cols = rows_in_block(k0, bc, keys)
-                k_ptr = _at(b, pk, _add_idx(b, offs["k"], _mul_idx(b, k0, dim)))
-                v_ptr = _at(b, pv, _add_idx(b, offs["v"], _mul_idx(b, k0, dim_v)))
+                k_ptr = _at(b, pk, _add_idx(b, offs["k"], _mul_idx(b, k0, k_pos)))
+                v_ptr = _at(b, pv, _add_idx(b, offs["v"], _mul_idx(b, k0, v_pos)))
                 # kt = K_blk^T [D, Bc'] (zero past the block's keys), then S = scale * Q_blk @ kt
-                _transpose_into(b, k_ptr, cols, dim, p_kt, bc_pad)
-                by_rows(qb, lambda n: _tile_gemm(ctx, n, dim, q_ptr, dim, p_kt, bc_pad, p_scores, bc_pad, scale))
+                _transpose_into(b, k_ptr, k_pos, cols, dim, p_kt, bc_pad)
+                by_rows(qb, lambda n: _tile_gemm(ctx, n, dim, q_ptr, q_pos, p_kt, bc_pad, p_scores, bc_pad, scale))
 
                 def row(r: SSAValue, _c: list[SSAValue]) -> list[SSAValue]:
                     s_row = _at(b, p_scores, _mul_idx(b, r, bc_pad))
@@ -330,23 +338,23 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
                 emit_for(b, 0, rows, row)
                 # acc += P @ V_blk (the rows of V padded to whole vectors first when Dv is not)
                 if tiles.pads_values:
-                    _pad_rows_into(b, v_ptr, cols, dim_v, p_vp, dv_pad)
+                    _pad_rows_into(b, v_ptr, v_pos, cols, dim_v, p_vp, dv_pad)
                     v_src, v_ld = p_vp, dv_pad
                 else:
-                    v_src, v_ld = v_ptr, dim_v
+                    v_src, v_ld = v_ptr, v_pos
                 by_rows(qb, lambda n: _tile_gemm(ctx, n, cols, p_scores, bc_pad, v_src, v_ld, p_acc, dv_pad, accumulate=True))
                 return []
 
             emit_for(b, 0, kb_end, key_block)
 
-            o_base = _add_idx(b, offs["out"], _mul_idx(b, q0, dim_v))
+            o_base = _add_idx(b, offs["out"], _mul_idx(b, q0, o_pos))
 
             def finish(r: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
                 l_r = _load(b, p_sum, r)
                 inv = b.add(llvm.FDivOp(b.f32(1.0), l_r))
                 inv = b.add(llvm.SelectOp(b.add(llvm.FCmpOp(l_r, zero, "ogt")), inv, zero))
                 acc_row = _at(b, p_acc, _mul_idx(b, r, dv_pad))
-                o_row = _at(b, po, _add_idx(b, o_base, _mul_idx(b, r, dim_v)))
+                o_row = _at(b, po, _add_idx(b, o_base, _mul_idx(b, r, o_pos)))
                 emit_for(b, 0, dim_v, lambda c, _a: _store(b, _fmul(b, _load(b, acc_row, c), inv), o_row, c) or [])
                 return []
 
@@ -365,10 +373,10 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
                 oq, ok, ov, oo, om = (_add_idx(b, o, _mul_idx(b, idx, st[d])) for o, st in zip((oq, ok, ov, oo, om), per_batch))
             kh = b.add(llvm.SDivOp(h, b.i64(group))) if group > 1 else h
             offs = {
-                "q": _add_idx(b, oq, _mul_idx(b, h, seq_q * dim)),
-                "k": _add_idx(b, ok, _mul_idx(b, kh, seq_k * dim)),
-                "v": _add_idx(b, ov, _mul_idx(b, kh, seq_k * dim_v)),
-                "out": _add_idx(b, oo, _mul_idx(b, h, seq_q * dim_v)),
+                "q": _add_idx(b, oq, _mul_idx(b, h, q_head)),
+                "k": _add_idx(b, ok, _mul_idx(b, kh, k_head)),
+                "v": _add_idx(b, ov, _mul_idx(b, kh, v_head)),
+                "out": _add_idx(b, oo, _mul_idx(b, h, o_head)),
                 "mask": _add_idx(b, om, _mul_idx(b, h, ms_h)),
             }
             query_block(offs, qb)

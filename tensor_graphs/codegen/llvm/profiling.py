@@ -26,6 +26,7 @@ from xdsl.ir import SSAValue
 
 from tensor_graphs.codegen.llvm.loops import PTR
 from tensor_graphs.dialects import buffer as buf
+from tensor_graphs.dialects.shapes import ATTENTION_OPERANDS
 
 #: libc's clock, read by profiled graphs: ``int clock_gettime(clockid_t, struct timespec *)``
 CLOCK_GETTIME = "clock_gettime"
@@ -59,6 +60,8 @@ def kernel_label(op: buf.KernelOp) -> str:
     elif isinstance(op, buf.AttentionOp):
         what = f"q {_dims(_shape(op.inputs[0]))} kv {_dims(_shape(op.inputs[1]))}"
         what += " causal" * bool(op.causal.value.data) + " kv_cache" * bool(op.kv_cache.value.data)
+        seq_major = [name for name, flag in zip(ATTENTION_OPERANDS, op.seq_major) if flag]
+        what += f" seq-major {','.join(seq_major)}" if seq_major else ""
     else:
         out = _shape(op.output)
         first = _shape(op.inputs[0]) if op.inputs else out

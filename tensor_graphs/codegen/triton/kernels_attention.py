@@ -21,6 +21,8 @@ float32, or TF32 with ``tg.gpu_kernel = "attention.flash_tf32"`` (`paths`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from xdsl.ir import Operation
 
 from tensor_graphs.codegen.triton.kernels import (
@@ -40,6 +42,7 @@ from tensor_graphs.codegen.triton.kernels import (
 from tensor_graphs.codegen.triton.kernels_matmul import PRECISION, TF32
 from tensor_graphs.codegen.triton.paths import attention_blocks, attention_programs, attention_splits, selected, warps
 from tensor_graphs.dialects import buffer as buf
+from tensor_graphs.dialects.shapes import head_and_position_strides
 
 
 @register(buf.AttentionOp)
@@ -48,7 +51,7 @@ def emit_attention(ctx: TritonContext, op: Operation) -> None:
     q, k, v = op.inputs[:3]
     mask = op.inputs[3] if len(op.inputs) == 4 else None
     out = op.outputs[0]
-    sq_, sk_, sv_ = shape(q), shape(k), shape(v)
+    sq_, sk_, sv_, so_ = op.heads_major_shapes()  # [..., H, S, D]; a buffer may be [..., S, H, D]
     require(element(q) == element(k) == element(v) == "tl.float32", op, "float32 q, k, v only")
     lead = sq_[:-3]
     h, sq, d = sq_[-3:]
@@ -69,15 +72,19 @@ def emit_attention(ctx: TritonContext, op: Operation) -> None:
     scratch = splits * batch * h * sq * (dv + 2) if splits > 1 else 0  # partial outputs, maxima and sums
     # offsets past int32 (a long prefill's scratch is splits x its output): int64 program ids
     # (the mask too: its rows' offsets, query position x its stride, past int32's in a long prefill)
-    big = max(numel(sq_), numel(sk_), numel(sv_), numel(shape(out)), scratch, numel(shape(mask)) if mask is not None else 0)
+    big = max(numel(sq_), numel(sk_), numel(sv_), numel(so_), scratch, numel(shape(mask)) if mask is not None else 0)
+    # each buffer's (head, position) strides: heads-major (S * D, D), sequence-major (D, H * D)
+    (q_head, q_pos), (k_head, k_pos), (v_head, v_pos), (o_head, o_pos) = (
+        head_and_position_strides(x, f) for x, f in zip((sq_, sk_, sv_, so_), op.seq_major))
+    rows = _RowStrides(h * sq * d, q_head, q_pos, h * sq * dv, o_head, o_pos)
     # a program's unit: a (batch, head), or with packed rows a (batch, kv head) and its group
     units, blocks = (batch * hkv, 1) if packed else (batch * h, -(-sq // bm))
     # (query block, unit) programs; the units on axis 0 when past CUDA's axis-1 limit
     axes = _axes(units)
-    body = [*_row_lines(axes, big, packed, (bm, sq, h, hkv, group)),
-            f"k_off = (b * {hkv} + hk) * {sk * d}", f"v_off = (b * {hkv} + hk) * {sk * dv}",
+    body = [*_row_lines(axes, big, packed, (bm, sq, h, hkv, group), rows),
+            f"k_off = b * {hkv * sk * d} + hk * {k_head}", f"v_off = b * {hkv * sk * dv} + hk * {v_head}",
             f"rd = tl.arange(0, {bd})", f"rdv = tl.arange(0, {bdv})",
-            f"qb = tl.load(q + qrow[:, None] * {d} + rd[None, :], mask=row_ok[:, None] & (rd[None, :] < {d}), other=0.0)",
+            f"qb = tl.load(q + q_row[:, None] + rd[None, :], mask=row_ok[:, None] & (rd[None, :] < {d}), other=0.0)",
             f"m_i = tl.full([{bm}], float('-inf'), tl.float32)", f"l_i = tl.zeros([{bm}], dtype=tl.float32)",
             f"acc = tl.zeros([{bm}, {bdv}], dtype=tl.float32)",
             f"n_valid = {'past + ' + str(sq) if cached else sk}", f"shift = n_valid - {sq}"]
@@ -91,7 +98,7 @@ def emit_attention(ctx: TritonContext, op: Operation) -> None:
     # bound), blocks past the cache's valid keys or past the causal diagonal skipped
     inner = [f"rn = n0 + tl.arange(0, {bn})",
              "kv = rn < n_valid",
-             f"kb = tl.load(k + k_off + rn[None, :] * {d} + rd[:, None], mask=kv[None, :] & (rd[:, None] < {d}), other=0.0)",
+             f"kb = tl.load(k + k_off + rn[None, :] * {k_pos} + rd[:, None], mask=kv[None, :] & (rd[:, None] < {d}), other=0.0)",
              f"s = tl.dot(qb, kb, input_precision=\"{precision}\") * {scale!r}",
              "ok = kv[None, :] & (rm[:, None] >= 0)"]
     if causal:
@@ -106,7 +113,7 @@ def emit_attention(ctx: TritonContext, op: Operation) -> None:
               "p = tl.exp(s - m_safe[:, None])",
               "scale_old = tl.exp(m_i - m_safe)",
               "l_i = l_i * scale_old + tl.sum(p, 1)",
-              f"vb = tl.load(v + v_off + rn[:, None] * {dv} + rdv[None, :], mask=kv[:, None] & (rdv[None, :] < {dv}), other=0.0)",
+              f"vb = tl.load(v + v_off + rn[:, None] * {v_pos} + rdv[None, :], mask=kv[:, None] & (rdv[None, :] < {dv}), other=0.0)",
               f"acc = acc * scale_old[:, None] + tl.dot(p, vb, input_precision=\"{precision}\")",
               "m_i = m_new"]
     last_query = f"{sq - 1}" if packed else f"pid * {bm} + {bm - 1}"  # the block's last query position
@@ -125,35 +132,52 @@ def emit_attention(ctx: TritonContext, op: Operation) -> None:
         # a query whose keys are all masked (a padding position) gets 0, as on the CPU (never NaN:
         # its row's keys and values feed later layers through the cache)
         body += ["acc = acc * tl.where(l_i == 0.0, 0.0, 1.0 / tl.where(l_i == 0.0, 1.0, l_i))[:, None]",
-                 f"tl.store(out + qrow[:, None] * {dv} + rdv[None, :], acc.to({element(out)}), "
+                 f"tl.store(out + o_row[:, None] + rdv[None, :], acc.to({element(out)}), "
                  f"mask=row_ok[:, None] & (rdv[None, :] < {dv}))"]
         name = ctx.kernel("attention", params, body, scalars)
         ctx.launch(name, _grid(axes, blocks, units), buffers, scalars, warps=warps(op))
         return
     _split_attention(ctx, op, body, inner, buffers, params, scalars, splits, chunk, (bm, bn, bdv, sq, dv, units, blocks), big,
-                     (packed, h, hkv, group))
+                     (packed, h, hkv, group), rows)
 
 
-def _row_lines(axes: tuple[int, int], big: int, packed: bool, dims: tuple[int, int, int, int, int]) -> list[str]:
+@dataclass(frozen=True)
+class _RowStrides:
+    """Element strides of q's and out's rows: per batch index, per head, per query position
+    (heads-major ``(S * D, D)``, sequence-major ``(D, H * D)``: `shapes.head_and_position_strides`)."""
+
+    q_batch: int
+    q_head: int
+    q_pos: int
+    out_batch: int
+    out_head: int
+    out_pos: int
+
+
+def _row_lines(axes: tuple[int, int], big: int, packed: bool, dims: tuple[int, int, int, int, int], st: _RowStrides) -> list[str]:
     """The first lines of an attention program: its unit (``b``, ``hk``), its ``bm`` rows
-    ``rm``, each row's head ``hq``, query position ``qi``, row of q and out ``qrow`` (``(b * H +
-    hq) * Sq + qi``) and ``row_ok``. Unpacked, a unit is a (batch, head) and its rows a block of
-    queries; packed, a (batch, kv head) and its rows every query of its group's heads (``g`` =
-    row // Sq): a decode step's one query per head fills a 16-row tile with the group's heads
-    instead of 15 empty rows, and the kv head's keys are read once for the group."""
+    ``rm``, each row's head ``hq``, query position ``qi``, the offsets of its rows of q and out
+    (``q_row``, ``o_row``: ``b``, ``hq`` and ``qi`` at the buffers' strides) and ``row_ok``.
+    Unpacked, a unit is a (batch, head) and its rows a block of queries; packed, a (batch, kv
+    head) and its rows every query of its group's heads (``g`` = row // Sq): a decode step's one
+    query per head fills a 16-row tile with the group's heads instead of 15 empty rows, and the
+    kv head's keys are read once for the group."""
     bm, sq, h, hkv, group = dims
     wide = ".to(tl.int64)" if big > INT32_MAX else ""  # query positions times a mask's stride
     lines = [f"pid = tl.program_id({axes[0]})", f"unit = {program_id(axes[1], big)}"]
     if packed:
-        return [*lines, f"b = unit // {hkv}", f"hk = unit % {hkv}", f"rm = tl.arange(0, {bm})", f"hq = hk * {group} + rm // {sq}",
-                f"qi = (rm % {sq}){wide}", f"qrow = (b * {h} + hq) * {sq} + qi", f"row_ok = rm < {group * sq}"]
-    return [*lines, f"b = unit // {h}", f"hq = unit % {h}", f"hk = hq // {group}", f"rm = pid * {bm} + tl.arange(0, {bm})",
-            f"qi = rm{wide}", f"qrow = unit * {sq} + rm", f"row_ok = rm < {sq}"]
+        lines += [f"b = unit // {hkv}", f"hk = unit % {hkv}", f"rm = tl.arange(0, {bm})", f"hq = hk * {group} + rm // {sq}",
+                  f"qi = (rm % {sq}){wide}", f"row_ok = rm < {group * sq}"]
+    else:
+        lines += [f"b = unit // {h}", f"hq = unit % {h}", f"hk = hq // {group}", f"rm = pid * {bm} + tl.arange(0, {bm})",
+                  f"qi = rm{wide}", f"row_ok = rm < {sq}"]
+    return [*lines, f"q_row = b * {st.q_batch} + hq * {st.q_head} + qi * {st.q_pos}",
+            f"o_row = b * {st.out_batch} + hq * {st.out_head} + qi * {st.out_pos}"]
 
 
 def _split_attention(ctx: TritonContext, op: Operation, body: list[str], inner: list[str], buffers: list, params: list[str],
                      scalars: list[str], splits: int, chunk: int, dims: tuple[int, int, int, int, int, int, int], big: int,
-                     heads: tuple[bool, int, int, int]) -> None:
+                     heads: tuple[bool, int, int, int], strides: _RowStrides) -> None:
     """Flash-decoding: program ``(query block, unit, range)`` runs the online softmax over its
     range of ``chunk`` keys and writes its unnormalised output, max and sum to the scratch
     buffer ``part`` (``[splits, units, R, Dv]``, then ``[splits, units, R]`` twice, ``R`` the rows
@@ -175,7 +199,7 @@ def _split_attention(ctx: TritonContext, op: Operation, body: list[str], inner: 
     axes = _axes(units)
     ctx.launch(name, (*_grid(axes, blocks, units), splits), buffers, scalars, warps=warps(op), scratch=acc_size + 2 * row_size)
     out = op.outputs[0]  # type: ignore[attr-defined]
-    combine = [*_row_lines(axes, big, packed, (bm, sq, h, hkv, group)), f"rdv = tl.arange(0, {bdv})",
+    combine = [*_row_lines(axes, big, packed, (bm, sq, h, hkv, group), strides), f"rdv = tl.arange(0, {bdv})",
                f"top = tl.full([{bm}], float('-inf'), tl.float32)",
                f"for sid in range(0, {splits}):",
                f"    top = tl.maximum(top, tl.load(part + {acc_size} + {rows}, mask=row_ok, other=float('-inf')))",
@@ -189,7 +213,7 @@ def _split_attention(ctx: TritonContext, op: Operation, body: list[str], inner: 
                f"mask=row_ok[:, None] & (rdv[None, :] < {dv}), other=0.0)",
                # every key of the query masked (a padding position): 0, as without splits
                "acc = acc * tl.where(total == 0.0, 0.0, 1.0 / tl.where(total == 0.0, 1.0, total))[:, None]",
-               f"tl.store(out + qrow[:, None] * {dv} + rdv[None, :], acc.to({element(out)}), "
+               f"tl.store(out + o_row[:, None] + rdv[None, :], acc.to({element(out)}), "
                f"mask=row_ok[:, None] & (rdv[None, :] < {dv}))"]
     name = ctx.kernel("attention_combine", ["out", "part"], combine)
     ctx.launch(name, _grid(axes, blocks, units), [out], scratch=acc_size + 2 * row_size)

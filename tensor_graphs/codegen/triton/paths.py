@@ -290,7 +290,7 @@ def parameter_defaults(op: Operation, variant: str) -> dict[str, int]:
         out = op.results[0] if op.results else op.operands[-1]
         defaults["block_n"] = default_block_n(_shape(out)[-1], not _transposes(op)[1])
     elif variant.startswith("attention."):
-        q, k = _shape(op.operands[0]), _shape(op.operands[1])
+        q, k = op.heads_major_shapes()[:2]  # type: ignore[attr-defined]
         rows = 1
         for n in q[:-2]:
             rows *= n

@@ -41,7 +41,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects import tensor as tg
-from tensor_graphs.dialects.shapes import numel
+from tensor_graphs.dialects.shapes import ATTENTION_OPERANDS, numel
 from tensor_graphs.lowering.tensor_to_buffer.scratch import attention_scratch_type
 from tensor_graphs.dialects.packing import PanelLayout
 from tensor_graphs.target import TARGET_ATTR, Target, of_module
@@ -580,11 +580,13 @@ def _unary(op: Operation, ins: Sequence[SSAValue], out: SSAValue) -> buf.KernelO
 def _attention_scratch(op: Operation, threads: int, target: Target) -> MemRefType:
     """One set of tiles per thread (`scratch.py`), the tiles sized for ``target``."""
     assert isinstance(op, tg.AttentionOp)
-    return attention_scratch_type(_shape(op.q), _shape(op.k), _shape(op.v), target, threads)
+    q, k, v, _ = op.heads_major_shapes()
+    return attention_scratch_type(q, k, v, target, threads)
 
 
 def _attention(op: Operation, ins: Sequence[SSAValue], out: SSAValue, scratch: SSAValue | None = None) -> buf.KernelOp:
-    props = {k: op.properties[k] for k in ("scale", "causal", "kv_cache") if k in op.properties}
+    names = ("scale", "causal", "kv_cache", *(f"{x}_seq_major" for x in ATTENTION_OPERANDS))
+    props = {k: op.properties[k] for k in names if k in op.properties}
     return buf.AttentionOp(ins, [out] if scratch is None else [out, scratch], props)
 
 

@@ -317,11 +317,11 @@ class FoldCausalMaskIntoAttention(RewritePattern):
     def match_and_rewrite(self, op: AttentionOp, rewriter: PatternRewriter) -> None:
         if op.mask is None or constant_array(op.mask) is None:
             return
-        sq, sk = shape_of(op.q)[-2], shape_of(op.k)[-2]
-        _, mask, causal = _resolve_mask(_Mask(additive=op.mask), sq, sk)
+        q, k = op.heads_major_shapes()[:2]
+        _, mask, causal = _resolve_mask(_Mask(additive=op.mask), q[-2], k[-2])
         if mask is not None:
             return
-        attn = AttentionOp(op.q, op.k, op.v, None, op.scale.value.data, causal or op.is_causal)
+        attn = AttentionOp(op.q, op.k, op.v, None, op.scale.value.data, causal or op.is_causal, op.uses_kv_cache, op.seq_major)
         attn.result.name_hint = op.result.name_hint
         operands = list(op.operands)
         rewriter.replace(op, attn)
@@ -354,10 +354,12 @@ class ReadSharedKVHeads(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: AttentionOp, rewriter: PatternRewriter) -> None:
+        if any(op.seq_major[1:3]):
+            return  # k, v of [..., S, Hkv * G, D]: not the repeat_kv form
         k, v = _shared_heads(op.k), _shared_heads(op.v)
         if k is None or v is None or k[1][:-2] != v[1][:-2]:
             return
-        heads = shape_of(op.q)[-3]
+        heads = op.heads_major_shapes()[0][-3]
         if heads % k[1][-3]:
             return
         new_ops: list[Operation] = []
@@ -371,7 +373,7 @@ class ReadSharedKVHeads(RewritePattern):
                 r = ReshapeOp(source, shape)
                 new_ops.append(r)
                 kv.append(r.result)
-        attn = AttentionOp(op.q, kv[0], kv[1], op.mask, op.scale.value.data, op.is_causal)
+        attn = AttentionOp(op.q, kv[0], kv[1], op.mask, op.scale.value.data, op.is_causal, op.uses_kv_cache, op.seq_major)
         attn.result.name_hint = op.result.name_hint
         operands = list(op.operands)
         rewriter.replace(op, [*new_ops, attn], [attn.result])

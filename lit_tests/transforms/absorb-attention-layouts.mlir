@@ -1,0 +1,60 @@
+// RUN: tg-opt %s -p absorb-attention-layouts,dce | filecheck %s
+
+// The PyTorch form: q, k, v transposed [B, S, H, D] -> [B, H, S, D] for SDPA, the result back.
+// CHECK-LABEL: func.func @in_and_out
+// CHECK-NEXT: %o = tg.attention %q, %k, %v {scale = 2.500000e-01 : f32, causal = true, q_seq_major = true, k_seq_major = true, v_seq_major = true, out_seq_major = true} : (tensor<1x8x4x16xf32>, tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32>) -> tensor<1x8x4x16xf32>
+// CHECK-NEXT: func.return %o
+func.func @in_and_out(%q: tensor<1x8x4x16xf32>, %k: tensor<1x8x2x16xf32>, %v: tensor<1x8x2x16xf32>) -> tensor<1x8x4x16xf32> {
+  %qt = tg.transpose %q {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x8x4x16xf32>) -> tensor<1x4x8x16xf32>
+  %kt = tg.transpose %k {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x8x2x16xf32>) -> tensor<1x2x8x16xf32>
+  %vt = tg.transpose %v {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x8x2x16xf32>) -> tensor<1x2x8x16xf32>
+  %o = tg.attention %qt, %kt, %vt {scale = 0.25 : f32, causal = true} : (tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>) -> tensor<1x4x8x16xf32>
+  %ot = tg.transpose %o {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x4x8x16xf32>) -> tensor<1x8x4x16xf32>
+  func.return %ot : tensor<1x8x4x16xf32>
+}
+
+// A transpose of an operand already stored sequence-major toggles the flag back; a mask stays
+// heads-major ([..., H, Sq, Sk]); rank 3 (no batch dim) too.
+// CHECK-LABEL: func.func @toggle_back_with_mask
+// CHECK-NEXT: %o = tg.attention %q, %k, %v mask %m {scale = 5.000000e-01 : f32, k_seq_major = true} : (tensor<2x3x8xf32>, tensor<5x2x8xf32>, tensor<2x5x8xf32>, tensor<2x3x5xf32>) -> tensor<2x3x8xf32>
+func.func @toggle_back_with_mask(%q: tensor<2x3x8xf32>, %k: tensor<5x2x8xf32>, %v: tensor<2x5x8xf32>, %m: tensor<2x3x5xf32>) -> tensor<2x3x8xf32> {
+  %kt = tg.transpose %k {perm = array<i64: 1, 0, 2>} : (tensor<5x2x8xf32>) -> tensor<2x5x8xf32>
+  %vt = tg.transpose %v {perm = array<i64: 1, 0, 2>} : (tensor<2x5x8xf32>) -> tensor<5x2x8xf32>
+  %o = tg.attention %q, %kt, %vt mask %m {scale = 0.5 : f32, v_seq_major = true} : (tensor<2x3x8xf32>, tensor<2x5x8xf32>, tensor<5x2x8xf32>, tensor<2x3x5xf32>) -> tensor<2x3x8xf32>
+  func.return %o : tensor<2x3x8xf32>
+}
+
+// Llama/Qwen: the rope sits between the transpose and the attention; it moves before the
+// transpose, its tables transposed to match (size-1 dims only: views), lower-rank tables given
+// the input's rank first.
+// CHECK-LABEL: func.func @rope_between
+// CHECK-NEXT: %cos_seq_major = tg.transpose %cos {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x1x8x16xf32>) -> tensor<1x8x1x16xf32>
+// CHECK-NEXT: %sin_padded = tg.reshape %sin : (tensor<8x16xf32>) -> tensor<1x1x8x16xf32>
+// CHECK-NEXT: %sin_seq_major = tg.transpose %sin_padded {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x1x8x16xf32>) -> tensor<1x8x1x16xf32>
+// CHECK-NEXT: %r = tg.rope %q, %cos_seq_major, %sin_seq_major : (tensor<1x8x4x16xf32>, tensor<1x8x1x16xf32>, tensor<1x8x1x16xf32>) -> tensor<1x8x4x16xf32>
+// CHECK: %o = tg.attention %r, %k, %v {scale = 2.500000e-01 : f32, causal = true, q_seq_major = true} : (tensor<1x8x4x16xf32>, tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32>
+// CHECK-NOT: tg.transpose
+func.func @rope_between(%q: tensor<1x8x4x16xf32>, %k: tensor<1x4x8x16xf32>, %v: tensor<1x4x8x16xf32>, %cos: tensor<1x1x8x16xf32>, %sin: tensor<8x16xf32>) -> tensor<1x4x8x16xf32> {
+  %qt = tg.transpose %q {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x8x4x16xf32>) -> tensor<1x4x8x16xf32>
+  %r = tg.rope %qt, %cos, %sin : (tensor<1x4x8x16xf32>, tensor<1x1x8x16xf32>, tensor<8x16xf32>) -> tensor<1x4x8x16xf32>
+  %o = tg.attention %r, %k, %v {scale = 0.25 : f32, causal = true} : (tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32>
+  func.return %o : tensor<1x4x8x16xf32>
+}
+
+// Left alone: a rope whose result has another user (the transpose would only move), a result
+// with another user, another permutation, and the keys of an attention over a KV cache.
+// CHECK-LABEL: func.func @left_alone
+// CHECK-NEXT: %qt = tg.transpose %q
+// CHECK-NEXT: %r = tg.rope %qt, %cos, %cos
+// CHECK-NEXT: %kt = tg.transpose %k {perm = array<i64: 0, 1, 3, 2>}
+// CHECK-NEXT: %o = tg.attention %r, %kt, %c {scale = 2.500000e-01 : f32, causal = true, kv_cache = true} :
+// CHECK-NEXT: %ot = tg.transpose %o
+// CHECK-NEXT: func.return %r, %o, %ot
+func.func @left_alone(%q: tensor<1x8x4x16xf32>, %k: tensor<1x4x16x8xf32>, %c: tensor<1x4x8x16xf32>, %cos: tensor<1x1x8x16xf32>) -> (tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>, tensor<1x8x4x16xf32>) {
+  %qt = tg.transpose %q {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x8x4x16xf32>) -> tensor<1x4x8x16xf32>
+  %r = tg.rope %qt, %cos, %cos : (tensor<1x4x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>) -> tensor<1x4x8x16xf32>
+  %kt = tg.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x4x16x8xf32>) -> tensor<1x4x8x16xf32>
+  %o = tg.attention %r, %kt, %c {scale = 0.25 : f32, causal = true, kv_cache = true} : (tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32>
+  %ot = tg.transpose %o {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x4x8x16xf32>) -> tensor<1x8x4x16xf32>
+  func.return %r, %o, %ot : tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>, tensor<1x8x4x16xf32>
+}

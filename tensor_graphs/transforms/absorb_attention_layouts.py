@@ -1,0 +1,170 @@
+"""`absorb-attention-layouts`: the head/sequence transposes around a `tg.attention` become its
+layout flags.
+
+PyTorch attention modules project to ``[B, S, H*D]``, view that as ``[B, S, H, D]``, transpose to
+``[B, H, S, D]`` for SDPA, and transpose the result back before the output projection: four
+copies of a layer's activations (three in, one out) that only reorder heads and positions. An
+attention kernel reads a row of q, k or v, and writes a row of its output, at any stride, so
+this pass gives those transposes to the attention as flags (``q_seq_major``, ``k_seq_major``,
+``v_seq_major``, ``out_seq_major``: that buffer stored ``[..., S, H, D]``) and the copies go:
+
+- a transpose swapping dims -3 and -2 that feeds q, k or v toggles that operand's flag;
+- a transpose swapping dims -3 and -2 that is the only user of the result toggles ``out``'s;
+- a `tg.rope` between a transpose and the attention (Llama, Qwen: the rotation is applied after
+  the transpose) moves before the transpose, its cos and sin transposed to match (only size-1
+  dims move in the usual ``[B, 1, S, D]``: a view), so that the transpose reaches the attention.
+
+The KV cache keeps its heads-major layout: an attention over a cache takes no ``k_seq_major`` or
+``v_seq_major`` (`introduce-kv-cache` transposes seq-major keys into the cache's layout).
+Producers left without users are erased by `dce`.
+"""
+
+from __future__ import annotations
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+
+from tensor_graphs.dialects.tensor import AttentionOp, ReshapeOp, RopeOp, TransposeOp, shape_of
+from tensor_graphs.transforms.dce import live_uses
+
+
+def _swaps_heads_and_positions(op: Operation | None) -> bool:
+    """``op`` is a transpose by ``[0, ..., n-4, n-2, n-3, n-1]``: an attention operand's heads
+    and positions swapped, the rest in place."""
+    if not isinstance(op, TransposeOp):
+        return False
+    n = len(op.permutation)
+    return n >= 3 and op.permutation == (*range(n - 3), n - 2, n - 3, n - 1)
+
+
+def _swap_perm(rank: int) -> tuple[int, ...]:
+    return (*range(rank - 3), rank - 2, rank - 3, rank - 1)
+
+
+def _rebuild(op: AttentionOp, operands: list[SSAValue], seq_major: tuple[bool, ...]) -> AttentionOp:
+    new = AttentionOp(*operands[:3], op.mask, op.scale.value.data, op.is_causal, op.uses_kv_cache, seq_major)
+    new.result.name_hint = op.result.name_hint
+    return new
+
+
+class AbsorbOperandTranspose(RewritePattern):
+    """A transpose of heads and positions feeding q, k or v toggles that operand's flag.
+
+    %t = tg.transpose %x {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x8x4x16xf32>) -> tensor<1x4x8x16xf32>
+    %o = tg.attention %t, %k, %v {scale = 0.25 : f32} : (tensor<1x4x8x16xf32>, ...) -> tensor<1x4x8x16xf32>
+    =>
+    %o = tg.attention %x, %k, %v {scale = 0.25 : f32, q_seq_major = true} : (tensor<1x8x4x16xf32>, ...) -> tensor<1x4x8x16xf32>
+
+    Not for k and v of an attention over a KV cache (the cache is heads-major).
+    """
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: AttentionOp, rewriter: PatternRewriter) -> None:
+        operands, flags = [op.q, op.k, op.v], list(op.seq_major)
+        for i in range(1 if op.uses_kv_cache else 3):
+            owner = operands[i].owner
+            if _swaps_heads_and_positions(owner):
+                assert isinstance(owner, TransposeOp)
+                operands[i], flags[i] = owner.input, not flags[i]
+                rewriter.replace(op, _rebuild(op, operands, tuple(flags)))
+                return
+
+
+class AbsorbResultTranspose(RewritePattern):
+    """A transpose of heads and positions that is the only user of an attention toggles ``out``'s flag.
+
+    %o = tg.attention %q, %k, %v {scale = 0.25 : f32} : (...) -> tensor<1x4x8x16xf32>
+    %t = tg.transpose %o {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x4x8x16xf32>) -> tensor<1x8x4x16xf32>
+    =>
+    %t = tg.attention %q, %k, %v {scale = 0.25 : f32, out_seq_major = true} : (...) -> tensor<1x8x4x16xf32>
+    """
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: TransposeOp, rewriter: PatternRewriter) -> None:
+        attn = op.input.owner
+        if not isinstance(attn, AttentionOp) or not _swaps_heads_and_positions(op):
+            return
+        if [use.operation for use in live_uses(attn.result)] != [op]:
+            return
+        flags = list(attn.seq_major)
+        flags[3] = not flags[3]
+        new = _rebuild(attn, [attn.q, attn.k, attn.v], tuple(flags))
+        new.result.name_hint = attn.result.name_hint or op.result.name_hint
+        rewriter.replace(op, new)
+
+
+class RopeBeforeTranspose(RewritePattern):
+    """A rope between a heads/positions transpose and the attention it feeds (as q or k) runs on
+    the transpose's input instead, so that the transpose reaches the attention.
+
+    %t = tg.transpose %x {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x8x4x16xf32>) -> tensor<1x4x8x16xf32>
+    %r = tg.rope %t, %cos, %sin : (tensor<1x4x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>) -> tensor<1x4x8x16xf32>
+    %o = tg.attention %r, %k, %v ...
+    =>
+    %c = tg.transpose %cos {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x1x8x16xf32>) -> tensor<1x8x1x16xf32>
+    %s = tg.transpose %sin {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x1x8x16xf32>) -> tensor<1x8x1x16xf32>
+    %y = tg.rope %x, %c, %s : (tensor<1x8x4x16xf32>, tensor<1x8x1x16xf32>, tensor<1x8x1x16xf32>) -> tensor<1x8x4x16xf32>
+    %r = tg.transpose %y {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x8x4x16xf32>) -> tensor<1x4x8x16xf32>
+    %o = tg.attention %r, %k, %v ...
+
+    (a transpose moving only size-1 dims, as of cos and sin here, is a view in the buffer
+    lowering). Only when the rope's one live user is an attention that can absorb it and the
+    transpose's one live user is the rope: elsewhere the transpose would only move.
+    """
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: RopeOp, rewriter: PatternRewriter) -> None:
+        transpose = op.input.owner
+        if not _swaps_heads_and_positions(transpose):
+            return
+        assert isinstance(transpose, TransposeOp)
+        users = live_uses(op.result)
+        if len(users) != 1 or not isinstance(attn := users[0].operation, AttentionOp):
+            return
+        if users[0].index not in ((0,) if attn.uses_kv_cache else (0, 1)):
+            return
+        if [use.operation for use in live_uses(transpose.result)] != [op]:
+            return
+        rank = len(shape_of(op.input))
+        perm = _swap_perm(rank)
+        new_ops: list[Operation] = []
+        tables: list[SSAValue] = []
+        for table in (op.cos, op.sin):
+            shape, name = shape_of(table), table.name_hint or "table"
+            if len(shape) < rank:  # broadcast from the left: give it the input's rank first
+                padded = ReshapeOp(table, (*(1,) * (rank - len(shape)), *shape))
+                padded.result.name_hint = f"{name}_padded"
+                new_ops.append(padded)
+                table = padded.result
+            moved = TransposeOp(table, perm)
+            moved.result.name_hint = f"{name}_seq_major"
+            new_ops.append(moved)
+            tables.append(moved.result)
+        rope = RopeOp(transpose.input, *tables)
+        rope.result.name_hint = op.result.name_hint
+        back = TransposeOp(rope.result, perm)
+        back.result.name_hint = transpose.result.name_hint
+        rewriter.replace(op, [*new_ops, rope, back], [back.result])
+
+
+class AbsorbAttentionLayoutsPass(ModulePass):
+    """Folds the head/sequence transposes around tg.attention into its layout flags."""
+
+    name = "absorb-attention-layouts"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PatternRewriteWalker(
+            GreedyRewritePatternApplier(
+                [RopeBeforeTranspose(), AbsorbOperandTranspose(), AbsorbResultTranspose()],
+                dce_enabled=False,
+            )
+        ).rewrite_module(op)

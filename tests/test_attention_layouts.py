@@ -1,0 +1,188 @@
+"""Attention over sequence-major buffers (`absorb-attention-layouts`): the transposes PyTorch
+attention modules put around SDPA become the attention's layout flags, and both back ends read
+q, k, v and write the output at those strides.
+
+- the CPU kernel (`buf.attention`) at every combination of the four flags, against a float64
+  reference, tolerance as the other attention kernel tests (`test_codegen_nn`: rtol 1e-5, atol
+  1e-6);
+- a self-attention module (projections, view, transpose, SDPA, transpose back), with grouped
+  heads, a mask, a rotary embedding over lower-rank tables, compiled on the CPU and on the Triton
+  path (interpreter): no transpose left, the flags set, outputs within 1e-5 of the largest output
+  magnitude of PyTorch's (float32 sums in another order).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+import tensor_graphs as tg
+from tensor_graphs.dialects.shapes import heads_major
+from test_codegen_llvm import compile_text, memref, run
+from test_codegen_nn import ATOL, RTOL, attention_ref, rand
+from tensor_graphs.lowering.tensor_to_buffer.scratch import attention_scratch_elements
+from tensor_graphs.target import resolve as resolve_target
+
+FLAGS = ("q_seq_major", "k_seq_major", "v_seq_major", "out_seq_major")
+
+
+def _stored(shape: tuple[int, ...], seq_major: bool) -> tuple[int, ...]:
+    return heads_major(shape, seq_major)  # the swap is its own inverse
+
+
+def _attention_text(shapes, seq_major, scale, causal, mask_shape=None) -> str:
+    """One buf.attention over buffers stored as ``seq_major`` says; ``shapes`` heads-major."""
+    q, k, v = shapes
+    out = (*q[:-1], v[-1])
+    stored = [_stored(s, f) for s, f in zip((q, k, v, out), seq_major)]
+    ins = stored[:3] + ([mask_shape] if mask_shape is not None else [])
+    names = ["%q", "%k", "%v", "%mask"][: len(ins)]
+    n = attention_scratch_elements(q, k, v, resolve_target(), 1)
+    size = (4 * n + 63) // 64 * 64
+    args = ", ".join(f"{a}: {memref(s)}" for a, s in zip(names, ins)) + f", %o: {memref(stored[3])}"
+    flags = "".join(f", {name} = true" for name, f in zip(FLAGS, seq_major) if f)
+    return f"""
+builtin.module attributes {{tg.arena_size = {size} : i64}} {{
+  func.func @forward({args}) attributes {{tg.num_outputs = 1 : i64}} {{
+    %arena = buf.arena : memref<{size}xi8>
+    %s = buf.view %arena[0] : memref<{size}xi8> -> memref<{n}xf32>
+    buf.attention ins({", ".join(names)} : {", ".join(memref(s) for s in ins)}) outs(%o, %s : {memref(stored[3])}, memref<{n}xf32>) {{scale = {scale} : f32, causal = {str(causal).lower()}{flags}}}
+    func.return
+  }}
+}}"""
+
+
+CASES = {
+    # name: (B, H, Hkv, Sq, Sk, D, Dv, causal, masked)
+    "gqa_causal_blocks": (2, 4, 2, 65, 65, 16, 16, True, False),
+    "values_padded_masked": (1, 2, 2, 9, 70, 16, 8, False, True),
+    "decode_gqa": (1, 4, 1, 1, 33, 8, 8, True, False),
+}
+
+
+@pytest.mark.parametrize("seq_major", list(itertools.product([False, True], repeat=4)), ids=lambda f: "".join("ST"[x] for x in f))
+@pytest.mark.parametrize("case", list(CASES))
+def test_cpu_kernel_reads_and_writes_seq_major_buffers(case, seq_major):
+    bsz, h, hkv, sq, sk, d, dv, causal, masked = CASES[case]
+    q, k, v = rand(bsz, h, sq, d), rand(bsz, hkv, sk, d), rand(bsz, hkv, sk, dv)
+    mask = rand(bsz, 1, sq, sk) if masked else None
+    scale = 1.0 / np.sqrt(d)
+    text = _attention_text((q.shape, k.shape, v.shape), seq_major, scale, causal, None if mask is None else mask.shape)
+    stored = [np.ascontiguousarray(np.swapaxes(x, -3, -2)) if f else x for x, f in zip((q, k, v), seq_major)]
+    out = run(compile_text(text), stored + ([mask] if mask is not None else []))[0]
+    if seq_major[3]:
+        out = np.swapaxes(out, -3, -2)
+    np.testing.assert_allclose(out, attention_ref(q, k, v, mask, scale, causal), rtol=RTOL, atol=ATOL)
+
+
+def test_a_kv_cache_is_heads_major():
+    """An attention over a KV cache with sequence-major keys is rejected by the verifier."""
+    text = _attention_text(((1, 2, 1, 8), (1, 2, 16, 8), (1, 2, 16, 8)), (False, True, False, False), 0.3, True)
+    text = text.replace("causal = true", "causal = true, kv_cache = true")
+    with pytest.raises(Exception, match="heads-major"):
+        compile_text(text)
+
+
+def _rotate_half(x):
+    return torch.cat([-x[..., x.shape[-1] // 2:], x[..., : x.shape[-1] // 2]], dim=-1)
+
+
+class SelfAttention(torch.nn.Module):
+    """The PyTorch way: project, view [B, S, H, D], transpose to [B, H, S, D], SDPA, transpose
+    back, project; rope with [S, D] tables (broadcast over batch and heads)."""
+
+    def __init__(self, heads=4, kv_heads=2, head_dim=8, rope=False, causal=True, masked=False):
+        super().__init__()
+        dim = 24
+        self.h, self.hkv, self.d = heads, kv_heads, head_dim
+        self.rope, self.causal, self.masked = rope, causal, masked
+        self.q = torch.nn.Linear(dim, heads * head_dim)
+        self.k = torch.nn.Linear(dim, kv_heads * head_dim)
+        self.v = torch.nn.Linear(dim, kv_heads * head_dim)
+        self.o = torch.nn.Linear(heads * head_dim, dim)
+        self.register_buffer("freq", torch.linspace(0.1, 1.0, head_dim), persistent=False)
+
+    def forward(self, x, mask):
+        b, s, _ = x.shape
+        q = self.q(x).view(b, s, self.h, self.d).transpose(1, 2)
+        k = self.k(x).view(b, s, self.hkv, self.d).transpose(1, 2)
+        v = self.v(x).view(b, s, self.hkv, self.d).transpose(1, 2)
+        if self.rope:
+            angle = torch.arange(s, dtype=torch.float32)[:, None] * self.freq[None, :]
+            cos, sin = torch.cos(angle), torch.sin(angle)
+            q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+        y = torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask if self.masked else None, is_causal=self.causal, enable_gqa=self.hkv != self.h)
+        return self.o(y.transpose(1, 2).reshape(b, s, self.h * self.d))
+
+
+MODULES = {
+    "gqa_causal": dict(),
+    "rope_gqa_causal": dict(rope=True),
+    "masked": dict(causal=False, masked=True, kv_heads=4),
+}
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize("name", list(MODULES))
+def test_module_transposes_become_layout_flags(name, device):
+    if device == "cuda":
+        pytest.importorskip("triton")
+    torch.manual_seed(0)
+    model = SelfAttention(**MODULES[name]).eval()
+    x, mask = torch.randn(2, 11, 24), torch.randn(2, 1, 11, 11)
+    fn = tg.compile(model, (x, mask), device=device)
+    text = fn.ir("tg")
+    (attention,) = [line for line in text.splitlines() if "tg.attention" in line]
+    assert all(f"{flag} = true" in attention for flag in FLAGS), attention
+    # no copy left: only views (a transpose moving size-1 dims: rope's tables)
+    for line in text.splitlines():
+        if "tg.transpose" in line:
+            assert "tensor<11x1x8xf32>" in line or "tensor<1x11x1x8xf32>" in line, line
+    assert ("tg.rope" in text) == MODULES[name].get("rope", False)
+    with torch.no_grad():
+        ref = model(x, mask)
+    got = fn(x, mask)
+    got = got.cpu() if isinstance(got, torch.Tensor) else torch.as_tensor(got)
+    assert (got - ref).abs().max().item() <= 1e-5 * max(ref.abs().max().item(), 1.0)
+
+
+class Transposed(torch.nn.Module):
+    """SDPA over inputs given sequence-major ([B, S, H, D]), its result transposed back."""
+
+    def __init__(self, causal, masked):
+        super().__init__()
+        self.causal, self.masked = causal, masked
+
+    def forward(self, q, k, v, mask):
+        y = torch.nn.functional.scaled_dot_product_attention(
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask if self.masked else None,
+            is_causal=self.causal, enable_gqa=True)
+        return y.transpose(1, 2)
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize("queries,keys,causal,masked", [
+    (3, 1024, False, True),   # Triton: a kv head's group packed in one block, keys split in ranges, a mask per head
+    (19, 19, True, False),    # query blocks, causal
+])
+def test_seq_major_inputs_and_output(device, queries, keys, causal, masked):
+    if device == "cuda":
+        pytest.importorskip("triton")
+    torch.manual_seed(0)
+    model = Transposed(causal, masked).eval()
+    q, k, v = torch.randn(2, queries, 8, 16), torch.randn(2, keys, 2, 16), torch.randn(2, keys, 2, 8)
+    mask = torch.randn(2, 8, queries, keys)
+    fn = tg.compile(model, (q, k, v, mask), device=device)
+    assert "tg.transpose" not in fn.ir("tg") and all(f"{flag} = true" in fn.ir("tg") for flag in FLAGS)
+    if device == "cuda":
+        text = fn.ir("triton")
+        assert ("attention_part" in text) == (keys == 1024) and ("hq = hk * 4 + rm // 3" in text) == (keys == 1024)
+    with torch.no_grad():
+        ref = model(q, k, v, mask)
+    got = fn(q, k, v, mask)
+    got = got.cpu() if isinstance(got, torch.Tensor) else torch.as_tensor(got)
+    assert (got - ref).abs().max().item() <= 1e-5 * max(ref.abs().max().item(), 1.0)
