@@ -118,6 +118,49 @@ def test_tg_rope_kernel_matches_torch_and_evaluator(x_shape, t_shape):
     np.testing.assert_allclose(fn(x, cos, sin), want, rtol=RTOL, atol=ATOL)
 
 
+TG_ROPE_NORM = """
+func.func @forward(%x: tensor<{x}xf32>, %cos: tensor<{t}xf32>, %sin: tensor<{t}xf32>, %w: tensor<{d}xf32>) -> tensor<{x}xf32> {{
+  %y = tg.rope %x, %cos, %sin norm %w {{eps = 1.0e-05 : f32}} : (tensor<{x}xf32>, tensor<{t}xf32>, tensor<{t}xf32>, tensor<{d}xf32>) -> tensor<{x}xf32>
+  func.return %y : tensor<{x}xf32>
+}}
+"""
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize(
+    ("x_shape", "t_shape"),
+    [
+        ((2, 3, 4, 8), (4, 8)),
+        ((2, 3, 4, 8), (4, 1)),            # tables broadcast along the last dim
+        ((1, 65, 16, 128), (65, 1, 128)),  # Qwen3's q: sequence-major, its rows split among the threads
+        ((2, 10240), (10240,)),            # a row wider than Triton's row block (4096): looped
+    ],
+)
+def test_rope_with_a_norm_prologue(x_shape, t_shape, device):
+    """`tg.rope ... norm %w` (fuse-rms-norm-rope) = rope(rms_norm(x, w)): the evaluator and the
+    CPU and Triton (interpreter) kernels against PyTorch, rtol = atol = 1e-5 (the norm's sum of
+    squares in float32, in another order)."""
+    if device == "cuda":
+        pytest.importorskip("triton")
+    text = TG_ROPE_NORM.format(x="x".join(map(str, x_shape)), t="x".join(map(str, t_shape)), d=x_shape[-1])
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(x_shape).astype(np.float32) * 3
+    cos, sin = rng.standard_normal(t_shape).astype(np.float32), rng.standard_normal(t_shape).astype(np.float32)
+    w = rng.standard_normal(x_shape[-1]).astype(np.float32)
+    tx = torch.from_numpy(x)
+    normed = tx * torch.rsqrt(tx.pow(2).mean(-1, keepdim=True) + 1e-5) * torch.from_numpy(w)
+    want = Rope()(normed, torch.from_numpy(cos), torch.from_numpy(sin)).numpy()
+    module = parse(text)
+    op = next(o for o in module.walk() if o.name == "tg.rope")
+    np.testing.assert_allclose(evaluate_op(op, [x, cos, sin, w]), want, rtol=RTOL, atol=ATOL)
+    fn = compile_module(module, device=device)
+    got = fn(x, cos, sin, w)
+    got = got.cpu().numpy() if isinstance(got, torch.Tensor) else got
+    np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+    if device == "cuda":
+        assert "rms_norm_rope" in fn.ir("triton")
+
+
 def test_rope_kernel_inner_loop_is_vectorised():
     fn = compile_module(parse(TG_ROPE.format(x="1x4x8x64", t="1x1x8x64")))
     assert re.search(r"fmul <\d+ x float>", fn.ir("llvm")), "the rope loop was not vectorised"
@@ -162,6 +205,10 @@ def qwen3():
 def _check_rope_ir(tg_ir: str) -> None:
     ops = op_counts(tg_ir)
     assert ops["tg.rope"] == 2 * QWEN3["num_hidden_layers"], ops
+    # q's and k's per-head norms run inside their ropes (fuse-rms-norm-rope): 2 norms a layer left, and the final one
+    ropes = [line for line in tg_ir.splitlines() if "tg.rope" in line]
+    assert all(" norm %" in line for line in ropes), ropes
+    assert ops["tg.rms_norm"] == 2 * QWEN3["num_hidden_layers"] + 1, ops
     assert ops["tg.neg"] == 0 and ops["tg.slice"] == 0, ops
     # the only concat left (run-time positions) builds the tables: cat(freqs, freqs)
     concats = [line for line in tg_ir.splitlines() if "tg.concat" in line]

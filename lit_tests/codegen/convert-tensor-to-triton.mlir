@@ -271,3 +271,19 @@ func.func @forward(%q: tensor<1x8x4x16xf32>, %k: tensor<1x8x2x16xf32>, %v: tenso
   %o = tg.attention %q, %k, %v {scale = 0.25 : f32, causal = true, q_seq_major = true, k_seq_major = true, v_seq_major = true, out_seq_major = true} : (tensor<1x8x4x16xf32>, tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32>) -> tensor<1x8x4x16xf32>
   func.return %o : tensor<1x8x4x16xf32>
 }
+
+// -----
+
+// A rope with a norm prologue (fuse-rms-norm-rope): a program per row of the last dim, its sum
+// of squares first, then the rotation of the normalised halves; the tables [S, 1, D] at their
+// broadcast strides (the row's position i1 only).
+// CHECK-LABEL: def k0_rms_norm_rope(x, cos, sin, w, out):
+// CHECK:         cos_row = i1 * 16
+// CHECK:         total += tl.sum(v * v, 0)
+// CHECK-NEXT:    inv = 1.0 / tl.sqrt(total / 16 + {{.*}})
+// CHECK:         a = tl.load(x + base + j, mask=m, other=0.0) * inv * tl.load(w + j, mask=m, other=0.0)
+// CHECK:       #   k0_rms_norm_rope[(32,)](buf.rope
+func.func @forward(%x: tensor<1x8x4x16xf32>, %c: tensor<8x1x16xf32>, %s: tensor<8x1x16xf32>, %w: tensor<16xf32>) -> tensor<1x8x4x16xf32> {
+  %r = tg.rope %x, %c, %s norm %w {eps = 1.0e-06 : f32} : (tensor<1x8x4x16xf32>, tensor<8x1x16xf32>, tensor<8x1x16xf32>, tensor<16xf32>) -> tensor<1x8x4x16xf32>
+  func.return %r : tensor<1x8x4x16xf32>
+}

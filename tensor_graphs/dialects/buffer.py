@@ -47,6 +47,7 @@ from xdsl.irdl import (
     base,
     irdl_op_definition,
     operand_def,
+    opt_prop_def,
     prop_def,
     region_def,
     result_def,
@@ -1154,16 +1155,22 @@ class CacheWriteOp(KernelOp):
 
 @irdl_op_definition
 class RopeOp(KernelOp):
-    """Rotary embedding (rotate-half form, see `tg.rope`): ins(x, cos, sin) outs(out)."""
+    """Rotary embedding (rotate-half form, see `tg.rope`): ins(x, cos, sin[, norm]) outs(out);
+    with ``norm`` (a [D] weight) and ``eps``, the rows of x RMS-normalised first."""
 
     name = "buf.rope"
-    NUM_INPUTS: ClassVar[tuple[int, ...]] = (3,)
+    NUM_INPUTS: ClassVar[tuple[int, ...]] = (3, 4)
+    eps = opt_prop_def(FloatAttr)
 
     def verify_kernel(self, ins, out):
         _same(ins[0], out, "same as the input")
         if out and out[-1] % 2:
             raise ShapeError(f"the last dim {out[-1]} must be even")
-        for s_ in ins[1:]:
+        if (len(ins) == 4) != (self.eps is not None):
+            raise ShapeError("a norm weight and eps go together")
+        if len(ins) == 4 and tuple(ins[3]) != tuple(out[-1:]):
+            raise ShapeError(f"norm weight {list(ins[3])} should be {list(out[-1:])}")
+        for s_ in ins[1:3]:
             if not is_broadcastable_to(s_, out):
                 raise ShapeError(f"cos/sin {list(s_)} does not broadcast to {list(out)}")
 

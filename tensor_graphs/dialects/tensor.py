@@ -47,6 +47,7 @@ from xdsl.irdl import (
     irdl_op_definition,
     operand_def,
     opt_operand_def,
+    opt_prop_def,
     prop_def,
     result_def,
     traits_def,
@@ -1267,8 +1268,12 @@ class RopeOp(IRDLOperation):
     """Rotary position embedding, rotate-half form (Llama, Qwen): ``x * cos + rotate_half(x) * sin``
     with ``rotate_half(x) = concat(-x[..., D/2:], x[..., :D/2])``; cos and sin broadcast to x.
 
+    With ``norm`` (a weight of shape [D], `fuse-rms-norm-rope`), ``x`` is first RMS-normalised
+    over the last dim, as `tg.rms_norm` with ``eps`` (Qwen3's per-head q/k norms): one sweep.
+
     ```mlir
     %r = tg.rope %q, %cos, %sin : (tensor<1x4x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>) -> tensor<1x4x8x16xf32>
+    %n = tg.rope %q, %cos, %sin norm %w {eps = 1.0e-06 : f32} : (tensor<1x4x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<16xf32>) -> tensor<1x4x8x16xf32>
     ```
     """
 
@@ -1277,16 +1282,24 @@ class RopeOp(IRDLOperation):
     input = operand_def(T)
     cos = operand_def(AnyTensor)
     sin = operand_def(AnyTensor)
+    norm = opt_operand_def(AnyTensor)
+    eps = opt_prop_def(FloatAttr)
     result = result_def(T)
     traits = traits_def(Pure())
-    assembly_format = "$input `,` $cos `,` $sin attr-dict `:` functional-type(operands, results)"
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input `,` $cos `,` $sin (`norm` $norm^)? attr-dict `:` functional-type(operands, results)"
 
-    def __init__(self, input: SSAValue, cos: SSAValue, sin: SSAValue):
-        super().__init__(operands=[input, cos, sin], result_types=[input.type])
+    def __init__(self, input: SSAValue, cos: SSAValue, sin: SSAValue, norm: SSAValue | None = None, eps: float | None = None):
+        props = {"eps": float_attr(eps)} if norm is not None and eps is not None else {}
+        super().__init__(operands=[input, cos, sin, [norm] if norm is not None else []], properties=props,
+                         result_types=[input.type])
 
     def verify_(self) -> None:
         x = shape_of(self.input)
         _check(len(x) >= 1 and x[-1] % 2 == 0, f"tg.rope: the last dim of the input {list(x)} must be even")
+        _check((self.norm is None) == (self.eps is None), "tg.rope: a norm weight and eps go together")
+        if self.norm is not None:
+            _check(shape_of(self.norm) == x[-1:], f"tg.rope: norm weight shape {list(shape_of(self.norm))} should be {list(x[-1:])}")
         for name, v in (("cos", self.cos), ("sin", self.sin)):
             _check(is_broadcastable_to(shape_of(v), x), f"tg.rope: {name} shape {list(shape_of(v))} does not broadcast to {list(x)}")
             _check(v.type.element_type == self.input.type.element_type,  # type: ignore[attr-defined]

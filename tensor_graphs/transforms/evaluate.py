@@ -343,8 +343,10 @@ def _rms_norm(op: RmsNormOp, x: np.ndarray, weight: np.ndarray) -> np.ndarray:
     return out.astype(_result_dtype(op))
 
 
-def _rope(op: RopeOp, x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+def _rope(op: RopeOp, x: np.ndarray, cos: np.ndarray, sin: np.ndarray, norm: np.ndarray | None = None) -> np.ndarray:
     x64 = _f64(x)
+    if norm is not None:  # RMS-normalised first (fuse-rms-norm-rope)
+        x64 = x64 / np.sqrt((x64 * x64).mean(axis=-1, keepdims=True) + op.eps.value.data) * _f64(norm)  # type: ignore[union-attr]
     half = x.shape[-1] // 2
     rotated = np.concatenate([-x64[..., half:], x64[..., :half]], axis=-1)
     return (x64 * _f64(cos) + rotated * _f64(sin)).astype(_result_dtype(op))

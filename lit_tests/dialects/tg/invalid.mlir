@@ -188,6 +188,22 @@ func.func @kv_cache_attention_not_causal(%q: tensor<1x4x8x16xf32>, %k: tensor<1x
 
 // -----
 
+func.func @rope_norm_weight_shape(%x: tensor<2x16xf32>, %c: tensor<2x16xf32>, %w: tensor<8xf32>) -> tensor<2x16xf32> {
+  %r = tg.rope %x, %c, %c norm %w {eps = 1.0e-06 : f32} : (tensor<2x16xf32>, tensor<2x16xf32>, tensor<2x16xf32>, tensor<8xf32>) -> tensor<2x16xf32>
+  func.return %r : tensor<2x16xf32>
+}
+// CHECK: tg.rope: norm weight shape [8] should be [16]
+
+// -----
+
+func.func @rope_norm_without_eps(%x: tensor<2x16xf32>, %c: tensor<2x16xf32>, %w: tensor<16xf32>) -> tensor<2x16xf32> {
+  %r = tg.rope %x, %c, %c norm %w : (tensor<2x16xf32>, tensor<2x16xf32>, tensor<2x16xf32>, tensor<16xf32>) -> tensor<2x16xf32>
+  func.return %r : tensor<2x16xf32>
+}
+// CHECK: tg.rope: a norm weight and eps go together
+
+// -----
+
 // A KV cache is heads-major: no sequence-major keys or values over one.
 func.func @kv_cache_attention_seq_major_keys(%q: tensor<1x4x1x16xf32>, %k: tensor<1x40x2x16xf32>, %v: tensor<1x2x40x16xf32>) -> tensor<1x4x1x16xf32> {
   %o = tg.attention %q, %k, %v {scale = 0.25 : f32, kv_cache = true, k_seq_major = true} : (tensor<1x4x1x16xf32>, tensor<1x40x2x16xf32>, tensor<1x2x40x16xf32>) -> tensor<1x4x1x16xf32>

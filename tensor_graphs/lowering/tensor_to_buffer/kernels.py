@@ -737,7 +737,8 @@ register_kernel(tg.CumsumOp, KernelVariant("cumsum.scan", _same_props(buf.Cumsum
 register_kernel(tg.LayerNormOp, KernelVariant("layer_norm.loop", _same_props(buf.LayerNormOp, "eps")))
 register_kernel(tg.RmsNormOp, KernelVariant("rms_norm.loop", _same_props(buf.RmsNormOp, "eps")))
 register_kernel(
-    tg.RopeOp, KernelVariant("rope.loop", _same_props(buf.RopeOp), description="rotate-half, per row of the last dim")
+    tg.RopeOp, KernelVariant("rope.loop", _same_props(buf.RopeOp, "eps"),
+                               description="rotate-half, per row of the last dim (RMS-normalised first with a norm weight)")
 )
 register_kernel(
     tg.AttentionOp,
