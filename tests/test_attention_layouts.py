@@ -94,8 +94,10 @@ class SelfAttention(torch.nn.Module):
     """The PyTorch way: project, view [B, S, H, D], transpose to [B, H, S, D], SDPA, transpose
     back, project; rope with [S, D] tables (broadcast over batch and heads)."""
 
-    def __init__(self, heads=4, kv_heads=2, head_dim=8, rope=False, causal=True, masked=False):
+    def __init__(self, heads=4, kv_heads=2, head_dim=8, rope=False, causal=True, masked=False, qk_norm=False):
         super().__init__()
+        self.qk_norm = qk_norm  # Gemma-3's order: an RMS norm per head after the transpose, then the rope
+        self.q_norm, self.k_norm = torch.nn.Parameter(torch.randn(head_dim)), torch.nn.Parameter(torch.randn(head_dim))
         dim = 24
         self.h, self.hkv, self.d = heads, kv_heads, head_dim
         self.rope, self.causal, self.masked = rope, causal, masked
@@ -110,6 +112,9 @@ class SelfAttention(torch.nn.Module):
         q = self.q(x).view(b, s, self.h, self.d).transpose(1, 2)
         k = self.k(x).view(b, s, self.hkv, self.d).transpose(1, 2)
         v = self.v(x).view(b, s, self.hkv, self.d).transpose(1, 2)
+        if self.qk_norm:
+            q = q * torch.rsqrt(q.pow(2).mean(-1, keepdim=True) + 1e-6) * self.q_norm
+            k = k * torch.rsqrt(k.pow(2).mean(-1, keepdim=True) + 1e-6) * self.k_norm
         if self.rope:
             angle = torch.arange(s, dtype=torch.float32)[:, None] * self.freq[None, :]
             cos, sin = torch.cos(angle), torch.sin(angle)
@@ -123,6 +128,7 @@ MODULES = {
     "gqa_causal": dict(),
     "rope_gqa_causal": dict(rope=True),
     "masked": dict(causal=False, masked=True, kv_heads=4),
+    "norm_after_transpose_rope": dict(rope=True, qk_norm=True),  # Gemma-3: norm and rope fused, before the transpose
 }
 
 
@@ -143,6 +149,8 @@ def test_module_transposes_become_layout_flags(name, device):
         if "tg.transpose" in line:
             assert "tensor<11x1x8xf32>" in line or "tensor<1x11x1x8xf32>" in line, line
     assert ("tg.rope" in text) == MODULES[name].get("rope", False)
+    if MODULES[name].get("qk_norm"):  # both per-head norms inside the ropes (fuse-rms-norm-rope)
+        assert text.count(" norm %") == 2 and "tg.rms_norm" not in text, text
     with torch.no_grad():
         ref = model(x, mask)
     got = fn(x, mask)

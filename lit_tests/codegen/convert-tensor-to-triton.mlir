@@ -287,3 +287,16 @@ func.func @forward(%x: tensor<1x8x4x16xf32>, %c: tensor<8x1x16xf32>, %s: tensor<
   %r = tg.rope %x, %c, %s norm %w {eps = 1.0e-06 : f32} : (tensor<1x8x4x16xf32>, tensor<8x1x16xf32>, tensor<8x1x16xf32>, tensor<16xf32>) -> tensor<1x8x4x16xf32>
   func.return %r : tensor<1x8x4x16xf32>
 }
+
+// -----
+
+// Sequence-major keys past int32's offsets (one batch's keys: 300000 positions x 64 heads x
+// 128): a key's row, its position times H * D, is int64 (heads-major, position x D fits).
+// CHECK-LABEL: def k0_attention(q, k, v, out):
+// CHECK:         unit = tl.program_id(1).to(tl.int64)
+// CHECK:         rn = (n0 + tl.arange(0, 16)).to(tl.int64)
+// CHECK:         kb = tl.load(k + k_off + rn[None, :] * 8192 + rd[:, None]
+func.func @long_seq_major_keys(%q: tensor<1x1x64x128xf32>, %k: tensor<1x300000x64x128xf32>) -> tensor<1x64x1x128xf32> {
+  %o = tg.attention %q, %k, %k {scale = 0.088 : f32, q_seq_major = true, k_seq_major = true, v_seq_major = true, tg.gpu_splits = 1 : i64} : (tensor<1x1x64x128xf32>, tensor<1x300000x64x128xf32>, tensor<1x300000x64x128xf32>) -> tensor<1x64x1x128xf32>
+  func.return %o : tensor<1x64x1x128xf32>
+}

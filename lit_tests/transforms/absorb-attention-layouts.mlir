@@ -41,6 +41,24 @@ func.func @rope_between(%q: tensor<1x8x4x16xf32>, %k: tensor<1x4x8x16xf32>, %v: 
   func.return %o : tensor<1x4x8x16xf32>
 }
 
+// Gemma-3: the q norm after the transpose, then the rope (here already fused with it by
+// fuse-rms-norm-rope, run first: the norm stays with the rope); the k norm unfused moves too.
+// CHECK-LABEL: func.func @norm_after_transpose
+// CHECK:      %r = tg.rope %q, %cos_seq_major, %sin_seq_major norm %w {eps = 1.000000e-06 : f32} : (tensor<1x8x4x16xf32>, tensor<1x8x1x16xf32>, tensor<1x8x1x16xf32>, tensor<16xf32>) -> tensor<1x8x4x16xf32>
+// CHECK:      %n = tg.rms_norm %k, %w : (tensor<1x8x4x16xf32>, tensor<16xf32>) -> tensor<1x8x4x16xf32>
+// CHECK:      %rk = tg.rope %n, %{{.*}}, %{{.*}} : (tensor<1x8x4x16xf32>, tensor<1x8x1x16xf32>, tensor<1x8x1x16xf32>) -> tensor<1x8x4x16xf32>
+// CHECK-NEXT: %o = tg.attention %r, %rk, %v {scale = 2.500000e-01 : f32, q_seq_major = true, k_seq_major = true} :
+// CHECK-NOT:  tg.transpose {{.*}} -> tensor<1x4x8x16xf32>
+func.func @norm_after_transpose(%q: tensor<1x8x4x16xf32>, %k: tensor<1x8x4x16xf32>, %v: tensor<1x4x8x16xf32>, %w: tensor<16xf32>, %cos: tensor<1x1x8x16xf32>, %sin: tensor<1x1x8x16xf32>) -> tensor<1x4x8x16xf32> {
+  %qt = tg.transpose %q {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x8x4x16xf32>) -> tensor<1x4x8x16xf32>
+  %r = tg.rope %qt, %cos, %sin norm %w {eps = 1.0e-06 : f32} : (tensor<1x4x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>, tensor<16xf32>) -> tensor<1x4x8x16xf32>
+  %kt = tg.transpose %k {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x8x4x16xf32>) -> tensor<1x4x8x16xf32>
+  %n = tg.rms_norm %kt, %w {eps = 1.0e-06 : f32} : (tensor<1x4x8x16xf32>, tensor<16xf32>) -> tensor<1x4x8x16xf32>
+  %rk = tg.rope %n, %cos, %sin : (tensor<1x4x8x16xf32>, tensor<1x1x8x16xf32>, tensor<1x1x8x16xf32>) -> tensor<1x4x8x16xf32>
+  %o = tg.attention %r, %rk, %v {scale = 0.25 : f32} : (tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32>
+  func.return %o : tensor<1x4x8x16xf32>
+}
+
 // Left alone: a rope whose result has another user (the transpose would only move), a result
 // with another user, another permutation, and the keys of an attention over a KV cache.
 // CHECK-LABEL: func.func @left_alone

@@ -12,7 +12,9 @@ this pass gives those transposes to the attention as flags (``q_seq_major``, ``k
 - a transpose swapping dims -3 and -2 that is the only user of the result toggles ``out``'s;
 - a `tg.rope` between a transpose and the attention (Llama, Qwen: the rotation is applied after
   the transpose) moves before the transpose, its cos and sin transposed to match (only size-1
-  dims move in the usual ``[B, 1, S, D]``: a view), so that the transpose reaches the attention.
+  dims move in the usual ``[B, 1, S, D]``: a view), so that the transpose reaches the attention;
+  likewise a `tg.rms_norm` between the transpose and such a rope (Gemma-3's q/k norm after the
+  transpose): a norm over the last dim does not see the order of the others.
 
 The KV cache keeps its heads-major layout: an attention over a cache takes no ``k_seq_major`` or
 ``v_seq_major`` (`introduce-kv-cache` transposes seq-major keys into the cache's layout).
@@ -33,7 +35,7 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 
-from tensor_graphs.dialects.tensor import AttentionOp, ReshapeOp, RopeOp, TransposeOp, shape_of
+from tensor_graphs.dialects.tensor import AttentionOp, ReshapeOp, RmsNormOp, RopeOp, TransposeOp, shape_of
 from tensor_graphs.transforms.dce import live_uses
 
 
@@ -102,6 +104,50 @@ class AbsorbResultTranspose(RewritePattern):
         rewriter.replace(op, new)
 
 
+def _feeds_query_or_key(rope: Operation) -> bool:
+    """``rope``'s one live user is a `tg.attention` that takes it as q (or as k, without a KV
+    cache): there its transpose is absorbed."""
+    users = live_uses(rope.results[0])
+    if len(users) != 1 or not isinstance(attn := users[0].operation, AttentionOp):
+        return False
+    return users[0].index in ((0,) if attn.uses_kv_cache else (0, 1))
+
+
+def _only_user(value: SSAValue, user: Operation) -> bool:
+    return [use.operation for use in live_uses(value)] == [user]
+
+
+class RmsNormBeforeTranspose(RewritePattern):
+    """An RMS norm between a heads/positions transpose and a rope that feeds an attention's q or
+    k runs on the transpose's input instead (`RopeBeforeTranspose` then moves the rope).
+
+    %t = tg.transpose %x {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x8x4x16xf32>) -> tensor<1x4x8x16xf32>
+    %n = tg.rms_norm %t, %w : (tensor<1x4x8x16xf32>, tensor<16xf32>) -> tensor<1x4x8x16xf32>
+    %r = tg.rope %n, %cos, %sin ...            (%r: q or k of a tg.attention)
+    =>
+    %m = tg.rms_norm %x, %w : (tensor<1x8x4x16xf32>, tensor<16xf32>) -> tensor<1x8x4x16xf32>
+    %n = tg.transpose %m {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x8x4x16xf32>) -> tensor<1x4x8x16xf32>
+    %r = tg.rope %n, %cos, %sin ...
+    """
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: RmsNormOp, rewriter: PatternRewriter) -> None:
+        transpose = op.input.owner
+        if not _swaps_heads_and_positions(transpose) or not _only_user(transpose.results[0], op):  # type: ignore[union-attr]
+            return
+        users = live_uses(op.result)
+        if len(users) != 1 or not isinstance(rope := users[0].operation, RopeOp) or rope.input is not op.result:
+            return
+        if not _feeds_query_or_key(rope):
+            return
+        assert isinstance(transpose, TransposeOp)
+        norm = RmsNormOp(transpose.input, op.weight, op.eps.value.data)
+        norm.result.name_hint = op.result.name_hint
+        back = TransposeOp(norm.result, transpose.permutation)
+        back.result.name_hint = transpose.result.name_hint
+        rewriter.replace(op, [norm, back], [back.result])
+
+
 class RopeBeforeTranspose(RewritePattern):
     """A rope between a heads/positions transpose and the attention it feeds (as q or k) runs on
     the transpose's input instead, so that the transpose reaches the attention.
@@ -118,7 +164,8 @@ class RopeBeforeTranspose(RewritePattern):
 
     (a transpose moving only size-1 dims, as of cos and sin here, is a view in the buffer
     lowering). Only when the rope's one live user is an attention that can absorb it and the
-    transpose's one live user is the rope: elsewhere the transpose would only move.
+    transpose's one live user is the rope: elsewhere the transpose would only move. A rope with
+    a norm prologue (`fuse-rms-norm-rope` run first) keeps it.
     """
 
     @op_type_rewrite_pattern
@@ -127,12 +174,7 @@ class RopeBeforeTranspose(RewritePattern):
         if not _swaps_heads_and_positions(transpose):
             return
         assert isinstance(transpose, TransposeOp)
-        users = live_uses(op.result)
-        if len(users) != 1 or not isinstance(attn := users[0].operation, AttentionOp):
-            return
-        if users[0].index not in ((0,) if attn.uses_kv_cache else (0, 1)):
-            return
-        if [use.operation for use in live_uses(transpose.result)] != [op]:
+        if not _feeds_query_or_key(op) or not _only_user(transpose.result, op):
             return
         rank = len(shape_of(op.input))
         perm = _swap_perm(rank)
@@ -149,7 +191,8 @@ class RopeBeforeTranspose(RewritePattern):
             moved.result.name_hint = f"{name}_seq_major"
             new_ops.append(moved)
             tables.append(moved.result)
-        rope = RopeOp(transpose.input, *tables)
+        # a norm prologue (fuse-rms-norm-rope) goes with it: over the last dim, blind to the others
+        rope = RopeOp(transpose.input, *tables, op.norm, op.eps.value.data if op.eps is not None else None)
         rope.result.name_hint = op.result.name_hint
         back = TransposeOp(rope.result, perm)
         back.result.name_hint = transpose.result.name_hint
@@ -164,7 +207,7 @@ class AbsorbAttentionLayoutsPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         PatternRewriteWalker(
             GreedyRewritePatternApplier(
-                [RopeBeforeTranspose(), AbsorbOperandTranspose(), AbsorbResultTranspose()],
+                [RmsNormBeforeTranspose(), RopeBeforeTranspose(), AbsorbOperandTranspose(), AbsorbResultTranspose()],
                 dce_enabled=False,
             )
         ).rewrite_module(op)

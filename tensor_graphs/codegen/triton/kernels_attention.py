@@ -96,7 +96,8 @@ def emit_attention(ctx: TritonContext, op: Operation) -> None:
         body.append(f"mask_row = {mb}")
     # the key blocks: a static loop over the whole Sk (Triton's interpreter takes no run-time
     # bound), blocks past the cache's valid keys or past the causal diagonal skipped
-    inner = [f"rn = n0 + tl.arange(0, {bn})",
+    # key positions times their stride (H * D for sequence-major keys) past int32's offsets: int64
+    inner = [f"rn = (n0 + tl.arange(0, {bn})){'.to(tl.int64)' if big > INT32_MAX else ''}",
              "kv = rn < n_valid",
              f"kb = tl.load(k + k_off + rn[None, :] * {k_pos} + rd[:, None], mask=kv[None, :] & (rd[:, None] < {d}), other=0.0)",
              f"s = tl.dot(qb, kb, input_precision=\"{precision}\") * {scale!r}",
