@@ -33,17 +33,19 @@ def _stored(shape: tuple[int, ...], seq_major: bool) -> tuple[int, ...]:
     return heads_major(shape, seq_major)  # the swap is its own inverse
 
 
-def _attention_text(shapes, seq_major, scale, causal, mask_shape=None) -> str:
-    """One buf.attention over buffers stored as ``seq_major`` says; ``shapes`` heads-major."""
+def _attention_text(shapes, seq_major, scale, causal, mask_shape=None, ranges=(None, None, None), stored=None) -> str:
+    """One buf.attention over buffers stored as ``seq_major`` says; ``shapes`` heads-major (the
+    heads read); ``stored``: the buffers' shapes when they hold more heads (``ranges``)."""
     q, k, v = shapes
     out = (*q[:-1], v[-1])
-    stored = [_stored(s, f) for s, f in zip((q, k, v, out), seq_major)]
+    stored = list(stored) + [_stored(out, seq_major[3])] if stored else [_stored(s, f) for s, f in zip((q, k, v, out), seq_major)]
     ins = stored[:3] + ([mask_shape] if mask_shape is not None else [])
     names = ["%q", "%k", "%v", "%mask"][: len(ins)]
     n = attention_scratch_elements(q, k, v, resolve_target(), 1)
     size = (4 * n + 63) // 64 * 64
     args = ", ".join(f"{a}: {memref(s)}" for a, s in zip(names, ins)) + f", %o: {memref(stored[3])}"
     flags = "".join(f", {name} = true" for name, f in zip(FLAGS, seq_major) if f)
+    flags += "".join(f", {name}_heads = array<i64: {r[0]}, {r[1]}>" for name, r in zip("qkv", ranges) if r is not None)
     return f"""
 builtin.module attributes {{tg.arena_size = {size} : i64}} {{
   func.func @forward({args}) attributes {{tg.num_outputs = 1 : i64}} {{
@@ -78,6 +80,28 @@ def test_cpu_kernel_reads_and_writes_seq_major_buffers(case, seq_major):
     np.testing.assert_allclose(out, attention_ref(q, k, v, mask, scale, causal), rtol=RTOL, atol=ATOL)
 
 
+@pytest.mark.parametrize("seq_major", [(True, True, True, True), (False, False, False, False), (True, False, True, False)],
+                         ids=["seq-major", "heads-major", "mixed"])
+@pytest.mark.parametrize("case", ["gqa_causal_blocks", "values_padded_masked", "decode_gqa"])
+def test_cpu_kernel_reads_a_head_range(case, seq_major):
+    """q, k and v each a range of the heads of a wider buffer (q, k, v side by side, as GPT-2's
+    c_attn writes them): strides of the buffer, offset of the first head read."""
+    bsz, h, hkv, sq, sk, d, dv, causal, masked = CASES[case]
+    extra = 3  # heads in the buffers besides the ones read: q reads from head 1, k and v from 2
+    ranges = ((1, h), (2, hkv), (2, hkv))
+    wide = [rand(bsz, n + extra, s, e) for n, s, e in ((h, sq, d), (hkv, sk, d), (hkv, sk, dv))]
+    q, k, v = (x[:, r[0]: r[0] + r[1]] for x, r in zip(wide, ranges))
+    mask = rand(bsz, 1, sq, sk) if masked else None
+    scale = 1.0 / np.sqrt(d)
+    stored = [np.ascontiguousarray(np.swapaxes(x, -3, -2)) if f else x for x, f in zip(wide, seq_major)]
+    text = _attention_text((q.shape, k.shape, v.shape), seq_major, scale, causal, None if mask is None else mask.shape,
+                           ranges, [x.shape for x in stored])
+    out = run(compile_text(text), stored + ([mask] if mask is not None else []))[0]
+    if seq_major[3]:
+        out = np.swapaxes(out, -3, -2)
+    np.testing.assert_allclose(out, attention_ref(q, k, v, mask, scale, causal), rtol=RTOL, atol=ATOL)
+
+
 def test_a_kv_cache_is_heads_major():
     """An attention over a KV cache with sequence-major keys is rejected by the verifier."""
     text = _attention_text(((1, 2, 1, 8), (1, 2, 16, 8), (1, 2, 16, 8)), (False, True, False, False), 0.3, True)
@@ -94,8 +118,10 @@ class SelfAttention(torch.nn.Module):
     """The PyTorch way: project, view [B, S, H, D], transpose to [B, H, S, D], SDPA, transpose
     back, project; rope with [S, D] tables (broadcast over batch and heads)."""
 
-    def __init__(self, heads=4, kv_heads=2, head_dim=8, rope=False, causal=True, masked=False, qk_norm=False):
+    def __init__(self, heads=4, kv_heads=2, head_dim=8, rope=False, causal=True, masked=False, qk_norm=False, fused_qkv=False):
         super().__init__()
+        self.fused_qkv = fused_qkv  # GPT-2's c_attn: one projection, split into q, k, v
+        self.qkv = torch.nn.Linear(24, (heads + 2 * kv_heads) * head_dim)
         self.qk_norm = qk_norm  # Gemma-3's order: an RMS norm per head after the transpose, then the rope
         self.q_norm, self.k_norm = torch.nn.Parameter(torch.randn(head_dim)), torch.nn.Parameter(torch.randn(head_dim))
         dim = 24
@@ -109,9 +135,13 @@ class SelfAttention(torch.nn.Module):
 
     def forward(self, x, mask):
         b, s, _ = x.shape
-        q = self.q(x).view(b, s, self.h, self.d).transpose(1, 2)
-        k = self.k(x).view(b, s, self.hkv, self.d).transpose(1, 2)
-        v = self.v(x).view(b, s, self.hkv, self.d).transpose(1, 2)
+        if self.fused_qkv:
+            q, k, v = self.qkv(x).split([self.h * self.d, self.hkv * self.d, self.hkv * self.d], dim=2)
+        else:
+            q, k, v = self.q(x), self.k(x), self.v(x)
+        q = q.view(b, s, self.h, self.d).transpose(1, 2)
+        k = k.view(b, s, self.hkv, self.d).transpose(1, 2)
+        v = v.view(b, s, self.hkv, self.d).transpose(1, 2)
         if self.qk_norm:
             q = q * torch.rsqrt(q.pow(2).mean(-1, keepdim=True) + 1e-6) * self.q_norm
             k = k * torch.rsqrt(k.pow(2).mean(-1, keepdim=True) + 1e-6) * self.k_norm
@@ -129,6 +159,8 @@ MODULES = {
     "rope_gqa_causal": dict(rope=True),
     "masked": dict(causal=False, masked=True, kv_heads=4),
     "norm_after_transpose_rope": dict(rope=True, qk_norm=True),  # Gemma-3: norm and rope fused, before the transpose
+    "fused_qkv": dict(fused_qkv=True),  # q, k, v read in place in the projection's output: head ranges
+    "fused_qkv_rope": dict(fused_qkv=True, rope=True),  # q, k copied by their ropes, v in place
 }
 
 
@@ -149,6 +181,10 @@ def test_module_transposes_become_layout_flags(name, device):
         if "tg.transpose" in line:
             assert "tensor<11x1x8xf32>" in line or "tensor<1x11x1x8xf32>" in line, line
     assert ("tg.rope" in text) == MODULES[name].get("rope", False)
+    if MODULES[name].get("fused_qkv"):  # no slice copied: a head range of the projection's output
+        roped = MODULES[name].get("rope", False)  # (a rope reads its slice: q's and k's are copied)
+        assert "v_heads = array<i64: 6, 2>" in attention and text.count("tg.slice") == 2 * roped, text
+        assert ("q_heads = array<i64: 0, 4>" in attention) == (not roped), attention
     if MODULES[name].get("qk_norm"):  # both per-head norms inside the ropes (fuse-rms-norm-rope)
         assert text.count(" norm %") == 2 and "tg.rms_norm" not in text, text
     with torch.no_grad():
@@ -192,5 +228,40 @@ def test_seq_major_inputs_and_output(device, queries, keys, causal, masked):
     with torch.no_grad():
         ref = model(q, k, v, mask)
     got = fn(q, k, v, mask)
+    got = got.cpu() if isinstance(got, torch.Tensor) else torch.as_tensor(got)
+    assert (got - ref).abs().max().item() <= 1e-5 * max(ref.abs().max().item(), 1.0)
+
+
+class SlicedHeads(torch.nn.Module):
+    """q the first heads of a wider input (16 columns more), k and v side by side in another
+    (a cross-attention's fused kv projection), each viewed [B, S, H, D] and transposed."""
+
+    def forward(self, qx, kv, mask):
+        b, sq, sk = qx.shape[0], qx.shape[1], kv.shape[1]
+        q = qx[:, :, : 8 * 16].view(b, sq, 8, 16).transpose(1, 2)
+        k, v = kv.split([2 * 16, 2 * 16], dim=2)
+        k, v = k.view(b, sk, 2, 16).transpose(1, 2), v.view(b, sk, 2, 16).transpose(1, 2)
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+        return y.transpose(1, 2)
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize("queries,keys", [(3, 1024), (19, 19)])
+def test_head_ranges_of_wider_inputs(device, queries, keys):
+    """Head ranges on both back ends; on Triton also with a kv head's group packed in one block
+    and the keys split in ranges (3 queries over 1024 keys), a mask per head."""
+    if device == "cuda":
+        pytest.importorskip("triton")
+    torch.manual_seed(0)
+    model = SlicedHeads().eval()
+    qx, kv, mask = torch.randn(2, queries, 8 * 16 + 16), torch.randn(2, keys, 4 * 16), torch.randn(2, 8, queries, keys)
+    fn = tg.compile(model, (qx, kv, mask), device=device)
+    text = fn.ir("tg")
+    assert "tg.slice" not in text and "q_heads = array<i64: 0, 8>" in text and "v_heads = array<i64: 2, 2>" in text, text
+    if device == "cuda":
+        assert ("attention_part" in fn.ir("triton")) == (keys == 1024)
+    with torch.no_grad():
+        ref = model(qx, kv, mask)
+    got = fn(qx, kv, mask)
     got = got.cpu() if isinstance(got, torch.Tensor) else torch.as_tensor(got)
     assert (got - ref).abs().max().item() <= 1e-5 * max(ref.abs().max().item(), 1.0)

@@ -300,3 +300,17 @@ func.func @long_seq_major_keys(%q: tensor<1x1x64x128xf32>, %k: tensor<1x300000x6
   %o = tg.attention %q, %k, %k {scale = 0.088 : f32, q_seq_major = true, k_seq_major = true, v_seq_major = true, tg.gpu_splits = 1 : i64} : (tensor<1x1x64x128xf32>, tensor<1x300000x64x128xf32>, tensor<1x300000x64x128xf32>) -> tensor<1x64x1x128xf32>
   func.return %o : tensor<1x64x1x128xf32>
 }
+
+// -----
+
+// q, k and v head ranges of one sequence-major buffer (GPT-2's c_attn output, 12 heads of 16):
+// its strides (a position 12 x 16 = 192 floats on), each first head's offset added.
+// CHECK-LABEL: def k0_attention(q, k, v, out):
+// CHECK:         q_row = b * 1536 + hq * 16 + qi * 192
+// CHECK:         k_off = b * 1536 + hk * 16 + 64
+// CHECK-NEXT:    v_off = b * 1536 + hk * 16 + 128
+// CHECK:         kb = tl.load(k + k_off + rn[None, :] * 192 + rd[:, None]
+func.func @forward(%qkv: tensor<1x8x12x16xf32>) -> tensor<1x8x4x16xf32> {
+  %o = tg.attention %qkv, %qkv, %qkv {scale = 0.25 : f32, causal = true, q_seq_major = true, k_seq_major = true, v_seq_major = true, out_seq_major = true, q_heads = array<i64: 0, 4>, k_heads = array<i64: 4, 4>, v_heads = array<i64: 8, 4>} : (tensor<1x8x12x16xf32>, tensor<1x8x12x16xf32>, tensor<1x8x12x16xf32>) -> tensor<1x8x4x16xf32>
+  func.return %o : tensor<1x8x4x16xf32>
+}

@@ -59,6 +59,39 @@ func.func @norm_after_transpose(%q: tensor<1x8x4x16xf32>, %k: tensor<1x8x4x16xf3
   func.return %o : tensor<1x4x8x16xf32>
 }
 
+// GPT-2's c_attn: q, k and v sliced out of one projection's output, each viewed [B, S, H, D]:
+// read in place, a head range each (no slice copied).
+// CHECK-LABEL: func.func @fused_qkv
+// CHECK:      %o = tg.attention %{{.*}}, %{{.*}}, %{{.*}} {scale = 2.500000e-01 : f32, causal = true, q_seq_major = true, k_seq_major = true, v_seq_major = true, out_seq_major = true, q_heads = array<i64: 0, 4>, k_heads = array<i64: 4, 4>, v_heads = array<i64: 8, 4>} : (tensor<1x8x12x16xf32>, tensor<1x8x12x16xf32>, tensor<1x8x12x16xf32>) -> tensor<1x8x4x16xf32>
+// CHECK-NOT:  tg.slice
+func.func @fused_qkv(%qkv: tensor<1x8x192xf32>) -> tensor<1x8x4x16xf32> {
+  %qs = tg.slice %qkv {dim = 2 : i64, start = 0 : i64} : (tensor<1x8x192xf32>) -> tensor<1x8x64xf32>
+  %ks = tg.slice %qkv {dim = 2 : i64, start = 64 : i64} : (tensor<1x8x192xf32>) -> tensor<1x8x64xf32>
+  %vs = tg.slice %qkv {dim = 2 : i64, start = 128 : i64} : (tensor<1x8x192xf32>) -> tensor<1x8x64xf32>
+  %q = tg.reshape %qs : (tensor<1x8x64xf32>) -> tensor<1x8x4x16xf32>
+  %k = tg.reshape %ks : (tensor<1x8x64xf32>) -> tensor<1x8x4x16xf32>
+  %v = tg.reshape %vs : (tensor<1x8x64xf32>) -> tensor<1x8x4x16xf32>
+  %qt = tg.transpose %q {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x8x4x16xf32>) -> tensor<1x4x8x16xf32>
+  %kt = tg.transpose %k {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x8x4x16xf32>) -> tensor<1x4x8x16xf32>
+  %vt = tg.transpose %v {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x8x4x16xf32>) -> tensor<1x4x8x16xf32>
+  %o = tg.attention %qt, %kt, %vt {scale = 0.25 : f32, causal = true} : (tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32>
+  %ot = tg.transpose %o {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x4x8x16xf32>) -> tensor<1x8x4x16xf32>
+  func.return %ot : tensor<1x8x4x16xf32>
+}
+
+// A slice that is not of whole heads (start 8 with D = 16) stays a copy.
+// CHECK-LABEL: func.func @not_whole_heads
+// CHECK:      tg.slice
+// CHECK:      tg.attention {{.*}}q_seq_major = true
+// CHECK-NOT:  q_heads
+func.func @not_whole_heads(%x: tensor<1x8x80xf32>, %k: tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32> {
+  %qs = tg.slice %x {dim = 2 : i64, start = 8 : i64} : (tensor<1x8x80xf32>) -> tensor<1x8x64xf32>
+  %q = tg.reshape %qs : (tensor<1x8x64xf32>) -> tensor<1x8x4x16xf32>
+  %qt = tg.transpose %q {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x8x4x16xf32>) -> tensor<1x4x8x16xf32>
+  %o = tg.attention %qt, %k, %k {scale = 0.25 : f32} : (tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32>
+  func.return %o : tensor<1x4x8x16xf32>
+}
+
 // Left alone: a rope whose result has another user (the transpose would only move), a result
 // with another user, another permutation, and the keys of an attention over a KV cache.
 // CHECK-LABEL: func.func @left_alone

@@ -81,3 +81,17 @@ func.func @seq_major_keys(%q: tensor<1x8x4x16xf32>, %k: tensor<1x8x2x16xf32>, %v
   %o = tg.attention %q, %k, %v {scale = 0.25 : f32, causal = true, q_seq_major = true, k_seq_major = true, v_seq_major = true, out_seq_major = true} : (tensor<1x8x4x16xf32>, tensor<1x8x2x16xf32>, tensor<1x8x2x16xf32>) -> tensor<1x8x4x16xf32>
   func.return %o : tensor<1x8x4x16xf32>
 }
+
+// -----
+
+// Keys and values read as head ranges of one buffer (q, k, v side by side): the heads of each
+// are sliced out, then transposed into the cache's layout.
+// CHECK-LABEL: func.func @head_ranges
+// CHECK: %[[KS:.*]] = tg.slice %qkv {dim = 2 : i64, start = 4 : i64} : (tensor<1x8x12x16xf32>) -> tensor<1x8x4x16xf32>
+// CHECK-NEXT: %[[KT:.*]] = tg.transpose %[[KS]] {perm = array<i64: 0, 2, 1, 3>}
+// CHECK-NEXT: tg.cache_write %[[KT]] into
+// CHECK: tg.attention %qkv, %{{.*}}, %{{.*}} {scale = 2.500000e-01 : f32, causal = true, kv_cache = true, q_seq_major = true, out_seq_major = true, q_heads = array<i64: 0, 4>} : (tensor<1x8x12x16xf32>, tensor<1x4x64x16xf32>, tensor<1x4x64x16xf32>) -> tensor<1x8x4x16xf32>
+func.func @head_ranges(%qkv: tensor<1x8x12x16xf32>) -> tensor<1x8x4x16xf32> {
+  %o = tg.attention %qkv, %qkv, %qkv {scale = 0.25 : f32, causal = true, q_seq_major = true, k_seq_major = true, v_seq_major = true, out_seq_major = true, q_heads = array<i64: 0, 4>, k_heads = array<i64: 4, 4>, v_heads = array<i64: 8, 4>} : (tensor<1x8x12x16xf32>, tensor<1x8x12x16xf32>, tensor<1x8x12x16xf32>) -> tensor<1x8x4x16xf32>
+  func.return %o : tensor<1x8x4x16xf32>
+}

@@ -60,7 +60,6 @@ from xdsl.utils.exceptions import VerifyException
 from tensor_graphs.dialects.shapes import (
     ShapeError,
     broadcast_shapes,
-    heads_major,
     is_broadcastable_to,
     matmul_shape,
     numel,
@@ -68,7 +67,17 @@ from tensor_graphs.dialects.shapes import (
     window_positions,
 )
 from tensor_graphs.dialects.functions import ACTIVATIONS, BINARY_FUNCTIONS, UNARY_FUNCTIONS
-from tensor_graphs.dialects.tensor import attention_seq_major, bool_attr, float_attr, print_dense, reduced_shape
+from tensor_graphs.dialects.tensor import (
+    HeadRange,
+    attention_head_ranges,
+    attention_seq_major,
+    attention_shapes,
+    bool_attr,
+    check_head_ranges,
+    float_attr,
+    print_dense,
+    reduced_shape,
+)
 from tensor_graphs.target import MIN_FLOAT_LANES
 
 AnyMemRef = base(MemRefType)
@@ -1104,23 +1113,33 @@ class AttentionOp(KernelOp):
     k_seq_major = prop_def(BoolAttr, default_value=bool_attr(False))
     v_seq_major = prop_def(BoolAttr, default_value=bool_attr(False))
     out_seq_major = prop_def(BoolAttr, default_value=bool_attr(False))
+    q_heads = opt_prop_def(DenseArrayBase.constr(i64))
+    k_heads = opt_prop_def(DenseArrayBase.constr(i64))
+    v_heads = opt_prop_def(DenseArrayBase.constr(i64))
 
     @property
     def seq_major(self) -> tuple[bool, bool, bool, bool]:
         """(q, k, v, out): stored sequence-major."""
         return attention_seq_major(self)
 
+    @property
+    def head_ranges(self) -> tuple[HeadRange, HeadRange, HeadRange]:
+        """(q, k, v): the heads read of a buffer that holds more, or None."""
+        return attention_head_ranges(self)
+
     def heads_major_shapes(self) -> tuple[tuple[int, ...], ...]:
-        """(q, k, v, out) shapes in the heads-major order ``[..., H, S, D]``."""
-        values = (*self.inputs[:3], self.output)
-        return tuple(heads_major(shape_of(x), f) for x, f in zip(values, self.seq_major))
+        """(q, k, v, out) shapes in the order the op computes in, ``[..., H, S, D]``."""
+        return attention_shapes([shape_of(x) for x in (*self.inputs[:3], self.output)], self.seq_major, self.head_ranges)
 
     def verify_kernel(self, ins, out):
-        flags = self.seq_major  # (a rank below 3 is left as it is by heads_major, rejected below)
-        q, k, v = (heads_major(x, f) for x, f in zip(ins[:3], flags))
-        out = heads_major(out, flags[3])
-        if not (len(q) >= 3 and len(k) == len(q) == len(v)):
-            raise ShapeError(f"q, k, v need the same rank >= 3, got {list(q)}, {list(k)}, {list(v)}")
+        flags = self.seq_major  # (a rank below 3 is left as it is, rejected below)
+        if not (len(ins[0]) >= 3 and len(ins[1]) == len(ins[0]) == len(ins[2])):
+            raise ShapeError(f"q, k, v need the same rank >= 3, got {list(ins[0])}, {list(ins[1])}, {list(ins[2])}")
+        try:
+            check_head_ranges(ins[:3], flags, self.head_ranges, self.name)
+        except VerifyException as e:
+            raise ShapeError(str(e).removeprefix(f"{self.name}: ")) from None
+        q, k, v, out = attention_shapes((*ins[:3], out), flags, self.head_ranges)
         if q[-1] != k[-1] or k[-2] != v[-2] or k[:-2] != v[:-2] or q[:-3] != k[:-3] or q[-3] % max(k[-3], 1):
             raise ShapeError(f"incompatible q {list(q)}, k {list(k)}, v {list(v)}")
         _same((*q[:-1], v[-1]), out, "q rows x v columns")
@@ -1133,6 +1152,8 @@ class AttentionOp(KernelOp):
                 raise ShapeError(f"{q[-2]} queries do not fit a cache of {k[-2]} positions")
             if any(flags[1:3]):
                 raise ShapeError("a KV cache is heads-major (no k_seq_major, v_seq_major)")
+            if self.head_ranges[1:] != (None, None):
+                raise ShapeError("a KV cache is read whole (no k_heads, v_heads)")
 
 
 @irdl_op_definition

@@ -110,6 +110,17 @@ def head_and_position_strides(shape: Sequence[int], seq_major: bool) -> tuple[in
     return (d, h * d) if seq_major else (s * d, d)
 
 
+def attention_operand_strides(stored: Sequence[int], seq_major: bool, first_head: int = 0) -> tuple[int, int, int, int]:
+    """(batch stride, head stride, position stride, offset of the first head read) in elements of
+    a contiguous attention operand of ``stored`` shape (``[..., H', S, D]``, or sequence-major
+    ``[..., S, H', D]``) of which the op reads heads ``first_head ...`` (a head range: the
+    buffer holds more heads than the op reads, e.g. q, k and v side by side)."""
+    a, b, d = stored[-3:]
+    heads, positions = (b, a) if seq_major else (a, b)
+    head, pos = head_and_position_strides((heads, positions, d), seq_major)
+    return a * b * d, head, pos, first_head * head
+
+
 def window_positions(size: int, kernel: int, stride: int, padding: int, dilation: int, ceil_mode: bool = False) -> int:
     """How many positions a window of ``kernel`` taps (``dilation`` apart) takes along a dim of
     ``size`` padded by ``padding`` on both sides, moving by ``stride`` (torch's rule for

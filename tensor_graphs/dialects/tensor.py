@@ -1105,6 +1105,44 @@ def attention_seq_major(op: Operation) -> tuple[bool, bool, bool, bool]:
     return tuple(bool(getattr(op, f"{name}_seq_major").value.data) for name in ATTENTION_OPERANDS)  # type: ignore[return-value]
 
 
+HeadRange = tuple[int, int] | None
+
+
+def attention_head_ranges(op: Operation) -> tuple[HeadRange, HeadRange, HeadRange]:
+    """(q, k, v) of a `tg.attention` or `buf.attention`: the heads ``(first, count)`` the op reads
+    of an operand that holds more (``q_heads = array<i64: first, count>``), or None: all."""
+    ranges = []
+    for name in ATTENTION_OPERANDS[:3]:
+        attr = getattr(op, f"{name}_heads")
+        ranges.append(None if attr is None else tuple(attr.get_values()))
+    return tuple(ranges)  # type: ignore[return-value]
+
+
+def attention_shapes(stored: Sequence[Sequence[int]], seq_major: Sequence[bool], ranges: Sequence[HeadRange]) -> tuple[tuple[int, ...], ...]:
+    """(q, k, v, out) shapes in the order the op computes in, ``[..., H, S, D]``, from the
+    ``stored`` ones: dims -3 and -2 swapped where sequence-major, the heads dim the range's
+    count where the op reads a range (`attention_head_ranges`)."""
+    shapes = []
+    for shape, flag, heads in zip(stored, seq_major, (*ranges, None)):
+        s = heads_major(shape, flag)
+        shapes.append(s if heads is None or len(s) < 3 else (*s[:-3], heads[1], *s[-2:]))
+    return tuple(shapes)
+
+
+def check_head_ranges(stored: Sequence[Sequence[int]], seq_major: Sequence[bool], ranges: Sequence[HeadRange], what: str) -> None:
+    """Each head range within its operand's heads (raises `VerifyException`)."""
+    for name, shape, flag, heads in zip(ATTENTION_OPERANDS, stored, seq_major, ranges):
+        if heads is None:
+            continue
+        total = heads_major(shape, flag)[-3] if len(shape) >= 3 else 0
+        _check(len(heads) == 2 and heads[0] >= 0 and heads[1] > 0 and heads[0] + heads[1] <= total,
+               f"{what}: {name}_heads {list(heads)} (first, count) is not a range of its {total} heads")
+
+
+def head_range_props(ranges: Sequence[HeadRange]) -> dict[str, Attribute]:
+    return {f"{name}_heads": DenseArrayBase.from_list(i64, list(r)) for name, r in zip(ATTENTION_OPERANDS, ranges) if r is not None}
+
+
 @irdl_op_definition
 class AttentionOp(IRDLOperation):
     """Scaled dot-product attention: ``softmax(q @ k^T * scale + mask) @ v``.
@@ -1123,8 +1161,11 @@ class AttentionOp(IRDLOperation):
 
     ``q_seq_major`` (``k_``, ``v_``, ``out_``): that operand (or the result) is stored
     sequence-major, ``[..., S, H, D]``, the layout of a projection's output before the transpose
-    PyTorch models apply (`absorb-attention-layouts` folds that transpose in). The shapes above
-    and the mask's are the heads-major ones (`shapes.heads_major`). A KV cache is heads-major.
+    PyTorch models apply (`absorb-attention-layouts` folds that transpose in). ``q_heads =
+    array<i64: first, count>`` (``k_``, ``v_``): the operand holds more heads than the op reads,
+    it reads ``count`` heads from ``first`` on (q, k and v side by side in one projection's
+    output, GPT-2's ``c_attn``). The shapes above and the mask's are the ones the op computes
+    in (`attention_shapes`). A KV cache is heads-major, all of it read.
     """
 
     name = "tg.attention"
@@ -1139,6 +1180,9 @@ class AttentionOp(IRDLOperation):
     k_seq_major = prop_def(BoolAttr, default_value=bool_attr(False))
     v_seq_major = prop_def(BoolAttr, default_value=bool_attr(False))
     out_seq_major = prop_def(BoolAttr, default_value=bool_attr(False))
+    q_heads = opt_prop_def(DenseArrayBase.constr(i64))
+    k_heads = opt_prop_def(DenseArrayBase.constr(i64))
+    v_heads = opt_prop_def(DenseArrayBase.constr(i64))
     result = result_def(AnyTensor)
     traits = traits_def(Pure())
     irdl_options = (ParsePropInAttrDict(),)
@@ -1147,16 +1191,18 @@ class AttentionOp(IRDLOperation):
     def __init__(
         self, q: SSAValue, k: SSAValue, v: SSAValue, mask: SSAValue | None, scale: float, causal: bool,
         kv_cache: bool = False, seq_major: Sequence[bool] = (False, False, False, False),
+        heads: Sequence[HeadRange] = (None, None, None),
     ):
-        """``seq_major``: (q, k, v, out) stored sequence-major (see the class doc)."""
-        qs = heads_major(shape_of(q), seq_major[0])
-        vs = heads_major(shape_of(v), seq_major[2])
-        props = {"scale": float_attr(scale), "causal": bool_attr(causal)}
+        """``seq_major``: (q, k, v, out) stored sequence-major; ``heads``: (q, k, v) head ranges
+        (see the class doc)."""
+        qs, _, vs, _ = attention_shapes((shape_of(q), shape_of(k), shape_of(v), ()), seq_major, heads)
+        props: dict[str, Attribute] = {"scale": float_attr(scale), "causal": bool_attr(causal)}
         if kv_cache:
             props["kv_cache"] = bool_attr(True)
         for name, flag in zip(ATTENTION_OPERANDS, seq_major):
             if flag:
                 props[f"{name}_seq_major"] = bool_attr(True)
+        props.update(head_range_props(heads))
         out = heads_major((*qs[:-1], vs[-1]), seq_major[3])
         super().__init__(
             operands=[q, k, v, [mask] if mask is not None else []],
@@ -1169,10 +1215,14 @@ class AttentionOp(IRDLOperation):
         """(q, k, v, out): stored sequence-major."""
         return attention_seq_major(self)
 
+    @property
+    def head_ranges(self) -> tuple[HeadRange, HeadRange, HeadRange]:
+        """(q, k, v): the heads read of an operand that holds more, or None."""
+        return attention_head_ranges(self)
+
     def heads_major_shapes(self) -> tuple[tuple[int, ...], ...]:
-        """(q, k, v, result) shapes in the heads-major order ``[..., H, S, D]``."""
-        values = (self.q, self.k, self.v, self.result)
-        return tuple(heads_major(shape_of(x), f) for x, f in zip(values, self.seq_major))
+        """(q, k, v, result) shapes in the order the op computes in, ``[..., H, S, D]``."""
+        return attention_shapes([shape_of(x) for x in (self.q, self.k, self.v, self.result)], self.seq_major, self.head_ranges)
 
     @property
     def is_causal(self) -> bool:
@@ -1186,6 +1236,7 @@ class AttentionOp(IRDLOperation):
         q, k, v = shape_of(self.q), shape_of(self.k), shape_of(self.v)
         _check(len(q) >= 3 and len(k) == len(q) and len(v) == len(q),
                f"tg.attention: q, k, v need the same rank >= 3, got {list(q)}, {list(k)}, {list(v)}")
+        check_head_ranges((q, k, v), self.seq_major, self.head_ranges, "tg.attention")
         q, k, v, _ = self.heads_major_shapes()
         _check(q[-1] == k[-1], f"tg.attention: q and k head dims differ ({q[-1]} vs {k[-1]})")
         _check(k[-2] == v[-2], f"tg.attention: k and v sequence lengths differ ({k[-2]} vs {v[-2]})")
@@ -1204,6 +1255,7 @@ class AttentionOp(IRDLOperation):
             _check(self.is_causal or q[-2] == 1, "tg.attention: kv_cache attention with more than one query must be causal")
             _check(q[-2] <= k[-2], f"tg.attention: {q[-2]} queries do not fit a cache of {k[-2]} positions")
             _check(not any(self.seq_major[1:3]), "tg.attention: a KV cache is heads-major (no k_seq_major, v_seq_major)")
+            _check(self.head_ranges[1:] == (None, None), "tg.attention: a KV cache is read whole (no k_heads, v_heads)")
 
 
 # --------------------------------------------------------------------------- state (KV cache)

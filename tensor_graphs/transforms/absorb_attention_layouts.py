@@ -10,6 +10,9 @@ this pass gives those transposes to the attention as flags (``q_seq_major``, ``k
 
 - a transpose swapping dims -3 and -2 that feeds q, k or v toggles that operand's flag;
 - a transpose swapping dims -3 and -2 that is the only user of the result toggles ``out``'s;
+- a sequence-major q, k or v sliced out of a wider projection's output (GPT-2's ``c_attn``: q, k
+  and v side by side) is read in place: the whole output and a head range (``k_heads = array<i64:
+  first, count>``), no slice copied;
 - a `tg.rope` between a transpose and the attention (Llama, Qwen: the rotation is applied after
   the transpose) moves before the transpose, its cos and sin transposed to match (only size-1
   dims move in the usual ``[B, 1, S, D]``: a view), so that the transpose reaches the attention;
@@ -35,7 +38,7 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 
-from tensor_graphs.dialects.tensor import AttentionOp, ReshapeOp, RmsNormOp, RopeOp, TransposeOp, shape_of
+from tensor_graphs.dialects.tensor import AttentionOp, ReshapeOp, RmsNormOp, RopeOp, SliceOp, TransposeOp, shape_of
 from tensor_graphs.transforms.dce import live_uses
 
 
@@ -52,8 +55,9 @@ def _swap_perm(rank: int) -> tuple[int, ...]:
     return (*range(rank - 3), rank - 2, rank - 3, rank - 1)
 
 
-def _rebuild(op: AttentionOp, operands: list[SSAValue], seq_major: tuple[bool, ...]) -> AttentionOp:
-    new = AttentionOp(*operands[:3], op.mask, op.scale.value.data, op.is_causal, op.uses_kv_cache, seq_major)
+def _rebuild(op: AttentionOp, operands: list[SSAValue], seq_major: tuple[bool, ...], heads: tuple | None = None) -> AttentionOp:
+    heads = op.head_ranges if heads is None else heads
+    new = AttentionOp(*operands[:3], op.mask, op.scale.value.data, op.is_causal, op.uses_kv_cache, seq_major, heads)
     new.result.name_hint = op.result.name_hint
     return new
 
@@ -79,6 +83,57 @@ class AbsorbOperandTranspose(RewritePattern):
                 operands[i], flags[i] = owner.input, not flags[i]
                 rewriter.replace(op, _rebuild(op, operands, tuple(flags)))
                 return
+
+
+class AbsorbHeadSlice(RewritePattern):
+    """A sequence-major q, k or v that is a slice of whole heads of a wider projection's output
+    (GPT-2's ``c_attn``: q, k and v side by side along its last dim) is read in place: the
+    attention takes the whole output, viewed ``[..., S, heads, D]``, and a head range.
+
+    %s = tg.slice %qkv {dim = 2 : i64, start = 128 : i64} : (tensor<1x8x384xf32>) -> tensor<1x8x128xf32>
+    %k = tg.reshape %s : (tensor<1x8x128xf32>) -> tensor<1x8x4x32xf32>
+    %o = tg.attention %q, %k, %v {scale = 0.25 : f32, k_seq_major = true} : (..., tensor<1x8x4x32xf32>, ...) -> ...
+    =>
+    %all = tg.reshape %qkv : (tensor<1x8x384xf32>) -> tensor<1x8x12x32xf32>
+    %o = tg.attention %q, %all, %v {scale = 0.25 : f32, k_seq_major = true, k_heads = array<i64: 4, 4>} : (..., tensor<1x8x12x32xf32>, ...) -> ...
+
+    The slice must take whole heads (its start and the last dim multiples of D, unit step). Not
+    for k and v of an attention over a KV cache.
+    """
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: AttentionOp, rewriter: PatternRewriter) -> None:
+        operands, ranges = [op.q, op.k, op.v], list(op.head_ranges)
+        for i in range(1 if op.uses_kv_cache else 3):
+            if not op.seq_major[i] or ranges[i] is not None:
+                continue
+            view = _whole_heads(operands[i])
+            if view is None:
+                continue
+            source, (first, count) = view
+            xs = shape_of(source)
+            d = shape_of(operands[i])[-1]
+            wide = ReshapeOp(source, (*xs[:-1], xs[-1] // d, d))
+            wide.result.name_hint = f"{source.name_hint or 'heads'}_heads"
+            operands[i], ranges[i] = wide.result, (first, count)
+            rewriter.replace(op, [wide, _rebuild(op, operands, op.seq_major, tuple(ranges))])
+            return
+
+
+def _whole_heads(value: SSAValue) -> tuple[SSAValue, tuple[int, int]] | None:
+    """``(x, (first, count))`` when ``value`` (``[..., S, H, D]``) is ``reshape(slice(x))`` of
+    whole heads along ``x``'s last dim (``[..., S, N]``), else None."""
+    reshape = value.owner
+    if not isinstance(reshape, ReshapeOp) or not isinstance(slice_ := reshape.input.owner, SliceOp):
+        return None
+    dim, start, step = slice_.bounds
+    xs, rs = shape_of(slice_.input), shape_of(value)
+    if step != 1 or dim != len(xs) - 1 or len(rs) != len(xs) + 1 or tuple(xs[:-1]) != tuple(rs[:-2]):
+        return None
+    heads, d = rs[-2], rs[-1]
+    if d == 0 or start % d or xs[-1] % d or shape_of(slice_.result)[-1] != heads * d:
+        return None
+    return slice_.input, (start // d, heads)
 
 
 class AbsorbResultTranspose(RewritePattern):
@@ -207,7 +262,8 @@ class AbsorbAttentionLayoutsPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         PatternRewriteWalker(
             GreedyRewritePatternApplier(
-                [RmsNormBeforeTranspose(), RopeBeforeTranspose(), AbsorbOperandTranspose(), AbsorbResultTranspose()],
+                [RmsNormBeforeTranspose(), RopeBeforeTranspose(), AbsorbOperandTranspose(), AbsorbResultTranspose(),
+                 AbsorbHeadSlice()],
                 dce_enabled=False,
             )
         ).rewrite_module(op)

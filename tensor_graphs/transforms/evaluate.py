@@ -373,6 +373,7 @@ def _cache_write(op: CacheWriteOp, state: np.ndarray, update: np.ndarray) -> np.
 
 def _attention(op: AttentionOp, q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
     q, k, v = (np.swapaxes(x, -3, -2) if f else x for x, f in zip((q, k, v), op.seq_major))  # heads-major
+    q, k, v = (x if r is None else x[..., r[0]: r[0] + r[1], :, :] for x, r in zip((q, k, v), op.head_ranges))
     out = _heads_major_attention(op, q, k, v, mask)
     return np.ascontiguousarray(np.swapaxes(out, -3, -2)) if op.seq_major[3] else out
 

@@ -55,7 +55,7 @@ from xdsl.dialects.builtin import IntegerAttr, ModuleOp, TensorType, i64
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
-from tensor_graphs.dialects.tensor import AttentionOp, CacheWriteOp, StateOp, TransposeOp, shape_of
+from tensor_graphs.dialects.tensor import AttentionOp, CacheWriteOp, SliceOp, StateOp, TransposeOp, shape_of
 
 PASS = "introduce-kv-cache"
 #: the additive key-padding mask over the cache's positions (``padding_mask``): [*batch, 1, 1, capacity]
@@ -95,7 +95,12 @@ def introduce_kv_cache(fn: func.FuncOp, capacity: int, padding_mask: bool = Fals
         if seq > capacity:
             raise PassFailedException(f"{PASS}: in {where}: {seq} new tokens do not fit a cache of {capacity} positions")
         cached = []
-        for name, value, seq_major in zip(state_names(layer), (op.k, op.v), op.seq_major[1:3]):
+        for name, value, seq_major, heads in zip(state_names(layer), (op.k, op.v), op.seq_major[1:3], op.head_ranges[1:]):
+            if heads is not None:  # the heads it reads of a wider buffer, copied out first
+                rank = len(shape_of(value))
+                part = SliceOp(value, rank - 2 if seq_major else rank - 3, heads[0], heads[1])
+                block.insert_op_before(part, op)
+                value = part.result
             if seq_major:  # a cache is heads-major: the new keys are transposed into its layout
                 rank = len(shape_of(value))
                 heads_major = TransposeOp(value, (*range(rank - 3), rank - 2, rank - 3, rank - 1))
@@ -126,7 +131,7 @@ def introduce_kv_cache(fn: func.FuncOp, capacity: int, padding_mask: bool = Fals
                 )
         new = AttentionOp(
             op.q, cached[0], cached[1], mask.result if mask is not None else None, op.scale.value.data, op.is_causal,
-            kv_cache=True, seq_major=(op.seq_major[0], False, False, op.seq_major[3]),
+            kv_cache=True, seq_major=(op.seq_major[0], False, False, op.seq_major[3]), heads=(op.head_ranges[0], None, None),
         )
         block.insert_op_before(new, op)
         new.result.name_hint = op.result.name_hint

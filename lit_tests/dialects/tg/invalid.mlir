@@ -213,6 +213,15 @@ func.func @kv_cache_attention_seq_major_keys(%q: tensor<1x4x1x16xf32>, %k: tenso
 
 // -----
 
+// A head range past the operand's heads (it holds 12: [10, 14) is not within them).
+func.func @attention_head_range_past_the_heads(%q: tensor<1x8x4x16xf32>, %kv: tensor<1x8x12x16xf32>) -> tensor<1x8x4x16xf32> {
+  %o = tg.attention %q, %kv, %kv {scale = 0.25 : f32, q_seq_major = true, k_seq_major = true, v_seq_major = true, out_seq_major = true, k_heads = array<i64: 10, 4>, v_heads = array<i64: 4, 4>} : (tensor<1x8x4x16xf32>, tensor<1x8x12x16xf32>, tensor<1x8x12x16xf32>) -> tensor<1x8x4x16xf32>
+  func.return %o : tensor<1x8x4x16xf32>
+}
+// CHECK: tg.attention: k_heads [10, 4] (first, count) is not a range of its 12 heads
+
+// -----
+
 // A sequence-major result: [..., Sq, H, Dv]; the heads-major shape is an error.
 func.func @attention_seq_major_result_shape(%q: tensor<1x8x4x16xf32>, %k: tensor<1x2x8x16xf32>) -> tensor<1x4x8x16xf32> {
   %o = tg.attention %q, %k, %k {scale = 0.25 : f32, q_seq_major = true, out_seq_major = true} : (tensor<1x8x4x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>) -> tensor<1x4x8x16xf32>

@@ -33,7 +33,9 @@ indexes its positions (``[B, 1, 1, Sk]``: the key-padding mask of left-padded pr
 
 A buffer stored sequence-major (``q_seq_major`` ...: ``[..., S, H, D]``) is read and written in
 place at its strides: its head stride is ``D`` and its rows ``H * D`` floats apart (the GEMMs'
-``lda``, the key block's transpose and the output rows take that stride), with no copy.
+``lda``, the key block's transpose and the output rows take that stride), with no copy. With a
+head range (``q_heads = array<i64: first, count>``) the buffer holds more heads than are read:
+its strides are the buffer's, and the heads read start ``first`` head strides in.
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ from tensor_graphs.codegen.llvm.loops import min_i64 as _min_i64
 from tensor_graphs.codegen.llvm.loops import value as _val
 from tensor_graphs.codegen.llvm.scalar import emit_unary
 from tensor_graphs.dialects import buffer as buf
-from tensor_graphs.dialects.shapes import contiguous_strides, head_and_position_strides, numel
+from tensor_graphs.dialects.shapes import attention_operand_strides, contiguous_strides, numel
 from tensor_graphs.lowering.tensor_to_buffer.scratch import attention_tiles
 
 def _transpose_into(b: FunctionBuilder, src: SSAValue, src_ld: int, rows: Index, cols: int, dest: SSAValue, ld: int) -> None:
@@ -150,10 +152,13 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
     mask = op.inputs[3] if len(op.inputs) == 4 else None
     out = op.output
     sq_, sk_, sv_, so = op.heads_major_shapes()  # [..., H, S, D]; the buffers may be [..., S, H, D]
-    # each buffer's (head, position) strides: a position's row is `pos` floats after the previous
-    (q_head, q_pos), (k_head, k_pos), (v_head, v_pos), (o_head, o_pos) = (
-        head_and_position_strides(x, f) for x, f in zip((sq_, sk_, sv_, so), op.seq_major)
-    )
+    # each buffer's (batch, head, position) strides and first head's offset: a position's row is
+    # `pos` floats after the previous; a buffer may hold more heads than read (a head range)
+    (q_batch, q_head, q_pos, q_first), (k_batch, k_head, k_pos, k_first), (v_batch, v_head, v_pos, v_first), \
+        (o_batch, o_head, o_pos, _) = (
+            attention_operand_strides(_shape(x), f, r[0] if r else 0)
+            for x, f, r in zip((q, k, v, out), op.seq_major, (*op.head_ranges, None))
+        )
     ins = [q, k, v] + ([mask] if mask is not None else [])
     _require_f32(op, [*ins, out])
     if numel(so) == 0:
@@ -226,10 +231,7 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
         ms = broadcast_strides(_shape(mask), scores_shape) if mask is not None else (0,) * len(scores_shape)
         ms_h, ms_q, ms_k = ms[-3], ms[-2], ms[-1]
         per_batch = [
-            tuple(s * heads * seq_q * dim for s in contiguous_strides(batch)),
-            tuple(s * kv_heads * seq_k * dim for s in contiguous_strides(batch)),
-            tuple(s * kv_heads * seq_k * dim_v for s in contiguous_strides(batch)),
-            tuple(s * heads * seq_q * dim_v for s in contiguous_strides(batch)),
+            *(tuple(s * stride for s in contiguous_strides(batch)) for stride in (q_batch, k_batch, v_batch, o_batch)),
             tuple(ms[: len(batch)]),
         ]
         neg_inf, zero = b.f32(_NEG_INF), b.f32(0.0)
@@ -373,9 +375,9 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
                 oq, ok, ov, oo, om = (_add_idx(b, o, _mul_idx(b, idx, st[d])) for o, st in zip((oq, ok, ov, oo, om), per_batch))
             kh = b.add(llvm.SDivOp(h, b.i64(group))) if group > 1 else h
             offs = {
-                "q": _add_idx(b, oq, _mul_idx(b, h, q_head)),
-                "k": _add_idx(b, ok, _mul_idx(b, kh, k_head)),
-                "v": _add_idx(b, ov, _mul_idx(b, kh, v_head)),
+                "q": _add_idx(b, _add_idx(b, oq, _mul_idx(b, h, q_head)), q_first),
+                "k": _add_idx(b, _add_idx(b, ok, _mul_idx(b, kh, k_head)), k_first),
+                "v": _add_idx(b, _add_idx(b, ov, _mul_idx(b, kh, v_head)), v_first),
                 "out": _add_idx(b, oo, _mul_idx(b, h, o_head)),
                 "mask": _add_idx(b, om, _mul_idx(b, h, ms_h)),
             }

@@ -62,6 +62,8 @@ def kernel_label(op: buf.KernelOp) -> str:
         what += " causal" * bool(op.causal.value.data) + " kv_cache" * bool(op.kv_cache.value.data)
         seq_major = [name for name, flag in zip(ATTENTION_OPERANDS, op.seq_major) if flag]
         what += f" seq-major {','.join(seq_major)}" if seq_major else ""
+        ranges = [f"{n}[{r[0]}:{r[0] + r[1]}]" for n, r in zip(ATTENTION_OPERANDS, op.head_ranges) if r is not None]
+        what += f" heads {' '.join(ranges)}" if ranges else ""
     elif isinstance(op, buf.RopeOp) and len(op.inputs) == 4:  # fuse-rms-norm-rope
         what = f"{_dims(_shape(op.output))} after rms_norm"
     else:

@@ -42,7 +42,7 @@ from tensor_graphs.codegen.triton.kernels import (
 from tensor_graphs.codegen.triton.kernels_matmul import PRECISION, TF32
 from tensor_graphs.codegen.triton.paths import attention_blocks, attention_programs, attention_splits, selected, warps
 from tensor_graphs.dialects import buffer as buf
-from tensor_graphs.dialects.shapes import head_and_position_strides
+from tensor_graphs.dialects.shapes import attention_operand_strides
 
 
 @register(buf.AttentionOp)
@@ -72,17 +72,19 @@ def emit_attention(ctx: TritonContext, op: Operation) -> None:
     scratch = splits * batch * h * sq * (dv + 2) if splits > 1 else 0  # partial outputs, maxima and sums
     # offsets past int32 (a long prefill's scratch is splits x its output): int64 program ids
     # (the mask too: its rows' offsets, query position x its stride, past int32's in a long prefill)
-    big = max(numel(sq_), numel(sk_), numel(sv_), numel(so_), scratch, numel(shape(mask)) if mask is not None else 0)
-    # each buffer's (head, position) strides: heads-major (S * D, D), sequence-major (D, H * D)
-    (q_head, q_pos), (k_head, k_pos), (v_head, v_pos), (o_head, o_pos) = (
-        head_and_position_strides(x, f) for x, f in zip((sq_, sk_, sv_, so_), op.seq_major))
-    rows = _RowStrides(h * sq * d, q_head, q_pos, h * sq * dv, o_head, o_pos)
+    big = max(*(numel(shape(x)) for x in (q, k, v, out)), scratch, numel(shape(mask)) if mask is not None else 0)
+    # each buffer's (batch, head, position) strides and first head's offset: heads-major (S * D,
+    # D), sequence-major (D, H * D); a buffer may hold more heads than read (a head range)
+    (q_batch, q_head, q_pos, q_first), (k_batch, k_head, k_pos, k_first), (v_batch, v_head, v_pos, v_first), \
+        (o_batch, o_head, o_pos, _) = (attention_operand_strides(shape(x), f, r[0] if r else 0)
+                                       for x, f, r in zip((q, k, v, out), op.seq_major, (*op.head_ranges, None)))
+    rows = _RowStrides(q_batch, q_head, q_pos, q_first, o_batch, o_head, o_pos)
     # a program's unit: a (batch, head), or with packed rows a (batch, kv head) and its group
     units, blocks = (batch * hkv, 1) if packed else (batch * h, -(-sq // bm))
     # (query block, unit) programs; the units on axis 0 when past CUDA's axis-1 limit
     axes = _axes(units)
     body = [*_row_lines(axes, big, packed, (bm, sq, h, hkv, group), rows),
-            f"k_off = b * {hkv * sk * d} + hk * {k_head}", f"v_off = b * {hkv * sk * dv} + hk * {v_head}",
+            f"k_off = b * {k_batch} + hk * {k_head}{_plus(k_first)}", f"v_off = b * {v_batch} + hk * {v_head}{_plus(v_first)}",
             f"rd = tl.arange(0, {bd})", f"rdv = tl.arange(0, {bdv})",
             f"qb = tl.load(q + q_row[:, None] + rd[None, :], mask=row_ok[:, None] & (rd[None, :] < {d}), other=0.0)",
             f"m_i = tl.full([{bm}], float('-inf'), tl.float32)", f"l_i = tl.zeros([{bm}], dtype=tl.float32)",
@@ -145,11 +147,13 @@ def emit_attention(ctx: TritonContext, op: Operation) -> None:
 @dataclass(frozen=True)
 class _RowStrides:
     """Element strides of q's and out's rows: per batch index, per head, per query position
-    (heads-major ``(S * D, D)``, sequence-major ``(D, H * D)``: `shapes.head_and_position_strides`)."""
+    (heads-major ``(S * D, D)``, sequence-major ``(D, H * D)``), and the offset of q's first head
+    read (a head range): `shapes.attention_operand_strides`."""
 
     q_batch: int
     q_head: int
     q_pos: int
+    q_first: int
     out_batch: int
     out_head: int
     out_pos: int
@@ -172,7 +176,7 @@ def _row_lines(axes: tuple[int, int], big: int, packed: bool, dims: tuple[int, i
     else:
         lines += [f"b = unit // {h}", f"hq = unit % {h}", f"hk = hq // {group}", f"rm = pid * {bm} + tl.arange(0, {bm})",
                   f"qi = rm{wide}", f"row_ok = rm < {sq}"]
-    return [*lines, f"q_row = b * {st.q_batch} + hq * {st.q_head} + qi * {st.q_pos}",
+    return [*lines, f"q_row = b * {st.q_batch} + hq * {st.q_head} + qi * {st.q_pos}{_plus(st.q_first)}",
             f"o_row = b * {st.out_batch} + hq * {st.out_head} + qi * {st.out_pos}"]
 
 
@@ -218,6 +222,10 @@ def _split_attention(ctx: TritonContext, op: Operation, body: list[str], inner: 
                f"mask=row_ok[:, None] & (rdv[None, :] < {dv}))"]
     name = ctx.kernel("attention_combine", ["out", "part"], combine)
     ctx.launch(name, _grid(axes, blocks, units), [out], scratch=acc_size + 2 * row_size)
+
+
+def _plus(offset: int) -> str:
+    return f" + {offset}" if offset else ""
 
 
 def _axes(heads: int) -> tuple[int, int]:

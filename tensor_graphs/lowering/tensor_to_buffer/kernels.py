@@ -585,7 +585,8 @@ def _attention_scratch(op: Operation, threads: int, target: Target) -> MemRefTyp
 
 
 def _attention(op: Operation, ins: Sequence[SSAValue], out: SSAValue, scratch: SSAValue | None = None) -> buf.KernelOp:
-    names = ("scale", "causal", "kv_cache", *(f"{x}_seq_major" for x in ATTENTION_OPERANDS))
+    names = ("scale", "causal", "kv_cache", *(f"{x}_seq_major" for x in ATTENTION_OPERANDS),
+             *(f"{x}_heads" for x in ATTENTION_OPERANDS[:3]))
     props = {k: op.properties[k] for k in names if k in op.properties}
     return buf.AttentionOp(ins, [out] if scratch is None else [out, scratch], props)
 

@@ -321,7 +321,8 @@ class FoldCausalMaskIntoAttention(RewritePattern):
         _, mask, causal = _resolve_mask(_Mask(additive=op.mask), q[-2], k[-2])
         if mask is not None:
             return
-        attn = AttentionOp(op.q, op.k, op.v, None, op.scale.value.data, causal or op.is_causal, op.uses_kv_cache, op.seq_major)
+        attn = AttentionOp(op.q, op.k, op.v, None, op.scale.value.data, causal or op.is_causal, op.uses_kv_cache, op.seq_major,
+                           op.head_ranges)
         attn.result.name_hint = op.result.name_hint
         operands = list(op.operands)
         rewriter.replace(op, attn)
@@ -354,8 +355,8 @@ class ReadSharedKVHeads(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: AttentionOp, rewriter: PatternRewriter) -> None:
-        if any(op.seq_major[1:3]):
-            return  # k, v of [..., S, Hkv * G, D]: not the repeat_kv form
+        if any(op.seq_major[1:3]) or op.head_ranges[1:] != (None, None):
+            return  # k, v of [..., S, Hkv * G, D] or a head range: not the repeat_kv form
         k, v = _shared_heads(op.k), _shared_heads(op.v)
         if k is None or v is None or k[1][:-2] != v[1][:-2]:
             return
@@ -373,7 +374,8 @@ class ReadSharedKVHeads(RewritePattern):
                 r = ReshapeOp(source, shape)
                 new_ops.append(r)
                 kv.append(r.result)
-        attn = AttentionOp(op.q, kv[0], kv[1], op.mask, op.scale.value.data, op.is_causal, op.uses_kv_cache, op.seq_major)
+        attn = AttentionOp(op.q, kv[0], kv[1], op.mask, op.scale.value.data, op.is_causal, op.uses_kv_cache, op.seq_major,
+                           op.head_ranges)
         attn.result.name_hint = op.result.name_hint
         operands = list(op.operands)
         rewriter.replace(op, [*new_ops, attn], [attn.result])
