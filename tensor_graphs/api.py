@@ -589,6 +589,7 @@ def _decoder_modules(model, max_seq, batch, prefill_chunk, stats, pack_weights=T
         _set_target(graph.module, "aten", target)
         kv = f"introduce-kv-cache{{capacity={capacity}{' padding_mask=true' if padding else ''}}}"
         build_pipeline((*tensor_pipeline(pack_weights), kv)).apply(ctx, graph.module)
+        _check_every_layer_cached(graph.module, model)
         if weight_format is not None:
             _pin_weight_format(graph.module, weight_format, pack_weights, device)
         if tuning is not None and tuning.tune != "off":  # tuned later (`_compile_tuned`) from the tg module
@@ -603,6 +604,28 @@ def _decoder_modules(model, max_seq, batch, prefill_chunk, stats, pack_weights=T
         modules.append(graph.module)
         weights.update(graph.weights)
     return modules, weights, chunk, capacity, max_seq, limit, tuned
+
+
+def _check_every_layer_cached(module: ModuleOp, model) -> None:
+    """A ValueError unless `introduce-kv-cache` gave every layer a key and a value cache: an
+    attention that no pass turned into a `tg.attention` (a form `fuse-attention` does not know)
+    would see only the new tokens of each call, and decode wrong tokens without a word."""
+    from tensor_graphs.dialects.tensor import StateOp
+
+    caches = sum(1 for op in module.walk() if isinstance(op, StateOp) and op.state_name.data.startswith("kv.")
+                 and op.state_name.data.endswith((".key", ".value")))
+    layers = getattr(getattr(model, "config", None), "num_hidden_layers", None)
+    name = type(model).__name__
+    if caches == 0:
+        raise ValueError(
+            f"compile_decoder: no attention of {name} can read a KV cache: none became a tg.attention "
+            "(its attention is written in a form fuse-attention does not recognise), so every call would "
+            "attend to its new tokens only. Compile its forward with tg.compile instead, or write the "
+            "attention with torch.nn.functional.scaled_dot_product_attention")
+    if isinstance(layers, int) and caches != 2 * layers:
+        raise ValueError(
+            f"compile_decoder: {name} has {layers} layers but {caches // 2} of its attentions read a KV cache: "
+            "the others (a form fuse-attention does not recognise) would attend to each call's new tokens only")
 
 
 #: ``compile_decoder(weight_format=...)`` -> the variant its matrix-vector products are pinned to

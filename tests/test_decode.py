@@ -168,6 +168,15 @@ def test_a_cache_larger_than_memory_fails_before_codegen():
     assert _jit_count() == before
 
 
+def test_an_attention_that_cannot_read_a_cache_is_an_error():
+    """Bloom's attention (alibi, baddbmm) is not turned into a tg.attention: a decoder would attend
+    to each call's new tokens only and decode wrong tokens, so compile_decoder refuses it."""
+    torch.manual_seed(0)
+    model = transformers.BloomForCausalLM(transformers.BloomConfig(hidden_size=32, n_layer=2, n_head=4, vocab_size=64)).eval()
+    with pytest.raises(ValueError, match="no attention of BloomForCausalLM can read a KV cache"):
+        tg.compile_decoder(model, max_seq=16, prefill_chunk=CHUNK)
+
+
 def test_errors(compiled):
     model, decoder, _ = compiled
     decoder.reset()
