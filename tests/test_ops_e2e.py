@@ -305,6 +305,8 @@ def ids_and_mask(seed):
 RUN_TIME_MASKS = [
     pytest.param(lambda m, x: torch.where(x > 0, x, 0.1 * x), x_only(4, 5), id="where-on-compare-of-input"),
     pytest.param(lambda m, x: x.masked_fill(x < 0, 0.0), x_only(4, 5), id="masked_fill-on-compare-of-input"),
+    # out of place, masked_fill broadcasts self and the mask together (Falcon's ALiBi: [1, H, 1, S] by [1, 1, S, S])
+    pytest.param(lambda m, x, y: x.masked_fill(y > 0, -1.0), two((1, 4, 1, 7), (1, 1, 7, 7)), id="masked_fill-broadcasts-self"),
     pytest.param(lambda m, x: x * ((x > 0) & (x < 1)).float(), x_only(4, 5), id="bitwise-and-of-input"),
     pytest.param(lambda m, x, y: (x >= y) | (x <= -y), two((3, 5), (5,)), id="compare-tensors-broadcast-bool-out"),
     pytest.param(lambda m, x, y: torch.logical_not(x == torch.maximum(x, y)) ^ (x != x), two((3, 5), (3, 5)), id="eq-ne-not-xor"),

@@ -794,11 +794,13 @@ def _verify_where(op) -> None:
 
 
 def _verify_masked_fill(op) -> None:
+    """The out-of-place ``masked_fill`` broadcasts ``self`` and ``mask`` together, as torch does
+    (Falcon's ALiBi fills a [1, H, 1, S] bias by a [1, 1, S, S] mask: a [1, H, S, S] result)."""
     if _element_type(op.mask) != i1:
         raise VerifyException(f"{op.name}: the mask must be a tensor of i1, got {op.mask.type}")
-    if _rule(op, broadcast_shapes, _shape(op.self), _shape(op.mask)) != _shape(op.self):
-        raise VerifyException(f"{op.name}: mask {list(_shape(op.mask))} does not broadcast to self {list(_shape(op.self))}")
-    _verify_same_type(op)
+    _expect_result(op, _rule(op, broadcast_shapes, _shape(op.self), _shape(op.mask)))
+    if _element_type(op.result) != _element_type(op.self):
+        raise VerifyException(f"{op.name}: result type {op.result.type} should have the element type of self {op.self.type}")
 
 
 def _verify_expand(op) -> None:

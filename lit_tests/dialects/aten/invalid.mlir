@@ -254,3 +254,12 @@ func.func @to_bad_dtype(%x: tensor<2xf32>) -> tensor<2xf32> {
   func.return %y : tensor<2xf32>
 }
 // CHECK: 3 : i64 should be of base attribute string
+
+// -----
+
+// The out-of-place masked_fill broadcasts self and the mask together: the result must be that shape.
+func.func @masked_fill_result_not_the_broadcast(%x: tensor<1x4x1x7xf32>, %m: tensor<1x1x7x7xi1>) -> tensor<1x4x1x7xf32> {
+  %y = aten.masked_fill.Scalar %x, %m {value = 0 : i64} : (tensor<1x4x1x7xf32>, tensor<1x1x7x7xi1>) -> tensor<1x4x1x7xf32>
+  func.return %y : tensor<1x4x1x7xf32>
+}
+// CHECK: aten.masked_fill.Scalar: result shape [1, 4, 1, 7] should be [1, 4, 7, 7]
