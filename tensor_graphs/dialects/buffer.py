@@ -68,9 +68,7 @@ from tensor_graphs.dialects.shapes import (
 )
 from tensor_graphs.dialects.functions import ACTIVATIONS, BINARY_FUNCTIONS, UNARY_FUNCTIONS
 from tensor_graphs.dialects.tensor import (
-    HeadRange,
-    attention_head_ranges,
-    attention_seq_major,
+    AttentionLayout,
     attention_shapes,
     bool_attr,
     check_head_ranges,
@@ -1093,7 +1091,7 @@ class BroadcastOp(KernelOp):
 
 
 @irdl_op_definition
-class AttentionOp(KernelOp):
+class AttentionOp(AttentionLayout, KernelOp):
     """Tiled attention (online softmax): ins(q, k, v[, mask]) outs(out[, scratch]).
 
     Shapes and flags as `tg.attention` (``q_seq_major`` ...: that buffer is stored
@@ -1117,19 +1115,8 @@ class AttentionOp(KernelOp):
     k_heads = opt_prop_def(DenseArrayBase.constr(i64))
     v_heads = opt_prop_def(DenseArrayBase.constr(i64))
 
-    @property
-    def seq_major(self) -> tuple[bool, bool, bool, bool]:
-        """(q, k, v, out): stored sequence-major."""
-        return attention_seq_major(self)
-
-    @property
-    def head_ranges(self) -> tuple[HeadRange, HeadRange, HeadRange]:
-        """(q, k, v): the heads read of a buffer that holds more, or None."""
-        return attention_head_ranges(self)
-
-    def heads_major_shapes(self) -> tuple[tuple[int, ...], ...]:
-        """(q, k, v, out) shapes in the order the op computes in, ``[..., H, S, D]``."""
-        return attention_shapes([shape_of(x) for x in (*self.inputs[:3], self.output)], self.seq_major, self.head_ranges)
+    def _layout_values(self) -> tuple[SSAValue, SSAValue, SSAValue, SSAValue]:
+        return (*self.inputs[:3], self.output)  # type: ignore[return-value]
 
     def verify_kernel(self, ins, out):
         flags = self.seq_major  # (a rank below 3 is left as it is, rejected below)

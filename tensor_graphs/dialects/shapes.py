@@ -102,22 +102,14 @@ def heads_major(shape: Sequence[int], seq_major: bool) -> tuple[int, ...]:
     return (*s[:-3], s[-2], s[-3], s[-1]) if seq_major and len(s) >= 3 else s
 
 
-def head_and_position_strides(shape: Sequence[int], seq_major: bool) -> tuple[int, int]:
-    """(head stride, position stride) in elements of a contiguous attention operand whose
-    heads-major shape is ``shape`` (``[..., H, S, D]``): ``(S * D, D)``, or stored sequence-major
-    ``(D, H * D)``. The stride of the leading (batch) dims is ``H * S * D`` either way."""
-    h, s, d = shape[-3:]
-    return (d, h * d) if seq_major else (s * d, d)
-
-
 def attention_operand_strides(stored: Sequence[int], seq_major: bool, first_head: int = 0) -> tuple[int, int, int, int]:
     """(batch stride, head stride, position stride, offset of the first head read) in elements of
     a contiguous attention operand of ``stored`` shape (``[..., H', S, D]``, or sequence-major
     ``[..., S, H', D]``) of which the op reads heads ``first_head ...`` (a head range: the
-    buffer holds more heads than the op reads, e.g. q, k and v side by side)."""
+    buffer holds more heads than the op reads, e.g. q, k and v side by side): its contiguous
+    strides, the heads' and the positions' swapped when sequence-major."""
     a, b, d = stored[-3:]
-    heads, positions = (b, a) if seq_major else (a, b)
-    head, pos = head_and_position_strides((heads, positions, d), seq_major)
+    head, pos = (d, b * d) if seq_major else (b * d, d)
     return a * b * d, head, pos, first_head * head
 
 

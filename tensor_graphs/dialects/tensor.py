@@ -32,7 +32,7 @@ from xdsl.dialects.builtin import (
     i1,
     i64,
 )
-from xdsl.ir import Attribute, Dialect, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Dialect, Region, SSAValue
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.irdl import (
@@ -1100,28 +1100,38 @@ class RmsNormOp(IRDLOperation):
         _check(shape_of(self.weight) == d, f"tg.rms_norm: weight shape {list(shape_of(self.weight))} should be {list(d)}")
 
 
-def attention_seq_major(op: Operation) -> tuple[bool, bool, bool, bool]:
-    """(q, k, v, out) of a `tg.attention` or `buf.attention`: stored sequence-major."""
-    return tuple(bool(getattr(op, f"{name}_seq_major").value.data) for name in ATTENTION_OPERANDS)  # type: ignore[return-value]
-
-
 HeadRange = tuple[int, int] | None
 
 
-def attention_head_ranges(op: Operation) -> tuple[HeadRange, HeadRange, HeadRange]:
-    """(q, k, v) of a `tg.attention` or `buf.attention`: the heads ``(first, count)`` the op reads
-    of an operand that holds more (``q_heads = array<i64: first, count>``), or None: all."""
-    ranges = []
-    for name in ATTENTION_OPERANDS[:3]:
-        attr = getattr(op, f"{name}_heads")
-        ranges.append(None if attr is None else tuple(attr.get_values()))
-    return tuple(ranges)  # type: ignore[return-value]
+class AttentionLayout:
+    """What `tg.attention` and `buf.attention` derive from their layout properties
+    (``q_seq_major`` ... ``out_seq_major``, ``q_heads`` ... ``v_heads``); each op says which
+    values are its q, k, v and output (`_layout_values`)."""
+
+    def _layout_values(self) -> tuple[SSAValue, SSAValue, SSAValue, SSAValue]:
+        raise NotImplementedError
+
+    @property
+    def seq_major(self) -> tuple[bool, bool, bool, bool]:
+        """(q, k, v, out): stored sequence-major."""
+        return tuple(bool(getattr(self, f"{name}_seq_major").value.data) for name in ATTENTION_OPERANDS)  # type: ignore[return-value]
+
+    @property
+    def head_ranges(self) -> tuple[HeadRange, HeadRange, HeadRange]:
+        """(q, k, v): the heads ``(first, count)`` the op reads of an operand that holds more
+        (``q_heads = array<i64: first, count>``), or None: all."""
+        attrs = (getattr(self, f"{name}_heads") for name in ATTENTION_OPERANDS[:3])
+        return tuple(None if a is None else tuple(a.get_values()) for a in attrs)  # type: ignore[return-value]
+
+    def heads_major_shapes(self) -> tuple[tuple[int, ...], ...]:
+        """(q, k, v, out) shapes in the order the op computes in, ``[..., H, S, D]``."""
+        return attention_shapes([shape_of(x) for x in self._layout_values()], self.seq_major, self.head_ranges)
 
 
 def attention_shapes(stored: Sequence[Sequence[int]], seq_major: Sequence[bool], ranges: Sequence[HeadRange]) -> tuple[tuple[int, ...], ...]:
     """(q, k, v, out) shapes in the order the op computes in, ``[..., H, S, D]``, from the
     ``stored`` ones: dims -3 and -2 swapped where sequence-major, the heads dim the range's
-    count where the op reads a range (`attention_head_ranges`)."""
+    count where the op reads a range (`AttentionLayout.head_ranges`)."""
     shapes = []
     for shape, flag, heads in zip(stored, seq_major, (*ranges, None)):
         s = heads_major(shape, flag)
@@ -1144,7 +1154,7 @@ def head_range_props(ranges: Sequence[HeadRange]) -> dict[str, Attribute]:
 
 
 @irdl_op_definition
-class AttentionOp(IRDLOperation):
+class AttentionOp(AttentionLayout, IRDLOperation):
     """Scaled dot-product attention: ``softmax(q @ k^T * scale + mask) @ v``.
 
     q: [..., H, Sq, D]; k: [..., Hkv, Sk, D]; v: [..., Hkv, Sk, Dv]; result [..., H, Sq, Dv].
@@ -1210,19 +1220,8 @@ class AttentionOp(IRDLOperation):
             result_types=[TensorType(q.type.element_type, out)],  # type: ignore[attr-defined]
         )
 
-    @property
-    def seq_major(self) -> tuple[bool, bool, bool, bool]:
-        """(q, k, v, out): stored sequence-major."""
-        return attention_seq_major(self)
-
-    @property
-    def head_ranges(self) -> tuple[HeadRange, HeadRange, HeadRange]:
-        """(q, k, v): the heads read of an operand that holds more, or None."""
-        return attention_head_ranges(self)
-
-    def heads_major_shapes(self) -> tuple[tuple[int, ...], ...]:
-        """(q, k, v, result) shapes in the order the op computes in, ``[..., H, S, D]``."""
-        return attention_shapes([shape_of(x) for x in (self.q, self.k, self.v, self.result)], self.seq_major, self.head_ranges)
+    def _layout_values(self) -> tuple[SSAValue, SSAValue, SSAValue, SSAValue]:
+        return self.q, self.k, self.v, self.result
 
     @property
     def is_causal(self) -> bool:
