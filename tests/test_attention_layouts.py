@@ -265,3 +265,57 @@ def test_head_ranges_of_wider_inputs(device, queries, keys):
     got = fn(qx, kv, mask)
     got = got.cpu() if isinstance(got, torch.Tensor) else torch.as_tensor(got)
     assert (got - ref).abs().max().item() <= 1e-5 * max(ref.abs().max().item(), 1.0)
+
+
+class HeadsMajor(torch.nn.Module):
+    """Causal SDPA over heads-major inputs, grouped kv heads."""
+
+    def forward(self, q, k, v):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+
+class FusedCausal(torch.nn.Module):
+    """q, k and v sliced out of one projection's output (8, 2 and 2 heads side by side, as
+    GPT-2's ``c_attn`` with grouped kv heads), each viewed [B, S, H, D] and transposed; causal
+    SDPA, its result transposed back."""
+
+    def forward(self, x):
+        b, s = x.shape[:2]
+        q, k, v = x.split([8 * 16, 2 * 16, 2 * 16], dim=2)
+        q, k, v = (t.reshape(b, s, -1, 16).transpose(1, 2) for t in (q, k, v))
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True).transpose(1, 2)
+
+
+@pytest.mark.parametrize("name", ["heads_major", "seq_major", "fused_qkv"])
+def test_library_attention_reads_each_layout(monkeypatch, name):
+    """``attention.library`` (PyTorch's SDPA over views of the arena's buffers, the result copied
+    into the output's place) on the Triton path, the heuristic made to take it: heads-major
+    buffers, sequence-major q, k, v and output, and q, k, v read as head ranges of one fused
+    projection's output; grouped kv heads in each. Within 1e-5 of PyTorch's output magnitude
+    (a view at the wrong strides or heads would be far off)."""
+    pytest.importorskip("triton")
+    from tensor_graphs.codegen.triton import paths
+
+    heuristic = paths.heuristic
+    monkeypatch.setattr(paths, "heuristic", lambda op: "attention.library" if paths.op_kind(op) == "attention" else heuristic(op))
+    torch.manual_seed(0)
+    if name == "heads_major":
+        model, inputs = HeadsMajor(), (torch.randn(2, 8, 19, 16), torch.randn(2, 2, 19, 16), torch.randn(2, 2, 19, 16))
+    elif name == "seq_major":
+        model = Transposed(True, False)
+        inputs = (torch.randn(2, 19, 8, 16), torch.randn(2, 19, 2, 16), torch.randn(2, 19, 2, 8), torch.zeros(1))
+    else:
+        model, inputs = FusedCausal(), (torch.randn(2, 19, 12 * 16),)
+    model = model.eval()
+    fn = tg.compile(model, inputs, device="cuda")
+    (attention,) = [line for line in fn.ir("tg").splitlines() if "tg.attention" in line]
+    if name == "seq_major":
+        assert all(f"{flag} = true" in attention for flag in FLAGS), attention
+    if name == "fused_qkv":
+        assert all(f"{x}_heads = array<i64: {r}>" in attention for x, r in zip("qkv", ("0, 8", "8, 2", "10, 2"))), attention
+    text = fn.ir("triton")
+    assert "torch.sdpa[(1,)](buf.attention)" in text and "_attention(" not in text  # no Triton attention kernel
+    with torch.no_grad():
+        ref = model(*inputs)
+    got = fn(*inputs).cpu()
+    assert (got - ref).abs().max().item() <= 1e-5 * max(ref.abs().max().item(), 1.0)

@@ -542,6 +542,45 @@ def test_tune_chooses_gpu_variants_measured_on_the_device(tmp_path):
     assert "compiled without tune=" in tg.compile(model, (x,), device="cuda").explain()
 
 
+def test_library_attention_is_measured_where_torchs_sdpa_means_the_same(tmp_path):
+    """``attention.library`` (PyTorch's SDPA, `codegen.triton.paths`) is one of the candidates
+    tune= measures for an attention without a mask or KV cache (grouped heads, causal over as
+    many keys as queries), within 1e-5 like the others; with a mask, a KV cache or causal over
+    more keys than queries it is rejected, saying why."""
+    from xdsl.parser import Parser
+
+    from tensor_graphs.api import _context
+    from tensor_graphs.tuning.paths import gpu_kernel_paths
+
+    torch.manual_seed(0)
+    q, k, v = torch.randn(1, 4, 8, 16), torch.randn(1, 2, 8, 16), torch.randn(1, 2, 8, 16)
+    fn = tg.compile(Attention(True, True, False).eval(), (q, k, v, torch.zeros(1)), device="cuda", tune="missing",
+                    tuning_db=tmp_path / "tuning.db")
+    (choice,) = fn.tuning.choices
+    (library,) = [p for p in choice.paths if p.candidate.variant == "attention.library"]
+    assert library.failed is None and library.record.max_rel_err <= TOL
+    with torch.no_grad():
+        ref = Attention(True, True, False)(q, k, v, None)
+    assert (fn(q, k, v, torch.zeros(1)).cpu() - ref).abs().max() <= TOL * ref.abs().max()
+
+    def rejected(text: str) -> str:
+        (paths,) = gpu_kernel_paths(Parser(_context(), text).parse_module())
+        assert "attention.library" not in paths.applicable
+        return dict(paths.rejected)["attention.library"]
+
+    masked = tg.compile(Attention(False, True, True).eval(), (q, k, v, torch.randn(1, 1, 8, 8)), device="cuda")
+    assert "an additive mask" in rejected(masked.ir("tg"))
+    # (torch's causal over more keys, top-left, comes in as a mask; tg's own is bottom-right)
+    one = """builtin.module {
+  func.func @f(%q: tensor<1x4x1x16xf32>, %k: tensor<1x2x40x16xf32>) -> tensor<1x4x1x16xf32> {
+    %o = tg.attention %q, %k, %k {scale = 0.25 : f32, FLAG = true} : (tensor<1x4x1x16xf32>, tensor<1x2x40x16xf32>, tensor<1x2x40x16xf32>) -> tensor<1x4x1x16xf32>
+    func.return %o : tensor<1x4x1x16xf32>
+  }
+}"""
+    assert "causal with 40 keys against 1 queries" in rejected(one.replace("FLAG", "causal"))
+    assert "a KV cache" in rejected(one.replace("FLAG", "kv_cache"))
+
+
 class Powers(torch.nn.Module):
     def forward(self, x, e):
         return torch.pow(x, 2.0) + torch.pow(x, 3.0), torch.pow(x.abs() + 0.5, e), torch.pow(x, e)

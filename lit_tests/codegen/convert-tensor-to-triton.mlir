@@ -155,6 +155,18 @@ func.func @pinned(%x: tensor<40x64xf32>, %q: tensor<1x2x8x16xf32>, %r: tensor<1x
 
 // -----
 
+// attention.library pinned: no Triton kernel, one launch of PyTorch's SDPA (`torch.sdpa`, the
+// runtime's library call) on the op's buffers; a sequence-major q and output and a head range
+// of k and v are the runtime's views of them.
+// CHECK:       #   torch.sdpa[(1,)](buf.attention)
+// PLAN:        buf.attention {{.*}}tg.gpu_kernel = "attention.library"
+func.func @library_attention(%q: tensor<1x8x2x16xf32>, %kv: tensor<1x4x8x16xf32>) -> tensor<1x8x2x16xf32> {
+  %o = tg.attention %q, %kv, %kv {scale = 0.25 : f32, causal = true, q_seq_major = true, out_seq_major = true, k_heads = array<i64: 0, 2>, v_heads = array<i64: 2, 2>, tg.gpu_kernel = "attention.library"} : (tensor<1x8x2x16xf32>, tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>) -> tensor<1x8x2x16xf32>
+  func.return %o : tensor<1x8x2x16xf32>
+}
+
+// -----
+
 // Head dim 128 (Qwen3's) at IEEE float32: blocks of at most 32 queries (a q or accumulator tile
 // of at most 4096 float32 values) and of 16 keys (`tl.dot` at IEEE float32 spills registers
 // from 32 keys on: paths.ATTENTION_IEEE_KEY_BLOCK). 64 heads of 64 queries make 128 programs of

@@ -212,6 +212,38 @@ class _fp32_precision:
 _PRECISION_LOCK = threading.RLock()
 
 
+class _TorchAttention:
+    """The plan's library attention (`kernels_attention.LIBRARY_ATTENTION`, ``attention.library``):
+    ``torch.nn.functional.scaled_dot_product_attention`` over heads-major views of the arena's
+    q, k and v (a sequence-major buffer transposed, a head range sliced: no copy), the result
+    copied into the output's view. Grouped-query keys and values are repeated to every query
+    head first (torch's fused kernels take grouped heads only at half precision: at float32
+    ``enable_gqa`` would fall back to its unfused math)."""
+
+    def __init__(self, op: buf.AttentionOp):
+        self.seq_major, self.ranges = op.seq_major, op.head_ranges
+        self.causal, self.scale = bool(op.causal.value.data), float(op.scale.value.data)
+
+    def __getitem__(self, grid) -> _TorchAttention:
+        return self
+
+    @staticmethod
+    def _heads_major(x, seq_major: bool, heads: tuple[int, int] | None = None):
+        x = x.transpose(-3, -2) if seq_major else x
+        return x if heads is None else x.narrow(-3, heads[0], heads[1])
+
+    def __call__(self, q, k, v, out) -> None:
+        import torch
+
+        q, k, v = (self._heads_major(x, f, r) for x, f, r in zip((q, k, v), self.seq_major, self.ranges))
+        if q.shape[-3] != k.shape[-3]:
+            group = q.shape[-3] // k.shape[-3]
+            k, v = (x.repeat_interleave(group, dim=-3) for x in (k, v))
+        with _fp32_precision(False):  # its math fallback's GEMMs at IEEE float32 too
+            result = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=self.causal, scale=self.scale)
+        self._heads_major(out, self.seq_major[3]).copy_(result)
+
+
 class _WithWarps:
     """A Triton kernel launched with ``num_warps`` (a tuner's ``tg.gpu_warps``): ``k[grid](*args)``."""
 
@@ -225,7 +257,8 @@ class _WithWarps:
 
 #: the plan's library calls by name -> their runtime implementation
 LIBRARY_CALLS = {"torch.matmul": _TorchMatmul, "torch.matmul.tf32": lambda op: _TorchMatmul(op, tf32=True),
-                 "torch.addmm": _TorchAddmm, "torch.addmm.tf32": lambda op: _TorchAddmm(op, tf32=True)}
+                 "torch.addmm": _TorchAddmm, "torch.addmm.tf32": lambda op: _TorchAddmm(op, tf32=True),
+                 "torch.sdpa": _TorchAttention}
 
 
 def _library_call(name: str, op) -> Any:

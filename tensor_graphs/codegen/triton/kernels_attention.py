@@ -16,7 +16,9 @@ one program per (batch, kv head), its keys and values read once for the group, a
 tile ``tl.dot`` needs holds the group's heads rather than one query and 15 empty rows.
 
 The scratch output of the CPU kernel (its per-thread tiles) is not used. The products are IEEE
-float32, or TF32 with ``tg.gpu_kernel = "attention.flash_tf32"`` (`paths`).
+float32, or TF32 with ``tg.gpu_kernel = "attention.flash_tf32"`` (`paths`). With
+``"attention.library"`` no Triton kernel: one launch of `LIBRARY_ATTENTION`, PyTorch's SDPA over
+views of the buffers (`runtime_support.triton_graph`).
 """
 
 from __future__ import annotations
@@ -44,6 +46,11 @@ from tensor_graphs.codegen.triton.paths import attention_blocks, attention_progr
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.shapes import attention_operand_strides
 
+#: the plan's name for ``attention.library``: the runtime calls
+#: ``torch.nn.functional.scaled_dot_product_attention`` on views of q, k and v and copies its
+#: result into the output's place
+LIBRARY_ATTENTION = "torch.sdpa"
+
 
 @register(buf.AttentionOp)
 def emit_attention(ctx: TritonContext, op: Operation) -> None:
@@ -59,6 +66,9 @@ def emit_attention(ctx: TritonContext, op: Operation) -> None:
     dv = sv_[-1]
     batch = numel(lead)
     if batch * h * sq == 0:
+        return
+    if selected(op) == "attention.library":
+        ctx.launch(LIBRARY_ATTENTION, (1,), [q, k, v, out])
         return
     group = h // hkv
     precision = TF32 if selected(op) == "attention.flash_tf32" else PRECISION

@@ -25,6 +25,13 @@ emitters here and replayed by `tg-opt`)::
 parameters the query and key blocks, the warps and ``splits``: the keys of each query block in
 that many ranges, each a partial softmax written to a scratch buffer, then one kernel combining
 them (flash-decoding: a decode step at a long context has batch x heads programs only).
+``attention.library``: PyTorch's own ``scaled_dot_product_attention`` (the backend torch picks
+on the device: on an H100 at float32 its memory-efficient kernel, what eager and torch.compile
+run) over views of the arena's q, k and v, its result copied into the output's place; grouped
+heads' keys and values repeated to every query head first (torch's fused kernels take no
+grouped heads at float32). Only where the op means what SDPA computes: no KV cache (its
+length is a run-time value), no mask (a query whose every key is masked is 0 here), causal only
+over as many keys as queries (SDPA's diagonal starts top-left).
 
 The heuristic (`heuristic`): cuBLAS from `LIBRARY_MIN_ROWS` output rows on, the gemv for at
 most `GEMV_MAX_ROWS` rows, else the ``tl.dot`` kernel; attention at IEEE float32. Everything
@@ -111,6 +118,20 @@ def _is_weight(value) -> bool:
     return getattr(owner, "name", "") in ("tg.weight", "buf.weight")
 
 
+def _library_attention_applies(op: Operation) -> str | None:
+    """Whether torch's SDPA computes what ``op`` means (`attention.library`)."""
+    if (why := _float32(op)) is not None:
+        return why
+    if op.kv_cache.value.data:  # type: ignore[attr-defined]
+        return "a KV cache (its valid length is a run-time value)"
+    if (op.mask if op.name == "tg.attention" else op.inputs[3:]):  # type: ignore[attr-defined]  # buf: ins(q, k, v[, mask])
+        return "an additive mask (a query whose every key is masked is 0 here, not what SDPA gives)"
+    q, k = op.heads_major_shapes()[:2]  # type: ignore[attr-defined]
+    if op.causal.value.data and q[-2] != k[-2]:  # type: ignore[attr-defined]
+        return f"causal with {k[-2]} keys against {q[-2]} queries (SDPA's causal diagonal starts top-left)"
+    return None
+
+
 def _gemv_copy_applies(op: Operation) -> str | None:
     """A gemv over a copy of its weight in another format (made when the graph is bound)."""
     if (why := _gemv_applies(op)) is not None:
@@ -132,6 +153,7 @@ GPU_VARIANTS: dict[str, tuple[GpuVariant, ...]] = {
     "attention": (
         GpuVariant("attention.flash", lambda op: None),
         GpuVariant("attention.flash_tf32", lambda op: None),
+        GpuVariant("attention.library", _library_attention_applies),
     ),
 }
 
@@ -289,7 +311,7 @@ def parameter_defaults(op: Operation, variant: str) -> dict[str, int]:
     if variant in GEMV_VARIANTS:
         out = op.results[0] if op.results else op.operands[-1]
         defaults["block_n"] = default_block_n(_shape(out)[-1], not _transposes(op)[1])
-    elif variant.startswith("attention."):
+    elif variant in ("attention.flash", "attention.flash_tf32"):
         q, k = op.heads_major_shapes()[:2]  # type: ignore[attr-defined]
         rows = 1
         for n in q[:-2]:
