@@ -160,7 +160,8 @@ def attention_blocks(head_dims: list[int], seq: int, gpu: GpuSpec, log) -> str:
         q = torch.randn(1, 16, seq, d)
         base = Parser(ctx, tg.compile(Causal(), (q, q, q), device="cuda").ir("tg")).parse_module()
         for variant in ("attention.flash", "attention.flash_tf32"):
-            default = paths.attention_defaults(variant, seq, seq, d, 16)
+            defaults = paths.parameter_defaults(next(gpu_kernel_paths(base)).op, variant)
+            default = (defaults["block_m"], defaults["block_n"])
             for bm in paths.ATTENTION_BLOCK_M:
                 for bn in paths.ATTENTION_BLOCK_N:
                     for warps in sorted({paths.DEFAULT_WARPS, *paths.WARPS}):
@@ -170,7 +171,7 @@ def attention_blocks(head_dims: list[int], seq: int, gpu: GpuSpec, log) -> str:
                         build_pipeline(["convert-tensor-to-triton"]).apply(ctx, module)
                         found = [x for x in launches(module, LIBRARY_CALLS.keys()) if "attention" in x.kernel]
                         programs.append(program(module, f"{variant} d={d} {bm}x{bn} w{warps}", found[:1]))
-                        rows.append((d, variant, bm, bn, warps, (bm, bn) == default and warps == paths.DEFAULT_WARPS))
+                        rows.append((d, variant, bm, bn, warps, (bm, bn) == default and warps == defaults["warps"]))
     log(f"  compiling {len(programs)} attention kernels for sm_{gpu.capability}")
     results = compile_programs(programs, capability=gpu.capability, resources=True)
     lines = [f"## Attention blocks: causal, 16 heads, {seq} queries and keys", "",

@@ -631,14 +631,19 @@ class Gemv(torch.nn.Module):
         return h @ self.w + h[..., :45]
 
 
-@pytest.mark.parametrize("rows", [1, 3])
+@pytest.mark.parametrize("rows", [1, 2, 3])
 def test_matrix_vector_products(rows):
     """A decode step's GEMMs (at most 4 rows): one gemv kernel per GEMM, a weight tile per K
-    step for every row, with the bias, activation and residual."""
+    step for every row, with the bias, activation and residual; up to 2 rows each row's products
+    kept in a tile and summed over K after the loop, more rows summed at every step."""
+    from tensor_graphs.codegen.triton.paths import GEMV_DEFERRED_MAX_ROWS
+
     torch.manual_seed(0)
     fn = _check(Gemv(), torch.randn(1, rows, 200))
     src = fn.ir("triton")
     assert src.count("_gemv[") == 2 and "tl.dot(" not in src
+    deferred = rows <= GEMV_DEFERRED_MAX_ROWS
+    assert ("acc0 = tl.sum(acc0, 0)" in src) == deferred and ("acc0 += tl.sum(" in src) == (not deferred)
 
 
 class ConvNet(torch.nn.Module):

@@ -172,7 +172,7 @@ def test_the_heuristics_kernels_spill_no_registers_on_sm90(tmp_path):
 
 def test_offline_compile_reports_each_launch(tmp_path):
     """`compile_programs` returns one result per launch: a kernel that compiles (with its
-    resources), one the compiler rejects, a name the source lacks, a source that does not load;
+    resources, its accesses vectorized), one the compiler rejects, a name the source lacks, a source that does not load;
     none of them stops the others."""
     source = textwrap.dedent("""
         import triton
@@ -196,6 +196,8 @@ def test_offline_compile_reports_each_launch(tmp_path):
                                resources=True, cache_dir=str(tmp_path / "cache"))
     ok, rejected, absent, unloaded = results
     assert ok["ok"] and ok["registers"] > 0 and ok["spill_stores"] == 0 and ok["warps"] == 4
+    # compiled for 16-byte aligned pointers, as the runtime's launches are: its load and store 16 bytes at a time
+    assert ok["vector_accesses"] >= 2
     assert not rejected["ok"] and "Loop-carried variable acc" in rejected["error"]
     assert not absent["ok"] and "no kernel 'absent'" in absent["error"]
     assert not unloaded["ok"] and "does not load" in unloaded["error"]

@@ -38,12 +38,15 @@ func.func @forward(%x: tensor<8x5xf32>) -> tensor<8x7xf32> {
 
 // A matrix-vector product (a decode step's GEMM, 1 row): the gemv kernel, 8 columns per program
 // (70 columns are far fewer than enough programs for a GPU's SMs), a weight tile of 512 x 8 per
-// K step (the [N, K] weight read along K), the bias and ReLU on the row.
+// K step (the [N, K] weight read along K), the row's products kept in a tile of their own and
+// summed over K once, after the loop; the bias and ReLU on the row.
 // CHECK-LABEL: def k0_gemv(a, b, acc, out):
 // CHECK:         rn = tl.program_id(0) * 8 + tl.arange(0, 8)
+// CHECK:         acc0 = tl.zeros([512, 8], dtype=tl.float32)
 // CHECK:         for k0 in range(0, 300, 512):
 // CHECK:           w = tl.load(b + kk[:, None] * 1 + rn[None, :] * 300, mask=ks[:, None] & cols[None, :], other=0)
-// CHECK-NEXT:      acc0 += tl.sum(tl.load(a + 0 + kk, mask=ks, other=0.0)[:, None] * w, 0)
+// CHECK-NEXT:      acc0 += tl.load(a + 0 + kk, mask=ks, other=0.0)[:, None] * w
+// CHECK-NEXT:    acc0 = tl.sum(acc0, 0)
 // CHECK:         tl.store(out + 0 + rn, (tl.maximum((acc0 + 1.0 * tl.load(acc + 0 + rn * 1, mask=cols, other=0.0)), 0.0, propagate_nan=tl.PropagateNan.ALL)).to(tl.float32), mask=cols)
 // CHECK:       #   k0_gemv[(9,)](buf.matmul)
 func.func @forward(%x: tensor<1x300xf32>) -> tensor<1x70xf32> {

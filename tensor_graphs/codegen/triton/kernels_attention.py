@@ -42,7 +42,7 @@ from tensor_graphs.codegen.triton.kernels import (
     shape,
 )
 from tensor_graphs.codegen.triton.kernels_matmul import PRECISION, TF32
-from tensor_graphs.codegen.triton.paths import attention_blocks, attention_programs, attention_splits, selected, warps
+from tensor_graphs.codegen.triton.paths import attention_blocks, attention_programs, attention_splits, attention_warps, selected
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.shapes import attention_operand_strides
 
@@ -74,6 +74,7 @@ def emit_attention(ctx: TritonContext, op: Operation) -> None:
     precision = TF32 if selected(op) == "attention.flash_tf32" else PRECISION
     bm, bn = attention_blocks(op, sq, sk, d, batch * h)
     bd, bdv = max(16, pow2(d)), max(16, pow2(dv))
+    program_warps = attention_warps(op, bd)
     causal, cached = bool(op.causal.value.data), bool(op.kv_cache.value.data)
     scale = op.scale.value.data
     packed, programs = attention_programs(sq, h, hkv, batch, bm)
@@ -148,10 +149,10 @@ def emit_attention(ctx: TritonContext, op: Operation) -> None:
                  f"tl.store(out + o_row[:, None] + rdv[None, :], acc.to({element(out)}), "
                  f"mask=row_ok[:, None] & (rdv[None, :] < {dv}))"]
         name = ctx.kernel("attention", params, body, scalars)
-        ctx.launch(name, _grid(axes, blocks, units), buffers, scalars, warps=warps(op))
+        ctx.launch(name, _grid(axes, blocks, units), buffers, scalars, warps=program_warps)
         return
     _split_attention(ctx, op, body, inner, buffers, params, scalars, splits, chunk, (bm, bn, bdv, sq, dv, units, blocks), big,
-                     (packed, h, hkv, group), rows)
+                     (packed, h, hkv, group), rows, program_warps)
 
 
 @dataclass(frozen=True)
@@ -192,7 +193,7 @@ def _row_lines(axes: tuple[int, int], big: int, packed: bool, dims: tuple[int, i
 
 def _split_attention(ctx: TritonContext, op: Operation, body: list[str], inner: list[str], buffers: list, params: list[str],
                      scalars: list[str], splits: int, chunk: int, dims: tuple[int, int, int, int, int, int, int], big: int,
-                     heads: tuple[bool, int, int, int], strides: _RowStrides) -> None:
+                     heads: tuple[bool, int, int, int], strides: _RowStrides, program_warps: int | None) -> None:
     """Flash-decoding: program ``(query block, unit, range)`` runs the online softmax over its
     range of ``chunk`` keys and writes its unnormalised output, max and sum to the scratch
     buffer ``part`` (``[splits, units, R, Dv]``, then ``[splits, units, R]`` twice, ``R`` the rows
@@ -212,7 +213,7 @@ def _split_attention(ctx: TritonContext, op: Operation, body: list[str], inner: 
     partial_params = [*params, "part"]
     name = ctx.kernel("attention_part", partial_params, partial, scalars)
     axes = _axes(units)
-    ctx.launch(name, (*_grid(axes, blocks, units), splits), buffers, scalars, warps=warps(op), scratch=acc_size + 2 * row_size)
+    ctx.launch(name, (*_grid(axes, blocks, units), splits), buffers, scalars, warps=program_warps, scratch=acc_size + 2 * row_size)
     out = op.outputs[0]  # type: ignore[attr-defined]
     combine = [*_row_lines(axes, big, packed, (bm, sq, h, hkv, group), strides), f"rdv = tl.arange(0, {bdv})",
                f"top = tl.full([{bm}], float('-inf'), tl.float32)",

@@ -41,7 +41,7 @@ from tensor_graphs.codegen.triton.kernels import (
     require,
     shape,
 )
-from tensor_graphs.codegen.triton.paths import GEMV_TILE, GEMV_VARIANTS, gemv_block_n, selected, warps
+from tensor_graphs.codegen.triton.paths import GEMV_DEFERRED_MAX_ROWS, GEMV_TILE, GEMV_VARIANTS, gemv_block_n, selected, warps
 from tensor_graphs.dialects import buffer as buf
 
 #: the dot's precision for float32 operands (`tl.dot`'s ``input_precision``), and a ``_tf32`` variant's
@@ -177,13 +177,16 @@ def _gemv(ctx: TritonContext, op: buf.MatmulOp, alpha: float, beta: float, acc, 
     sbk, sbn = (1, k) if tb else (n, 1)
     bn = gemv_block_n(op, n)
     bk = min(GEMV_TILE // bn, max(16, pow2(k)))
+    deferred = rows <= GEMV_DEFERRED_MAX_ROWS  # each row's products summed over K once, after the loop
     body = [f"rn = {program_id(0, numel(sb))} * {bn} + tl.arange(0, {bn})", f"cols = rn < {n}"]
-    body += [f"acc{r} = tl.zeros([{bn}], dtype=tl.float32)" for r in range(rows)]
+    body += [f"acc{r} = tl.zeros([{f'{bk}, ' if deferred else ''}{bn}], dtype=tl.float32)" for r in range(rows)]
     body += [f"for k0 in range(0, {k}, {bk}):", f"    kk = k0 + tl.arange(0, {bk})", f"    ks = kk < {k}",
              f"    w = tl.load(b + kk[:, None] * {sbk} + rn[None, :] * {sbn}, mask=ks[:, None] & cols[None, :], other=0)"
              + (".to(tl.float32)" if weight_format else "")]
     for r in range(rows):
-        body.append(f"    acc{r} += tl.sum(tl.load(a + {r * k} + kk, mask=ks, other=0.0)[:, None] * w, 0)")
+        x = f"tl.load(a + {r * k} + kk, mask=ks, other=0.0)[:, None]"
+        body.append(f"    acc{r} += {x} * w" if deferred else f"    acc{r} += tl.sum({x} * w, 0)")
+    body += [f"acc{r} = tl.sum(acc{r}, 0)" for r in range(rows)] if deferred else []
     params, buffers = ["a", "b", *(["b_scales"] if weight_format == "int8" else [])], [a, b_]
     if weight_format == "int8":
         body.append("sc = tl.load(b_scales + rn, mask=cols, other=0.0)")

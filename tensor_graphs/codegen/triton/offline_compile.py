@@ -7,13 +7,17 @@ imported). What it tells without a GPU:
   rejects: `tests/test_triton_sm90.py`);
 * with ``resources=True``, what ptxas says each kernel uses (``ptxas -v`` on Triton's PTX):
   registers per thread, spilled bytes, the stack frame, and Triton's shared memory: what decides
-  how many programs a multiprocessor holds at once (`benchmarks/gpu_kernels.py`).
+  how many programs a multiprocessor holds at once (`benchmarks/gpu_kernels.py`); and how many
+  of its global loads and stores are vector accesses (``vector_accesses``).
+
+Each kernel is compiled as the runtime's launches specialize it: every pointer argument 16-byte
+aligned (`aligned`).
 
     results = compile_programs([{"what": "qwen3 forward", "source": <kernels' source>,
                                  "launches": [["k3_rms_norm", ["*fp32", "*fp32", "*fp32"], None]]}],
                                capability=90, resources=True)
     # -> [{"what": ..., "kernel": "k3_rms_norm", "signature": [...], "warps": 4, "ok": True,
-    #      "registers": 24, "spill_stores": 0, "spill_loads": 0, "stack": 0, "shared": 0}]
+    #      "registers": 24, "spill_stores": 0, "spill_loads": 0, "stack": 0, "shared": 0, "vector_accesses": 2}]
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from typing import Any
 #: ptxas -v's lines: "Used 40 registers, ..." and "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"
 _REGISTERS = re.compile(r"Used (\d+) registers")
 _FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+#: a vector load or store of global memory in PTX (``ld.global.v4.b32``: 16 bytes at once)
+_VECTOR_ACCESS = re.compile(r"\b(?:ld|st)\.global(?:\.\w+)*?\.v[248]\.")
 
 
 def compile_programs(programs: list[dict], capability: int = 90, resources: bool = False,
@@ -70,7 +76,22 @@ def _ptxas_resources(ptx: str, capability: int) -> dict[str, int]:
     if registers is None or frame is None:
         raise RuntimeError(f"unexpected ptxas -v output:\n{log}")
     stack, stores, loads = (int(g) for g in frame.groups())
-    return {"registers": int(registers.group(1)), "spill_stores": stores, "spill_loads": loads, "stack": stack}
+    return {"registers": int(registers.group(1)), "spill_stores": stores, "spill_loads": loads, "stack": stack,
+            "vector_accesses": len(_VECTOR_ACCESS.findall(ptx))}
+
+
+#: the byte alignment Triton's launcher specializes a pointer argument on (``tt.divisibility``)
+POINTER_ALIGNMENT = 16
+
+
+def aligned(signature: list[str]) -> dict[tuple[int], list[list]]:
+    """Triton's ``attrs`` marking every pointer argument of ``signature`` 16-byte aligned, as the
+    launches at run time are specialized: each buffer is an arena view at a multiple of
+    `buffer.ALIGNMENT` (64) bytes or a tensor of torch's own (256-byte aligned), and Triton's
+    launcher compiles a kernel for the alignment of the pointers it is given (vector loads and
+    stores where contiguous). Without them the compile is of the unspecialized kernel, one
+    element a load, and its registers are not what runs."""
+    return {(k,): [["tt.divisibility", POINTER_ALIGNMENT]] for k, t in enumerate(signature) if t.startswith("*")}
 
 
 def _compile_in_this_process(programs: list[dict], capability: int, resources: bool) -> list[dict]:
@@ -102,7 +123,8 @@ def _compile_in_this_process(programs: list[dict], capability: int, resources: b
                     if not hasattr(module, name):
                         raise RuntimeError(f"no kernel '{name}' in the source")
                     fn = getattr(module, name)
-                    compiled = triton.compile(ASTSource(fn=fn, signature=dict(zip(fn.arg_names, signature)), constexprs={}),
+                    source = ASTSource(fn=fn, signature=dict(zip(fn.arg_names, signature)), constexprs={}, attrs=aligned(signature))
+                    compiled = triton.compile(source,
                                               target=GPUTarget("cuda", capability, 32),
                                               options={"num_warps": warps} if warps else {})
                     result.update(ok=True, shared=int(compiled.metadata.shared), warps=int(compiled.metadata.num_warps))

@@ -67,6 +67,14 @@ GEMV_MIN_PROGRAMS = 256
 GEMV_BLOCK_N_RANGE = (8, 64)
 #: ... and the weight elements of its tile per K step (``BK = GEMV_TILE / block_n``, within K)
 GEMV_TILE = 4096
+#: A gemv of at most this many rows keeps each row's products in a tile of its own through the
+#: K loop and sums them once after it: summed over the tile's K at every step, the sum crosses
+#: warps, and on sm_90 each K step then waits at 3 barriers (and ~40 shuffles) before the next
+#: tile's loads can issue; the loop of the deferred sum has none (`ptxas` and the PTX of
+#: `benchmarks/gpu_kernels.py`'s kernels). Its cost is registers, a `GEMV_TILE`-element tile per
+#: row (32 per thread at 4 warps): ptxas gives 1 row 42 to 80 registers, 2 rows 93 to 127 (at
+#: least 4 programs a multiprocessor), 4 rows 166 to 232 (2 or 3): more rows sum at every step.
+GEMV_DEFERRED_MAX_ROWS = 2
 
 
 @dataclass(frozen=True)
@@ -195,7 +203,7 @@ def _gemv_space(op: Operation) -> dict[str, list[int]]:
 
 
 def _attention_space(op: Operation) -> dict[str, list[int]]:
-    return {"block_m": list(ATTENTION_BLOCK_M), "block_n": list(ATTENTION_BLOCK_N), "warps": list(WARPS),
+    return {"block_m": list(ATTENTION_BLOCK_M), "block_n": list(ATTENTION_BLOCK_N), "warps": sorted({DEFAULT_WARPS, *WARPS}),
             "splits": list(ATTENTION_SPLITS)}
 
 
@@ -228,6 +236,22 @@ def warps(op: Operation) -> int | None:
     """The warps per program ``op``'s Triton kernels launch with when a tuner pinned them
     (``tg.gpu_warps``, 1 to 16), else None (Triton's default, `DEFAULT_WARPS`)."""
     return parameter(op, "warps", DEFAULT_WARPS, (1, 16)) if GPU_PARAMETER_ATTRS["warps"] in op.attributes else None
+
+
+#: From this head dim on, attention's programs run `ATTENTION_WIDE_WARPS` warps by default
+#: (Triton's default is 4): a block's q and accumulator tiles of 16 x 256 float32 spread over
+#: twice the threads. With 4, a decode step's partial-softmax kernel at head dim 256 spills
+#: registers on sm_90 (16 queries x 16 keys, two key ranges: 96 registers, 4 bytes spilled);
+#: with 8 no kernel at that head dim does (64 to 77 registers; `tests/test_triton_sm90.py`).
+ATTENTION_WIDE_HEAD_DIM, ATTENTION_WIDE_WARPS = 256, 8
+
+
+def attention_warps(op: Operation, head_dim: int) -> int | None:
+    """The warps an attention's programs launch with: pinned (``tg.gpu_warps``), else
+    `ATTENTION_WIDE_WARPS` from `ATTENTION_WIDE_HEAD_DIM` on, else None (Triton's default)."""
+    if GPU_PARAMETER_ATTRS["warps"] in op.attributes:
+        return warps(op)
+    return ATTENTION_WIDE_WARPS if head_dim >= ATTENTION_WIDE_HEAD_DIM else None
 
 
 def attention_blocks(op: Operation, queries: int, keys: int, head_dim: int, rows: int) -> tuple[int, int]:
@@ -317,6 +341,7 @@ def parameter_defaults(op: Operation, variant: str) -> dict[str, int]:
         for n in q[:-2]:
             rows *= n
         defaults["block_m"], defaults["block_n"] = attention_defaults(variant, q[-2], k[-2], q[-1], rows)
+        defaults["warps"] = attention_warps(op, _pow2(q[-1])) or DEFAULT_WARPS
         _, programs = attention_programs(q[-2], q[-3], k[-3], rows // q[-3], defaults["block_m"])
         defaults["splits"] = default_splits(programs, k[-2])
     return defaults
