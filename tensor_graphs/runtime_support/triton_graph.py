@@ -236,9 +236,10 @@ class _TorchAttention:
         import torch
 
         q, k, v = (self._heads_major(x, f, r) for x, f, r in zip((q, k, v), self.seq_major, self.ranges))
-        if q.shape[-3] != k.shape[-3]:
+        if q.shape[-3] != k.shape[-3]:  # each kv head copied to its group's query heads (expand, then one copy)
             group = q.shape[-3] // k.shape[-3]
-            k, v = (x.repeat_interleave(group, dim=-3) for x in (k, v))
+            k, v = (x.unsqueeze(-3).expand(*x.shape[:-2], group, *x.shape[-2:]).reshape(*q.shape[:-2], *x.shape[-2:])
+                    for x in (k, v))
         with _fp32_precision(False):  # its math fallback's GEMMs at IEEE float32 too
             result = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=self.causal, scale=self.scale)
         self._heads_major(out, self.seq_major[3]).copy_(result)
