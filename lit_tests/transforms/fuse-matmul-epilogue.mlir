@@ -103,3 +103,31 @@ func.func @expect_no_fuse$reshape_has_other_users(%x: tensor<7x16xf32>, %w: tens
   %g = tg.gelu %v : tensor<1x7x32xf32>
   func.return %g, %v : tensor<1x7x32xf32>, tensor<1x7x32xf32>
 }
+
+// An activation whose only user is an elementwise op of its shape stays out of the GEMM: it runs
+// in that op's fused loop (fuse-elementwise), where it costs nothing either, and a GEMM in the GPU
+// path's vendor library needs no sweep of its own for it. A SwiGLU's gate:
+// CHECK-LABEL: func.func @expect_no_fuse_as_the_activation_feeds_an_elementwise_op
+func.func @expect_no_fuse_as_the_activation_feeds_an_elementwise_op(%x: tensor<40x16xf32>, %wg: tensor<32x16xf32>, %wu: tensor<32x16xf32>) -> tensor<40x32xf32> {
+  // CHECK-NEXT: %[[G:.*]] = tg.matmul %x, %wg {transpose_b = true} :
+  // CHECK-NEXT: %[[S:.*]] = tg.silu %[[G]]
+  // CHECK-NEXT: %[[U:.*]] = tg.matmul %x, %wu {transpose_b = true} :
+  // CHECK-NEXT: tg.mul %[[S]], %[[U]]
+  %g = tg.matmul %x, %wg {transpose_b = true} : (tensor<40x16xf32>, tensor<32x16xf32>) -> tensor<40x32xf32>
+  %s = tg.silu %g : tensor<40x32xf32>
+  %u = tg.matmul %x, %wu {transpose_b = true} : (tensor<40x16xf32>, tensor<32x16xf32>) -> tensor<40x32xf32>
+  %m = tg.mul %s, %u : (tensor<40x32xf32>, tensor<40x32xf32>) -> tensor<40x32xf32>
+  func.return %m : tensor<40x32xf32>
+}
+
+// ... but one feeding an elementwise op of another shape (a broadcast into a wider result: not
+// one loop) is fused as before.
+// CHECK-LABEL: func.func @fuse$activation_feeding_a_broadcast
+func.func @fuse$activation_feeding_a_broadcast(%x: tensor<1x16xf32>, %w: tensor<32x16xf32>, %y: tensor<4x32xf32>) -> tensor<4x32xf32> {
+  // CHECK-NEXT: %[[G:.*]] = tg.matmul %x, %w {transpose_b = true, activation = "silu"} :
+  // CHECK-NEXT: tg.mul %[[G]], %y
+  %g = tg.matmul %x, %w {transpose_b = true} : (tensor<1x16xf32>, tensor<32x16xf32>) -> tensor<1x32xf32>
+  %s = tg.silu %g : tensor<1x32xf32>
+  %m = tg.mul %s, %y : (tensor<1x32xf32>, tensor<4x32xf32>) -> tensor<4x32xf32>
+  func.return %m : tensor<4x32xf32>
+}

@@ -253,7 +253,8 @@ ELEMENTWISE: tuple[type[Operation], ...] = tuple(SCALAR_BUILDERS)
 # --------------------------------------------------------------------------- groups
 
 
-def _fusable(op: Operation) -> bool:
+def fusable(op: Operation) -> bool:
+    """Whether ``op`` can join a fused group (an elementwise op of a tensor result; module doc)."""
     if scalar_builder(op) is None or len(op.results) != 1:
         return False
     t = op.results[0].type
@@ -276,7 +277,7 @@ def grow_group(root: Operation) -> list[Operation]:
         for member in list(group):
             for value in member.operands:
                 p = value.owner
-                if not isinstance(value, OpResult) or p in group or not _fusable(p):  # type: ignore[arg-type]
+                if not isinstance(value, OpResult) or p in group or not fusable(p):  # type: ignore[arg-type]
                     continue
                 if p.parent is not root.parent or shape_of(value) != shape:  # type: ignore[union-attr]
                     continue
@@ -336,7 +337,7 @@ class FuseElementwiseGroup(RewritePattern):
     """Replaces the group rooted at an op by one tg.fused_elementwise (walks from the last op back)."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if not _fusable(op) or op.parent is None or isinstance(op.parent_op(), FusedElementwiseOp):
+        if not fusable(op) or op.parent is None or isinstance(op.parent_op(), FusedElementwiseOp):
             return
         group = grow_group(op)
         if len(group) < 2:

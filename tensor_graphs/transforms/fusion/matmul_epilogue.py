@@ -12,6 +12,16 @@ accumulator (``beta = 1``), so bias and activation cost no extra sweep over memo
        =>
        %g = tg.matmul %x, %w, %b {transpose_b = true, beta = 1.0 : f32, activation = "gelu_tanh"} : (...) -> tensor<2x8xf32>
 
+   An activation whose only live user is an elementwise op it would be fused with (same shape:
+   `fuse-elementwise`'s group) stays where it is, for that op's loop: there it costs nothing
+   either, and a GEMM the GPU path hands to the vendor library (cuBLAS applies no activation)
+   would need a sweep over its output for it. A SwiGLU's gate (``silu(x @ Wg) * (x @ Wu)``)::
+
+       %g = tg.matmul %x, %wg {transpose_b = true} : (...) -> tensor<40x32xf32>
+       %s = tg.silu %g : tensor<40x32xf32>
+       %u = tg.matmul %x, %wu {transpose_b = true} : (...) -> tensor<40x32xf32>
+       %m = tg.mul %s, %u : (...) -> tensor<40x32xf32>          (unchanged: silu and mul one loop)
+
    A reshape between the product and the activation (GPT-2's ``addmm -> view -> gelu``) is
    looked through: an elementwise function commutes with a reshape::
 
@@ -59,7 +69,8 @@ from tensor_graphs.dialects.tensor import (
     ReshapeOp,
     shape_of,
 )
-from tensor_graphs.transforms.dce import erase_with_dead_users, only_live_user_is
+from tensor_graphs.transforms.dce import erase_with_dead_users, live_uses, only_live_user_is
+from tensor_graphs.transforms.fusion.elementwise import fusable
 
 
 def _with_epilogue(mm: MatmulOp, activation: str, acc: SSAValue | None = None, beta: float | None = None) -> MatmulOp:
@@ -77,6 +88,17 @@ def _with_epilogue(mm: MatmulOp, activation: str, acc: SSAValue | None = None, b
     )
 
 
+def _feeds_an_elementwise_loop(activation: Operation) -> bool:
+    """The activation's only live user is an elementwise op that `fuse-elementwise` would put
+    it in the same loop with (the group's condition: fusable, the same shape)."""
+    uses = live_uses(activation.results[0])
+    if len(uses) != 1:
+        return False
+    user = uses[0].operation
+    return (fusable(user) and user.parent is activation.parent
+            and shape_of(user.results[0]) == shape_of(activation.results[0]))
+
+
 def _fusable_product(value: SSAValue, user: Operation) -> MatmulOp | None:
     mm = value.owner
     if not isinstance(mm, MatmulOp) or mm.activation.data != "none" or not only_live_user_is(mm.result, user):
@@ -89,6 +111,8 @@ class FuseActivationIntoMatmul(RewritePattern):
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
         if not isinstance(op, ElementwiseUnaryOp | GeluOp) or op.fn not in ACTIVATIONS or op.fn == "none":
+            return
+        if _feeds_an_elementwise_loop(op):
             return
         source = op.input.owner
         reshape = source if isinstance(source, ReshapeOp) and only_live_user_is(source.result, op) else None
