@@ -577,7 +577,7 @@ def test_library_attention_is_measured_where_torchs_sdpa_means_the_same(tmp_path
     func.return %o : tensor<1x4x1x16xf32>
   }
 }"""
-    assert "causal with 40 keys against 1 queries" in rejected(one.replace("FLAG", "causal"))
+    assert "causal with 40 keys against 1 query" in rejected(one.replace("FLAG", "causal"))
     assert "a KV cache" in rejected(one.replace("FLAG", "kv_cache"))
 
 

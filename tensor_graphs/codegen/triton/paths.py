@@ -136,7 +136,8 @@ def _library_attention_applies(op: Operation) -> str | None:
         return "an additive mask (a query whose every key is masked is 0 here, not what SDPA gives)"
     q, k = op.heads_major_shapes()[:2]  # type: ignore[attr-defined]
     if op.causal.value.data and q[-2] != k[-2]:  # type: ignore[attr-defined]
-        return f"causal with {k[-2]} keys against {q[-2]} queries (SDPA's causal diagonal starts top-left)"
+        return (f"causal with {k[-2]} keys against {q[-2]} {'query' if q[-2] == 1 else 'queries'} "
+                "(SDPA's causal diagonal starts top-left)")
     return None
 
 
