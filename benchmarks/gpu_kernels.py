@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             results = compile_programs([kernels], capability=gpu.capability, resources=True)
             log(f"  {what}: {len(results)} distinct kernels compiled for sm_{gpu.capability} in {time.perf_counter() - t0:.1f} s")
-            by_key = {(r["kernel"], tuple(r["signature"]), k[2]): r for r, k in zip(results, kernels["launches"])}
+            by_key = {(k[0], tuple(k[1]), k[2], tuple(k[3])): r for r, k in zip(results, kernels["launches"])}
             sections.append(report(what, found, len(launches(module)), by_key, gpu))
     text = "\n".join(sections)
     print(text)

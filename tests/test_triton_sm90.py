@@ -201,3 +201,24 @@ def test_offline_compile_reports_each_launch(tmp_path):
     assert not rejected["ok"] and "Loop-carried variable acc" in rejected["error"]
     assert not absent["ok"] and "no kernel 'absent'" in absent["error"]
     assert not unloaded["ok"] and "does not load" in unloaded["error"]
+
+
+class Slices(torch.nn.Module):
+    """Contiguous slices (zero-copy subviews) at 36 bytes (9 floats: unaligned) and at 16 bytes."""
+
+    def forward(self, x):
+        y = x * 2
+        return torch.tanh(y[1:]), torch.tanh(y.reshape(-1)[4:])
+
+
+def test_launches_compile_for_their_pointers_alignment(tmp_path):
+    """A buffer the runtime binds at an address that is not 16-byte aligned (a contiguous slice's
+    subview 9 floats in) is compiled without Triton's alignment specialization, as its launcher
+    would; a slice 16 bytes in, the arena's views and the graph's tensors with it; both compile."""
+    fn = tg.compile(Slices().eval(), (torch.randn(8, 9),), device="cuda")
+    found = signatures.launches(fn._module, LIBRARY_CALLS.keys())
+    tanh = [x for x in found if "tanh" in x.kernel]
+    assert [x.aligned for x in tanh] == [(False, True), (True, True)]
+    assert all(x.aligned == (True,) * len(x.signature) for x in found if "tanh" not in x.kernel)
+    results = compile_programs([graph_program(fn, "slices")], cache_dir=str(tmp_path / "cache"), resources=True)
+    assert len(results) == 3 and all(r["ok"] for r in results)

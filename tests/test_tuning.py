@@ -139,6 +139,10 @@ def test_tune_measures_records_and_resumes(mlp, db):
     assert again.measured == 0
     records = list(db.records(Machine.this(1)))
     assert len(records) == first.measured + rest.measured
+    # every op's variants at their defaults were measured before any parameter sweep (a time
+    # limit cuts the sweeps, not whole ops)
+    swept = [bool(r.signature.params) for r in sorted(records, key=lambda r: r.measured_at)]
+    assert swept == sorted(swept) and swept.count(False) >= 3, swept
     for r in records:
         assert r.runs >= 5 and 0 < r.p20_ns <= r.median_ns <= r.p80_ns
         assert r.max_rel_err <= 1e-6, (r.signature, r.max_rel_err)  # fp32 GEMMs of K <= 256

@@ -230,13 +230,14 @@ def gpu_kernel_paths(module: ModuleOp) -> Iterator[OpPaths]:
 
 
 def gpu_candidates(paths: OpPaths) -> list[Candidate]:
-    """Every applicable GPU variant of the op with its default parameters, then each parameter
-    at each other value of its space (`codegen.triton.paths.GPU_PARAMETER_SPACES`)."""
+    """Every applicable GPU variant of the op with its default parameters, then, variant by
+    variant, each parameter at each other value of its space
+    (`codegen.triton.paths.GPU_PARAMETER_SPACES`): under a tuning time limit every variant is
+    measured before any parameter sweep."""
     from tensor_graphs.codegen.triton import paths as gpu
 
-    out: list[Candidate] = []
+    out: list[Candidate] = [Candidate(variant) for variant in paths.applicable]
     for variant in paths.applicable:
-        out.append(Candidate(variant))
         space = gpu.GPU_PARAMETER_SPACES.get(variant)
         defaults = gpu.parameter_defaults(paths.op, variant)
         for name, values in (space(paths.op) if space else {}).items():

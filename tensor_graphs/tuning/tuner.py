@@ -280,7 +280,8 @@ def tune_graph(
                 records[key] = db.get(_signature(paths, alone, c), machine) if tune != "all" else None  # type: ignore[union-attr]
                 if records[key] is None and tune in ("missing", "all"):
                     todo.append((paths, alone, c))
-        if todo:
+        if todo:  # every op's variants at their defaults first, then the parameter sweeps: a time limit cuts the sweeps
+            todo.sort(key=lambda t: bool(t[2].params))
             _measure_all(todo, module, weights, inputs, target, machine, db, records, failed, report, max_seconds, progress,  # type: ignore[arg-type]
                          space.device)
         for paths, alone, cands in ops:

@@ -10,8 +10,9 @@ imported). What it tells without a GPU:
   how many programs a multiprocessor holds at once (`benchmarks/gpu_kernels.py`); and how many
   of its global loads and stores are vector accesses (``vector_accesses``).
 
-Each kernel is compiled as the runtime's launches specialize it: every pointer argument 16-byte
-aligned (`aligned`).
+Each kernel is compiled as the runtime's launches specialize it: the pointer arguments the
+runtime binds 16-byte aligned marked so (a launch's fourth entry, one flag per argument:
+`signatures.aligned`; without it, all of them), as Triton's launcher does (`specialization`).
 
     results = compile_programs([{"what": "qwen3 forward", "source": <kernels' source>,
                                  "launches": [["k3_rms_norm", ["*fp32", "*fp32", "*fp32"], None]]}],
@@ -80,18 +81,16 @@ def _ptxas_resources(ptx: str, capability: int) -> dict[str, int]:
             "vector_accesses": len(_VECTOR_ACCESS.findall(ptx))}
 
 
-#: the byte alignment Triton's launcher specializes a pointer argument on (``tt.divisibility``)
-POINTER_ALIGNMENT = 16
+def specialization(signature: list[str], aligned: list[bool] | None = None) -> dict[tuple[int], list[list]]:
+    """Triton's ``attrs`` marking the pointer arguments of ``signature`` that are aligned (all
+    when ``aligned`` is None) `signatures.POINTER_ALIGNMENT`-byte divisible, as Triton's
+    launcher specializes a kernel on the pointers it is given (vector loads and stores where
+    contiguous). Without them the compile is of the unspecialized kernel, one element a load,
+    whose registers are not what runs."""
+    from tensor_graphs.codegen.triton.signatures import POINTER_ALIGNMENT
 
-
-def aligned(signature: list[str]) -> dict[tuple[int], list[list]]:
-    """Triton's ``attrs`` marking every pointer argument of ``signature`` 16-byte aligned, as the
-    launches at run time are specialized: each buffer is an arena view at a multiple of
-    `buffer.ALIGNMENT` (64) bytes or a tensor of torch's own (256-byte aligned), and Triton's
-    launcher compiles a kernel for the alignment of the pointers it is given (vector loads and
-    stores where contiguous). Without them the compile is of the unspecialized kernel, one
-    element a load, and its registers are not what runs."""
-    return {(k,): [["tt.divisibility", POINTER_ALIGNMENT]] for k, t in enumerate(signature) if t.startswith("*")}
+    flags = aligned if aligned is not None else [True] * len(signature)
+    return {(k,): [["tt.divisibility", POINTER_ALIGNMENT]] for k, (t, ok) in enumerate(zip(signature, flags)) if t.startswith("*") and ok}
 
 
 def _compile_in_this_process(programs: list[dict], capability: int, resources: bool) -> list[dict]:
@@ -115,7 +114,7 @@ def _compile_in_this_process(programs: list[dict], capability: int, resources: b
                 loaded = None
             except Exception as e:  # the source itself: every launch of the program fails with it
                 loaded = f"the kernels' source does not load: {type(e).__name__}: {e}"
-            for name, signature, warps in program["launches"]:
+            for name, signature, warps, *rest in program["launches"]:
                 result: dict[str, Any] = {"what": program["what"], "kernel": name, "signature": signature, "warps": warps or 4}
                 try:
                     if loaded is not None:
@@ -123,7 +122,7 @@ def _compile_in_this_process(programs: list[dict], capability: int, resources: b
                     if not hasattr(module, name):
                         raise RuntimeError(f"no kernel '{name}' in the source")
                     fn = getattr(module, name)
-                    source = ASTSource(fn=fn, signature=dict(zip(fn.arg_names, signature)), constexprs={}, attrs=aligned(signature))
+                    source = ASTSource(fn=fn, signature=dict(zip(fn.arg_names, signature)), constexprs={}, attrs=specialization(signature, rest[0] if rest else None))
                     compiled = triton.compile(source,
                                               target=GPUTarget("cuda", capability, 32),
                                               options={"num_warps": warps} if warps else {})

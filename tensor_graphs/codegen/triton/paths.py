@@ -239,8 +239,9 @@ def warps(op: Operation) -> int | None:
     return parameter(op, "warps", DEFAULT_WARPS, (1, 16)) if GPU_PARAMETER_ATTRS["warps"] in op.attributes else None
 
 
-#: From this head dim on, attention's programs run `ATTENTION_WIDE_WARPS` warps by default
-#: (Triton's default is 4): a block's q and accumulator tiles of 16 x 256 float32 spread over
+#: From this head dim on, attention's query-block programs (over all keys or a range of them)
+#: run `ATTENTION_WIDE_WARPS` warps by default (Triton's default is 4; the kernel combining key
+#: ranges keeps it, 80 registers): a block's q and accumulator tiles of 16 x 256 float32 spread over
 #: twice the threads. With 4, a decode step's partial-softmax kernel at head dim 256 spills
 #: registers on sm_90 (16 queries x 16 keys, two key ranges: 96 registers, 4 bytes spilled);
 #: with 8 no kernel at that head dim does (64 to 77 registers; `tests/test_triton_sm90.py`).

@@ -11,6 +11,13 @@ int64 ``dims`` last for a kernel reading run-time scalars or writing check flags
 
     k3_rms_norm[(2048,)](x: memref<...xf32>, w: memref<128xf32>, out: memref<...xf32>)
         -> Launch("k3_rms_norm", ("*fp32", "*fp32", "*fp32"), warps=None, grid=(2048,), ...)
+
+Each argument's pointer is 16-byte aligned or not as the runtime will bind it (`aligned`):
+Triton's launcher compiles a kernel for the alignment of the pointers it is given, so that is
+part of what is compiled. A buffer is the arena at a planned offset (a multiple of 64 bytes) or
+a tensor of its own (an input, output, weight, constant, state, copy, scratch or ``dims``:
+torch's allocations are 256-byte aligned), unless it is a `buf.subview` at an element offset
+(a contiguous slice): then its alignment is that of the offset's bytes.
 """
 
 from __future__ import annotations
@@ -46,11 +53,41 @@ class Launch:
     nbytes: int
     #: what a profile calls its op (`kernel_label`)
     label: str
+    #: per argument: its pointer is `POINTER_ALIGNMENT`-byte aligned when the runtime binds it
+    aligned: tuple[bool, ...] = ()
 
     @property
-    def key(self) -> tuple[str, tuple[str, ...], int | None]:
-        """What Triton compiles once: the kernel, its argument types and its warps."""
-        return (self.kernel, self.signature, self.warps)
+    def key(self) -> tuple[str, tuple[str, ...], int | None, tuple[bool, ...]]:
+        """What Triton compiles once: the kernel, its argument types, its warps and which of
+        its pointers are aligned (each a specialization of its own)."""
+        return (self.kernel, self.signature, self.warps, self.aligned)
+
+
+#: the byte alignment Triton's launcher specializes a pointer argument on (``tt.divisibility``)
+POINTER_ALIGNMENT = 16
+
+
+def byte_offset(value) -> int:
+    """Bytes from ``value``'s first element to the start of an allocation (the arena, or a
+    tensor of its own): a `buf.view`'s offset plus the elements of the `buf.subview`\ s on the
+    way, through reshapes."""
+    offset = 0
+    while True:
+        owner = value.owner
+        if isinstance(owner, buf.SubviewOp):
+            offset += owner.offset.value.data * max(value.type.element_type.bitwidth // 8, 1)
+            value = owner.input
+        elif isinstance(owner, buf.ReshapeOp):
+            value = owner.input
+        elif isinstance(owner, buf.ViewOp):
+            return offset + owner.offset.value.data
+        else:  # a graph argument, weight, constant or state: a tensor of its own
+            return offset
+
+
+def aligned(value) -> bool:
+    """Whether the runtime binds ``value`` at a `POINTER_ALIGNMENT`-byte aligned address."""
+    return byte_offset(value) % POINTER_ALIGNMENT == 0
 
 
 def launches(module: ModuleOp, library: Collection[str] = ()) -> list[Launch]:
@@ -69,26 +106,29 @@ def launches(module: ModuleOp, library: Collection[str] = ()) -> list[Launch]:
                 continue
             args = list(d["args"].get_values())  # type: ignore[attr-defined]
             types = [[POINTERS[str(op.operands[i].type.element_type)]] for i in args]  # type: ignore[attr-defined]
+            flags = [[aligned(op.operands[i])] for i in args]
             for position in d["bf16"].get_values() if "bf16" in d else ():  # type: ignore[attr-defined]
-                types[position] = ["*bf16"]
+                types[position], flags[position] = ["*bf16"], [True]  # a copy of its own
             for position in d["int8"].get_values() if "int8" in d else ():  # type: ignore[attr-defined]
-                types[position] = ["*i8", "*fp32"]  # the copy and its scales
+                types[position], flags[position] = ["*i8", "*fp32"], [True, True]  # the copy and its scales
             signature = [t for ts in types for t in ts] + (["*fp32"] if "scratch" in d else [])
             signature += ["*i64"] if d["scalars"].data or "checks" in d else []  # type: ignore[attr-defined]
+            flags_all = [f for fs in flags for f in fs] + [True] * (len(signature) - sum(map(len, flags)))
             warps = d["warps"].value.data if "warps" in d else None  # type: ignore[attr-defined]
             nbytes = _bytes_read(op, args, d)
             label = kernel_label(op) if isinstance(op, buf.KernelOp) else op.name
-            out.append(Launch(name, tuple(signature), warps, tuple(d["grid"].get_values()), nbytes, label))  # type: ignore[attr-defined]
+            out.append(Launch(name, tuple(signature), warps, tuple(d["grid"].get_values()), nbytes, label, tuple(flags_all)))  # type: ignore[attr-defined]
     return out
 
 
 def program(module: ModuleOp, what: str, found: Sequence[Launch]) -> dict:
     """What `offline_compile.compile_programs` takes of ``module``: its kernels' source and each
-    distinct (kernel, signature, warps) among the launches ``found`` (`launches`), in order."""
+    distinct (kernel, signature, warps, aligned) among the launches ``found`` (`launches`), in order."""
     from tensor_graphs.codegen.triton.convert_tensor_to_triton import SOURCE_ATTR
 
     keys = dict.fromkeys(launch.key for launch in found)
-    return {"what": what, "source": module.attributes[SOURCE_ATTR].data, "launches": [list(k) for k in keys]}  # type: ignore[attr-defined]
+    return {"what": what, "source": module.attributes[SOURCE_ATTR].data,  # type: ignore[attr-defined]
+            "launches": [[kernel, list(signature), warps, list(flags)] for kernel, signature, warps, flags in keys]}
 
 
 #: kernel ops that touch part of one operand, by class -> (that operand's position among the op's
