@@ -314,3 +314,38 @@ def test_in_place_ops_are_functionalised():
     fn = tg.compile(model, (x,))
     with torch.no_grad():
         assert (fn(x) - model(x)).abs().max().item() <= 1e-6
+
+
+def test_falcon_alibi_bias_folds_through_bfloat16():
+    """Falcon with ALiBi (falcon-rw) builds its bias in bfloat16 (``slopes.bfloat16() *
+    positions``, then float32): from the token ids alone the positions are constants and
+    constant-fold evaluates the chain in torch (bf16 rounding included) into one float32
+    constant, the logits within ATOL of PyTorch's. With an attention mask the bias depends on
+    the mask: bf16 arithmetic at run time is refused, saying so (it used to reach LLVM: "Type
+    not supported: bf16")."""
+    from tensor_graphs.lowering.aten_to_tensor.convert import AtenConversionError
+
+    torch.manual_seed(0)
+    model = T.FalconForCausalLM(T.FalconConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, alibi=True,
+                                               new_decoder_architecture=False, multi_query=False, parallel_attn=False, bias=True)).eval()
+
+    class Ids(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.m = model
+
+        def forward(self, ids):
+            return self.m(ids, use_cache=False).logits
+
+    class IdsMask(Ids):
+        def forward(self, ids, mask):
+            return self.m(ids, attention_mask=mask, use_cache=False).logits
+
+    ids = torch.randint(0, VOCAB, (1, 7), generator=torch.Generator().manual_seed(0))
+    fn = tg.compile(Ids().eval(), (ids,))
+    assert "xbf16>" not in fn.ir("tg")  # no bfloat16 tensor left
+    with torch.no_grad():
+        expected = Ids()(ids)
+    assert expected.abs().max().item() > 1e-2 and (fn(ids) - expected).abs().max().item() <= ATOL
+    with pytest.raises(AtenConversionError, match="compute bfloat16 tensors at run time .* bf16 arithmetic is not supported"):
+        tg.compile(IdsMask().eval(), (ids, torch.ones(1, 7, dtype=torch.long)))

@@ -85,3 +85,27 @@ func.func @fold$aten_op_without_operands() -> tensor<4xi64> {
   %r = aten.arange {end = 4.0 : f64, dtype = "int64"} : tensor<4xi64>
   func.return %r : tensor<4xi64>
 }
+
+// A bf16 value (no constant can hold one) is not folded alone: the op reading it folds with it,
+// the aten ops computing it evaluated in torch on the way (bf16 arithmetic: 0.1 rounds to
+// 0.10009765625, its square to 0.0100097656, not float32's 0.01), and they are erased.
+// CHECK-LABEL: func.func @fold$through_a_bf16_value
+func.func @fold$through_a_bf16_value() -> tensor<2xf32> {
+  // CHECK-NEXT: %[[R:.*]] = tg.constant dense<[0.0100097656, 9.000000e+00]> : tensor<2xf32>
+  // CHECK-NEXT: func.return %[[R]]
+  %c = tg.constant dense<[0.1, 3.0]> : tensor<2xf32>
+  %b = aten.to.dtype %c {dtype = "bfloat16"} : (tensor<2xf32>) -> tensor<2xbf16>
+  %m = aten.mul.Tensor %b, %b : (tensor<2xbf16>, tensor<2xbf16>) -> tensor<2xbf16>
+  %f = aten.to.dtype %m {dtype = "float32"} : (tensor<2xbf16>) -> tensor<2xf32>
+  func.return %f : tensor<2xf32>
+}
+
+// A bf16 value computed from a function argument stays (the op reading it too).
+// CHECK-LABEL: func.func @expect_no_fold$bf16_from_an_argument
+func.func @expect_no_fold$bf16_from_an_argument(%x: tensor<2xf32>) -> tensor<2xf32> {
+  // CHECK-NEXT: aten.to.dtype %x
+  // CHECK-NEXT: aten.to.dtype
+  %b = aten.to.dtype %x {dtype = "bfloat16"} : (tensor<2xf32>) -> tensor<2xbf16>
+  %f = aten.to.dtype %b {dtype = "float32"} : (tensor<2xbf16>) -> tensor<2xf32>
+  func.return %f : tensor<2xf32>
+}

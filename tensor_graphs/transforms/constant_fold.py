@@ -9,6 +9,17 @@ Two kinds of op fold:
   ``NotImplementedError``) stay. This is what removes the mask-building ops (arange, comparisons,
   triu, bitwise ops, ...) before buffers exist.
 
+  A value of an element type without a NumPy equivalent (bf16: a constant cannot hold it) is
+  not folded alone: an op reading it folds with it, the aten ops computing it from constants
+  evaluated in torch on the way (Falcon's ALiBi bias: slopes cast to bf16, times the positions,
+  cast back to f32, becomes one f32 constant)::
+
+      %s = aten.to.dtype %slopes {dtype = "bfloat16"} : (tensor<4x1xf32>) -> tensor<4x1xbf16>
+      %m = aten.mul.Tensor %s, %positions : (tensor<4x1xbf16>, tensor<1x1x7xi64>) -> tensor<1x4x7xbf16>
+      %f = aten.to.dtype %m {dtype = "float32"} : (tensor<1x4x7xbf16>) -> tensor<1x4x7xf32>
+      =>
+      %f = tg.constant dense<...> : tensor<1x4x7xf32>
+
 `tg.weight` is never folded: weights are bound at run time. Results larger than
 ``max_elements`` stay unfolded so the IR does not balloon (the default lets a 1024x1024 causal
 mask, or a 4096x4096 one, fold); results are written with one ``tobytes`` (``dense_from_numpy``),
@@ -26,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, TensorType
-from xdsl.ir import Operation
+from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -35,6 +46,7 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
 )
 
+from tensor_graphs.dialects.dense import numpy_dtype_of
 from tensor_graphs.dialects.shapes import numel
 from tensor_graphs.dialects.tensor import ConstantOp, WeightOp, YieldOp
 from tensor_graphs.transforms.dce import erase_dead_producers
@@ -50,6 +62,59 @@ def _aten_evaluator() -> AtenEvaluator | None:
     except ImportError:
         return None
     return evaluate_aten_op
+
+
+def _numpy_less(value: SSAValue) -> bool:
+    """``value``'s element type has no NumPy equivalent (bf16): no constant can hold it."""
+    try:
+        numpy_dtype_of(value.type.element_type)  # type: ignore[attr-defined]
+    except TypeError:
+        return True
+    return False
+
+
+def _torch_cone(value: SSAValue, aten: AtenEvaluator, max_elements: int, memo: dict) -> object | None:
+    """``value`` as a torch tensor, computed from constants by aten ops in torch, when it has no
+    NumPy equivalent (bf16) and its producers all are constants or such ops; else None."""
+    if value in memo:
+        return memo[value]
+    op = value.owner
+    result = None
+    if isinstance(op, Operation) and op.name.startswith("aten.") and _numpy_less(value) and _fits(op, max_elements):
+        import torch
+
+        from tensor_graphs.transforms.evaluate_aten import evaluate_aten_tensors
+
+        operands = []
+        for v in op.operands:
+            operand = (torch.from_numpy(np.require(dense_to_array(v.owner.value), requirements="C"))  # type: ignore[attr-defined]
+                       if isinstance(v.owner, ConstantOp) else _torch_cone(v, aten, max_elements, memo))
+            if operand is None:
+                break
+            operands.append(operand)
+        else:
+            try:
+                result = evaluate_aten_tensors(op, operands)[list(op.results).index(value)]
+            except NotImplementedError:
+                result = None
+    memo[value] = result
+    return result
+
+
+def _erase_unused_cone(memo: dict, rewriter: PatternRewriter) -> None:
+    """Erase the ops of a fold's torch-evaluated cone (`_torch_cone`) that nothing uses any more
+    (aten ops are not known to be free of effects, so `erase_dead_producers` leaves them)."""
+    ops = {v.owner for v, t in memo.items() if t is not None}
+    changed = True
+    while changed:
+        changed = False
+        for cone_op in list(ops):
+            if cone_op.parent is not None and all(not r.uses for r in cone_op.results):
+                producers = list(cone_op.operands)
+                rewriter.erase_op(cone_op)
+                ops.discard(cone_op)
+                erase_dead_producers(producers, rewriter)
+                changed = True
 
 
 def _fits(op: Operation, max_elements: int) -> bool:
@@ -83,9 +148,17 @@ class FoldConstantOperands(RewritePattern):
                 return
         elif isinstance(op, ConstantOp | WeightOp | YieldOp) or type(op) not in EVALUATORS or not op.operands:
             return
-        if not all(isinstance(v.owner, ConstantOp) for v in op.operands) or not _fits(op, self.max_elements):
-            return
-        operands = [dense_to_array(v.owner.value) for v in op.operands]  # type: ignore[attr-defined]
+        if not _fits(op, self.max_elements) or any(_numpy_less(r) for r in op.results):
+            return  # (a bf16 result folds with the op that reads it: the module doc)
+        operands: list = []
+        memo: dict = {}
+        for v in op.operands:
+            if isinstance(v.owner, ConstantOp):
+                operands.append(dense_to_array(v.owner.value))  # type: ignore[attr-defined]
+            elif is_aten and self.aten is not None and (t := _torch_cone(v, self.aten, self.max_elements, memo)) is not None:
+                operands.append(t)
+            else:
+                return
         if is_aten:
             try:
                 folded: Sequence[np.ndarray] = self.aten(op, operands)  # type: ignore[misc]
@@ -100,6 +173,7 @@ class FoldConstantOperands(RewritePattern):
             c.result.name_hint = r.name_hint
         operand_values = list(op.operands)
         rewriter.replace(op, constants, [c.result for c in constants])
+        _erase_unused_cone(memo, rewriter)
         erase_dead_producers(operand_values, rewriter)
 
 

@@ -93,20 +93,35 @@ def _arguments(op: AtenOp, tensors: Iterator) -> tuple[list, dict]:
     return positional, keyword
 
 
-def evaluate_aten_op(op: Operation, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Run ``op`` (an aten op) with torch on ``inputs`` (one array per operand); one array per result."""
+def evaluate_aten_op(op: Operation, inputs: Sequence[np.ndarray | object]) -> list[np.ndarray]:
+    """Run ``op`` (an aten op) with torch on ``inputs`` (one array per operand, or a torch tensor
+    where the operand's element type has no NumPy equivalent: bf16); one array per result."""
     import torch
 
-    if not isinstance(op, AtenOp):
-        raise NotImplementedError(f"{op.name}: not an evaluable aten op")
     if len(inputs) != len(op.operands):
         raise NotImplementedError(f"{op.name}: {len(op.operands)} operands but {len(inputs)} arrays were given")
     tensors = []
     for value, array in zip(op.operands, inputs):
+        if isinstance(array, torch.Tensor):
+            tensors.append(array)
+            continue
         dtype = numpy_dtype_of(value.type.element_type)  # type: ignore[attr-defined]
         array = np.asarray(array)
         array = (array != 0) if dtype == np.bool_ and array.dtype != np.bool_ else array.astype(dtype, copy=False)
         tensors.append(torch.from_numpy(np.require(array, requirements="C")))  # keeps rank 0 (ascontiguousarray would not)
+    arrays = []
+    for result, t in zip(op.results, evaluate_aten_tensors(op, tensors)):
+        arrays.append(np.array(t.numpy(), dtype=numpy_dtype_of(result.type.element_type), order="C"))  # type: ignore[attr-defined]
+    return arrays
+
+
+def evaluate_aten_tensors(op: Operation, tensors: Sequence) -> list:
+    """Run ``op`` (an aten op) with torch on ``tensors`` (one per operand); one torch tensor per
+    result, of the shape the IR gives it (checked), in whatever dtype torch computed."""
+    import torch
+
+    if not isinstance(op, AtenOp):
+        raise NotImplementedError(f"{op.name}: not an evaluable aten op")
     try:
         args, kwargs = _arguments(op, iter(tensors))
         with torch.no_grad():
@@ -116,11 +131,9 @@ def evaluate_aten_op(op: Operation, inputs: Sequence[np.ndarray]) -> list[np.nda
     outs = list(out) if isinstance(out, (list, tuple)) else [out]
     if len(outs) != len(op.results):
         raise NotImplementedError(f"{op.name}: torch returned {len(outs)} tensors for {len(op.results)} results")
-    arrays = []
     for result, t in zip(op.results, outs):
         type_ = result.type
         assert isinstance(type_, TensorType)
         if tuple(t.shape) != tuple(type_.get_shape()):
             raise NotImplementedError(f"{op.name}: torch gives shape {list(t.shape)}, the IR says {list(type_.get_shape())}")
-        arrays.append(np.array(t.detach().cpu().numpy(), dtype=numpy_dtype_of(type_.element_type), order="C"))
-    return arrays
+    return [t.detach().cpu() for t in outs]
