@@ -137,7 +137,7 @@ def test_tune_measures_records_and_resumes(mlp, db):
     assert rest.measured == first.unmeasured, "the second run measures only what the first left"
     again = tg.tune(model, (x,), tuning_db=db, progress=False)
     assert again.measured == 0
-    records = list(db.records(Machine.this(1)))
+    records = list(db.records(Machine.this()))
     assert len(records) == first.measured + rest.measured
     # every op's variants at their defaults were measured before any parameter sweep (a time
     # limit cuts the sweeps, not whole ops)
