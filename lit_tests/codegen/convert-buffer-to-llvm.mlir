@@ -1,5 +1,7 @@
 // RUN: tg-opt %s -p set-target{target=x86-64-v4},convert-buffer-to-llvm --split-input-file --verify-diagnostics | filecheck %s
 // RUN: tg-opt %s -p set-target{target=x86-64-v4},convert-buffer-to-llvm -t llvm --split-input-file --verify-diagnostics | filecheck --check-prefix=LLVMIR %s
+// RUN: not tg-opt %S/Inputs/convert-buffer-to-llvm-bf16.mlir -p set-target{target=x86-64-v3},convert-buffer-to-llvm 2>&1 | filecheck --check-prefix=BF16 %s
+// BF16: convert-buffer-to-llvm: 1 op computes in bfloat16 (buf.cast); the CPU path has no bf16 arithmetic (float32 models only)
 
 // A planned MLP layer: sgemm into an arena view, bias+relu in place, scale by a constant.
 // The entry computes each buffer's pointer and calls one function per kernel, whose

@@ -1,8 +1,6 @@
 // RUN: tg-opt %s --split-input-file -p convert-aten-to-tensor | filecheck %s
 // RUN: not tg-opt %S/Inputs/convert-aten-to-tensor-unsupported.mlir -p convert-aten-to-tensor 2>&1 | filecheck %s --check-prefix=ERR
 // RUN: tg-opt %S/Inputs/convert-aten-to-tensor-unsupported.mlir -p convert-aten-to-tensor --verify-diagnostics | filecheck %s --check-prefix=ERR
-// RUN: not tg-opt %S/Inputs/convert-aten-to-tensor-bf16.mlir -p convert-aten-to-tensor 2>&1 | filecheck %s --check-prefix=BF16
-// BF16: convert-aten-to-tensor: 1 op computes bfloat16 tensors at run time (tg.cast (%b)); bf16 arithmetic is not supported
 
 // ERR: convert-aten-to-tensor: 3 aten ops could not be converted:
 // ERR-NEXT: aten::erfinv has no tg lowering (unsupported ATen op) at layers.1 (Erfinv), model.py:12 in forward; write it with supported ops

@@ -63,7 +63,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func, llvm
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, UnitAttr, i32, i64
+from xdsl.dialects.builtin import ArrayAttr, BFloat16Type, DictionaryAttr, IntegerAttr, ModuleOp, UnitAttr, i32, i64
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
@@ -358,6 +358,28 @@ class _GraphLowering(GraphABI, ParallelRegions, KernelProfiling):
             main.block = cont
 
 
+def _check_no_bf16_arithmetic(fn: func.FuncOp) -> None:
+    """Raise `LoweringError` naming the ops that compute in bfloat16: the CPU's kernels and
+    scalar bodies have no bf16 arithmetic, only bf16 weights read by the quantized kernels (a
+    bf16 value computed from constants is folded before: `constant-fold`). Falcon's ALiBi bias computes one from the attention mask
+    (``slopes.bfloat16() * positions``); the GPU path (Triton) runs a bf16 round trip inside a
+    fused kernel."""
+    def bf16(t) -> bool:
+        return isinstance(t, BFloat16Type) or isinstance(getattr(t, "element_type", None), BFloat16Type)
+
+    # kernels writing bf16 buffers, a fused body's bf16 scalars (reading bf16 weights, as the
+    # quantized matrix-vector products do, is supported)
+    found = [o for o in fn.walk() if (isinstance(o, buf.KernelOp) and any(bf16(v.type) for v in o.outputs))
+             or (o.dialect_name() in ("arith", "math") and any(bf16(r.type) for r in o.results))]
+    if not found:
+        return
+    names = ", ".join(dict.fromkeys(o.name for o in found))
+    raise LoweringError(
+        f"convert-buffer-to-llvm: {len(found)} op{'s compute' if len(found) != 1 else ' computes'} in bfloat16 ({names}); "
+        "the CPU path has no bf16 arithmetic (float32 models only); the model computes these in bfloat16 itself "
+        "(e.g. Falcon's ALiBi bias from an attention mask)")
+
+
 @dataclass(frozen=True)
 class ConvertBufferToLLVMPass(ModulePass):
     """Lower the one planned graph function of a `buf` module to an `llvm.func`; with
@@ -377,6 +399,7 @@ class ConvertBufferToLLVMPass(ModulePass):
             raise LoweringError(
                 f"convert-buffer-to-llvm: expected exactly one graph function per module, found {names}"
             )
+        _check_no_bf16_arithmetic(funcs[0])
         declarations: dict[str, llvm.FuncOp] = {}
         lowering = _GraphLowering(funcs[0], op, declarations, profile=self.profile, target=target_of_module(op))
         llfn, signature = lowering.lower()

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import BFloat16Type, ModuleOp
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import GreedyRewritePatternApplier, PatternRewriteWalker, RewritePattern
 from xdsl.utils.exceptions import PassFailedException
@@ -59,25 +59,6 @@ def populate_aten_to_tensor_patterns() -> list[RewritePattern]:
     ]
 
 
-#: element types whose arithmetic the back ends do not run (a value computed in them at run time)
-UNSUPPORTED_ARITHMETIC = (BFloat16Type,)
-
-
-def _check_no_bf16_arithmetic(module: ModuleOp) -> None:
-    """Raise `AtenConversionError` naming the ops that compute a bfloat16 tensor at run time
-    (from the inputs: constant-fold evaluates the ones computed from constants, whatever their
-    type). Falcon's ALiBi bias does, from the attention mask: ``slopes.bfloat16() * positions``."""
-    found = [o for o in module.walk() if o.name.startswith("tg.") and o.name not in ("tg.weight", "tg.constant")
-             and any(isinstance(getattr(r.type, "element_type", None), UNSUPPORTED_ARITHMETIC) for r in o.results)]
-    if not found:
-        return
-    names = ", ".join(f"{o.name} (%{o.results[0].name_hint or '?'})" for o in found[:4]) + (", ..." if len(found) > 4 else "")
-    raise AtenConversionError(
-        f"convert-aten-to-tensor: {len(found)} op{'s compute' if len(found) != 1 else ' computes'} bfloat16 tensors at run time "
-        f"({names}); bf16 arithmetic is not supported (float32 models only; the model itself casts to bfloat16 here, "
-        "from values that depend on its inputs, e.g. Falcon's ALiBi bias from the attention mask)")
-
-
 @dataclass(frozen=True)
 class ConvertAtenToTensorPass(ModulePass):
     name = "convert-aten-to-tensor"
@@ -92,7 +73,6 @@ class ConvertAtenToTensorPass(ModulePass):
             MATCH_FAILURES.reset(token)
         left = [o for o in op.walk() if o.dialect_name() == "aten"]
         if not left:
-            _check_no_bf16_arithmetic(op)
             return
         lines = []
         for o in left:
