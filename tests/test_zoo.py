@@ -349,3 +349,37 @@ def test_falcon_alibi_bias_folds_through_bfloat16():
     assert expected.abs().max().item() > 1e-2 and (fn(ids) - expected).abs().max().item() <= ATOL
     with pytest.raises(LoweringError, match=r"ops compute in bfloat16 \(buf.cast, buf.mul\); the CPU path has no bf16 arithmetic"):
         tg.compile(IdsMask().eval(), (ids, torch.ones(1, 7, dtype=torch.long)))
+
+
+class _HalfTimesNumbers(torch.nn.Module):
+    def forward(self, x):
+        return ((torch.arange(5).half() * 0.1) * 3 + 1.1).float() * x
+
+
+class _BFloat16TimesNumbers(torch.nn.Module):
+    def forward(self, x):
+        b = (torch.arange(5) * 0.1).to(torch.bfloat16)
+        return (b + b * 3 - 0.7).float() * x
+
+
+class _BFloat16AtRunTime(torch.nn.Module):
+    def forward(self, x):
+        return (x.to(torch.bfloat16) * 2.1).float()
+
+
+@pytest.mark.parametrize("module", [_HalfTimesNumbers, _BFloat16TimesNumbers])
+def test_half_and_bfloat16_constants_fold_as_torch_computes_them(module):
+    """A Python number against a float16 or bfloat16 tensor is imported as a float32 scalar, as
+    torch's kernels read it (unrounded; a bf16 constant has no NumPy form: it used to fail at
+    import with "Got unsupported ScalarType BFloat16", and float16 constants folded 0.1 rounded
+    to half first: 0.2998 where torch gives 0.30005): folded, exactly torch's values."""
+    x = torch.ones(5)
+    fn = tg.compile(module().eval(), (x,))
+    torch.testing.assert_close(torch.as_tensor(fn(x)), module()(x), rtol=0, atol=0)
+
+
+def test_bfloat16_arithmetic_at_run_time_is_refused_on_the_cpu():
+    from tensor_graphs.codegen.llvm.kernels import LoweringError
+
+    with pytest.raises(LoweringError, match=r"compute in bfloat16 .*the CPU path has no bf16 arithmetic"):
+        tg.compile(_BFloat16AtRunTime().eval(), (torch.randn(5),))

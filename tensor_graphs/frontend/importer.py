@@ -258,7 +258,12 @@ class GraphImporter:
         return None
 
     def scalar_constant(self, value: bool | int | float, dtype: torch.dtype = torch.float32) -> SSAValue:
-        """A rank-0 ``tg.constant`` of ``dtype`` (one per distinct value and dtype)."""
+        """A rank-0 ``tg.constant`` of ``dtype`` (one per distinct value and dtype); a number
+        against a half or bfloat16 tensor as float32, the precision torch computes it in (its
+        kernels read such a scalar unrounded, and a bf16 constant has no NumPy form): a rank-0
+        operand does not promote the tensor's dtype."""
+        if dtype in (torch.float16, torch.bfloat16):
+            dtype = torch.float32
         key = (value, str(dtype))
         if key not in self._scalars:
             array = torch.tensor(value, dtype=dtype).numpy()
