@@ -681,3 +681,16 @@ def test_diffusion_unet():
     torch.manual_seed(0)
     fn = _check(_unet().eval(), torch.randn(1, 3, 16, 16), torch.tensor([10]))
     assert "im2col" in fn.ir("triton") and "attention" in fn.ir("triton")
+
+
+class _BFloat16AtRunTime(torch.nn.Module):
+    def forward(self, x):
+        y = x.to(torch.bfloat16)
+        return y.float().sum(-1, keepdim=True) * y.float()  # the bf16 value a buffer (two readers, one a reduction)
+
+
+def test_a_bfloat16_buffer_at_run_time_is_refused_saying_so():
+    """The GPU path binds no bf16 buffers: a model computing in bfloat16 itself is refused with the
+    reason (it said "bf16 constants are not supported", about no constant)."""
+    with pytest.raises(TypeError, match="a bfloat16 buffer at run time: the model computes in bfloat16 itself"):
+        tg.compile(_BFloat16AtRunTime().eval(), (torch.randn(4, 8),), device="cuda")
