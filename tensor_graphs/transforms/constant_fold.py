@@ -73,7 +73,7 @@ def _numpy_less(value: SSAValue) -> bool:
     return False
 
 
-def _torch_cone(value: SSAValue, aten: AtenEvaluator, max_elements: int, memo: dict) -> object | None:
+def _torch_cone(value: SSAValue, max_elements: int, memo: dict) -> object | None:
     """``value`` as a torch tensor, computed from constants by aten ops in torch, when it has no
     NumPy equivalent (bf16) and its producers all are constants or such ops; else None."""
     if value in memo:
@@ -81,14 +81,12 @@ def _torch_cone(value: SSAValue, aten: AtenEvaluator, max_elements: int, memo: d
     op = value.owner
     result = None
     if isinstance(op, Operation) and op.name.startswith("aten.") and _numpy_less(value) and _fits(op, max_elements):
-        import torch
-
         from tensor_graphs.transforms.evaluate_aten import evaluate_aten_tensors
 
         operands = []
         for v in op.operands:
-            operand = (torch.from_numpy(np.require(dense_to_array(v.owner.value), requirements="C"))  # type: ignore[attr-defined]
-                       if isinstance(v.owner, ConstantOp) else _torch_cone(v, aten, max_elements, memo))
+            operand = (dense_to_array(v.owner.value)  # type: ignore[attr-defined]
+                       if isinstance(v.owner, ConstantOp) else _torch_cone(v, max_elements, memo))
             if operand is None:
                 break
             operands.append(operand)
@@ -155,7 +153,7 @@ class FoldConstantOperands(RewritePattern):
         for v in op.operands:
             if isinstance(v.owner, ConstantOp):
                 operands.append(dense_to_array(v.owner.value))  # type: ignore[attr-defined]
-            elif is_aten and self.aten is not None and (t := _torch_cone(v, self.aten, self.max_elements, memo)) is not None:
+            elif is_aten and self.aten is not None and (t := _torch_cone(v, self.max_elements, memo)) is not None:
                 operands.append(t)
             else:
                 return

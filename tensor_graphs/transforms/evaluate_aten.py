@@ -96,8 +96,17 @@ def _arguments(op: AtenOp, tensors: Iterator) -> tuple[list, dict]:
 def evaluate_aten_op(op: Operation, inputs: Sequence[np.ndarray | object]) -> list[np.ndarray]:
     """Run ``op`` (an aten op) with torch on ``inputs`` (one array per operand, or a torch tensor
     where the operand's element type has no NumPy equivalent: bf16); one array per result."""
+    return [np.array(t.numpy(), dtype=numpy_dtype_of(result.type.element_type), order="C")  # type: ignore[attr-defined]
+            for result, t in zip(op.results, evaluate_aten_tensors(op, inputs))]
+
+
+def evaluate_aten_tensors(op: Operation, inputs: Sequence[np.ndarray | object]) -> list:
+    """Run ``op`` (an aten op) with torch on ``inputs`` (as `evaluate_aten_op`'s); one torch
+    tensor per result, of the shape the IR gives it (checked), in whatever dtype torch computed."""
     import torch
 
+    if not isinstance(op, AtenOp):
+        raise NotImplementedError(f"{op.name}: not an evaluable aten op")
     if len(inputs) != len(op.operands):
         raise NotImplementedError(f"{op.name}: {len(op.operands)} operands but {len(inputs)} arrays were given")
     tensors = []
@@ -109,19 +118,6 @@ def evaluate_aten_op(op: Operation, inputs: Sequence[np.ndarray | object]) -> li
         array = np.asarray(array)
         array = (array != 0) if dtype == np.bool_ and array.dtype != np.bool_ else array.astype(dtype, copy=False)
         tensors.append(torch.from_numpy(np.require(array, requirements="C")))  # keeps rank 0 (ascontiguousarray would not)
-    arrays = []
-    for result, t in zip(op.results, evaluate_aten_tensors(op, tensors)):
-        arrays.append(np.array(t.numpy(), dtype=numpy_dtype_of(result.type.element_type), order="C"))  # type: ignore[attr-defined]
-    return arrays
-
-
-def evaluate_aten_tensors(op: Operation, tensors: Sequence) -> list:
-    """Run ``op`` (an aten op) with torch on ``tensors`` (one per operand); one torch tensor per
-    result, of the shape the IR gives it (checked), in whatever dtype torch computed."""
-    import torch
-
-    if not isinstance(op, AtenOp):
-        raise NotImplementedError(f"{op.name}: not an evaluable aten op")
     try:
         args, kwargs = _arguments(op, iter(tensors))
         with torch.no_grad():

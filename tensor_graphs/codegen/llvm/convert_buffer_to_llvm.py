@@ -361,9 +361,9 @@ class _GraphLowering(GraphABI, ParallelRegions, KernelProfiling):
 def _check_no_bf16_arithmetic(fn: func.FuncOp) -> None:
     """Raise `LoweringError` naming the ops that compute in bfloat16: the CPU's kernels and
     scalar bodies have no bf16 arithmetic, only bf16 weights read by the quantized kernels (a
-    bf16 value computed from constants is folded before: `constant-fold`). Falcon's ALiBi bias computes one from the attention mask
-    (``slopes.bfloat16() * positions``); the GPU path (Triton) runs a bf16 round trip inside a
-    fused kernel."""
+    bf16 value computed from constants is folded before: `constant-fold`). Falcon's ALiBi bias
+    computes one from the attention mask (``slopes.bfloat16() * positions``); the GPU path
+    (Triton) runs a bf16 round trip inside a fused kernel."""
     def bf16(t) -> bool:
         return isinstance(t, BFloat16Type) or isinstance(getattr(t, "element_type", None), BFloat16Type)
 

@@ -67,11 +67,12 @@ def emit_attention(ctx: TritonContext, op: Operation) -> None:
     batch = numel(lead)
     if batch * h * sq == 0:
         return
-    if selected(op) == "attention.library":
+    variant = selected(op)
+    if variant == "attention.library":
         ctx.launch(LIBRARY_ATTENTION, (1,), [q, k, v, out])
         return
     group = h // hkv
-    precision = TF32 if selected(op) == "attention.flash_tf32" else PRECISION
+    precision = TF32 if variant == "attention.flash_tf32" else PRECISION
     bm, bn = attention_blocks(op, sq, sk, d, batch * h)
     bd, bdv = max(16, pow2(d)), max(16, pow2(dv))
     program_warps = attention_warps(op, bd)
