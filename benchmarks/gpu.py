@@ -2,7 +2,7 @@
 same GPU, in one process.
 
     .venv/bin/python benchmarks/gpu.py [--models gpt2 qwen3] [--seq 128] [--calls 30] [--steps 64]
-                                       [--quick] [--tune] [--profile] [--out FILE.md] [--json FILE.json]
+                                       [--quick] [--tune [--tune-seconds S]] [--profile] [--out FILE.md] [--json FILE.json]
     tg-bench --device cuda [the same options]
 
 Models (random init, ``torch.manual_seed(0)``, eval, fp32, batch 1; `decode.build_gpt2`,
@@ -19,7 +19,8 @@ Models (random init, ``torch.manual_seed(0)``, eval, fp32, batch 1; `decode.buil
   next; medians of ``--steps`` steps, engines alternating step by step. ``tensor_graphs bf16``:
   the same with ``weight_format="bf16"`` (its matrix-vector products over bfloat16 weights).
 * ``--tune``: a ``tensor_graphs tuned`` forward too, ``tune="missing"`` at tolerance 1e-5 (the GPU
-  variants of every GEMM and attention measured on this GPU; what was chosen is printed).
+  variants of every GEMM and attention measured on this GPU; what was chosen is printed);
+  ``--tune-seconds S`` stops the measuring after S seconds (what is left keeps the heuristic).
 * ``--profile``: where tensor_graphs' time goes, per op (``fn.profile``: each op's kernels timed
   by CUDA events, launched one by one), for the forward and for one decode step.
 
@@ -83,7 +84,8 @@ def timed(f):
     return out, time.perf_counter() - t0
 
 
-def forward_row(name: str, model_cpu, seq: int, calls: int, dev: str, log, tune: bool = False, profile: bool = False) -> dict:
+def forward_row(name: str, model_cpu, seq: int, calls: int, dev: str, log, tune: bool = False, profile: bool = False,
+                tune_seconds: float | None = None) -> dict:
     ids_cpu = torch.randint(0, model_cpu.config.vocab_size, (1, seq), generator=torch.Generator().manual_seed(0))
     row: dict = {"model": LABEL[name], "what": f"forward {seq}", "unit": "ms", "values": {}, "notes": {}}
     fn, t = timed(lambda: tg.compile(Logits(model_cpu), (ids_cpu,), device="cuda"))
@@ -91,7 +93,8 @@ def forward_row(name: str, model_cpu, seq: int, calls: int, dev: str, log, tune:
     row["notes"]["tensor_graphs compile s"] = round(t, 2)
     tuned = None
     if tune:
-        tuned, t = timed(lambda: tg.compile(Logits(model_cpu), (ids_cpu,), device="cuda", tune="missing", tolerance=1e-5))
+        tuned, t = timed(lambda: tg.compile(Logits(model_cpu), (ids_cpu,), device="cuda", tune="missing", tolerance=1e-5,
+                                                max_tuning_seconds=tune_seconds))
         log(f"  tensor_graphs tuned compile: {t:.1f} s\n{tuned.explain(all_kernels=False)}")
         row["notes"]["tensor_graphs tuned compile s"] = round(t, 2)
     model = Logits(model_cpu).to(dev).eval()
@@ -227,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=64)
     ap.add_argument("--quick", action="store_true", help="tiny models, few calls: a smoke run")
     ap.add_argument("--tune", action="store_true", help="also a forward with tune='missing' (tolerance 1e-5)")
+    ap.add_argument("--tune-seconds", type=float, default=None, help="with --tune: stop measuring paths after this long")
     ap.add_argument("--profile", action="store_true", help="print tensor_graphs' per-op profile of the forward and a decode step")
     ap.add_argument("--out", default=None)
     ap.add_argument("--json", default=None)
@@ -245,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     for m in args.models:
         log(f"===== {m}")
         model = BUILD[m](args.quick)
-        for make in (lambda: forward_row(m, model, args.seq, args.calls, dev, log, args.tune, args.profile),
+        for make in (lambda: forward_row(m, model, args.seq, args.calls, dev, log, args.tune, args.profile, args.tune_seconds),
                      lambda: decode_row(m, BUILD[m](args.quick), args.seq, args.steps, dev, log, args.profile)):
             r = make()
             rows.append(r)

@@ -1,25 +1,54 @@
 #!/usr/bin/env bash
-# What a session lent a GPU runs first (issue 15), in one device call per step (each at most
-# 10 minutes): the wheels of ../shared/device/wheels.sh in .whl/ (carried), results under $OUT.
+# What a session lent a GPU runs (issues 15, 28): the wheels of ../shared/device/wheels.sh in .whl/
+# (carried), results under $OUT (default ./gpu-out). A device command runs at most 10 minutes and a
+# session has about 15 minutes of device time in all, so `all` runs every step in one command, each
+# under its own time limit (seconds, from the environment), writing as it goes:
 #
 #   benchmarks/gpu_session.sh tests     # the GPU path's tests on the GPU itself (compiled Triton)
 #   benchmarks/gpu_session.sh gpt2      # GPT-2 rows: forward, decode, bf16 decode, tuned forward, profiles
 #   benchmarks/gpu_session.sh qwen3     # the same for the Qwen3-0.6B-shaped model
+#   benchmarks/gpu_session.sh all       # tests, gpt2, qwen3 (time limits TESTS_S=120 GPT2_S=140
+#                                       # QWEN3_S=200; the tuner's measuring time TUNE_S=40, per model
+#                                       # GPT2_TUNE_S / QWEN3_TUNE_S, 0: no tuned forward)
 #
-# Each writes its log (and the rows as JSON and Markdown) under $OUT (default ./gpu-out).
+# Files under $OUT (at most 8 come back): device.txt, tests.log, <model>.log/.json/.md.
 set -uo pipefail
 out=${OUT:-gpu-out}
 mkdir -p "$out"
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH
+if [ -z "${TG_GPU_SESSION:-}" ]; then  # once per command: the steps of `all` run this script again
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
+  export TG_GPU_SESSION=1 PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
+  # a fresh cache and database, owned by this run (not a shared /tmp path others could write)
+  TG_CACHE_DIR=$(mktemp -d) TG_TUNING_DB=$(mktemp -d)/tuning.db
+  export TG_CACHE_DIR TG_TUNING_DB
+  { nvidia-smi -L; nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv
+    lscpu | grep -E 'Model name|^CPU\(s\)'
+    python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'; } > "$out/device.txt" 2>&1
+fi
 unset TRITON_INTERPRET
-export TG_CACHE_DIR=/tmp/tg-cache TG_TUNING_DB=/tmp/tg-tuning.db
-nvidia-smi -L | tee "$out/device.txt"
+
+tests() {
+  python3 -m pytest -q -x -n 12 -p no:cacheprovider tests/test_triton.py tests/test_triton_moe.py \
+    tests/test_attention_layouts.py 2>&1 | tee "$out/tests.log" | tail -40
+}
+model() {  # model: rows and profiles; a tuned forward too unless its TUNE_S (GPT2_TUNE_S, QWEN3_TUNE_S) is 0
+  local var=${1^^}_TUNE_S tune=()
+  [ "${!var:-${TUNE_S:-40}}" != 0 ] && tune=(--tune --tune-seconds "${!var:-${TUNE_S:-40}}")
+  python3 benchmarks/gpu.py --models "$1" "${tune[@]}" --profile --calls 30 --steps 32 \
+    --out "$out/$1.md" --json "$out/$1.json" 2>&1 | tee "$out/$1.log"
+}
+step() {  # step seconds name: `$0 name` under a time limit, its exit status and time logged
+  local t0=$SECONDS
+  timeout --signal=INT --kill-after=10 "$1" bash "$0" "$2"
+  echo "== $2: exit $?, $((SECONDS - t0)) s (limit $1 s)" | tee -a "$out/device.txt"
+}
 case "${1:-tests}" in
-  tests)
-    python3 -m pytest -q -x -n 4 -p no:cacheprovider tests/test_triton.py tests/test_triton_moe.py 2>&1 | tail -40 | tee "$out/tests.log" ;;
-  gpt2|qwen3)
-    python3 benchmarks/gpu.py --models "$1" --tune --profile --calls 30 --steps 32 \
-      --out "$out/$1.md" --json "$out/$1.json" 2>&1 | tee "$out/$1.log" ;;
-  *) echo "usage: $0 tests|gpt2|qwen3" >&2; exit 2 ;;
+  tests) tests ;;
+  gpt2|qwen3) model "$1" ;;
+  all)
+    step "${TESTS_S:-120}" tests
+    step "${GPT2_S:-140}" gpt2
+    step "${QWEN3_S:-200}" qwen3
+    cat "$out/device.txt" ;;
+  *) echo "usage: $0 tests|gpt2|qwen3|all" >&2; exit 2 ;;
 esac
