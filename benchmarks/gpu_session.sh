@@ -7,9 +7,10 @@
 #   benchmarks/gpu_session.sh tests     # the GPU path's tests on the GPU itself (compiled Triton)
 #   benchmarks/gpu_session.sh gpt2      # GPT-2 rows: forward, decode, bf16 decode, tuned forward, profiles
 #   benchmarks/gpu_session.sh qwen3     # the same for the Qwen3-0.6B-shaped model
-#   benchmarks/gpu_session.sh all       # tests, gpt2, qwen3 (time limits TESTS_S=120 GPT2_S=140
-#                                       # QWEN3_S=200; the tuner's measuring time TUNE_S=40, per model
-#                                       # GPT2_TUNE_S / QWEN3_TUNE_S, 0: no tuned forward)
+#   benchmarks/gpu_session.sh all       # the steps STEPS="tests gpt2 qwen3", each under its time limit
+#                                       # (TESTS_S, GPT2_S, QWEN3_S; default 200 s); the tuner's measuring
+#                                       # time TUNE_S=40, per model GPT2_TUNE_S / QWEN3_TUNE_S (0: no
+#                                       # tuned forward)
 #
 # Files under $OUT (at most 8 come back): device.txt, tests.log, <model>.log/.json/.md.
 set -uo pipefail
@@ -28,7 +29,7 @@ fi
 unset TRITON_INTERPRET
 
 tests() {
-  python3 -m pytest -q -x -n 12 -p no:cacheprovider tests/test_triton.py tests/test_triton_moe.py \
+  python3 -m pytest -q -n 12 -p no:cacheprovider tests/test_triton.py tests/test_triton_moe.py \
     tests/test_attention_layouts.py 2>&1 | tee "$out/tests.log" | tail -40
 }
 model() {  # model: rows and profiles; a tuned forward too unless its TUNE_S (GPT2_TUNE_S, QWEN3_TUNE_S) is 0
@@ -46,9 +47,10 @@ case "${1:-tests}" in
   tests) tests ;;
   gpt2|qwen3) model "$1" ;;
   all)
-    step "${TESTS_S:-120}" tests
-    step "${GPT2_S:-140}" gpt2
-    step "${QWEN3_S:-200}" qwen3
+    for name in ${STEPS:-tests gpt2 qwen3}; do
+      limit=${name^^}_S
+      step "${!limit:-200}" "$name"
+    done
     cat "$out/device.txt" ;;
   *) echo "usage: $0 tests|gpt2|qwen3|all" >&2; exit 2 ;;
 esac
