@@ -49,7 +49,8 @@ def packed_module(a_shape, w_shape, transposed: bool, out_shape, acc_shape=None,
         args.append(f"%c: {memref(acc_shape)}")
         ins.append(("%c", memref(acc_shape)))
     args.append(f"%o: {memref(out_shape)}")
-    t = "{transposed = true} " if transposed else ""
+    source = f"array<i64: {n}, {k}>" if transposed else f"array<i64: {k}, {n}>"
+    t = f"{{transposed = true, source_shape = {source}}} " if transposed else f"{{source_shape = {source}}} "
     return f"""
 builtin.module {{
   func.func @forward({", ".join(args)}) attributes {{tg.num_outputs = 1 : i64}} {{
@@ -176,7 +177,7 @@ def test_accumulator_sharing_the_output_is_rejected():
     text = f"""
 builtin.module {{
   func.func @forward(%a: {memref((4, 8))}, %o: {memref((4, 64))}) attributes {{tg.num_outputs = 1 : i64}} {{
-    %wp = buf.packed_weight "w" {{transposed = true}} : {memref((1, 8, 64))}
+    %wp = buf.packed_weight "w" {{transposed = true, source_shape = array<i64: 64, 8>}} : {memref((1, 8, 64))}
     buf.packed_matmul ins(%a, %wp, %o : {memref((4, 8))}, {memref((1, 8, 64))}, {memref((4, 64))}) outs(%o : {memref((4, 64))}) {{beta = 1.0 : f32}}
     func.return
   }}
@@ -194,9 +195,15 @@ def test_accumulator_without_one_row_stride_is_rejected():
 def test_panel_count_is_verified():
     nr = panel_columns(64)
     panels = 64 // nr
-    text = packed_module((4, 8), (64, 8), True, (4, 64)).replace(f"memref<{panels}x8x{nr}xf32>", f"memref<{panels + 1}x8x{nr}xf32>")
+    more = packed_module((4, 8), (64, 8), True, (4, 64)).replace(f"memref<{panels}x8x{nr}xf32>", f"memref<{panels + 1}x8x{nr}xf32>")
+    # the packed weight must be what packing its source gives
+    with pytest.raises(VerifyException, match=rf"packing 'w' of shape \[64, 8\] as panels gives \[{panels}, 8, {nr}\], "
+                                              rf"not the declared \[{panels + 1}, 8, {nr}\]"):
+        compile_text(more)
+    # a consistent packed weight of a wider source: the GEMM's N needs fewer panels
+    wider = more.replace("source_shape = array<i64: 64, 8>", f"source_shape = array<i64: {64 + nr}, 8>")
     with pytest.raises(VerifyException, match=f"needs {panels} panels of {nr} columns"):
-        compile_text(text)
+        compile_text(wider)
 
 
 # --------------------------------------------------------------------------- the layout
@@ -285,7 +292,7 @@ def test_tied_embedding_gathers_from_the_packed_lm_head():
     buf_ir = fn.ir("buf")
     nr = panel_columns(203)
     panels = f"memref<{-(-203 // nr)}x48x{nr}xf32>"
-    (name,) = set(re.findall(r'buf.packed_weight "([\w.]+)" \{transposed = true\} : ' + panels, buf_ir))
+    (name,) = set(re.findall(r'buf.packed_weight "([\w.]+)" \{transposed = true, source_shape = array<i64: 203, 48>\} : ' + panels, buf_ir))
     assert name in ("model.lm_head.weight", "model.transformer.wte.weight")  # torch.export keeps one of the tied names
     assert "buf.packed_embedding" in buf_ir and f'buf.weight "{name}"' not in buf_ir
     assert fn.memory.packed_bytes >= 203 * 48 * 4 and fn.memory.weight_bytes < 203 * 48 * 4

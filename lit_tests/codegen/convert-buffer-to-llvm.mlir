@@ -355,7 +355,7 @@ builtin.module attributes {tg.arena_size = 3584 : i64} {
 builtin.module {
   func.func @forward(%x: memref<6x512xf32>, %out0: memref<6x128xf32>) attributes {tg.num_outputs = 1 : i64} {
     %arena = buf.arena : memref<0xi8>
-    %wp = buf.packed_weight "fc.weight" {transposed = true} : memref<2x512x64xf32>
+    %wp = buf.packed_weight "fc.weight" {transposed = true, source_shape = array<i64: 128, 512>} : memref<2x512x64xf32>
     buf.packed_matmul ins(%x, %wp : memref<6x512xf32>, memref<2x512x64xf32>) outs(%out0 : memref<6x128xf32>)
     func.return
   }

@@ -318,7 +318,7 @@ func.func @forward(%m: memref<16x16x64xf32>, %b: memref<16x1x1xf32>, %o: memref<
 // CHECK:         llvm.intr.fma
 // CHECK:         llvm.return
 func.func @forward(%x: memref<1x32xf32>, %o: memref<1x100xf32>) attributes {tg.num_outputs = 1 : i64} {
-  %wb = buf.packed_weight "fc.weight" {transposed = true, layout = "bf16panels"} : memref<2x32x64xbf16>
+  %wb = buf.packed_weight "fc.weight" {transposed = true, layout = "bf16panels", source_shape = array<i64: 100, 32>} : memref<2x32x64xbf16>
   buf.quantized_matvec ins(%x, %wb : memref<1x32xf32>, memref<2x32x64xbf16>) outs(%o : memref<1x100xf32>) {format = "bf16"}
   func.return
 }
@@ -335,8 +335,8 @@ func.func @forward(%x: memref<1x32xf32>, %o: memref<1x100xf32>) attributes {tg.n
 // CHECK:         llvm.fmul %{{.*}}, %{{.*}} : vector<16xf32>
 // CHECK:         llvm.return
 func.func @forward(%x: memref<1x32xf32>, %o: memref<1x100xf32>) attributes {tg.num_outputs = 1 : i64} {
-  %wq = buf.packed_weight "fc.weight" {transposed = true, layout = "int8panels"} : memref<2x32x64xi8>
-  %ws = buf.packed_weight "fc.weight" {transposed = true, layout = "int8scalespanels"} : memref<2x64xf32>
+  %wq = buf.packed_weight "fc.weight" {transposed = true, layout = "int8panels", source_shape = array<i64: 100, 32>} : memref<2x32x64xi8>
+  %ws = buf.packed_weight "fc.weight" {transposed = true, layout = "int8scalespanels", source_shape = array<i64: 100, 32>} : memref<2x64xf32>
   buf.quantized_matvec ins(%x, %wq, %ws : memref<1x32xf32>, memref<2x32x64xi8>, memref<2x64xf32>) outs(%o : memref<1x100xf32>) {format = "int8"}
   func.return
 }
@@ -355,7 +355,7 @@ func.func @forward(%x: memref<1x32xf32>, %o: memref<1x100xf32>) attributes {tg.n
 // CHECK-NOT:     llvm.call @tg_tile
 // CHECK:         llvm.return
 func.func @forward(%x: memref<6x32xf32>, %b: memref<100xf32>, %o: memref<6x100xf32>) attributes {tg.num_outputs = 1 : i64} {
-  %wp = buf.packed_weight "fc.weight" {transposed = true} : memref<2x32x64xf32>
+  %wp = buf.packed_weight "fc.weight" {transposed = true, source_shape = array<i64: 100, 32>} : memref<2x32x64xf32>
   buf.packed_matmul ins(%x, %wp, %b : memref<6x32xf32>, memref<2x32x64xf32>, memref<100xf32>) outs(%o : memref<6x100xf32>) {beta = 1.0 : f32, activation = "relu", tg.separate_epilogue = 1 : i64}
   func.return
 }
@@ -380,7 +380,7 @@ func.func @forward(%x: memref<6x32xf32>, %b: memref<100xf32>, %o: memref<6x100xf
 // SPR-COUNT-16:  llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"(%{{.*}}, %{{.*}}, %{{.*}}) : (vector<16xf32>, vector<16xi32>, vector<16xi32>) -> vector<16xf32>
 // SPR:           llvm.return
 func.func @forward(%x: memref<1x33xf32>, %b: memref<100xf32>, %o: memref<1x100xf32>) attributes {tg.num_outputs = 1 : i64} {
-  %wb = buf.packed_weight "fc.weight" {transposed = true, layout = "bf16kpanels"} : memref<2x17x128xbf16>
+  %wb = buf.packed_weight "fc.weight" {transposed = true, layout = "bf16kpanels", source_shape = array<i64: 100, 33>} : memref<2x17x128xbf16>
   buf.quantized_matvec ins(%x, %wb, %b : memref<1x33xf32>, memref<2x17x128xbf16>, memref<100xf32>) outs(%o : memref<1x100xf32>) {format = "bf16dot", beta = 1.0 : f32, activation = "relu"}
   func.return
 }

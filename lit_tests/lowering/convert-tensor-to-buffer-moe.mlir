@@ -24,7 +24,7 @@ func.func @put(%x: tensor<6xi64>, %o: tensor<6xi64>, %v: tensor<6xi64>) -> tenso
 // -----
 
 // CHECK-LABEL: func.func @grouped_matmul_reads_packed_experts
-// CHECK:         %w_packed = buf.packed_weight "experts.gate_up_proj" {transposed = true} : memref<4x2x8x64xf32>
+// CHECK:         %w_packed = buf.packed_weight "experts.gate_up_proj" {transposed = true, source_shape = array<i64: 4, 80, 8>} : memref<4x2x8x64xf32>
 // CHECK-NEXT:    buf.packed_grouped_matmul ins(%x, %w_packed, %o : memref<6x8xf32>, memref<4x2x8x64xf32>, memref<4xi64>) outs(%out0 : memref<6x80xf32>)
 // NOPACK-LABEL: func.func @grouped_matmul_reads_packed_experts
 // NOPACK:         %w = buf.weight "experts.gate_up_proj" : memref<4x80x8xf32>

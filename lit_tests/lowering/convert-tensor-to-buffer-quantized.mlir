@@ -8,8 +8,8 @@
 
 // CHECK-LABEL: func.func @pinned_to_int8_weights
 // CHECK-NEXT:    %b = buf.weight "fc.bias" : memref<100xf32>
-// CHECK-NEXT:    %w_int8 = buf.packed_weight "fc.weight" {transposed = true, layout = "int8panels"} : memref<7x32x16xi8>
-// CHECK-NEXT:    %w_int8scales = buf.packed_weight "fc.weight" {transposed = true, layout = "int8scalespanels"} : memref<7x16xf32>
+// CHECK-NEXT:    %w_int8 = buf.packed_weight "fc.weight" {transposed = true, layout = "int8panels", source_shape = array<i64: 100, 32>} : memref<7x32x16xi8>
+// CHECK-NEXT:    %w_int8scales = buf.packed_weight "fc.weight" {transposed = true, layout = "int8scalespanels", source_shape = array<i64: 100, 32>} : memref<7x16xf32>
 // CHECK-NEXT:    buf.quantized_matvec ins(%x, %w_int8, %w_int8scales, %b : memref<1x32xf32>, memref<7x32x16xi8>, memref<7x16xf32>, memref<100xf32>) outs(%out0 : memref<1x100xf32>) {beta = 1.000000e+00 : f32, activation = "relu", format = "int8"}
 func.func @pinned_to_int8_weights(%x: tensor<1x32xf32>) -> tensor<1x100xf32> {
   %w = tg.weight "fc.weight" : tensor<100x32xf32>
@@ -22,7 +22,7 @@ func.func @pinned_to_int8_weights(%x: tensor<1x32xf32>) -> tensor<1x100xf32> {
 
 // bf16 panels of a [K, N] weight (transformers' Conv1D), two rows (a batch of two sequences).
 // CHECK-LABEL: func.func @pinned_to_bf16_weights
-// CHECK-NEXT:    %w_bf16 = buf.packed_weight "c_fc.weight" {layout = "bf16panels"} : memref<4x32x16xbf16>
+// CHECK-NEXT:    %w_bf16 = buf.packed_weight "c_fc.weight" {layout = "bf16panels", source_shape = array<i64: 32, 64>} : memref<4x32x16xbf16>
 // CHECK-NEXT:    buf.quantized_matvec ins(%x, %w_bf16 : memref<2x1x32xf32>, memref<4x32x16xbf16>) outs(%out0 : memref<2x1x64xf32>) {format = "bf16"}
 func.func @pinned_to_bf16_weights(%x: tensor<2x1x32xf32>) -> tensor<2x1x64xf32> {
   %w = tg.weight "c_fc.weight" : tensor<32x64xf32>
@@ -46,6 +46,6 @@ func.func @too_many_rows(%x: tensor<16x32xf32>) -> tensor<16x64xf32> {
 // weight packed as bf16 pairs along K, 64 columns per panel of 32 words ([P, ceil(K/2), 2 NR]),
 // on a target that has them (SPR); refused with the reason elsewhere.
 // SPR-LABEL: func.func @pinned_to_bf16_dot
-// SPR-NEXT:    %w_bf16k = buf.packed_weight "fc.weight" {transposed = true, layout = "bf16kpanels"} : memref<2x17x128xbf16>
+// SPR-NEXT:    %w_bf16k = buf.packed_weight "fc.weight" {transposed = true, layout = "bf16kpanels", source_shape = array<i64: 100, 33>} : memref<2x17x128xbf16>
 // SPR-NEXT:    buf.quantized_matvec ins(%x, %w_bf16k : memref<1x33xf32>, memref<2x17x128xbf16>) outs(%out0 : memref<1x100xf32>) {format = "bf16dot"}
 // NOBF16: pins kernel 'matmul.bf16_dot' (tg.kernel), which cannot run it: the target (x86-64-v3) has no AVX512-BF16 dot products

@@ -9,7 +9,7 @@
 // variant is left, and the error says why.
 
 // CHECK-LABEL: func.func @winograd(
-// CHECK:         %w_winograd = buf.packed_weight "conv.weight" {layout = "winograd2"} : memref<16x32x16xf32>
+// CHECK:         %w_winograd = buf.packed_weight "conv.weight" {layout = "winograd2", source_shape = array<i64: 32, 16, 3, 3>} : memref<16x32x16xf32>
 // CHECK-NEXT:    %x_tiles = buf.alloc : memref<16x2x16x16xf32>
 // CHECK-NEXT:    buf.winograd_input ins(%x : memref<1x16x9x9xf32>) outs(%x_tiles : memref<16x2x16x16xf32>) {padding = array<i64: 1, 1>}
 // CHECK-NEXT:    %{{.*}} = buf.alloc : memref<16x32x25xf32>

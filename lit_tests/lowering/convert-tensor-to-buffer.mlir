@@ -412,7 +412,7 @@ func.func @kv_cache_decode(%q: tensor<1x4x1x16xf32>, %k: tensor<1x2x1x16xf32>) -
 // so it is dropped. The bias stays where it is.
 // CHECK-LABEL: func.func @weight_gemm_reads_a_packed_copy
 // CHECK-NEXT:    %b = buf.weight "fc.bias" : memref<100xf32>
-// CHECK-NEXT:    %w_packed = buf.packed_weight "fc.weight" {transposed = true} : memref<2x32x64xf32>
+// CHECK-NEXT:    %w_packed = buf.packed_weight "fc.weight" {transposed = true, source_shape = array<i64: 100, 32>} : memref<2x32x64xf32>
 // CHECK-NEXT:    buf.packed_matmul ins(%x, %w_packed, %b : memref<5x32xf32>, memref<2x32x64xf32>, memref<100xf32>) outs(%out0 : memref<5x100xf32>) {beta = 1.000000e+00 : f32, activation = "relu"}
 // CHECK-NEXT:    func.return
 // NOPACK-LABEL: func.func @weight_gemm_reads_a_packed_copy
@@ -465,7 +465,7 @@ func.func @pinned_with_parameters(%x: tensor<5x32xf32>) -> tensor<5x100xf32> {
 // is packed (Inputs/convert-tensor-to-buffer-bad-parameters.mlir):
 // BADPARAM: tg-opt: error: convert-tensor-to-buffer: in @bad_panel_width: 'tg.matmul': tg.nr must be whole vectors of 16 floats up to 64 columns on x86-64-v4, got 24 : i64
 // CHECK-LABEL: func.func @pinned_panel_width
-// CHECK:         %w_packed = buf.packed_weight "fc.weight" {transposed = true} : memref<7x32x16xf32>
+// CHECK:         %w_packed = buf.packed_weight "fc.weight" {transposed = true, source_shape = array<i64: 100, 32>} : memref<7x32x16xf32>
 // CHECK:         buf.packed_matmul ins(%x, %w_packed, %b : {{.*}}) outs(%out0 : memref<5x100xf32>) {tg.nr = 16 : i64, tg.separate_epilogue = 1 : i64, tg.chunks = 1 : i64, beta = 1.000000e+00 : f32, activation = "relu"}
 func.func @pinned_panel_width(%x: tensor<5x32xf32>) -> tensor<5x100xf32> {
   %w = tg.weight "fc.weight" : tensor<100x32xf32>
@@ -482,12 +482,12 @@ func.func @pinned_panel_width(%x: tensor<5x32xf32>) -> tensor<5x100xf32> {
 // the table as it is.
 // CHECK-LABEL: func.func @packed_only_where_a_weight_is_the_rhs
 // CHECK-NOT:     buf.weight
-// CHECK:         %e_packed = buf.packed_weight "wte" {transposed = true} : memref<1x16x64xf32>
+// CHECK:         %e_packed = buf.packed_weight "wte" {transposed = true, source_shape = array<i64: 64, 16>} : memref<1x16x64xf32>
 // CHECK:         buf.packed_embedding ins(%e_packed, %ids : memref<1x16x64xf32>, memref<3xi64>) outs(%{{.*}} : memref<3x16xf32>) {rows = 64 : i64}
-// CHECK:         %c_packed = buf.packed_weight "c.weight" : memref<1x16x64xf32>
+// CHECK:         %c_packed = buf.packed_weight "c.weight" {source_shape = array<i64: 16, 64>} : memref<1x16x64xf32>
 // CHECK-NEXT:    %{{.*}} = buf.alloc : memref<3x64xf32>
 // CHECK-NEXT:    buf.packed_matmul ins(%{{.*}}, %c_packed : memref<3x16xf32>, memref<1x16x64xf32>) outs(
-// CHECK:         %e_packed_1 = buf.packed_weight "wte" {transposed = true} : memref<1x16x64xf32>
+// CHECK:         %e_packed_1 = buf.packed_weight "wte" {transposed = true, source_shape = array<i64: 64, 16>} : memref<1x16x64xf32>
 // CHECK:         buf.packed_matmul ins(%{{.*}}, %e_packed_1 : memref<3x16xf32>, memref<1x16x64xf32>) outs(
 // CHECK:         buf.matmul ins(%{{.*}}, %{{.*}} : memref<3x64xf32>, memref<3x64xf32>) outs(%out0 : memref<3x3xf32>) {transpose_b = true}
 // NOPACK-LABEL: func.func @packed_only_where_a_weight_is_the_rhs

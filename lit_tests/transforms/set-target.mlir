@@ -19,9 +19,9 @@
 
 // CPU:      tg.target = {name = "znver3", cpu = "znver3", level = "x86-64-v3"
 
-// AVX512:   buf.packed_weight "fc.weight" {transposed = true} : memref<2x32x64xf32>
-// AVX2:     buf.packed_weight "fc.weight" {transposed = true} : memref<7x32x16xf32>
-// SSE:      buf.packed_weight "fc.weight" {transposed = true} : memref<13x32x8xf32>
+// AVX512:   buf.packed_weight "fc.weight" {transposed = true, source_shape = array<i64: 100, 32>} : memref<2x32x64xf32>
+// AVX2:     buf.packed_weight "fc.weight" {transposed = true, source_shape = array<i64: 100, 32>} : memref<7x32x16xf32>
+// SSE:      buf.packed_weight "fc.weight" {transposed = true, source_shape = array<i64: 100, 32>} : memref<13x32x8xf32>
 
 // AVX2-LLVM:     tg.weight_table = ["fc.bias", "fc.weight@panels16t"]
 // AVX2-LLVM:     llvm.func internal @forward__0_packed_matmul(

@@ -173,6 +173,11 @@ class WeightOp(IRDLOperation):
     def __init__(self, name: str, type: MemRefType):
         super().__init__(properties={"name": StringAttr(name)}, result_types=[type])
 
+    @property
+    def slot_name(self) -> str:
+        """Its name in the graph's weight table: the weight's own."""
+        return self.weight_name.data
+
 
 @irdl_op_definition
 class PackedWeightOp(IRDLOperation):
@@ -180,9 +185,16 @@ class PackedWeightOp(IRDLOperation):
 
     ``memref<P x K x NR x f32>``: panel ``p`` holds the columns ``[p * NR, (p + 1) * NR)`` of the
     GEMM's ``B[K, N]`` as a row-major ``K x NR`` block, zero-padded past ``N``. The weight ``name``
-    is stored ``[N, K]`` when ``transposed`` (``nn.Linear``), else ``[K, N]``. The runtime packs it
-    once when the graph is loaded (`dialects.packing.PanelLayout`). A stack of G weights (experts,
-    for `buf.packed_grouped_matmul`) packs each: ``memref<G x P x K x NR x f32>``.
+    is stored ``[N, K]`` when ``transposed`` (``nn.Linear``), else ``[K, N]``: ``source_shape``
+    says which shape it has, and the packed type must be what packing that shape gives
+    (`layout`'s ``shape``). The runtime packs it once when the graph is loaded
+    (`dialects.packing.PanelLayout`), from a weight that must have exactly ``source_shape``. A
+    stack of G weights (experts, for `buf.packed_grouped_matmul`) packs each:
+    ``memref<G x P x K x NR x f32>``.
+
+    ```mlir
+    %wp = buf.packed_weight "fc.weight" {transposed = true, source_shape = array<i64: 100, 32>} : memref<7x32x16xf32>
+    ```
     """
 
     name = "buf.packed_weight"
@@ -195,15 +207,18 @@ class PackedWeightOp(IRDLOperation):
     #: "bf16panels" ``memref<P x K x NR x bf16>``, "int8panels" ``memref<P x K x NR x i8>`` and
     #: its "int8scalespanels" ``memref<P x NR x f32>``, "bf16kpanels" ``memref<P x ceil(K/2) x 2NR x bf16>``.
     layout = prop_def(StringAttr, default_value=StringAttr("panels"))
+    #: the shape of the weight ``name`` that is packed (as the weights file holds it)
+    source_shape = prop_def(DenseArrayBase.constr(i64))
     result = result_def(MemRefType)
     traits = traits_def(Pure())
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$name attr-dict `:` type($result)"
 
-    def __init__(self, name: str, transposed: bool, type: MemRefType, layout: str = "panels"):
-        props = {"name": StringAttr(name), "transposed": bool_attr(transposed)}
+    def __init__(self, name: str, transposed: bool, type: MemRefType, source_shape: Sequence[int], layout: str = "panels"):
+        props: dict[str, Attribute] = {"name": StringAttr(name), "transposed": bool_attr(transposed)}
         if layout != "panels":
             props["layout"] = StringAttr(layout)
+        props["source_shape"] = DenseArrayBase.from_list(i64, [int(d) for d in source_shape])
         super().__init__(properties=props, result_types=[type])
 
     @property
@@ -218,7 +233,36 @@ class PackedWeightOp(IRDLOperation):
         fmt, sep, rest = self.layout.data.partition("panels")
         return (fmt or "f32") if sep and not rest else ""
 
+    @property
+    def source(self) -> tuple[int, ...]:
+        """``source_shape``: the shape of the weight that is packed."""
+        return tuple(self.source_shape.get_values())
+
+    @property
+    def packing(self):
+        """How the weight is packed: a `dialects.packing.PanelLayout` (its panel width from the
+        result type) or a `dialects.winograd.WinogradLayout`."""
+        from tensor_graphs.dialects.packing import PanelLayout
+        from tensor_graphs.dialects.winograd import WinogradLayout
+
+        if self.winograd_tile:
+            return WinogradLayout(self.weight_name.data, self.winograd_tile)
+        nr = shape_of(self.result)[-1]
+        if self.format == "bf16k":  # rows of K pairs: two halves per column
+            nr //= 2
+        return PanelLayout(self.weight_name.data, nr, bool(self.transposed.value.data), self.format or "f32")
+
+    @property
+    def slot_name(self) -> str:
+        """Its name in the graph's weight table: the weight's and the layout's
+        (``"fc.weight@panels64t"``, see `dialects.packing.PanelLayout`)."""
+        return self.packing.slot_name
+
     def verify_(self) -> None:
+        self._verify_layout()
+        self._verify_source()
+
+    def _verify_layout(self) -> None:
         shape = shape_of(self.result)
         element = self.result.type.element_type
         fmt = self.format
@@ -246,6 +290,23 @@ class PackedWeightOp(IRDLOperation):
                f"buf.packed_weight: expected memref<panels x K x NR x f32>, got {self.result.type} (or memref<G x panels x K x NR x f32>: a stack)")
         lanes = MIN_FLOAT_LANES  # whole vectors of the target's width: codegen checks that target's lanes
         _check(shape[-1] > 0 and shape[-1] % lanes == 0, f"buf.packed_weight: panel width {shape[-1]} is not a positive multiple of {lanes}")
+
+    def _verify_source(self) -> None:
+        """The packed type is what packing a weight of ``source_shape`` gives."""
+        source, shape = self.source, shape_of(self.result)
+        if self.winograd_tile:
+            _check(len(source) == 4 and source[2:] == (3, 3) and min(source) > 0,
+                   f"buf.packed_weight: a {self.layout.data} weight packs a [Cout, C, 3, 3] convolution weight, "
+                   f"got source_shape {list(source)}")
+        else:
+            rank = len(shape) - (0 if self.format == "int8scales" else 1)
+            _check(len(source) == rank and min(source, default=0) > 0,
+                   f"buf.packed_weight: {self.layout.data} of {self.result.type} pack a weight of rank {rank} with "
+                   f"positive sizes, got source_shape {list(source)}")
+        expected = tuple(self.packing.shape(source))
+        _check(expected == shape,
+               f"buf.packed_weight: packing '{self.weight_name.data}' of shape {list(source)} as {self.layout.data} gives "
+               f"{list(expected)}, not the declared {list(shape)}")
 
 
 @irdl_op_definition

@@ -574,7 +574,7 @@ func.func @kv_cache_attention_not_causal(%q: memref<1x2x4x8xf32>, %k: memref<1x2
 
 func.func @packed_weight_not_3d() {
   // expected-error@+1 {{buf.packed_weight: expected memref<panels x K x NR x f32>, got memref<8x64xf32>}}
-  %wp = buf.packed_weight "w" : memref<8x64xf32>
+  %wp = buf.packed_weight "w" {source_shape = array<i64: 64, 8>} : memref<8x64xf32>
   func.return
 }
 
@@ -582,7 +582,7 @@ func.func @packed_weight_not_3d() {
 
 func.func @packed_weight_panel_not_whole_vectors() {
   // expected-error@+1 {{buf.packed_weight: panel width 24 is not a positive multiple of 16}}
-  %wp = buf.packed_weight "w" : memref<1x8x24xf32>
+  %wp = buf.packed_weight "w" {source_shape = array<i64: 8, 24>} : memref<1x8x24xf32>
   func.return
 }
 
@@ -662,6 +662,40 @@ func.func @quantized_matvec_format(%x: memref<1x32xf32>, %w: memref<7x32x16xbf16
 
 func.func @packed_weight_format() {
   // expected-error@+1 {{buf.packed_weight: int8panels holds i8, got memref<7x32x16xf32>}}
-  %w = buf.packed_weight "fc.weight" {layout = "int8panels"} : memref<7x32x16xf32>
+  %w = buf.packed_weight "fc.weight" {layout = "int8panels", source_shape = array<i64: 32, 100>} : memref<7x32x16xf32>
+  func.return
+}
+
+// -----
+
+// A packed weight must be what packing its source weight gives: 100 rows of 32 in panels of 16
+// columns are 7 panels, not 8 (the kernel would read a panel the runtime never packed).
+func.func @packed_weight_larger_than_its_source() {
+  // expected-error@+1 {{buf.packed_weight: packing 'fc.weight' of shape [100, 32] as panels gives [7, 32, 16], not the declared [8, 32, 16]}}
+  %w = buf.packed_weight "fc.weight" {transposed = true, source_shape = array<i64: 100, 32>} : memref<8x32x16xf32>
+  func.return
+}
+
+// -----
+
+func.func @packed_weight_source_of_wrong_rank() {
+  // expected-error@+1 {{buf.packed_weight: panels of memref<7x32x16xf32> pack a weight of rank 2 with positive sizes, got source_shape [3200]}}
+  %w = buf.packed_weight "fc.weight" {transposed = true, source_shape = array<i64: 3200>} : memref<7x32x16xf32>
+  func.return
+}
+
+// -----
+
+func.func @packed_weight_winograd_source() {
+  // expected-error@+1 {{buf.packed_weight: a winograd2 weight packs a [Cout, C, 3, 3] convolution weight, got source_shape [32, 16, 5, 5]}}
+  %w = buf.packed_weight "conv.weight" {layout = "winograd2", source_shape = array<i64: 32, 16, 5, 5>} : memref<16x32x16xf32>
+  func.return
+}
+
+// -----
+
+func.func @packed_weight_without_source() {
+  // expected-error@+1 {{source_shape}}
+  %w = buf.packed_weight "fc.weight" {transposed = true} : memref<7x32x16xf32>
   func.return
 }

@@ -136,10 +136,10 @@ func.func @rope(%q: memref<1x4x8x16xf32>, %cos: memref<1x1x8x16xf32>, %sin: memr
 // A GEMM by a weight packed into column panels: [ceil(N / NR) x K x NR], NR = 64 here
 // CHECK-LABEL: func.func @packed_matmul
 func.func @packed_matmul(%x: memref<2x5x32xf32>, %b: memref<100xf32>, %o: memref<2x5x100xf32>) {
-  // CHECK-NEXT: %wp = buf.packed_weight "fc.weight" {transposed = true} : memref<2x32x64xf32>
-  %wp = buf.packed_weight "fc.weight" {transposed = true} : memref<2x32x64xf32>
-  // CHECK-NEXT: %wk = buf.packed_weight "conv.weight" : memref<2x32x64xf32>
-  %wk = buf.packed_weight "conv.weight" : memref<2x32x64xf32>
+  // CHECK-NEXT: %wp = buf.packed_weight "fc.weight" {transposed = true, source_shape = array<i64: 100, 32>} : memref<2x32x64xf32>
+  %wp = buf.packed_weight "fc.weight" {transposed = true, source_shape = array<i64: 100, 32>} : memref<2x32x64xf32>
+  // CHECK-NEXT: %wk = buf.packed_weight "conv.weight" {source_shape = array<i64: 32, 100>} : memref<2x32x64xf32>
+  %wk = buf.packed_weight "conv.weight" {source_shape = array<i64: 32, 100>} : memref<2x32x64xf32>
   // CHECK-NEXT: buf.packed_matmul ins(%x, %wp, %b : memref<2x5x32xf32>, memref<2x32x64xf32>, memref<100xf32>) outs(%o : memref<2x5x100xf32>) {beta = 1.000000e+00 : f32, activation = "gelu_tanh"}
   buf.packed_matmul ins(%x, %wp, %b : memref<2x5x32xf32>, memref<2x32x64xf32>, memref<100xf32>) outs(%o : memref<2x5x100xf32>) {beta = 1.0 : f32, activation = "gelu_tanh"}
   // CHECK-NEXT: buf.packed_matmul ins(%x, %wk : memref<2x5x32xf32>, memref<2x32x64xf32>) outs(%o : memref<2x5x100xf32>) {alpha = 5.000000e-01 : f32}
@@ -150,12 +150,12 @@ func.func @packed_matmul(%x: memref<2x5x32xf32>, %b: memref<100xf32>, %o: memref
 // A matrix-vector product over bf16 panels, and over int8 panels with their per-column scales
 // CHECK-LABEL: func.func @quantized_matvec
 func.func @quantized_matvec(%x: memref<1x32xf32>, %b: memref<100xf32>, %o: memref<1x100xf32>) {
-  // CHECK-NEXT: %wb = buf.packed_weight "fc.weight" {transposed = true, layout = "bf16panels"} : memref<7x32x16xbf16>
-  %wb = buf.packed_weight "fc.weight" {transposed = true, layout = "bf16panels"} : memref<7x32x16xbf16>
-  // CHECK-NEXT: %wq = buf.packed_weight "fc.weight" {transposed = true, layout = "int8panels"} : memref<7x32x16xi8>
-  %wq = buf.packed_weight "fc.weight" {transposed = true, layout = "int8panels"} : memref<7x32x16xi8>
-  // CHECK-NEXT: %ws = buf.packed_weight "fc.weight" {transposed = true, layout = "int8scalespanels"} : memref<7x16xf32>
-  %ws = buf.packed_weight "fc.weight" {transposed = true, layout = "int8scalespanels"} : memref<7x16xf32>
+  // CHECK-NEXT: %wb = buf.packed_weight "fc.weight" {transposed = true, layout = "bf16panels", source_shape = array<i64: 100, 32>} : memref<7x32x16xbf16>
+  %wb = buf.packed_weight "fc.weight" {transposed = true, layout = "bf16panels", source_shape = array<i64: 100, 32>} : memref<7x32x16xbf16>
+  // CHECK-NEXT: %wq = buf.packed_weight "fc.weight" {transposed = true, layout = "int8panels", source_shape = array<i64: 100, 32>} : memref<7x32x16xi8>
+  %wq = buf.packed_weight "fc.weight" {transposed = true, layout = "int8panels", source_shape = array<i64: 100, 32>} : memref<7x32x16xi8>
+  // CHECK-NEXT: %ws = buf.packed_weight "fc.weight" {transposed = true, layout = "int8scalespanels", source_shape = array<i64: 100, 32>} : memref<7x16xf32>
+  %ws = buf.packed_weight "fc.weight" {transposed = true, layout = "int8scalespanels", source_shape = array<i64: 100, 32>} : memref<7x16xf32>
   // CHECK-NEXT: buf.quantized_matvec ins(%x, %wb, %b : memref<1x32xf32>, memref<7x32x16xbf16>, memref<100xf32>) outs(%o : memref<1x100xf32>) {format = "bf16", beta = 1.000000e+00 : f32, activation = "relu"}
   buf.quantized_matvec ins(%x, %wb, %b : memref<1x32xf32>, memref<7x32x16xbf16>, memref<100xf32>) outs(%o : memref<1x100xf32>) {format = "bf16", beta = 1.0 : f32, activation = "relu"}
   // CHECK-NEXT: buf.quantized_matvec ins(%x, %wq, %ws : memref<1x32xf32>, memref<7x32x16xi8>, memref<7x16xf32>) outs(%o : memref<1x100xf32>) {format = "int8"}
@@ -166,8 +166,8 @@ func.func @quantized_matvec(%x: memref<1x32xf32>, %b: memref<100xf32>, %o: memre
 // A gather from a table packed into panels (a tied LM head's embedding): 100 rows in 2 panels
 // CHECK-LABEL: func.func @packed_embedding
 func.func @packed_embedding(%ids: memref<2x5xi64>, %o: memref<2x5x32xf32>) {
-  // CHECK-NEXT: %t = buf.packed_weight "wte" {transposed = true} : memref<2x32x64xf32>
-  %t = buf.packed_weight "wte" {transposed = true} : memref<2x32x64xf32>
+  // CHECK-NEXT: %t = buf.packed_weight "wte" {transposed = true, source_shape = array<i64: 100, 32>} : memref<2x32x64xf32>
+  %t = buf.packed_weight "wte" {transposed = true, source_shape = array<i64: 100, 32>} : memref<2x32x64xf32>
   // CHECK-NEXT: buf.packed_embedding ins(%t, %ids : memref<2x32x64xf32>, memref<2x5xi64>) outs(%o : memref<2x5x32xf32>) {rows = 100 : i64}
   buf.packed_embedding ins(%t, %ids : memref<2x32x64xf32>, memref<2x5xi64>) outs(%o : memref<2x5x32xf32>) {rows = 100 : i64}
   func.return

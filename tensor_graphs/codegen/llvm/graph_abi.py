@@ -33,8 +33,6 @@ from tensor_graphs.codegen.llvm.kernels import LoweringError, check_memref
 from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.dense import numpy_from_dense
-from tensor_graphs.dialects.packing import PanelLayout
-from tensor_graphs.dialects.winograd import WinogradLayout
 from tensor_graphs.runtime_support.signature import GraphSignature, TensorSpec
 from tensor_graphs.target import Target
 
@@ -211,14 +209,7 @@ class GraphABI:
 def _weight_slot_name(op: buf.WeightOp | buf.PackedWeightOp) -> str:
     """A weight's name in the weights table; a packed copy's names its layout too
     (``"fc.weight@panels64t"``, see `dialects.packing.PanelLayout`)."""
-    if isinstance(op, buf.WeightOp):
-        return op.weight_name.data
-    if op.winograd_tile:
-        return WinogradLayout(op.weight_name.data, op.winograd_tile).slot_name
-    nr = op.result.type.get_shape()[-1]
-    if op.format == "bf16k":  # rows of K pairs: two halves per column
-        nr //= 2
-    return PanelLayout(op.weight_name.data, nr, bool(op.transposed.value.data), op.format or "f32").slot_name
+    return op.slot_name
 
 
 def _int_attr(op: Operation, name: str) -> int:

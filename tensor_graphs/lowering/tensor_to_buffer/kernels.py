@@ -380,7 +380,8 @@ def _pack_rhs(op: Operation, ins: Sequence[SSAValue], target: Target) -> tuple[l
     assert isinstance(w, tg.WeightOp)
     transposed = op.properties.get("transpose_b") == tg.bool_attr(True)
     layout = PanelLayout(w.weight_name.data, panel_columns(op, target, _shape(op.results[0])[-1]), transposed)
-    packed = buf.PackedWeightOp(layout.source, transposed, MemRefType(Float32Type(), layout.shape(_shape(op.operands[1]))))
+    packed = buf.PackedWeightOp(layout.source, transposed, MemRefType(Float32Type(), layout.shape(_shape(op.operands[1]))),
+                                _shape(op.operands[1]))
     packed.result.name_hint = (op.operands[1].name_hint or "w") + "_packed"
     if op.properties.get("transpose_a") != tg.bool_attr(True):
         return [packed], [ins[0], packed.result, *ins[2:]]
@@ -464,7 +465,7 @@ def _quantized_prepare(fmt: str) -> Prepare:
         for part, element in QUANTIZED_PARTS[fmt]:
             layout = PanelLayout(w.weight_name.data, nr, transposed, part)
             packed = buf.PackedWeightOp(layout.source, transposed, MemRefType(element, layout.shape(_shape(op.operands[1]))),
-                                        layout=f"{part}panels")
+                                        _shape(op.operands[1]), layout=f"{part}panels")
             packed.result.name_hint = (op.operands[1].name_hint or "w") + f"_{part}"
             made.append(packed)
         return made, [ins[0], *(m.results[0] for m in made), *ins[2:]]
@@ -552,7 +553,7 @@ def _pack_table(op: Operation, ins: Sequence[SSAValue], target: Target) -> tuple
     assert isinstance(w, tg.WeightOp)
     rows = _shape(op.table)[0]
     layout = PanelLayout(w.weight_name.data, target.panel_columns_for(rows), True)
-    packed = buf.PackedWeightOp(layout.source, True, MemRefType(Float32Type(), layout.shape(_shape(op.table))))
+    packed = buf.PackedWeightOp(layout.source, True, MemRefType(Float32Type(), layout.shape(_shape(op.table))), _shape(op.table))
     packed.result.name_hint = (op.table.name_hint or "table") + "_packed"
     return [packed], [packed.result, ins[1]]
 
@@ -784,7 +785,8 @@ def _pack_grouped_weight(op: Operation, ins: Sequence[SSAValue], target: Target)
     """The weight stack becomes a `buf.packed_weight` ``[G, P, K, NR]``: each group's panels."""
     assert isinstance(op, tg.GroupedMatmulOp) and isinstance(op.weight.owner, tg.WeightOp)
     layout = PanelLayout(op.weight.owner.weight_name.data, target.panel_columns_for(_shape(op.result)[-1]), op.transposed)
-    packed = buf.PackedWeightOp(layout.source, op.transposed, MemRefType(Float32Type(), layout.shape(_shape(op.weight))))
+    packed = buf.PackedWeightOp(layout.source, op.transposed, MemRefType(Float32Type(), layout.shape(_shape(op.weight))),
+                                _shape(op.weight))
     packed.result.name_hint = (op.weight.name_hint or "w") + "_packed"
     return [packed], [ins[0], packed.result, ins[2]]
 
@@ -825,7 +827,8 @@ def _winograd_gemms(op: Operation, ins: Sequence[SSAValue], target: Target) -> t
     panels = -(-tiles // nr)
     f32 = Float32Type()
     xis = (m + 2) ** 2
-    u = buf.PackedWeightOp(op.weight.owner.weight_name.data, False, MemRefType(f32, (xis, cout, c)), layout=f"winograd{m}")
+    u = buf.PackedWeightOp(op.weight.owner.weight_name.data, False, MemRefType(f32, (xis, cout, c)), _shape(op.weight),
+                           layout=f"winograd{m}")
     u.result.name_hint = (op.weight.name_hint or "w") + "_winograd"
     v = buf.AllocOp(MemRefType(f32, (xis, panels, c, nr)))
     v.result.name_hint = (op.input.name_hint or "x") + "_tiles"
