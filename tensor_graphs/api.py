@@ -517,23 +517,33 @@ def export(model, example_inputs: Sequence, path: str | Path):
 def load(
     path: str | Path,
     *,
+    weights: str | Path | None = None,
+    trust_native_code: bool = False,
     keep_ir: bool = True,
     profile: bool = False,
     pack_weights: bool = True,
     target: Target | str | None = None,
 ) -> CompiledGraph:
-    """Compile the module ``tg.export`` wrote to ``path`` (any level: aten, tg or buf text), its
-    weights memory-mapped from the safetensors file beside it (the module's ``tg.weights_file``):
-    a weight that no GEMM packs is read where it lies in the file, never copied; packed ones
-    are copied once into their panels. The map lives as long as the returned function."""
+    """Compile the module ``tg.export`` wrote to ``path`` (text at the aten, tg or buf level), its
+    weights memory-mapped from the safetensors file beside it (the module's ``tg.weights_file``,
+    a file of the module's own directory) or from ``weights``: a weight that no GEMM packs is
+    read where it lies in the file, never copied; packed ones are copied once into their panels.
+    The map lives as long as the returned function.
+
+    The files are data (`frontend.untrusted`): the module is verified, the weights file checked
+    as the safetensors library checks it and every weight against the dtype and shape the module
+    declares, before anything runs. A module holding native code (the llvm level) is refused
+    (`NativeCodeError`) unless ``trust_native_code=True``: its functions would run as they are."""
     from tensor_graphs.diagnostics import parse_module, verify_module
+    from tensor_graphs.frontend.untrusted import check_trusted
     from tensor_graphs.frontend.weights import load_weights
 
     path = Path(path)
     module = parse_module(path.read_bytes(), str(path))
+    check_trusted(module, str(path), trust_native_code)
     verify_module(module)
-    weights = load_weights(module, path, mmap=True)
-    return compile_module(module, weights, keep_ir=keep_ir, profile=profile, pack_weights=pack_weights, target=target)
+    bound = load_weights(module, path, mmap=True, path=weights)
+    return compile_module(module, bound, keep_ir=keep_ir, profile=profile, pack_weights=pack_weights, target=target)
 
 
 # --------------------------------------------------------------------------- decoding

@@ -21,6 +21,7 @@ pass ``canonicalize`` and fail later with a ``KeyError`` in a lowering. The body
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import re
 import sys
@@ -46,19 +47,27 @@ class IRError(DiagnosticException):
 
 class LocatedParser(Parser):
     """xDSL's parser, recording each op's position in the text as its ``location``
-    (``loc("file":line:col)``, printed with ``--print-debuginfo``) unless the text gives one."""
+    (``loc("file":line:col)``, printed with ``--print-debuginfo``) unless the text gives one.
+
+    Positions come from an index of the text's line starts, made once (xDSL's own
+    ``Span.get_location`` counts the newlines from the start of the text for every op, which made
+    parsing quadratic in the size of the file: 5 MB of ops took 71 s)."""
 
     def __init__(self, ctx: Context, text: str, name: str, line_offset: int = 0):
         super().__init__(ctx, text, name)
         #: lines before this text in its file (a chunk of ``--split-input-file``)
         self.line_offset = line_offset
+        self._name = StringAttr(name)
+        #: the offset of each line's first character
+        self._line_starts = [0, *(m.end() for m in re.finditer("\n", text))]
 
     def parse_operation(self) -> Operation:
-        start = self._current_token.span
+        start = self._current_token.span.start
         op = super().parse_operation()
         if not isinstance(op.location, FileLineColLoc):
-            where = start.get_location()
-            op.location = FileLineColLoc(StringAttr(where.file), IntAttr(where.line + self.line_offset), IntAttr(where.col))
+            line = bisect.bisect_right(self._line_starts, start)  # 1-based
+            column = start - self._line_starts[line - 1] + 1
+            op.location = FileLineColLoc(self._name, IntAttr(line + self.line_offset), IntAttr(column))
         return op
 
 
@@ -150,6 +159,7 @@ def verify_module(module: ModuleOp, *, after: str | None = None) -> None:
     failing is a defect of that pass, and the message says so)."""
     try:
         check_dominance(module)
+        check_kernel_parameters(module)
         try:
             module.verify()
         except VerifyException as e:
@@ -160,6 +170,26 @@ def verify_module(module: ModuleOp, *, after: str | None = None) -> None:
         if after is None:
             raise
         raise IRError(f"the module does not verify after pass '{after}' (a bug in that pass): {e.message}", e.location) from None
+
+
+def check_kernel_parameters(module: ModuleOp) -> None:
+    """Every kernel parameter an op pins (``tg.chunks``, ``tg.threads``, ``tg.k_block``, ...: a
+    tuner's choices, `lowering.tensor_to_buffer.kernels.PARAMETER_ATTRS` and the GPU's) is an
+    integer the kernel can use: at least 1 (``tg.separate_epilogue``: 0 or 1); else `IRError`.
+    Checked here because a kernel reads some only when it runs on several threads."""
+    from xdsl.dialects.builtin import IntegerAttr
+
+    from tensor_graphs.lowering.tensor_to_buffer.kernels import GPU_PARAMETER_ATTRS, PARAMETER_ATTRS
+
+    names = {*PARAMETER_ATTRS.values(), *GPU_PARAMETER_ATTRS.values()}
+    flag = PARAMETER_ATTRS["separate_epilogue"]
+    for op in module.walk():
+        for name in names.intersection(op.attributes):
+            value = op.attributes[name]
+            ok = isinstance(value, IntegerAttr) and (value.value.data in (0, 1) if name == flag else value.value.data >= 1)
+            if not ok:
+                want = "0 or 1" if name == flag else "a positive integer"
+                raise IRError(f"{describe(op)}: {name} must be {want}, got {value}", location_of(op))
 
 
 def _first_failing_op(module: ModuleOp) -> Operation | None:

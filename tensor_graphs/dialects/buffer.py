@@ -37,7 +37,7 @@ from xdsl.dialects.builtin import (
     i8,
     i64,
 )
-from xdsl.ir import Attribute, Dialect, Region, SSAValue
+from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.irdl import (
@@ -122,6 +122,9 @@ class ArenaOp(IRDLOperation):
     @property
     def size(self) -> int:
         return self.result.type.get_shape()[0]
+
+    def verify_(self) -> None:
+        verify_arena_lifetimes(self)
 
 
 @irdl_op_definition
@@ -294,15 +297,9 @@ class PackedWeightOp(IRDLOperation):
     def _verify_source(self) -> None:
         """The packed type is what packing a weight of ``source_shape`` gives."""
         source, shape = self.source, shape_of(self.result)
-        if self.winograd_tile:
-            _check(len(source) == 4 and source[2:] == (3, 3) and min(source) > 0,
-                   f"buf.packed_weight: a {self.layout.data} weight packs a [Cout, C, 3, 3] convolution weight, "
-                   f"got source_shape {list(source)}")
-        else:
-            rank = len(shape) - (0 if self.format == "int8scales" else 1)
-            _check(len(source) == rank and min(source, default=0) > 0,
-                   f"buf.packed_weight: {self.layout.data} of {self.result.type} pack a weight of rank {rank} with "
-                   f"positive sizes, got source_shape {list(source)}")
+        needs = self.packing.packs(source)
+        _check(needs is None and min(source, default=0) > 0,
+               f"buf.packed_weight: {self.layout.data} packs {needs or 'a weight of positive sizes'}, got source_shape {list(source)}")
         expected = tuple(self.packing.shape(source))
         _check(expected == shape,
                f"buf.packed_weight: packing '{self.weight_name.data}' of shape {list(source)} as {self.layout.data} gives "
@@ -416,6 +413,61 @@ def root_buffer(value: SSAValue) -> SSAValue:
     while isinstance(value.owner, ALIAS_OPS):
         value = value.owner.operands[0]
     return value
+
+
+def lifetime(root: SSAValue, block: Block, index: dict[Operation, int]) -> tuple[int, int]:
+    """The ops of ``block`` (positions in ``index``) during which the buffer ``root`` is live:
+    from the first op that touches it (its writer) to the last that reads it, an op touching an
+    alias of it (`buf.reshape`, `buf.subview`, chains of them) counting as touching it; a buffer
+    nothing touches lives at its definition. What `plan-memory` plans and `buf.arena` verifies."""
+    touched: list[int] = []
+    pending: list[SSAValue] = [root]
+    while pending:
+        value = pending.pop()
+        for use in value.uses:
+            if isinstance(use.operation, ALIAS_OPS):
+                pending.append(use.operation.results[0])  # an alias: its users use the root
+            elif (user := block.find_ancestor_op_in_block(use.operation)) is not None:
+                touched.append(index[user])
+    own = index[root.owner] if isinstance(root.owner, Operation) and root.owner in index else 0
+    return min(touched, default=own), max(touched, default=own)
+
+
+def verify_arena_lifetimes(arena: ArenaOp) -> None:
+    """What the generated code assumes of an arena's views (it gives distinct buffers ``noalias``
+    and runs each kernel's output apart from its inputs): no two views of different bytes are live
+    at the same op while their byte ranges overlap. `plan-memory` never places them so; a buf
+    module from anywhere else is held to the same rule."""
+    block = arena.parent_block()
+    if block is None:
+        return
+    index = {op: i for i, op in enumerate(block.ops)}
+    views = [(lifetime(u.operation.result, block, index), u.operation) for u in arena.result.uses
+             if isinstance(u.operation, ViewOp) and u.operation.parent_block() is block]
+    views.sort(key=lambda v: v[0][0])
+    live: list[tuple[int, int, int, ViewOp]] = []  # (last op, first byte, end byte, view) of the views live now
+    for (start, end), view in views:
+        lo = view.offset.value.data
+        hi = lo + nbytes(view.result.type)
+        live = [entry for entry in live if entry[0] >= start]
+        for other_end, other_lo, other_hi, other in live:
+            if lo < other_hi and other_lo < hi:
+                _overlap(other, (other_lo, other_hi), view, (lo, hi), list(block.ops)[start])
+        if hi > lo:
+            live.append((end, lo, hi, view))
+
+
+def _overlap(a: ViewOp, a_bytes: tuple[int, int], b: ViewOp, b_bytes: tuple[int, int], at: Operation) -> None:
+    from tensor_graphs.diagnostics import describe, location_of
+
+    def named(view: ViewOp, span: tuple[int, int]) -> str:
+        name = f"%{view.result.name_hint}" if view.result.name_hint else "a view"
+        return f"{name} (bytes [{span[0]}, {span[1]}), {view.result.type})"
+
+    where = f" at {loc}" if (loc := location_of(at)) else ""
+    raise VerifyException(
+        f"buf.arena: {named(a, a_bytes)} and {named(b, b_bytes)} overlap but are live at the same time "
+        f"(both at {describe(at)}{where}): a kernel writing one would change the other")
 
 
 # --------------------------------------------------------------------------- kernels

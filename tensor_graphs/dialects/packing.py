@@ -135,6 +135,11 @@ class PanelLayout:
             return None
         return PanelLayout(source, int(digits), transposed, fmt or "f32")
 
+    def packs(self, weight_shape: tuple[int, ...]) -> str | None:
+        """None when a weight of ``weight_shape`` can be packed so, else what it must be."""
+        ranks = (2, 3) if self.format == "f32" else (2,)
+        return None if len(weight_shape) in ranks else f"a weight of rank {' or '.join(map(str, ranks))}"
+
     def shape(self, weight_shape: tuple[int, ...]) -> tuple[int, ...]:
         """``[panels, K, nr]`` for a weight of ``weight_shape``; a stack of weights ``[G, ...]``
         (a mixture of experts' weights) packs each: ``[G, panels, K, nr]``. The scales of int8

@@ -102,6 +102,10 @@ class WinogradLayout:
             return None
         return WinogradLayout(source, int(tail))
 
+    def packs(self, weight_shape: tuple[int, ...]) -> str | None:
+        """None when a weight of ``weight_shape`` can be transformed, else what it must be."""
+        return None if len(weight_shape) == 4 and tuple(weight_shape[2:]) == (3, 3) else "a [Cout, C, 3, 3] weight"
+
     def shape(self, weight_shape: tuple[int, ...]) -> tuple[int, ...]:
         a = matrices(self.m).a
         return (a * a, *weight_shape[:2])

@@ -107,6 +107,19 @@ def _bind_state(spec: TensorSpec, array: np.ndarray | None) -> np.ndarray:
     return array
 
 
+def _checked_weights(sig: GraphSignature, weights: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The weights ``sig`` reads, by name, each checked against what its kernels read
+    (`bound_weights.check_weights`; a graph whose signature records no weight types: present)."""
+    from tensor_graphs.runtime_support.bound_weights import WeightMismatchError, check_weights, signature_weights
+
+    sources = {n: (layout.source if (layout := sig.packed_layout(n)) else n) for n in sig.weight_table if n not in sig.constants}
+    if sig.weight_specs:
+        check_weights(signature_weights(sig), weights, "the weights given")
+    elif missing := [s for s in dict.fromkeys(sources.values()) if s not in weights]:
+        raise WeightMismatchError("weights missing for this graph: " + ", ".join(missing))
+    return {s: weights[s] for s in sources.values()}
+
+
 def _bind_weight(name: str, array: np.ndarray, expected: np.dtype) -> np.ndarray:
     if not isinstance(array, np.ndarray):
         raise TypeError(f"weight '{name}' must be a NumPy array, got {type(array).__name__}")
@@ -178,28 +191,14 @@ class CompiledGraph:
         self._ir = dict(ir or {})
         self._ir.setdefault("llvm", native.ir_text)
 
-        sources = {n: (layout.source if (layout := sig.packed_layout(n)) else n) for n in sig.weight_table}
-        missing = [s for n, s in sources.items() if s not in weights and n not in sig.constants]
-        if missing:
-            raise ValueError("weights missing for this graph: " + ", ".join(dict.fromkeys(missing)))
-        self._given = {s: weights[s] for n, s in sources.items() if n not in sig.constants}
+        self._given = _checked_weights(sig, weights)
         #: packed copies by slot name; a dict shared with other graphs (a decoder's two) packs each once
         self._packed = packed if packed is not None else {}
-        bound: list[np.ndarray] = []
-        for name in sig.weight_table:
-            if name in sig.constants:
-                bound.append(sig.constants[name])
-            elif (layout := sig.packed_layout(name)) is not None:
-                if name not in self._packed:
-                    source = _bind_weight(layout.source, weights[layout.source], np.dtype(np.float32))
-                    self._packed[name] = layout.pack(source)
-                bound.append(self._packed[name])
-            else:
-                bound.append(_bind_weight(name, weights[name], np.dtype(np.float32)))
-        self._weights = bound
+        specs = {spec.name: spec for spec in sig.weight_specs}
+        self._weights = [self._bind_slot(name, weights, specs.get(name)) for name in sig.weight_table]
         given = states or {}
         self._states = {spec.name: _bind_state(spec, given.get(spec.name)) for spec in sig.states}
-        table = [a.ctypes.data for a in bound] + [a.ctypes.data for a in self._states.values()]
+        table = [a.ctypes.data for a in self._weights] + [a.ctypes.data for a in self._states.values()]
         #: profiled graphs: [ns, calls] per kernel, added to by every call (signature.profile_slot)
         self._counters = np.zeros(max(2 * len(sig.profile), 1), np.int64) if sig.profile is not None else None
         if self._counters is not None:
@@ -217,6 +216,19 @@ class CompiledGraph:
         self._torch: tuple[list, list] | None = None
         #: the kernel paths chosen (`tuning.tuner.TuningReport`), set by `compile_module`
         self.tuning = None
+
+    def _bind_slot(self, name: str, weights: Mapping[str, np.ndarray], spec: TensorSpec | None) -> np.ndarray:
+        """The array bound in weight-table slot ``name`` (``spec``: what its kernels read, where
+        the signature says): an IR constant, a packed copy (made once, shared through
+        ``self._packed``), or the weight itself."""
+        sig = self.signature
+        if name in sig.constants:
+            return sig.constants[name]
+        if (layout := sig.packed_layout(name)) is None:
+            return _bind_weight(name, weights[name], spec.dtype if spec is not None else np.dtype(np.float32))
+        if name not in self._packed:
+            self._packed[name] = layout.pack(_bind_weight(layout.source, weights[layout.source], np.dtype(np.float32)))
+        return self._packed[name]
 
     # ------------------------------------------------------------------ calling
 

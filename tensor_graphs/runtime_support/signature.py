@@ -57,11 +57,13 @@ from dataclasses import dataclass, field
 import numpy as np
 from xdsl.dialects.builtin import (
     ArrayAttr,
+    BFloat16Type,
     DictionaryAttr,
     IntegerAttr,
     MemRefType,
     ModuleOp,
     StringAttr,
+    TensorType,
     i64,
 )
 
@@ -115,6 +117,19 @@ class TensorSpec:
     def of(type: MemRefType, name: str = "") -> TensorSpec:
         return TensorSpec(tuple(type.get_shape()), numpy_dtype(type.element_type), name)
 
+    @staticmethod
+    def bound(type: MemRefType | TensorType, name: str = "") -> TensorSpec:
+        """What an array bound to a buffer of ``type`` holds: as `of`, but bfloat16 as its bits
+        (uint16), as packed bf16 weights are made (`dialects.packing.FORMATS`)."""
+        element = type.element_type
+        dtype = np.dtype(np.uint16) if isinstance(element, BFloat16Type) else numpy_dtype(element)
+        return TensorSpec(tuple(type.get_shape()), dtype, name)
+
+    def bound_type(self) -> MemRefType:
+        """The memref type `bound` reads this spec from (uint16: bfloat16)."""
+        element = BFloat16Type() if self.dtype == np.uint16 else element_type_of(self.dtype)
+        return MemRefType(element, self.shape)
+
     def __str__(self) -> str:
         return f"{self.dtype.name}{list(self.shape)}"
 
@@ -139,6 +154,10 @@ class GraphSignature:
     #: the weight-table slots holding a weight packed into panels (``"fc.weight@panels64t"``, see
     #: `dialects.packing.PanelLayout`): the runtime packs the named weight into them once
     packed: tuple[str, ...] = ()
+    #: what the kernels read in each weight slot (the table's first ``len(weight_specs)``
+    #: names; constants follow): the runtime checks every array it binds against it
+    #: (`bound_weights.check_weights`). Empty for a module lowered before it was recorded.
+    weight_specs: tuple[TensorSpec, ...] = ()
 
     def packed_layout(self, slot: str):
         """The layout of a packed slot (`dialects.packing.layout_from_slot_name`: panels or a
@@ -186,6 +205,8 @@ class GraphSignature:
             module.attributes["tg.profile"] = ArrayAttr([StringAttr(label) for label in self.profile])
         if self.packed:
             module.attributes["tg.packed_weights"] = ArrayAttr([StringAttr(n) for n in self.packed])
+        if self.weight_specs:
+            module.attributes["tg.weight_types"] = ArrayAttr([s.bound_type() for s in self.weight_specs])
         module.attributes["tg.intermediate_bytes"] = IntegerAttr(self.intermediate_bytes, i64)
 
     @staticmethod
@@ -228,4 +249,17 @@ class GraphSignature:
             states=tuple(TensorSpec.of(t, n) for n, t in zip(state_names, state_types)),
             profile=tuple(label.data for label in profile.data) if profile is not None else None,  # type: ignore[attr-defined]
             packed=tuple(n.data for n in packed.data) if packed is not None else (),  # type: ignore[attr-defined]
+            weight_specs=_weight_specs(a),
         )
+
+
+def _weight_specs(attributes) -> tuple[TensorSpec, ...]:
+    """``tg.weight_types`` (one memref type per weight slot, in table order) as specs named by
+    ``tg.weight_table``; a ValueError when they disagree."""
+    types = attributes.get("tg.weight_types")
+    if types is None:
+        return ()
+    names = [n.data for n in attributes["tg.weight_table"].data]
+    if not isinstance(types, ArrayAttr) or len(types.data) > len(names) or not all(isinstance(t, MemRefType) for t in types.data):
+        raise ValueError(f"module records tg.weight_types that are not one memref type per weight slot: {types}")
+    return tuple(TensorSpec.bound(t, n) for n, t in zip(names, types.data))

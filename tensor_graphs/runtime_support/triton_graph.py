@@ -84,13 +84,15 @@ def _check_interpreter() -> None:
 
 def load_kernels(source: str) -> Any:
     """The kernels' Python module: ``source`` written to a file (Triton reads a kernel's source
-    from its file) under the compile cache directory, keyed by its digest, and imported."""
+    from its file) under the compile cache directory (where it is private to the user:
+    `object_cache.CompileCache.usable`; else a directory of this process), keyed by its digest,
+    and imported."""
     from tensor_graphs.codegen.llvm.object_cache import CompileCache
 
     digest = hashlib.sha256(source.encode()).hexdigest()[:24]
     cache = CompileCache.default()
-    root = (cache.directory if cache is not None else Path(_scratch_dir())) / "triton"
-    root.mkdir(parents=True, exist_ok=True)
+    root = (cache.directory if cache is not None and cache.usable() else Path(_scratch_dir())) / "triton"
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
     path = root / f"tg_kernels_{digest}.py"
     if not path.exists() or path.read_text() != source:
         tmp = path.with_suffix(f".{os.getpid()}.tmp")

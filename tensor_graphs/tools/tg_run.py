@@ -45,12 +45,15 @@ def _load_input(path: str, index: int, spec) -> np.ndarray:
         raise RunError(f"--input {path} (input {index}, '{spec.name}') is not a .npy array: {' '.join(str(e).split())}") from None
 
 
-def read_module(module_path: str, weights_path: str | None, error: type[Exception] = RunError):
+def read_module(module_path: str, weights_path: str | None, error: type[Exception] = RunError, trust_native_code: bool = False):
     """Parse and verify the module at ``module_path`` and map its weights (``weights_path``, else
-    the module's ``tg.weights_file`` beside it): (module, weights). A file that cannot be read
-    raises ``error`` saying which (tg-run's and tg-tune's one line)."""
+    the module's ``tg.weights_file`` beside it), each checked against what the module declares:
+    (module, weights). A file that cannot be read, or a module holding native code without
+    ``trust_native_code`` (`frontend.untrusted`), raises ``error`` saying which (tg-run's and
+    tg-tune's one line)."""
     from tensor_graphs.diagnostics import parse_module, verify_module
     from tensor_graphs.frontend import load_weights
+    from tensor_graphs.frontend.untrusted import NativeCodeError, check_trusted
 
     path = Path(module_path)
     try:
@@ -58,15 +61,19 @@ def read_module(module_path: str, weights_path: str | None, error: type[Exceptio
     except OSError as e:
         raise error(f"cannot read {path}: {e.strerror}") from None
     module = parse_module(data, str(path))
+    try:
+        check_trusted(module, str(path), trust_native_code)
+    except NativeCodeError as e:
+        raise error(str(e)) from None
     verify_module(module)
-    if weights_path:
-        from tensor_graphs.frontend.weights import map_safetensors
-
-        try:
-            return module, map_safetensors(weights_path)
-        except (OSError, ValueError) as e:
-            raise error(f"cannot read the weights {weights_path}: {' '.join(str(e).split())}") from None
-    return module, load_weights(module, path, mmap=True)  # as tg.load: read in place, not copied
+    try:
+        return module, load_weights(module, path, mmap=True, path=weights_path)  # as tg.load: read in place, not copied
+    except FileNotFoundError as e:
+        raise error(str(e)) from None
+    except OSError as e:
+        raise error(f"cannot read the weights file {e.filename or weights_path}: {e.strerror or e}") from None
+    except ValueError as e:
+        raise error(" ".join(str(e).split())) from None
 
 
 def _compile(args):
@@ -74,7 +81,7 @@ def _compile(args):
     inputs it was tuned on or None)."""
     import tensor_graphs as tg
 
-    module, weights = read_module(args.module, args.weights)
+    module, weights = read_module(args.module, args.weights, trust_native_code=args.trust_native_code)
     tuning, inputs = None, None
     if args.tune != "off":
         from tensor_graphs.tools.tg_tune import TuneError, _module_inputs
@@ -94,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("module", help="a .mlir file at the aten, tg, buf or llvm level")
     ap.add_argument("--input", action="append", default=[], metavar="X.npy", help="input arrays in order (default: random)")
     ap.add_argument("--weights", help="safetensors file (default: the module's tg.weights_file beside it)")
+    ap.add_argument("--trust-native-code", action="store_true",
+                    help="run a module that holds native code (the llvm level): its functions run as they are, "
+                         "with your privileges; only for a file whose source you trust")
     ap.add_argument("-n", "--repeat", type=int, default=100, help="timed calls (default 100)")
     ap.add_argument("--threads", type=int, default=1, help="threads of the parallel kernels (default 1)")
     ap.add_argument("--target", default=None, metavar="NAME",

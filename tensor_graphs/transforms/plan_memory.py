@@ -35,7 +35,7 @@ import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, TensorType, i64
-from xdsl.ir import Block, SSAValue
+from xdsl.ir import Block
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
@@ -175,22 +175,7 @@ def lifetimes(block: Block) -> tuple[list[buf.AllocOp], list[Interval]]:
     """
     index = {op: i for i, op in enumerate(block.ops)}
     allocs = [op for op in block.ops if isinstance(op, buf.AllocOp)]
-    intervals: list[Interval] = []
-    for alloc in allocs:
-        touched: list[int] = []
-        pending: list[SSAValue] = [alloc.result]
-        while pending:
-            value = pending.pop()
-            for use in value.uses:
-                user = block.find_ancestor_op_in_block(use.operation)
-                if isinstance(use.operation, buf.ALIAS_OPS):
-                    pending.append(use.operation.results[0])  # an alias: its users use the root
-                elif user is not None:
-                    touched.append(index[user])
-        own = index[alloc]
-        intervals.append(
-            Interval(min(touched, default=own), max(touched, default=own), buf.nbytes(alloc.result.type))
-        )
+    intervals = [Interval(*buf.lifetime(alloc.result, block, index), buf.nbytes(alloc.result.type)) for alloc in allocs]
     return allocs, intervals
 
 

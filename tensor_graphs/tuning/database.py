@@ -182,7 +182,12 @@ class TuningDatabase:
 
     def __init__(self, path: str | os.PathLike | None = None):
         self.path = Path(path) if path is not None else default_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise TuningDatabaseError(f"tuning database {self.path}: cannot make its directory {self.path.parent} "
+                                      f"({e.strerror or e}{': a file is in the way' if isinstance(e, FileExistsError | NotADirectoryError) else ''}); "
+                                      f"set {ENV} to a file in a directory you can write") from None
         try:
             self._conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
             self._conn.execute("PRAGMA journal_mode=WAL")

@@ -679,7 +679,7 @@ func.func @packed_weight_larger_than_its_source() {
 // -----
 
 func.func @packed_weight_source_of_wrong_rank() {
-  // expected-error@+1 {{buf.packed_weight: panels of memref<7x32x16xf32> pack a weight of rank 2 with positive sizes, got source_shape [3200]}}
+  // expected-error@+1 {{buf.packed_weight: panels packs a weight of rank 2 or 3, got source_shape [3200]}}
   %w = buf.packed_weight "fc.weight" {transposed = true, source_shape = array<i64: 3200>} : memref<7x32x16xf32>
   func.return
 }
@@ -687,7 +687,7 @@ func.func @packed_weight_source_of_wrong_rank() {
 // -----
 
 func.func @packed_weight_winograd_source() {
-  // expected-error@+1 {{buf.packed_weight: a winograd2 weight packs a [Cout, C, 3, 3] convolution weight, got source_shape [32, 16, 5, 5]}}
+  // expected-error@+1 {{buf.packed_weight: winograd2 packs a [Cout, C, 3, 3] weight, got source_shape [32, 16, 5, 5]}}
   %w = buf.packed_weight "conv.weight" {layout = "winograd2", source_shape = array<i64: 32, 16, 5, 5>} : memref<16x32x16xf32>
   func.return
 }
@@ -697,5 +697,36 @@ func.func @packed_weight_winograd_source() {
 func.func @packed_weight_without_source() {
   // expected-error@+1 {{source_shape}}
   %w = buf.packed_weight "fc.weight" {transposed = true} : memref<7x32x16xf32>
+  func.return
+}
+
+// -----
+
+// Two buffers live at the same time must not share bytes (what plan-memory guarantees and the
+// generated code assumes): %b is written while %a is still to be read.
+func.func @views_live_together_overlap(%x: memref<16xf32>, %y: memref<16xf32>) attributes {tg.num_outputs = 1 : i64} {
+  // expected-error@+1 {{buf.arena: %a (bytes [0, 64), memref<16xf32>) and %b (bytes [0, 64), memref<16xf32>) overlap but are live at the same time (both at 'buf.relu' op}}
+  %arena = buf.arena : memref<128xi8>
+  %a = buf.view %arena[0] : memref<128xi8> -> memref<16xf32>
+  %b = buf.view %arena[0] : memref<128xi8> -> memref<16xf32>
+  buf.relu ins(%x : memref<16xf32>) outs(%a : memref<16xf32>)
+  buf.relu ins(%x : memref<16xf32>) outs(%b : memref<16xf32>)
+  buf.add ins(%a, %b : memref<16xf32>, memref<16xf32>) outs(%y : memref<16xf32>)
+  func.return
+}
+
+// -----
+
+// A partial overlap counts, and an alias (reshape, subview) keeps its root live: %b's bytes
+// [64, 128) are written while %a, read through its reshape %r, is still live.
+func.func @views_overlap_through_an_alias(%x: memref<32xf32>, %y: memref<4x8xf32>) attributes {tg.num_outputs = 1 : i64} {
+  // expected-error@+1 {{buf.arena: %a (bytes [0, 128), memref<32xf32>) and %b (bytes [64, 192), memref<32xf32>) overlap but are live at the same time}}
+  %arena = buf.arena : memref<192xi8>
+  %a = buf.view %arena[0] : memref<192xi8> -> memref<32xf32>
+  %b = buf.view %arena[64] : memref<192xi8> -> memref<32xf32>
+  buf.relu ins(%x : memref<32xf32>) outs(%a : memref<32xf32>)
+  buf.relu ins(%x : memref<32xf32>) outs(%b : memref<32xf32>)
+  %r = buf.reshape %a : memref<32xf32> -> memref<4x8xf32>
+  buf.relu ins(%r : memref<4x8xf32>) outs(%y : memref<4x8xf32>)
   func.return
 }

@@ -179,3 +179,18 @@ func.func @im2col(%x: memref<1x4x7x6xf32>, %o: memref<1x4x3x3x4x3xf32>) {
   buf.im2col ins(%x : memref<1x4x7x6xf32>) outs(%o : memref<1x4x3x3x4x3xf32>) {kernel = array<i64: 3, 3>, stride = array<i64: 2, 2>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>}
   func.return
 }
+
+// Views of the same bytes at different times: %a is dead (last read) before %b is written, as
+// plan-memory reuses an arena
+// CHECK-LABEL: func.func @views_reuse_bytes_when_dead
+func.func @views_reuse_bytes_when_dead(%x: memref<16xf32>, %y: memref<16xf32>) attributes {tg.num_outputs = 1 : i64} {
+  // CHECK-NEXT: %arena = buf.arena : memref<64xi8>
+  %arena = buf.arena : memref<64xi8>
+  %a = buf.view %arena[0] : memref<64xi8> -> memref<16xf32>
+  %b = buf.view %arena[0] : memref<64xi8> -> memref<16xf32>
+  buf.relu ins(%x : memref<16xf32>) outs(%a : memref<16xf32>)
+  buf.relu ins(%a : memref<16xf32>) outs(%y : memref<16xf32>)
+  buf.relu ins(%y : memref<16xf32>) outs(%b : memref<16xf32>)
+  buf.relu ins(%b : memref<16xf32>) outs(%y : memref<16xf32>)
+  func.return
+}

@@ -260,3 +260,21 @@ func.func @im2col_zero_stride(%x: tensor<1x4x7x6xf32>) -> tensor<1x4x3x3x7x6xf32
   func.return %c : tensor<1x4x3x3x7x6xf32>
 }
 // CHECK: tg.im2col: kernel, stride and dilation must be >= 1, padding >= 0
+
+// -----
+
+// A pinned kernel parameter must be usable: a kernel reads tg.chunks only on several threads,
+// so a negative one would otherwise pass unnoticed on one.
+func.func @kernel_parameter_not_positive(%a: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8xf32> {
+  %y = tg.matmul %a, %w {tg.chunks = -1 : i64} : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  func.return %y : tensor<4x8xf32>
+}
+// CHECK: 'tg.matmul' op (%y): tg.chunks must be a positive integer, got -1 : i64
+
+// -----
+
+func.func @kernel_flag_not_0_or_1(%a: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8xf32> {
+  %y = tg.matmul %a, %w {tg.separate_epilogue = 2 : i64} : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  func.return %y : tensor<4x8xf32>
+}
+// CHECK: 'tg.matmul' op (%y): tg.separate_epilogue must be 0 or 1, got 2 : i64

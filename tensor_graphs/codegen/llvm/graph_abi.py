@@ -202,6 +202,7 @@ class GraphABI:
             states=tuple(TensorSpec.of(t, n) for n, t in self.state_types.items()),  # type: ignore[arg-type]
             profile=tuple(self.labels) if self.profile else None,
             packed=tuple(self.packed_slots),
+            weight_specs=tuple(TensorSpec.bound(self.weight_types[n], n) for n in self.weight_slots),  # type: ignore[arg-type]
         )
         return llfn, signature
 
