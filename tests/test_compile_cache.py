@@ -1,9 +1,14 @@
 """The compile cache (`codegen.llvm.object_cache`): a second compile of the same module loads
 the native code instead of running the passes and LLVM, and gives the same results bit for bit;
 entries are keyed by everything that shapes the code, damaged ones are ignored, the directory is
-kept under its size cap, ``TG_CACHE=off`` turns it off."""
+kept under its size cap, ``TG_CACHE=off`` turns it off. Entries are data (no pickle), and a
+directory or entry others may write is not used."""
 
 from __future__ import annotations
+
+import os
+import stat
+import warnings
 
 import numpy as np
 import pytest
@@ -122,3 +127,102 @@ def test_an_edited_checkout_never_reads_old_code(monkeypatch):
         keys.append(object_cache.digest("graph", "the same module text"))
     object_cache._versions.cache_clear()
     assert keys[0] != keys[1]
+
+
+# --------------------------------------------------------------------------- data, not code (issue 29)
+
+
+def test_entries_are_data_not_pickles(cache_dir, mlp):
+    """An entry file is the format's magic line and JSON: plain fields and base64 bytes."""
+    import json
+
+    from tensor_graphs.codegen.llvm.object_cache import MAGIC, decode, encode
+
+    model, x = mlp
+    _compile(model, x)
+    for path in cache_dir.glob("*.tgc"):
+        raw = path.read_bytes()
+        assert raw.startswith(MAGIC) and b"\x80\x04" not in raw[:2]
+        json.loads(raw[len(MAGIC):])  # the rest is JSON
+        entry = decode(raw)
+        assert encode(entry) == raw  # nothing lost or added in a round trip
+
+
+def test_a_planted_pickle_runs_nothing(cache_dir, mlp, tmp_path):
+    """A pickle whose loading would run a command, put where an entry goes, is read as a damaged
+    entry: nothing runs, the compile goes on."""
+    import pickle
+
+    marker = tmp_path / "pwned"
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    model, x = mlp
+    first, _ = _compile(model, x)
+    for path in cache_dir.glob("*.tgc"):
+        path.write_bytes(pickle.dumps(Payload()))
+    second, phases = _compile(model, x)
+    assert not marker.exists(), "loading a cache entry ran code"
+    assert "from cache" not in phases
+    assert np.array_equal(first(x.numpy()), second(x.numpy()))
+
+
+def test_an_entry_naming_another_class_is_refused():
+    """The decoder makes only the classes an entry holds, by name."""
+    import json
+
+    from tensor_graphs.codegen.llvm.object_cache import MAGIC, decode
+
+    for body in ({"object": ["Popen", {"args": ["touch", "x"]}]}, {"object": ["Entry", {"object_code": {"bytes": "AA=="},
+                                                                                       "llvm_ir": {"object": ["Popen", {}]}}]}):
+        with pytest.raises(ValueError):
+            decode(MAGIC + json.dumps(body).encode())
+
+
+def test_the_directory_is_made_private(cache_dir, mlp):
+    model, x = mlp
+    _compile(model, x)
+    assert stat.S_IMODE(cache_dir.stat().st_mode) == 0o700
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in cache_dir.glob("*.tgc"))
+
+
+def test_a_directory_others_may_write_is_not_used(cache_dir, mlp):
+    """As ssh treats its keys: one warning naming the directory, then compiles without the cache."""
+    from tensor_graphs.codegen.llvm import object_cache
+
+    cache_dir.mkdir()
+    cache_dir.chmod(0o777)
+    object_cache._WARNED.clear()
+    model, x = mlp
+    with pytest.warns(object_cache.CacheWarning, match=f"not using the compile cache at {cache_dir}: the directory is writable by others"):
+        fn, _ = _compile(model, x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # one warning per path, not one per compile
+        _, phases = _compile(model, x)
+    assert "from cache" not in phases and not list(cache_dir.iterdir())
+    with torch.no_grad():
+        assert (fn(x) - model(x)).abs().max().item() <= 1e-5
+
+
+def test_entries_of_another_owner_or_writable_are_not_used(cache_dir, mlp, monkeypatch):
+    from tensor_graphs.codegen.llvm import object_cache
+
+    model, x = mlp
+    _compile(model, x)
+    entries = list(cache_dir.glob("*.tgc"))
+    object_cache._WARNED.clear()
+    for path in entries:
+        path.chmod(0o666)
+    with pytest.warns(object_cache.CacheWarning, match="the entry is writable by others"):
+        _, phases = _compile(model, x)
+    assert "from cache" not in phases
+    for path in cache_dir.glob("*.tgc"):
+        path.chmod(0o600)
+    object_cache._WARNED.clear()
+    me = os.getuid()
+    monkeypatch.setattr(os, "getuid", lambda: me + 1)  # as if another user had made the directory
+    with pytest.warns(object_cache.CacheWarning, match=f"the directory is owned by user id {me}, not by you"):
+        _, phases = _compile(model, x)
+    assert "from cache" not in phases

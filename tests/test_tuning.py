@@ -319,7 +319,7 @@ def test_a_register_tile_the_registers_cannot_hold_is_refused(mlp):
 def test_bad_panel_width_and_epilogue_choices_are_refused(mlp):
     from xdsl.utils.exceptions import PassFailedException
 
-    from tensor_graphs.codegen.llvm.kernels import LoweringError
+    from tensor_graphs.diagnostics import IRError
 
     model, x = mlp
     graph = _tg(model, x)
@@ -328,5 +328,5 @@ def test_bad_panel_width_and_epilogue_choices_are_refused(mlp):
         tg.compile_module(graph.module, graph.weights)
     graph = _tg(model, x)
     pin(_gemms(graph.module)[0].op, Candidate("matmul.packed", {"separate_epilogue": 2}))
-    with pytest.raises(LoweringError, match="tg.separate_epilogue must be 0 or 1, got 2"):
+    with pytest.raises(IRError, match="tg.separate_epilogue must be 0 or 1, got 2"):  # the verifier's, before lowering
         tg.compile_module(graph.module, graph.weights)

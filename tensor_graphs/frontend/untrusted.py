@@ -46,9 +46,21 @@ def check_trusted(module: ModuleOp, source: str, trust_native_code: bool = False
         return
     from tensor_graphs.diagnostics import location_of
 
-    symbol = op.properties.get("sym_name") or op.attributes.get("sym_name") or op.properties.get("callee")
-    what = f"'{op.name}'" + (f" {symbol}" if symbol is not None else "") + (f" at {loc}" if (loc := location_of(op)) else "")
+    what = f"'{op.name}'" + (f" @{symbol}" if (symbol := _symbol(op)) else "") + (f" at {loc}" if (loc := location_of(op)) else "")
     raise NativeCodeError(
         f"{source}: refusing to run this module: it holds native code ({what}), which would run as it is with "
         "your privileges. tensor_graphs runs modules at the aten, tg and buf levels, whose code it generates "
         "itself; if you trust where this file came from, pass trust_native_code=True (tg-run --trust-native-code)")
+
+
+def _symbol(op: Operation) -> str | None:
+    """The function ``op`` declares, defines or calls, if it names one."""
+    from xdsl.dialects.builtin import StringAttr, SymbolRefAttr
+
+    for name in ("sym_name", "callee"):
+        attr = op.properties.get(name) or op.attributes.get(name)
+        if isinstance(attr, StringAttr):
+            return attr.data
+        if isinstance(attr, SymbolRefAttr):
+            return attr.root_reference.data
+    return None

@@ -342,6 +342,7 @@ class TritonGraph:
         self.room: list[tuple[int, int]] = []
         #: the weights on the device by name (shared with the graphs made by `sharing`)
         self.weights: dict[str, Any] = bound if bound is not None else {}
+        self._check_weights(module, weights)
         #: buf op -> the scratch buffer its launches share (`Launch.scratch`: attention's key ranges)
         self.scratch: dict = {}
         scratch = self.scratch
@@ -419,6 +420,14 @@ class TritonGraph:
         self._takes_past = any("past" in sc for _, _, _, sc, _ in self.launches)
         self._graph = None
         self._calls = 0
+
+    def _check_weights(self, module: ModuleOp, weights: Mapping[str, Any]) -> None:
+        """The weights to upload have the shapes the kernels read (`bound_weights.check_weights`;
+        their dtype is converted on the way to the device); those already there were checked."""
+        from tensor_graphs.runtime_support.bound_weights import check_weights, declared_weights
+
+        todo = [d for d in declared_weights(module) if d.source not in self.weights]
+        check_weights(todo, weights, "the weights given", dtypes=False)
 
     def _weight_copy(self, value, fmt: str) -> Any:
         """The copy of weight ``value`` in format ``fmt`` a kernel reads (`Launch.bf16`,
