@@ -5,8 +5,11 @@
     tg-run --profile model.mlir             # + time per kernel: the top 30, then per kind
     tg-run --tune cached --explain model.mlir   # tuned kernel paths (tg-tune), and why each
 
-Bad input (an unreadable or malformed module, missing weights, inputs of the wrong shape or
-dtype, a run-time check of the graph failing) prints ONE line and exits with status 1.
+Bad input (an unreadable or malformed module, missing weights or weights that do not match the
+module, inputs of the wrong shape or dtype, a run-time check of the graph failing) prints ONE
+line and exits with status 1. A module is data (`frontend.untrusted`): one holding native code
+(the llvm level) runs only with ``--trust-native-code``, and its ``tg.weights_file`` must be a
+file of its own directory (``--weights FILE`` names any other).
 """
 
 from __future__ import annotations
