@@ -432,11 +432,13 @@ def compile(
     stats.seconds["import"] = time.perf_counter() - t1
     db = _open_db(tuning_db) if tune != "off" else None
     try:
-        return compile_module(
+        fn = compile_module(
             graph.module, graph.weights, keep_ir=keep_ir, stats=stats, profile=profile, pack_weights=pack_weights,
             verify=False, target=target,
             tuning=Tuning(tune, tolerance, tuple(example_inputs), db, max_tuning_seconds), device=device,
         )
+        fn.output_structure = graph.structure  # tuples, lists, named tuples, dicts, numbers: as the model returns them
+        return fn
     finally:
         if db is not None and db is not tuning_db:
             db.close()

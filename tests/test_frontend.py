@@ -188,13 +188,15 @@ def test_unexportable_model_is_a_value_error():
         import_model(DataDependent(), (torch.randn(2, 2),))
 
 
-def test_nested_outputs_are_rejected():
+def test_nested_outputs_keep_their_structure():
+    """The graph returns the tensor leaves; the structure around them is recorded
+    (`tests/test_output_structure.py` runs it)."""
     class Nested(torch.nn.Module):
         def forward(self, x):
-            return x * 2, (x * 3, x * 4)
+            return x * 2, (x * 3, 5)
 
-    with pytest.raises(ValueError, match="nested structure"):
-        import_model(Nested(), (torch.randn(2, 2),))
+    g = import_model(Nested(), (torch.randn(2, 2),))
+    assert g.num_outputs == 2 and g.structure.leaves == (0, 1, ("constant", 5)) and not g.structure.plain
 
 
 def test_export_model_writes_mlir_and_safetensors(tmp_path: Path):

@@ -43,10 +43,8 @@ def tensor_graphs_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[obj
     returns_sequence = _returns_sequence(gm)
 
     def run(*args):
-        out = fn(*args)
-        if not returns_sequence:
-            return out
-        return list(out) if isinstance(out, tuple) else [out]
+        out = fn(*args)  # in the graph's own structure: a list for Dynamo's graphs
+        return list(out) if returns_sequence and isinstance(out, tuple) else out
 
     return run
 

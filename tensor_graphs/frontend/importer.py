@@ -103,6 +103,8 @@ class ImportedGraph:
     weights: dict[str, np.ndarray] = field(default_factory=dict)
     input_names: list[str] = field(default_factory=list)
     num_outputs: int = 0
+    #: how the tensor results sit in what the model returns (None: a tensor or a flat tuple)
+    structure: object | None = None
 
 
 # --------------------------------------------------------------------------- locations
@@ -197,6 +199,8 @@ class GraphImporter:
         self._reported: set[torch.fx.Node] = set()
         #: state-dict name -> every name of the same tensor (tied weights), made when first needed
         self._aliases: dict[str, list[str]] | None = None
+        #: the model's output structure (`runtime_support.outputs.OutputStructure`), set by `_outputs`
+        self.structure = None
 
     # --- helpers for handlers
 
@@ -380,7 +384,7 @@ class GraphImporter:
         self.append(func.ReturnOp(*results))
         fn = func.FuncOp(self.name, (arg_types, [r.type for r in results]), Region(self.block))
         module = ModuleOp([fn])
-        graph = ImportedGraph(module, self.weights, self.input_names, len(results))
+        graph = ImportedGraph(module, self.weights, self.input_names, len(results), self.structure)
         self._report_run_time_masks()
         if self.unsupported_ops:
             entries = [e for _, e in sorted(self.unsupported_ops, key=lambda pe: pe[0])]
@@ -458,20 +462,31 @@ class GraphImporter:
                 self.report(dynamic_dim(symbol, f"input '{node.name}' dim {i} (size {d.node.hint} in the example{allowed})"))
 
     def _outputs(self, node: torch.fx.Node) -> list[SSAValue]:
-        spec = self.ep.call_spec.out_spec
-        if spec is not None and not spec.is_leaf():
-            children = [spec.child(i) for i in range(spec.num_children)]
-            if spec.type not in (tuple, list) or not all(c.is_leaf() for c in children):
-                raise ValueError(
-                    f"the model returns a nested structure ({spec.type.__name__ if spec.type else spec}); "
-                    "return a tensor or a flat tuple of tensors"
-                )
-        results = []
+        """The graph's results: every tensor leaf of the model's output, in order; the structure
+        around them and the leaves that are not tensors (numbers, None) go to ``self.structure``
+        (`runtime_support.outputs.OutputStructure`)."""
+        from tensor_graphs.runtime_support.outputs import OutputStructure
+
+        results: list[SSAValue] = []
+        leaves: list = []
         for i, out in enumerate(node.args[0]):
-            value = self.values.get(out) if isinstance(out, torch.fx.Node) else None
+            if not isinstance(out, torch.fx.Node):
+                if out is not None and not isinstance(out, (bool, int, float, str)):
+                    raise TypeError(f"output {i} is a {type(out).__name__}; the model must return tensors, numbers or None")
+                leaves.append(("constant", out))
+                continue
+            value = self.values.get(out)
             if not isinstance(value, SSAValue):
+                val = out.meta.get("val")
+                if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):  # a size: its example value
+                    leaves.append(("constant", self._example_value(val)))
+                    continue
                 raise TypeError(f"output {i} is {out!r}, not a tensor; the model must return tensors")
+            leaves.append(len(results))
             results.append(value)
+        if not results:
+            raise TypeError("the model returns no tensor: tensor_graphs compiles graphs that compute tensors")
+        self.structure = OutputStructure(self.ep.call_spec.out_spec, tuple(leaves)) if self.ep.call_spec.out_spec is not None else None
         return results
 
 
@@ -557,18 +572,13 @@ def export_program(model: torch.nn.Module, example_inputs: tuple) -> ExportedPro
 
 
 def _export_functional(model: torch.nn.Module, inputs: tuple) -> ExportedProgram:
-    """``torch.export.export``, then, when the graph mutates anything (``x.add_(y)``, ``relu_``:
-    ResNet's and T5's in-place ops), ``run_decompositions({})``: functionalization only, no
-    decomposition table, so ``linear`` and ``scaled_dot_product_attention`` stay as they are."""
-    program = torch.export.export(model, inputs)
-    if any(_mutates(node) for node in program.graph.nodes):
-        program = program.run_decompositions({})
-    return program
+    """``torch.export.export``, then, when the graph holds an op tensor_graphs does not lower or
+    mutates anything (``x.add_(y)``, ``relu_``: ResNet's and T5's in-place ops), PyTorch's
+    decompositions of every such op into Core ATen, functionalized (`decompositions.decompose`:
+    ``linear``, ``scaled_dot_product_attention`` and the other ops it lowers stay whole)."""
+    from tensor_graphs.frontend.decompositions import decompose
 
-
-def _mutates(node: torch.fx.Node) -> bool:
-    schema = getattr(node.target, "_schema", None) if node.op == "call_function" else None
-    return schema is not None and schema.is_mutable
+    return decompose(torch.export.export(model, inputs))
 
 
 def _forget_last_trace() -> None:

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tensor_graphs.runtime_support.outputs import returned
 from tensor_graphs.runtime_support.profile import ProfileReport
 from tensor_graphs.runtime_support.signature import GraphSignature, TensorSpec
 
@@ -216,6 +217,9 @@ class CompiledGraph:
         self._torch: tuple[list, list] | None = None
         #: the kernel paths chosen (`tuning.tuner.TuningReport`), set by `compile_module`
         self.tuning = None
+        #: where the outputs go in what the model returns (`outputs.OutputStructure`; set by
+        #: `tensor_graphs.compile`), None: the one output, or a tuple of them
+        self.output_structure = None
 
     def _bind_slot(self, name: str, weights: Mapping[str, np.ndarray], spec: TensorSpec | None) -> np.ndarray:
         """The array bound in weight-table slot ``name`` (``spec``: what its kernels read, where
@@ -279,7 +283,7 @@ class CompiledGraph:
             self._free.append(slot)
             if running is not None:
                 running.release()
-        return outs[0] if len(outs) == 1 else tuple(outs)
+        return returned(outs, self.output_structure)
 
     def _enter(self, past) -> int:
         """Start a call of a graph with state: ``past`` checked, the graph held (one call at a time)."""

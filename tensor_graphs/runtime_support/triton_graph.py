@@ -610,12 +610,17 @@ class GpuCompiledGraph:
         self._module, self._weights = module, weights
         #: the GPU kernel paths a tuner chose (`tuning.tuner.TuningReport`), else None
         self.tuning = None
+        #: where the outputs go in what the model returns (`outputs.OutputStructure`), as on the CPU
+        self.output_structure = None
 
     def __call__(self, *inputs: Any, past: int | None = None) -> Any:
         """``past``: for a graph with a KV cache, the positions cached before this call."""
         if self._graph.room and past is None:
             raise TypeError(f"this graph keeps state ({', '.join(self._graph.states)}): pass past=<positions already cached>")
-        return self._graph(*inputs, past=past or 0)
+        out = self._graph(*inputs, past=past or 0)
+        if self.output_structure is None or self.output_structure.plain:
+            return out
+        return self.output_structure.build(out if len(self._graph.outputs) > 1 else (out,))
 
     def profile(self, *inputs: Any, repeat: int = 10, warmup: int = 1, past: int | None = None) -> Any:
         """Run the graph ``warmup`` times, then ``repeat`` times launching its kernels one by

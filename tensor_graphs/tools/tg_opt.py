@@ -3,6 +3,7 @@
     tg-opt model.mlir -p convert-aten-to-tensor,canonicalize
     tg-opt model.mlir --pass-pipeline='builtin.module(convert-aten-to-tensor,canonicalize)'
     tg-opt model.mlir -p convert-buffer-to-llvm -t llvm      # print LLVM IR
+    tg-opt --list-ops                                        # every ATen op: lowered, decomposed or unsupported
 
 Bad input of any kind (a missing or unreadable file, text that is not UTF-8 or not MLIR, an
 unknown op, pass or option, IR that does not verify, a pass that rejects the module) prints ONE
@@ -203,6 +204,11 @@ def _pipeline_error(e: BaseException, spec: str | None) -> str:
 
 
 def _main(argv: Sequence[str]) -> int:
+    if "--list-ops" in argv:  # the op registry (`frontend.decompositions`): which ATen ops are lowered, decomposed, unsupported
+        from tensor_graphs.frontend.decompositions import format_routes
+
+        print(format_routes())
+        return 0
     try:
         args = translate_pass_pipeline(argv)
     except SystemExit as e:

@@ -1,0 +1,53 @@
+"""What a compiled graph returns: its flat tensor outputs back in the structure the model returns.
+
+A model may return one tensor, a tuple or a list of them, a named tuple (``torch.max(x, dim)``'s
+``values, indices``, ``torch.sort``, ``torch.var_mean``), a dict, nested combinations, and Python
+numbers or None among them. torch.export records that structure as a pytree spec (its
+``out_spec``) over the flat list of leaves; the graph computes the tensor leaves, and
+:class:`OutputStructure` puts every leaf back where the model put it: the tensors the graph
+returned in order, the other leaves as torch.export recorded them (a Python number stays that
+number).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+#: a leaf: the index of the graph output holding it, or ``("constant", value)``
+Leaf = int | tuple[str, Any]
+
+
+@dataclass(frozen=True)
+class OutputStructure:
+    """The model's output structure: a pytree spec (``torch.utils._pytree.TreeSpec``) and, per
+    leaf, which graph output it is or the constant it was."""
+
+    spec: Any
+    leaves: tuple[Leaf, ...]
+
+    @property
+    def plain(self) -> bool:
+        """Whether the graph's own return already is the structure: one tensor, or a tuple of
+        two or more tensors (a graph returns ``outs[0]`` for one, a tuple for several)."""
+        tensors = all(isinstance(leaf, int) for leaf in self.leaves)
+        if self.spec.is_leaf():
+            return tensors
+        return tensors and self.spec.type is tuple and len(self.leaves) > 1 and all(
+            self.spec.child(i).is_leaf() for i in range(self.spec.num_children))
+
+    def build(self, outputs: Sequence[Any]) -> Any:
+        """The model's structure of ``outputs`` (the graph's tensor outputs, in order)."""
+        from torch.utils._pytree import tree_unflatten
+
+        values = [outputs[leaf] if isinstance(leaf, int) else leaf[1] for leaf in self.leaves]
+        return tree_unflatten(values, self.spec)
+
+
+def returned(outputs: Sequence[Any], structure: OutputStructure | None) -> Any:
+    """What a call returns: ``outputs`` in ``structure``, or, without one, the one output or a
+    tuple of them."""
+    if structure is not None and not structure.plain:
+        return structure.build(outputs)
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)
