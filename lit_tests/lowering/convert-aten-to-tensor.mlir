@@ -641,3 +641,43 @@ func.func @aten.upsample_bilinear2d$align_corners(%x: tensor<1x1x2x2xf32>) -> te
   %y = aten.upsample_bilinear2d.vec %x {output_size = array<i64: 3, 3>, align_corners = true} : (tensor<1x1x2x2xf32>) -> tensor<1x1x3x3xf32>
   func.return %y : tensor<1x1x3x3xf32>
 }
+
+// -----
+
+// Core ATen's elementwise functions without a named tg op: one-op scalar bodies
+// (lowering/aten_to_tensor/math_functions.py)
+// CHECK-LABEL: func.func @aten.log1p$scalar_body
+// CHECK:         %{{.*}} = tg.fused_elementwise %{{.*}} : (tensor<2x3xf32>) -> tensor<2x3xf32> {
+// CHECK-NEXT:    ^{{.*}}(%[[A:.*]]: f32):
+// CHECK-NEXT:      %[[L:.*]] = math.log1p %[[A]] : f32
+// CHECK-NEXT:      tg.yield %[[L]] : f32
+// CHECK:         tg.fused_elementwise
+// CHECK:           arith.cmpf uno
+// CHECK:         tg.fused_elementwise
+// CHECK:           math.expm1
+// CHECK:           arith.select
+// CHECK:         tg.fused_elementwise
+// CHECK:           math.atan2
+// CHECK:         tg.fused_elementwise
+// CHECK:           arith.divf
+// CHECK-NEXT:      math.trunc
+// CHECK-NOT:     aten.
+func.func @aten.log1p$scalar_body(%x: tensor<2x3xf32>, %y: tensor<3xf32>) -> (tensor<2x3xf32>, tensor<2x3xi1>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>) {
+  %a = aten.log1p %x : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %b = aten.isnan %x : (tensor<2x3xf32>) -> tensor<2x3xi1>
+  %c = aten.elu %x : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %d = aten.atan2 %y, %x : (tensor<3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  %e = aten.div.Tensor_mode %x, %y {rounding_mode = "trunc"} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  func.return %a, %b, %c, %d, %e : tensor<2x3xf32>, tensor<2x3xi1>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>
+}
+
+// -----
+
+// An integer division with a rounding mode needs a constant divisor without zeros
+// CHECK-LABEL: func.func @aten.div.Tensor_mode$integer_constant_divisor
+// CHECK:         arith.divsi
+func.func @aten.div.Tensor_mode$integer_constant_divisor(%x: tensor<4xi64>) -> tensor<4xi64> {
+  %k = tg.constant dense<3> : tensor<i64>
+  %q = aten.div.Tensor_mode %x, %k {rounding_mode = "trunc"} : (tensor<4xi64>, tensor<i64>) -> tensor<4xi64>
+  func.return %q : tensor<4xi64>
+}

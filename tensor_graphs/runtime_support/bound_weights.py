@@ -24,7 +24,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from tensor_graphs.runtime_support.signature import GraphSignature, TensorSpec

@@ -512,6 +512,22 @@ SCALAR_OPS: dict[type[Operation], Callable[..., np.ndarray]] = {
     math.CeilOp: _unary_fn(np.ceil),
     math.PowFOp: _binary_fn(np.power),
     math.FmaOp: lambda op, a, b, c: a * b + c,
+    math.TanOp: _unary_fn(np.tan),
+    math.AsinOp: _unary_fn(np.arcsin),
+    math.AcosOp: _unary_fn(np.arccos),
+    math.AtanOp: _unary_fn(np.arctan),
+    math.Atan2Op: _binary_fn(np.arctan2),
+    math.SinhOp: _unary_fn(np.sinh),
+    math.CoshOp: _unary_fn(np.cosh),
+    math.AsinhOp: _unary_fn(np.arcsinh),
+    math.AcoshOp: _unary_fn(np.arccosh),
+    math.AtanhOp: _unary_fn(np.arctanh),
+    math.Log10Op: _unary_fn(np.log10),
+    math.RoundOp: _unary_fn(lambda x: np.copysign(np.floor(np.abs(x) + 0.5), x)),  # half away from zero
+    math.RoundEvenOp: _unary_fn(np.rint),  # half to even
+    math.TruncOp: _unary_fn(np.trunc),
+    math.CopySignOp: _binary_fn(np.copysign),
+    arith.DivSIOp: _binary_fn(lambda a, b: np.floor_divide(a, b) + ((np.remainder(a, b) != 0) & ((a < 0) != (b < 0)))),
 }
 
 

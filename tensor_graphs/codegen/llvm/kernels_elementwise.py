@@ -40,7 +40,7 @@ def _emit_binary(ctx: KernelContext, op: Operation) -> None:
     assert isinstance(op, buf.ElementwiseBinaryKernel)
     el = _require_same_element(op, [*op.inputs, op.output])
     fn = op.fn.data if isinstance(op, buf.BinaryOp) else _BINARY[type(op)]
-    if not isinstance(el, AnyFloat | IntegerType) or el == i1:
+    if not isinstance(el, AnyFloat | IntegerType) or el == i1 and fn not in ("mul", "add", "max", "min"):
         raise LoweringError(f"{op.name}: no codegen for {el} elements")
     check_no_overlap(ctx, op, op.output, op.inputs, in_place_ok=True)
     with _scalar_errors(op):

@@ -96,7 +96,9 @@ def select(b: FunctionBuilder, cond: SSAValue, x: SSAValue, y: SSAValue) -> SSAV
 
 
 def fabs(b: FunctionBuilder, x: SSAValue) -> SSAValue:
-    return b.add(llvm.FAbsOp(x, x.type))
+    """``|x|``: ``llvm.fabs.<type>`` named with its type (xDSL's export of ``llvm.FAbsOp``
+    declares one ``llvm.fabs`` per function, whatever the types: f32 and f64 in one body clash)."""
+    return intrinsic(b, "fabs", x)
 
 
 def copysign(b: FunctionBuilder, magnitude: SSAValue, sign: SSAValue) -> SSAValue:
@@ -419,9 +421,19 @@ _INT_BINARY: dict[str, Callable[[FunctionBuilder, SSAValue, SSAValue], SSAValue]
 BINARY = _FLOAT_BINARY
 
 
+#: bool (``i1``) operands, as torch computes them: ``*`` and ``min`` are and, ``+`` and ``max`` or
+_BOOL_BINARY: dict[str, Callable[[FunctionBuilder, SSAValue, SSAValue], SSAValue]] = {
+    "mul": lambda b, x, y: b.add(llvm.AndOp(x, y)),
+    "min": lambda b, x, y: b.add(llvm.AndOp(x, y)),
+    "add": lambda b, x, y: b.add(llvm.OrOp(x, y)),
+    "max": lambda b, x, y: b.add(llvm.OrOp(x, y)),
+}
+
+
 def emit_binary(b: FunctionBuilder, fn: str, x: SSAValue, y: SSAValue) -> SSAValue:
-    """``fn(x, y)`` for a key of `functions.BINARY_FUNCTIONS`; integers support add/sub/mul/max/min."""
-    table = _INT_BINARY if isinstance(x.type, IntegerType) else _FLOAT_BINARY
+    """``fn(x, y)`` for a key of `functions.BINARY_FUNCTIONS`; integers support add/sub/mul/max/min,
+    bools mul/min (and) and add/max (or)."""
+    table = _BOOL_BINARY if x.type == i1 else _INT_BINARY if isinstance(x.type, IntegerType) else _FLOAT_BINARY
     try:
         emitter = table[fn]
     except KeyError:
@@ -627,3 +639,10 @@ def emit_arith_body(b: FunctionBuilder, body: Block, args: Sequence[SSAValue]) -
     if term is None or len(term.operands) != 1:
         raise ScalarCodegenError("a fused body must end with a terminator yielding one value")
     return values[term.operands[0]]
+
+
+# the rest of Core ATen's elementwise functions (inverse and hyperbolic trigonometry, expm1,
+# log1p, rounding, ...) live in their own file and join the table here
+from tensor_graphs.codegen.llvm.scalar_math import MATH_ARITH  # noqa: E402
+
+ARITH.update(MATH_ARITH)

@@ -230,3 +230,11 @@ def body_expression(body: Block, args: Sequence[str], prefix: str = "t") -> tupl
         names[op.results[0]] = name
     assert term is not None
     return lines, names[term.operands[0]]
+
+
+# the rest of Core ATen's elementwise functions (inverse and hyperbolic trigonometry, expm1,
+# log1p, rounding, ...): their expressions and helpers live in their own file
+from tensor_graphs.codegen.triton.expressions_math import MATH_ARITH, MATH_PRELUDE  # noqa: E402
+
+ARITH.update(MATH_ARITH)
+PRELUDE += MATH_PRELUDE

@@ -265,7 +265,7 @@ def _floor_divide_float(block: Block, a: SSAValue, b: SSAValue) -> SSAValue:
     ``d = (a - m) / b``, minus one where ``m != 0`` has the other sign than ``b``, then floored
     (rounded up when ``d - floor(d) > 0.5``), and ``d == 0`` gives ``copysign(0, a / b)``.
     ``fmod`` is ``a - b * trunc(a / b)`` in f64: exact for quotients below 2^29 (beyond, the
-    quotient's last float32 bit may differ from torch's)."""
+    quotient's last float32 bit may differ from torch's); ``fmod(a, ±inf) = a``."""
 
     def emit(op):
         return append(block, op)
@@ -279,6 +279,10 @@ def _floor_divide_float(block: Block, a: SSAValue, b: SSAValue) -> SSAValue:
     small = emit(arith.CmpfOp(emit(math.AbsFOp(q64)), c(2.0**52, f64), "olt"))  # else q64 is a whole number
     whole = emit(arith.SelectOp(small, truncated, q64))
     mod = emit(arith.TruncFOp(emit(arith.SubfOp(a64, emit(arith.MulfOp(b64, whole)))), f32))
+    # fmod(a, ±inf) = a (two compares, not |b| == inf: an f32 fabs beside the f64 one above
+    # trips xDSL's LLVM export, which declares one llvm.fabs for both types)
+    infinite = emit(arith.OrIOp(emit(arith.CmpfOp(b, c(np.inf), "oeq")), emit(arith.CmpfOp(b, c(-np.inf), "oeq"))))
+    mod = emit(arith.SelectOp(infinite, a, mod))
     zero, one = c(0.0), c(1.0)
     div = emit(arith.DivfOp(emit(arith.SubfOp(a, mod)), b))
     other_sign = emit(arith.XOrIOp(emit(arith.CmpfOp(b, zero, "olt")), emit(arith.CmpfOp(mod, zero, "olt"))))
@@ -319,19 +323,33 @@ class FloorDividePattern(RewritePattern):
         ops = OpList()
         a = ops.cast(op.self, out)
         b = ops.add(scalar_constant(op.other.value.data, out)) if isinstance(op, aten.FloorDivideScalarOp) else ops.cast(op.other, out)
-        if isinstance(out, IntegerType):
-            if isinstance(op, aten.FloorDivideScalarOp):
-                known = np.asarray(op.other.value.data)
-            else:
-                divisor = op.other.owner
-                known = dense_to_array(divisor.value) if isinstance(divisor, ConstantOp) else None
-            if known is None:
-                return notify_match_failure(op, "integer floor_divide by a run-time divisor (a zero would raise in torch); divide by a constant, or in floats")
-            if (known == 0).any():
-                return notify_match_failure(op, "integer floor_divide by zero (torch raises ZeroDivisionError)")
-        build = _floor_divide_int if isinstance(out, IntegerType) else _floor_divide_float
+        if isinstance(out, IntegerType) and (problem := integer_divisor_problem(op, op.other)) is not None:
+            return notify_match_failure(op, problem)
+        build = floor_divide_body(out)
         y = ops.add(elementwise_body([a, b], op.result.type, lambda block, args: build(block, args[0], args[1])))
         rewriter.replace(op, ops, [y])
+
+
+def floor_divide_body(out) -> object:
+    """The body builder ``(block, a, b) -> floor(a / b)`` for element type ``out``."""
+    return _floor_divide_int if isinstance(out, IntegerType) else _floor_divide_float
+
+
+def integer_divisor_problem(op, divisor) -> str | None:
+    """Why an integer division of ``op`` by ``divisor`` (a Scalar property or a tensor operand)
+    cannot be compiled, or None: the divisor must be a constant without zeros (torch raises
+    on an integer division by zero, which compiled code could not)."""
+    if not isinstance(divisor, SSAValue):
+        known = np.asarray(divisor.value.data)
+    else:
+        owner = divisor.owner
+        known = dense_to_array(owner.value) if isinstance(owner, ConstantOp) else None
+    name = op.name.removeprefix("aten.")
+    if known is None:
+        return f"integer {name} by a run-time divisor (a zero would raise in torch); divide by a constant, or in floats"
+    if (known == 0).any():
+        return f"integer {name} by zero (torch raises ZeroDivisionError)"
+    return None
 
 
 class CastPattern(RewritePattern):

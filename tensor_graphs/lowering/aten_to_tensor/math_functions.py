@@ -1,0 +1,235 @@
+"""aten → tg: the elementwise functions of Core ATen that have no named tg op.
+
+Each becomes a one-op ``tg.fused_elementwise`` whose scalar body is `math`/`arith` ops (the
+mechanism `sign`/`floor` use): inverse and hyperbolic trigonometry, ``tan``, ``expm1``,
+``log1p``, ``log2``, ``log10``, ``reciprocal``, ``round`` (half to even, and to ``decimals``),
+``trunc``, ``isnan``/``isinf``, ``elu``, ``leaky_relu``, ``atan2``, ``pow.Scalar`` (a number to
+a tensor's power) and ``div`` with a rounding mode. Each level below has one entry per body op:
+an LLVM emitter (`codegen.llvm.scalar.ARITH`), a Triton expression
+(`codegen.triton.expressions.ARITH`) and a NumPy reference (`transforms.evaluate`); fusion then
+merges these bodies with their neighbours like any other.
+
+```mlir
+%y = aten.log1p %x : (tensor<2x3xf32>) -> tensor<2x3xf32>
+// becomes
+%y = tg.fused_elementwise %x : (tensor<2x3xf32>) -> tensor<2x3xf32> {
+^bb0(%a: f32):
+  %l = math.log1p %a : f32
+  tg.yield %l : f32
+}
+```
+"""
+
+from __future__ import annotations
+
+import math as pymath
+from collections.abc import Callable
+
+from xdsl.dialects import arith, math
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, IntegerType, i1
+from xdsl.ir import Block, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
+
+from tensor_graphs.dialects import aten
+from tensor_graphs.lowering.aten_to_tensor.common import OpList, append, element_type, elementwise_body, notify_match_failure, scalar_constant
+
+#: body builder: ``(op, block, args) -> the value to yield``
+Body = Callable[..., SSAValue]
+
+
+def _float_const(block: Block, value: float, like: SSAValue) -> SSAValue:
+    return append(block, arith.ConstantOp(FloatAttr(value, like.type)))
+
+
+def _math(cls) -> Body:
+    """A body of one `math` op."""
+    return lambda op, block, x: append(block, cls(x))
+
+
+def _reciprocal(op, block: Block, x: SSAValue) -> SSAValue:
+    return append(block, arith.DivfOp(_float_const(block, 1.0, x), x))
+
+
+def _round(op, block: Block, x: SSAValue) -> SSAValue:
+    """torch.round: half to even (``round(2.5) = 2``); ``decimals``: scaled by a power of ten
+    first and back after, as torch does (``x * 10^d``, or ``x / 10^-d`` for negative ``d``)."""
+    decimals = op.decimals.value.data if isinstance(op, aten.RoundDecimalsOp) else 0
+    if decimals == 0:
+        return append(block, math.RoundEvenOp(x))
+    scale = _float_const(block, 10.0 ** abs(decimals), x)
+    there, back = (arith.MulfOp, arith.DivfOp) if decimals > 0 else (arith.DivfOp, arith.MulfOp)
+    return append(block, back(append(block, math.RoundEvenOp(append(block, there(x, scale)))), scale))
+
+
+def _is_nan(op, block: Block, x: SSAValue) -> SSAValue:
+    if isinstance(x.type, IntegerType):
+        return append(block, arith.ConstantOp(IntegerAttr(0, i1)))
+    return append(block, arith.CmpfOp(x, x, "uno"))
+
+
+def _is_inf(op, block: Block, x: SSAValue) -> SSAValue:
+    if isinstance(x.type, IntegerType):
+        return append(block, arith.ConstantOp(IntegerAttr(0, i1)))
+    return append(block, arith.CmpfOp(append(block, math.AbsFOp(x)), _float_const(block, pymath.inf, x), "oeq"))
+
+
+def _elu(op, block: Block, x: SSAValue) -> SSAValue:
+    """``x > 0 ? scale * x : scale * alpha * expm1(input_scale * x)`` (NaN stays NaN)."""
+    alpha, scale, input_scale = (float(p.value.data) for p in (op.alpha, op.scale, op.input_scale))
+    negative = append(block, math.ExpM1Op(append(block, arith.MulfOp(x, _float_const(block, input_scale, x)))))
+    negative = append(block, arith.MulfOp(negative, _float_const(block, alpha * scale, x)))
+    positive = append(block, arith.MulfOp(x, _float_const(block, scale, x)))
+    above = append(block, arith.CmpfOp(x, _float_const(block, 0.0, x), "ogt"))
+    return append(block, arith.SelectOp(above, positive, negative))
+
+
+def _leaky_relu(op, block: Block, x: SSAValue) -> SSAValue:
+    """``x > 0 ? x : x * negative_slope`` (NaN stays NaN)."""
+    slope = _float_const(block, float(op.negative_slope.value.data), x)
+    above = append(block, arith.CmpfOp(x, _float_const(block, 0.0, x), "ogt"))
+    return append(block, arith.SelectOp(above, x, append(block, arith.MulfOp(x, slope))))
+
+
+#: aten op -> body over its one tensor operand (``self``), in the result's element type
+UNARY_BODIES: dict[type, Body] = {
+    aten.AcosOp: _math(math.AcosOp),
+    aten.AcoshOp: _math(math.AcoshOp),
+    aten.AsinOp: _math(math.AsinOp),
+    aten.AsinhOp: _math(math.AsinhOp),
+    aten.AtanOp: _math(math.AtanOp),
+    aten.AtanhOp: _math(math.AtanhOp),
+    aten.CoshOp: _math(math.CoshOp),
+    aten.SinhOp: _math(math.SinhOp),
+    aten.TanOp: _math(math.TanOp),
+    aten.Expm1Op: _math(math.ExpM1Op),
+    aten.Log1pOp: _math(math.Log1pOp),
+    aten.Log2Op: _math(math.Log2Op),
+    aten.Log10Op: _math(math.Log10Op),
+    aten.Exp2Op: _math(math.Exp2Op),
+    aten.TruncOp: _math(math.TruncOp),
+    aten.ReciprocalOp: _reciprocal,
+    aten.RoundOp: _round,
+    aten.RoundDecimalsOp: _round,
+    aten.EluOp: _elu,
+    aten.LeakyReluOp: _leaky_relu,
+}
+
+#: aten ops whose result is bool over an operand of any type
+PREDICATES: dict[type, Body] = {aten.IsnanOp: _is_nan, aten.IsinfOp: _is_inf}
+
+
+class MathFunctionPattern(RewritePattern):
+    """A function of :data:`UNARY_BODIES` or :data:`PREDICATES`: one-op scalar body (above)."""
+
+    def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
+        body = UNARY_BODIES.get(type(op))
+        if body is not None:
+            ops = OpList()
+            x = ops.cast(op.self, element_type(op.result))
+            ops.add(elementwise_body([x], op.result.type, lambda block, args: body(op, block, args[0])))
+            rewriter.replace(op, ops, [ops[-1].results[0]])
+            return
+        predicate = PREDICATES.get(type(op))
+        if predicate is not None:
+            rewriter.replace(op, elementwise_body([op.self], op.result.type, lambda block, args: predicate(op, block, args[0])))
+
+
+class Atan2Pattern(RewritePattern):
+    """``atan2(self, other)``: ``math.atan2`` over both operands in the result's type.
+
+    ```mlir
+    %y = aten.atan2 %a, %b : (tensor<3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+    // becomes
+    %y = tg.fused_elementwise %a, %b : (tensor<3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32> {
+    ^bb0(%x: f32, %z: f32):
+      %t = math.atan2 %x, %z : f32
+      tg.yield %t : f32
+    }
+    ```
+    """
+
+    def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, aten.Atan2Op):
+            return
+        out = element_type(op.result)
+        ops = OpList()
+        a, b = ops.cast(op.self, out), ops.cast(op.other, out)
+        y = ops.add(elementwise_body([a, b], op.result.type, lambda block, args: append(block, math.Atan2Op(*args))))
+        rewriter.replace(op, ops, [y])
+
+
+class PowScalarPattern(RewritePattern):
+    """``pow.Scalar(c, exponent)``: the number ``c`` to each element's power (``powf``).
+
+    ```mlir
+    %y = aten.pow.Scalar %e {self = 2.0 : f64} : (tensor<3xf32>) -> tensor<3xf32>
+    // becomes
+    %c = tg.constant dense<2.0> : tensor<f32>
+    %y = tg.pow %c, %e : (tensor<f32>, tensor<3xf32>) -> tensor<3xf32>
+    ```
+    """
+
+    def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, aten.PowScalarOp):
+            return
+        from tensor_graphs.dialects.tensor import PowOp
+
+        out = element_type(op.result)
+        if isinstance(out, IntegerType):
+            return notify_match_failure(op, f"pow.Scalar to an integer result ({out}): float results only")
+        ops = OpList()
+        base = ops.add(scalar_constant(op.self.value.data, out))
+        y = ops.add(PowOp(base, ops.cast(op.exponent, out), op.result.type))
+        rewriter.replace(op, ops, [y])
+
+
+class DivModePattern(RewritePattern):
+    """``div`` with a rounding mode (``torch.div(a, b, rounding_mode=...)``): none is ``a / b``
+    (``tg.div``); ``"trunc"`` the quotient rounded toward zero (floats: ``trunc(a / b)``);
+    ``"floor"`` is ``floor_divide`` (its pattern's bodies). Integer results need a constant
+    divisor without zeros, as ``floor_divide`` does (torch raises on a division by zero).
+
+    ```mlir
+    %q = aten.div.Tensor_mode %a, %b {rounding_mode = "trunc"} : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+    // becomes
+    %q = tg.fused_elementwise %a, %b : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32> {
+    ^bb0(%x: f32, %y: f32):
+      %d = arith.divf %x, %y : f32
+      %t = math.trunc %d : f32
+      tg.yield %t : f32
+    }
+    ```
+    """
+
+    def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, aten.DivTensorModeOp | aten.DivScalarModeOp):
+            return
+        from tensor_graphs.dialects.tensor import DivOp
+        from tensor_graphs.lowering.aten_to_tensor.elementwise import integer_divisor_problem, floor_divide_body
+
+        mode = op.rounding_mode.data if op.rounding_mode is not None else None
+        out = element_type(op.result)
+        ops = OpList()
+        a = ops.cast(op.self, out)
+        b = ops.add(scalar_constant(op.other.value.data, out)) if isinstance(op, aten.DivScalarModeOp) else ops.cast(op.other, out)
+        if mode is None:
+            rewriter.replace(op, ops, [ops.add(DivOp(a, b, op.result.type))])
+            return
+        if mode not in ("trunc", "floor"):
+            return notify_match_failure(op, f"rounding_mode must be None, 'trunc' or 'floor', got '{mode}'")
+        if out == i1:
+            return notify_match_failure(op, "div with a rounding mode to bool")
+        if isinstance(out, IntegerType) and (problem := integer_divisor_problem(op, op.other)) is not None:
+            return notify_match_failure(op, problem)
+        if mode == "floor":
+            body = floor_divide_body(out)
+        elif isinstance(out, IntegerType):
+            body = lambda block, x, y: append(block, arith.DivSIOp(x, y))  # noqa: E731 - rounds toward zero
+        else:
+            body = lambda block, x, y: append(block, math.TruncOp(append(block, arith.DivfOp(x, y))))  # noqa: E731
+        y = ops.add(elementwise_body([a, b], op.result.type, lambda block, args: body(block, args[0], args[1])))
+        rewriter.replace(op, ops, [y])
+
+
+def populate_math_function_patterns() -> list[RewritePattern]:
+    return [MathFunctionPattern(), Atan2Pattern(), PowScalarPattern(), DivModePattern()]
