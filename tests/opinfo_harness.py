@@ -21,8 +21,10 @@ as it is.
 and never compiles):
 
 1. eager: the module on the sample (twice, under two seeds: a result that differs, or an
-   exported graph with a ``nondeterministic_seeded`` op, is marked ``random``: a value mismatch
-   there says nothing; OpInfo's random ops seed themselves, so eager alone rarely shows it);
+   exported graph with a ``nondeterministic_seeded`` op (``rand``, ``dropout``, ``empty``:
+   OpInfo's random ops seed themselves, so eager alone rarely shows it), is marked ``random``:
+   its values are not compared (tensor_graphs' random numbers are not torch's), only the
+   structure, shapes and dtypes);
 2. ``torch.export.export(module, inputs)``: a failure (or eager's own) is outcome ``export``, as
    is tensor_graphs' ``ValueError("torch.export could not export ...")``; ``export`` cases are
    left out of every denominator;
@@ -40,11 +42,12 @@ xDSL, llvmlite, Python) or any other type; ``location``: the innermost tensor_gr
 child after ``timeout_s``, SIGKILL from the parent after ``timeout_s + 10``); ``harness`` (this
 module failed, not tensor_graphs: should not happen).
 
-**Structure.** tensor_graphs returns one tensor, or a flat tuple of them: eager's result is
-flattened (tuples, lists, named tuples, nested) to its leaves and compared leaf by leaf; a
-different number of leaves, or a tensor where eager has a Python number (or the reverse), is
-``wrong`` (``structure``). That tensor_graphs returns a plain tuple where eager returns a named
-tuple, a list or a 1-tuple is only recorded in ``note``.
+**Structure.** tensor_graphs returns eager's structure (tuples, lists, named tuples, dicts,
+nested, Python numbers and None among the tensors): a different nesting, container type (a
+plain tuple for a named tuple, a tensor for a 1-tuple), dict key or leaf type is ``wrong``
+(``structure``); a NumPy array where eager has a tensor (tensor_graphs' result for a model with
+no tensor input) counts as a tensor, noted in ``note``. Then leaf by leaf; Python numbers must be
+equal.
 
 **Tolerance.** Each tensor must have eager's shape and dtype. Integer and bool results must equal
 eager's exactly. Floating (and complex, compared as (re, im) pairs) results: NaN where eager has
@@ -246,18 +249,29 @@ def _clone(inputs: Sequence[torch.Tensor]) -> tuple:
 # --------------------------------------------------------------------------- comparing
 
 
+def _is_container(x) -> bool:
+    return isinstance(x, (tuple, list, dict)) and not isinstance(x, torch.Size)
+
+
 def _leaves(x) -> list:
-    """A result's leaves: tuples, lists and named tuples flattened (depth first)."""
-    if isinstance(x, (tuple, list)) and not isinstance(x, torch.Size):
+    """A result's leaves: tuples, lists, named tuples and dicts (in key order) flattened, depth
+    first."""
+    if isinstance(x, dict):
+        return [leaf for item in x.values() for leaf in _leaves(item)]
+    if _is_container(x):
         return [leaf for item in x for leaf in _leaves(item)]
     return [x]
 
 
 def _shape_of(x) -> str:
-    """How a result is nested: ``Tensor``, ``tuple[Tensor, Tensor]``, ``max[Tensor, Tensor]``."""
-    if isinstance(x, (tuple, list)) and not isinstance(x, torch.Size):
+    """How a result is nested: ``Tensor``, ``tuple[Tensor, Tensor]``, ``max[Tensor, Tensor]``,
+    ``dict[a: Tensor]``; a NumPy array (tensor_graphs' result when the model has no tensor input)
+    counts as a Tensor."""
+    if isinstance(x, dict):
+        return f"dict[{', '.join(f'{k}: {_shape_of(v)}' for k, v in x.items())}]"
+    if _is_container(x):
         return f"{type(x).__name__}[{', '.join(_shape_of(i) for i in x)}]"
-    return type(x).__name__
+    return "Tensor" if isinstance(x, np.ndarray) else type(x).__name__
 
 
 def _real(x: torch.Tensor) -> torch.Tensor:
@@ -275,20 +289,21 @@ def _as_tensor(x):
     return torch.from_numpy(np.ascontiguousarray(x)) if isinstance(x, np.ndarray) else x
 
 
-def compare(eager, got, ref=None) -> dict:
+def compare(eager, got, ref=None, values: bool = True) -> dict:
     """``got`` (tensor_graphs' result) against ``eager``'s, with ``ref`` (the float64 result or
-    None): ``{"ok", "detail", "tg_err", "eager_err", "note"}`` (see the module's docstring)."""
+    None): ``{"ok", "detail", "tg_err", "eager_err", "note"}`` (see the module's docstring).
+    ``values=False`` (a random op): the structure, shapes and dtypes only."""
     e_leaves = _leaves(eager)
-    g_leaves = [_as_tensor(x) for x in (list(got) if isinstance(got, tuple) else [got])]
+    g_leaves = [_as_tensor(x) for x in _leaves(got)]
     r_leaves = _leaves(ref) if ref is not None else None
     if r_leaves is not None and len(r_leaves) != len(e_leaves):
         r_leaves = None
     out = {"ok": True, "detail": None, "tg_err": 0.0, "eager_err": 0.0, "note": None}
-    e_shape, g_shape = _shape_of(eager), _shape_of(got if isinstance(got, tuple) else got)
-    if len(g_leaves) != len(e_leaves):
-        return {**out, "ok": False, "detail": f"structure: eager {e_shape}, tensor_graphs {g_shape}"}
-    if e_shape != g_shape:
-        out["note"] = f"eager {e_shape}, tensor_graphs {g_shape}"
+    e_shape, g_shape = _shape_of(eager), _shape_of(got)
+    if e_shape != g_shape or len(g_leaves) != len(e_leaves):
+        return {**out, "ok": False, "detail": f"structure: eager {e_shape[:200]}, tensor_graphs {g_shape[:200]}"}
+    if any(isinstance(x, np.ndarray) for x in _leaves(got)):
+        out["note"] = "tensor_graphs returned NumPy arrays (no tensor input)"
     for k, (e, g) in enumerate(zip(e_leaves, g_leaves)):
         where = f"result {k}: " if len(e_leaves) > 1 else ""
         if not isinstance(e, torch.Tensor):
@@ -304,6 +319,8 @@ def compare(eager, got, ref=None) -> dict:
         if g.dtype != e.dtype:
             return {**out, "ok": False, "detail": f"dtype: {where}eager {e.dtype}, tensor_graphs {g.dtype}"}
         e = e.detach()
+        if not values:
+            continue
         if not (e.is_floating_point() or e.is_complex()):
             if not torch.equal(g, e):
                 bad = int((g != e).sum())
@@ -364,10 +381,18 @@ class _Timeout(BaseException):
 
 
 def _first_line(e: BaseException) -> str:
+    """The message's first line; when it ends with ``:`` (a list follows: "1 aten op could not
+    be converted:"), with the next line too."""
     text = str(e).strip()
     if isinstance(e, KeyError) and e.args:
         text = repr(e.args[0])
-    return text.splitlines()[0][:500] if text else ""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    first = lines[0]
+    if first.endswith(":") and len(lines) > 1:
+        first = f"{first} {lines[1]}"
+    return first[:500]
 
 
 def _tg_frame(tb) -> tuple[str | None, bool]:
@@ -473,7 +498,9 @@ def evaluate(case: Case) -> dict:
     info["compile_s"] = round(time.perf_counter() - t0 - info["export_s"], 3)
     try:
         ref = _reference(op, sample, module)
-        cmp = compare(eager, got, ref)
+        cmp = compare(eager, got, ref, values=not info["random"])
+        if info["random"]:
+            cmp["note"] = "; ".join(x for x in (cmp["note"], "random: values not compared") if x)
     except Exception as e:  # noqa: BLE001
         return {**info, "outcome": "harness", "stage": "compare", "exc_type": type(e).__name__, "message": _first_line(e),
                 "location": "".join(traceback.format_exception(e)[-3:])[-600:]}

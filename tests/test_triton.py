@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import tensor_graphs as tg
+from torch.utils._pytree import tree_flatten
 from tensor_graphs.runtime_support.triton_graph import _fp32_precision
 
 pytest.importorskip("triton")
@@ -37,14 +38,17 @@ def _check(model, *inputs, tol=TOL):
     with torch.no_grad():
         ref = model(*inputs)
     got = fn(*inputs)
-    refs = ref if isinstance(ref, tuple) else (ref,)
-    gots = got if isinstance(got, tuple) else (got,)
+    refs, ref_spec = tree_flatten(ref)
+    gots, got_spec = tree_flatten(got)
+    assert got_spec == ref_spec, "the output structure differs from eager's"
     for g, r in zip(gots, refs):
         g = g.cpu()  # on a GPU the outputs stay there
         assert g.shape == r.shape
         if not r.is_floating_point():  # integers and bools: exact
             assert torch.equal(g, r)
             continue
+        assert torch.equal(g.isnan(), r.isnan()), "NaN where eager has none, or none where it has one"
+        g, r = g.nan_to_num(0.0), r.nan_to_num(0.0)
         scale = max(r.abs().max().item(), 1.0)
         assert (g - r).abs().max().item() <= tol * scale, (g - r).abs().max().item()
     return fn
@@ -72,6 +76,22 @@ def test_math_functions_in_triton():
     Kahan's expm1/log1p over tl.exp/tl.log reach ~1e-7)."""
     torch.manual_seed(0)
     _check(MathFunctions(), torch.randn(64) * 2, torch.rand(64) * 1.8 - 0.9)
+
+
+class MoreReductions(torch.nn.Module):
+    """Every reduction kind and the arg reductions (a NaN and ties in the data)."""
+
+    def forward(self, x, i):
+        return (x.amin(1), x.prod(0), (x > 1).any(1), (x > -3).all(), x.argmax(1), x.argmin(0), torch.max(x, 1),
+                x.var(1), i.amin(0), i.prod(1), i.argmax(1), i.argmin(0), i.sum(1))
+
+
+def test_reductions_in_triton():
+    torch.manual_seed(0)
+    x = torch.randn(5, 70)
+    x[1, 3] = float("nan")
+    x[2, 9] = x[2, 40] = 9.0
+    _check(MoreReductions(), x, torch.randint(-3, 4, (5, 70)))
 
 
 def test_elementwise_and_movement():

@@ -681,3 +681,23 @@ func.func @aten.div.Tensor_mode$integer_constant_divisor(%x: tensor<4xi64>) -> t
   %q = aten.div.Tensor_mode %x, %k {rounding_mode = "trunc"} : (tensor<4xi64>, tensor<i64>) -> tensor<4xi64>
   func.return %q : tensor<4xi64>
 }
+
+// -----
+
+// max.dim is the values (tg.amax) and the first position of the largest (tg.arg_reduce);
+// var is mean, squared deviations, their sum over N - correction
+// CHECK-LABEL: func.func @aten.max.dim$values_and_indices
+// CHECK:         %{{.*}} = tg.arg_reduce %{{.*}} {kind = "max", dim = 1 : i64} : (tensor<4x7xf32>) -> tensor<4xi64>
+// CHECK:         %{{.*}} = tg.amax %{{.*}} {dims = array<i64: 1>} : (tensor<4x7xf32>) -> tensor<4xf32>
+// CHECK:         tg.mean %{{.*}} {dims = array<i64: 1>, keepdim = true}
+// CHECK:         tg.sub
+// CHECK:         tg.mul
+// CHECK:         tg.sum
+// CHECK:         tg.constant dense<6.000000e+00> : tensor<f32>
+// CHECK:         tg.div
+// CHECK-NOT:     aten.
+func.func @aten.max.dim$values_and_indices(%x: tensor<4x7xf32>) -> (tensor<4xf32>, tensor<4xi64>, tensor<4xf32>) {
+  %v, %i = aten.max.dim %x {dim = 1 : i64} : (tensor<4x7xf32>) -> (tensor<4xf32>, tensor<4xi64>)
+  %s = aten.var.correction %x {dim = array<i64: -1>, correction = 1 : i64} : (tensor<4x7xf32>) -> tensor<4xf32>
+  func.return %v, %i, %s : tensor<4xf32>, tensor<4xi64>, tensor<4xf32>
+}

@@ -2623,6 +2623,309 @@ class AmaxOp(AtenOp):
 
 
 @irdl_op_definition
+class AminOp(AtenOp):
+    """``aten::amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor``"""
+
+    name = "aten.amin"
+    TARGET: ClassVar[str] = "aten::amin"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int[]"), ("keepdim", "bool"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    dim = prop_def(DenseArrayBase.constr(i64), default_value=DenseArrayBase.from_list(i64, []))
+    keepdim = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, dim: Sequence[int] = (), keepdim: bool = False, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, dim, keepdim), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_reduce(self)
+
+
+@irdl_op_definition
+class MeanOp(AtenOp):
+    """``aten::mean(Tensor self, *, ScalarType? dtype=None) -> Tensor``"""
+
+    name = "aten.mean"
+    TARGET: ClassVar[str] = "aten::mean"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dtype", "dtype?"))
+    self = operand_def(AnyTensor)
+    dtype = opt_prop_def(StringAttr)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, *, dtype: str | None = None, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, dtype), [result_type]))
+
+
+@irdl_op_definition
+class ProdOp(AtenOp):
+    """``aten::prod(Tensor self, *, ScalarType? dtype=None) -> Tensor``"""
+
+    name = "aten.prod"
+    TARGET: ClassVar[str] = "aten::prod"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dtype", "dtype?"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    dtype = opt_prop_def(StringAttr)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, *, dtype: str | None = None, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, dtype), [result_type]))
+
+
+@irdl_op_definition
+class ProdDimIntOp(AtenOp):
+    """``aten::prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor``"""
+
+    name = "aten.prod.dim_int"
+    TARGET: ClassVar[str] = "aten::prod.dim_int"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"), ("keepdim", "bool"), ("dtype", "dtype?"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    dim = prop_def(IntegerAttr[I64])
+    keepdim = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
+    dtype = opt_prop_def(StringAttr)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, dim: int, keepdim: bool = False, *, dtype: str | None = None, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, dim, keepdim, dtype), [result_type]))
+
+
+@irdl_op_definition
+class AnyOp(AtenOp):
+    """``aten::any(Tensor self) -> Tensor``"""
+
+    name = "aten.any"
+    TARGET: ClassVar[str] = "aten::any"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"),)
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_,), [result_type]))
+
+
+@irdl_op_definition
+class AnyDimOp(AtenOp):
+    """``aten::any.dim(Tensor self, int dim, bool keepdim=False) -> Tensor``"""
+
+    name = "aten.any.dim"
+    TARGET: ClassVar[str] = "aten::any.dim"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"), ("keepdim", "bool"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    dim = prop_def(IntegerAttr[I64])
+    keepdim = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, dim: int, keepdim: bool = False, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, dim, keepdim), [result_type]))
+
+
+@irdl_op_definition
+class AnyDimsOp(AtenOp):
+    """``aten::any.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor``"""
+
+    name = "aten.any.dims"
+    TARGET: ClassVar[str] = "aten::any.dims"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int[]?"), ("keepdim", "bool"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    dim = opt_prop_def(DenseArrayBase.constr(i64))
+    keepdim = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, dim: Sequence[int] | None = None, keepdim: bool = False, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, dim, keepdim), [result_type]))
+
+
+@irdl_op_definition
+class ArgmaxOp(AtenOp):
+    """``aten::argmax(Tensor self, int? dim=None, bool keepdim=False) -> Tensor``"""
+
+    name = "aten.argmax"
+    TARGET: ClassVar[str] = "aten::argmax"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int?"), ("keepdim", "bool"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    dim = opt_prop_def(IntegerAttr[I64])
+    keepdim = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, dim: int | None = None, keepdim: bool = False, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, dim, keepdim), [result_type]))
+
+
+@irdl_op_definition
+class ArgminOp(AtenOp):
+    """``aten::argmin(Tensor self, int? dim=None, bool keepdim=False) -> Tensor``"""
+
+    name = "aten.argmin"
+    TARGET: ClassVar[str] = "aten::argmin"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int?"), ("keepdim", "bool"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    dim = opt_prop_def(IntegerAttr[I64])
+    keepdim = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, dim: int | None = None, keepdim: bool = False, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, dim, keepdim), [result_type]))
+
+
+@irdl_op_definition
+class MaxDimOp(AtenOp):
+    """``aten::max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)``"""
+
+    name = "aten.max.dim"
+    TARGET: ClassVar[str] = "aten::max.dim"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"), ("keepdim", "bool"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    dim = prop_def(IntegerAttr[I64])
+    keepdim = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
+    result0 = result_def(AnyTensor)
+    result1 = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, dim: int, keepdim: bool = False, *, result_types: Sequence[Attribute]) -> None:
+        super().__init__(**_build(self.ARGS, (self_, dim, keepdim), result_types))
+
+
+@irdl_op_definition
+class MinDimOp(AtenOp):
+    """``aten::min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)``"""
+
+    name = "aten.min.dim"
+    TARGET: ClassVar[str] = "aten::min.dim"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"), ("keepdim", "bool"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    dim = prop_def(IntegerAttr[I64])
+    keepdim = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
+    result0 = result_def(AnyTensor)
+    result1 = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, dim: int, keepdim: bool = False, *, result_types: Sequence[Attribute]) -> None:
+        super().__init__(**_build(self.ARGS, (self_, dim, keepdim), result_types))
+
+
+@irdl_op_definition
+class MaxOp(AtenOp):
+    """``aten::max(Tensor self) -> Tensor``"""
+
+    name = "aten.max"
+    TARGET: ClassVar[str] = "aten::max"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"),)
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_,), [result_type]))
+
+
+@irdl_op_definition
+class MinOp(AtenOp):
+    """``aten::min(Tensor self) -> Tensor``"""
+
+    name = "aten.min"
+    TARGET: ClassVar[str] = "aten::min"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"),)
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_,), [result_type]))
+
+
+@irdl_op_definition
+class VarCorrectionOp(AtenOp):
+    """``aten::var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor``"""
+
+    name = "aten.var.correction"
+    TARGET: ClassVar[str] = "aten::var.correction"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int[]?"), ("correction", "scalar?"), ("keepdim", "bool"))
+    self = operand_def(AnyTensor)
+    dim = opt_prop_def(DenseArrayBase.constr(i64))
+    correction = opt_prop_def(ScalarAttr)
+    keepdim = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, dim: Sequence[int] | None = None, *, correction: int | float | None = None, keepdim: bool = False, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, dim, correction, keepdim), [result_type]))
+
+
+@irdl_op_definition
+class VarDimOp(AtenOp):
+    """``aten::var.dim(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False) -> Tensor``"""
+
+    name = "aten.var.dim"
+    TARGET: ClassVar[str] = "aten::var.dim"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int[]?"), ("unbiased", "bool"), ("keepdim", "bool"))
+    self = operand_def(AnyTensor)
+    dim = opt_prop_def(DenseArrayBase.constr(i64))
+    unbiased = prop_def(IntegerAttr[I1], default_value=IntegerAttr(1, i1))
+    keepdim = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, dim: Sequence[int] | None, unbiased: bool = True, keepdim: bool = False, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, dim, unbiased, keepdim), [result_type]))
+
+
+@irdl_op_definition
+class VarMeanCorrectionOp(AtenOp):
+    """``aten::var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)``"""
+
+    name = "aten.var_mean.correction"
+    TARGET: ClassVar[str] = "aten::var_mean.correction"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int[]?"), ("correction", "scalar?"), ("keepdim", "bool"))
+    self = operand_def(AnyTensor)
+    dim = opt_prop_def(DenseArrayBase.constr(i64))
+    correction = opt_prop_def(ScalarAttr)
+    keepdim = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
+    result0 = result_def(AnyTensor)
+    result1 = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, dim: Sequence[int] | None = None, *, correction: int | float | None = None, keepdim: bool = False, result_types: Sequence[Attribute]) -> None:
+        super().__init__(**_build(self.ARGS, (self_, dim, correction, keepdim), result_types))
+
+
+@irdl_op_definition
 class LinalgVectorNormOp(AtenOp):
     """``aten::linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor``"""
 
@@ -4344,6 +4647,22 @@ ATEN_OPS: dict[str, type[AtenOp]] = {op.TARGET: op for op in (
     SumOp,
     SumDimIntListOp,
     AmaxOp,
+    AminOp,
+    MeanOp,
+    ProdOp,
+    ProdDimIntOp,
+    AnyOp,
+    AnyDimOp,
+    AnyDimsOp,
+    ArgmaxOp,
+    ArgminOp,
+    MaxDimOp,
+    MinDimOp,
+    MaxOp,
+    MinOp,
+    VarCorrectionOp,
+    VarDimOp,
+    VarMeanCorrectionOp,
     LinalgVectorNormOp,
     SoftmaxIntOp,
     SoftmaxOp,
@@ -4542,6 +4861,22 @@ ATEN = Dialect(
         SumOp,
         SumDimIntListOp,
         AmaxOp,
+        AminOp,
+        MeanOp,
+        ProdOp,
+        ProdDimIntOp,
+        AnyOp,
+        AnyDimOp,
+        AnyDimsOp,
+        ArgmaxOp,
+        ArgminOp,
+        MaxDimOp,
+        MinDimOp,
+        MaxOp,
+        MinOp,
+        VarCorrectionOp,
+        VarDimOp,
+        VarMeanCorrectionOp,
         LinalgVectorNormOp,
         SoftmaxIntOp,
         SoftmaxOp,

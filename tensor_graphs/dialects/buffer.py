@@ -802,7 +802,8 @@ class CastOp(ElementwiseUnaryKernel):
 
 @irdl_op_definition
 class ReduceOp(KernelOp):
-    """``out = kind(x)`` over ``dims`` (kind: sum, mean, max)."""
+    """``out = kind(x)`` over ``dims`` (a kind of `functions.REDUCTIONS`: sum, mean, max, min,
+    prod, any)."""
 
     name = "buf.reduce"
     NUM_INPUTS: ClassVar[tuple[int, ...]] = (1,)
@@ -811,10 +812,32 @@ class ReduceOp(KernelOp):
     keepdim = prop_def(BoolAttr, default_value=bool_attr(False))
 
     def verify_kernel(self, ins, out):
-        if self.kind.data not in ("sum", "mean", "max"):
-            raise ShapeError(f"unknown reduction '{self.kind.data}'")
+        from tensor_graphs.dialects.functions import REDUCTIONS
+
+        if self.kind.data not in REDUCTIONS:
+            raise ShapeError(f"unknown reduction '{self.kind.data}' ({', '.join(REDUCTIONS)})")
         dims = tuple(self.dims.get_values())
         _same(reduced_shape(ins[0], dims, bool(self.keepdim.value.data)), out, f"reduction over {list(dims)}")
+
+
+@irdl_op_definition
+class ArgReduceOp(KernelOp):
+    """``out`` = the first position of the largest (``kind = "max"``) or smallest (``"min"``)
+    element along ``dim`` (`tg.arg_reduce`; a NaN counts as both), i64."""
+
+    name = "buf.arg_reduce"
+    NUM_INPUTS: ClassVar[tuple[int, ...]] = (1,)
+    kind = prop_def(StringAttr)
+    dim = prop_def(IntegerAttr[i64])
+    keepdim = prop_def(BoolAttr, default_value=bool_attr(False))
+
+    def verify_kernel(self, ins, out):
+        d = self.dim.value.data
+        if self.kind.data not in ("max", "min"):
+            raise ShapeError(f"unknown arg reduction '{self.kind.data}' (max, min)")
+        if not 0 <= d < len(ins[0]) or ins[0][d] == 0:
+            raise ShapeError(f"dim {d} must be a non-empty dim of {list(ins[0])}")
+        _same(reduced_shape(ins[0], (d,), bool(self.keepdim.value.data)), out, f"positions along dim {d}")
 
 
 @irdl_op_definition
@@ -1360,6 +1383,7 @@ BUF = Dialect(
         SelectOp,
         CastOp,
         ReduceOp,
+        ArgReduceOp,
         CumsumOp,
         ArgTopkOp,
         PutOp,

@@ -76,3 +76,25 @@ def apply_unary(name: str, x: np.ndarray) -> np.ndarray:
     except KeyError:
         raise KeyError(f"unknown elementwise function '{name}' (known: {', '.join(UNARY_FUNCTIONS)})") from None
     return fn(x.astype(np.float64)).astype(x.dtype)
+
+
+#: reduction kind -> NumPy reference over ``axis`` (`tg.sum`/`mean`/`amax`/`amin`/`prod`/`any`,
+#: `buf.reduce {kind}`): NaN propagates through max and min, as in torch
+REDUCTIONS: dict[str, Callable[..., np.ndarray]] = {
+    "sum": np.sum,
+    "mean": np.mean,
+    "max": np.max,
+    "min": np.min,
+    "prod": np.prod,
+    "any": np.any,
+}
+
+#: arg-reduction kind -> NumPy reference (`tg.arg_reduce`): the first position of the largest
+#: (smallest) element along ``axis``; a NaN counts as the largest and the smallest (torch's
+#: argmax and argmin return the first NaN's position)
+ARG_REDUCTIONS: dict[str, Callable[..., np.ndarray]] = {
+    "max": lambda x, axis: np.where(np.isnan(x).any(axis=axis), np.isnan(x).argmax(axis=axis), np.argmax(x, axis=axis))
+    if np.issubdtype(x.dtype, np.floating) else np.argmax(x, axis=axis),
+    "min": lambda x, axis: np.where(np.isnan(x).any(axis=axis), np.isnan(x).argmax(axis=axis), np.argmin(x, axis=axis))
+    if np.issubdtype(x.dtype, np.floating) else np.argmin(x, axis=axis),
+}

@@ -877,6 +877,75 @@ class AmaxOp(ReduceOp):
     KIND: ClassVar[str] = "max"
 
 
+@irdl_op_definition
+class AminOp(ReduceOp):
+    name = "tg.amin"
+    KIND: ClassVar[str] = "min"
+
+
+@irdl_op_definition
+class ProdOp(ReduceOp):
+    name = "tg.prod"
+    KIND: ClassVar[str] = "prod"
+
+
+@irdl_op_definition
+class AnyOp(ReduceOp):
+    """Whether any element over ``dims`` is true: an ``i1`` input (the lowering compares other
+    types with zero first)."""
+
+    name = "tg.any"
+    KIND: ClassVar[str] = "any"
+
+    def verify_(self) -> None:
+        super().verify_()
+        _check(self.input.type.element_type == i1, f"tg.any: the input holds i1, got {self.input.type}")  # type: ignore[attr-defined]
+
+
+#: reduction op class by kind (`functions.REDUCTIONS`)
+REDUCE_OPS: dict[str, type[ReduceOp]] = {c.KIND: c for c in (SumOp, MeanOp, AmaxOp, AminOp, ProdOp, AnyOp)}
+
+
+@irdl_op_definition
+class ArgReduceOp(IRDLOperation):
+    """The first position (i64) of the largest (``kind = "max"``) or smallest (``"min"``) element
+    along ``dim``, a NaN counting as both (torch.argmax / argmin); ``keepdim`` keeps ``dim`` as
+    size 1.
+
+    ```mlir
+    %i = tg.arg_reduce %x {kind = "max", dim = 1 : i64} : (tensor<4x7xf32>) -> tensor<4xi64>
+    ```
+    """
+
+    name = "tg.arg_reduce"
+    input = operand_def(AnyTensor)
+    kind = prop_def(StringAttr)
+    dim = prop_def(IntegerAttr[i64])
+    keepdim = prop_def(BoolAttr, default_value=bool_attr(False))
+    result = result_def(AnyTensor)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, input: SSAValue, kind: str, dim: int, keepdim: bool = False):
+        shape = reduced_shape(shape_of(input), (dim,), keepdim)
+        super().__init__(
+            operands=[input],
+            properties={"kind": StringAttr(kind), "dim": IntegerAttr(dim, i64), "keepdim": bool_attr(keepdim)},
+            result_types=[TensorType(i64, shape)],
+        )
+
+    def verify_(self) -> None:
+        from tensor_graphs.dialects.functions import ARG_REDUCTIONS
+
+        x, d = shape_of(self.input), self.dim.value.data
+        _check(self.kind.data in ARG_REDUCTIONS, f"tg.arg_reduce: kind must be one of {', '.join(ARG_REDUCTIONS)}, got '{self.kind.data}'")
+        _check(0 <= d < len(x) and x[d] > 0, f"tg.arg_reduce: dim {d} must be a non-empty dim of {list(x)}")
+        expected = reduced_shape(x, (d,), bool(self.keepdim.value.data))
+        _check(shape_of(self.result) == expected, f"tg.arg_reduce: result shape {list(shape_of(self.result))} should be {list(expected)}")
+        _check(self.result.type.element_type == i64, "tg.arg_reduce: the result holds i64 positions")  # type: ignore[attr-defined]
+
+
 class _AlongDimOp(IRDLOperation, abc.ABC):
     """Same type in and out, computed along one ``dim`` (softmax, log_softmax, cumsum)."""
 
@@ -1477,6 +1546,10 @@ TG = Dialect(
         SumOp,
         MeanOp,
         AmaxOp,
+        AminOp,
+        ProdOp,
+        AnyOp,
+        ArgReduceOp,
         SoftmaxOp,
         LogSoftmaxOp,
         CumsumOp,

@@ -43,7 +43,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from tensor_graphs.dialects.dense import dense_from_numpy
 from tensor_graphs.dialects.dense import numpy_dtype_of as numpy_dtype
-from tensor_graphs.dialects.functions import UNARY_FUNCTIONS, apply_unary
+from tensor_graphs.dialects.functions import ARG_REDUCTIONS, REDUCTIONS, UNARY_FUNCTIONS, apply_unary
 from tensor_graphs.dialects.tensor import (
     AttentionOp,
     BiasActivationOp,
@@ -62,6 +62,7 @@ from tensor_graphs.dialects.tensor import (
     LogSoftmaxOp,
     CumsumOp,
     ArgTopkOp,
+    ArgReduceOp,
     PutOp,
     GroupedMatmulOp,
     Im2colOp,
@@ -259,9 +260,15 @@ def _embedding(op: EmbeddingOp, table: np.ndarray, indices: np.ndarray) -> np.nd
 
 
 def _reduce(op: ReduceOp, x: np.ndarray) -> np.ndarray:
-    fn = {"sum": np.sum, "mean": np.mean, "max": np.max}[op.KIND]
-    source = _f64(x) if op.KIND != "max" else x
-    return fn(source, axis=op.reduce_dims, keepdims=op.keeps_dims).reshape(shape_of(op.result)).astype(_result_dtype(op))
+    """`functions.REDUCTIONS`; float sums, means and products in float64."""
+    source = _f64(x) if op.KIND in ("sum", "mean", "prod") and np.issubdtype(x.dtype, np.floating) else x
+    out = REDUCTIONS[op.KIND](source, axis=op.reduce_dims, keepdims=op.keeps_dims)
+    return np.asarray(out).reshape(shape_of(op.result)).astype(_result_dtype(op))
+
+
+def _arg_reduce(op: ArgReduceOp, x: np.ndarray) -> np.ndarray:
+    positions = ARG_REDUCTIONS[op.kind.data](x, op.dim.value.data)
+    return np.asarray(positions).reshape(shape_of(op.result)).astype(np.int64)
 
 
 def _take(op: TakeOp, x: np.ndarray, offsets: np.ndarray) -> np.ndarray:
@@ -630,6 +637,7 @@ def _evaluators() -> dict[type[Operation], Evaluator]:
         LogSoftmaxOp: _log_softmax,
         CumsumOp: _cumsum,
         ArgTopkOp: _argtopk,
+        ArgReduceOp: _arg_reduce,
         PutOp: _put,
         GroupedMatmulOp: _grouped_matmul,
         TakeOp: _take,

@@ -282,10 +282,10 @@ func.func @cast_changes_shape(%a: memref<4xf32>, %o: memref<2xf16>) {
 // -----
 
 func.func @reduce_unknown_kind(%a: memref<2x4xf32>, %o: memref<2xf32>) {
-  buf.reduce ins(%a : memref<2x4xf32>) outs(%o : memref<2xf32>) {kind = "prod", dims = array<i64: 1>}
+  buf.reduce ins(%a : memref<2x4xf32>) outs(%o : memref<2xf32>) {kind = "median", dims = array<i64: 1>}
   func.return
 }
-// CHECK: buf.reduce: unknown reduction 'prod'
+// CHECK: buf.reduce: unknown reduction 'median' (sum, mean, max, min, prod, any)
 
 // -----
 

@@ -278,3 +278,27 @@ func.func @kernel_flag_not_0_or_1(%a: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> t
   func.return %y : tensor<4x8xf32>
 }
 // CHECK: 'tg.matmul' op (%y): tg.separate_epilogue must be 0 or 1, got 2 : i64
+
+// -----
+
+func.func @arg_reduce_unknown_kind(%x: tensor<4x7xf32>) -> tensor<4xi64> {
+  %i = tg.arg_reduce %x {kind = "median", dim = 1 : i64} : (tensor<4x7xf32>) -> tensor<4xi64>
+  func.return %i : tensor<4xi64>
+}
+// CHECK: tg.arg_reduce: kind must be one of max, min, got 'median'
+
+// -----
+
+func.func @arg_reduce_of_an_empty_dim(%x: tensor<4x0xf32>) -> tensor<4xi64> {
+  %i = tg.arg_reduce %x {kind = "max", dim = 1 : i64} : (tensor<4x0xf32>) -> tensor<4xi64>
+  func.return %i : tensor<4xi64>
+}
+// CHECK: tg.arg_reduce: dim 1 must be a non-empty dim of [4, 0]
+
+// -----
+
+func.func @any_of_floats(%x: tensor<4x7xf32>) -> tensor<4xf32> {
+  %n = tg.any %x {dims = array<i64: 1>} : (tensor<4x7xf32>) -> tensor<4xf32>
+  func.return %n : tensor<4xf32>
+}
+// CHECK: tg.any: the input holds i1, got tensor<4x7xf32>

@@ -94,3 +94,17 @@ func.func @im2col(%x: tensor<1x4x7x6xf32>) -> (tensor<1x4x3x3x4x3xf32>, tensor<1
   %p = tg.im2col %x {kernel = array<i64: 2, 2>, stride = array<i64: 2, 2>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, pad_value = 0xff800000 : f32} : (tensor<1x4x7x6xf32>) -> tensor<1x4x2x2x4x3xf32>
   func.return %c, %p : tensor<1x4x3x3x4x3xf32>, tensor<1x4x2x2x4x3xf32>
 }
+
+// The reductions besides sum/mean/amax, and the arg reductions (argmax, argmin)
+// CHECK-LABEL: func.func @more_reductions
+func.func @more_reductions(%x: tensor<4x7xf32>, %m: tensor<4x7xi1>) -> (tensor<4xf32>, tensor<7xf32>, tensor<4x1xi1>, tensor<4xi64>) {
+  // CHECK-NEXT: %a = tg.amin %x {dims = array<i64: 1>} : (tensor<4x7xf32>) -> tensor<4xf32>
+  %a = tg.amin %x {dims = array<i64: 1>} : (tensor<4x7xf32>) -> tensor<4xf32>
+  // CHECK-NEXT: %p = tg.prod %x {dims = array<i64: 0>} : (tensor<4x7xf32>) -> tensor<7xf32>
+  %p = tg.prod %x {dims = array<i64: 0>} : (tensor<4x7xf32>) -> tensor<7xf32>
+  // CHECK-NEXT: %n = tg.any %m {dims = array<i64: 1>, keepdim = true} : (tensor<4x7xi1>) -> tensor<4x1xi1>
+  %n = tg.any %m {dims = array<i64: 1>, keepdim = true} : (tensor<4x7xi1>) -> tensor<4x1xi1>
+  // CHECK-NEXT: %i = tg.arg_reduce %x {kind = "max", dim = 1 : i64} : (tensor<4x7xf32>) -> tensor<4xi64>
+  %i = tg.arg_reduce %x {kind = "max", dim = 1 : i64} : (tensor<4x7xf32>) -> tensor<4xi64>
+  func.return %a, %p, %n, %i : tensor<4xf32>, tensor<7xf32>, tensor<4x1xi1>, tensor<4xi64>
+}

@@ -1,4 +1,5 @@
-"""Emitters of `buf.reduce {kind, dims}` (sum, mean, max) and of the scan `buf.cumsum {dim}`;
+"""Emitters of `buf.reduce {kind, dims}` (sum, mean, max, min, prod, any: `reduction`), of
+`buf.arg_reduce` (argmax, argmin) and of the scan `buf.cumsum {dim}`;
 importing this module registers them into :data:`kernels.REGISTRY` (``convert_buffer_to_llvm``
 imports it).
 
@@ -13,7 +14,7 @@ import math
 from collections.abc import Callable
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import AnyFloat, IntegerType, i1
+from xdsl.dialects.builtin import AnyFloat, IntegerType, i1, i64
 from xdsl.ir import Operation, SSAValue
 
 from tensor_graphs.codegen.llvm.kernels import (
@@ -21,29 +22,56 @@ from tensor_graphs.codegen.llvm.kernels import (
     Access,
     KernelContext,
     LoweringError,
-    _require_float,
+    _element,
     _require_same_element,
     _shape,
     check_no_overlap,
     emit_pointwise,
 )
-from tensor_graphs.codegen.llvm.loops import FunctionBuilder, collapse_dims, emit_carried_loop, emit_strided_nest
-from tensor_graphs.codegen.llvm.scalar import emit_binary, fdiv, fmax
+from tensor_graphs.codegen.llvm.loops import FunctionBuilder, collapse_dims, emit_carried_loop, emit_strided_nest, icmp
+from tensor_graphs.codegen.llvm.scalar import emit_binary, fcmp, fdiv, fmax, fmin, select
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.shapes import contiguous_strides, numel
 
-def _combine(kind: str) -> Callable[[FunctionBuilder, SSAValue, SSAValue], SSAValue]:
+#: reduction kind -> its name in `scalar.emit_binary` for integers and bools (floats: `_FLOAT_COMBINE`)
+_COMBINE = {"sum": "add", "mean": "add", "prod": "mul", "max": "max", "min": "min", "any": "max"}
+
+
+def _float_combine(kind: str) -> Callable[[FunctionBuilder, SSAValue, SSAValue], SSAValue]:
     if kind == "max":
         return fmax
-    # reassoc lets the vectoriser keep vector partial sums (a different, usually better, rounding)
+    if kind == "min":
+        return fmin
+    # reassoc lets the vectoriser keep vector partial results (a different, usually better, rounding)
     reassoc = llvm.FastMathAttr([llvm.FastMathFlag.REASSOC])
+    if kind == "prod":
+        return lambda b, acc, x: b.add(llvm.FMulOp(acc, x, reassoc))
     return lambda b, acc, x: b.add(llvm.FAddOp(acc, x, reassoc))
+
+
+def reduction(kind: str, el) -> tuple[float | int, Callable[[FunctionBuilder, SSAValue, SSAValue], SSAValue]]:
+    """The identity and the combining step of reduction ``kind`` over elements of ``el`` (float:
+    NaN-propagating max/min; integers: signed; i1: or for any/max, and for min/prod)."""
+    if isinstance(el, AnyFloat):
+        identity = {"max": -math.inf, "min": math.inf, "prod": 1.0}.get(kind, 0.0)
+        return identity, _float_combine(kind)
+    if el == i1:
+        if kind not in ("any", "max", "min", "prod"):
+            raise LoweringError(f"buf.reduce: no {kind} of i1 elements (cast to a number type first)")
+        return int(kind in ("min", "prod")), lambda b, acc, x: emit_binary(b, _COMBINE[kind], acc, x)
+    if kind in ("mean", "any"):
+        raise LoweringError(f"buf.reduce: no {kind} of {el} elements")
+    width = el.width.data
+    identity = {"max": -(1 << (width - 1)), "min": (1 << (width - 1)) - 1, "prod": 1}.get(kind, 0)
+    return identity, lambda b, acc, x: emit_binary(b, _COMBINE[kind], acc, x)
 
 
 def _emit_reduce(ctx: KernelContext, op: Operation) -> None:
     assert isinstance(op, buf.ReduceOp)
     x, out = op.inputs[0], op.output
-    el = _require_float(op, [x, out])
+    el = _require_same_element(op, [x, out])
+    if not isinstance(el, AnyFloat | IntegerType):
+        raise LoweringError(f"{op.name}: no codegen for {el} elements")
     check_no_overlap(ctx, op, out, [x], in_place_ok=False)
     kind = op.kind.data
     shape = _shape(x)
@@ -53,8 +81,7 @@ def _emit_reduce(ctx: KernelContext, op: Operation) -> None:
         return
     b = ctx.b
     xp, outp = ctx.ptr(x), ctx.ptr(out)
-    combine = _combine(kind)
-    identity = -math.inf if kind == "max" else 0.0
+    identity, combine = reduction(kind, el)
     in_st = contiguous_strides(shape)
     kept = [d for d in range(len(shape)) if d not in dims]
     kept_shape = [shape[d] for d in kept]
@@ -128,5 +155,46 @@ def _emit_cumsum(ctx: KernelContext, op: Operation) -> None:
     emit_strided_nest(b, [outer, n - 1, inner], [strides] * 3, step, collapse=False, bases=[inner, 0, inner])
 
 
+def _emit_arg_reduce(ctx: KernelContext, op: Operation) -> None:
+    """Per output element, one pass along ``dim`` carrying the best value and its position: a
+    strictly better element replaces it (so the first of equal ones stays), and for floats the
+    first NaN replaces any number and is never replaced (torch's argmax/argmin)."""
+    assert isinstance(op, buf.ArgReduceOp)
+    x, out = op.inputs[0], op.output
+    el = _element(x)
+    if not isinstance(el, AnyFloat | IntegerType) or _element(out) != i64:
+        raise LoweringError(f"{op.name}: positions (i64) of float or integer elements, got {x.type} -> {out.type}")
+    check_no_overlap(ctx, op, out, [x], in_place_ok=False)
+    shape, dim, largest = _shape(x), op.dim.value.data, op.kind.data == "max"
+    kept = [d for d in range(len(shape)) if d != dim]
+    kept_shape = [shape[d] for d in kept]
+    in_st = contiguous_strides(shape)
+    if numel(kept_shape) == 0:
+        return
+    b = ctx.b
+    xp, outp = ctx.ptr(x), ctx.ptr(out)
+
+    def better(v: SSAValue, best: SSAValue) -> SSAValue:
+        if isinstance(el, IntegerType):
+            return icmp(b, "sgt" if largest else "slt", v, best)
+        beats = fcmp(b, "ogt" if largest else "olt", v, best)
+        first_nan = b.add(llvm.AndOp(fcmp(b, "uno", v, v), fcmp(b, "ord", best, best)))
+        return b.add(llvm.OrOp(beats, first_nan))
+
+    def per_output(offs: list[SSAValue | None]) -> None:
+        base = offs[1] if offs[1] is not None else b.i64(0)
+
+        def step(i: SSAValue, acc: list[SSAValue]) -> list[SSAValue]:
+            v = b.load_element(xp, b.add_i64(base, b.mul_i64(i, b.i64(in_st[dim]))), el)
+            take = better(v, acc[0])
+            return [select(b, take, v, acc[0]), select(b, take, i, acc[1])]
+
+        _, position = emit_carried_loop(b, shape[dim], [b.load_element(xp, base, el), b.i64(0)], step)
+        b.store_element(position, outp, offs[0], i64)
+
+    emit_strided_nest(b, kept_shape, [contiguous_strides(kept_shape), [in_st[d] for d in kept]], per_output)
+
+
 REGISTRY[buf.ReduceOp] = _emit_reduce
+REGISTRY[buf.ArgReduceOp] = _emit_arg_reduce
 REGISTRY[buf.CumsumOp] = _emit_cumsum

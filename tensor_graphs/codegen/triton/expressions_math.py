@@ -16,6 +16,12 @@ from xdsl.ir import Operation
 
 MATH_PRELUDE = '''
 @triton.jit
+def _mul(a, b):
+    # the combining function of a product (tl.reduce): Triton has no tl.prod
+    return a * b
+
+
+@triton.jit
 def _expm1(x):
     u = tl.exp(x)
     um1 = u - 1.0

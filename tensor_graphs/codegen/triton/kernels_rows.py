@@ -122,13 +122,35 @@ def emit_norm(ctx: TritonContext, op: Operation) -> None:
     ctx.launch(name, (rows,), [*op.inputs, out])  # type: ignore[attr-defined]
 
 
-_REDUCE = {"sum": ("0.0", "tl.sum", "+"), "mean": ("0.0", "tl.sum", "+"), "max": ("float('-inf')", "tl.max", "max")}
+#: reduction kind -> (identity of a float, of an int, ``tl`` reduction of a chunk, how it joins the
+#: accumulator); a product has no ``tl`` function: ``tl.reduce`` with `_mul` (in the prelude)
+_REDUCE = {
+    "sum": ("0.0", "0", "tl.sum(v, 0)", "acc + {r}"),
+    "mean": ("0.0", "0", "tl.sum(v, 0)", "acc + {r}"),
+    "max": ("float('-inf')", "{min}", "tl.max(v, 0)", "tl.maximum(acc, {r})"),
+    "min": ("float('inf')", "{max}", "tl.min(v, 0)", "tl.minimum(acc, {r})"),
+    "prod": ("1.0", "1", "tl.reduce(v, 0, _mul)", "acc * {r}"),
+    "any": ("0.0", "0", "tl.max(v, 0)", "tl.maximum(acc, {r})"),
+}
+
+_INT_LIMITS = {"tl.int8": 7, "tl.int16": 15, "tl.int32": 31, "tl.int64": 63, "tl.int1": 0}
+
+
+def _reduce_type(out: str) -> tuple[str, bool]:
+    """The accumulator's ``tl`` type for an output of ``out`` and whether it is an integer: float32
+    for floats below float64, the integer itself (int32 for narrower ones)."""
+    if out == "tl.float64":
+        return out, False
+    if out.startswith("tl.float") or out == "tl.bfloat16":
+        return "tl.float32", False
+    return sum_type(out), True
 
 
 @register(buf.ReduceOp)
 def emit_reduce(ctx: TritonContext, op: Operation) -> None:
-    """``kind`` (sum, mean, max) over ``dims``: one program per output element, the reduced
-    elements enumerated flat in chunks (their offsets from the reduced dims' strides)."""
+    """``kind`` (`functions.REDUCTIONS`) over ``dims``: one program per output element, the
+    reduced elements enumerated flat in chunks (their offsets from the reduced dims' strides);
+    floats accumulate in float32 (float64 in float64), integers and bools in their integer type."""
     assert isinstance(op, buf.ReduceOp)
     x, out = op.inputs[0], op.output
     dims = shape(x)
@@ -143,17 +165,22 @@ def emit_reduce(ctx: TritonContext, op: Operation) -> None:
     if outs == 0:
         return
     block = min(pow2(r), MAX_ROW_BLOCK)
-    init, combine, step = _REDUCE[kind]
+    acc_type, integer = _reduce_type(element(out))
+    float_init, int_init, chunk, join = _REDUCE[kind]
+    bits = _INT_LIMITS.get(acc_type, 63)
+    init = int_init.format(min=-(1 << bits) if bits else 0, max=(1 << bits) - 1 if bits else 1) if integer else float_init
+    if element(out) == "tl.int1":  # bools: any/max is or, min/prod is and
+        init = "1" if kind in ("min", "prod") else "0"
     body = [f"row = {program_id(0, numel(dims))}"]
     body += index_lines("row", [dims[d] for d in kept], prefix="o") if kept else []
     base = " + ".join(f"o{k} * {st[d]}" for k, d in enumerate(kept)) or "0"
-    body += [f"base = {base}", f"acc = tl.full([], {init}, tl.float32)", f"for c in range(0, {r}, {block}):",
+    body += [f"base = {base}", f"acc = tl.full([], {init}, {acc_type})", f"for c in range(0, {r}, {block}):",
              f"    cols = c + tl.arange(0, {block})", f"    m = cols < {r}"]
     body += ["    " + line for line in index_lines("cols", r_dims, prefix="j")]
     at = " + ".join(f"j{k} * {st[d]}" for k, d in enumerate(reduced)) or "0"
-    body += [f"    v = tl.load(x + base + {at}, mask=m, other={init}).to(tl.float32)",
-             f"    acc = {'acc + ' + combine + '(v, 0)' if step == '+' else 'tl.maximum(acc, ' + combine + '(v, 0))'}"]
-    if kind == "max":  # a NaN anywhere makes the max NaN, as PyTorch's (the GPU's max drops NaNs)
+    body += [f"    v = tl.load(x + base + {at}, mask=m, other={init}).to({acc_type})",
+             f"    acc = {join.format(r=chunk)}"]
+    if kind in ("max", "min") and not integer:  # a NaN anywhere is the result, as PyTorch's (the GPU's drops NaNs)
         body.insert(body.index(f"for c in range(0, {r}, {block}):"), "nans = tl.full([], 0, tl.int32)")
         body.append("    nans += tl.sum((v != v).to(tl.int32), 0)")
         body.append("acc = tl.where(nans > 0, float('nan'), acc)")
@@ -161,6 +188,50 @@ def emit_reduce(ctx: TritonContext, op: Operation) -> None:
         body.append(f"acc = acc / {r}")
     body.append(f"tl.store(out + row, acc.to({element(out)}))")
     ctx.launch(ctx.kernel("reduce_" + kind, ["x", "out"], body), (outs,), [x, out])
+
+
+@register(buf.ArgReduceOp)
+def emit_arg_reduce(ctx: TritonContext, op: Operation) -> None:
+    """The first position of the largest (smallest) element along ``dim``, a NaN counting as
+    both: one program per output element; each chunk's best (``tl.argmax``/``argmin``, the first
+    position among equals) replaces the carried one when strictly better, so the earliest
+    position wins a tie; the first NaN, once seen, is the answer."""
+    assert isinstance(op, buf.ArgReduceOp)
+    x, out = op.inputs[0], op.output
+    dims = shape(x)
+    rows, d, inner = _row(dims, op.dim.value.data)
+    if rows == 0:
+        return
+    largest = op.kind.data == "max"
+    el = element(x)
+    integer = not (el.startswith("tl.float") or el == "tl.bfloat16")
+    vt = "tl.int64" if integer else "tl.float32"
+    worst = ("-2**63" if largest else "2**63 - 1") if integer else ("float('-inf')" if largest else "float('inf')")
+    arg, red, better = ("tl.argmax", "tl.max", ">") if largest else ("tl.argmin", "tl.min", "<")
+    block = min(pow2(d), MAX_ROW_BLOCK)
+    body = _row_base(inner, d, numel(dims)) + [
+        f"best = tl.full([], {worst}, {vt})",
+        "pos = tl.full([], 0, tl.int64)",
+        "nan = tl.full([], 0, tl.int32)",
+        f"for c in range(0, {d}, {block}):",
+        f"    cols = c + tl.arange(0, {block})",
+        f"    m = cols < {d}",
+        f"    v = tl.load(x + base + {_at(inner)}, mask=m, other={worst}).to({vt})",
+    ]
+    if not integer:  # the first NaN is the answer, whatever comes after
+        body += ["    isnan = (v != v) & m",
+                 "    k = tl.argmax(isnan.to(tl.int32), 0, tie_break_left=True)",
+                 "    first_nan = (nan == 0) & (tl.sum(isnan.to(tl.int32), 0) > 0)",
+                 "    pos = tl.where(first_nan, c + k, pos)",
+                 "    nan = tl.where(first_nan, 1, nan)",
+                 f"    v = tl.where(isnan, {worst}, v)"]
+    body += [f"    i = {arg}(v, 0, tie_break_left=True)",
+             f"    cand = {red}(v, 0)",
+             f"    take = (nan == 0) & (cand {better} best)",
+             "    pos = tl.where(take, c + i, pos)",
+             "    best = tl.where(take, cand, best)"]
+    body.append("tl.store(out + row, pos.to(tl.int64))")
+    ctx.launch(ctx.kernel("arg_reduce_" + op.kind.data, ["x", "out"], body), (rows,), [x, out])
 
 
 @register(buf.CumsumOp)

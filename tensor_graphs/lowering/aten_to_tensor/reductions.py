@@ -1,4 +1,5 @@
-"""aten → tg: reductions (mean, sum, amax over dims, the 2-norm), softmax / log_softmax and cumsum.
+"""aten → tg: reductions (mean, sum, amax, amin, prod, any over dims; argmax, argmin, max.dim,
+min.dim; var; the 2-norm), softmax / log_softmax and cumsum.
 
 Dims are normalised (negative counted from the end), deduplicated and sorted; an empty or absent
 dim list means every dim, as in torch.
@@ -11,14 +12,42 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewri
 from tensor_graphs.dialects import aten
 from tensor_graphs.dialects.aten import normalize_dim
 from tensor_graphs.dialects.shapes import ShapeError
-from tensor_graphs.dialects.tensor import AmaxOp, CumsumOp, LogSoftmaxOp, MeanOp, MulOp, SoftmaxOp, SqrtOp, SumOp, shape_of
-from tensor_graphs.lowering.aten_to_tensor.common import OpList, element_type, notify_match_failure
+from xdsl.dialects.builtin import IntegerAttr, i1
+
+from tensor_graphs.dialects.shapes import numel
+from tensor_graphs.dialects.tensor import (
+    AmaxOp,
+    AminOp,
+    AnyOp,
+    ArgReduceOp,
+    CumsumOp,
+    DivOp,
+    LogSoftmaxOp,
+    MeanOp,
+    MulOp,
+    ProdOp,
+    SoftmaxOp,
+    SqrtOp,
+    SubOp,
+    SumOp,
+    shape_of,
+)
+from tensor_graphs.lowering.aten_to_tensor.common import OpList, element_type, notify_match_failure, scalar_constant
 
 _REDUCTIONS = {
     aten.MeanDimOp: MeanOp,
+    aten.MeanOp: MeanOp,
     aten.SumDimIntListOp: SumOp,
     aten.SumOp: SumOp,
     aten.AmaxOp: AmaxOp,
+    aten.AminOp: AminOp,
+    aten.MaxOp: AmaxOp,
+    aten.MinOp: AminOp,
+    aten.ProdOp: ProdOp,
+    aten.ProdDimIntOp: ProdOp,
+    aten.AnyOp: AnyOp,
+    aten.AnyDimOp: AnyOp,
+    aten.AnyDimsOp: AnyOp,
 }
 
 _SOFTMAX = {
@@ -44,17 +73,115 @@ class ReducePattern(RewritePattern):
         tg_op = _REDUCTIONS.get(type(op))
         if tg_op is None:
             return
-        rank = len(shape_of(op.self))
-        dims_attr = getattr(op, "dim", None)
-        dims = list(dims_attr.get_values()) if dims_attr is not None else []
         try:
-            dims = sorted({normalize_dim(d, rank) for d in dims}) if dims else list(range(rank))
+            dims = reduced_dims(op)
         except ShapeError as e:
             return notify_match_failure(op, str(e))
         keepdim = bool(op.keepdim.value.data) if hasattr(op, "keepdim") else False
         ops = OpList()
-        x = ops.cast(op.self, element_type(op.result))
-        y = ops.add(tg_op(x, tuple(dims), keepdim))
+        x = ops.cast(op.self, element_type(op.results[0]))  # any: "!= 0", as the cast to bool
+        if tg_op is AnyOp and element_type(op.results[0]) != i1:  # any of uint8 gives uint8
+            y = ops.cast(ops.add(AnyOp(ops.cast(op.self, i1), tuple(dims), keepdim)), element_type(op.results[0]))
+        else:
+            y = ops.add(tg_op(x, tuple(dims), keepdim))
+        rewriter.replace(op, ops, [y])
+
+
+def reduced_dims(op) -> list[int]:
+    """The sorted, non-negative dims ``op`` reduces: its ``dim`` (an int or a list; None or an
+    empty list: every dim), as torch reads them. A ShapeError for a dim out of range."""
+    rank = len(shape_of(op.self))
+    attr = getattr(op, "dim", None)
+    if attr is None:
+        dims = []
+    elif isinstance(attr, IntegerAttr):
+        dims = [attr.value.data]
+    else:
+        dims = list(attr.get_values())
+    return sorted({normalize_dim(d, max(rank, 1)) for d in dims}) if dims and rank else list(range(rank))
+
+
+class ArgReducePattern(RewritePattern):
+    """``argmax``/``argmin`` → ``tg.arg_reduce`` (no dim: over the flattened input), and
+    ``max.dim``/``min.dim`` → ``tg.amax``/``tg.amin`` for the values and ``tg.arg_reduce`` for
+    the indices (a NaN is the largest and the smallest, its first position the index).
+
+    ```mlir
+    %v, %i = aten.max.dim %x {dim = 1 : i64} : (tensor<4x7xf32>) -> (tensor<4xf32>, tensor<4xi64>)
+    // becomes
+    %v = tg.amax %x {dims = array<i64: 1>} : (tensor<4x7xf32>) -> tensor<4xf32>
+    %i = tg.arg_reduce %x {kind = "max", dim = 1 : i64} : (tensor<4x7xf32>) -> tensor<4xi64>
+    ```
+    """
+
+    _KINDS = {aten.ArgmaxOp: "max", aten.ArgminOp: "min", aten.MaxDimOp: "max", aten.MinDimOp: "min"}
+
+    def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
+        kind = self._KINDS.get(type(op))
+        if kind is None:
+            return
+        shape = shape_of(op.self)
+        ops = OpList()
+        x = op.self
+        if op.dim is None or not shape:  # argmax over everything: the flattened input
+            x, dim, keepdim = ops.reshape(x, (max(numel(shape), 1),)), 0, False
+        else:
+            try:
+                dim, keepdim = normalize_dim(op.dim.value.data, len(shape)), bool(op.keepdim.value.data)
+            except ShapeError as e:
+                return notify_match_failure(op, str(e))
+        if shape_of(x)[dim] == 0:
+            return notify_match_failure(op, f"{op.name} of an empty dim (torch raises)")
+        indices = ops.reshape(ops.add(ArgReduceOp(x, kind, dim, keepdim)), shape_of(op.results[-1]))
+        if isinstance(op, aten.ArgmaxOp | aten.ArgminOp):
+            rewriter.replace(op, ops, [indices])
+            return
+        values = ops.add((AmaxOp if kind == "max" else AminOp)(x, (dim,), keepdim))
+        rewriter.replace(op, ops, [values, indices])
+
+
+class VariancePattern(RewritePattern):
+    """``var.correction`` / ``var.dim`` / ``var_mean.correction`` (both results):
+    ``sum((x - mean)^2) / max(0, N - correction)`` over the
+    dims (``N`` their element count; ``unbiased`` is correction 1), as torch computes it (a
+    zero divisor gives NaN or inf).
+
+    ```mlir
+    %v = aten.var.correction %x {dim = array<i64: 1>, correction = 1 : i64} : (tensor<4x7xf32>) -> tensor<4xf32>
+    // becomes
+    %m = tg.mean %x {dims = array<i64: 1>, keepdim = true} : (tensor<4x7xf32>) -> tensor<4x1xf32>
+    %d = tg.sub %x, %m : (tensor<4x7xf32>, tensor<4x1xf32>) -> tensor<4x7xf32>
+    %q = tg.mul %d, %d : (tensor<4x7xf32>, tensor<4x7xf32>) -> tensor<4x7xf32>
+    %s = tg.sum %q {dims = array<i64: 1>} : (tensor<4x7xf32>) -> tensor<4xf32>
+    %n = tg.constant dense<6.0> : tensor<f32>
+    %v = tg.div %s, %n : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+    ```
+    """
+
+    def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, aten.VarCorrectionOp | aten.VarDimOp | aten.VarMeanCorrectionOp):
+            return
+        try:
+            dims = tuple(reduced_dims(op))
+        except ShapeError as e:
+            return notify_match_failure(op, str(e))
+        if isinstance(op, aten.VarDimOp):
+            correction = 1.0 if bool(op.unbiased.value.data) else 0.0
+        else:
+            correction = float(op.correction.value.data) if op.correction is not None else 1.0
+        shape = shape_of(op.self)
+        count = numel([shape[d] for d in dims])
+        keepdim = bool(op.keepdim.value.data)
+        out = element_type(op.results[0])
+        ops = OpList()
+        x = ops.cast(op.self, out)
+        mean = ops.add(MeanOp(x, dims, True))
+        d = ops.add(SubOp(x, mean, x.type))
+        total = ops.add(SumOp(ops.add(MulOp(d, d, x.type)), dims, keepdim))
+        y = ops.add(DivOp(total, ops.add(scalar_constant(max(0.0, count - correction), out)), total.type))
+        if isinstance(op, aten.VarMeanCorrectionOp):  # (var, mean)
+            rewriter.replace(op, ops, [y, mean if keepdim else ops.reshape(mean, shape_of(op.results[1]))])
+            return
         rewriter.replace(op, ops, [y])
 
 
@@ -104,7 +231,7 @@ class CumsumPattern(RewritePattern):
         except ShapeError as e:
             return notify_match_failure(op, str(e))
         ops = OpList()
-        x = ops.cast(op.self, element_type(op.result))
+        x = ops.cast(op.self, element_type(op.results[0]))
         if not shape:  # a rank-0 cumsum is the value itself
             return rewriter.replace(op, ops, [x])
         y = ops.add(CumsumOp(x, dim))
@@ -134,7 +261,7 @@ class VectorNormPattern(RewritePattern):
         except ShapeError as e:
             return notify_match_failure(op, str(e))
         ops = OpList()
-        x = ops.cast(op.self, element_type(op.result))
+        x = ops.cast(op.self, element_type(op.results[0]))
         squares = ops.add(MulOp(x, x, x.type))
         total = ops.add(SumOp(squares, tuple(dims), bool(op.keepdim.value.data)))
         y = ops.add(SqrtOp(total))
@@ -142,4 +269,4 @@ class VectorNormPattern(RewritePattern):
 
 
 def populate_reduction_patterns() -> list[RewritePattern]:
-    return [ReducePattern(), SoftmaxPattern(), CumsumPattern(), VectorNormPattern()]
+    return [ReducePattern(), ArgReducePattern(), VariancePattern(), SoftmaxPattern(), CumsumPattern(), VectorNormPattern()]

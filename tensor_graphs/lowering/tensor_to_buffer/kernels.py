@@ -718,7 +718,7 @@ _register_all(
     ),
     KernelVariant("embedding.gather", _embedding),
 )
-for _cls in (tg.SumOp, tg.MeanOp, tg.AmaxOp):
+for _cls in tg.REDUCE_OPS.values():
     register_kernel(
         _cls,
         KernelVariant(
@@ -727,6 +727,8 @@ for _cls in (tg.SumOp, tg.MeanOp, tg.AmaxOp):
             description="buf.reduce {kind}",
         ),
     )
+register_kernel(tg.ArgReduceOp, KernelVariant("arg_reduce.loop", _same_props(buf.ArgReduceOp, "kind", "dim", "keepdim"),
+                                             description="one pass per output element"))
 register_kernel(tg.SoftmaxOp, KernelVariant("softmax.loop", _same_props(buf.SoftmaxOp, "dim", log=tg.bool_attr(False))))
 register_kernel(tg.LogSoftmaxOp, KernelVariant("log_softmax.loop", _same_props(buf.SoftmaxOp, "dim", log=tg.bool_attr(True))))
 register_kernel(tg.TakeOp, KernelVariant("take.gather", _same_props(buf.TakeOp), description="element gather by checked offsets"))
