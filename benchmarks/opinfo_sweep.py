@@ -13,10 +13,11 @@ exportable ops and the count of each outcome, then per outcome kind (not pass, n
 most frequent messages (numbers folded to ``N``), and the ATen ops without a translation by the
 OpInfo ops each blocks.
 
-Time: a full float32 sweep (677 OpInfos, 1,313 cases at ``--samples 2``) takes about 11 minutes
-with ``--jobs 1`` on a 2-vCPU Zen 3 machine (about 0.4 s a case: the fork, the sample, eager,
-``torch.export``, the compile; plus ~25 s to enumerate the samples and ~10 s of imports).
-``--jobs 2`` runs two children at a time (no more on a 2-core machine).
+Time: a full float32 sweep (677 OpInfos, 1,313 cases at ``--samples 2``) took 14.4 and 17.5
+minutes (863 s, 1,048 s) with ``--jobs 1`` on a 2-vCPU Zen 3 machine that was running other work
+too: 0.65-0.8 s a case (the fork, rebuilding the sample, eager twice and in float64,
+``torch.export``, the compile, the call), plus ~25 s to enumerate the samples and ~10 s of
+imports. ``--jobs 2`` runs two children at a time (no more on a 2-core machine).
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ class Loop(torch.nn.Module):
 
 class Upper(torch.nn.Module):
     def forward(self, x):
-        return torch.triu(x, 1) + torch.zeros_like(x)
+        return torch.diff(x) + torch.zeros_like(x[:, 1:])
 
 
 class Erfinv(torch.nn.Module):
@@ -107,9 +107,9 @@ def test_mask_on_run_time_data_says_what_is_unsupported_where_and_what_to_do():
         def forward(self, x):
             return self.block(x) * 2
 
-    with pytest.raises(UnsupportedOpsError, match=r"(?s)aten::triu at block \(test_error_messages\.Upper\), "
-                       rf"{HERE}: return torch\.triu\(x, 1\) \+ torch\.zeros_like\(x\)\n"
-                       r"      a triangular mask on values computed at run time \(operand 0 is the model input 'x'\): "
+    with pytest.raises(UnsupportedOpsError, match=r"(?s)aten::diff at block \(test_error_messages\.Upper\), "
+                       rf"{HERE}: return torch\.diff\(x\) \+ torch\.zeros_like\(x\[:, 1:\]\)\n"
+                       r"      a difference along a dim on values computed at run time \(operand 0 is the model input 'x'\): "
                        r"tensor_graphs evaluates this op only while compiling.*on run-time data it is not supported yet; "
                        r"make the mask a constant .*comparisons, &, \|, ~, torch\.where.*or compute it outside the model"):
         tg.compile(Model(), (torch.randn(4, 4),))
@@ -121,7 +121,7 @@ def test_one_error_lists_every_unsupported_construct_in_graph_order():
     err = info.value
     msg = str(err)
     assert msg.startswith("1 unsupported op and 2 unsupported constructs:")
-    assert [t for t, _ in err.ops] == ["torch.cond", "aten::triu", "aten::erfinv"]  # the cond's predicate is not listed apart
+    assert [t for t, _ in err.ops] == ["torch.cond", "aten::diff", "aten::erfinv"]  # the cond's predicate is not listed apart
     for (target, where), module in zip(err.ops, ["gate (test_error_messages.Branchy)", "mask (test_error_messages.Upper)", "act (test_error_messages.Erfinv)"]):
         assert where.startswith(module) and "test_error_messages.py:" in where
     assert [e.fix.split(" ")[0] for e in err.entries] == ["compile", "make", "write"]  # each says what to do
@@ -154,7 +154,7 @@ def test_pass_errors_stay_one_line_diagnostics_for_tg_opt():
         import_model(Upper(), (torch.randn(4, 4),))
     module = info.value.graph.module
     ConstantFoldPass().apply(make_context(), module)
-    with pytest.raises(AtenConversionError, match=r"aten\.triu: a triangular mask on values computed at run time .*make the mask a constant") as conv:
+    with pytest.raises(AtenConversionError, match=r"aten\.diff: a difference along a dim on values computed at run time .*make the mask a constant") as conv:
         ConvertAtenToTensorPass().apply(make_context(), module)
     assert isinstance(conv.value, DiagnosticException)
 

@@ -760,6 +760,30 @@ class NarrowOp(AtenOp):
 
 
 @irdl_op_definition
+class NarrowCopyOp(AtenOp):
+    """``aten::narrow_copy(Tensor self, int dim, SymInt start, SymInt length) -> Tensor``"""
+
+    name = "aten.narrow_copy"
+    TARGET: ClassVar[str] = "aten::narrow_copy"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"), ("start", "int"), ("length", "int"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    dim = prop_def(IntegerAttr[I64])
+    start = prop_def(IntegerAttr[I64])
+    length = prop_def(IntegerAttr[I64])
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, dim: int, start: int, length: int, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, dim, start, length), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_dim_op(self)
+
+
+@irdl_op_definition
 class SplitTensorOp(AtenOp):
     """``aten::split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]``"""
 
@@ -871,6 +895,385 @@ class IndexTensorOp(AtenOp):
     def verify_(self) -> None:
         super().verify_()
         _verify_index(self)
+
+
+@irdl_op_definition
+class FlipOp(AtenOp):
+    """``aten::flip(Tensor self, int[] dims) -> Tensor``"""
+
+    name = "aten.flip"
+    TARGET: ClassVar[str] = "aten::flip"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dims", "int[]"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    dims = prop_def(DenseArrayBase.constr(i64))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, dims: Sequence[int], *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, dims), [result_type]))
+
+
+@irdl_op_definition
+class DiagonalOp(AtenOp):
+    """``aten::diagonal(Tensor(a) self, int offset=0, int dim1=0, int dim2=1) -> Tensor(a)``"""
+
+    name = "aten.diagonal"
+    TARGET: ClassVar[str] = "aten::diagonal"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("offset", "int"), ("dim1", "int"), ("dim2", "int"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    offset = prop_def(IntegerAttr[I64], default_value=IntegerAttr(0, i64))
+    dim1 = prop_def(IntegerAttr[I64], default_value=IntegerAttr(0, i64))
+    dim2 = prop_def(IntegerAttr[I64], default_value=IntegerAttr(1, i64))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, offset: int = 0, dim1: int = 0, dim2: int = 1, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, offset, dim1, dim2), [result_type]))
+
+
+@irdl_op_definition
+class AsStridedOp(AtenOp):
+    """``aten::as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a)``"""
+
+    name = "aten.as_strided"
+    TARGET: ClassVar[str] = "aten::as_strided"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("size", "int[]"), ("stride", "int[]"), ("storage_offset", "int?"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    size = prop_def(DenseArrayBase.constr(i64))
+    stride = prop_def(DenseArrayBase.constr(i64))
+    storage_offset = opt_prop_def(IntegerAttr[I64])
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, size: Sequence[int], stride: Sequence[int], storage_offset: int | None = None, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, size, stride, storage_offset), [result_type]))
+
+
+@irdl_op_definition
+class UnfoldOp(AtenOp):
+    """``aten::unfold(Tensor(a) self, int dimension, int size, int step) -> Tensor(a)``"""
+
+    name = "aten.unfold"
+    TARGET: ClassVar[str] = "aten::unfold"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dimension", "int"), ("size", "int"), ("step", "int"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    dimension = prop_def(IntegerAttr[I64])
+    size = prop_def(IntegerAttr[I64])
+    step = prop_def(IntegerAttr[I64])
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, dimension: int, size: int, step: int, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, dimension, size, step), [result_type]))
+
+
+@irdl_op_definition
+class IndexSelectOp(AtenOp):
+    """``aten::index_select(Tensor self, int dim, Tensor index) -> Tensor``"""
+
+    name = "aten.index_select"
+    TARGET: ClassVar[str] = "aten::index_select"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"), ("index", "tensor"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    dim = prop_def(IntegerAttr[I64])
+    index = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self `,` $index attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, dim: int, index: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, dim, index), [result_type]))
+
+
+@irdl_op_definition
+class ScatterSrcOp(AtenOp):
+    """``aten::scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor``"""
+
+    name = "aten.scatter.src"
+    TARGET: ClassVar[str] = "aten::scatter.src"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"), ("index", "tensor"), ("src", "tensor"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    dim = prop_def(IntegerAttr[I64])
+    index = operand_def(AnyTensor)
+    src = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self `,` $index `,` $src attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, dim: int, index: SSAValue, src: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, dim, index, src), [result_type]))
+
+
+@irdl_op_definition
+class ScatterValueOp(AtenOp):
+    """``aten::scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor``"""
+
+    name = "aten.scatter.value"
+    TARGET: ClassVar[str] = "aten::scatter.value"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"), ("index", "tensor"), ("value", "scalar"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    dim = prop_def(IntegerAttr[I64])
+    index = operand_def(AnyTensor)
+    value = prop_def(ScalarAttr)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self `,` $index attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, dim: int, index: SSAValue, value: int | float, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, dim, index, value), [result_type]))
+
+
+@irdl_op_definition
+class ScatterAddOp(AtenOp):
+    """``aten::scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor``"""
+
+    name = "aten.scatter_add"
+    TARGET: ClassVar[str] = "aten::scatter_add"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"), ("index", "tensor"), ("src", "tensor"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    dim = prop_def(IntegerAttr[I64])
+    index = operand_def(AnyTensor)
+    src = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self `,` $index `,` $src attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, dim: int, index: SSAValue, src: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, dim, index, src), [result_type]))
+
+
+@irdl_op_definition
+class ScatterReduceTwoOp(AtenOp):
+    """``aten::scatter_reduce.two(Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor``"""
+
+    name = "aten.scatter_reduce.two"
+    TARGET: ClassVar[str] = "aten::scatter_reduce.two"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"), ("index", "tensor"), ("src", "tensor"), ("reduce", "str"), ("include_self", "bool"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    dim = prop_def(IntegerAttr[I64])
+    index = operand_def(AnyTensor)
+    src = operand_def(AnyTensor)
+    reduce = prop_def(StringAttr)
+    include_self = prop_def(IntegerAttr[I1], default_value=IntegerAttr(1, i1))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self `,` $index `,` $src attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, dim: int, index: SSAValue, src: SSAValue, reduce: str, *, include_self: bool = True, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, dim, index, src, reduce, include_self), [result_type]))
+
+
+@irdl_op_definition
+class SliceScatterOp(AtenOp):
+    """``aten::slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor``"""
+
+    name = "aten.slice_scatter"
+    TARGET: ClassVar[str] = "aten::slice_scatter"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("src", "tensor"), ("dim", "int"), ("start", "int?"), ("end", "int?"), ("step", "int"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    src = operand_def(AnyTensor)
+    dim = prop_def(IntegerAttr[I64], default_value=IntegerAttr(0, i64))
+    start = opt_prop_def(IntegerAttr[I64])
+    end = opt_prop_def(IntegerAttr[I64])
+    step = prop_def(IntegerAttr[I64], default_value=IntegerAttr(1, i64))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self `,` $src attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, src: SSAValue, dim: int = 0, start: int | None = None, end: int | None = None, step: int = 1, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, src, dim, start, end, step), [result_type]))
+
+
+@irdl_op_definition
+class SelectScatterOp(AtenOp):
+    """``aten::select_scatter(Tensor self, Tensor src, int dim, SymInt index) -> Tensor``"""
+
+    name = "aten.select_scatter"
+    TARGET: ClassVar[str] = "aten::select_scatter"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("src", "tensor"), ("dim", "int"), ("index", "int"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    src = operand_def(AnyTensor)
+    dim = prop_def(IntegerAttr[I64])
+    index = prop_def(IntegerAttr[I64])
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self `,` $src attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, src: SSAValue, dim: int, index: int, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, src, dim, index), [result_type]))
+
+
+@irdl_op_definition
+class DiagonalScatterOp(AtenOp):
+    """``aten::diagonal_scatter(Tensor self, Tensor src, int offset=0, int dim1=0, int dim2=1) -> Tensor``"""
+
+    name = "aten.diagonal_scatter"
+    TARGET: ClassVar[str] = "aten::diagonal_scatter"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("src", "tensor"), ("offset", "int"), ("dim1", "int"), ("dim2", "int"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    src = operand_def(AnyTensor)
+    offset = prop_def(IntegerAttr[I64], default_value=IntegerAttr(0, i64))
+    dim1 = prop_def(IntegerAttr[I64], default_value=IntegerAttr(0, i64))
+    dim2 = prop_def(IntegerAttr[I64], default_value=IntegerAttr(1, i64))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self `,` $src attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, src: SSAValue, offset: int = 0, dim1: int = 0, dim2: int = 1, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, src, offset, dim1, dim2), [result_type]))
+
+
+@irdl_op_definition
+class IndexFillIntScalarOp(AtenOp):
+    """``aten::index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value) -> Tensor``"""
+
+    name = "aten.index_fill.int_Scalar"
+    TARGET: ClassVar[str] = "aten::index_fill.int_Scalar"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"), ("index", "tensor"), ("value", "scalar"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    dim = prop_def(IntegerAttr[I64])
+    index = operand_def(AnyTensor)
+    value = prop_def(ScalarAttr)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self `,` $index attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, dim: int, index: SSAValue, value: int | float, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, dim, index, value), [result_type]))
+
+
+@irdl_op_definition
+class CopyOp(AtenOp):
+    """``aten::copy(Tensor self, Tensor src, bool non_blocking=False) -> Tensor``"""
+
+    name = "aten.copy"
+    TARGET: ClassVar[str] = "aten::copy"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("src", "tensor"), ("non_blocking", "bool"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    src = operand_def(AnyTensor)
+    non_blocking = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self `,` $src attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, src: SSAValue, non_blocking: bool = False, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, src, non_blocking), [result_type]))
+
+
+@irdl_op_definition
+class FillScalarOp(AtenOp):
+    """``aten::fill.Scalar(Tensor self, Scalar value) -> Tensor``"""
+
+    name = "aten.fill.Scalar"
+    TARGET: ClassVar[str] = "aten::fill.Scalar"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("value", "scalar"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    value = prop_def(ScalarAttr)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, value: int | float, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, value), [result_type]))
+
+
+@irdl_op_definition
+class EmptyMemoryFormatOp(AtenOp):
+    """``aten::empty.memory_format(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor``"""
+
+    name = "aten.empty.memory_format"
+    TARGET: ClassVar[str] = "aten::empty.memory_format"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("size", "int[]"), ("dtype", "dtype?"), ("layout", "drop"), ("device", "drop"), ("pin_memory", "bool?"), ("memory_format", "int?"))
+    ANY_DTYPE: ClassVar[bool] = True
+    size = prop_def(DenseArrayBase.constr(i64))
+    dtype = opt_prop_def(StringAttr)
+    pin_memory = opt_prop_def(IntegerAttr[I1])
+    memory_format = opt_prop_def(IntegerAttr[I64])
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "attr-dict `:` type(results)"
+
+    def __init__(self, size: Sequence[int], *, dtype: str | None = None, pin_memory: bool | None = None, memory_format: int | None = None, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (size, dtype, None, None, pin_memory, memory_format), [result_type]))
+
+
+@irdl_op_definition
+class EmptyStridedOp(AtenOp):
+    """``aten::empty_strided(SymInt[] size, SymInt[] stride, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor``"""
+
+    name = "aten.empty_strided"
+    TARGET: ClassVar[str] = "aten::empty_strided"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("size", "int[]"), ("stride", "int[]"), ("dtype", "dtype?"), ("layout", "drop"), ("device", "drop"), ("pin_memory", "bool?"))
+    ANY_DTYPE: ClassVar[bool] = True
+    size = prop_def(DenseArrayBase.constr(i64))
+    stride = prop_def(DenseArrayBase.constr(i64))
+    dtype = opt_prop_def(StringAttr)
+    pin_memory = opt_prop_def(IntegerAttr[I1])
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "attr-dict `:` type(results)"
+
+    def __init__(self, size: Sequence[int], stride: Sequence[int], *, dtype: str | None = None, pin_memory: bool | None = None, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (size, stride, dtype, None, None, pin_memory), [result_type]))
+
+
+@irdl_op_definition
+class NewEmptyStridedOp(AtenOp):
+    """``aten::new_empty_strided(Tensor self, SymInt[] size, SymInt[] stride, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor``"""
+
+    name = "aten.new_empty_strided"
+    TARGET: ClassVar[str] = "aten::new_empty_strided"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("size", "int[]"), ("stride", "int[]"), ("dtype", "dtype?"), ("layout", "drop"), ("device", "drop"), ("pin_memory", "bool?"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    size = prop_def(DenseArrayBase.constr(i64))
+    stride = prop_def(DenseArrayBase.constr(i64))
+    dtype = opt_prop_def(StringAttr)
+    pin_memory = opt_prop_def(IntegerAttr[I1])
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, size: Sequence[int], stride: Sequence[int], *, dtype: str | None = None, pin_memory: bool | None = None, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, size, stride, dtype, None, None, pin_memory), [result_type]))
+
+
+@irdl_op_definition
+class MaskedScatterOp(AtenOp):
+    """``aten::masked_scatter(Tensor self, Tensor mask, Tensor source) -> Tensor``"""
+
+    name = "aten.masked_scatter"
+    TARGET: ClassVar[str] = "aten::masked_scatter"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("mask", "tensor"), ("source", "tensor"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    mask = operand_def(AnyTensor)
+    source = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self `,` $mask `,` $source attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, mask: SSAValue, source: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, mask, source), [result_type]))
 
 
 @irdl_op_definition
@@ -4561,11 +4964,31 @@ ATEN_OPS: dict[str, type[AtenOp]] = {op.TARGET: op for op in (
     SliceTensorOp,
     SelectIntOp,
     NarrowOp,
+    NarrowCopyOp,
     SplitTensorOp,
     SplitWithSizesOp,
     ChunkOp,
     CatOp,
     IndexTensorOp,
+    FlipOp,
+    DiagonalOp,
+    AsStridedOp,
+    UnfoldOp,
+    IndexSelectOp,
+    ScatterSrcOp,
+    ScatterValueOp,
+    ScatterAddOp,
+    ScatterReduceTwoOp,
+    SliceScatterOp,
+    SelectScatterOp,
+    DiagonalScatterOp,
+    IndexFillIntScalarOp,
+    CopyOp,
+    FillScalarOp,
+    EmptyMemoryFormatOp,
+    EmptyStridedOp,
+    NewEmptyStridedOp,
+    MaskedScatterOp,
     GatherOp,
     EmbeddingOp,
     ToDtypeOp,
@@ -4775,11 +5198,31 @@ ATEN = Dialect(
         SliceTensorOp,
         SelectIntOp,
         NarrowOp,
+        NarrowCopyOp,
         SplitTensorOp,
         SplitWithSizesOp,
         ChunkOp,
         CatOp,
         IndexTensorOp,
+        FlipOp,
+        DiagonalOp,
+        AsStridedOp,
+        UnfoldOp,
+        IndexSelectOp,
+        ScatterSrcOp,
+        ScatterValueOp,
+        ScatterAddOp,
+        ScatterReduceTwoOp,
+        SliceScatterOp,
+        SelectScatterOp,
+        DiagonalScatterOp,
+        IndexFillIntScalarOp,
+        CopyOp,
+        FillScalarOp,
+        EmptyMemoryFormatOp,
+        EmptyStridedOp,
+        NewEmptyStridedOp,
+        MaskedScatterOp,
         GatherOp,
         EmbeddingOp,
         ToDtypeOp,

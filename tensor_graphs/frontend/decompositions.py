@@ -45,9 +45,13 @@ def lowered_ops() -> frozenset[torch._ops.OpOverload]:
 
 @functools.cache
 def _table() -> dict[torch._ops.OpOverload, Any]:
-    """PyTorch's decompositions without the ops tensor_graphs lowers."""
+    """PyTorch's decompositions without the ops tensor_graphs lowers, nor those it refuses by
+    name (`unsupported.KNOWN`: ``item``, training ``dropout``, ...), which are reported as the
+    user wrote them rather than as what they decompose into."""
+    from tensor_graphs.frontend.unsupported import KNOWN
+
     table = torch.export.default_decompositions()
-    for op in lowered_ops():
+    for op in (*lowered_ops(), *KNOWN):
         table.pop(op, None)
     return table
 

@@ -1,7 +1,7 @@
 """``convert-aten-to-tensor``: the aten dialect → the tg dialect.
 
 One thin pass wiring together the per-family pattern files (``linear``, ``convolution``, ``resize``, ``elementwise``,
-``math_functions``,
+``math_functions``, ``views``,
 ``comparisons``, ``data_movement``, ``take``, ``indexing``, ``reductions``, ``normalization``, ``attention``, ``masks``).
 Patterns that cannot apply leave their op alone and say why; at the end every aten op still
 present (``aten.unsupported`` included) is reported in one error. The mask builders (``masks``)
@@ -33,6 +33,7 @@ from tensor_graphs.lowering.aten_to_tensor.normalization import populate_normali
 from tensor_graphs.lowering.aten_to_tensor.reductions import populate_reduction_patterns
 from tensor_graphs.lowering.aten_to_tensor.resize import populate_resize_patterns
 from tensor_graphs.lowering.aten_to_tensor.take import populate_take_patterns
+from tensor_graphs.lowering.aten_to_tensor.views import populate_view_patterns
 
 
 #: what to do about an ATen op that has no lowering (also the frontend's advice)
@@ -54,6 +55,7 @@ def populate_aten_to_tensor_patterns() -> list[RewritePattern]:
         *populate_data_movement_patterns(),
         *populate_indexing_patterns(),
         *populate_take_patterns(),
+        *populate_view_patterns(),
         *populate_moe_patterns(),
         *populate_reduction_patterns(),
         *populate_normalization_patterns(),

@@ -46,7 +46,7 @@ class SlicePattern(RewritePattern):
     """
 
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, (aten.SliceTensorOp, aten.NarrowOp, aten.SelectIntOp)):
+        if not isinstance(op, (aten.SliceTensorOp, aten.NarrowOp, aten.NarrowCopyOp, aten.SelectIntOp)):
             return
         shape = shape_of(op.self)
         try:
@@ -63,7 +63,7 @@ class SlicePattern(RewritePattern):
             end = _bound(op.end.value.data if op.end is not None else None, n, n)
             size = max(0, -(-(end - start) // step))
             y = _slice(ops, op.self, dim, start, size, step)
-        elif isinstance(op, aten.NarrowOp):
+        elif isinstance(op, aten.NarrowOp | aten.NarrowCopyOp):
             start, length = op.start.value.data, op.length.value.data
             start = start + n if start < 0 else start
             if not (0 <= start and 0 <= length and start + length <= n):

@@ -1,4 +1,4 @@
-"""aten → tg: the mask builders (arange, full, ones, triu, tril, diff, ...).
+"""aten → tg: the mask builders (arange, full, ones, diff, ...).
 
 These have no tg lowering yet: they compute constants (causal masks, position ids), and
 ``constant-fold`` evaluates them with PyTorch before this pass runs (comparisons and boolean
@@ -41,8 +41,6 @@ FOLD_ONLY: dict[type[aten.AtenOp], str] = {
     aten.OnesOp: "a tensor creation",
     aten.ZerosOp: "a tensor creation",
     aten.ScalarTensorOp: "a tensor creation",
-    aten.TriuOp: "a triangular mask",
-    aten.TrilOp: "a triangular mask",
     aten.DiffOp: "a difference along a dim",
 }
 
@@ -110,9 +108,9 @@ class FoldOnlyPattern(RewritePattern):
     """Never rewrites: records why a mask builder is still here.
 
     ```mlir
-    %m = aten.triu %x {diagonal = 1 : i64} : (tensor<3x3xf32>) -> tensor<3x3xf32>
+    %m = aten.diff %x : (tensor<3x3xf32>) -> tensor<3x2xf32>
     // stays, and the pass reports
-    //   aten.triu: a triangular mask on values computed at run time (operand 0 is the model input 'x'):
+    //   aten.diff: a difference along a dim on values computed at run time (operand 0 is the model input 'x'):
     //   tensor_graphs evaluates this op only while compiling (...); make the mask a constant ...
     ```
     """

@@ -1,0 +1,97 @@
+"""Core ATen's element gathers and scatters (issue 30; `lowering/aten_to_tensor/views.py`):
+positions known while compiling (flip, diagonal, as_strided, unfold, the *_scatter ops) as
+`tg.take`/`tg.put` by a constant offset table, run-time indices (index_select, scatter,
+scatter_add, index_fill, masked_scatter) range-checked, the ops that make values (copy,
+fill, empty), and triu/tril of run-time data. Every result exactly eager's (elements move,
+nothing is computed, except the sums of scatter_add and index_add, exact here on integers)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tensor_graphs as tg
+
+IDX = torch.tensor([3, 0, 2])
+INDEX = torch.tensor([[[1, 1, 5]] * 5] * 4)
+
+
+CASES = {
+    "flip": lambda v: v.flip(0, 2),
+    "fliplr": lambda v: torch.fliplr(v),
+    "rot90": lambda v: torch.rot90(v, 1, (1, 2)),
+    "diagonal": lambda v: v.diagonal(1, 0, 2),
+    "diag_embed": lambda v: torch.diag_embed(v[0]),
+    "diag": lambda v: torch.diag(v[0, :, :5]),
+    "as_strided": lambda v: torch.as_strided(v, (3, 3), (2, 5), 1),
+    "unfold": lambda v: v.unfold(2, 3, 2),
+    "index_select": lambda v: v.index_select(1, IDX),
+    "take": lambda v: torch.take(v, IDX),
+    "scatter": lambda v: v.scatter(2, torch.tensor([[[1, 0, 5]] * 5] * 4), v[:, :, :4]),
+    "scatter value": lambda v: v.scatter(1, torch.tensor([[[0], [2]]] * 4), 7.0),
+    "scatter_add": lambda v: v.scatter_add(2, INDEX, v[:, :, :4]),
+    "scatter_reduce sum": lambda v: v.scatter_reduce(2, INDEX, v[:, :, :3], "sum"),
+    "slice_scatter": lambda v: torch.slice_scatter(v, v[:, :, ::3] * 2, 2, 0, 6, 3),
+    "select_scatter": lambda v: torch.select_scatter(v, v[:, 1] * 3, 1, 1),
+    "diagonal_scatter": lambda v: torch.diagonal_scatter(v, v.diagonal(0, 1, 2) * 2, 0, 1, 2),
+    "index_fill": lambda v: v.index_fill(2, IDX, -1.0),
+    "index_add": lambda v: v.index_add(1, IDX, v[:, :3]),
+    "index_copy": lambda v: v.index_copy(1, IDX, v[:, :3] + 1),
+    "masked_scatter": lambda v: v.masked_scatter(v > 0.5, torch.arange(200.0)),
+    "copy": lambda v: v.clone().copy_(v[0]),
+    "fill": lambda v: v.clone().fill_(3.0),
+    "empty then fill": lambda v: torch.empty(2, 3).fill_(1.0) + v[0, :2, :3],
+    "narrow_copy": lambda v: v.narrow_copy(1, 1, 2),
+    "triu of run-time data": lambda v: v.triu(1),
+    "tril of run-time data": lambda v: v.tril(-1),
+}
+
+
+class View(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, v):
+        return self.fn(v)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_view_op_is_exact(name):
+    x = torch.randint(-4, 5, (4, 5, 6), generator=torch.Generator().manual_seed(0)).float()
+    model = View(CASES[name])
+    got, want = tg.compile(model, (x,))(x), model(x)
+    assert got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want)
+
+
+def test_run_time_indices_out_of_range_raise():
+    """An index beyond the dim (index_select) or more true mask elements than the source holds
+    (masked_scatter): an IndexError at the call, as torch raises."""
+    x = torch.zeros(4, 5)
+
+    class Select(torch.nn.Module):
+        def forward(self, v, i):
+            return v.index_select(1, i)
+
+    fn = tg.compile(Select(), (x, torch.tensor([0, 1])))
+    assert torch.equal(fn(x, torch.tensor([4, 0])), x[:, [4, 0]])
+    with pytest.raises(IndexError):
+        fn(x, torch.tensor([5, 0]))
+
+    class Scatter(torch.nn.Module):
+        def forward(self, v, m):
+            return v.masked_scatter(m > 0, torch.ones(3))
+
+    fn = tg.compile(Scatter(), (x, x))
+    assert torch.equal(fn(x, x), x)
+    with pytest.raises(IndexError):
+        fn(x, torch.ones(4, 5))
+
+
+def test_scatter_reduce_other_than_sum_is_refused_by_name():
+    class M(torch.nn.Module):
+        def forward(self, v):
+            return v.scatter_reduce(1, torch.tensor([[0, 0]]), v[:, :2], "amax")
+
+    with pytest.raises(Exception, match="scatter_reduce with reduce='amax'"):
+        tg.compile(M(), (torch.randn(1, 4),))
