@@ -320,6 +320,7 @@ RUN_TIME_MASKS = [
     pytest.param(lambda m, ids, x, mask: torch.cumsum(mask, 0), ids_and_mask, id="cumsum-int-dim0"),
     pytest.param(lambda m, ids, x, mask: torch.cumsum(ids > 4, -1), ids_and_mask, id="cumsum-bool-to-int64"),
     pytest.param(lambda m, ids, x, mask: torch.logical_xor(ids > 4, x) ^ (mask.bool() ^ True), ids_and_mask, id="xor-on-bools"),
+    pytest.param(lambda m, ids, x, mask: torch.triu(x, 1) + torch.tril(ids, -1) * 2, ids_and_mask, id="triu-tril-of-input"),
 ]
 
 
@@ -335,7 +336,6 @@ def test_masks_on_run_time_data(f, inputs):
 @pytest.mark.parametrize(
     "f,name",
     [
-        pytest.param(lambda m, x: torch.triu(x, 1), r"triu", id="triu-of-input"),
         pytest.param(lambda m, x: torch.diff(x, dim=0), r"diff", id="diff-of-input"),
     ],
 )

@@ -3575,6 +3575,184 @@ class Conv2dOp(AtenOp):
 
 
 @irdl_op_definition
+class ConvolutionOp(AtenOp):
+    """``aten::convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor``"""
+
+    name = "aten.convolution"
+    TARGET: ClassVar[str] = "aten::convolution"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("input", "tensor"), ("weight", "tensor"), ("bias", "tensor?"), ("stride", "int[]"), ("padding", "int[]"), ("dilation", "int[]"), ("transposed", "bool"), ("output_padding", "int[]"), ("groups", "int"))
+    input = operand_def(AnyTensor)
+    weight = operand_def(AnyTensor)
+    bias = opt_operand_def(AnyTensor)
+    stride = prop_def(DenseArrayBase.constr(i64))
+    padding = prop_def(DenseArrayBase.constr(i64))
+    dilation = prop_def(DenseArrayBase.constr(i64))
+    transposed = prop_def(IntegerAttr[I1])
+    output_padding = prop_def(DenseArrayBase.constr(i64))
+    groups = prop_def(IntegerAttr[I64])
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, input: SSAValue, weight: SSAValue, bias: SSAValue | None, stride: Sequence[int], padding: Sequence[int], dilation: Sequence[int], transposed: bool, output_padding: Sequence[int], groups: int, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups), [result_type]))
+
+
+@irdl_op_definition
+class MaxPool2dWithIndicesOp(AtenOp):
+    """``aten::max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)``"""
+
+    name = "aten.max_pool2d_with_indices"
+    TARGET: ClassVar[str] = "aten::max_pool2d_with_indices"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("kernel_size", "int[]"), ("stride", "int[]"), ("padding", "int[]"), ("dilation", "int[]"), ("ceil_mode", "bool"))
+    ANY_DTYPE: ClassVar[bool] = True
+    self = operand_def(AnyTensor)
+    kernel_size = prop_def(DenseArrayBase.constr(i64))
+    stride = prop_def(DenseArrayBase.constr(i64), default_value=DenseArrayBase.from_list(i64, []))
+    padding = prop_def(DenseArrayBase.constr(i64), default_value=DenseArrayBase.from_list(i64, [0, 0]))
+    dilation = prop_def(DenseArrayBase.constr(i64), default_value=DenseArrayBase.from_list(i64, [1, 1]))
+    ceil_mode = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
+    result0 = result_def(AnyTensor)
+    result1 = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, kernel_size: Sequence[int], stride: Sequence[int] = (), padding: Sequence[int] = (0, 0), dilation: Sequence[int] = (1, 1), ceil_mode: bool = False, *, result_types: Sequence[Attribute]) -> None:
+        super().__init__(**_build(self.ARGS, (self_, kernel_size, stride, padding, dilation, ceil_mode), result_types))
+
+
+@irdl_op_definition
+class NativeLayerNormOp(AtenOp):
+    """``aten::native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)``"""
+
+    name = "aten.native_layer_norm"
+    TARGET: ClassVar[str] = "aten::native_layer_norm"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("input", "tensor"), ("normalized_shape", "int[]"), ("weight", "tensor?"), ("bias", "tensor?"), ("eps", "float"))
+    input = operand_def(AnyTensor)
+    normalized_shape = prop_def(DenseArrayBase.constr(i64))
+    weight = opt_operand_def(AnyTensor)
+    bias = opt_operand_def(AnyTensor)
+    eps = prop_def(FloatAttr[Float64Type])
+    result0 = result_def(AnyTensor)
+    result1 = result_def(AnyTensor)
+    result2 = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(),)
+    assembly_format = "$input (`weight` $weight^ `:` type($weight))? (`bias` $bias^ `:` type($bias))? attr-dict `:` type($input) `->` type(results)"
+
+    def __init__(self, input: SSAValue, normalized_shape: Sequence[int], weight: SSAValue | None, bias: SSAValue | None, eps: float, *, result_types: Sequence[Attribute]) -> None:
+        super().__init__(**_build(self.ARGS, (input, normalized_shape, weight, bias, eps), result_types))
+
+
+@irdl_op_definition
+class NativeGroupNormOp(AtenOp):
+    """``aten::native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, float eps) -> (Tensor, Tensor, Tensor)``"""
+
+    name = "aten.native_group_norm"
+    TARGET: ClassVar[str] = "aten::native_group_norm"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("input", "tensor"), ("weight", "tensor?"), ("bias", "tensor?"), ("N", "int"), ("C", "int"), ("HxW", "int"), ("group", "int"), ("eps", "float"))
+    input = operand_def(AnyTensor)
+    weight = opt_operand_def(AnyTensor)
+    bias = opt_operand_def(AnyTensor)
+    N = prop_def(IntegerAttr[I64])
+    C = prop_def(IntegerAttr[I64])
+    HxW = prop_def(IntegerAttr[I64])
+    group = prop_def(IntegerAttr[I64])
+    eps = prop_def(FloatAttr[Float64Type])
+    result0 = result_def(AnyTensor)
+    result1 = result_def(AnyTensor)
+    result2 = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(),)
+    assembly_format = "$input (`weight` $weight^ `:` type($weight))? (`bias` $bias^ `:` type($bias))? attr-dict `:` type($input) `->` type(results)"
+
+    def __init__(self, input: SSAValue, weight: SSAValue | None, bias: SSAValue | None, N: int, C: int, HxW: int, group: int, eps: float, *, result_types: Sequence[Attribute]) -> None:
+        super().__init__(**_build(self.ARGS, (input, weight, bias, N, C, HxW, group, eps), result_types))
+
+
+@irdl_op_definition
+class NativeBatchNormLegitOp(AtenOp):
+    """``aten::_native_batch_norm_legit(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)``"""
+
+    name = "aten._native_batch_norm_legit"
+    TARGET: ClassVar[str] = "aten::_native_batch_norm_legit"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("input", "tensor"), ("weight", "tensor?"), ("bias", "tensor?"), ("running_mean", "tensor"), ("running_var", "tensor"), ("training", "bool"), ("momentum", "float"), ("eps", "float"))
+    input = operand_def(AnyTensor)
+    weight = opt_operand_def(AnyTensor)
+    bias = opt_operand_def(AnyTensor)
+    running_mean = operand_def(AnyTensor)
+    running_var = operand_def(AnyTensor)
+    training = prop_def(IntegerAttr[I1])
+    momentum = prop_def(FloatAttr[Float64Type])
+    eps = prop_def(FloatAttr[Float64Type])
+    result0 = result_def(AnyTensor)
+    result1 = result_def(AnyTensor)
+    result2 = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(),)
+    assembly_format = "$input `,` $running_mean `,` $running_var (`weight` $weight^ `:` type($weight))? (`bias` $bias^ `:` type($bias))? attr-dict `:` type($input) `,` type($running_mean) `,` type($running_var) `->` type(results)"
+
+    def __init__(self, input: SSAValue, weight: SSAValue | None, bias: SSAValue | None, running_mean: SSAValue, running_var: SSAValue, training: bool, momentum: float, eps: float, *, result_types: Sequence[Attribute]) -> None:
+        super().__init__(**_build(self.ARGS, (input, weight, bias, running_mean, running_var, training, momentum, eps), result_types))
+
+
+@irdl_op_definition
+class NativeBatchNormLegitNoStatsOp(AtenOp):
+    """``aten::_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)``"""
+
+    name = "aten._native_batch_norm_legit.no_stats"
+    TARGET: ClassVar[str] = "aten::_native_batch_norm_legit.no_stats"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("input", "tensor"), ("weight", "tensor?"), ("bias", "tensor?"), ("training", "bool"), ("momentum", "float"), ("eps", "float"))
+    input = operand_def(AnyTensor)
+    weight = opt_operand_def(AnyTensor)
+    bias = opt_operand_def(AnyTensor)
+    training = prop_def(IntegerAttr[I1])
+    momentum = prop_def(FloatAttr[Float64Type])
+    eps = prop_def(FloatAttr[Float64Type])
+    result0 = result_def(AnyTensor)
+    result1 = result_def(AnyTensor)
+    result2 = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(),)
+    assembly_format = "$input (`weight` $weight^ `:` type($weight))? (`bias` $bias^ `:` type($bias))? attr-dict `:` type($input) `->` type(results)"
+
+    def __init__(self, input: SSAValue, weight: SSAValue | None, bias: SSAValue | None, training: bool, momentum: float, eps: float, *, result_types: Sequence[Attribute]) -> None:
+        super().__init__(**_build(self.ARGS, (input, weight, bias, training, momentum, eps), result_types))
+
+
+@irdl_op_definition
+class CdistForwardOp(AtenOp):
+    """``aten::_cdist_forward(Tensor x1, Tensor x2, float p, int? compute_mode) -> Tensor``"""
+
+    name = "aten._cdist_forward"
+    TARGET: ClassVar[str] = "aten::_cdist_forward"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("x1", "tensor"), ("x2", "tensor"), ("p", "float"), ("compute_mode", "int?"))
+    x1 = operand_def(AnyTensor)
+    x2 = operand_def(AnyTensor)
+    p = prop_def(FloatAttr[Float64Type])
+    compute_mode = opt_prop_def(IntegerAttr[I64])
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$x1 `,` $x2 attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, x1: SSAValue, x2: SSAValue, p: float, compute_mode: int | None, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (x1, x2, p, compute_mode), [result_type]))
+
+
+@irdl_op_definition
+class PdistForwardOp(AtenOp):
+    """``aten::_pdist_forward(Tensor self, float p=2.) -> Tensor``"""
+
+    name = "aten._pdist_forward"
+    TARGET: ClassVar[str] = "aten::_pdist_forward"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("p", "float"))
+    self = operand_def(AnyTensor)
+    p = prop_def(FloatAttr[Float64Type], default_value=FloatAttr(2.0, f64))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, p: float = 2.0, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, p), [result_type]))
+
+
+@irdl_op_definition
 class MaxPool2dOp(AtenOp):
     """``aten::max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor``"""
 
@@ -5097,6 +5275,14 @@ ATEN_OPS: dict[str, type[AtenOp]] = {op.TARGET: op for op in (
     BatchNormOp,
     Conv1dOp,
     Conv2dOp,
+    ConvolutionOp,
+    MaxPool2dWithIndicesOp,
+    NativeLayerNormOp,
+    NativeGroupNormOp,
+    NativeBatchNormLegitOp,
+    NativeBatchNormLegitNoStatsOp,
+    CdistForwardOp,
+    PdistForwardOp,
     MaxPool2dOp,
     MaxPool1dOp,
     AvgPool2dOp,
@@ -5331,6 +5517,14 @@ ATEN = Dialect(
         BatchNormOp,
         Conv1dOp,
         Conv2dOp,
+        ConvolutionOp,
+        MaxPool2dWithIndicesOp,
+        NativeLayerNormOp,
+        NativeGroupNormOp,
+        NativeBatchNormLegitOp,
+        NativeBatchNormLegitNoStatsOp,
+        CdistForwardOp,
+        PdistForwardOp,
         MaxPool2dOp,
         MaxPool1dOp,
         AvgPool2dOp,

@@ -1,7 +1,7 @@
 """``convert-aten-to-tensor``: the aten dialect → the tg dialect.
 
 One thin pass wiring together the per-family pattern files (``linear``, ``convolution``, ``resize``, ``elementwise``,
-``math_functions``, ``views``,
+``math_functions``, ``views``, ``nn``,
 ``comparisons``, ``data_movement``, ``take``, ``indexing``, ``reductions``, ``normalization``, ``attention``, ``masks``).
 Patterns that cannot apply leave their op alone and say why; at the end every aten op still
 present (``aten.unsupported`` included) is reported in one error. The mask builders (``masks``)
@@ -29,6 +29,7 @@ from tensor_graphs.lowering.aten_to_tensor.linear import populate_linear_pattern
 from tensor_graphs.lowering.aten_to_tensor.masks import populate_mask_patterns
 from tensor_graphs.lowering.aten_to_tensor.math_functions import populate_math_function_patterns
 from tensor_graphs.lowering.aten_to_tensor.moe import populate_moe_patterns
+from tensor_graphs.lowering.aten_to_tensor.nn import populate_nn_patterns
 from tensor_graphs.lowering.aten_to_tensor.normalization import populate_normalization_patterns
 from tensor_graphs.lowering.aten_to_tensor.reductions import populate_reduction_patterns
 from tensor_graphs.lowering.aten_to_tensor.resize import populate_resize_patterns
@@ -48,6 +49,7 @@ def populate_aten_to_tensor_patterns() -> list[RewritePattern]:
     return [
         *populate_linear_patterns(),
         *populate_convolution_patterns(),
+        *populate_nn_patterns(),
         *populate_resize_patterns(),
         *populate_elementwise_patterns(),
         *populate_math_function_patterns(),

@@ -88,7 +88,8 @@ def convolution(
 
 
 class ConvolutionPattern(RewritePattern):
-    """``conv2d`` (and ``conv1d``, over a height of 1) as im2col + one GEMM + bias.
+    """``conv2d`` (and ``conv1d``, over a height of 1; an unbatched input as a batch of one) as
+    im2col + one GEMM + bias.
 
     ```mlir
     %y = aten.conv2d %x, %w, %b {padding = array<i64: 1, 1>} : (tensor<1x8x5x5xf32>, tensor<16x8x3x3xf32>, tensor<16xf32>) -> tensor<1x16x5x5xf32>
@@ -109,10 +110,14 @@ class ConvolutionPattern(RewritePattern):
         one_d = isinstance(op, aten.Conv1dOp)
         x_shape, w_shape = shape_of(op.input), shape_of(op.weight)
         rank = 3 if one_d else 4
-        if len(x_shape) != rank or len(w_shape) != rank:
-            return notify_match_failure(op, f"expected a batched input and weight of rank {rank}, got {list(x_shape)} and {list(w_shape)}")
+        if len(x_shape) not in (rank, rank - 1) or len(w_shape) != rank:
+            return notify_match_failure(op, f"expected an input of rank {rank} (or {rank - 1}, unbatched) and a weight of rank {rank}, "
+                                            f"got {list(x_shape)} and {list(w_shape)}")
         ops = OpList()
         x, w = op.input, op.weight
+        if len(x_shape) == rank - 1:  # unbatched: a batch of one
+            x_shape = (1, *x_shape)
+            x = ops.reshape(x, x_shape)
         params = [_ints(op.stride), _ints(op.padding), _ints(op.dilation)]
         if one_d:
             x = ops.reshape(x, (x_shape[0], x_shape[1], 1, x_shape[2]))
@@ -254,7 +259,7 @@ class AdaptiveAvgPoolPattern(RewritePattern):
         if not isinstance(op, (aten.AdaptiveAvgPool2dOp, aten.AdaptiveAvgPool1dOp)):
             return
         shape = shape_of(op.self)
-        spatial = 2 if isinstance(op, aten.AdaptiveAvgPool2dOp) else 1
+        spatial = 1 if isinstance(op, aten.AdaptiveAvgPool1dOp) else 2
         if len(shape) != spatial + 2:
             return notify_match_failure(op, f"expected a batched input of rank {spatial + 2}, got {list(shape)}")
         x = op.self

@@ -1,4 +1,4 @@
-"""aten → tg: layer_norm over the last dim (weights materialised as ones/zeros when absent),
+"""aten → tg: layer_norm over the trailing dims (weights materialised as ones/zeros when absent),
 group_norm (a layer norm per group, then the per-channel affine), and eval-mode batch_norm that
 the importer could not fold into a convolution (a per-channel scale and shift)."""
 
@@ -7,12 +7,14 @@ from __future__ import annotations
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
 from tensor_graphs.dialects import aten
+from tensor_graphs.dialects.shapes import numel
 from tensor_graphs.dialects.tensor import AddOp, LayerNormOp, MulOp, RsqrtOp, SubOp, shape_of
 from tensor_graphs.lowering.aten_to_tensor.common import OpList, constant, element_type, notify_match_failure, scalar_constant
 
 
 class LayerNormPattern(RewritePattern):
-    """``layer_norm`` over ONE trailing dim is ``tg.layer_norm``; a missing weight is ones, a missing bias zeros.
+    """``layer_norm`` is ``tg.layer_norm`` over the last dim (several normalised trailing dims are
+    flattened into one, and back); a missing weight is ones, a missing bias zeros.
 
     ```mlir
     %y = aten.layer_norm %x weight %w : tensor<8xf32> {normalized_shape = array<i64: 8>} : tensor<2x8xf32> -> tensor<2x8xf32>
@@ -27,14 +29,15 @@ class LayerNormPattern(RewritePattern):
     def match_and_rewrite(self, op: aten.LayerNormOp, rewriter: PatternRewriter) -> None:
         norm = tuple(op.normalized_shape.get_values())
         shape = shape_of(op.input)
-        if len(norm) != 1 or not shape or shape[-1] != norm[0]:
-            return notify_match_failure(op, f"only normalisation over the last dim is supported, got normalized_shape {list(norm)} for input {list(shape)}")
+        if not norm or tuple(shape[len(shape) - len(norm):]) != norm:
+            return notify_match_failure(op, f"normalized_shape {list(norm)} is not the trailing dims of the input {list(shape)}")
         ops = OpList()
-        el = element_type(op.input)
-        weight = op.weight if op.weight is not None else ops.add(constant(1.0, norm, el))
-        bias = op.bias if op.bias is not None else ops.add(constant(0.0, norm, el))
-        y = ops.add(LayerNormOp(op.input, weight, bias, op.eps.value.data))
-        rewriter.replace(op, ops, [y])
+        el, size = element_type(op.input), numel(norm)
+        x = ops.reshape(op.input, (*shape[: len(shape) - len(norm)], size))
+        weight = ops.reshape(op.weight, (size,)) if op.weight is not None else ops.add(constant(1.0, (size,), el))
+        bias = ops.reshape(op.bias, (size,)) if op.bias is not None else ops.add(constant(0.0, (size,), el))
+        y = ops.add(LayerNormOp(x, weight, bias, op.eps.value.data))
+        rewriter.replace(op, ops, [ops.reshape(y, shape)])
 
 
 class GroupNormPattern(RewritePattern):
