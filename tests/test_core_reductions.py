@@ -1,6 +1,7 @@
 """Core ATen's reductions (issue 30): amin, max/min (all elements), mean, prod, any (all
 decomposes into it), argmax, argmin (flattened or along a dim, keepdim), max.dim / min.dim
-(values and indices), var (correction, unbiased, var_mean; std decomposes into it) over
+(values and indices), var (correction, unbiased, var_mean; std decomposes into it), vector
+norms of every order over
 float32 data holding a NaN and ties, and over int64.
 
 Exact where eager is exact (integers, bools, positions, max and min: a NaN's position is the
@@ -56,6 +57,8 @@ FLOAT = {
     "var of one element": lambda v: v[:, :1].var(1),
     "std": lambda v: v.std(1),
     "var_mean": lambda v: torch.var_mean(v, 1),
+    **{f"vector_norm ord={o}": (lambda v, o=o: (torch.linalg.vector_norm(v, ord=o, dim=1, keepdim=True), torch.linalg.vector_norm(v, ord=o)))
+       for o in (2, 1, 3, float("inf"), float("-inf"), 0, 0.5)},
 }
 
 

@@ -45,6 +45,9 @@ from torch.export.graph_signature import InputKind, OutputKind
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
     BFloat16Type,
+    FileLineColLoc,
+    IntAttr,
+    StringAttr,
     IntegerType,
     ModuleOp,
     Signedness,
@@ -143,6 +146,18 @@ def node_location(node: torch.fx.Node) -> str:
     return ", ".join(parts)
 
 
+def source_location(node: torch.fx.Node) -> FileLineColLoc | None:
+    """The last frame of user code in ``node``'s stack trace as an op location
+    (``loc("model.py":12:1)``: `diagnostics.location_of` prints it), or None."""
+    lines = (node.meta.get("stack_trace") or "").splitlines()
+    found = None
+    for line in lines:
+        m = _FRAME_RE.search(line)
+        if m and "/torch/" not in m.group(1).replace("\\", "/") and not m.group(1).startswith("<"):
+            found = (m.group(1), int(m.group(2)))
+    return FileLineColLoc(StringAttr(found[0]), IntAttr(found[1]), IntAttr(1)) if found else None
+
+
 # --------------------------------------------------------------------------- the importer
 
 
@@ -208,6 +223,8 @@ class GraphImporter:
         self.block.add_op(op)
         if self._node is not None:
             self._nodes[op] = self._node
+            if (where := source_location(self._node)) is not None:
+                op.location = where  # the model's line: what an error about the op names
         return op
 
     def error(self, node: torch.fx.Node, message: str) -> ValueError:

@@ -18,6 +18,7 @@ from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import GreedyRewritePatternApplier, PatternRewriteWalker, RewritePattern
 from xdsl.utils.exceptions import PassFailedException
 
+from tensor_graphs.diagnostics import location_of
 from tensor_graphs.lowering.aten_to_tensor.attention import populate_attention_patterns
 from tensor_graphs.lowering.aten_to_tensor.common import MATCH_FAILURES
 from tensor_graphs.lowering.aten_to_tensor.comparisons import populate_comparison_patterns
@@ -41,8 +42,24 @@ from tensor_graphs.lowering.aten_to_tensor.views import populate_view_patterns
 UNSUPPORTED_OP_FIX = "write it with supported ops (tensor_graphs/dialects/aten.py lists them) or compute it outside the model"
 
 
-class AtenConversionError(PassFailedException):
-    """Some aten ops are left after ``convert-aten-to-tensor``; the message lists each with its reason."""
+class AtenConversionError(PassFailedException, ValueError):
+    """Some aten ops are left after ``convert-aten-to-tensor``; the message lists each with its
+    operand types, its place in the model and its reason (a ValueError: bad input, not a defect)."""
+
+
+def _operand_types(op) -> str:
+    """`` (float32 [2, 3], int64 [2])``: what the op was given, dtype first."""
+    from tensor_graphs.dialects.dense import numpy_dtype_of
+
+    def one(t) -> str:
+        try:
+            name = numpy_dtype_of(t.element_type).name
+        except (TypeError, AttributeError):
+            name = str(getattr(t, "element_type", t))
+        return f"{name} {list(t.get_shape())}" if hasattr(t, "get_shape") else str(t)
+
+    types = [one(v.type) for v in op.operands]
+    return f" ({', '.join(types)})" if types else ""
 
 
 def populate_aten_to_tensor_patterns() -> list[RewritePattern]:
@@ -90,7 +107,7 @@ class ConvertAtenToTensorPass(ModulePass):
                 lines.append(f"  {target} has no tg lowering (unsupported ATen op){f' at {loc}' if loc else ''}; {UNSUPPORTED_OP_FIX}")
             else:
                 reason = failures.get(id(o), (None, "no pattern matched"))[1]
-                lines.append(f"  {o.name}: {reason}")
+                lines.append(f"  {o.name}{_operand_types(o)}{f' at {loc}' if (loc := location_of(o)) else ''}: {reason}")
         raise AtenConversionError(
             f"convert-aten-to-tensor: {len(left)} aten op{'s' if len(left) != 1 else ''} could not be converted:\n"
             + "\n".join(lines)

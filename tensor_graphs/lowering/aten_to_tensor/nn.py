@@ -20,14 +20,13 @@ forms lower to (`convolution.py`, `normalization.py`).
 from __future__ import annotations
 
 import numpy as np
-from xdsl.dialects.builtin import i1, i64
+from xdsl.dialects.builtin import i64
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from tensor_graphs.dialects import aten
 from tensor_graphs.dialects.dense import dense_from_numpy
 from tensor_graphs.dialects.shapes import numel
 from tensor_graphs.dialects.tensor import (
-    AbsOp,
     AddOp,
     AmaxOp,
     ArgReduceOp,
@@ -37,19 +36,17 @@ from tensor_graphs.dialects.tensor import (
     LayerNormOp,
     MeanOp,
     MulOp,
-    PowOp,
     PutOp,
     RsqrtOp,
     SliceOp,
-    SqrtOp,
     SubOp,
-    SumOp,
     TakeOp,
     TransposeOp,
     shape_of,
 )
 from tensor_graphs.lowering.aten_to_tensor.common import OpList, constant, element_type, notify_match_failure, scalar_constant
 from tensor_graphs.lowering.aten_to_tensor.convolution import _height_one, _ints, _pair, convolution
+from tensor_graphs.lowering.aten_to_tensor.reductions import p_norm
 from tensor_graphs.lowering.aten_to_tensor.views import positions
 
 
@@ -265,20 +262,8 @@ class NativeNormPattern(RewritePattern):
 
 
 def _distance(ops: OpList, diff, p: float, dim: int):
-    """``||diff||_p`` along ``dim``: p = 2 a sqrt of squares, inf a max of |diff|, 0 a count of
-    nonzeros, 1 a sum of |diff|, else (sum |diff|^p)^(1/p)."""
-    el = element_type(diff)
-    a = ops.add(AbsOp(diff))
-    if p == 2.0:
-        return ops.add(SqrtOp(ops.add(SumOp(ops.add(MulOp(diff, diff, diff.type)), (dim,)))))
-    if p == float("inf"):
-        return ops.add(AmaxOp(a, (dim,)))
-    if p == 0.0:
-        return ops.add(SumOp(ops.cast(ops.cast(a, i1), el), (dim,)))
-    if p == 1.0:
-        return ops.add(SumOp(a, (dim,)))
-    powered = ops.add(SumOp(ops.add(PowOp(a, ops.add(scalar_constant(p, el)), a.type)), (dim,)))
-    return ops.add(PowOp(powered, ops.add(scalar_constant(1.0 / p, el)), powered.type))
+    """``||diff||_p`` along ``dim`` (`reductions.p_norm`)."""
+    return p_norm(ops, diff, p, (dim,))
 
 
 class DistancePattern(RewritePattern):

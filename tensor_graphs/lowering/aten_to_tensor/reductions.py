@@ -16,6 +16,7 @@ from xdsl.dialects.builtin import IntegerAttr, i1
 
 from tensor_graphs.dialects.shapes import numel
 from tensor_graphs.dialects.tensor import (
+    AbsOp,
     AmaxOp,
     AminOp,
     AnyOp,
@@ -25,6 +26,7 @@ from tensor_graphs.dialects.tensor import (
     LogSoftmaxOp,
     MeanOp,
     MulOp,
+    PowOp,
     ProdOp,
     SoftmaxOp,
     SqrtOp,
@@ -238,9 +240,27 @@ class CumsumPattern(RewritePattern):
         rewriter.replace(op, ops, [y])
 
 
+def p_norm(ops: OpList, x, p: float, dims: tuple[int, ...], keepdim: bool = False):
+    """``||x||_p`` over ``dims``: p = 2 ``sqrt(sum(x * x))``, 1 ``sum |x|``, inf ``max |x|``,
+    -inf ``min |x|``, 0 the count of nonzeros, else ``(sum |x|^p)^(1/p)``."""
+    el = element_type(x)
+    if p == 2.0:
+        return ops.add(SqrtOp(ops.add(SumOp(ops.add(MulOp(x, x, x.type)), dims, keepdim))))
+    a = ops.add(AbsOp(x))
+    if p == float("inf"):
+        return ops.add(AmaxOp(a, dims, keepdim))
+    if p == float("-inf"):
+        return ops.add(AminOp(a, dims, keepdim))
+    if p == 0.0:
+        return ops.add(SumOp(ops.cast(ops.cast(a, i1), el), dims, keepdim))
+    if p == 1.0:
+        return ops.add(SumOp(a, dims, keepdim))
+    powered = ops.add(SumOp(ops.add(PowOp(a, ops.add(scalar_constant(p, el)), a.type)), dims, keepdim))
+    return ops.add(PowOp(powered, ops.add(scalar_constant(1.0 / p, el)), powered.type))
+
+
 class VectorNormPattern(RewritePattern):
-    """``linalg_vector_norm`` with ``ord = 2`` (``F.normalize``, sentence embeddings) is
-    ``sqrt(sum(x * x))`` over the dims (all of them when absent); other orders are reported.
+    """``linalg_vector_norm`` of any order (`p_norm`) over the dims (all of them when absent).
 
     ```mlir
     %n = aten.linalg_vector_norm %x {dim = array<i64: 1>, keepdim = true} : (tensor<2x8xf32>) -> tensor<2x1xf32>
@@ -253,18 +273,14 @@ class VectorNormPattern(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: aten.LinalgVectorNormOp, rewriter: PatternRewriter) -> None:
-        if op.ord.value.data != 2:
-            return notify_match_failure(op, f"only the 2-norm is supported, got ord = {op.ord.value.data}")
         shape = shape_of(op.self)
         try:
-            dims = sorted({normalize_dim(d, len(shape)) for d in op.dim.get_values()}) if op.dim is not None and len(op.dim.get_values()) else list(range(len(shape)))
+            dims = sorted({normalize_dim(d, max(len(shape), 1)) for d in op.dim.get_values()}) if op.dim is not None and len(op.dim.get_values()) else list(range(len(shape)))
         except ShapeError as e:
             return notify_match_failure(op, str(e))
         ops = OpList()
         x = ops.cast(op.self, element_type(op.results[0]))
-        squares = ops.add(MulOp(x, x, x.type))
-        total = ops.add(SumOp(squares, tuple(dims), bool(op.keepdim.value.data)))
-        y = ops.add(SqrtOp(total))
+        y = p_norm(ops, x, float(op.ord.value.data), tuple(dims), bool(op.keepdim.value.data))
         rewriter.replace(op, ops, [ops.reshape(y, shape_of(op.result))])
 
 
