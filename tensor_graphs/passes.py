@@ -14,6 +14,7 @@ from xdsl.passes import ModulePass, PassPipeline
 #: pass name -> "module:Class"
 _PASS_PATHS: dict[str, str] = {
     "set-target": "tensor_graphs.transforms.set_target:SetTargetPass",
+    "widen-dtypes": "tensor_graphs.transforms.widen_dtypes:WidenDtypesPass",
     "convert-aten-to-tensor": "tensor_graphs.lowering.aten_to_tensor.convert:ConvertAtenToTensorPass",
     "canonicalize": "tensor_graphs.transforms.canonicalize:CanonicalizePass",
     "constant-fold": "tensor_graphs.transforms.constant_fold:ConstantFoldPass",
@@ -52,9 +53,11 @@ def _loader(path: str) -> Callable[[], type[ModulePass]]:
 
 PASSES: dict[str, Callable[[], type[ModulePass]]] = {name: _loader(p) for name, p in _PASS_PATHS.items()}
 
-#: aten -> tg, optimised at the tg level. constant-fold runs first so that the mask-building
-#: aten ops (arange, triu, comparisons, ...) are gone before conversion, which rejects them.
+#: aten -> tg, optimised at the tg level. widen-dtypes first (float16/bfloat16/uint8 ops compute
+#: in float32/int16), then constant-fold, so that the mask-building aten ops (arange, triu,
+#: comparisons, ...) and the casts of constants are gone before conversion, which rejects them.
 TENSOR_PIPELINE: tuple[str, ...] = (
+    "widen-dtypes",
     "constant-fold",
     "convert-aten-to-tensor",
     "canonicalize",

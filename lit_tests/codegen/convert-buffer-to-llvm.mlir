@@ -1,7 +1,7 @@
 // RUN: tg-opt %s -p set-target{target=x86-64-v4},convert-buffer-to-llvm --split-input-file --verify-diagnostics | filecheck %s
 // RUN: tg-opt %s -p set-target{target=x86-64-v4},convert-buffer-to-llvm -t llvm --split-input-file --verify-diagnostics | filecheck --check-prefix=LLVMIR %s
 // RUN: not tg-opt %S/Inputs/convert-buffer-to-llvm-bf16.mlir -p set-target{target=x86-64-v3},convert-buffer-to-llvm 2>&1 | filecheck --check-prefix=BF16 %s
-// BF16: convert-buffer-to-llvm: 1 op computes in bfloat16 (buf.cast); the CPU path has no bf16 arithmetic (float32 models only)
+// BF16: convert-buffer-to-llvm: 1 op computes in bfloat16 (buf.add); the CPU kernels compute bfloat16 values in float32: run widen-dtypes on the aten module first
 
 // A planned MLP layer: sgemm into an arena view, bias+relu in place, scale by a constant.
 // The entry computes each buffer's pointer and calls one function per kernel, whose
@@ -357,6 +357,35 @@ builtin.module {
     %arena = buf.arena : memref<0xi8>
     %wp = buf.packed_weight "fc.weight" {transposed = true, source_shape = array<i64: 128, 512>} : memref<2x512x64xf32>
     buf.packed_matmul ins(%x, %wp : memref<6x512xf32>, memref<2x512x64xf32>) outs(%out0 : memref<6x128xf32>)
+    func.return
+  }
+}
+
+// -----
+
+// bfloat16 buffers hold i16 words in LLVM IR: a cast from float32 rounds to nearest even by
+// integer arithmetic ((bits + 0x7FFF + bit 16) >> 16; NaN -> 0x7FC0), no AVX512-BF16 needed and
+// no library call; a cast to float32 shifts the word into the high half.
+
+// LLVMIR:     define internal i32 @"bf16_round_trip__0_cast"(
+// LLVMIR:       %[[BITS:.*]] = bitcast float %{{.*}} to i32
+// LLVMIR:       add i32 %[[BITS]], 32767
+// LLVMIR:       trunc i32 %{{.*}} to i16
+// LLVMIR:       fcmp uno float
+// LLVMIR:       select  i1 %{{.*}}, i16 32704, i16
+// LLVMIR:       store i16
+// LLVMIR:     define internal i32 @"bf16_round_trip__1_cast"(
+// LLVMIR:       load i16
+// LLVMIR:       zext i16 %{{.*}} to i32
+// LLVMIR:       shl i32 %{{.*}}, 16
+// LLVMIR:       bitcast i32 %{{.*}} to float
+
+builtin.module {
+  func.func @bf16_round_trip(%x: memref<2xf32>, %out0: memref<2xf32>) attributes {tg.num_outputs = 1 : i64} {
+    %arena = buf.arena : memref<64xi8>
+    %b = buf.view %arena[0] : memref<64xi8> -> memref<2xbf16>
+    buf.cast ins(%x : memref<2xf32>) outs(%b : memref<2xbf16>)
+    buf.cast ins(%b : memref<2xbf16>) outs(%out0 : memref<2xf32>)
     func.return
   }
 }

@@ -135,6 +135,33 @@ func.func @data_movement$full_slice_broadcast_cast_concat_are_input(%x: tensor<2
   func.return %k : tensor<2x6xf32>
 }
 
+// A cast back to the dtype of a value widened exactly (bf16 -> f32 -> bf16, ui8 -> i16 -> ui8,
+// widen-dtypes around an op that moves values) is that value.
+// CHECK-LABEL: func.func @cast$exact_round_trip_is_input
+func.func @cast$exact_round_trip_is_input(%x: tensor<2xbf16>, %u: tensor<2xui8>) -> (tensor<2xbf16>, tensor<2xui8>) {
+  // CHECK-NEXT: func.return %x, %u : tensor<2xbf16>, tensor<2xui8>
+  %w = tg.cast %x : (tensor<2xbf16>) -> tensor<2xf32>
+  %b = tg.cast %w : (tensor<2xf32>) -> tensor<2xbf16>
+  %i = tg.cast %u : (tensor<2xui8>) -> tensor<2xi16>
+  %v = tg.cast %i : (tensor<2xi16>) -> tensor<2xui8>
+  func.return %b, %v : tensor<2xbf16>, tensor<2xui8>
+}
+
+// The other way round a cast rounds: f32 -> bf16 -> f32 stays, as does f32 -> i32 -> f32.
+// CHECK-LABEL: func.func @expect_no_fold_as_the_round_trip_rounds
+func.func @expect_no_fold_as_the_round_trip_rounds(%x: tensor<2xf32>) -> (tensor<2xf32>, tensor<2xf32>) {
+  // CHECK-NEXT: %[[B:.*]] = tg.cast %x : (tensor<2xf32>) -> tensor<2xbf16>
+  // CHECK-NEXT: %[[W:.*]] = tg.cast %[[B]] : (tensor<2xbf16>) -> tensor<2xf32>
+  // CHECK-NEXT: %[[I:.*]] = tg.cast %x : (tensor<2xf32>) -> tensor<2xi32>
+  // CHECK-NEXT: %[[F:.*]] = tg.cast %[[I]] : (tensor<2xi32>) -> tensor<2xf32>
+  // CHECK-NEXT: func.return %[[W]], %[[F]]
+  %b = tg.cast %x : (tensor<2xf32>) -> tensor<2xbf16>
+  %w = tg.cast %b : (tensor<2xbf16>) -> tensor<2xf32>
+  %i = tg.cast %x : (tensor<2xf32>) -> tensor<2xi32>
+  %f = tg.cast %i : (tensor<2xi32>) -> tensor<2xf32>
+  func.return %w, %f : tensor<2xf32>, tensor<2xf32>
+}
+
 // CHECK-LABEL: func.func @expect_no_fold_as_slice_drops_elements
 func.func @expect_no_fold_as_slice_drops_elements(%x: tensor<2x6xf32>) -> (tensor<2x3xf32>, tensor<2x6xf32>) {
   // CHECK-NEXT: %[[S:.*]] = tg.slice %x {dim = 1 : i64, start = 3 : i64}

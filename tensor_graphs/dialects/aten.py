@@ -10,9 +10,8 @@ arguments; ``int`` is an ``i64`` property, ``int[]`` an ``array<i64: ...>`` prop
 ``f64`` property, ``Scalar`` an ``i64`` or ``f64`` property (integer or float, as written),
 ``bool`` an ``i1`` property, ``str`` and ``ScalarType`` string properties (``dtype = "int64"``);
 ``Layout`` and ``Device`` are dropped. Schema defaults are property defaults. One result per
-returned Tensor; a returned ``Tensor[]`` is the variadic result ``outputs``. Ops are ``f32``-only
-unless marked ``ANY_DTYPE`` (shape ops, comparisons, mask builders: integer and ``i1`` tensors too);
-shapes are checked where that is cheap.
+returned Tensor; a returned ``Tensor[]`` is the variadic result ``outputs``. Ops take every dtype
+of the one table (`tensor_graphs.dtypes`); shapes are checked where that is cheap.
 
 ```mlir
 %w = tg.weight "fc.weight" : tensor<6x8xf32>
@@ -234,7 +233,6 @@ class TOp(AtenOp):
     name = "aten.t"
     TARGET: ClassVar[str] = "aten::t"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"),)
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     result = result_def(AnyTensor)
     irdl_options = (ParsePropInAttrDict(),)
@@ -255,7 +253,6 @@ class TransposeIntOp(AtenOp):
     name = "aten.transpose.int"
     TARGET: ClassVar[str] = "aten::transpose.int"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim0", "int"), ("dim1", "int"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dim0 = prop_def(IntegerAttr[I64])
     dim1 = prop_def(IntegerAttr[I64])
@@ -278,7 +275,6 @@ class PermuteOp(AtenOp):
     name = "aten.permute"
     TARGET: ClassVar[str] = "aten::permute"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dims", "int[]"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dims = prop_def(DenseArrayBase.constr(i64))
     result = result_def(AnyTensor)
@@ -300,7 +296,6 @@ class ViewOp(AtenOp):
     name = "aten.view"
     TARGET: ClassVar[str] = "aten::view"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("size", "int[]"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     size = prop_def(DenseArrayBase.constr(i64))
     result = result_def(AnyTensor)
@@ -322,7 +317,6 @@ class ReshapeOp(AtenOp):
     name = "aten.reshape"
     TARGET: ClassVar[str] = "aten::reshape"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("shape", "int[]"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     shape = prop_def(DenseArrayBase.constr(i64))
     result = result_def(AnyTensor)
@@ -344,7 +338,6 @@ class UnsafeViewOp(AtenOp):
     name = "aten._unsafe_view"
     TARGET: ClassVar[str] = "aten::_unsafe_view"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("size", "int[]"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     size = prop_def(DenseArrayBase.constr(i64))
     result = result_def(AnyTensor)
@@ -366,7 +359,6 @@ class FlattenUsingIntsOp(AtenOp):
     name = "aten.flatten.using_ints"
     TARGET: ClassVar[str] = "aten::flatten.using_ints"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("start_dim", "int"), ("end_dim", "int"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     start_dim = prop_def(IntegerAttr[I64], default_value=IntegerAttr(0, i64))
     end_dim = prop_def(IntegerAttr[I64], default_value=IntegerAttr(-1, i64))
@@ -389,7 +381,6 @@ class UnflattenIntOp(AtenOp):
     name = "aten.unflatten.int"
     TARGET: ClassVar[str] = "aten::unflatten.int"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"), ("sizes", "int[]"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dim = prop_def(IntegerAttr[I64])
     sizes = prop_def(DenseArrayBase.constr(i64))
@@ -412,7 +403,6 @@ class UnsqueezeOp(AtenOp):
     name = "aten.unsqueeze"
     TARGET: ClassVar[str] = "aten::unsqueeze"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dim = prop_def(IntegerAttr[I64])
     result = result_def(AnyTensor)
@@ -434,7 +424,6 @@ class SqueezeDimOp(AtenOp):
     name = "aten.squeeze.dim"
     TARGET: ClassVar[str] = "aten::squeeze.dim"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dim = prop_def(IntegerAttr[I64])
     result = result_def(AnyTensor)
@@ -456,7 +445,6 @@ class SqueezeDimsOp(AtenOp):
     name = "aten.squeeze.dims"
     TARGET: ClassVar[str] = "aten::squeeze.dims"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int[]"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dim = prop_def(DenseArrayBase.constr(i64))
     result = result_def(AnyTensor)
@@ -478,7 +466,6 @@ class ContiguousOp(AtenOp):
     name = "aten.contiguous"
     TARGET: ClassVar[str] = "aten::contiguous"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("memory_format", "int"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     memory_format = prop_def(IntegerAttr[I64], default_value=IntegerAttr(0, i64))
     result = result_def(AnyTensor)
@@ -500,7 +487,6 @@ class CloneOp(AtenOp):
     name = "aten.clone"
     TARGET: ClassVar[str] = "aten::clone"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("memory_format", "int?"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     memory_format = opt_prop_def(IntegerAttr[I64])
     result = result_def(AnyTensor)
@@ -522,7 +508,6 @@ class ExpandOp(AtenOp):
     name = "aten.expand"
     TARGET: ClassVar[str] = "aten::expand"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("size", "int[]"), ("implicit", "bool"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     size = prop_def(DenseArrayBase.constr(i64))
     implicit = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
@@ -545,7 +530,6 @@ class ExpandAsOp(AtenOp):
     name = "aten.expand_as"
     TARGET: ClassVar[str] = "aten::expand_as"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = operand_def(AnyTensor)
     result = result_def(AnyTensor)
@@ -563,7 +547,6 @@ class RepeatOp(AtenOp):
     name = "aten.repeat"
     TARGET: ClassVar[str] = "aten::repeat"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("repeats", "int[]"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     repeats = prop_def(DenseArrayBase.constr(i64))
     result = result_def(AnyTensor)
@@ -581,7 +564,6 @@ class RepeatInterleaveSelfIntOp(AtenOp):
     name = "aten.repeat_interleave.self_int"
     TARGET: ClassVar[str] = "aten::repeat_interleave.self_int"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("repeats", "int"), ("dim", "int?"), ("output_size", "int?"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     repeats = prop_def(IntegerAttr[I64])
     dim = opt_prop_def(IntegerAttr[I64])
@@ -601,7 +583,6 @@ class StackOp(AtenOp):
     name = "aten.stack"
     TARGET: ClassVar[str] = "aten::stack"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("tensors", "tensor[]"), ("dim", "int"))
-    ANY_DTYPE: ClassVar[bool] = True
     tensors = var_operand_def(AnyTensor)
     dim = prop_def(IntegerAttr[I64], default_value=IntegerAttr(0, i64))
     result = result_def(AnyTensor)
@@ -619,7 +600,6 @@ class NumpyTOp(AtenOp):
     name = "aten.numpy_T"
     TARGET: ClassVar[str] = "aten::numpy_T"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"),)
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     result = result_def(AnyTensor)
     irdl_options = (ParsePropInAttrDict(),)
@@ -636,7 +616,6 @@ class RollOp(AtenOp):
     name = "aten.roll"
     TARGET: ClassVar[str] = "aten::roll"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("shifts", "int[]"), ("dims", "int[]"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     shifts = prop_def(DenseArrayBase.constr(i64))
     dims = prop_def(DenseArrayBase.constr(i64), default_value=DenseArrayBase.from_list(i64, []))
@@ -655,7 +634,6 @@ class ConstantPadNdOp(AtenOp):
     name = "aten.constant_pad_nd"
     TARGET: ClassVar[str] = "aten::constant_pad_nd"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("pad", "int[]"), ("value", "scalar"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     pad = prop_def(DenseArrayBase.constr(i64))
     value = prop_def(ScalarAttr, default_value=IntegerAttr(0, i64))
@@ -674,7 +652,6 @@ class PadOp(AtenOp):
     name = "aten.pad"
     TARGET: ClassVar[str] = "aten::pad"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("pad", "int[]"), ("mode", "str"), ("value", "float?"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     pad = prop_def(DenseArrayBase.constr(i64))
     mode = prop_def(StringAttr, default_value=StringAttr('constant'))
@@ -694,7 +671,6 @@ class SliceTensorOp(AtenOp):
     name = "aten.slice.Tensor"
     TARGET: ClassVar[str] = "aten::slice.Tensor"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"), ("start", "int?"), ("end", "int?"), ("step", "int"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dim = prop_def(IntegerAttr[I64], default_value=IntegerAttr(0, i64))
     start = opt_prop_def(IntegerAttr[I64])
@@ -719,7 +695,6 @@ class SelectIntOp(AtenOp):
     name = "aten.select.int"
     TARGET: ClassVar[str] = "aten::select.int"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"), ("index", "int"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dim = prop_def(IntegerAttr[I64])
     index = prop_def(IntegerAttr[I64])
@@ -742,7 +717,6 @@ class NarrowOp(AtenOp):
     name = "aten.narrow"
     TARGET: ClassVar[str] = "aten::narrow"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"), ("start", "int"), ("length", "int"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dim = prop_def(IntegerAttr[I64])
     start = prop_def(IntegerAttr[I64])
@@ -766,7 +740,6 @@ class NarrowCopyOp(AtenOp):
     name = "aten.narrow_copy"
     TARGET: ClassVar[str] = "aten::narrow_copy"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"), ("start", "int"), ("length", "int"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dim = prop_def(IntegerAttr[I64])
     start = prop_def(IntegerAttr[I64])
@@ -790,7 +763,6 @@ class SplitTensorOp(AtenOp):
     name = "aten.split.Tensor"
     TARGET: ClassVar[str] = "aten::split.Tensor"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("split_size", "int"), ("dim", "int"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     split_size = prop_def(IntegerAttr[I64])
     dim = prop_def(IntegerAttr[I64], default_value=IntegerAttr(0, i64))
@@ -813,7 +785,6 @@ class SplitWithSizesOp(AtenOp):
     name = "aten.split_with_sizes"
     TARGET: ClassVar[str] = "aten::split_with_sizes"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("split_sizes", "int[]"), ("dim", "int"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     split_sizes = prop_def(DenseArrayBase.constr(i64))
     dim = prop_def(IntegerAttr[I64], default_value=IntegerAttr(0, i64))
@@ -836,7 +807,6 @@ class ChunkOp(AtenOp):
     name = "aten.chunk"
     TARGET: ClassVar[str] = "aten::chunk"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("chunks", "int"), ("dim", "int"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     chunks = prop_def(IntegerAttr[I64])
     dim = prop_def(IntegerAttr[I64], default_value=IntegerAttr(0, i64))
@@ -859,7 +829,6 @@ class CatOp(AtenOp):
     name = "aten.cat"
     TARGET: ClassVar[str] = "aten::cat"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("tensors", "tensor[]"), ("dim", "int"))
-    ANY_DTYPE: ClassVar[bool] = True
     tensors = var_operand_def(AnyTensor)
     dim = prop_def(IntegerAttr[I64], default_value=IntegerAttr(0, i64))
     result = result_def(AnyTensor)
@@ -881,7 +850,6 @@ class IndexTensorOp(AtenOp):
     name = "aten.index.Tensor"
     TARGET: ClassVar[str] = "aten::index.Tensor"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("indices", "tensor?[]"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     indices = var_operand_def(AnyTensor)
     indices_none = prop_def(DenseArrayBase.constr(i64), default_value=DenseArrayBase.from_list(i64, []))
@@ -904,7 +872,6 @@ class FlipOp(AtenOp):
     name = "aten.flip"
     TARGET: ClassVar[str] = "aten::flip"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dims", "int[]"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dims = prop_def(DenseArrayBase.constr(i64))
     result = result_def(AnyTensor)
@@ -922,7 +889,6 @@ class DiagonalOp(AtenOp):
     name = "aten.diagonal"
     TARGET: ClassVar[str] = "aten::diagonal"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("offset", "int"), ("dim1", "int"), ("dim2", "int"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     offset = prop_def(IntegerAttr[I64], default_value=IntegerAttr(0, i64))
     dim1 = prop_def(IntegerAttr[I64], default_value=IntegerAttr(0, i64))
@@ -942,7 +908,6 @@ class AsStridedOp(AtenOp):
     name = "aten.as_strided"
     TARGET: ClassVar[str] = "aten::as_strided"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("size", "int[]"), ("stride", "int[]"), ("storage_offset", "int?"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     size = prop_def(DenseArrayBase.constr(i64))
     stride = prop_def(DenseArrayBase.constr(i64))
@@ -962,7 +927,6 @@ class UnfoldOp(AtenOp):
     name = "aten.unfold"
     TARGET: ClassVar[str] = "aten::unfold"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dimension", "int"), ("size", "int"), ("step", "int"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dimension = prop_def(IntegerAttr[I64])
     size = prop_def(IntegerAttr[I64])
@@ -982,7 +946,6 @@ class IndexSelectOp(AtenOp):
     name = "aten.index_select"
     TARGET: ClassVar[str] = "aten::index_select"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"), ("index", "tensor"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dim = prop_def(IntegerAttr[I64])
     index = operand_def(AnyTensor)
@@ -1001,7 +964,6 @@ class ScatterSrcOp(AtenOp):
     name = "aten.scatter.src"
     TARGET: ClassVar[str] = "aten::scatter.src"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"), ("index", "tensor"), ("src", "tensor"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dim = prop_def(IntegerAttr[I64])
     index = operand_def(AnyTensor)
@@ -1021,7 +983,6 @@ class ScatterValueOp(AtenOp):
     name = "aten.scatter.value"
     TARGET: ClassVar[str] = "aten::scatter.value"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"), ("index", "tensor"), ("value", "scalar"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dim = prop_def(IntegerAttr[I64])
     index = operand_def(AnyTensor)
@@ -1041,7 +1002,6 @@ class ScatterAddOp(AtenOp):
     name = "aten.scatter_add"
     TARGET: ClassVar[str] = "aten::scatter_add"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"), ("index", "tensor"), ("src", "tensor"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dim = prop_def(IntegerAttr[I64])
     index = operand_def(AnyTensor)
@@ -1061,7 +1021,6 @@ class ScatterReduceTwoOp(AtenOp):
     name = "aten.scatter_reduce.two"
     TARGET: ClassVar[str] = "aten::scatter_reduce.two"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"), ("index", "tensor"), ("src", "tensor"), ("reduce", "str"), ("include_self", "bool"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dim = prop_def(IntegerAttr[I64])
     index = operand_def(AnyTensor)
@@ -1083,7 +1042,6 @@ class SliceScatterOp(AtenOp):
     name = "aten.slice_scatter"
     TARGET: ClassVar[str] = "aten::slice_scatter"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("src", "tensor"), ("dim", "int"), ("start", "int?"), ("end", "int?"), ("step", "int"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     src = operand_def(AnyTensor)
     dim = prop_def(IntegerAttr[I64], default_value=IntegerAttr(0, i64))
@@ -1105,7 +1063,6 @@ class SelectScatterOp(AtenOp):
     name = "aten.select_scatter"
     TARGET: ClassVar[str] = "aten::select_scatter"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("src", "tensor"), ("dim", "int"), ("index", "int"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     src = operand_def(AnyTensor)
     dim = prop_def(IntegerAttr[I64])
@@ -1125,7 +1082,6 @@ class DiagonalScatterOp(AtenOp):
     name = "aten.diagonal_scatter"
     TARGET: ClassVar[str] = "aten::diagonal_scatter"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("src", "tensor"), ("offset", "int"), ("dim1", "int"), ("dim2", "int"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     src = operand_def(AnyTensor)
     offset = prop_def(IntegerAttr[I64], default_value=IntegerAttr(0, i64))
@@ -1146,7 +1102,6 @@ class IndexFillIntScalarOp(AtenOp):
     name = "aten.index_fill.int_Scalar"
     TARGET: ClassVar[str] = "aten::index_fill.int_Scalar"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"), ("index", "tensor"), ("value", "scalar"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dim = prop_def(IntegerAttr[I64])
     index = operand_def(AnyTensor)
@@ -1166,7 +1121,6 @@ class CopyOp(AtenOp):
     name = "aten.copy"
     TARGET: ClassVar[str] = "aten::copy"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("src", "tensor"), ("non_blocking", "bool"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     src = operand_def(AnyTensor)
     non_blocking = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
@@ -1185,7 +1139,6 @@ class FillScalarOp(AtenOp):
     name = "aten.fill.Scalar"
     TARGET: ClassVar[str] = "aten::fill.Scalar"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("value", "scalar"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     value = prop_def(ScalarAttr)
     result = result_def(AnyTensor)
@@ -1203,7 +1156,6 @@ class EmptyMemoryFormatOp(AtenOp):
     name = "aten.empty.memory_format"
     TARGET: ClassVar[str] = "aten::empty.memory_format"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("size", "int[]"), ("dtype", "dtype?"), ("layout", "drop"), ("device", "drop"), ("pin_memory", "bool?"), ("memory_format", "int?"))
-    ANY_DTYPE: ClassVar[bool] = True
     size = prop_def(DenseArrayBase.constr(i64))
     dtype = opt_prop_def(StringAttr)
     pin_memory = opt_prop_def(IntegerAttr[I1])
@@ -1223,7 +1175,6 @@ class EmptyStridedOp(AtenOp):
     name = "aten.empty_strided"
     TARGET: ClassVar[str] = "aten::empty_strided"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("size", "int[]"), ("stride", "int[]"), ("dtype", "dtype?"), ("layout", "drop"), ("device", "drop"), ("pin_memory", "bool?"))
-    ANY_DTYPE: ClassVar[bool] = True
     size = prop_def(DenseArrayBase.constr(i64))
     stride = prop_def(DenseArrayBase.constr(i64))
     dtype = opt_prop_def(StringAttr)
@@ -1243,7 +1194,6 @@ class NewEmptyStridedOp(AtenOp):
     name = "aten.new_empty_strided"
     TARGET: ClassVar[str] = "aten::new_empty_strided"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("size", "int[]"), ("stride", "int[]"), ("dtype", "dtype?"), ("layout", "drop"), ("device", "drop"), ("pin_memory", "bool?"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     size = prop_def(DenseArrayBase.constr(i64))
     stride = prop_def(DenseArrayBase.constr(i64))
@@ -1264,7 +1214,6 @@ class MaskedScatterOp(AtenOp):
     name = "aten.masked_scatter"
     TARGET: ClassVar[str] = "aten::masked_scatter"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("mask", "tensor"), ("source", "tensor"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     mask = operand_def(AnyTensor)
     source = operand_def(AnyTensor)
@@ -1283,7 +1232,6 @@ class GatherOp(AtenOp):
     name = "aten.gather"
     TARGET: ClassVar[str] = "aten::gather"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"), ("index", "tensor"), ("sparse_grad", "bool"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dim = prop_def(IntegerAttr[I64])
     index = operand_def(AnyTensor)
@@ -1307,7 +1255,6 @@ class EmbeddingOp(AtenOp):
     name = "aten.embedding"
     TARGET: ClassVar[str] = "aten::embedding"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("weight", "tensor"), ("indices", "tensor"), ("padding_idx", "int"), ("scale_grad_by_freq", "bool"), ("sparse", "bool"))
-    ANY_DTYPE: ClassVar[bool] = True
     weight = operand_def(AnyTensor)
     indices = operand_def(AnyTensor)
     padding_idx = prop_def(IntegerAttr[I64], default_value=IntegerAttr(-1, i64))
@@ -1332,7 +1279,6 @@ class ToDtypeOp(AtenOp):
     name = "aten.to.dtype"
     TARGET: ClassVar[str] = "aten::to.dtype"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dtype", "dtype"), ("non_blocking", "bool"), ("copy", "bool"), ("memory_format", "int?"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dtype = prop_def(StringAttr)
     non_blocking = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
@@ -1357,7 +1303,6 @@ class ToDtypeLayoutOp(AtenOp):
     name = "aten.to.dtype_layout"
     TARGET: ClassVar[str] = "aten::to.dtype_layout"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dtype", "dtype?"), ("layout", "drop"), ("device", "drop"), ("pin_memory", "bool?"), ("non_blocking", "bool"), ("copy", "bool"), ("memory_format", "int?"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dtype = opt_prop_def(StringAttr)
     pin_memory = opt_prop_def(IntegerAttr[I1])
@@ -1383,7 +1328,6 @@ class ToDeviceOp(AtenOp):
     name = "aten.to.device"
     TARGET: ClassVar[str] = "aten::to.device"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("device", "drop"), ("dtype", "dtype"), ("non_blocking", "bool"), ("copy", "bool"), ("memory_format", "int?"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dtype = prop_def(StringAttr)
     non_blocking = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
@@ -1408,7 +1352,6 @@ class ToCopyOp(AtenOp):
     name = "aten._to_copy"
     TARGET: ClassVar[str] = "aten::_to_copy"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dtype", "dtype?"), ("layout", "drop"), ("device", "drop"), ("pin_memory", "bool?"), ("non_blocking", "bool"), ("memory_format", "int?"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dtype = opt_prop_def(StringAttr)
     pin_memory = opt_prop_def(IntegerAttr[I1])
@@ -1433,7 +1376,6 @@ class TypeAsOp(AtenOp):
     name = "aten.type_as"
     TARGET: ClassVar[str] = "aten::type_as"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = operand_def(AnyTensor)
     result = result_def(AnyTensor)
@@ -1455,7 +1397,6 @@ class AddTensorOp(AtenOp):
     name = "aten.add.Tensor"
     TARGET: ClassVar[str] = "aten::add.Tensor"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"), ("alpha", "scalar"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = operand_def(AnyTensor)
     alpha = prop_def(ScalarAttr, default_value=IntegerAttr(1, i64))
@@ -1478,7 +1419,6 @@ class AddScalarOp(AtenOp):
     name = "aten.add.Scalar"
     TARGET: ClassVar[str] = "aten::add.Scalar"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "scalar"), ("alpha", "scalar"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = prop_def(ScalarAttr)
     alpha = prop_def(ScalarAttr, default_value=IntegerAttr(1, i64))
@@ -1501,7 +1441,6 @@ class SubTensorOp(AtenOp):
     name = "aten.sub.Tensor"
     TARGET: ClassVar[str] = "aten::sub.Tensor"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"), ("alpha", "scalar"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = operand_def(AnyTensor)
     alpha = prop_def(ScalarAttr, default_value=IntegerAttr(1, i64))
@@ -1524,7 +1463,6 @@ class SubScalarOp(AtenOp):
     name = "aten.sub.Scalar"
     TARGET: ClassVar[str] = "aten::sub.Scalar"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "scalar"), ("alpha", "scalar"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = prop_def(ScalarAttr)
     alpha = prop_def(ScalarAttr, default_value=IntegerAttr(1, i64))
@@ -1547,7 +1485,6 @@ class MulTensorOp(AtenOp):
     name = "aten.mul.Tensor"
     TARGET: ClassVar[str] = "aten::mul.Tensor"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = operand_def(AnyTensor)
     result = result_def(AnyTensor)
@@ -1569,7 +1506,6 @@ class MulScalarOp(AtenOp):
     name = "aten.mul.Scalar"
     TARGET: ClassVar[str] = "aten::mul.Scalar"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "scalar"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = prop_def(ScalarAttr)
     result = result_def(AnyTensor)
@@ -1591,7 +1527,6 @@ class DivTensorOp(AtenOp):
     name = "aten.div.Tensor"
     TARGET: ClassVar[str] = "aten::div.Tensor"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = operand_def(AnyTensor)
     result = result_def(AnyTensor)
@@ -1613,7 +1548,6 @@ class DivScalarOp(AtenOp):
     name = "aten.div.Scalar"
     TARGET: ClassVar[str] = "aten::div.Scalar"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "scalar"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = prop_def(ScalarAttr)
     result = result_def(AnyTensor)
@@ -1635,7 +1569,6 @@ class RsubTensorOp(AtenOp):
     name = "aten.rsub.Tensor"
     TARGET: ClassVar[str] = "aten::rsub.Tensor"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"), ("alpha", "scalar"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = operand_def(AnyTensor)
     alpha = prop_def(ScalarAttr, default_value=IntegerAttr(1, i64))
@@ -1658,7 +1591,6 @@ class RsubScalarOp(AtenOp):
     name = "aten.rsub.Scalar"
     TARGET: ClassVar[str] = "aten::rsub.Scalar"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "scalar"), ("alpha", "scalar"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = prop_def(ScalarAttr)
     alpha = prop_def(ScalarAttr, default_value=IntegerAttr(1, i64))
@@ -1681,7 +1613,6 @@ class MaximumOp(AtenOp):
     name = "aten.maximum"
     TARGET: ClassVar[str] = "aten::maximum"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = operand_def(AnyTensor)
     result = result_def(AnyTensor)
@@ -1703,7 +1634,6 @@ class MinimumOp(AtenOp):
     name = "aten.minimum"
     TARGET: ClassVar[str] = "aten::minimum"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = operand_def(AnyTensor)
     result = result_def(AnyTensor)
@@ -1725,7 +1655,6 @@ class MaxOtherOp(AtenOp):
     name = "aten.max.other"
     TARGET: ClassVar[str] = "aten::max.other"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = operand_def(AnyTensor)
     result = result_def(AnyTensor)
@@ -1747,7 +1676,6 @@ class MinOtherOp(AtenOp):
     name = "aten.min.other"
     TARGET: ClassVar[str] = "aten::min.other"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = operand_def(AnyTensor)
     result = result_def(AnyTensor)
@@ -1769,7 +1697,6 @@ class ClampOp(AtenOp):
     name = "aten.clamp"
     TARGET: ClassVar[str] = "aten::clamp"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("min", "scalar?"), ("max", "scalar?"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     min = opt_prop_def(ScalarAttr)
     max = opt_prop_def(ScalarAttr)
@@ -1792,7 +1719,6 @@ class ClampTensorOp(AtenOp):
     name = "aten.clamp.Tensor"
     TARGET: ClassVar[str] = "aten::clamp.Tensor"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("min", "tensor?"), ("max", "tensor?"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     min = opt_operand_def(AnyTensor)
     max = opt_operand_def(AnyTensor)
@@ -1815,7 +1741,6 @@ class ClampMinOp(AtenOp):
     name = "aten.clamp_min"
     TARGET: ClassVar[str] = "aten::clamp_min"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("min", "scalar"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     min = prop_def(ScalarAttr)
     result = result_def(AnyTensor)
@@ -1879,7 +1804,6 @@ class PowTensorScalarOp(AtenOp):
     name = "aten.pow.Tensor_Scalar"
     TARGET: ClassVar[str] = "aten::pow.Tensor_Scalar"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("exponent", "scalar"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     exponent = prop_def(ScalarAttr)
     result = result_def(AnyTensor)
@@ -1901,7 +1825,6 @@ class PowTensorTensorOp(AtenOp):
     name = "aten.pow.Tensor_Tensor"
     TARGET: ClassVar[str] = "aten::pow.Tensor_Tensor"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("exponent", "tensor"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     exponent = operand_def(AnyTensor)
     result = result_def(AnyTensor)
@@ -1923,7 +1846,6 @@ class WhereSelfOp(AtenOp):
     name = "aten.where.self"
     TARGET: ClassVar[str] = "aten::where.self"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("condition", "tensor"), ("self", "tensor"), ("other", "tensor"))
-    ANY_DTYPE: ClassVar[bool] = True
     condition = operand_def(AnyTensor)
     self = operand_def(AnyTensor)
     other = operand_def(AnyTensor)
@@ -1946,7 +1868,6 @@ class WhereScalarSelfOp(AtenOp):
     name = "aten.where.ScalarSelf"
     TARGET: ClassVar[str] = "aten::where.ScalarSelf"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("condition", "tensor"), ("self", "scalar"), ("other", "tensor"))
-    ANY_DTYPE: ClassVar[bool] = True
     condition = operand_def(AnyTensor)
     self = prop_def(ScalarAttr)
     other = operand_def(AnyTensor)
@@ -1969,7 +1890,6 @@ class WhereScalarOtherOp(AtenOp):
     name = "aten.where.ScalarOther"
     TARGET: ClassVar[str] = "aten::where.ScalarOther"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("condition", "tensor"), ("self", "tensor"), ("other", "scalar"))
-    ANY_DTYPE: ClassVar[bool] = True
     condition = operand_def(AnyTensor)
     self = operand_def(AnyTensor)
     other = prop_def(ScalarAttr)
@@ -1992,7 +1912,6 @@ class WhereScalarOp(AtenOp):
     name = "aten.where.Scalar"
     TARGET: ClassVar[str] = "aten::where.Scalar"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("condition", "tensor"), ("self", "scalar"), ("other", "scalar"))
-    ANY_DTYPE: ClassVar[bool] = True
     condition = operand_def(AnyTensor)
     self = prop_def(ScalarAttr)
     other = prop_def(ScalarAttr)
@@ -2015,7 +1934,6 @@ class MaskedFillScalarOp(AtenOp):
     name = "aten.masked_fill.Scalar"
     TARGET: ClassVar[str] = "aten::masked_fill.Scalar"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("mask", "tensor"), ("value", "scalar"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     mask = operand_def(AnyTensor)
     value = prop_def(ScalarAttr)
@@ -2038,7 +1956,6 @@ class MaskedFillTensorOp(AtenOp):
     name = "aten.masked_fill.Tensor"
     TARGET: ClassVar[str] = "aten::masked_fill.Tensor"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("mask", "tensor"), ("value", "tensor"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     mask = operand_def(AnyTensor)
     value = operand_def(AnyTensor)
@@ -2302,7 +2219,6 @@ class NegOp(AtenOp):
     name = "aten.neg"
     TARGET: ClassVar[str] = "aten::neg"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"),)
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     result = result_def(AnyTensor)
     irdl_options = (ParsePropInAttrDict(),)
@@ -2323,7 +2239,6 @@ class AbsOp(AtenOp):
     name = "aten.abs"
     TARGET: ClassVar[str] = "aten::abs"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"),)
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     result = result_def(AnyTensor)
     irdl_options = (ParsePropInAttrDict(),)
@@ -2830,7 +2745,6 @@ class PowScalarOp(AtenOp):
     name = "aten.pow.Scalar"
     TARGET: ClassVar[str] = "aten::pow.Scalar"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "scalar"), ("exponent", "tensor"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = prop_def(ScalarAttr)
     exponent = operand_def(AnyTensor)
     result = result_def(AnyTensor)
@@ -2852,7 +2766,6 @@ class IsnanOp(AtenOp):
     name = "aten.isnan"
     TARGET: ClassVar[str] = "aten::isnan"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"),)
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     result = result_def(AnyTensor)
     irdl_options = (ParsePropInAttrDict(),)
@@ -2873,7 +2786,6 @@ class IsinfOp(AtenOp):
     name = "aten.isinf"
     TARGET: ClassVar[str] = "aten::isinf"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"),)
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     result = result_def(AnyTensor)
     irdl_options = (ParsePropInAttrDict(),)
@@ -2894,7 +2806,6 @@ class DivTensorModeOp(AtenOp):
     name = "aten.div.Tensor_mode"
     TARGET: ClassVar[str] = "aten::div.Tensor_mode"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"), ("rounding_mode", "str?"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = operand_def(AnyTensor)
     rounding_mode = opt_prop_def(StringAttr)
@@ -2917,7 +2828,6 @@ class DivScalarModeOp(AtenOp):
     name = "aten.div.Scalar_mode"
     TARGET: ClassVar[str] = "aten::div.Scalar_mode"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "scalar"), ("rounding_mode", "str?"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = prop_def(ScalarAttr)
     rounding_mode = opt_prop_def(StringAttr)
@@ -2963,7 +2873,6 @@ class SumOp(AtenOp):
     name = "aten.sum"
     TARGET: ClassVar[str] = "aten::sum"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dtype", "dtype?"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dtype = opt_prop_def(StringAttr)
     result = result_def(AnyTensor)
@@ -2985,7 +2894,6 @@ class SumDimIntListOp(AtenOp):
     name = "aten.sum.dim_IntList"
     TARGET: ClassVar[str] = "aten::sum.dim_IntList"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int[]?"), ("keepdim", "bool"), ("dtype", "dtype?"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dim = opt_prop_def(DenseArrayBase.constr(i64))
     keepdim = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
@@ -3009,7 +2917,6 @@ class AmaxOp(AtenOp):
     name = "aten.amax"
     TARGET: ClassVar[str] = "aten::amax"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int[]"), ("keepdim", "bool"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dim = prop_def(DenseArrayBase.constr(i64), default_value=DenseArrayBase.from_list(i64, []))
     keepdim = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
@@ -3032,7 +2939,6 @@ class AminOp(AtenOp):
     name = "aten.amin"
     TARGET: ClassVar[str] = "aten::amin"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int[]"), ("keepdim", "bool"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dim = prop_def(DenseArrayBase.constr(i64), default_value=DenseArrayBase.from_list(i64, []))
     keepdim = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
@@ -3072,7 +2978,6 @@ class ProdOp(AtenOp):
     name = "aten.prod"
     TARGET: ClassVar[str] = "aten::prod"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dtype", "dtype?"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dtype = opt_prop_def(StringAttr)
     result = result_def(AnyTensor)
@@ -3090,7 +2995,6 @@ class ProdDimIntOp(AtenOp):
     name = "aten.prod.dim_int"
     TARGET: ClassVar[str] = "aten::prod.dim_int"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"), ("keepdim", "bool"), ("dtype", "dtype?"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dim = prop_def(IntegerAttr[I64])
     keepdim = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
@@ -3110,7 +3014,6 @@ class AnyOp(AtenOp):
     name = "aten.any"
     TARGET: ClassVar[str] = "aten::any"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"),)
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     result = result_def(AnyTensor)
     irdl_options = (ParsePropInAttrDict(),)
@@ -3127,7 +3030,6 @@ class AnyDimOp(AtenOp):
     name = "aten.any.dim"
     TARGET: ClassVar[str] = "aten::any.dim"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"), ("keepdim", "bool"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dim = prop_def(IntegerAttr[I64])
     keepdim = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
@@ -3146,7 +3048,6 @@ class AnyDimsOp(AtenOp):
     name = "aten.any.dims"
     TARGET: ClassVar[str] = "aten::any.dims"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int[]?"), ("keepdim", "bool"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dim = opt_prop_def(DenseArrayBase.constr(i64))
     keepdim = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
@@ -3165,7 +3066,6 @@ class ArgmaxOp(AtenOp):
     name = "aten.argmax"
     TARGET: ClassVar[str] = "aten::argmax"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int?"), ("keepdim", "bool"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dim = opt_prop_def(IntegerAttr[I64])
     keepdim = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
@@ -3184,7 +3084,6 @@ class ArgminOp(AtenOp):
     name = "aten.argmin"
     TARGET: ClassVar[str] = "aten::argmin"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int?"), ("keepdim", "bool"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dim = opt_prop_def(IntegerAttr[I64])
     keepdim = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
@@ -3203,7 +3102,6 @@ class MaxDimOp(AtenOp):
     name = "aten.max.dim"
     TARGET: ClassVar[str] = "aten::max.dim"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"), ("keepdim", "bool"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dim = prop_def(IntegerAttr[I64])
     keepdim = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
@@ -3223,7 +3121,6 @@ class MinDimOp(AtenOp):
     name = "aten.min.dim"
     TARGET: ClassVar[str] = "aten::min.dim"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"), ("keepdim", "bool"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dim = prop_def(IntegerAttr[I64])
     keepdim = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
@@ -3243,7 +3140,6 @@ class MaxOp(AtenOp):
     name = "aten.max"
     TARGET: ClassVar[str] = "aten::max"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"),)
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     result = result_def(AnyTensor)
     irdl_options = (ParsePropInAttrDict(),)
@@ -3260,7 +3156,6 @@ class MinOp(AtenOp):
     name = "aten.min"
     TARGET: ClassVar[str] = "aten::min"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"),)
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     result = result_def(AnyTensor)
     irdl_options = (ParsePropInAttrDict(),)
@@ -3605,7 +3500,6 @@ class MaxPool2dWithIndicesOp(AtenOp):
     name = "aten.max_pool2d_with_indices"
     TARGET: ClassVar[str] = "aten::max_pool2d_with_indices"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("kernel_size", "int[]"), ("stride", "int[]"), ("padding", "int[]"), ("dilation", "int[]"), ("ceil_mode", "bool"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     kernel_size = prop_def(DenseArrayBase.constr(i64))
     stride = prop_def(DenseArrayBase.constr(i64), default_value=DenseArrayBase.from_list(i64, []))
@@ -3913,7 +3807,6 @@ class ScaledDotProductAttentionOp(AtenOp):
     name = "aten.scaled_dot_product_attention"
     TARGET: ClassVar[str] = "aten::scaled_dot_product_attention"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("query", "tensor"), ("key", "tensor"), ("value", "tensor"), ("attn_mask", "tensor?"), ("dropout_p", "float"), ("is_causal", "bool"), ("scale", "float?"), ("enable_gqa", "bool"))
-    ANY_DTYPE: ClassVar[bool] = True
     query = operand_def(AnyTensor)
     key = operand_def(AnyTensor)
     value = operand_def(AnyTensor)
@@ -3941,7 +3834,6 @@ class ArangeOp(AtenOp):
     name = "aten.arange"
     TARGET: ClassVar[str] = "aten::arange"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("end", "scalar"), ("dtype", "dtype?"), ("layout", "drop"), ("device", "drop"), ("pin_memory", "bool?"))
-    ANY_DTYPE: ClassVar[bool] = True
     end = prop_def(ScalarAttr)
     dtype = opt_prop_def(StringAttr)
     pin_memory = opt_prop_def(IntegerAttr[I1])
@@ -3960,7 +3852,6 @@ class ArangeStartOp(AtenOp):
     name = "aten.arange.start"
     TARGET: ClassVar[str] = "aten::arange.start"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("start", "scalar"), ("end", "scalar"), ("dtype", "dtype?"), ("layout", "drop"), ("device", "drop"), ("pin_memory", "bool?"))
-    ANY_DTYPE: ClassVar[bool] = True
     start = prop_def(ScalarAttr)
     end = prop_def(ScalarAttr)
     dtype = opt_prop_def(StringAttr)
@@ -3980,7 +3871,6 @@ class ArangeStartStepOp(AtenOp):
     name = "aten.arange.start_step"
     TARGET: ClassVar[str] = "aten::arange.start_step"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("start", "scalar"), ("end", "scalar"), ("step", "scalar"), ("dtype", "dtype?"), ("layout", "drop"), ("device", "drop"), ("pin_memory", "bool?"))
-    ANY_DTYPE: ClassVar[bool] = True
     start = prop_def(ScalarAttr)
     end = prop_def(ScalarAttr)
     step = prop_def(ScalarAttr, default_value=IntegerAttr(1, i64))
@@ -4001,7 +3891,6 @@ class FullOp(AtenOp):
     name = "aten.full"
     TARGET: ClassVar[str] = "aten::full"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("size", "int[]"), ("fill_value", "scalar"), ("dtype", "dtype?"), ("layout", "drop"), ("device", "drop"), ("pin_memory", "bool?"))
-    ANY_DTYPE: ClassVar[bool] = True
     size = prop_def(DenseArrayBase.constr(i64))
     fill_value = prop_def(ScalarAttr)
     dtype = opt_prop_def(StringAttr)
@@ -4021,7 +3910,6 @@ class OnesOp(AtenOp):
     name = "aten.ones"
     TARGET: ClassVar[str] = "aten::ones"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("size", "int[]"), ("dtype", "dtype?"), ("layout", "drop"), ("device", "drop"), ("pin_memory", "bool?"))
-    ANY_DTYPE: ClassVar[bool] = True
     size = prop_def(DenseArrayBase.constr(i64))
     dtype = opt_prop_def(StringAttr)
     pin_memory = opt_prop_def(IntegerAttr[I1])
@@ -4040,7 +3928,6 @@ class ZerosOp(AtenOp):
     name = "aten.zeros"
     TARGET: ClassVar[str] = "aten::zeros"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("size", "int[]"), ("dtype", "dtype?"), ("layout", "drop"), ("device", "drop"), ("pin_memory", "bool?"))
-    ANY_DTYPE: ClassVar[bool] = True
     size = prop_def(DenseArrayBase.constr(i64))
     dtype = opt_prop_def(StringAttr)
     pin_memory = opt_prop_def(IntegerAttr[I1])
@@ -4059,7 +3946,6 @@ class ScalarTensorOp(AtenOp):
     name = "aten.scalar_tensor"
     TARGET: ClassVar[str] = "aten::scalar_tensor"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("s", "scalar"), ("dtype", "dtype?"), ("layout", "drop"), ("device", "drop"), ("pin_memory", "bool?"))
-    ANY_DTYPE: ClassVar[bool] = True
     s = prop_def(ScalarAttr)
     dtype = opt_prop_def(StringAttr)
     pin_memory = opt_prop_def(IntegerAttr[I1])
@@ -4078,7 +3964,6 @@ class NewOnesOp(AtenOp):
     name = "aten.new_ones"
     TARGET: ClassVar[str] = "aten::new_ones"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("size", "int[]"), ("dtype", "dtype?"), ("layout", "drop"), ("device", "drop"), ("pin_memory", "bool?"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     size = prop_def(DenseArrayBase.constr(i64))
     dtype = opt_prop_def(StringAttr)
@@ -4098,7 +3983,6 @@ class NewZerosOp(AtenOp):
     name = "aten.new_zeros"
     TARGET: ClassVar[str] = "aten::new_zeros"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("size", "int[]"), ("dtype", "dtype?"), ("layout", "drop"), ("device", "drop"), ("pin_memory", "bool?"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     size = prop_def(DenseArrayBase.constr(i64))
     dtype = opt_prop_def(StringAttr)
@@ -4118,7 +4002,6 @@ class NewFullOp(AtenOp):
     name = "aten.new_full"
     TARGET: ClassVar[str] = "aten::new_full"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("size", "int[]"), ("fill_value", "scalar"), ("dtype", "dtype?"), ("layout", "drop"), ("device", "drop"), ("pin_memory", "bool?"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     size = prop_def(DenseArrayBase.constr(i64))
     fill_value = prop_def(ScalarAttr)
@@ -4139,7 +4022,6 @@ class OnesLikeOp(AtenOp):
     name = "aten.ones_like"
     TARGET: ClassVar[str] = "aten::ones_like"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dtype", "dtype?"), ("layout", "drop"), ("device", "drop"), ("pin_memory", "bool?"), ("memory_format", "int?"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dtype = opt_prop_def(StringAttr)
     pin_memory = opt_prop_def(IntegerAttr[I1])
@@ -4163,7 +4045,6 @@ class ZerosLikeOp(AtenOp):
     name = "aten.zeros_like"
     TARGET: ClassVar[str] = "aten::zeros_like"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dtype", "dtype?"), ("layout", "drop"), ("device", "drop"), ("pin_memory", "bool?"), ("memory_format", "int?"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dtype = opt_prop_def(StringAttr)
     pin_memory = opt_prop_def(IntegerAttr[I1])
@@ -4187,7 +4068,6 @@ class FullLikeOp(AtenOp):
     name = "aten.full_like"
     TARGET: ClassVar[str] = "aten::full_like"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("fill_value", "scalar"), ("dtype", "dtype?"), ("layout", "drop"), ("device", "drop"), ("pin_memory", "bool?"), ("memory_format", "int?"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     fill_value = prop_def(ScalarAttr)
     dtype = opt_prop_def(StringAttr)
@@ -4212,7 +4092,6 @@ class TriuOp(AtenOp):
     name = "aten.triu"
     TARGET: ClassVar[str] = "aten::triu"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("diagonal", "int"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     diagonal = prop_def(IntegerAttr[I64], default_value=IntegerAttr(0, i64))
     result = result_def(AnyTensor)
@@ -4234,7 +4113,6 @@ class TrilOp(AtenOp):
     name = "aten.tril"
     TARGET: ClassVar[str] = "aten::tril"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("diagonal", "int"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     diagonal = prop_def(IntegerAttr[I64], default_value=IntegerAttr(0, i64))
     result = result_def(AnyTensor)
@@ -4256,7 +4134,6 @@ class EqTensorOp(AtenOp):
     name = "aten.eq.Tensor"
     TARGET: ClassVar[str] = "aten::eq.Tensor"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = operand_def(AnyTensor)
     result = result_def(AnyTensor)
@@ -4278,7 +4155,6 @@ class EqScalarOp(AtenOp):
     name = "aten.eq.Scalar"
     TARGET: ClassVar[str] = "aten::eq.Scalar"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "scalar"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = prop_def(ScalarAttr)
     result = result_def(AnyTensor)
@@ -4300,7 +4176,6 @@ class NeTensorOp(AtenOp):
     name = "aten.ne.Tensor"
     TARGET: ClassVar[str] = "aten::ne.Tensor"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = operand_def(AnyTensor)
     result = result_def(AnyTensor)
@@ -4322,7 +4197,6 @@ class NeScalarOp(AtenOp):
     name = "aten.ne.Scalar"
     TARGET: ClassVar[str] = "aten::ne.Scalar"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "scalar"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = prop_def(ScalarAttr)
     result = result_def(AnyTensor)
@@ -4344,7 +4218,6 @@ class LtTensorOp(AtenOp):
     name = "aten.lt.Tensor"
     TARGET: ClassVar[str] = "aten::lt.Tensor"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = operand_def(AnyTensor)
     result = result_def(AnyTensor)
@@ -4366,7 +4239,6 @@ class LtScalarOp(AtenOp):
     name = "aten.lt.Scalar"
     TARGET: ClassVar[str] = "aten::lt.Scalar"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "scalar"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = prop_def(ScalarAttr)
     result = result_def(AnyTensor)
@@ -4388,7 +4260,6 @@ class LeTensorOp(AtenOp):
     name = "aten.le.Tensor"
     TARGET: ClassVar[str] = "aten::le.Tensor"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = operand_def(AnyTensor)
     result = result_def(AnyTensor)
@@ -4410,7 +4281,6 @@ class LeScalarOp(AtenOp):
     name = "aten.le.Scalar"
     TARGET: ClassVar[str] = "aten::le.Scalar"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "scalar"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = prop_def(ScalarAttr)
     result = result_def(AnyTensor)
@@ -4432,7 +4302,6 @@ class GtTensorOp(AtenOp):
     name = "aten.gt.Tensor"
     TARGET: ClassVar[str] = "aten::gt.Tensor"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = operand_def(AnyTensor)
     result = result_def(AnyTensor)
@@ -4454,7 +4323,6 @@ class GtScalarOp(AtenOp):
     name = "aten.gt.Scalar"
     TARGET: ClassVar[str] = "aten::gt.Scalar"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "scalar"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = prop_def(ScalarAttr)
     result = result_def(AnyTensor)
@@ -4476,7 +4344,6 @@ class GeTensorOp(AtenOp):
     name = "aten.ge.Tensor"
     TARGET: ClassVar[str] = "aten::ge.Tensor"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = operand_def(AnyTensor)
     result = result_def(AnyTensor)
@@ -4498,7 +4365,6 @@ class GeScalarOp(AtenOp):
     name = "aten.ge.Scalar"
     TARGET: ClassVar[str] = "aten::ge.Scalar"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "scalar"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = prop_def(ScalarAttr)
     result = result_def(AnyTensor)
@@ -4520,7 +4386,6 @@ class BitwiseAndTensorOp(AtenOp):
     name = "aten.bitwise_and.Tensor"
     TARGET: ClassVar[str] = "aten::bitwise_and.Tensor"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = operand_def(AnyTensor)
     result = result_def(AnyTensor)
@@ -4542,7 +4407,6 @@ class BitwiseOrTensorOp(AtenOp):
     name = "aten.bitwise_or.Tensor"
     TARGET: ClassVar[str] = "aten::bitwise_or.Tensor"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = operand_def(AnyTensor)
     result = result_def(AnyTensor)
@@ -4564,7 +4428,6 @@ class BitwiseXorTensorOp(AtenOp):
     name = "aten.bitwise_xor.Tensor"
     TARGET: ClassVar[str] = "aten::bitwise_xor.Tensor"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = operand_def(AnyTensor)
     result = result_def(AnyTensor)
@@ -4586,7 +4449,6 @@ class AndTensorOp(AtenOp):
     name = "aten.__and__.Tensor"
     TARGET: ClassVar[str] = "aten::__and__.Tensor"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = operand_def(AnyTensor)
     result = result_def(AnyTensor)
@@ -4608,7 +4470,6 @@ class OrTensorOp(AtenOp):
     name = "aten.__or__.Tensor"
     TARGET: ClassVar[str] = "aten::__or__.Tensor"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = operand_def(AnyTensor)
     result = result_def(AnyTensor)
@@ -4630,7 +4491,6 @@ class XorTensorOp(AtenOp):
     name = "aten.__xor__.Tensor"
     TARGET: ClassVar[str] = "aten::__xor__.Tensor"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = operand_def(AnyTensor)
     result = result_def(AnyTensor)
@@ -4652,7 +4512,6 @@ class BitwiseAndScalarOp(AtenOp):
     name = "aten.bitwise_and.Scalar"
     TARGET: ClassVar[str] = "aten::bitwise_and.Scalar"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "scalar"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = prop_def(ScalarAttr)
     result = result_def(AnyTensor)
@@ -4674,7 +4533,6 @@ class BitwiseOrScalarOp(AtenOp):
     name = "aten.bitwise_or.Scalar"
     TARGET: ClassVar[str] = "aten::bitwise_or.Scalar"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "scalar"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = prop_def(ScalarAttr)
     result = result_def(AnyTensor)
@@ -4696,7 +4554,6 @@ class BitwiseXorScalarOp(AtenOp):
     name = "aten.bitwise_xor.Scalar"
     TARGET: ClassVar[str] = "aten::bitwise_xor.Scalar"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "scalar"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = prop_def(ScalarAttr)
     result = result_def(AnyTensor)
@@ -4718,7 +4575,6 @@ class AndScalarOp(AtenOp):
     name = "aten.__and__.Scalar"
     TARGET: ClassVar[str] = "aten::__and__.Scalar"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "scalar"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = prop_def(ScalarAttr)
     result = result_def(AnyTensor)
@@ -4740,7 +4596,6 @@ class OrScalarOp(AtenOp):
     name = "aten.__or__.Scalar"
     TARGET: ClassVar[str] = "aten::__or__.Scalar"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "scalar"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = prop_def(ScalarAttr)
     result = result_def(AnyTensor)
@@ -4762,7 +4617,6 @@ class XorScalarOp(AtenOp):
     name = "aten.__xor__.Scalar"
     TARGET: ClassVar[str] = "aten::__xor__.Scalar"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "scalar"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = prop_def(ScalarAttr)
     result = result_def(AnyTensor)
@@ -4784,7 +4638,6 @@ class BitwiseNotOp(AtenOp):
     name = "aten.bitwise_not"
     TARGET: ClassVar[str] = "aten::bitwise_not"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"),)
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     result = result_def(AnyTensor)
     irdl_options = (ParsePropInAttrDict(),)
@@ -4805,7 +4658,6 @@ class LogicalAndOp(AtenOp):
     name = "aten.logical_and"
     TARGET: ClassVar[str] = "aten::logical_and"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = operand_def(AnyTensor)
     result = result_def(AnyTensor)
@@ -4827,7 +4679,6 @@ class LogicalOrOp(AtenOp):
     name = "aten.logical_or"
     TARGET: ClassVar[str] = "aten::logical_or"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = operand_def(AnyTensor)
     result = result_def(AnyTensor)
@@ -4849,7 +4700,6 @@ class LogicalXorOp(AtenOp):
     name = "aten.logical_xor"
     TARGET: ClassVar[str] = "aten::logical_xor"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = operand_def(AnyTensor)
     result = result_def(AnyTensor)
@@ -4871,7 +4721,6 @@ class LogicalNotOp(AtenOp):
     name = "aten.logical_not"
     TARGET: ClassVar[str] = "aten::logical_not"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"),)
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     result = result_def(AnyTensor)
     irdl_options = (ParsePropInAttrDict(),)
@@ -4892,7 +4741,6 @@ class CumsumOp(AtenOp):
     name = "aten.cumsum"
     TARGET: ClassVar[str] = "aten::cumsum"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"), ("dtype", "dtype?"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dim = prop_def(IntegerAttr[I64])
     dtype = opt_prop_def(StringAttr)
@@ -4915,7 +4763,6 @@ class FloorDivideOp(AtenOp):
     name = "aten.floor_divide"
     TARGET: ClassVar[str] = "aten::floor_divide"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = operand_def(AnyTensor)
     result = result_def(AnyTensor)
@@ -4933,7 +4780,6 @@ class FloorDivideScalarOp(AtenOp):
     name = "aten.floor_divide.Scalar"
     TARGET: ClassVar[str] = "aten::floor_divide.Scalar"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "scalar"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     other = prop_def(ScalarAttr)
     result = result_def(AnyTensor)
@@ -4951,7 +4797,6 @@ class DiffOp(AtenOp):
     name = "aten.diff"
     TARGET: ClassVar[str] = "aten::diff"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("n", "int"), ("dim", "int"), ("prepend", "tensor?"), ("append", "tensor?"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     n = prop_def(IntegerAttr[I64], default_value=IntegerAttr(1, i64))
     dim = prop_def(IntegerAttr[I64], default_value=IntegerAttr(-1, i64))
@@ -4972,7 +4817,6 @@ class TopkOp(AtenOp):
     name = "aten.topk"
     TARGET: ClassVar[str] = "aten::topk"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("k", "int"), ("dim", "int"), ("largest", "bool"), ("sorted", "bool"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     k = prop_def(IntegerAttr[I64])
     dim = prop_def(IntegerAttr[I64], default_value=IntegerAttr(-1, i64))
@@ -4994,7 +4838,6 @@ class SortOp(AtenOp):
     name = "aten.sort"
     TARGET: ClassVar[str] = "aten::sort"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"), ("descending", "bool"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dim = prop_def(IntegerAttr[I64], default_value=IntegerAttr(-1, i64))
     descending = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
@@ -5014,7 +4857,6 @@ class SortStableOp(AtenOp):
     name = "aten.sort.stable"
     TARGET: ClassVar[str] = "aten::sort.stable"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("stable", "bool?"), ("dim", "int"), ("descending", "bool"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     stable = opt_prop_def(IntegerAttr[I1])
     dim = prop_def(IntegerAttr[I64], default_value=IntegerAttr(-1, i64))
@@ -5054,7 +4896,6 @@ class EmptyLikeOp(AtenOp):
     name = "aten.empty_like"
     TARGET: ClassVar[str] = "aten::empty_like"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dtype", "dtype?"), ("layout", "drop"), ("device", "drop"), ("pin_memory", "bool?"), ("memory_format", "int?"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     dtype = opt_prop_def(StringAttr)
     pin_memory = opt_prop_def(IntegerAttr[I1])
@@ -5074,7 +4915,6 @@ class IndexPutOp(AtenOp):
     name = "aten.index_put"
     TARGET: ClassVar[str] = "aten::index_put"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("indices", "tensor?[]"), ("values", "tensor"), ("accumulate", "bool"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     indices = var_operand_def(AnyTensor)
     indices_none = prop_def(DenseArrayBase.constr(i64), default_value=DenseArrayBase.from_list(i64, []))
@@ -5095,7 +4935,6 @@ class GroupedMmOp(AtenOp):
     name = "aten._grouped_mm"
     TARGET: ClassVar[str] = "aten::_grouped_mm"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("mat2", "tensor"), ("offs", "tensor?"), ("bias", "tensor?"), ("out_dtype", "dtype?"))
-    ANY_DTYPE: ClassVar[bool] = True
     self = operand_def(AnyTensor)
     mat2 = operand_def(AnyTensor)
     offs = opt_operand_def(AnyTensor)

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
-    AnyFloat,
     DenseArrayBase,
     FloatAttr,
     Float64Type,
@@ -22,7 +21,6 @@ from xdsl.dialects.builtin import (
     IntegerType,
     StringAttr,
     TensorType,
-    f32,
     f64,
     i1,
     i64,
@@ -39,14 +37,15 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
+from tensor_graphs import dtypes
 from tensor_graphs.dialects.shapes import ShapeError, broadcast_shapes, matmul_shape, numel, permute_shape
 
 AnyTensor = base(TensorType)
 #: a ``Scalar`` argument: an integer stays an ``i64`` integer, a float is an ``f64`` float
 ScalarAttr = IntegerAttr[I64] | FloatAttr[Float64Type]
 
-#: torch dtype names a ``ScalarType`` property may hold
-DTYPE_NAMES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
+#: the dtype names a ``ScalarType`` property may hold (torch's, from the one table)
+DTYPE_NAMES = tuple(d.name for d in dtypes.DTYPES)
 
 
 # --------------------------------------------------------------------------- shape rules
@@ -316,17 +315,20 @@ def _verify_layer_norm(op) -> None:
 
 
 def _verify_sdpa(op) -> None:
-    for what, v in (("query", op.query), ("key", op.key), ("value", op.value), ("result", op.result)):
-        if _element_type(v) != f32:
-            raise VerifyException(f"{op.name}: {what} must be f32, got {v.type}")
+    el = _element_type(op.query)
+    if not dtypes.of_element(el).is_float:
+        raise VerifyException(f"{op.name}: query must hold floats, got {op.query.type}")
+    for what, v in (("key", op.key), ("value", op.value), ("result", op.result)):
+        if _element_type(v) != el:
+            raise VerifyException(f"{op.name}: {what} must be {el} as the query, got {v.type}")
     q, k, v = _shape(op.query), _shape(op.key), _shape(op.value)
     if len(q) < 2 or len(k) != len(q) or len(v) != len(q):
         raise VerifyException(f"{op.name}: query, key and value need one rank >= 2, got {list(q)}, {list(k)}, {list(v)}")
     if q[-1] != k[-1] or k[-2] != v[-2]:
         raise VerifyException(f"{op.name}: query {list(q)}, key {list(k)} and value {list(v)} do not fit")
     if op.attn_mask is not None:
-        if _element_type(op.attn_mask) not in (f32, i1):
-            raise VerifyException(f"{op.name}: attn_mask must be f32 (additive) or i1 (keep), got {op.attn_mask.type}")
+        if _element_type(op.attn_mask) not in (el, i1):
+            raise VerifyException(f"{op.name}: attn_mask must be {el} (additive) or i1 (keep), got {op.attn_mask.type}")
         scores = (*q[:-1], k[-2])
         if _rule(op, broadcast_shapes, _shape(op.attn_mask), scores) != scores:
             raise VerifyException(f"{op.name}: attn_mask {list(_shape(op.attn_mask))} does not broadcast to the scores {list(scores)}")
@@ -383,14 +385,13 @@ def _build(args: Sequence[tuple[str, str]], values: Sequence[object], result_typ
 
 
 class AtenOp(IRDLOperation):
-    """Base of the generated ops: only ``f32`` tensors in and out unless ``ANY_DTYPE``."""
+    """Base of the generated ops: tensors of the dtypes of the one table (`tensor_graphs.dtypes`)
+    in and out; which an op is lowered for, its lowering says."""
 
     #: ``aten::<name>[.<overload>]``, the torch operator this op mirrors.
     TARGET: ClassVar[str]
     #: ``(name, kind)`` per schema argument, in schema order.
     ARGS: ClassVar[tuple[tuple[str, str], ...]]
-    #: integer and ``i1`` tensors are allowed too (shape ops, comparisons, mask builders)
-    ANY_DTYPE: ClassVar[bool] = False
 
     @classmethod
     def from_values(cls, values: Sequence[object], result_types: Sequence[Attribute]):
@@ -403,11 +404,8 @@ class AtenOp(IRDLOperation):
     def verify_(self) -> None:
         for value in (*self.operands, *self.results):
             element = getattr(value.type, "element_type", None)
-            if self.ANY_DTYPE:
-                if not isinstance(element, (IntegerType, AnyFloat)):
-                    raise VerifyException(f"{self.name}: only integer and float tensors are supported, got {value.type}")
-            elif element != f32:
-                raise VerifyException(f"{self.name}: only f32 tensors are supported, got {value.type}")
+            if not dtypes.holds_element(element):
+                raise VerifyException(f"{self.name}: tensors of {', '.join(d.name for d in dtypes.DTYPES)} are supported, got {value.type}")
 
 
 @irdl_op_definition

@@ -30,10 +30,12 @@ from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
     FloatAttr,
     IntegerAttr,
+    IntegerType,
     MemRefType,
     StringAttr,
     TensorType,
     f32,
+    f64,
     i8,
     i64,
 )
@@ -534,8 +536,10 @@ def _verify_epilogue(op: KernelOp, ins: list[tuple[int, ...]], out: tuple[int, .
     if op.activation.data not in ACTIVATIONS:  # type: ignore[attr-defined]
         raise ShapeError(f"unknown activation '{op.activation.data}'")  # type: ignore[attr-defined]
     els = {v.type.element_type for v in (*op.inputs, op.output)}  # type: ignore[attr-defined]
-    if els != {f32}:
-        raise ShapeError("only f32 buffers are supported")
+    (el,) = els if len(els) == 1 else (None,)
+    integer = isinstance(el, IntegerType) and el.width.data > 1
+    if not (el in (f32, f64) or integer and op.activation.data == "none"):  # type: ignore[attr-defined]
+        raise ShapeError(f"buffers of one dtype expected, float32, float64 or an integer (without activation), got {', '.join(map(str, els))}")
 
 
 @irdl_op_definition

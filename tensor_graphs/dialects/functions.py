@@ -55,6 +55,10 @@ UNARY_FUNCTIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 }
 
 #: Functions that may be fused as an activation (epilogue of a matmul, bias_activation).
+#: the unary functions defined on integers too (torch's relu, neg and abs of an integer tensor
+#: keep its dtype; every other function of an integer tensor computes in a float dtype)
+INTEGER_UNARY: tuple[str, ...] = ("none", "relu", "neg", "abs")
+
 ACTIVATIONS: tuple[str, ...] = ("none", "relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh")
 
 #: name -> NumPy reference of binary functions (`buf.binary {fn}` and the tg binary ops).

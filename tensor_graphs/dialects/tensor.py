@@ -29,6 +29,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
     TensorType,
     f32,
+    f64,
     i1,
     i64,
 )
@@ -55,7 +56,7 @@ from xdsl.irdl import (
 from xdsl.traits import ConstantLike, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
-from tensor_graphs.dialects.functions import ACTIVATIONS
+from tensor_graphs.dialects.functions import ACTIVATIONS, INTEGER_UNARY
 from tensor_graphs.dialects.shapes import (
     ATTENTION_OPERANDS,
     ShapeError,
@@ -253,7 +254,9 @@ class MatmulOp(IRDLOperation):
                 f"tg.matmul: accumulator shape {list(shape_of(self.acc))} does not broadcast to the result {list(got)}",
             )
         el = {self.lhs.type.element_type, self.rhs.type.element_type, self.result.type.element_type}  # type: ignore[attr-defined]
-        _check(el == {f32}, "tg.matmul: only f32 operands are supported")
+        (one,) = el if len(el) == 1 else (None,)
+        _check(one in (f32, f64) or (isinstance(one, IntegerType) and one.width.data > 1),
+               f"tg.matmul: operands and result of one dtype, float32, float64 or an integer, got {', '.join(map(str, el))}")
 
 
 # --------------------------------------------------------------------------- elementwise
@@ -393,6 +396,11 @@ class ElementwiseUnaryOp(IRDLOperation, abc.ABC):
     @property
     def fn(self) -> str:
         return self.FN
+
+    def verify_(self) -> None:
+        el = self.input.type.element_type  # type: ignore[attr-defined]
+        _check(not isinstance(el, IntegerType) or self.fn in INTEGER_UNARY,
+               f"{self.name}: '{self.fn}' of integers is not defined (torch computes it in floats), got {self.input.type}")
 
 
 def _unary(op_name: str, fn: str, doc: str) -> type[ElementwiseUnaryOp]:

@@ -13,6 +13,12 @@ stays whole: its lowering knows more than its decomposition (a fused kernel, a p
 PyTorch's table, into other ops that go their own way) or ``"unsupported"`` (neither; reported
 by name). ``tg-opt --list-ops`` prints the table.
 
+Some lowered ops become kernels written for float32 (softmax, the norms, attention: their
+kernels are tuned float32 code; float16/bfloat16 reach them widened, `widen-dtypes`).
+For other dtypes (float64, integers) :data:`FLOAT32_KERNELS` routes them to their decomposition
+instead: the table entry decomposes a call whose floating-point tensors are not all float32,
+float16 or bfloat16 and keeps the op whole otherwise (``"lowered (float32)"`` in the table).
+
 ```text
 aten::rms_norm        decomposed   -> pow, mean, add, rsqrt, mul (then fuse-rms-norm makes it one op)
 aten::linear          lowered      (aten.linear -> tg.matmul with the weight packed)
@@ -23,9 +29,11 @@ aten::nonzero         unsupported  (a data-dependent shape)
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import torch
+from torch import _decomp
 
 Route = str  # "lowered" | "decomposed" | "unsupported"
 
@@ -43,16 +51,99 @@ def lowered_ops() -> frozenset[torch._ops.OpOverload]:
     return frozenset(op for op in HANDLERS if isinstance(op, torch._ops.OpOverload))
 
 
+#: lowered ops whose kernels compute float32 (float16/bfloat16 widened to it): decomposed when a
+#: floating-point tensor of the call has another dtype (float64)
+FLOAT32_KERNELS: tuple[str, ...] = (
+    "softmax.int", "_softmax", "log_softmax.int", "_log_softmax", "layer_norm", "native_layer_norm",
+    "group_norm", "native_group_norm", "scaled_dot_product_attention",
+)
+_KERNEL_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _overload(name: str) -> torch._ops.OpOverload:
+    packet, _, overload = name.partition(".")
+    return getattr(getattr(torch.ops.aten, packet), overload or "default")
+
+
+@functools.cache
+def float32_kernel_ops() -> frozenset[torch._ops.OpOverload]:
+    return frozenset(_overload(n) for n in FLOAT32_KERNELS)
+
+
+def kernel_dtypes_ok(args: object) -> bool:
+    """Whether every floating-point tensor among ``args`` is float32, float16 or bfloat16."""
+    leaves = torch.utils._pytree.tree_leaves(args)
+    return all(t.dtype in _KERNEL_FLOATS for t in leaves if isinstance(t, torch.Tensor) and t.is_floating_point())
+
+
+def _softmax(x: torch.Tensor, dim: int, dtype: torch.dtype | None = None) -> torch.Tensor:
+    return torch.ops.aten._softmax(x if dtype is None else x.to(dtype), dim, False)
+
+
+def _log_softmax(x: torch.Tensor, dim: int, dtype: torch.dtype | None = None) -> torch.Tensor:
+    return torch.ops.aten._log_softmax(x if dtype is None else x.to(dtype), dim, False)
+
+
+def _layer_norm(x, shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True) -> torch.Tensor:
+    return torch.ops.aten.native_layer_norm(x, shape, weight, bias, eps)[0]
+
+
+def _group_norm(x, groups, weight=None, bias=None, eps=1e-5, cudnn_enable=True) -> torch.Tensor:
+    n, c = x.shape[0], x.shape[1]
+    return torch.ops.aten.native_group_norm(x, weight, bias, n, c, x.numel() // max(n * c, 1), groups, eps)[0]
+
+
+def _sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False) -> torch.Tensor:
+    """The math of ``scaled_dot_product_attention`` (its documented reference), in aten ops."""
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    if enable_gqa and k.shape[-3] != q.shape[-3]:
+        k = k.repeat_interleave(q.shape[-3] // k.shape[-3], -3)
+        v = v.repeat_interleave(q.shape[-3] // v.shape[-3], -3)
+    scores = torch.matmul(q, k.transpose(-2, -1)) * scale
+    if is_causal:
+        sq, sk = q.shape[-2], k.shape[-2]
+        keep = torch.ones(sq, sk, dtype=torch.bool, device=q.device).tril(sk - sq)
+        scores = scores.masked_fill(keep.logical_not(), float("-inf"))
+    if attn_mask is not None:
+        scores = scores.masked_fill(attn_mask.logical_not(), float("-inf")) if attn_mask.dtype == torch.bool else scores + attn_mask
+    return torch.matmul(torch.softmax(scores, -1), v)
+
+
+#: the composite ops among FLOAT32_KERNELS as the non-composite ops they call (their C++ composite
+#: kernels cannot be called from a table entry: export registers the entry as that kernel)
+_COMPOSITES: dict[str, Any] = {
+    "softmax.int": _softmax, "log_softmax.int": _log_softmax, "layer_norm": _layer_norm,
+    "group_norm": _group_norm, "scaled_dot_product_attention": _sdpa,
+}
+
+
+def _float32_or_decomposed(op: torch._ops.OpOverload, decomposition: Any) -> Any:
+    """A table entry keeping ``op`` whole for float32 calls (NotImplemented: torch leaves it) and
+    decomposing the others by ``decomposition``."""
+    def entry(*args: Any, **kwargs: Any) -> Any:
+        if kernel_dtypes_ok((args, kwargs)):
+            return NotImplemented
+        return decomposition(*args, **kwargs)
+
+    return entry
+
+
 @functools.cache
 def _table() -> dict[torch._ops.OpOverload, Any]:
     """PyTorch's decompositions without the ops tensor_graphs lowers, nor those it refuses by
     name (`unsupported.KNOWN`: ``item``, training ``dropout``, ...), which are reported as the
-    user wrote them rather than as what they decompose into."""
+    user wrote them rather than as what they decompose into; the float32 kernels' ops decompose
+    for other dtypes (:data:`FLOAT32_KERNELS`)."""
     from tensor_graphs.frontend.unsupported import KNOWN
 
     table = torch.export.default_decompositions()
     for op in (*lowered_ops(), *KNOWN):
         table.pop(op, None)
+    base = torch.export.default_decompositions()
+    assert float32_kernel_ops() <= lowered_ops(), "FLOAT32_KERNELS names lowered ops only"
+    composites = {_overload(name): f for name, f in _COMPOSITES.items()}
+    for op in float32_kernel_ops():
+        table[op] = _float32_or_decomposed(op, composites.get(op) or base.get(op) or _decomp.decomposition_table[op])
     return table
 
 
@@ -62,7 +153,10 @@ def decomposition_table() -> dict[torch._ops.OpOverload, Any]:
 
 
 def route(op: object) -> Route:
-    """Which way ``op`` (an ``OpOverload``) goes: lowered, decomposed or unsupported."""
+    """Which way ``op`` (an ``OpOverload``) goes: lowered, decomposed or unsupported (``"lowered
+    (float32)"``: lowered for float32, float16 and bfloat16, decomposed for other dtypes)."""
+    if op in float32_kernel_ops():
+        return "lowered (float32)"
     if op in lowered_ops():
         return "lowered"
     if op in _table():
@@ -78,6 +172,8 @@ def needs_decomposing(program: torch.export.ExportedProgram) -> bool:
             continue
         schema = node.target._schema
         if schema.is_mutable or route(node.target) == "decomposed":
+            return True
+        if node.target in float32_kernel_ops() and not kernel_dtypes_ok([a.meta.get("val") for a in node.all_input_nodes]):
             return True
     return False
 
@@ -117,6 +213,6 @@ def format_routes() -> str:
     rows = routes()
     width = max(len(name) for name, _ in rows)
     lines = [f"{name:<{width}}  {way}" for name, way in rows]
-    counts = {way: sum(1 for _, w in rows if w == way) for way in ("lowered", "decomposed", "unsupported")}
+    counts = {way: sum(1 for _, w in rows if w == way) for way in ("lowered", "lowered (float32)", "decomposed", "unsupported")}
     lines.append(", ".join(f"{n} {way}" for way, n in counts.items()))
     return "\n".join(lines)

@@ -43,27 +43,11 @@ import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 from xdsl.dialects import func
-from xdsl.dialects.builtin import (
-    BFloat16Type,
-    FileLineColLoc,
-    IntAttr,
-    StringAttr,
-    IntegerType,
-    ModuleOp,
-    Signedness,
-    TensorType,
-    f16,
-    f32,
-    f64,
-    i1,
-    i8,
-    i16,
-    i32,
-    i64,
-)
-from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, TensorType
+from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
+from tensor_graphs import dtypes
 from tensor_graphs.dialects import aten
 from tensor_graphs.dialects.tensor import ConstantOp, WeightOp
 from tensor_graphs.dialects.dense import dense_from_numpy
@@ -78,23 +62,10 @@ from tensor_graphs.frontend.unsupported import (
 )
 from tensor_graphs.lowering.aten_to_tensor.masks import RUN_TIME_MASK_FIX, run_time_mask_builders, run_time_mask_problem
 
-_ELEMENT_TYPES: dict[torch.dtype, Attribute] = {
-    torch.float32: f32,
-    torch.float64: f64,
-    torch.float16: f16,
-    torch.bfloat16: BFloat16Type(),
-    torch.int64: i64,
-    torch.int32: i32,
-    torch.int16: i16,
-    torch.int8: i8,
-    torch.uint8: IntegerType(8, Signedness.UNSIGNED),
-    torch.bool: i1,
-}
-
 _WEIGHT_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
 
-#: dtypes a user input may have: float32 data, or integer token ids / indices
-INPUT_DTYPES = (torch.float32, torch.int64, torch.int32)
+#: what a user input may be: a tensor of a dtype of the one table (`tensor_graphs.dtypes`)
+INPUT_KINDS = "a tensor of " + ", ".join(d.name for d in dtypes.DTYPES)
 
 
 @dataclass
@@ -166,8 +137,9 @@ def tensor_type(value: object, what: str, symbolic_dim: Callable[[torch.SymInt],
     dim (without it, a symbolic dim is a TypeError)."""
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"{what} is a {type(value).__name__}, expected a tensor")
-    if value.dtype not in _ELEMENT_TYPES:
-        raise TypeError(f"{what} has dtype {value.dtype}, which tensor_graphs cannot represent")
+    if not dtypes.holds(value.dtype):
+        raise dtypes.DTypeError(f"{what} has dtype {value.dtype}, which tensor_graphs cannot represent "
+                                f"(it holds {', '.join(d.name for d in dtypes.DTYPES)})")
     shape = []
     for d in value.shape:
         if not isinstance(d, int):
@@ -175,7 +147,7 @@ def tensor_type(value: object, what: str, symbolic_dim: Callable[[torch.SymInt],
                 raise TypeError(f"{what} has a symbolic dim {d}; only static shapes are supported")
             d = symbolic_dim(d)
         shape.append(d)
-    return TensorType(_ELEMENT_TYPES[value.dtype], shape)
+    return TensorType(dtypes.of_torch(value.dtype).element, shape)
 
 
 def weight_array(name: str, tensor: torch.Tensor) -> np.ndarray:
@@ -183,11 +155,19 @@ def weight_array(name: str, tensor: torch.Tensor) -> np.ndarray:
     t = tensor.detach()
     if t.device.type != "cpu":
         t = t.cpu()
-    try:
-        array = t.numpy()
-    except TypeError as e:
-        raise TypeError(f"weight '{name}' has dtype {t.dtype}, which NumPy cannot hold; convert the model with model.float()") from e
+    if not dtypes.holds(t.dtype):
+        raise dtypes.DTypeError(f"weight '{name}' has dtype {t.dtype}, which tensor_graphs cannot hold "
+                                f"(it holds {', '.join(d.name for d in dtypes.DTYPES)})")
+    array = (t.view(torch.int16) if t.dtype == torch.bfloat16 else t).numpy()
+    if t.dtype == torch.bfloat16:
+        array = array.view(np.uint16)  # bfloat16's bits: `dtypes` stores bfloat16 as uint16
     return array if array.flags.c_contiguous else np.ascontiguousarray(array)
+
+
+def values_of(tensor: torch.Tensor) -> np.ndarray:
+    """The values of ``tensor`` as NumPy holds them (`dtypes.DType.values`: bfloat16 as float32)."""
+    t = tensor.detach().cpu()
+    return (t.float() if t.dtype == torch.bfloat16 else t).numpy()
 
 
 class GraphImporter:
@@ -288,7 +268,7 @@ class GraphImporter:
         key = (value, str(dtype))
         if key not in self._scalars:
             array = torch.tensor(value, dtype=dtype).numpy()
-            self._scalars[key] = self.append(ConstantOp(dense_from_numpy(array, _ELEMENT_TYPES[dtype]))).results[0]
+            self._scalars[key] = self.append(ConstantOp(dense_from_numpy(array, dtypes.of_torch(dtype).element))).results[0]
         return self._scalars[key]
 
     def tensor_operand(self, value: object, node: torch.fx.Node, arg: str) -> SSAValue:
@@ -434,9 +414,9 @@ class GraphImporter:
         kind = spec.kind if spec is not None else InputKind.USER_INPUT
         if kind == InputKind.USER_INPUT:
             val = node.meta.get("val")
-            if not isinstance(val, torch.Tensor) or val.dtype not in INPUT_DTYPES:
+            if not isinstance(val, torch.Tensor) or not dtypes.holds(val.dtype):
                 what = f"a {type(val).__name__}" if not isinstance(val, torch.Tensor) else f"a {val.dtype} tensor"
-                raise TypeError(f"input '{node.name}' is {what}; tensor_graphs takes float32 (and int64/int32 index) tensors only")
+                raise dtypes.DTypeError(f"input '{node.name}' is {what}; tensor_graphs takes {INPUT_KINDS}")
             self._report_dynamic_dims(node, val)
             arg = self.block.insert_arg(self.value_type(val, f"input '{node.name}'"), len(self.block.args))
             arg.name_hint = node.name
@@ -451,7 +431,7 @@ class GraphImporter:
             if non_persistent or (kind != InputKind.PARAMETER and not tensor.is_floating_point()):
                 # an index table or a mask, or a buffer the model derives at construction and does not
                 # save (RoPE's inv_freq): a constant, so that what is computed from it folds
-                attr = dense_from_numpy(tensor.detach().cpu().numpy(), _ELEMENT_TYPES[tensor.dtype])
+                attr = dense_from_numpy(values_of(tensor), dtypes.of_torch(tensor.dtype).element)
                 op = self.append(ConstantOp(attr))
                 op.results[0].name_hint = node.name
                 self.values[node] = op.results[0]
@@ -528,7 +508,7 @@ def _scalar_dtype(node: torch.fx.Node, value: bool | int | float) -> torch.dtype
             val = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
             if isinstance(val, torch.Tensor):
                 dtype = torch.result_type(val, value)
-                return dtype if dtype in _ELEMENT_TYPES else torch.float32
+                return dtype if dtypes.holds(dtype) else torch.float32
     return torch.tensor(value).dtype if not isinstance(value, float) else torch.float32
 
 
@@ -550,9 +530,9 @@ def _check_inputs(example_inputs: object) -> tuple[torch.Tensor, ...]:
         if isinstance(x, np.ndarray):
             x = torch.from_numpy(x)
         if not isinstance(x, torch.Tensor):
-            raise TypeError(f"input {i} is a {type(x).__name__}; tensor_graphs takes float32 (and int64/int32 index) tensors only")
-        if x.dtype not in INPUT_DTYPES:
-            raise TypeError(f"input {i} has dtype {x.dtype}; tensor_graphs takes float32 (and int64/int32 index) tensors only")
+            raise TypeError(f"input {i} is a {type(x).__name__}; tensor_graphs takes {INPUT_KINDS}")
+        if not dtypes.holds(x.dtype):
+            raise dtypes.DTypeError(f"input {i} has dtype {x.dtype}; tensor_graphs takes {INPUT_KINDS}")
         out.append(x)
     return tuple(out)
 

@@ -19,9 +19,10 @@ import math
 import struct
 
 import numpy as np
-from safetensors.numpy import save_file
+from safetensors import TensorSpec, serialize_file
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 
+from tensor_graphs import dtypes
 from tensor_graphs.dialects.tensor import WeightOp
 
 #: module attribute naming the safetensors file, relative to the .mlir file
@@ -41,14 +42,15 @@ def save_weights(module: ModuleOp, weights: dict[str, np.ndarray], mlir_path: st
     """Write ``weights`` to ``<stem>.safetensors`` beside ``mlir_path`` and record it on ``module``."""
     mlir_path = Path(mlir_path)
     st_path = mlir_path.with_suffix(".safetensors")
-    save_file({k: np.ascontiguousarray(v) for k, v in weights.items()}, str(st_path), metadata={"format": "tensor_graphs"})
+    arrays = {k: np.ascontiguousarray(v, dtype=np.asarray(v).dtype.newbyteorder("<")) for k, v in weights.items()}
+    # a uint16 array holds bfloat16 bits (`dtypes`: bfloat16's storage), saved as BF16
+    specs = {k: TensorSpec(dtype="bfloat16" if a.dtype == np.uint16 else a.dtype.name, shape=a.shape,
+                           data_ptr=a.ctypes.data, data_len=a.nbytes) for k, a in arrays.items()}
+    serialize_file(specs, str(st_path), metadata={"format": "tensor_graphs"})
     module.attributes[WEIGHTS_FILE_ATTR] = StringAttr(st_path.name)
     return st_path
 
 
-#: safetensors dtype names -> NumPy dtypes (the ones a tensor_graphs module holds)
-_ST_DTYPES = {"F32": np.float32, "F64": np.float64, "F16": np.float16, "I64": np.int64, "I32": np.int32,
-              "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
 #: The largest JSON header read (as the safetensors library: 100 MB)
 MAX_HEADER_BYTES = 100_000_000
 
@@ -91,9 +93,11 @@ def _entry(path: Path, name: str, info) -> tuple[np.dtype, tuple[int, ...], int,
         raise bad(f"is described by a JSON {type(info).__name__}, not an object with dtype, shape and data_offsets")
     if missing := [k for k in ("dtype", "shape", "data_offsets") if k not in info]:
         raise bad(f"has no {', '.join(missing)}")
-    dtype = _ST_DTYPES.get(info["dtype"]) if isinstance(info["dtype"], str) else None
-    if dtype is None:
-        raise bad(f"has dtype {info['dtype']!r}, which tensor_graphs does not read ({', '.join(_ST_DTYPES)})")
+    try:
+        dtype = dtypes.of_safetensors(info["dtype"]).storage  # bfloat16: its bits, as uint16
+    except (dtypes.DTypeError, TypeError):
+        names = ", ".join(d.safetensors for d in dtypes.DTYPES)
+        raise bad(f"has dtype {info['dtype']!r}, which tensor_graphs does not read ({names})") from None
     shape, offsets = info["shape"], info["data_offsets"]
     if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
         raise bad(f"has shape {shape!r}: expected a list of non-negative integers")

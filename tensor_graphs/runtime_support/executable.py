@@ -44,6 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tensor_graphs import dtypes
 from tensor_graphs.runtime_support.outputs import returned
 from tensor_graphs.runtime_support.profile import ProfileReport
 from tensor_graphs.runtime_support.signature import GraphSignature, TensorSpec
@@ -418,32 +419,17 @@ class CompiledGraph:
         return f"<CompiledGraph {self.signature.entry}({ins}) -> ({outs}); {self.memory}>"
 
 
-_TORCH_DTYPES: dict[str, object] = {}
 #: ``[torch.empty, torch.Tensor]`` once torch is imported (a call then skips the import machinery)
 _TORCH_API: list = []
 
 
-def _init_torch_dtypes() -> None:
-    import torch
-
-    _TORCH_DTYPES.update(
-        {
-            "float32": torch.float32,
-            "float64": torch.float64,
-            "int64": torch.int64,
-            "int32": torch.int32,
-            "int8": torch.int8,
-            "bool": torch.bool,
-        }
-    )
-    _TORCH_API[:] = [torch.empty, torch.Tensor]
-
-
 def _torch_specs(sig: GraphSignature) -> tuple[list, list]:
     """The inputs' torch dtypes and the outputs' (shape, torch dtype) of ``sig``."""
-    if not _TORCH_DTYPES:
-        _init_torch_dtypes()
-    return ([_TORCH_DTYPES.get(s.dtype.name) for s in sig.inputs], [(s.shape, _TORCH_DTYPES[s.dtype.name]) for s in sig.outputs])
+    if not _TORCH_API:
+        import torch
+
+        _TORCH_API[:] = [torch.empty, torch.Tensor]
+    return ([dtypes.of_storage(s.dtype).torch for s in sig.inputs], [(s.shape, dtypes.of_storage(s.dtype).torch) for s in sig.outputs])
 
 
 def _numpy_pointer(arg: np.ndarray, spec: TensorSpec, i: int) -> int:
@@ -463,7 +449,7 @@ def _torch_pointer(arg, spec: TensorSpec, i: int, dtype) -> int:
             f"input {i} ('{spec.name}') must be a NumPy array or a torch.Tensor, got {type(arg).__name__}"
         )
     if arg.dtype != dtype:
-        raise TypeError(f"input {i} ('{spec.name}') has dtype {arg.dtype}, expected torch.{spec.dtype.name}")
+        raise TypeError(f"input {i} ('{spec.name}') has dtype {arg.dtype}, expected {dtype}")
     if arg.shape != spec.shape:
         raise ValueError(f"input {i} ('{spec.name}') has shape {list(arg.shape)}, expected {list(spec.shape)}")
     if not arg.is_cpu:

@@ -57,7 +57,6 @@ from dataclasses import dataclass, field
 import numpy as np
 from xdsl.dialects.builtin import (
     ArrayAttr,
-    BFloat16Type,
     DictionaryAttr,
     IntegerAttr,
     MemRefType,
@@ -67,7 +66,8 @@ from xdsl.dialects.builtin import (
     i64,
 )
 
-from tensor_graphs.dialects.dense import dense_from_numpy, element_type_of, numpy_dtype_of, numpy_from_dense
+from tensor_graphs import dtypes
+from tensor_graphs.dialects.dense import dense_from_numpy, numpy_dtype_of, numpy_from_dense
 
 #: ``{bad_index:K:N}`` in an error message: an index of input K outside [0, N) (see status_error)
 _BAD_INDEX = re.compile(r"\{bad_index:(\d+):(\d+)\}")
@@ -107,31 +107,31 @@ def _bad_index(k: int, n: int, input_names: Sequence[str], inputs: Sequence | No
 
 @dataclass(frozen=True)
 class TensorSpec:
-    """Shape and dtype of one graph input, output or state."""
+    """Shape and dtype of one graph input, output or state; ``dtype`` is the NumPy dtype of its
+    bytes (`dtypes.DType.storage`: bfloat16 as uint16 bits, as NumPy has no bfloat16)."""
 
     shape: tuple[int, ...]
     dtype: np.dtype
     name: str = ""
 
     @staticmethod
-    def of(type: MemRefType, name: str = "") -> TensorSpec:
-        return TensorSpec(tuple(type.get_shape()), numpy_dtype(type.element_type), name)
+    def of(type: MemRefType | TensorType, name: str = "") -> TensorSpec:
+        return TensorSpec(tuple(type.get_shape()), dtypes.of_element(type.element_type).storage, name)
 
-    @staticmethod
-    def bound(type: MemRefType | TensorType, name: str = "") -> TensorSpec:
-        """What an array bound to a buffer of ``type`` holds: as `of`, but bfloat16 as its bits
-        (uint16), as packed bf16 weights are made (`dialects.packing.FORMATS`)."""
-        element = type.element_type
-        dtype = np.dtype(np.uint16) if isinstance(element, BFloat16Type) else numpy_dtype(element)
-        return TensorSpec(tuple(type.get_shape()), dtype, name)
+    #: what an array bound to a buffer of ``type`` holds (the same: bfloat16 as its bits)
+    bound = of
+
+    @property
+    def dt(self) -> dtypes.DType:
+        """The row of the one dtype table."""
+        return dtypes.of_storage(self.dtype)
 
     def bound_type(self) -> MemRefType:
         """The memref type `bound` reads this spec from (uint16: bfloat16)."""
-        element = BFloat16Type() if self.dtype == np.uint16 else element_type_of(self.dtype)
-        return MemRefType(element, self.shape)
+        return MemRefType(self.dt.element, self.shape)
 
     def __str__(self) -> str:
-        return f"{self.dtype.name}{list(self.shape)}"
+        return f"{self.dt.name}{list(self.shape)}"
 
 
 @dataclass(frozen=True)
@@ -188,7 +188,7 @@ class GraphSignature:
         """Record this signature on ``module`` as ``tg.*`` attributes."""
 
         def memref(spec: TensorSpec) -> MemRefType:
-            return MemRefType(element_type_of(spec.dtype), spec.shape)
+            return spec.bound_type()
 
         module.attributes["tg.entry"] = StringAttr(self.entry)
         module.attributes["tg.arena_size"] = IntegerAttr(self.arena_size, i64)

@@ -28,12 +28,13 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, BFloat16Type, DictionaryAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr
 
+from tensor_graphs import dtypes
 from tensor_graphs.codegen.llvm.profiling import kernel_label
 from tensor_graphs.codegen.triton.kernels import CHECKS_START, SCALARS
 from tensor_graphs.dialects import buffer as buf
-from tensor_graphs.dialects.dense import numpy_dtype_of, numpy_from_dense
+from tensor_graphs.dialects.dense import numpy_from_dense
 from tensor_graphs.runtime_support.signature import check_error
 
 
@@ -122,14 +123,8 @@ def _scratch_dir() -> str:
 
 
 def _torch_dtype(element) -> Any:
-    import torch
-
-    if isinstance(element, BFloat16Type):
-        raise TypeError("a bfloat16 buffer at run time: the model computes in bfloat16 itself (e.g. Falcon's ALiBi bias "
-                        "from an attention mask); the GPU path has no bf16 buffers (float32 models only)")
-    return {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64, np.dtype(np.float16): torch.float16,
-            np.dtype(np.int64): torch.int64, np.dtype(np.int32): torch.int32, np.dtype(np.int8): torch.int8,
-            np.dtype(np.uint8): torch.uint8, np.dtype(np.bool_): torch.bool}[numpy_dtype_of(element)]
+    """The torch dtype of buffers of ``element`` (the one table, `tensor_graphs.dtypes`)."""
+    return dtypes.of_element(element).torch
 
 
 class _TorchMatmul:

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, f32, f64
 from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -74,6 +75,16 @@ def _scale_of(value: SSAValue) -> tuple[SSAValue, float] | None:
     return None if scaled is None else scaled[:2]
 
 
+def _holds_scale(mm: MatmulOp, *scales: float) -> bool:
+    """Whether ``mm``'s flags (f32 attributes) hold ``scales`` exactly for its dtype: any value for
+    a float32 product, a float64 product's only where float32 holds them, none for integers
+    (an integer product keeps its multiplications where torch does them)."""
+    el = mm.result.type.element_type  # type: ignore[attr-defined]
+    if el == f32:
+        return True
+    return el == f64 and all(float(np.float32(c)) == c for c in scales)
+
+
 class AbsorbTransposeIntoFlags(RewritePattern):
     """A transpose of the last two dims of a matmul operand becomes its transpose flag.
 
@@ -106,10 +117,10 @@ class AbsorbOperandScaleIntoAlpha(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: MatmulOp, rewriter: PatternRewriter) -> None:
         alpha = op.flags[2]
-        if (scaled := _scale_of(op.lhs)) is not None:
+        if (scaled := _scale_of(op.lhs)) is not None and _holds_scale(op, alpha * scaled[1]):
             x, c = scaled
             rewriter.replace(op, _rebuild(op, lhs=x, alpha=alpha * c))
-        elif (scaled := _scale_of(op.rhs)) is not None:
+        elif (scaled := _scale_of(op.rhs)) is not None and _holds_scale(op, alpha * scaled[1]):
             x, c = scaled
             rewriter.replace(op, _rebuild(op, rhs=x, alpha=alpha * c))
 
@@ -133,6 +144,8 @@ class AbsorbResultScaleIntoAlpha(RewritePattern):
         if not isinstance(mm, MatmulOp) or not only_live_user_is(mm.result, op):
             return
         _, _, alpha, beta = mm.flags
+        if not _holds_scale(mm, alpha * c, beta * c):
+            return
         rewriter.replace(op, _rebuild(mm, alpha=alpha * c, beta=beta * c if mm.acc is not None else beta))
         erase_with_dead_users(mm, rewriter)
 

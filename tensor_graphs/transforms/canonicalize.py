@@ -24,6 +24,7 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
 )
 
+from tensor_graphs import dtypes
 from tensor_graphs.dialects.tensor import (
     AddOp,
     BroadcastOp,
@@ -129,6 +130,21 @@ def identity_cast(op: CastOp) -> RuleResult:
     return op.input if op.input.type == op.result.type else None
 
 
+def exact_round_trip(op: CastOp) -> RuleResult:
+    """A cast back to the type of a value that was widened exactly (a float to a wider float, an
+    integer to a wider integer, an integer to a float that holds all its values) is that value.
+
+    %w = tg.cast %x : (tensor<2xbf16>) -> tensor<2xf32>
+    %c = tg.cast %w : (tensor<2xf32>) -> tensor<2xbf16>   =>   uses of %c use %x
+
+    (The other way round, ``cast(cast(v, bf16), f32)`` rounds: it stays.)
+    """
+    inner = op.input.owner
+    if not isinstance(inner, CastOp) or inner.input.type != op.result.type:
+        return None
+    return inner.input if dtypes.widens_exactly(inner.input.type.element_type, inner.result.type.element_type) else None  # type: ignore[attr-defined]
+
+
 def concat_of_one(op: ConcatOp) -> RuleResult:
     """A concat of a single input is that input.
 
@@ -214,6 +230,7 @@ RULES: tuple[tuple[type[Operation], Rule], ...] = (
     (SliceOp, full_slice),
     (BroadcastOp, identity_broadcast),
     (CastOp, identity_cast),
+    (CastOp, exact_round_trip),
     (ConcatOp, concat_of_one),
     (SelectOp, select_of_splat_condition),
     (MulOp, mul_by_one),

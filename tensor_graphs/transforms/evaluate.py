@@ -41,7 +41,8 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
-from tensor_graphs.dialects.dense import dense_from_numpy
+from tensor_graphs import dtypes
+from tensor_graphs.dialects.dense import dense_from_numpy, numpy_from_dense
 from tensor_graphs.dialects.dense import numpy_dtype_of as numpy_dtype
 from tensor_graphs.dialects.functions import ARG_REDUCTIONS, REDUCTIONS, UNARY_FUNCTIONS, apply_unary
 from tensor_graphs.dialects.tensor import (
@@ -93,22 +94,10 @@ class EvaluationError(ValueError):
 # --------------------------------------------------------------------------- dtypes and constants
 
 
-def _storage_dtype(element_type: Attribute) -> np.dtype:
-    """The dtype of one element in a ``dense<>`` attribute's bytes (i1 takes one byte)."""
-    dtype = numpy_dtype(element_type)
-    return np.dtype("<i1") if dtype == np.dtype(bool) else dtype
-
-
 def dense_to_array(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
-    """The elements of a ``dense<...>`` attribute as an array of its shape (splats expanded)."""
-    shape = tuple(attr.get_shape())
-    element_type = attr.get_element_type()
-    flat = np.frombuffer(attr.data.data, dtype=_storage_dtype(element_type))
-    if numpy_dtype(element_type) == np.dtype(bool):
-        flat = flat != 0
-    if flat.size == 1 and int(np.prod(shape)) != 1:
-        return np.broadcast_to(flat.reshape(()), shape).copy()
-    return flat.reshape(shape).copy()
+    """The elements of a ``dense<...>`` attribute as an array of its shape (splats expanded;
+    bfloat16 as float32 values: `dialects.dense.numpy_from_dense`)."""
+    return numpy_from_dense(attr)
 
 
 def array_to_dense(array: np.ndarray, type: TensorType) -> DenseIntOrFPElementsAttr:
@@ -161,6 +150,9 @@ def _weight(op: WeightOp, weights: Mapping[str, np.ndarray]) -> np.ndarray:
     expected = shape_of(op.result)
     if array.shape != expected:
         raise EvaluationError(f"evaluate: weight \"{name}\" has shape {list(array.shape)}, the IR expects {list(expected)}")
+    row = dtypes.of_element(op.result.type.get_element_type())  # type: ignore[attr-defined]
+    if row.numpy is None and array.dtype == row.storage:  # bfloat16 bits
+        array = dtypes.from_storage(array, row)
     return array.astype(_result_dtype(op))
 
 
@@ -673,8 +665,11 @@ def evaluate_op(
     if fn is None:
         raise EvaluationError(f"evaluate: no NumPy evaluator for '{op.name}' (known: {', '.join(sorted(c.name for c in EVALUATORS))})")
     if isinstance(op, WeightOp):
-        return fn(op, weights if weights is not None else {})
-    return fn(op, *operands)
+        result = fn(op, weights if weights is not None else {})
+    else:
+        result = fn(op, *operands)
+    row = dtypes.of_element(op.results[0].type.get_element_type()) if op.results else None  # type: ignore[attr-defined]
+    return dtypes.round_values(result, row) if row is not None and row.numpy is None else result  # bfloat16 rounds
 
 
 def evaluate_function(

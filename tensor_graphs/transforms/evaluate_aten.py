@@ -23,7 +23,7 @@ from xdsl.dialects.builtin import DenseArrayBase, FloatAttr, IntegerAttr, String
 from xdsl.ir import Operation
 
 from tensor_graphs.dialects.aten import AtenOp
-from tensor_graphs.dialects.dense import numpy_dtype_of
+from tensor_graphs import dtypes
 
 #: c10::MemoryFormat value -> torch.memory_format name
 _MEMORY_FORMATS = {0: "contiguous_format", 1: "preserve_format", 2: "channels_last", 3: "channels_last_3d"}
@@ -96,8 +96,12 @@ def _arguments(op: AtenOp, tensors: Iterator) -> tuple[list, dict]:
 def evaluate_aten_op(op: Operation, inputs: Sequence[np.ndarray | object]) -> list[np.ndarray]:
     """Run ``op`` (an aten op) with torch on ``inputs`` (one array per operand, or a torch tensor
     where the operand's element type has no NumPy equivalent: bf16); one array per result."""
-    return [np.array(t.numpy(), dtype=numpy_dtype_of(result.type.element_type), order="C")  # type: ignore[attr-defined]
-            for result, t in zip(op.results, evaluate_aten_tensors(op, inputs))]
+    out = []
+    for result, t in zip(op.results, evaluate_aten_tensors(op, inputs)):
+        dtype = dtypes.of_element(result.type.element_type)  # type: ignore[attr-defined]
+        t = t.to(dtype.torch)  # the result's dtype (bfloat16 rounds), then its values as NumPy holds them
+        out.append(np.array((t.float() if dtype.numpy is None else t).numpy(), dtype=dtype.values, order="C"))
+    return out
 
 
 def evaluate_aten_tensors(op: Operation, inputs: Sequence[np.ndarray | object]) -> list:
@@ -114,10 +118,12 @@ def evaluate_aten_tensors(op: Operation, inputs: Sequence[np.ndarray | object]) 
         if isinstance(array, torch.Tensor):
             tensors.append(array)
             continue
-        dtype = numpy_dtype_of(value.type.element_type)  # type: ignore[attr-defined]
+        row = dtypes.of_element(value.type.element_type)  # type: ignore[attr-defined]
+        dtype = row.values
         array = np.asarray(array)
         array = (array != 0) if dtype == np.bool_ and array.dtype != np.bool_ else array.astype(dtype, copy=False)
-        tensors.append(torch.from_numpy(np.require(array, requirements="C")))  # keeps rank 0 (ascontiguousarray would not)
+        tensor = torch.from_numpy(np.require(array, requirements="C"))  # keeps rank 0 (ascontiguousarray would not)
+        tensors.append(tensor.to(row.torch) if row.numpy is None else tensor)  # bfloat16 from its float32 values
     try:
         args, kwargs = _arguments(op, iter(tensors))
         with torch.no_grad():

@@ -42,6 +42,7 @@ from xdsl.pattern_rewriter import (
 
 from tensor_graphs.dialects.tensor import Im2colOp, MatmulOp, ReshapeOp, WeightOp, WinogradConvOp, shape_of
 from tensor_graphs.dialects.winograd import tiles
+from tensor_graphs.transforms.fusion.common import float32_kernel
 
 #: Output tile side (F(2x2, 3x3)).
 TILE = 2
@@ -87,6 +88,8 @@ class ConvolutionToWinograd(RewritePattern):
         if tiles(oh, TILE) * tiles(ow, TILE) > MAX_TILES:
             return
         if any(not isinstance(v.type.element_type, Float32Type) for v in (x, weight, op.result)):  # type: ignore[attr-defined]
+            return
+        if not float32_kernel(x):
             return
         new_ops = []
         acc = op.acc

@@ -121,11 +121,11 @@ func.func @matmul_bad_accumulator(%a: memref<2x3xf32>, %b: memref<3x5xf32>, %c: 
 
 // -----
 
-func.func @matmul_f64(%a: memref<2x3xf64>, %b: memref<3x5xf64>, %o: memref<2x5xf64>) {
-  buf.matmul ins(%a, %b : memref<2x3xf64>, memref<3x5xf64>) outs(%o : memref<2x5xf64>)
+func.func @matmul_bool(%a: memref<2x3xi1>, %b: memref<3x5xi1>, %o: memref<2x5xi1>) {
+  buf.matmul ins(%a, %b : memref<2x3xi1>, memref<3x5xi1>) outs(%o : memref<2x5xi1>)
   func.return
 }
-// CHECK: buf.matmul: only f32 buffers are supported
+// CHECK: buf.matmul: buffers of one dtype expected, float32, float64 or an integer (without activation), got i1
 
 // -----
 

@@ -302,3 +302,19 @@ func.func @any_of_floats(%x: tensor<4x7xf32>) -> tensor<4xf32> {
   func.return %n : tensor<4xf32>
 }
 // CHECK: tg.any: the input holds i1, got tensor<4x7xf32>
+
+// -----
+
+func.func @tanh_of_integers(%x: tensor<2x3xi64>) -> tensor<2x3xi64> {
+  %y = tg.tanh %x : tensor<2x3xi64>
+  func.return %y : tensor<2x3xi64>
+}
+// CHECK: tg.tanh: 'tanh' of integers is not defined (torch computes it in floats), got tensor<2x3xi64>
+
+// -----
+
+func.func @matmul_of_bools(%a: tensor<2x3xi1>, %b: tensor<3x5xi1>) -> tensor<2x5xi1> {
+  %y = tg.matmul %a, %b : (tensor<2x3xi1>, tensor<3x5xi1>) -> tensor<2x5xi1>
+  func.return %y : tensor<2x5xi1>
+}
+// CHECK: tg.matmul: operands and result of one dtype, float32, float64 or an integer, got i1

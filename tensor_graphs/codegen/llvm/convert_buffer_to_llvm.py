@@ -83,6 +83,7 @@ from tensor_graphs.codegen.llvm import (  # noqa: F401
     kernels_winograd,
 )
 from tensor_graphs.codegen.llvm.graph_abi import GraphABI
+from tensor_graphs.codegen.llvm.scalar import libm_declarations
 from tensor_graphs.codegen.llvm.kernels import REGISTRY, LoweringError, splat_value
 from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder
 from tensor_graphs.codegen.llvm.parallel_region import ParallelRegions
@@ -358,26 +359,29 @@ class _GraphLowering(GraphABI, ParallelRegions, KernelProfiling):
             main.block = cont
 
 
+#: kernels that write bfloat16 buffers by moving or converting values, never computing on them
+_BF16_KERNELS = (buf.CastOp, buf.CopyOp, buf.TransposeOp, buf.SelectOp, buf.PutOp, buf.TakeOp, buf.SliceOp,
+                 buf.ConcatOp, buf.BroadcastOp, buf.EmbeddingOp, buf.FusedElementwiseOp)
+#: scalar ops that may have a bfloat16 result: conversions, constants, choices
+_BF16_SCALARS = ("arith.truncf", "arith.extf", "arith.sitofp", "arith.uitofp", "arith.constant", "arith.select")
+
+
 def _check_no_bf16_arithmetic(fn: func.FuncOp) -> None:
     """Raise `LoweringError` naming the ops that compute in bfloat16: the CPU's kernels and
-    scalar bodies have no bf16 arithmetic, only bf16 weights read by the quantized kernels (a
-    bf16 value computed from constants is folded before: `constant-fold`). Falcon's ALiBi bias
-    computes one from the attention mask (``slopes.bfloat16() * positions``); the GPU path
-    (Triton) runs a bf16 round trip inside a fused kernel."""
+    scalar bodies convert to and from bfloat16 and move its values, but compute in float32
+    (`widen-dtypes` makes a model's bf16 ops so before conversion); IR written by hand
+    with bf16 arithmetic at the buf level is refused by name."""
     def bf16(t) -> bool:
         return isinstance(t, BFloat16Type) or isinstance(getattr(t, "element_type", None), BFloat16Type)
 
-    # kernels writing bf16 buffers, a fused body's bf16 scalars (reading bf16 weights, as the
-    # quantized matrix-vector products do, is supported)
-    found = [o for o in fn.walk() if (isinstance(o, buf.KernelOp) and any(bf16(v.type) for v in o.outputs))
-             or (o.dialect_name() in ("arith", "math") and any(bf16(r.type) for r in o.results))]
+    found = [o for o in fn.walk() if (isinstance(o, buf.KernelOp) and not isinstance(o, _BF16_KERNELS) and any(bf16(v.type) for v in o.outputs))
+             or (o.dialect_name() in ("arith", "math") and o.name not in _BF16_SCALARS and any(bf16(r.type) for r in o.results))]
     if not found:
         return
     names = ", ".join(dict.fromkeys(o.name for o in found))
     raise LoweringError(
         f"convert-buffer-to-llvm: {len(found)} op{'s compute' if len(found) != 1 else ' computes'} in bfloat16 ({names}); "
-        "the CPU path has no bf16 arithmetic (float32 models only); the model computes these in bfloat16 itself "
-        "(e.g. Falcon's ALiBi bias from an attention mask)")
+        "the CPU kernels compute bfloat16 values in float32: run widen-dtypes on the aten module first")
 
 
 @dataclass(frozen=True)
@@ -405,9 +409,9 @@ class ConvertBufferToLLVMPass(ModulePass):
         llfn, signature = lowering.lower()
         funcs[0].detach()
         funcs[0].erase()
-        for decl in declarations.values():
+        functions = [llfn, *lowering.kernel_functions, *lowering.shared_functions.values()]
+        for decl in (*declarations.values(), *libm_declarations(functions)):
             op.body.block.add_op(decl)
-        op.body.block.add_op(llfn)
-        for kernel in (*lowering.kernel_functions, *lowering.shared_functions.values()):
-            op.body.block.add_op(kernel)
+        for fn in functions:
+            op.body.block.add_op(fn)
         signature.attach(op)

@@ -49,10 +49,23 @@ def _check_llvm_level(module: ModuleOp) -> None:
             )
 
 
+@functools.cache
+def _bf16_as_i16() -> None:
+    """bfloat16 is ``i16`` in the LLVM IR we print (llvmlite's IR builder has no ``bfloat``): the
+    kernels only load, store and convert its bits (`scalar._to_bf16`, `scalar._from_bf16`), so
+    no arithmetic can see the difference."""
+    from llvmlite import ir
+    from xdsl.backend.llvm import convert_type
+    from xdsl.dialects.builtin import BFloat16Type
+
+    convert_type._TYPE_CONVERTERS.setdefault(BFloat16Type, lambda _: ir.IntType(16))
+
+
 def to_llvm_ir(module: ModuleOp, *, triple: str | None = None, data_layout: str = "") -> str:
     """LLVM IR text of ``module`` (every op must be in the llvm dialect)."""
     from xdsl.backend.llvm.convert import convert_module
 
+    _bf16_as_i16()
     _check_llvm_level(module)
     try:
         ir_module = convert_module(module, fallback_target_triple=triple, data_layout=data_layout)

@@ -14,7 +14,7 @@ runs with that beta. Without the epilogue, an activation is a second sweep over 
 from __future__ import annotations
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import f32, i32
+from xdsl.dialects.builtin import f32, f64, i32
 from xdsl.ir import Operation, SSAValue
 
 from tensor_graphs.codegen.llvm.kernels import (
@@ -26,6 +26,7 @@ from tensor_graphs.codegen.llvm.kernels import (
     check_no_overlap,
     emit_elementwise,
 )
+from tensor_graphs.codegen.llvm.kernels_matmul_loop import emit_loop_matmul
 from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, Index, broadcast_strides, emit_strided_nest
 from tensor_graphs.codegen.llvm.scalar import emit_unary
 from tensor_graphs.dialects import buffer as buf
@@ -37,6 +38,12 @@ SGEMM_TYPE = llvm.LLVMFunctionType(
 )
 SGEMV = "scipy_cblas_sgemv"
 SGEMV_TYPE = llvm.LLVMFunctionType([i32, i32, i32, i32, f32, PTR, i32, PTR, i32, f32, PTR, i32])
+#: element type -> (GEMM, its type, GEMV, its type): float32 and float64 products go to OpenBLAS
+BLAS_ROUTINES = {
+    f32: (SGEMM, SGEMM_TYPE, SGEMV, SGEMV_TYPE),
+    f64: ("scipy_cblas_dgemm", llvm.LLVMFunctionType([i32, i32, i32, i32, i32, i32, f64, PTR, i32, PTR, i32, f64, PTR, i32]),
+          "scipy_cblas_dgemv", llvm.LLVMFunctionType([i32, i32, i32, i32, f64, PTR, i32, PTR, i32, f64, PTR, i32])),
+}
 CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, CBLAS_TRANS = 101, 111, 112
 _I32_MAX = 2**31 - 1
 
@@ -49,6 +56,8 @@ def emit_gemm(ctx: KernelContext, op: Operation) -> None:
     a, w = op.inputs[0], op.inputs[1]
     acc = op.inputs[2] if len(op.inputs) == 3 else None
     out = op.output
+    el = out.type.element_type  # type: ignore[attr-defined]
+    gemm_name, gemm_type, gemv_name, gemv_type = BLAS_ROUTINES[el]
     sa, sb, so = _shape(a), _shape(w), _shape(out)
     m, k = (sa[-1], sa[-2]) if ta else (sa[-2], sa[-1])
     n = sb[-2] if tb else sb[-1]
@@ -79,23 +88,23 @@ def emit_gemm(ctx: KernelContext, op: Operation) -> None:
         return b.i32(CBLAS_TRANS if flag else CBLAS_NO_TRANS)
 
     def gemm(off_a: SSAValue | None, off_b: SSAValue | None, off_c: SSAValue | None) -> None:
-        ctx.declare(SGEMM, SGEMM_TYPE)
+        ctx.declare(gemm_name, gemm_type)
         b.add(
             llvm.CallOp(
-                SGEMM,
+                gemm_name,
                 b.i32(CBLAS_ROW_MAJOR),
                 trans(ta),
                 trans(tb),
                 b.i32(m_total),
                 b.i32(n),
                 b.i32(k),
-                b.f32(alpha),
-                b.gep(pa, off_a, f32),
+                b.constant(alpha, el),
+                b.gep(pa, off_a, el),
                 b.i32(lda),
-                b.gep(pb, off_b, f32),
+                b.gep(pb, off_b, el),
                 b.i32(ldb),
-                b.f32(beta),
-                b.gep(pc, off_c, f32),
+                b.constant(beta, el),
+                b.gep(pc, off_c, el),
                 b.i32(ldc),
             )
         )
@@ -103,7 +112,7 @@ def emit_gemm(ctx: KernelContext, op: Operation) -> None:
     def gemv(off_a: SSAValue | None, off_b: SSAValue | None, off_c: SSAValue | None) -> None:
         """A GEMM with one output row or column is a GEMV: sgemm's M=1 path packs the whole
         rhs on every call (10x slower for a 1024x1024 weight), sgemv streams it once."""
-        ctx.declare(SGEMV, SGEMV_TYPE)
+        ctx.declare(gemv_name, gemv_type)
         if m_total == 1:  # out[1, N] = x[K] . op(B): the matrix is B, the vector a row of op(A)
             matrix, off_m, ld, vector, off_v = pb, off_b, ldb, pa, off_a
             rows, cols, t = (n, k, False) if tb else (k, n, True)
@@ -114,18 +123,18 @@ def emit_gemm(ctx: KernelContext, op: Operation) -> None:
             inc = 1 if tb else ldb
         b.add(
             llvm.CallOp(
-                SGEMV,
+                gemv_name,
                 b.i32(CBLAS_ROW_MAJOR),
                 trans(t),
                 b.i32(rows),
                 b.i32(cols),
-                b.f32(alpha),
-                b.gep(matrix, off_m, f32),
+                b.constant(alpha, el),
+                b.gep(matrix, off_m, el),
                 b.i32(ld),
-                b.gep(vector, off_v, f32),
+                b.gep(vector, off_v, el),
                 b.i32(inc),
-                b.f32(beta),
-                b.gep(pc, off_c, f32),
+                b.constant(beta, el),
+                b.gep(pc, off_c, el),
                 b.i32(1),
             )
         )
@@ -154,6 +163,9 @@ def _emit_matmul(ctx: KernelContext, op: Operation) -> None:
     GEMM writes.
     """
     assert isinstance(op, buf.MatmulOp)
+    if op.output.type.element_type not in BLAS_ROUTINES:  # type: ignore[attr-defined]
+        emit_loop_matmul(ctx, op)
+        return
     emit_gemm(ctx, op)
     act = op.activation.data
     if act != "none" and numel(_shape(op.output)):

@@ -14,7 +14,7 @@ element type it already has is a copy (`kernels_movement`).
 from __future__ import annotations
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import AnyFloat, IntegerType, f32, i1
+from xdsl.dialects.builtin import AnyFloat, IntegerType, f32, f64, i1
 from xdsl.ir import Operation, SSAValue
 
 from tensor_graphs.codegen.llvm.kernels import (
@@ -30,7 +30,7 @@ from tensor_graphs.codegen.llvm.kernels import (
 )
 from tensor_graphs.codegen.llvm.kernels_movement import _emit_copy
 from tensor_graphs.codegen.llvm.loops import FunctionBuilder
-from tensor_graphs.codegen.llvm.scalar import emit_arith_body, emit_binary, emit_convert, emit_unary, select
+from tensor_graphs.codegen.llvm.scalar import INT_UNARY, emit_arith_body, emit_binary, emit_convert, emit_unary, select
 from tensor_graphs.dialects import buffer as buf
 
 _BINARY: dict[type[Operation], str] = {buf.AddOp: "add", buf.SubOp: "sub", buf.MulOp: "mul", buf.DivOp: "div"}
@@ -49,10 +49,12 @@ def _emit_binary(ctx: KernelContext, op: Operation) -> None:
 
 def _emit_unary(ctx: KernelContext, op: Operation) -> None:
     assert isinstance(op, buf.UnaryOp | buf.ReluOp)
-    el = _require_float(op, [*op.inputs, op.output])
+    el = _require_same_element(op, [*op.inputs, op.output])
     fn = op.fn.data if isinstance(op, buf.UnaryOp) else "relu"
-    if el != f32 and fn not in ("none", "relu", "neg", "abs", "sqrt", "rsqrt"):
-        raise LoweringError(f"{op.name}: '{fn}' is emitted for f32 only, got {el}")
+    if isinstance(el, IntegerType) and fn not in INT_UNARY:
+        raise LoweringError(f"{op.name}: '{fn}' has no codegen for {el} elements ({', '.join(INT_UNARY)} do)")
+    if not isinstance(el, IntegerType) and el not in (f32, f64):
+        raise LoweringError(f"{op.name}: '{fn}' is emitted for f32 and f64, got {el}")
     check_no_overlap(ctx, op, op.output, op.inputs, in_place_ok=True)
     with _scalar_errors(op):
         emit_elementwise(ctx, op.output, list(op.inputs), lambda b, v: emit_unary(b, fn, v[0]))

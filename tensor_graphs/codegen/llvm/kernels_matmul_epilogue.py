@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import IntegerAttr, i64
+from xdsl.dialects.builtin import IntegerAttr, f32, i64
 from xdsl.ir import Operation, SSAValue
 
 from tensor_graphs.codegen.llvm.kernels import (
@@ -281,7 +281,8 @@ def _emit_matmul(ctx: KernelContext, op: Operation) -> None:
     otherwise (an activation, or a GEMM whose work pays for threads) the tiled one, tiles
     spread over the threads."""
     assert isinstance(op, buf.MatmulOp)
-    if separate_epilogue(op) or (op.activation.data == "none" and not _pays_for_threads(ctx, op)):
+    plain = op.output.type.element_type != f32  # type: ignore[attr-defined]  (float64: dgemm; integers: loops)
+    if plain or separate_epilogue(op) or (op.activation.data == "none" and not _pays_for_threads(ctx, op)):
         assert _PLAIN_MATMUL is not None
         _PLAIN_MATMUL(ctx, op)
     else:

@@ -36,18 +36,24 @@ from collections.abc import Callable, Sequence
 from xdsl.dialects import arith, llvm
 from xdsl.dialects import math as mathd
 from xdsl.dialects.builtin import (
+    BFloat16Type,
     DenseIntOrFPElementsAttr,
+    Float16Type,
     FloatAttr,
     IntegerAttr,
     IntegerType,
+    Signedness,
     f32,
+    f64,
     i1,
+    i16,
     i32,
     i64,
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from tensor_graphs.codegen.llvm.loops import FunctionBuilder
+from tensor_graphs.dialects.functions import INTEGER_UNARY
 
 
 class ScalarCodegenError(ValueError):
@@ -111,6 +117,30 @@ def intrinsic(b: FunctionBuilder, name: str, *args: SSAValue) -> SSAValue:
     if isinstance(t, IntegerType):
         raise ScalarCodegenError(f"no llvm.{name} for {t}")
     return b.add(llvm.CallIntrinsicOp(f"llvm.{name}.{_float_name(t)}", list(args), [t]))
+
+
+#: C math library functions a kernel may call, for float64 (float32: the ``f``-suffixed name);
+#: `convert-buffer-to-llvm` declares those a module calls (`libm_declarations`)
+LIBM: tuple[str, ...] = ("tanh", "erf", "erfc", "expm1", "log1p", "exp", "log")
+
+
+def libm(b: FunctionBuilder, name: str, *args: SSAValue) -> SSAValue:
+    """``name(args)`` from the C math library (``erf`` for f64, ``erff`` for f32): correctly
+    rounded or nearly, not vectorised; for dtypes the vectorised polynomials do not cover."""
+    t = args[0].type
+    return b.add(llvm.CallOp(name if t == f64 else f"{name}f", *args, return_type=t))
+
+
+def libm_declarations(module_ops: Sequence[Operation]) -> list[llvm.FuncOp]:
+    """External declarations of the `LIBM` functions that ``module_ops`` call."""
+    found: dict[str, Attribute] = {}
+    for top in module_ops:
+        for op in top.walk():
+            if isinstance(op, llvm.CallOp) and op.callee is not None:
+                name = op.callee.string_value()
+                if name.removesuffix("f") in LIBM or name in LIBM:
+                    found[name] = op.results[0].type
+    return [llvm.FuncOp(n, llvm.LLVMFunctionType([t], t), linkage=llvm.LinkageAttr("external")) for n, t in found.items()]
 
 
 def fmax(b: FunctionBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
@@ -231,6 +261,8 @@ _TANH_P = (-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036
 
 
 def emit_tanh(b: FunctionBuilder, x: SSAValue) -> SSAValue:
+    if x.type == f64:
+        return libm(b, "tanh", x)
     _require_f32("tanh", x)
     z = fmul(b, x, x)
     small = fma(b, fmul(b, x, z), polynomial(b, z, _TANH_P), x)
@@ -251,12 +283,14 @@ def _logistic(b: FunctionBuilder, t: SSAValue) -> SSAValue:
 
 
 def emit_sigmoid(b: FunctionBuilder, x: SSAValue) -> SSAValue:
-    _require_f32("sigmoid", x)
+    if x.type != f64:
+        _require_f32("sigmoid", x)
     return _logistic(b, x)
 
 
 def emit_silu(b: FunctionBuilder, x: SSAValue) -> SSAValue:
-    _require_f32("silu", x)
+    if x.type != f64:
+        _require_f32("silu", x)
     return fmul(b, x, _logistic(b, x))
 
 
@@ -266,7 +300,8 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 def emit_gelu_tanh(b: FunctionBuilder, x: SSAValue) -> SSAValue:
     """``0.5 x (1 + tanh(u))``, u = sqrt(2/pi) (x + 0.044715 x^3), as ``x sigmoid(2u)``
     (the same function, without the cancellation of ``1 + tanh(u)`` for negative x)."""
-    _require_f32("gelu_tanh", x)
+    if x.type != f64:
+        _require_f32("gelu_tanh", x)
     inner = fma(b, fmul(b, x, x), const(b, 0.044715, x), const(b, 1.0, x))
     two_u = fmul(b, fmul(b, x, const(b, 2.0 * _SQRT_2_OVER_PI, x)), inner)
     return fmul(b, x, _logistic(b, two_u))
@@ -299,6 +334,8 @@ def _erfc_nonneg(b: FunctionBuilder, a: SSAValue, neg_a_squared: Callable[[SSAVa
 
 
 def emit_erf(b: FunctionBuilder, x: SSAValue) -> SSAValue:
+    if x.type == f64:
+        return libm(b, "erf", x)
     _require_f32("erf", x)
     a = fabs(b, x)
     small = fmul(b, x, polynomial(b, fmul(b, x, x), _ERF_Q))
@@ -307,7 +344,10 @@ def emit_erf(b: FunctionBuilder, x: SSAValue) -> SSAValue:
 
 
 def emit_gelu(b: FunctionBuilder, x: SSAValue) -> SSAValue:
-    """``0.5 x (1 + erf(x / sqrt 2))``; for x < 0, ``1 + erf`` is computed as ``erfc(|z|)``."""
+    """``0.5 x (1 + erf(x / sqrt 2))``; for x < 0, ``1 + erf`` is computed as ``erfc(|z|)``
+    (float64: ``0.5 x erfc(-x / sqrt 2)`` by libm)."""
+    if x.type == f64:
+        return fmul(b, fmul(b, x, const(b, 0.5, x)), libm(b, "erfc", fmul(b, x, const(b, -1.0 / math.sqrt(2.0), x))))
     _require_f32("gelu", x)
     z = fmul(b, x, const(b, 1.0 / math.sqrt(2.0), x))
     a = fabs(b, z)
@@ -358,10 +398,26 @@ UNARY: dict[str, Callable[[FunctionBuilder, SSAValue], SSAValue]] = {
 }
 
 
+def _iabs(b: FunctionBuilder, x: SSAValue) -> SSAValue:
+    zero = b.constant(0, x.type)
+    return select(b, b.add(llvm.ICmpOp(x, zero, IntegerAttr(llvm.ICmpPredicateFlag.SLT.to_int(), i64))), b.add(llvm.SubOp(zero, x)), x)
+
+
+#: the functions of integer elements (torch's: relu is max(x, 0), neg and abs wrap at the minimum)
+INT_UNARY: dict[str, Callable[[FunctionBuilder, SSAValue], SSAValue]] = {
+    "none": lambda b, x: x,
+    "relu": lambda b, x: _imax(b, x, b.constant(0, x.type), "sgt"),
+    "neg": lambda b, x: b.add(llvm.SubOp(b.constant(0, x.type), x)),
+    "abs": _iabs,
+}
+assert tuple(INT_UNARY) == INTEGER_UNARY, "functions.INTEGER_UNARY names the integer functions"
+
+
 def emit_unary(b: FunctionBuilder, fn: str, x: SSAValue) -> SSAValue:
-    """``fn(x)`` for a key of `functions.UNARY_FUNCTIONS` (x is an f32 value)."""
+    """``fn(x)`` for a key of `functions.UNARY_FUNCTIONS` (x a float, or an integer for
+    `INT_UNARY`'s functions)."""
     try:
-        emitter = UNARY[fn]
+        emitter = (INT_UNARY if isinstance(x.type, IntegerType) else UNARY)[fn]
     except KeyError:
         raise ScalarCodegenError(f"no codegen for the elementwise function '{fn}'") from None
     return emitter(b, x)
@@ -445,12 +501,22 @@ def emit_binary(b: FunctionBuilder, fn: str, x: SSAValue, y: SSAValue) -> SSAVal
 
 
 def emit_convert(b: FunctionBuilder, x: SSAValue, to: Attribute) -> SSAValue:
-    """Converts a scalar to the type ``to`` (f32/f64/i64/i32/i8/i1), with torch's semantics:
-    float -> int truncates toward zero (saturating, NaN -> 0), anything -> i1 is ``!= 0``
-    (NaN -> true), i1 -> number is 0/1."""
+    """Converts a scalar to the type ``to`` (any element type of `tensor_graphs.dtypes`), with
+    torch's semantics: float -> int truncates toward zero (as eager on x86: `_float_to_int`), anything -> i1
+    is ``!= 0`` (NaN -> true), i1 -> number is 0/1; float16 and bfloat16 convert through float32
+    (as c10's Half and BFloat16 do), bfloat16 by integer arithmetic (`_to_bf16`, `_from_bf16`:
+    no target needs AVX512-BF16 or a library call for it)."""
     src = x.type
     if src == to:
         return x
+    if isinstance(src, BFloat16Type):
+        return emit_convert(b, _from_bf16(b, x), to)
+    if isinstance(to, BFloat16Type):
+        return _to_bf16(b, emit_convert(b, x, f32))
+    if isinstance(src, Float16Type) and to != f32:
+        return emit_convert(b, b.add(llvm.FPExtOp(x, f32)), to)
+    if isinstance(to, Float16Type) and src != f32:
+        return b.add(llvm.FPTruncOp(emit_convert(b, x, f32), to))
     src_int, dst_int = isinstance(src, IntegerType), isinstance(to, IntegerType)
     if dst_int and to == i1:
         if src_int:
@@ -460,18 +526,49 @@ def emit_convert(b: FunctionBuilder, x: SSAValue, to: Attribute) -> SSAValue:
         if dst_int:
             return b.add(llvm.ZExtOp(x, to))
         return select(b, x, const(b, 1.0, to), const(b, 0.0, to))
+    unsigned = src_int and src.signedness.data == Signedness.UNSIGNED  # type: ignore[attr-defined]  (uint8)
     if src_int and dst_int:
         if src.width.data > to.width.data:  # type: ignore[attr-defined]
             return b.add(llvm.TruncOp(x, to))
-        return b.add(llvm.SExtOp(x, to))
+        return b.add(llvm.ZExtOp(x, to) if unsigned else llvm.SExtOp(x, to))
     if src_int:
-        return b.add(llvm.SIToFPOp(x, to))
+        return b.add(llvm.SIToFPOp(b.add(llvm.ZExtOp(x, i64)) if unsigned else x, to))
     if dst_int:
-        name = f"llvm.fptosi.sat.i{to.width.data}.{_float_name(src)}"  # type: ignore[attr-defined]
-        return b.add(llvm.CallIntrinsicOp(name, [x], [to]))
+        return _float_to_int(b, x, to)
     if _bits(src) < _bits(to):
         return b.add(llvm.FPExtOp(x, to))
     return b.add(llvm.FPTruncOp(x, to))
+
+
+def _float_to_int(b: FunctionBuilder, x: SSAValue, to: Attribute) -> SSAValue:
+    """Float ``x`` truncated toward zero to the integer type ``to`` as eager torch gets it on x86
+    (``static_cast`` compiled to ``cvttss2si``): to 32 or 64 bits, a value out of range or NaN
+    gives the minimum ("integer indefinite"); narrower types take the low bits of the 32-bit
+    result (65504.0 to uint8 is 224)."""
+    width = max(to.width.data, 32)  # type: ignore[attr-defined]
+    wide = IntegerType(width)
+    bound = float(2 ** (width - 1))
+    inside = b.add(llvm.AndOp(fcmp(b, "oge", x, const(b, -bound, x)), fcmp(b, "olt", x, const(b, bound, x))))
+    value = b.add(llvm.CallIntrinsicOp(f"llvm.fptosi.sat.i{width}.{_float_name(x.type)}", [x], [wide]))
+    value = select(b, inside, value, b.constant(-(2 ** (width - 1)), wide))
+    return value if width == to.width.data else b.add(llvm.TruncOp(value, to))  # type: ignore[attr-defined]
+
+
+def _to_bf16(b: FunctionBuilder, x: SSAValue) -> SSAValue:
+    """float32 ``x`` rounded to the nearest bfloat16, ties to even, a NaN made the quiet NaN
+    0x7FC0 (c10's ``round_to_nearest_even``): ``(bits + 0x7FFF + bit16) >> 16``."""
+    bits = _bitcast(b, x, i32)
+    lsb = _i32_op(b, llvm.AndOp, _i32_op(b, llvm.LShrOp, bits, 16), 1)
+    rounded = _i32_op(b, llvm.LShrOp, b.add(llvm.AddOp(b.add(llvm.AddOp(bits, b.i32(0x7FFF))), lsb)), 16)
+    half = b.add(llvm.TruncOp(rounded, i16))
+    word = select(b, fcmp(b, "uno", x, x), b.constant(0x7FC0, i16), half)
+    return _bitcast(b, word, BFloat16Type())
+
+
+def _from_bf16(b: FunctionBuilder, x: SSAValue) -> SSAValue:
+    """bfloat16 ``x`` as the float32 of the same value (its bits in the high half)."""
+    word = b.add(llvm.ZExtOp(_bitcast(b, x, i16), i32))
+    return _bitcast(b, _i32_op(b, llvm.ShlOp, word, 16), f32)
 
 
 def _float_name(t: Attribute) -> str:

@@ -24,8 +24,10 @@ from collections.abc import Callable, Sequence
 
 from xdsl.dialects import arith
 from xdsl.dialects import math as mathd
-from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, Float64Type, FloatAttr, IntegerAttr, IntegerType
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr
 from xdsl.ir import Attribute, Block, Operation
+
+from tensor_graphs import dtypes
 
 
 class TritonCodegenError(ValueError):
@@ -116,19 +118,11 @@ def binary(fn: str, a: str, b: str) -> str:
 
 
 def dtype(element: Attribute) -> str:
-    """The ``tl`` dtype of an element type."""
-    if isinstance(element, Float32Type):
-        return "tl.float32"
-    if isinstance(element, Float16Type):
-        return "tl.float16"
-    if isinstance(element, BFloat16Type):
-        return "tl.bfloat16"
-    if isinstance(element, Float64Type):
-        return "tl.float64"
-    if isinstance(element, IntegerType):
-        width = element.width.data
-        return "tl.int1" if width == 1 else f"tl.int{width}"
-    raise TritonCodegenError(f"no Triton type for {element}")
+    """The ``tl`` dtype of an element type (the one table, `tensor_graphs.dtypes`)."""
+    try:
+        return dtypes.of_element(element).triton
+    except dtypes.DTypeError:
+        raise TritonCodegenError(f"no Triton type for {element}") from None
 
 
 _CMPF = {"oeq": "==", "ogt": ">", "oge": ">=", "olt": "<", "ole": "<=", "one": "!=", "ueq": "==", "ugt": ">",

@@ -69,7 +69,7 @@ POINTER_ALIGNMENT = 16
 
 def byte_offset(value) -> int:
     """Bytes from ``value``'s first element to the start of an allocation (the arena, or a
-    tensor of its own): a `buf.view`'s offset plus the elements of the `buf.subview`\ s on the
+    tensor of its own): a `buf.view`'s offset plus the elements of the `buf.subview` ops on the
     way, through reshapes."""
     offset = 0
     while True:

@@ -30,10 +30,13 @@ from xdsl.dialects.builtin import (
     DenseArrayBase,
     Float32Type,
     IntegerAttr,
+    IntegerType,
     MemRefType,
     StringAttr,
     TensorType,
     UnregisteredOp,
+    f32,
+    f64,
     i8,
     i64,
 )
@@ -267,6 +270,18 @@ def _all_f32(op: Operation) -> str | None:
         el = v.type.element_type if isinstance(v.type, TensorType) else None
         if not isinstance(el, Float32Type):
             return f"cblas_sgemm needs f32 operands, got {v.type}"
+    return None
+
+
+def _one_numeric_dtype(op: Operation) -> str | None:
+    """Operands and result of one dtype, a float32, float64 or integer one (torch refuses bool
+    products; float16/bfloat16 ones compute in float32 after `widen-dtypes`)."""
+    elements = {v.type.element_type for v in (*op.operands, *op.results) if isinstance(v.type, TensorType)}
+    if len(elements) != 1:
+        return f"operands of several dtypes: {', '.join(sorted(map(str, elements)))}"
+    (el,) = elements
+    if not (el in (f32, f64) or (isinstance(el, IntegerType) and el.width.data > 1)):
+        return f"no matmul kernel for {el}"
     return None
 
 
@@ -641,7 +656,8 @@ _register_all(
         prepare=_pack_rhs_at_run_time,
         packs_weights=True,
     ),
-    KernelVariant("matmul.blas", _matmul, _all_f32, "one cblas_sgemm per batch"),
+    KernelVariant("matmul.blas", _matmul, _one_numeric_dtype,
+                  "one cblas_sgemm (float64: dgemm) per batch; integers: a loop nest (kernels_matmul_loop)"),
     # cheaper weights, another error: never the heuristic's choice (last), a tuner's within a tolerance
     KernelVariant(
         "matmul.bf16_weights",

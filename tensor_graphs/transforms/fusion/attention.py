@@ -83,7 +83,7 @@ from tensor_graphs.dialects.tensor import (
 )
 from tensor_graphs.transforms.dce import erase_dead_producers, only_live_user_is
 from tensor_graphs.transforms.evaluate import array_to_dense, causal_allowed, constant_array, splat_constant
-from tensor_graphs.transforms.fusion.common import scalar_scale, used_only_inside
+from tensor_graphs.transforms.fusion.common import float32_kernel, scalar_scale, used_only_inside
 
 #: A mask value at or below this counts as "masked out" (``-inf``, ``finfo(f32).min``, ``-1e4``...).
 LARGE_NEGATIVE = -1e4
@@ -298,6 +298,8 @@ class FuseHandWrittenAttention(RewritePattern):
         mask = scores.mask
         mask_value = mask.cond if mask.cond is not None else mask.additive
         if mask_value is not None and not is_broadcastable_to(shape_of(mask_value), shape_of(softmax.result)):
+            return
+        if not float32_kernel(scores.q, softmax.result):
             return
         # The match is certain: build.
         mask_ops, additive, causal = _resolve_mask(mask, q_shape[-2], k_shape[-2])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from xdsl.dialects.builtin import f32
 from xdsl.ir import Operation, SSAValue
 
 from tensor_graphs.dialects.tensor import DivOp, MulOp
@@ -53,3 +54,10 @@ def used_only_inside(ops: Iterable[Operation], root: Operation) -> bool:
         for r in o.results
         for use in live_uses(r)
     )
+
+
+def float32_kernel(*values: SSAValue) -> bool:
+    """Whether ``values`` are float32 tensors: the fused kernels (norms, attention, rope, the
+    Winograd convolution) are float32 code; float16/bfloat16 reach them widened
+    (`widen-dtypes`), other dtypes stay as primitive ops."""
+    return all(getattr(v.type, "element_type", None) == f32 for v in values)

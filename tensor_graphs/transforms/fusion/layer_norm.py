@@ -52,7 +52,7 @@ from tensor_graphs.dialects.tensor import (
 )
 from tensor_graphs.transforms.dce import erase_dead_producers
 from tensor_graphs.transforms.evaluate import array_to_dense, scalar_constant
-from tensor_graphs.transforms.fusion.common import is_splat, used_only_inside
+from tensor_graphs.transforms.fusion.common import float32_kernel, is_splat, used_only_inside
 
 
 def _pairs(op: Operation) -> list[tuple[SSAValue, SSAValue]]:
@@ -205,7 +205,7 @@ class FuseLayerNormFormula(RewritePattern):
         if not isinstance(op, AddOp | MulOp | DivOp):
             return
         ln = match_layer_norm(op)
-        if ln is None or not used_only_inside(ln.norm.ops, op):
+        if ln is None or not used_only_inside(ln.norm.ops, op) or not float32_kernel(ln.norm.x):
             return
         d = shape_of(op.results[0])[-1]
         w_ops, w = _vector(ln.weight, d, 1.0)

@@ -36,7 +36,7 @@ from xdsl.pattern_rewriter import (
 from tensor_graphs.dialects.tensor import AddOp, CastOp, DivOp, MulOp, PowOp, RmsNormOp, SqrtOp, shape_of
 from tensor_graphs.transforms.dce import erase_dead_producers
 from tensor_graphs.transforms.evaluate import scalar_constant
-from tensor_graphs.transforms.fusion.common import is_splat, used_only_inside
+from tensor_graphs.transforms.fusion.common import float32_kernel, is_splat, used_only_inside
 from tensor_graphs.transforms.fusion.layer_norm import _inverse_std, _is_param, _mean_of_last, _pairs, _vector
 
 
@@ -96,6 +96,8 @@ def _normalized_or_round_trip(value: SSAValue) -> _Rms | None:
         rms = _normalized(op.input)
         if rms is None or not isinstance(fwd := rms.x.owner, CastOp) or fwd.input.type != op.result.type:
             return None
+        if not float32_kernel(fwd.input):  # the kernel computes float32: the casts stay outside
+            return None
         rms.ops += [op, fwd]
         rms.x = fwd.input
         return rms
@@ -147,7 +149,7 @@ class FuseRmsNormFormula(RewritePattern):
         if not isinstance(op, MulOp | DivOp | CastOp):
             return
         rms = match_rms_norm(op)
-        if rms is None or rms.x.type != op.results[0].type or not used_only_inside(rms.ops, op):
+        if rms is None or rms.x.type != op.results[0].type or not used_only_inside(rms.ops, op) or not float32_kernel(rms.x):
             return
         d = shape_of(op.results[0])[-1]
         w_ops, w = _vector(rms.weight, d, 1.0)

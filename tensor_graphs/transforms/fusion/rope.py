@@ -53,7 +53,7 @@ from tensor_graphs.dialects.shapes import is_broadcastable_to
 from tensor_graphs.dialects.tensor import AddOp, ConcatOp, ConstantOp, MulOp, NegOp, RopeOp, SliceOp, shape_of
 from tensor_graphs.transforms.dce import erase_dead_producers
 from tensor_graphs.transforms.evaluate import array_to_dense
-from tensor_graphs.transforms.fusion.common import is_splat, used_only_inside
+from tensor_graphs.transforms.fusion.common import float32_kernel, is_splat, used_only_inside
 
 
 def _pairs(op: AddOp | MulOp) -> Iterator[tuple[SSAValue, SSAValue]]:
@@ -158,6 +158,8 @@ class FuseRopeFormula(RewritePattern):
             return
         rope = match_rope(op)
         if rope is None or not used_only_inside(rope.ops, op):
+            return
+        if not float32_kernel(rope.x):
             return
         new_ops: list[Operation] = []
         cos = rope.cos
