@@ -109,6 +109,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="float32 float16 bfloat16 float64 int64 bool ... (default float32)")
     p.add_argument("--samples", type=int, default=2, help="samples per OpInfo and dtype (default 2)")
     p.add_argument("--ops", nargs="+", default=None, help="only these OpInfos (name, or name.variant)")
+    p.add_argument("--slice", nargs=2, type=int, metavar=("F32_STRIDE", "OTHER_STRIDE"),
+                   help="only the first sample of every F32_STRIDE-th OpInfo at float32 and of every "
+                        "OTHER_STRIDE-th at each other dtype (tests/test_opinfo.py's share)")
     p.add_argument("--json", help="write every outcome here")
     p.add_argument("--markdown", help="write the report here")
     p.add_argument("--jobs", type=int, default=1, help="children at a time (at most 2 on a 2-core machine)")
@@ -121,7 +124,10 @@ def main(argv: list[str] | None = None) -> int:
     if threads != ["MainThread"]:
         print(f"warning: threads alive before forking: {threads}", file=sys.stderr)
     skipped: list = []
-    todo = harness.cases(args.dtypes, args.samples, args.ops, skipped=skipped)
+    if args.slice:
+        todo = harness.slice_cases(args.dtypes, *args.slice)
+    else:
+        todo = harness.cases(args.dtypes, args.samples, args.ops, skipped=skipped)
     for name, dtype, err in skipped:
         print(f"skipped {name} ({dtype}): its samples fail: {err}", file=sys.stderr)
     print(f"{len(todo)} cases ({len({(c.name, c.dtype) for c in todo})} OpInfo x dtype), "

@@ -176,7 +176,7 @@ def of_safetensors(name: str) -> DType:
 def bf16_bits(values: Any) -> np.ndarray:
     """The bfloat16 bits (uint16) nearest to float32 ``values``, ties to even, NaN kept quiet (as
     torch's ``round_to_nearest_even``)."""
-    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+    bits = np.array(values, dtype=np.float32, order="C").view(np.uint32)  # (0-d stays 0-d)
     rounded = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
     nan = np.isnan(np.asarray(values, dtype=np.float32))
     return np.where(nan, np.uint32(0x7FC0), rounded).astype(np.uint16)

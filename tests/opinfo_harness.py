@@ -210,6 +210,28 @@ def cases(dtypes: Sequence[torch.dtype | str] = (torch.float32,), samples: int =
     return out
 
 
+def op_names() -> list[str]:
+    """Every OpInfo's name (``name`` or ``name.variant``), in ``op_db``'s order."""
+    names: dict[str, None] = {}
+    for op in _op_db():
+        names.setdefault(f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name)
+    return list(names)
+
+
+def slice_cases(dtypes: Sequence[str], f32_stride: int, other_stride: int) -> list[Case]:
+    """A fixed share of the corpus (what ``tests/test_opinfo.py`` runs): the first sample of
+    every ``f32_stride``-th OpInfo at float32, and of every ``other_stride``-th at each other
+    dtype, the k-th dtype of ``dtypes`` starting at OpInfo ``3 k mod other_stride`` (the
+    dtypes do not all take the same ops)."""
+    names = op_names()
+    chosen = []
+    for k, dtype in enumerate(dtypes):
+        stride, offset = (f32_stride, 0) if dtype == "float32" else (other_stride, (3 * k) % other_stride)
+        ops = set(names[offset::stride])
+        chosen += [c for c in cases([dtype], samples=1, ops=ops) if c.name in ops]
+    return chosen
+
+
 # --------------------------------------------------------------------------- the module
 
 
@@ -716,4 +738,4 @@ def summarize(outcomes: Iterable[dict]) -> dict:
 
 
 __all__ = ["ATOL", "Case", "OUTCOMES", "SampleModule", "cases", "classify", "compare", "evaluate", "find_op",
-           "run_case", "run_cases", "sample_of", "summarize", "warm"]
+           "op_names", "run_case", "run_cases", "sample_of", "slice_cases", "summarize", "warm"]

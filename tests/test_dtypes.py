@@ -143,6 +143,27 @@ def test_conversions_round_as_torch() -> None:
             assert torch.equal(o, e)
 
 
+class _NumbersAgainstHalves(torch.nn.Module):
+    def __init__(self, dtype: torch.dtype):
+        super().__init__()
+        self.dtype = dtype
+
+    def forward(self, x: torch.Tensor):
+        y = x.to(self.dtype)
+        return y - 0.7123, 0.31 + y, y * 0.7123, y / 0.7123, 0.5 - y, y + torch.tensor(0.2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_a_number_against_a_half_tensor_rounds_as_each_kernel_does(dtype: torch.dtype) -> None:
+    """eager's add and sub convert a number (or a 0-d tensor) to the tensor's dtype first
+    (``bf16_y - 0.7123`` is ``y - bf16(0.7123)``), its mul and div read it unrounded:
+    `widen-dtypes` does the same, so every result has eager's bits."""
+    x = torch.randn(4096, generator=torch.Generator().manual_seed(0))
+    module = _NumbersAgainstHalves(dtype)
+    for o, e in zip(tg.compile(module, (x,))(x), module(x)):
+        assert o.dtype == e.dtype and torch.equal(o, e)
+
+
 def test_bf16_weights_are_bound_without_a_copy_and_saved_as_BF16(tmp_path) -> None:
     torch.manual_seed(4)
     model = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.GELU()).to(torch.bfloat16).eval()

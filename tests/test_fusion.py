@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from xdsl.dialects import func
 from xdsl.dialects.builtin import IntegerType, ModuleOp
 
+from tensor_graphs import dtypes
 from tensor_graphs.context import make_context
 from tensor_graphs.dialects.tensor import AttentionOp, FusedElementwiseOp, WeightOp, shape_of
 from tensor_graphs.passes import build_pipeline
@@ -45,10 +46,11 @@ def body_ops(f: func.FuncOp) -> list[str]:
 def bindings(f: func.FuncOp, rng: np.random.Generator) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
     inputs = []
     for a in f.body.block.args:
+        dt = dtypes.of_element(a.type.element_type)  # type: ignore[attr-defined]
         if isinstance(a.type.element_type, IntegerType):  # type: ignore[attr-defined]
-            inputs.append(rng.random(shape_of(a)) < 0.5)
-        else:
-            inputs.append(rng.standard_normal(shape_of(a)).astype(np.float32))
+            inputs.append((rng.random(shape_of(a)) < 0.5).astype(dt.values))
+        else:  # values the argument's dtype holds (a bfloat16 argument: bfloat16 values)
+            inputs.append(dtypes.round_values(rng.standard_normal(shape_of(a)), dt))
     weights = {
         op.weight_name.data: rng.standard_normal(shape_of(op.result)).astype(np.float32)
         for op in f.walk()

@@ -741,3 +741,20 @@ def test_a_bfloat16_buffer_at_run_time_is_refused_saying_so():
     reason (it said "bf16 constants are not supported", about no constant)."""
     with pytest.raises(TypeError, match="a bfloat16 buffer at run time: the model computes in bfloat16 itself"):
         tg.compile(_BFloat16AtRunTime().eval(), (torch.randn(4, 8),), device="cuda")
+
+
+class _OtherDtypes(torch.nn.Module):
+    def forward(self, x, i, h):
+        return (x.sum(-1, keepdim=True) * x + 1).exp(), i * 3 + 1, i > 2, (h.float().sum(-1, keepdim=True) * h) + 1
+
+
+def test_float64_float16_and_integer_models_run():
+    """Buffers of other dtypes than float32 bind on the GPU path (float16 ops compute in float32
+    and round, as on the CPU): float64 to 1e-12 (2.3e-13 observed), integers and bools exactly,
+    float16 to one half-precision ulp of the values (observed exact)."""
+    torch.manual_seed(0)
+    x, h = torch.randn(4, 8, dtype=torch.float64), torch.randn(4, 8).half()
+    i = torch.randint(0, 5, (4, 8), dtype=torch.int32)
+    fn = _check(_OtherDtypes(), x, i, torch.zeros_like(h), tol=1e-12)
+    got, want = fn(x, i, h)[3].cpu().float(), _OtherDtypes()(x, i, h)[3].float()
+    assert (got - want).abs().max().item() <= 2**-10 * want.abs().max().item()

@@ -321,9 +321,9 @@ def test_falcon_alibi_bias_folds_through_bfloat16():
     positions``, then float32): from the token ids alone the positions are constants and
     constant-fold evaluates the chain in torch (bf16 rounding included) into one float32
     constant, the logits within ATOL of PyTorch's. With an attention mask the bias depends on
-    the mask: bf16 arithmetic at run time, which the CPU path refuses, saying so (it used to
-    fail inside LLVM's translation: "Type not supported: bf16")."""
-    from tensor_graphs.codegen.llvm.kernels import LoweringError
+    the mask: bf16 arithmetic at run time, computed in float32 and rounded to bf16 after each op
+    (`widen-dtypes`) as eager computes it: the logits within ATOL of PyTorch's too (it used to be
+    refused: "the CPU path has no bf16 arithmetic")."""
 
     torch.manual_seed(0)
     model = T.FalconForCausalLM(T.FalconConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, alibi=True,
@@ -347,8 +347,12 @@ def test_falcon_alibi_bias_folds_through_bfloat16():
     with torch.no_grad():
         expected = Ids()(ids)
     assert expected.abs().max().item() > 1e-2 and (fn(ids) - expected).abs().max().item() <= ATOL
-    with pytest.raises(LoweringError, match=r"ops compute in bfloat16 \(buf.cast, buf.mul\); the CPU path has no bf16 arithmetic"):
-        tg.compile(IdsMask().eval(), (ids, torch.ones(1, 7, dtype=torch.long)))
+    mask = torch.ones(1, 7, dtype=torch.long)
+    mask[0, :2] = 0
+    fn = tg.compile(IdsMask().eval(), (ids, mask))
+    with torch.no_grad():
+        expected = IdsMask()(ids, mask)
+    assert (fn(ids, mask) - expected).abs().max().item() <= ATOL
 
 
 class _HalfTimesNumbers(torch.nn.Module):
@@ -378,8 +382,9 @@ def test_half_and_bfloat16_constants_fold_as_torch_computes_them(module):
     torch.testing.assert_close(torch.as_tensor(fn(x)), module()(x), rtol=0, atol=0)
 
 
-def test_bfloat16_arithmetic_at_run_time_is_refused_on_the_cpu():
-    from tensor_graphs.codegen.llvm.kernels import LoweringError
-
-    with pytest.raises(LoweringError, match=r"compute in bfloat16 .*the CPU path has no bf16 arithmetic"):
-        tg.compile(_BFloat16AtRunTime().eval(), (torch.randn(5),))
+def test_bfloat16_arithmetic_at_run_time_is_eagers_to_the_bit():
+    """bf16 arithmetic at run time computes in float32 and rounds each result to bf16, as eager's
+    CPU kernels do: the same bits (it used to be refused: "the CPU path has no bf16 arithmetic")."""
+    x = torch.randn(64)
+    fn = tg.compile(_BFloat16AtRunTime().eval(), (x,))
+    torch.testing.assert_close(torch.as_tensor(fn(x)), _BFloat16AtRunTime()(x), rtol=0, atol=0)

@@ -25,7 +25,7 @@ becomes::
 Rounding after every op is what eager does, so the results agree with eager's to the dtype's
 last bit wherever float32 arithmetic agrees. Inside a fused kernel a round trip
 ``cast(cast(v, bf16), f32)`` stays (it is the rounding); `canonicalize` removes only the exact
-``cast(cast(x, f32), bf16)`` of a value that was bf16 already (`canonicalize.widen_round_trip`),
+``cast(cast(x, f32), bf16)`` of a value that was bf16 already (`canonicalize.exact_round_trip`),
 so an op that merely moves values (a view, a transpose) costs no rounding. Ops that only move or
 pick values keep their dtype (`MOVES_VALUES`): every kernel that moves bytes moves one- and
 two-byte elements as well as four.
@@ -54,6 +54,12 @@ MOVES_VALUES: frozenset[str] = frozenset({
     "aten.slice.Tensor", "aten.select.int", "aten.cat", "aten.stack", "aten.split.Tensor",
     "aten.split_with_sizes", "aten.chunk", "aten.unbind.int", "aten.narrow", "aten.flip",
 })
+
+
+#: aten ops whose CPU kernel converts a 0-d operand (a Python number, a 0-d tensor) to the narrow
+#: result dtype before computing: ``bf16_x - 0.7`` computes ``x - bf16(0.7)``. (mul and div read
+#: the number unrounded: they are not here.)
+ROUNDS_SCALAR_OPERAND: frozenset[str] = frozenset({"aten.add.Tensor", "aten.sub.Tensor", "aten.rsub.Tensor"})
 
 
 def _narrow(t: Attribute) -> dtypes.DType | None:
@@ -91,7 +97,10 @@ def _widened_properties(op: Operation) -> dict[str, Attribute]:
 def widen(op: Operation, rewriter: Rewriter) -> None:
     """Rebuild ``op`` in float32 between widening and rounding casts (module doc)."""
     operands: list[SSAValue] = []
+    result = _narrow(op.results[0].type) if op.name in ROUNDS_SCALAR_OPERAND and op.results else None
     for v in op.operands:
+        if result and result.is_float and not _narrow(v.type) and v.type.get_shape() == ():  # type: ignore[attr-defined]
+            v = _round_through(v, result, rewriter, op)
         if _narrow(v.type):
             cast = CastOp(v, _widened(v.type).element_type)  # type: ignore[attr-defined]
             rewriter.insert_op(cast, InsertPoint.before(op))
@@ -114,6 +123,15 @@ def widen(op: Operation, rewriter: Rewriter) -> None:
         new.name_hint = old.name_hint
         replacements.append(new)
     rewriter.replace_op(op, [], replacements)
+
+
+def _round_through(v: SSAValue, narrow: dtypes.DType, rewriter: Rewriter, op: Operation) -> SSAValue:
+    """``v`` (a 0-d operand) rounded to ``narrow`` (the kernel's conversion of a scalar operand):
+    ``cast(cast(v, bf16), f32)``, which constant-fold folds when ``v`` is a constant."""
+    down = CastOp(v, narrow.element)
+    up = CastOp(down.result, v.type.element_type)  # type: ignore[attr-defined]
+    rewriter.insert_op([down, up], InsertPoint.before(op))
+    return up.result
 
 
 @dataclass(frozen=True)
