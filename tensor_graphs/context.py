@@ -50,6 +50,12 @@ def _math() -> Dialect:
     return Math
 
 
+def _scalar() -> Dialect:
+    from tensor_graphs.dialects.scalar import SCALAR
+
+    return SCALAR
+
+
 def _llvm() -> Dialect:
     from xdsl.dialects.llvm import LLVM
 
@@ -62,6 +68,7 @@ DIALECTS: dict[str, Callable[[], Dialect]] = {
     "func": _func,
     "arith": _arith,  # scalar bodies of tg.fused_elementwise
     "math": _math,
+    "scalar": _scalar,  # body ops arith and math lack (scalar.remf)
     "llvm": _llvm,
     "aten": _aten,
     "tg": _tg,

@@ -5,6 +5,7 @@ directly and through ``tg.export`` + ``tg.load`` (weights memory-mapped); embedd
 of PyTorch's (they reach about 1.5e-7 here)."""
 
 from __future__ import annotations
+import sys as _s; _s.path.insert(0, '/tmp/tolprobe'); import tolprobe as _tp; _tp.install()  # TOLPROBE
 
 import pytest
 import torch
@@ -48,8 +49,10 @@ def test_real_checkpoint_embeddings(checkpoint, tmp_path):
         expected = model(*inputs)
     fn = tg.compile(model, inputs)
     diff = (fn(*inputs) - expected).abs().max().item()
+    _tp.log('ckpt-compile', fn(*inputs), expected, 1e-4)
     print(f"\nall-MiniLM-L6-v2 embeddings: max abs diff {diff:.2g}")
     assert diff <= 1e-4
     tg.export(model, inputs, tmp_path / "minilm.mlir")
     loaded = tg.load(tmp_path / "minilm.mlir")
+    _tp.log('ckpt-load', loaded(*inputs), expected, 1e-4)
     assert (loaded(*inputs) - expected).abs().max().item() <= 1e-4

@@ -17,6 +17,7 @@ q/k norms, RoPE) and Llama. What is checked:
 """
 
 from __future__ import annotations
+import sys as _s; _s.path.insert(0, '/tmp/tolprobe'); import tolprobe as _tp; _tp.install()  # TOLPROBE
 
 import numpy as np
 import pytest
@@ -100,6 +101,7 @@ def test_logits_match_full_forward_at_every_position(compiled):
     with torch.inference_mode():
         logits = decoder.prefill(ids)
         ref = model(ids, use_cache=False).logits[:, -1]
+        _tp.log('decode-prefill', logits, ref, MAX_ABS)
         assert (logits - ref).abs().max().item() <= MAX_ABS
         seq = ids
         for step in range(6):
@@ -107,6 +109,7 @@ def test_logits_match_full_forward_at_every_position(compiled):
             seq = torch.cat([seq, token], dim=1)
             logits = decoder.decode(token)
             ref = model(seq, use_cache=False).logits[:, -1]
+            _tp.log('decode-step', logits, ref, MAX_ABS)
             assert (logits - ref).abs().max().item() <= MAX_ABS, f"decode step {step}"
         assert decoder.position == 16
 

@@ -90,7 +90,8 @@ class _Arith(torch.nn.Module):
     def forward(self, x: torch.Tensor, y: torch.Tensor):
         return (x + y, x - y, x * y, x // 3, x > y, torch.maximum(x, y), x.sum(-1), x.argmax(-1),
                 x.max(-1), torch.where(x > y, x, y), x.abs(), -x, torch.clamp(x, 1, 50), x @ y.transpose(0, 1),
-                x.float() / 3, x.cumsum(-1), ~x, x & y, (x.double() * 1.5).to(x.dtype))
+                x.float() / 3, x.cumsum(-1), ~x, x & y, (x.double() * 1.5).to(x.dtype), x % 7, torch.fmod(x, -3),
+                x.ceil(), x.sign())
 
 
 @pytest.mark.parametrize("dtype", INTEGERS, ids=str)
@@ -141,6 +142,23 @@ def test_conversions_round_as_torch() -> None:
             assert torch.equal(o[~nan].view(torch.int16), e[~nan].view(torch.int16))
         else:  # out of range and NaN too: the x86 result eager gives (the minimum; low bits for uint8)
             assert torch.equal(o, e)
+
+
+class _Remainders(torch.nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor):
+        return torch.remainder(x, y), torch.fmod(x, y), x % 2.5, torch.fmod(x, -1.5), 7.5 % y
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+def test_remainder_and_fmod_as_eager(dtype: torch.dtype) -> None:
+    """``remainder`` takes the divisor's sign, ``fmod`` the dividend's (C's), both exact: eager's
+    bits, NaN for a zero divisor, the dividend for an infinite one, -0.0 kept."""
+    gen = torch.Generator().manual_seed(3)
+    x, y = (torch.randn(256, generator=gen) * 20).to(dtype), (torch.randn(256, generator=gen) * 3).to(dtype)
+    y[0], x[1], y[2], x[3], y[4] = 0.0, float("inf"), float("inf"), -0.0, -0.0
+    for o, e in zip(tg.compile(_Remainders(), (x, y))(x, y), _Remainders()(x, y)):
+        nan = e.isnan()
+        assert o.dtype == e.dtype and torch.equal(o.isnan(), nan) and torch.equal(o[~nan], e[~nan])
 
 
 class _NumbersAgainstHalves(torch.nn.Module):

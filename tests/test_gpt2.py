@@ -11,6 +11,7 @@ correctness, structure, compile-time and memory tests (each shape compiles once)
 """
 
 from __future__ import annotations
+import sys as _s; _s.path.insert(0, '/tmp/tolprobe'); import tolprobe as _tp; _tp.install()  # TOLPROBE
 
 import time
 
@@ -23,6 +24,16 @@ transformers = pytest.importorskip("transformers")  # in the test extra; absent 
 import tensor_graphs as tg  # noqa: E402
 from conftest import LogitsOnly, op_counts  # noqa: E402
 from conftest import check_logits as check_logits_within  # noqa: E402
+
+def _probe_check_logits(tag, model, fn, ids, max_abs):  # TOLPROBE
+    with torch.no_grad():
+        expected = model(ids)
+    got = fn(ids)
+    _tp.log(tag, got, expected, max_abs)
+    diff = (got - expected).abs().max().item()
+    assert diff <= max_abs
+    return diff
+check_logits_within = lambda *a: _probe_check_logits('gpt2', *a)  # TOLPROBE
 
 #: Logits tolerance: max |tg - torch| over all logits (fp32 on both sides).
 MAX_ABS = 1e-3
@@ -103,6 +114,7 @@ def test_gpt2_small_logits_match_pytorch_seq128(small, small_seq128):
         expected = small(ids).numpy()
     got = fn(ids.numpy())
     assert isinstance(got, np.ndarray)
+    _tp.log('gpt2-numpy', got, expected, MAX_ABS)
     assert np.abs(got - expected).max() <= MAX_ABS
 
 

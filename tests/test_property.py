@@ -4,6 +4,7 @@ Each graph is a random sequence of ops over a pool of live values, built both as
 module (which goes through torch.export and every level) and as NumPy calls (the reference).
 Tolerance: rtol 1e-4, atol 1e-4 (fp32 GEMMs of width <= 8 against float64 NumPy).
 """
+import sys as _s; _s.path.insert(0, '/tmp/tolprobe'); import tolprobe as _tp; _tp.install()  # TOLPROBE
 
 import numpy as np
 import torch
@@ -122,7 +123,7 @@ def programs(draw):
     return steps, params, x
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=int(__import__('os').environ.get('NEX', 40)), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs())
 def test_random_graphs_match_numpy(program):
     steps, params, x = program

@@ -15,6 +15,7 @@ wrapper ``ids -> model(ids, use_cache=False).logits`` with int64 token ids.
 """
 
 from __future__ import annotations
+import sys as _s; _s.path.insert(0, '/tmp/tolprobe'); import tolprobe as _tp; _tp.install()  # TOLPROBE
 
 import time
 
@@ -27,6 +28,16 @@ transformers = pytest.importorskip("transformers")  # in the test extra; absent 
 import tensor_graphs as tg  # noqa: E402
 from conftest import SMALL_QWEN3, LogitsOnly, check_logits, op_counts  # noqa: E402
 from tensor_graphs.frontend import import_model  # noqa: E402
+
+def _probe_check_logits(tag, model, fn, ids, max_abs):  # TOLPROBE
+    with torch.no_grad():
+        expected = model(ids)
+    got = fn(ids)
+    _tp.log(tag, got, expected, max_abs)
+    diff = (got - expected).abs().max().item()
+    assert diff <= max_abs
+    return diff
+check_logits = lambda *a: _probe_check_logits('qwen3', *a)  # TOLPROBE
 
 #: small models: max |tg - torch| over all logits (fp32 on both sides)
 SMALL_MAX_ABS = 1e-4

@@ -11,6 +11,7 @@ is tested with real numbers.
 """
 
 from __future__ import annotations
+import sys as _s; _s.path.insert(0, '/tmp/tolprobe'); import tolprobe as _tp; _tp.install()  # TOLPROBE
 
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -266,6 +267,7 @@ def test_zoo_matches_pytorch(name, seed):
     diff = (got - expected).abs()
     if kind == "decoder":
         diff = diff[args[1].bool()]
+    _tp.log('zoo-' + kind, got[args[1].bool()] if kind == 'decoder' else got, expected[args[1].bool()] if kind == 'decoder' else expected, ATOL)
     assert expected.abs().max().item() > 1e-2, f"{name}: the reference output is too small to test anything"
     assert diff.max().item() <= ATOL, f"{name}: max abs diff {diff.max().item():.3g} > {ATOL}"
 
@@ -294,6 +296,7 @@ def test_multihead_attention_and_encoder_layer():
     for model in (SelfAttention().eval(), layer):
         fn = tg.compile(model, (x,))
         with torch.no_grad():
+            _tp.log('zoo-mha', fn(x), model(x), 1e-5)
             assert (fn(x) - model(x)).abs().max().item() <= 1e-5
         assert fn.ir("tg").count("tg.attention ") == 1
 
@@ -313,6 +316,7 @@ def test_in_place_ops_are_functionalised():
     model, x = InPlace().eval(), torch.randn(3, 8)
     fn = tg.compile(model, (x,))
     with torch.no_grad():
+        _tp.log('zoo-inplace', fn(x), model(x), 1e-6)
         assert (fn(x) - model(x)).abs().max().item() <= 1e-6
 
 
@@ -346,12 +350,14 @@ def test_falcon_alibi_bias_folds_through_bfloat16():
     assert "xbf16>" not in fn.ir("tg")  # no bfloat16 tensor left
     with torch.no_grad():
         expected = Ids()(ids)
+    _tp.log('zoo-falcon', fn(ids), expected, ATOL)
     assert expected.abs().max().item() > 1e-2 and (fn(ids) - expected).abs().max().item() <= ATOL
     mask = torch.ones(1, 7, dtype=torch.long)
     mask[0, :2] = 0
     fn = tg.compile(IdsMask().eval(), (ids, mask))
     with torch.no_grad():
         expected = IdsMask()(ids, mask)
+    _tp.log('zoo-falcon-mask', fn(ids, mask), expected, ATOL)
     assert (fn(ids, mask) - expected).abs().max().item() <= ATOL
 
 

@@ -4791,6 +4791,91 @@ class FloorDivideScalarOp(AtenOp):
 
 
 @irdl_op_definition
+class RemainderTensorOp(AtenOp):
+    """``aten::remainder.Tensor(Tensor self, Tensor other) -> Tensor``"""
+
+    name = "aten.remainder.Tensor"
+    TARGET: ClassVar[str] = "aten::remainder.Tensor"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
+    self = operand_def(AnyTensor)
+    other = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self `,` $other attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, other: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, other), [result_type]))
+
+
+@irdl_op_definition
+class RemainderScalarOp(AtenOp):
+    """``aten::remainder.Scalar(Tensor self, Scalar other) -> Tensor``"""
+
+    name = "aten.remainder.Scalar"
+    TARGET: ClassVar[str] = "aten::remainder.Scalar"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "scalar"))
+    self = operand_def(AnyTensor)
+    other = prop_def(ScalarAttr)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, other: int | float, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, other), [result_type]))
+
+
+@irdl_op_definition
+class RemainderScalarTensorOp(AtenOp):
+    """``aten::remainder.Scalar_Tensor(Scalar self, Tensor other) -> Tensor``"""
+
+    name = "aten.remainder.Scalar_Tensor"
+    TARGET: ClassVar[str] = "aten::remainder.Scalar_Tensor"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "scalar"), ("other", "tensor"))
+    self = prop_def(ScalarAttr)
+    other = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$other attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: int | float, other: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, other), [result_type]))
+
+
+@irdl_op_definition
+class FmodTensorOp(AtenOp):
+    """``aten::fmod.Tensor(Tensor self, Tensor other) -> Tensor``"""
+
+    name = "aten.fmod.Tensor"
+    TARGET: ClassVar[str] = "aten::fmod.Tensor"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
+    self = operand_def(AnyTensor)
+    other = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self `,` $other attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, other: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, other), [result_type]))
+
+
+@irdl_op_definition
+class FmodScalarOp(AtenOp):
+    """``aten::fmod.Scalar(Tensor self, Scalar other) -> Tensor``"""
+
+    name = "aten.fmod.Scalar"
+    TARGET: ClassVar[str] = "aten::fmod.Scalar"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "scalar"))
+    self = operand_def(AnyTensor)
+    other = prop_def(ScalarAttr)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, other: int | float, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, other), [result_type]))
+
+
+@irdl_op_definition
 class DiffOp(AtenOp):
     """``aten::diff(Tensor self, int n=1, int dim=-1, Tensor? prepend=None, Tensor? append=None) -> Tensor``"""
 
@@ -5178,6 +5263,11 @@ ATEN_OPS: dict[str, type[AtenOp]] = {op.TARGET: op for op in (
     CumsumOp,
     FloorDivideOp,
     FloorDivideScalarOp,
+    RemainderTensorOp,
+    RemainderScalarOp,
+    RemainderScalarTensorOp,
+    FmodTensorOp,
+    FmodScalarOp,
     DiffOp,
     TopkOp,
     SortOp,
@@ -5420,6 +5510,11 @@ ATEN = Dialect(
         CumsumOp,
         FloorDivideOp,
         FloorDivideScalarOp,
+        RemainderTensorOp,
+        RemainderScalarOp,
+        RemainderScalarTensorOp,
+        FmodTensorOp,
+        FmodScalarOp,
         DiffOp,
         TopkOp,
         SortOp,

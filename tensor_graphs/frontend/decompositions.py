@@ -128,15 +128,24 @@ def _float32_or_decomposed(op: torch._ops.OpOverload, decomposition: Any) -> Any
     return entry
 
 
+#: the module of torch._decomp's decompositions written with ATen ops (its ``torch._refs`` entries
+#: reach ``prims`` ops, which would be reported instead of the op the model used)
+_ATEN_DECOMPOSITIONS = "torch._decomp.decompositions"
+
+
 @functools.cache
 def _table() -> dict[torch._ops.OpOverload, Any]:
-    """PyTorch's decompositions without the ops tensor_graphs lowers, nor those it refuses by
+    """PyTorch's decompositions (the export defaults, and ``torch._decomp``'s ATen-level ones for
+    ops outside the Core set: ``addmv``, ``adaptive_max_pool2d``, ...) without the ops tensor_graphs lowers, nor those it refuses by
     name (`unsupported.KNOWN`: ``item``, training ``dropout``, ...), which are reported as the
     user wrote them rather than as what they decompose into; the float32 kernels' ops decompose
     for other dtypes (:data:`FLOAT32_KERNELS`)."""
     from tensor_graphs.frontend.unsupported import KNOWN
 
     table = torch.export.default_decompositions()
+    for op, f in _decomp.decomposition_table.items():  # beyond the Core set: into ATen ops, not prims
+        if isinstance(op, torch._ops.OpOverload) and op not in table and getattr(f, "__module__", "") == _ATEN_DECOMPOSITIONS:
+            table[op] = f
     for op in (*lowered_ops(), *KNOWN):
         table.pop(op, None)
     base = torch.export.default_decompositions()

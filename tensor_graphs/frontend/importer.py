@@ -32,6 +32,9 @@ folding can remove; the lowering says which, `run_time_mask_builders`).
 
 from __future__ import annotations
 
+import dataclasses
+import operator
+
 import contextlib
 import contextvars
 import re
@@ -56,7 +59,10 @@ from tensor_graphs.frontend.unsupported import (
     Unsupported,
     UnsupportedOpsError,
     data_dependent_shape,
+    complex_values,
     dynamic_dim,
+    mutation,
+    random_op,
     run_time_mask,
     unsupported_target,
 )
@@ -267,7 +273,10 @@ class GraphImporter:
             dtype = torch.float32
         key = (value, str(dtype))
         if key not in self._scalars:
-            array = torch.tensor(value, dtype=dtype).numpy()
+            if isinstance(value, int) and not isinstance(value, bool) and dtype not in (torch.bool, torch.int64) and not dtype.is_floating_point:
+                array = torch.tensor(value, dtype=torch.int64).to(dtype).numpy()  # wraps, as torch converts it
+            else:
+                array = torch.tensor(value, dtype=dtype).numpy()
             self._scalars[key] = self.append(ConstantOp(dense_from_numpy(array, dtypes.of_torch(dtype).element))).results[0]
         return self._scalars[key]
 
@@ -288,8 +297,9 @@ class GraphImporter:
             return self.scalar_constant(value, _scalar_dtype(node, value))
         raise self.error(node, f"argument '{arg}' is a {type(value).__name__}, expected a tensor")
 
-    def unsupported(self, node: torch.fx.Node) -> SSAValue | list[SSAValue | None]:
-        """An ``aten.unsupported`` op standing for ``node``; recorded for the final error."""
+    def unsupported(self, node: torch.fx.Node, entry: Unsupported | None = None) -> SSAValue | list[SSAValue | None]:
+        """An ``aten.unsupported`` op standing for ``node``; recorded for the final error (as
+        ``entry``, else as an op without a translation)."""
         inputs: list[SSAValue] = []
 
         def collect(a: object) -> None:
@@ -303,7 +313,8 @@ class GraphImporter:
         collect(list(node.kwargs.values()))
         val = node.meta.get("val")
         target, loc = _target_name(node), node_location(node)
-        self.report(unsupported_target(node.target, target, loc))
+        entry = entry if entry is not None else unsupported_target(node.target, target, loc)
+        self.report(dataclasses.replace(entry, operands=_operand_summary(node)))
         if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
             self._explain(val)  # an .item(): what uses it is not reported again
         if isinstance(val, (list, tuple)):
@@ -351,11 +362,7 @@ class GraphImporter:
     def run(self) -> ImportedGraph:
         sig = self.ep.graph_signature
         specs = {spec.arg.name: spec for spec in sig.input_specs if hasattr(spec.arg, "name")}
-        for spec in sig.output_specs:
-            if spec.kind != OutputKind.USER_OUTPUT:
-                raise ValueError(
-                    f"the model mutates '{spec.target}' ({spec.kind.name}) in forward; only pure inference graphs are supported"
-                )
+        self._report_mutations()
         output_node = None
         for position, node in enumerate(self.ep.graph.nodes):
             self._node, self._position = node, position
@@ -363,7 +370,8 @@ class GraphImporter:
                 self._placeholder(node, specs.get(node.name))
             elif node.op == "call_function":
                 handler = HANDLERS.get(node.target) or library_handler(node.target)
-                value = handler(self, node) if handler else self.unsupported(node)
+                refused = self._refusal(node, handler is not None)
+                value = handler(self, node) if handler and refused is None else self.unsupported(node, refused)
                 if isinstance(value, SSAValue) and value.name_hint is None:
                     value.name_hint = node.name
                 self.values[node] = value
@@ -391,6 +399,37 @@ class GraphImporter:
         except DiagnosticException as e:
             raise ValueError(f"the imported aten module does not verify: {e}") from e
         return graph
+
+    def _refusal(self, node: torch.fx.Node, handled: bool) -> Unsupported | None:
+        """Why ``node`` is refused: its result holds a dtype tensor_graphs has no row for (complex),
+        or it has no handler and draws random numbers (a handled op tagged so, SDPA or dropout,
+        is deterministic in inference: its handler checks); None when it is not."""
+        target, loc = _target_name(node), node_location(node)
+        if not handled and torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
+            return random_op(target, loc)
+        val = node.meta.get("val")
+        for v in val if isinstance(val, (list, tuple)) else (val,):
+            if isinstance(v, torch.Tensor) and not dtypes.holds(v.dtype):
+                return complex_values(target, loc, v.dtype)
+        return None
+
+    def _report_mutations(self) -> None:
+        """Each input or buffer the graph writes in place (a graph output of a kind other than the
+        user's), and each side effect (a token), as an entry naming the op that does it."""
+        outputs = next(n for n in reversed(self.ep.graph.nodes) if n.op == "output").args[0]
+        positions = {node: i for i, node in enumerate(self.ep.graph.nodes)}
+        for spec, out in zip(self.ep.graph_signature.output_specs, outputs):
+            if spec.kind == OutputKind.USER_OUTPUT:
+                continue
+            node = out if isinstance(out, torch.fx.Node) else None
+            while node is not None and node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node):
+                node = node.args[0]  # the op whose result it is: what the entry names
+            target, loc = (_target_name(node), node_location(node)) if node is not None else (str(spec.target), "")
+            what = (f"has a side effect (torch.export threads a {spec.kind.name.lower()} through it)" if spec.kind == OutputKind.TOKEN
+                    else f"writes in place into the model's {'input' if spec.kind == OutputKind.USER_INPUT_MUTATION else 'buffer'} "
+                         f"'{spec.target}' ({spec.kind.name})")
+            entry = mutation(target, loc, what)
+            self.report(dataclasses.replace(entry, operands=_operand_summary(node)) if node is not None else entry, positions.get(node, 0))
 
     def _drop_unused_weights(self) -> None:
         """Weights nothing reads any more (a convolution's, once a batch norm folded into new
@@ -441,6 +480,8 @@ class GraphImporter:
             op = self.append(WeightOp(name, tensor_type(tensor, f"weight '{name}'")))
             op.results[0].name_hint = node.name
             self.values[node] = op.results[0]
+        elif kind == InputKind.TOKEN:
+            self.values[node] = []  # a side effect's token: the op with the effect is reported (_report_mutations)
         else:
             raise ValueError(f"input '{node.name}' of kind {kind.name} is not supported")
 
@@ -478,13 +519,33 @@ class GraphImporter:
                 if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):  # a size: its example value
                     leaves.append(("constant", self._example_value(val)))
                     continue
+                if self.unsupported_ops:  # the op computing it is refused (a complex result): reported
+                    leaves.append(("constant", None))
+                    continue
                 raise TypeError(f"output {i} is {out!r}, not a tensor; the model must return tensors")
             leaves.append(len(results))
             results.append(value)
-        if not results:
+        if not results and not self.unsupported_ops:
             raise TypeError("the model returns no tensor: tensor_graphs compiles graphs that compute tensors")
         self.structure = OutputStructure(self.ep.call_spec.out_spec, tuple(leaves)) if self.ep.call_spec.out_spec is not None else None
         return results
+
+
+def _operand_summary(node: torch.fx.Node) -> str:
+    """``node``'s tensor arguments, dtype and shape each (``"float32 [4, 8], int64 [4]"``): what an
+    error about the op shows."""
+    shown: list[str] = []
+
+    def visit(a: object) -> None:
+        if isinstance(a, torch.fx.Node) and isinstance(val := a.meta.get("val"), torch.Tensor):
+            shown.append(f"{str(val.dtype).removeprefix('torch.')} {list(val.shape)}")
+        elif isinstance(a, (list, tuple)):
+            for x in a:
+                visit(x)
+
+    visit(node.args)
+    visit(list(node.kwargs.values()))
+    return ", ".join(shown)
 
 
 def _target_name(node: torch.fx.Node) -> str:

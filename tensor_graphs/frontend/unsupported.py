@@ -43,10 +43,13 @@ class Unsupported:
     fix: str = UNSUPPORTED_OP_FIX
     #: an ATen op tensor_graphs has no translation for (else: a construct, such as control flow)
     is_op: bool = True
+    #: the op's tensor operands, dtype and shape each: ``"float32 [4, 8], int64 [4]"``
+    operands: str = ""
 
     def __str__(self) -> str:
         where = f" at {self.location}" if self.location else ""
-        return f"{self.target}{where}\n      {self.problem}; {self.fix}"
+        on = f" ({self.operands})" if self.operands else ""
+        return f"{self.target}{on}{where}\n      {self.problem}; {self.fix}"
 
 
 def _plural(n: int, word: str) -> str:
@@ -170,6 +173,41 @@ def data_dependent_shape(target: str, location: str) -> Unsupported:
         "its result shape depends on run-time data; tensor_graphs compiles static shapes only",
         "keep the shape fixed (select with torch.where and a constant or input mask instead of gathering)",
         is_op=False,
+    )
+
+
+def complex_values(target: str, location: str, dtype: object) -> Unsupported:
+    """The entry for an op whose result holds complex (or another unrepresentable dtype's) values."""
+    return Unsupported(
+        target,
+        location,
+        f"computes {str(dtype).removeprefix('torch.')} values, a dtype tensor_graphs does not hold (it holds "
+        "float64, float32, float16, bfloat16, int64, int32, int16, int8, uint8 and bool)",
+        "keep complex values as two real tensors (the real and imaginary parts), or compute this part "
+        "outside the model",
+    )
+
+
+def random_op(target: str, location: str) -> Unsupported:
+    """The entry for an op that draws random numbers (``torch.Tag.nondeterministic_seeded``)."""
+    return Unsupported(
+        target,
+        location,
+        "draws random numbers; tensor_graphs compiles deterministic inference graphs",
+        "draw the numbers outside the model and pass them in as an input (or use eval mode, where "
+        "dropout draws none)",
+    )
+
+
+def mutation(target: str, location: str, what: str) -> Unsupported:
+    """The entry for an op that writes in place into an input or buffer of the model (``what``),
+    or has a side effect torch.export records as a token."""
+    return Unsupported(
+        target,
+        location,
+        f"{what}; tensor_graphs compiles pure inference graphs",
+        "return the new value instead of writing it in place (for batch norm's running statistics: "
+        "call model.eval())",
     )
 
 

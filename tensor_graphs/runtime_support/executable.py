@@ -36,6 +36,7 @@ repeat=n)`` zeroes them, runs the graph ``n`` times and returns a `profile.Profi
 from __future__ import annotations
 
 import ctypes
+import functools
 import operator
 import threading
 import time
@@ -264,6 +265,8 @@ class CompiledGraph:
                     inputs[i] = _torch_pointer(arg, spec, i, self._torch[0][i])
                 else:
                     inputs[i] = _numpy_pointer(arg, spec, i)
+            if torch_mode is None and not args and _torch_importable():  # no inputs: torch tensors, as eager
+                torch_mode, self._torch = True, self._torch or _torch_specs(sig)
             if torch_mode:
                 assert self._torch is not None
                 empty = _TORCH_API[0]
@@ -421,6 +424,14 @@ class CompiledGraph:
 
 #: ``[torch.empty, torch.Tensor]`` once torch is imported (a call then skips the import machinery)
 _TORCH_API: list = []
+
+
+@functools.cache
+def _torch_importable() -> bool:
+    """torch can be imported here (a graph without inputs returns torch tensors then)."""
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None
 
 
 def _torch_specs(sig: GraphSignature) -> tuple[list, list]:

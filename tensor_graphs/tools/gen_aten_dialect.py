@@ -275,6 +275,11 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec("cumsum", verifier="_verify_same_shape"),
     OpSpec("floor_divide"),
     OpSpec("floor_divide", "Scalar"),
+    OpSpec("remainder", "Tensor"),
+    OpSpec("remainder", "Scalar"),
+    OpSpec("remainder", "Scalar_Tensor"),
+    OpSpec("fmod", "Tensor"),
+    OpSpec("fmod", "Scalar"),
     OpSpec("diff"),
     # mixture of experts (transformers' grouped experts: routing, sorting tokens by expert,
     # counting them, the grouped GEMM, restoring the order)

@@ -45,6 +45,7 @@ from tensor_graphs import dtypes
 from tensor_graphs.dialects.dense import dense_from_numpy, numpy_from_dense
 from tensor_graphs.dialects.dense import numpy_dtype_of as numpy_dtype
 from tensor_graphs.dialects.functions import ARG_REDUCTIONS, REDUCTIONS, UNARY_FUNCTIONS, apply_unary
+from tensor_graphs.dialects.scalar import RemFOp
 from tensor_graphs.dialects.tensor import (
     AttentionOp,
     BiasActivationOp,
@@ -482,6 +483,8 @@ SCALAR_OPS: dict[type[Operation], Callable[..., np.ndarray]] = {
     arith.MaxSIOp: _binary_fn(np.maximum),
     arith.MinSIOp: _binary_fn(np.minimum),
     arith.FloorDivSIOp: _binary_fn(np.floor_divide),
+    arith.RemSIOp: _binary_fn(np.fmod),
+    RemFOp: _binary_fn(np.fmod),
     arith.SelectOp: lambda op, c, a, b: np.where(c, a, b),
     arith.CmpfOp: lambda op, a, b: _CMPF[op.predicate.value.data](a, b),
     arith.CmpiOp: lambda op, a, b: _CMPI[op.predicate.value.data](a, b),

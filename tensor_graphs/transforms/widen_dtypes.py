@@ -36,7 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr, TensorType
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, TensorType, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -85,12 +85,17 @@ def needs_widening(op: Operation) -> bool:
 
 
 def _widened_properties(op: Operation) -> dict[str, Attribute]:
-    """``op``'s properties with a narrow ``dtype`` argument made its compute dtype."""
+    """``op``'s properties with a narrow ``dtype`` argument made its compute dtype, and an integer
+    number against uint8 wrapped to uint8 as torch converts it (``x > -1`` is ``x > 255``,
+    ``x.fmod(-3)`` is ``x.fmod(253)``)."""
     props = dict(op.properties)
+    unsigned = any((row := _narrow(v.type)) is not None and row.name == "uint8" for v in (*op.operands, *op.results))
     for name, kind in type(op).ARGS:  # type: ignore[attr-defined]
         value = props.get(name)
         if kind.startswith("dtype") and isinstance(value, StringAttr) and (row := dtypes.of_name(value.data)).computes_wider:
             props[name] = StringAttr(row.compute)
+        elif unsigned and kind.startswith("scalar") and isinstance(value, IntegerAttr) and value.type == i64:
+            props[name] = IntegerAttr(value.value.data & 0xFF, i64)
     return props
 
 

@@ -20,9 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import numpy as np
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, IntegerType, f32, i1, i8, i32, i64
+from xdsl.dialects.builtin import BFloat16Type, FloatAttr, IntegerAttr, IntegerType, f32, i1, i8, i16, i32, i64
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+
+from tensor_graphs import dtypes
 
 PTR = llvm.LLVMPointerType()
 _NSW = llvm.OverflowAttr((llvm.OverflowFlag.NO_SIGNED_WRAP,))
@@ -63,6 +66,10 @@ class FunctionBuilder:
     # ------------------------------------------------------------------ constants
 
     def constant(self, value: int | float, type: Attribute) -> SSAValue:
+        """The constant ``value`` of ``type``, made once per function at its entry; a bfloat16
+        value as its i16 bits (bf16 is i16 in the LLVM IR: `jit`)."""
+        if isinstance(type, BFloat16Type):
+            value, type = int(dtypes.bf16_bits(np.float32(value))), i16
         key = (value, type)
         if key not in self._constants:
             attr = IntegerAttr(int(value), type) if isinstance(type, IntegerType) else FloatAttr(float(value), type)  # type: ignore[arg-type]

@@ -13,6 +13,7 @@
   log1p(2|x| / (1 - |x|)) / 2``), and ``log(2x)`` beyond 2^28, where ``x^2`` would overflow.
 - ``round`` (half away from zero), ``roundeven`` (torch.round: half to even), ``trunc``,
   ``exp2``: LLVM's intrinsics, which are instructions on x86 (vectorise).
+- ``scalar.remf``: ``frem`` (C's ``fmod``); ``arith.remsi``: ``srem`` with ``MIN % -1 = 0``.
 - ``arith.divsi``: ``sdiv`` rounding toward zero, ``MIN / -1`` wrapping to ``MIN`` (torch's
   result; ``sdiv`` would trap) and a zero divisor dividing by 1 (lowerings allow constant,
   nonzero divisors only).
@@ -28,6 +29,7 @@ from xdsl.dialects.builtin import IntegerAttr, i64
 from xdsl.ir import Operation, SSAValue
 
 from tensor_graphs.codegen.llvm.loops import FunctionBuilder
+from tensor_graphs.dialects.scalar import RemFOp
 from tensor_graphs.codegen.llvm.scalar import (
     ArithEmitter,
     const,
@@ -107,6 +109,25 @@ def _divsi(b: FunctionBuilder, op: Operation, v: list[SSAValue]) -> SSAValue:
     return select(b, overflow, x, quotient)  # MIN / -1 wraps to MIN
 
 
+def _remsi(b: FunctionBuilder, op: Operation, v: list[SSAValue]) -> SSAValue:
+    """``srem`` (C's ``%``: the sign of the dividend); a divisor of -1 gives 0 (``MIN % -1``
+    would trap) and a zero divisor divides by 1 (lowerings allow constant nonzero divisors only)."""
+    x, y = v
+    t = x.type
+
+    def cmp(p: str, a: SSAValue, c: int) -> SSAValue:
+        return b.add(llvm.ICmpOp(a, b.constant(c, t), IntegerAttr(llvm.ICmpPredicateFlag(p).to_int(), i64)))
+
+    bad = b.add(llvm.OrOp(cmp("eq", y, 0), cmp("eq", y, -1)))
+    rem = b.add(llvm.SRemOp(x, select(b, bad, b.constant(1, t), y)))
+    return select(b, cmp("eq", y, -1), b.constant(0, t), rem)
+
+
+def _remf(b: FunctionBuilder, op: Operation, v: list[SSAValue]) -> SSAValue:
+    """``frem``: C's ``fmod`` (exact; NaN for a zero divisor, ``x`` for an infinite one)."""
+    return b.add(llvm.FRemOp(*v))
+
+
 def _unary(emitter) -> ArithEmitter:
     return lambda b, op, v: emitter(b, v[0])
 
@@ -134,4 +155,6 @@ MATH_ARITH: dict[type[Operation], ArithEmitter] = {
     mathd.TruncOp: _intrinsic("trunc"),
     mathd.Exp2Op: _intrinsic("exp2"),
     arith.DivSIOp: _divsi,
+    arith.RemSIOp: _remsi,
+    RemFOp: _remf,
 }

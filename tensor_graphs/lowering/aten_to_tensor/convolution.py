@@ -14,6 +14,7 @@ importer already (`frontend/fold_batch_norm.py`).
 from __future__ import annotations
 
 import numpy as np
+from xdsl.dialects.builtin import AnyFloat
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
 from tensor_graphs.dialects import aten
@@ -209,6 +210,9 @@ class AvgPoolPattern(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: aten.AvgPool2dOp, rewriter: PatternRewriter) -> None:
+        if not isinstance(element_type(op.self), AnyFloat):
+            return notify_match_failure(op, "avg_pool2d of integers (a sum divided with truncation) is not supported yet; "
+                                            "convert the input to a float dtype first")
         ops = OpList()
         try:
             cols, im2col = _pool_windows(op, ops, 0.0)
@@ -235,8 +239,8 @@ def adaptive_bins(size: int, out: int) -> list[tuple[int, int]]:
 
 
 def _pooling_matrix(size: int, out: int) -> np.ndarray:
-    """[out, size]: row i averages bin i."""
-    m = np.zeros((out, size), np.float32)
+    """[out, size]: row i averages bin i (float64: the constant takes the input's dtype)."""
+    m = np.zeros((out, size), np.float64)
     for i, (a, b) in enumerate(adaptive_bins(size, out)):
         m[i, a:b] = 1.0 / (b - a)
     return m
@@ -260,10 +264,13 @@ class AdaptiveAvgPoolPattern(RewritePattern):
             return
         shape = shape_of(op.self)
         spatial = 1 if isinstance(op, aten.AdaptiveAvgPool1dOp) else 2
-        if len(shape) != spatial + 2:
-            return notify_match_failure(op, f"expected a batched input of rank {spatial + 2}, got {list(shape)}")
+        if len(shape) not in (spatial + 1, spatial + 2):
+            return notify_match_failure(op, f"expected an input of rank {spatial + 1} or {spatial + 2}, got {list(shape)}")
         x = op.self
         ops = OpList()
+        if len(shape) == spatial + 1:  # unbatched: a batch of one
+            shape = (1, *shape)
+            x = ops.reshape(x, shape)
         if spatial == 1:
             x = ops.reshape(x, (shape[0], shape[1], 1, shape[2]))
         n, c, h, w = shape_of(x)

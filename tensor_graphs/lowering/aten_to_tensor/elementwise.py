@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import numpy as np
 from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import Float32Type, FloatAttr, IntegerType, f32, f64, i1, i64
+from xdsl.dialects.builtin import Float32Type, FloatAttr, IntegerAttr, IntegerType, f32, f64, i1, i64
 from xdsl.ir import Block, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
 from tensor_graphs.dialects import aten
+from tensor_graphs.dialects.scalar import RemFOp
 from tensor_graphs.dialects.tensor import (
     UNARY_OPS,
     AddOp,
@@ -227,6 +228,19 @@ def _sign(block, x):
     return append(block, arith.SelectOp(append(block, arith.CmpfOp(x, zero, "ogt")), one, negative))
 
 
+def _sign_int(block, x):
+    """``x > 0 ? 1 : (x < 0 ? -1 : 0)`` on integers (``x > 0`` for bool)."""
+    zero = append(block, arith.ConstantOp(IntegerAttr(0, x.type)))
+    if x.type.width.data == 1:
+        return x
+    one, minus = (append(block, arith.ConstantOp(IntegerAttr(v, x.type))) for v in (1, -1))
+    negative = append(block, arith.SelectOp(append(block, arith.CmpiOp(x, zero, "slt")), minus, zero))
+    return append(block, arith.SelectOp(append(block, arith.CmpiOp(x, zero, "sgt")), one, negative))
+
+
+#: rounding functions, the identity on integers (torch returns the integer tensor unchanged)
+ROUNDS_TO_INTEGER: frozenset[type] = frozenset({aten.CeilOp, aten.FloorOp, aten.TruncOp, aten.RoundOp})
+
 #: aten op -> scalar body of an elementwise function with no named tg op
 _BODIES = {
     aten.SignOp: _sign,
@@ -251,8 +265,15 @@ class ScalarBodyPattern(RewritePattern):
 
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
         body = _BODIES.get(type(op))
-        if body is not None:
-            rewriter.replace(op, elementwise_body([op.self], op.result.type, lambda block, args: body(block, args[0])))
+        if body is None:
+            return
+        if isinstance(element_type(op.result), IntegerType) and type(op) in ROUNDS_TO_INTEGER:
+            rewriter.replace(op, [], [op.self])  # an integer is its own ceil and floor, as in torch
+            return
+        if isinstance(element_type(op.result), IntegerType):
+            rewriter.replace(op, elementwise_body([op.self], op.result.type, lambda block, args: _sign_int(block, args[0])))
+            return
+        rewriter.replace(op, elementwise_body([op.self], op.result.type, lambda block, args: body(block, args[0])))
 
 
 def _floor_divide_int(block: Block, a: SSAValue, b: SSAValue) -> SSAValue:
@@ -330,6 +351,66 @@ class FloorDividePattern(RewritePattern):
         rewriter.replace(op, ops, [y])
 
 
+def _remainder_body(block: Block, a: SSAValue, b: SSAValue, floored: bool) -> SSAValue:
+    """``fmod(a, b)`` (C's: the sign of ``a``; ``scalar.remf``/``arith.remsi``); with ``floored``
+    torch's ``remainder``: plus ``b`` where the result is nonzero and its sign is not ``b``'s."""
+    floats = not isinstance(a.type, IntegerType)
+    r = append(block, RemFOp(a, b) if floats else arith.RemSIOp(a, b))
+    if not floored:
+        return r
+    if floats:
+        zero = append(block, arith.ConstantOp(FloatAttr(0.0, a.type)))
+        nonzero = append(block, arith.CmpfOp(r, zero, "une"))
+        other = append(block, arith.XOrIOp(append(block, arith.CmpfOp(r, zero, "olt")), append(block, arith.CmpfOp(b, zero, "olt"))))
+        shifted = append(block, arith.AddfOp(r, b))
+    else:
+        zero = append(block, arith.ConstantOp(IntegerAttr(0, a.type)))
+        nonzero = append(block, arith.CmpiOp(r, zero, "ne"))
+        other = append(block, arith.XOrIOp(append(block, arith.CmpiOp(r, zero, "slt")), append(block, arith.CmpiOp(b, zero, "slt"))))
+        shifted = append(block, arith.AddiOp(r, b))
+    return append(block, arith.SelectOp(append(block, arith.AndIOp(nonzero, other)), shifted, r))
+
+
+_REMAINDERS = (aten.RemainderTensorOp, aten.RemainderScalarOp, aten.RemainderScalarTensorOp, aten.FmodTensorOp, aten.FmodScalarOp)
+
+
+class RemainderPattern(RewritePattern):
+    """``remainder`` (``%``: the sign of the divisor) and ``fmod`` (the sign of the dividend),
+    Tensor, Scalar and Scalar_Tensor (``7.5 % x``) forms: a scalar body in torch's result type, both sides cast to it.
+    Integers need a constant divisor without zeros (torch raises on a zero, as for
+    ``floor_divide``); floats follow C's ``fmod`` (a zero divisor gives NaN, as in torch).
+
+    ```mlir
+    %r = aten.remainder.Scalar %x {other = 3 : i64} : (tensor<4xi64>) -> tensor<4xi64>
+    // becomes
+    %r = tg.fused_elementwise %x, %c3 : (tensor<4xi64>, tensor<i64>) -> tensor<4xi64> {
+    ^bb0(%a: i64, %b: i64):
+      %m = arith.remsi %a, %b : i64     // floats: scalar.remf
+      ...                       // + %b where %m != 0 and its sign differs from %b's
+      tg.yield %y : i64
+    }
+    ```
+    """
+
+    def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, _REMAINDERS):
+            return
+        out = element_type(op.result)
+        if out == i1:
+            return notify_match_failure(op, f"{op.name} of bool")
+        if isinstance(out, IntegerType) and (problem := integer_divisor_problem(op, op.other)) is not None:
+            return notify_match_failure(op, problem)
+        ops = OpList()
+
+        def side(v):  # an operand, or a Scalar property: in the result type
+            return ops.cast(v, out) if isinstance(v, SSAValue) else ops.add(scalar_constant(v.value.data, out))
+
+        a, b = side(op.self), side(op.other)
+        floored = not isinstance(op, aten.FmodTensorOp | aten.FmodScalarOp)
+        y = ops.add(elementwise_body([a, b], op.result.type, lambda block, args: _remainder_body(block, args[0], args[1], floored)))
+        rewriter.replace(op, ops, [y])
+
+
 def floor_divide_body(out) -> object:
     """The body builder ``(block, a, b) -> floor(a / b)`` for element type ``out``."""
     return _floor_divide_int if isinstance(out, IntegerType) else _floor_divide_float
@@ -372,4 +453,4 @@ class CastPattern(RewritePattern):
 
 
 def populate_elementwise_patterns() -> list[RewritePattern]:
-    return [BinaryPattern(), UnaryPattern(), GeluPattern(), WherePattern(), ClampPattern(), ScalarBodyPattern(), FloorDividePattern(), CastPattern()]
+    return [BinaryPattern(), UnaryPattern(), GeluPattern(), WherePattern(), ClampPattern(), ScalarBodyPattern(), FloorDividePattern(), RemainderPattern(), CastPattern()]

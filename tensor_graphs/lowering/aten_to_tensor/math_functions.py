@@ -32,6 +32,7 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from tensor_graphs.dialects import aten
 from tensor_graphs.lowering.aten_to_tensor.common import OpList, append, element_type, elementwise_body, notify_match_failure, scalar_constant
+from tensor_graphs.lowering.aten_to_tensor.elementwise import ROUNDS_TO_INTEGER
 
 #: body builder: ``(op, block, args) -> the value to yield``
 Body = Callable[..., SSAValue]
@@ -123,6 +124,9 @@ class MathFunctionPattern(RewritePattern):
 
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
         body = UNARY_BODIES.get(type(op))
+        if body is not None and type(op) in ROUNDS_TO_INTEGER and isinstance(element_type(op.result), IntegerType):
+            rewriter.replace(op, [], [op.self])  # trunc, round of an integer: itself, as in torch
+            return
         if body is not None:
             ops = OpList()
             x = ops.cast(op.self, element_type(op.result))
