@@ -56,6 +56,11 @@ FUNCTIONS = {
     "softplus (decomposed)": (torch.nn.functional.softplus, (-30.0, 30.0)),
     "mish (decomposed)": (torch.nn.functional.mish, (-30.0, 30.0)),
     "logit (decomposed)": (lambda x: torch.logit(x, eps=1e-6), (0.0, 1.0)),
+    "erfc": (torch.erfc, (-10.0, 10.0)),
+    "lgamma": (torch.lgamma, (-20.0, 40.0)),
+    "remainder": (lambda x: torch.remainder(x, x.roll(5) - 0.3), (-10.0, 10.0)),
+    "fmod": (lambda x: torch.fmod(x, 0.7), (-1e6, 1e6)),
+    "mT (implicit composition)": (lambda x: x[None].mT * 2, (-10.0, 10.0)),
 }
 
 PREDICATES = {

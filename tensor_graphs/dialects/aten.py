@@ -2173,6 +2173,38 @@ class ErfOp(AtenOp):
 
 
 @irdl_op_definition
+class ErfcOp(AtenOp):
+    """``aten::erfc(Tensor self) -> Tensor``"""
+
+    name = "aten.erfc"
+    TARGET: ClassVar[str] = "aten::erfc"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"),)
+    self = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_,), [result_type]))
+
+
+@irdl_op_definition
+class LgammaOp(AtenOp):
+    """``aten::lgamma(Tensor self) -> Tensor``"""
+
+    name = "aten.lgamma"
+    TARGET: ClassVar[str] = "aten::lgamma"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"),)
+    self = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_,), [result_type]))
+
+
+@irdl_op_definition
 class CosOp(AtenOp):
     """``aten::cos(Tensor self) -> Tensor``"""
 
@@ -5135,6 +5167,8 @@ ATEN_OPS: dict[str, type[AtenOp]] = {op.TARGET: op for op in (
     SigmoidOp,
     SiluOp,
     ErfOp,
+    ErfcOp,
+    LgammaOp,
     CosOp,
     SinOp,
     NegOp,
@@ -5382,6 +5416,8 @@ ATEN = Dialect(
         SigmoidOp,
         SiluOp,
         ErfOp,
+        ErfcOp,
+        LgammaOp,
         CosOp,
         SinOp,
         NegOp,

@@ -4,14 +4,19 @@ cloned unchanged from the tg level to the buf level, so these ops belong to neit
 
 ```mlir
 %m = scalar.remf %a, %b : f32     // MLIR's arith.remf: C's fmod (the sign of %a; NaN for %b = 0)
+%c = scalar.erfc %a : f32         // 1 - erf(a) without the cancellation (C's erfc)
+%g = scalar.lgamma %a : f32       // log |Gamma(a)| (C's lgamma)
 ```
 """
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from xdsl.dialects import arith
-from xdsl.ir import Dialect
-from xdsl.irdl import irdl_op_definition, traits_def
+from xdsl.dialects.builtin import AnyFloatConstr
+from xdsl.ir import Dialect, SSAValue
+from xdsl.irdl import IRDLOperation, VarConstraint, irdl_op_definition, operand_def, result_def, traits_def
 from xdsl.traits import Pure
 
 
@@ -25,4 +30,31 @@ class RemFOp(arith.FloatingPointLikeBinaryOperation):
     traits = traits_def(Pure())
 
 
-SCALAR = Dialect("scalar", [RemFOp])
+class _LibmUnary(IRDLOperation):
+    """A float function of one float from the C math library, same type in and out."""
+
+    T: ClassVar = VarConstraint("T", AnyFloatConstr)
+    operand = operand_def(T)
+    result = result_def(T)
+    traits = traits_def(Pure())
+    assembly_format = "$operand attr-dict `:` type($result)"
+
+    def __init__(self, operand: SSAValue):
+        super().__init__(operands=[operand], result_types=[operand.type])
+
+
+@irdl_op_definition
+class ErfcOp(_LibmUnary):
+    """C's ``erfc``: ``1 - erf(x)`` accurate where ``erf(x)`` is near 1 (MLIR's ``math.erfc``)."""
+
+    name = "scalar.erfc"
+
+
+@irdl_op_definition
+class LgammaOp(_LibmUnary):
+    """C's ``lgamma``: ``log |Gamma(x)|`` (inf at the poles 0, -1, -2, ...)."""
+
+    name = "scalar.lgamma"
+
+
+SCALAR = Dialect("scalar", [RemFOp, ErfcOp, LgammaOp])

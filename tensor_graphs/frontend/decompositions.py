@@ -168,9 +168,23 @@ def route(op: object) -> Route:
         return "lowered (float32)"
     if op in lowered_ops():
         return "lowered"
-    if op in _table():
+    if op in _table() or _implicit(op) is not None:
         return "decomposed"
     return "unsupported"
+
+
+@functools.cache
+def _implicit(op: object) -> Any:
+    """``op.decompose`` for an ATen op that is a composition in PyTorch itself (a
+    CompositeImplicitAutograd kernel: ``mT``, ``broadcast_to``, ``cartesian_prod``, ...) and
+    that tensor_graphs neither lowers nor refuses by name; None otherwise."""
+    from tensor_graphs.frontend.unsupported import KNOWN
+
+    if not isinstance(op, torch._ops.OpOverload) or op.namespace != "aten" or op in lowered_ops() or op in KNOWN:
+        return None
+    if not torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd"):
+        return None
+    return op.decompose
 
 
 def needs_decomposing(program: torch.export.ExportedProgram) -> bool:
@@ -192,7 +206,11 @@ def decompose(program: torch.export.ExportedProgram) -> torch.export.ExportedPro
     (and functionalized); unchanged when nothing needs it (:func:`needs_decomposing`)."""
     if not needs_decomposing(program):
         return program
-    return program.run_decompositions(decomposition_table())
+    table = decomposition_table()
+    for node in program.graph.nodes:  # PyTorch's own compositions of the ops this graph uses
+        if node.op == "call_function" and node.target not in table and (f := _implicit(node.target)) is not None:
+            table[node.target] = f
+    return program.run_decompositions(table)
 
 
 def routes() -> list[tuple[str, Route]]:

@@ -178,6 +178,8 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec("sigmoid", verifier="_verify_same_type"),
     OpSpec("silu", verifier="_verify_same_type"),
     OpSpec("erf", verifier="_verify_same_type"),
+    OpSpec("erfc"),
+    OpSpec("lgamma"),
     OpSpec("cos", verifier="_verify_same_type"),
     OpSpec("sin", verifier="_verify_same_type"),
     OpSpec("neg", verifier="_verify_same_type"),

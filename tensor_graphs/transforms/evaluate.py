@@ -29,6 +29,7 @@ Used by `constant-fold` and by the property tests (before/after a pass must eval
 
 from __future__ import annotations
 
+import math as pymath
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -45,7 +46,7 @@ from tensor_graphs import dtypes
 from tensor_graphs.dialects.dense import dense_from_numpy, numpy_from_dense
 from tensor_graphs.dialects.dense import numpy_dtype_of as numpy_dtype
 from tensor_graphs.dialects.functions import ARG_REDUCTIONS, REDUCTIONS, UNARY_FUNCTIONS, apply_unary
-from tensor_graphs.dialects.scalar import RemFOp
+from tensor_graphs.dialects.scalar import ErfcOp, LgammaOp, RemFOp
 from tensor_graphs.dialects.tensor import (
     AttentionOp,
     BiasActivationOp,
@@ -446,6 +447,18 @@ _CMPI: tuple[Callable[[np.ndarray, np.ndarray], np.ndarray], ...] = (
 )
 
 
+def _elementwise_libm(fn: Callable[[float], float], x: np.ndarray) -> np.ndarray:
+    """``fn`` (a `math` function: erfc, lgamma) of each element in float64, back in ``x``'s dtype;
+    a pole (``lgamma(0)``, a ValueError in Python) gives inf, as C's does."""
+    def safe(v: float) -> float:
+        try:
+            return fn(v)
+        except (ValueError, OverflowError):
+            return pymath.inf
+
+    return np.vectorize(safe, otypes=[np.float64])(x).astype(x.dtype)
+
+
 def _unary_fn(fn: Callable[[np.ndarray], np.ndarray]) -> Callable[..., np.ndarray]:
     return lambda op, x: fn(x)
 
@@ -485,6 +498,8 @@ SCALAR_OPS: dict[type[Operation], Callable[..., np.ndarray]] = {
     arith.FloorDivSIOp: _binary_fn(np.floor_divide),
     arith.RemSIOp: _binary_fn(np.fmod),
     RemFOp: _binary_fn(np.fmod),
+    ErfcOp: _unary_fn(lambda x: _elementwise_libm(pymath.erfc, x)),
+    LgammaOp: _unary_fn(lambda x: _elementwise_libm(pymath.lgamma, x)),
     arith.SelectOp: lambda op, c, a, b: np.where(c, a, b),
     arith.CmpfOp: lambda op, a, b: _CMPF[op.predicate.value.data](a, b),
     arith.CmpiOp: lambda op, a, b: _CMPI[op.predicate.value.data](a, b),

@@ -13,6 +13,7 @@
   log1p(2|x| / (1 - |x|)) / 2``), and ``log(2x)`` beyond 2^28, where ``x^2`` would overflow.
 - ``round`` (half away from zero), ``roundeven`` (torch.round: half to even), ``trunc``,
   ``exp2``: LLVM's intrinsics, which are instructions on x86 (vectorise).
+- ``scalar.erfc``, ``scalar.lgamma``: the C math library's (`scalar.libm`; not vectorised).
 - ``scalar.remf``: ``frem`` (C's ``fmod``); ``arith.remsi``: ``srem`` with ``MIN % -1 = 0``.
 - ``arith.divsi``: ``sdiv`` rounding toward zero, ``MIN / -1`` wrapping to ``MIN`` (torch's
   result; ``sdiv`` would trap) and a zero divisor dividing by 1 (lowerings allow constant,
@@ -29,7 +30,7 @@ from xdsl.dialects.builtin import IntegerAttr, i64
 from xdsl.ir import Operation, SSAValue
 
 from tensor_graphs.codegen.llvm.loops import FunctionBuilder
-from tensor_graphs.dialects.scalar import RemFOp
+from tensor_graphs.dialects.scalar import ErfcOp, LgammaOp, RemFOp
 from tensor_graphs.codegen.llvm.scalar import (
     ArithEmitter,
     const,
@@ -45,6 +46,7 @@ from tensor_graphs.codegen.llvm.scalar import (
     fmul,
     fsub,
     intrinsic,
+    libm,
     select,
 )
 
@@ -157,4 +159,6 @@ MATH_ARITH: dict[type[Operation], ArithEmitter] = {
     arith.DivSIOp: _divsi,
     arith.RemSIOp: _remsi,
     RemFOp: _remf,
+    ErfcOp: lambda b, op, v: libm(b, "erfc", v[0]),
+    LgammaOp: lambda b, op, v: libm(b, "lgamma", v[0]),
 }

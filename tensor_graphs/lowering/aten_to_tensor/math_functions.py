@@ -31,6 +31,7 @@ from xdsl.ir import Block, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from tensor_graphs.dialects import aten
+from tensor_graphs.dialects.scalar import ErfcOp, LgammaOp
 from tensor_graphs.lowering.aten_to_tensor.common import OpList, append, element_type, elementwise_body, notify_match_failure, scalar_constant
 from tensor_graphs.lowering.aten_to_tensor.elementwise import ROUNDS_TO_INTEGER
 
@@ -108,6 +109,8 @@ UNARY_BODIES: dict[type, Body] = {
     aten.Log10Op: _math(math.Log10Op),
     aten.Exp2Op: _math(math.Exp2Op),
     aten.TruncOp: _math(math.TruncOp),
+    aten.ErfcOp: _math(ErfcOp),
+    aten.LgammaOp: _math(LgammaOp),
     aten.ReciprocalOp: _reciprocal,
     aten.RoundOp: _round,
     aten.RoundDecimalsOp: _round,
