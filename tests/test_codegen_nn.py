@@ -1,11 +1,12 @@
 """buf -> llvm -> native for the NN kernels (softmax, layer norm, flash attention, matmul
 epilogues), against float64 NumPy references, on hand-written planned `buf` modules.
 
-Tolerances: rtol = atol = 1e-5 (float32 kernels, float64 references).
+Tolerances: rtol = atol = 1e-5 (float32 kernels, float64 references); the layer norm of a large
+mean and a small variance: rtol = atol = 1e-6 (outputs |x| <= ~3.3; observed max abs diff 2.6e-7
+on an AVX2 Zen 3, AMD EPYC znver3).
 """
 
 from __future__ import annotations
-import sys as _s; _s.path.insert(0, '/tmp/tolprobe'); import tolprobe as _tp; _tp.install()  # TOLPROBE
 
 import re
 
@@ -134,7 +135,7 @@ def test_layer_norm_large_mean_small_variance():
     x = (1000.0 + 0.01 * rand(3, 256)).astype(np.float32)
     w, b = np.ones(256, np.float32), np.zeros(256, np.float32)
     out = run_kernel("layer_norm", [x, w, b], x.shape, "{eps = 1.0e-05 : f32}")
-    np.testing.assert_allclose(out, layer_norm_ref(x, w, b, 1e-5), rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(out, layer_norm_ref(x, w, b, 1e-5), rtol=1e-6, atol=1e-6)  # observed 2.6e-7
 
 
 # --------------------------------------------------------------------------- rms norm

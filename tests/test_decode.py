@@ -6,7 +6,7 @@ q/k norms, RoPE) and Llama. What is checked:
 * greedy tokens are identical to ``model.generate(do_sample=False)`` of transformers, for prompt
   lengths that fit one prefill chunk, several chunks, and a padded last chunk;
 * prefill logits and every decode step's logits match a full PyTorch forward over the whole
-  sequence so far (max abs diff <= 1e-4);
+  sequence so far (max abs diff <= 5e-6; logits of magnitude ~1);
 * the two native functions are compiled once (``jit_compile`` is counted) and then serve every
   prompt length and position;
 * the KV cache is persistent state outside the arena, updated in place (its arrays keep their
@@ -17,7 +17,6 @@ q/k norms, RoPE) and Llama. What is checked:
 """
 
 from __future__ import annotations
-import sys as _s; _s.path.insert(0, '/tmp/tolprobe'); import tolprobe as _tp; _tp.install()  # TOLPROBE
 
 import numpy as np
 import pytest
@@ -29,8 +28,10 @@ import tensor_graphs as tg  # noqa: E402
 import tensor_graphs.codegen.llvm.jit as jit  # noqa: E402
 from conftest import SMALL_QWEN3  # noqa: E402
 
-#: max |tg - torch| of logits (fp32 on both sides; observed ~1e-6)
-MAX_ABS = 1e-4
+#: max |tg - torch| of logits (fp32 on both sides; logits |x| <= ~1.1): about 10x the largest
+#: observed (2.4e-7 on an AVX2 Zen 3, AMD EPYC znver3); other CPUs' GEMM kernels sum in other
+#: orders
+MAX_ABS = 5e-6
 CHUNK = 4
 MAX_SEQ = 40
 
@@ -101,7 +102,6 @@ def test_logits_match_full_forward_at_every_position(compiled):
     with torch.inference_mode():
         logits = decoder.prefill(ids)
         ref = model(ids, use_cache=False).logits[:, -1]
-        _tp.log('decode-prefill', logits, ref, MAX_ABS)
         assert (logits - ref).abs().max().item() <= MAX_ABS
         seq = ids
         for step in range(6):
@@ -109,7 +109,6 @@ def test_logits_match_full_forward_at_every_position(compiled):
             seq = torch.cat([seq, token], dim=1)
             logits = decoder.decode(token)
             ref = model(seq, use_cache=False).logits[:, -1]
-            _tp.log('decode-step', logits, ref, MAX_ABS)
             assert (logits - ref).abs().max().item() <= MAX_ABS, f"decode step {step}"
         assert decoder.position == 16
 

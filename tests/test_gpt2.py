@@ -1,4 +1,5 @@
-"""GPT-2 from `transformers` end to end: logits match PyTorch (max abs diff <= 1e-3, fp32).
+"""GPT-2 from `transformers` end to end: logits match PyTorch (max abs diff <= 1e-4, fp32; logits
+of magnitude ~3, observed 7.0e-6 on an AVX2 Zen 3, AMD EPYC znver3).
 
 The models are randomly initialised (seed 0) and in eval mode; the compiled function is the
 wrapper ``ids -> model(ids, use_cache=False).logits`` with int64 token ids. Besides numerics,
@@ -11,7 +12,6 @@ correctness, structure, compile-time and memory tests (each shape compiles once)
 """
 
 from __future__ import annotations
-import sys as _s; _s.path.insert(0, '/tmp/tolprobe'); import tolprobe as _tp; _tp.install()  # TOLPROBE
 
 import time
 
@@ -25,18 +25,10 @@ import tensor_graphs as tg  # noqa: E402
 from conftest import LogitsOnly, op_counts  # noqa: E402
 from conftest import check_logits as check_logits_within  # noqa: E402
 
-def _probe_check_logits(tag, model, fn, ids, max_abs):  # TOLPROBE
-    with torch.no_grad():
-        expected = model(ids)
-    got = fn(ids)
-    _tp.log(tag, got, expected, max_abs)
-    diff = (got - expected).abs().max().item()
-    assert diff <= max_abs
-    return diff
-check_logits_within = lambda *a: _probe_check_logits('gpt2', *a)  # TOLPROBE
-
-#: Logits tolerance: max |tg - torch| over all logits (fp32 on both sides).
-MAX_ABS = 1e-3
+#: Logits tolerance: max |tg - torch| over all logits (fp32 on both sides; logits |x| <= ~3.2).
+#: About 10x the largest observed (7.0e-6, GPT-2 small at seq 1024, on an AVX2 Zen 3, AMD EPYC
+#: znver3): other CPUs' GEMM kernels sum in other orders.
+MAX_ABS = 1e-4
 #: compile() of GPT-2 small at seq 128 (issue 3: "at most 15 s on this machine").
 COMPILE_BUDGET_S = 15.0
 #: arena bytes / sum of intermediate tensor bytes at seq 128.
@@ -114,7 +106,6 @@ def test_gpt2_small_logits_match_pytorch_seq128(small, small_seq128):
         expected = small(ids).numpy()
     got = fn(ids.numpy())
     assert isinstance(got, np.ndarray)
-    _tp.log('gpt2-numpy', got, expected, MAX_ABS)
     assert np.abs(got - expected).max() <= MAX_ABS
 
 

@@ -2,9 +2,10 @@
 
 Each graph is a random sequence of ops over a pool of live values, built both as a torch
 module (which goes through torch.export and every level) and as NumPy calls (the reference).
-Tolerance: rtol 1e-4, atol 1e-4 (fp32 GEMMs of width <= 8 against float64 NumPy).
+Tolerance: rtol 1e-5, atol 1e-5 (fp32 GEMMs of width <= 8 against float64 NumPy; values up to
+~50): about 10x the largest observed over 2,500 random graphs (the smallest t for which rtol =
+atol = t passes: 6.3e-7; max abs diff 2.6e-6 at |x| ~33) on an AVX2 Zen 3, AMD EPYC znver3.
 """
-import sys as _s; _s.path.insert(0, '/tmp/tolprobe'); import tolprobe as _tp; _tp.install()  # TOLPROBE
 
 import numpy as np
 import torch
@@ -123,7 +124,7 @@ def programs(draw):
     return steps, params, x
 
 
-@settings(max_examples=int(__import__('os').environ.get('NEX', 40)), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs())
 def test_random_graphs_match_numpy(program):
     steps, params, x = program
@@ -136,4 +137,4 @@ def test_random_graphs_match_numpy(program):
     fn = tg.compile(model, (torch.from_numpy(x),))
     got = fn(x)
     assert got.shape == expected.shape
-    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)

@@ -4,18 +4,19 @@ The models are randomly initialised (seed 0) and in eval mode; the compiled func
 wrapper ``ids -> model(ids, use_cache=False).logits`` with int64 token ids.
 
 * a small Qwen3 (hidden 64, 2 layers, 4 Q / 2 KV heads, head_dim 16, tied embeddings) at seq 1, 7,
-  33 and batch 2 x seq 5: max abs logits diff <= 1e-4;
+  33 and batch 2 x seq 5: max abs logits diff <= 5e-6 (logits of magnitude ~1; observed 3.6e-7 on
+  an AVX2 Zen 3, AMD EPYC znver3);
 * Qwen3-0.6B's real dimensions (hidden 1024, 28 layers, 16 Q / 8 KV heads, head_dim 128,
   intermediate 3072, vocab 151936, tied embeddings; random init), built once for the module, at
-  seq 1, 16 and 128: max abs logits diff <= 1e-3 (observed about 1e-6 with logits of magnitude ~1);
-* a small Llama (4 Q / 2 KV heads) at two sequence lengths;
+  seq 1, 16 and 128: max abs logits diff <= 2e-4 (logits of magnitude ~3.5, 28 layers; observed
+  1.1e-5 on an AVX2 Zen 3, AMD EPYC znver3);
+* a small Llama (4 Q / 2 KV heads) at two sequence lengths, within the small models' bound;
 * RoPE: the rotary ``inv_freq`` is a non-persistent buffer, imported as an inline ``tg.constant``,
   so the cos/sin tables fold: aten.cos/aten.sin reach the aten module, no tg.cos/tg.sin survive
   compilation, and ``inv_freq`` is not a weight.
 """
 
 from __future__ import annotations
-import sys as _s; _s.path.insert(0, '/tmp/tolprobe'); import tolprobe as _tp; _tp.install()  # TOLPROBE
 
 import time
 
@@ -29,20 +30,13 @@ import tensor_graphs as tg  # noqa: E402
 from conftest import SMALL_QWEN3, LogitsOnly, check_logits, op_counts  # noqa: E402
 from tensor_graphs.frontend import import_model  # noqa: E402
 
-def _probe_check_logits(tag, model, fn, ids, max_abs):  # TOLPROBE
-    with torch.no_grad():
-        expected = model(ids)
-    got = fn(ids)
-    _tp.log(tag, got, expected, max_abs)
-    diff = (got - expected).abs().max().item()
-    assert diff <= max_abs
-    return diff
-check_logits = lambda *a: _probe_check_logits('qwen3', *a)  # TOLPROBE
-
-#: small models: max |tg - torch| over all logits (fp32 on both sides)
-SMALL_MAX_ABS = 1e-4
-#: Qwen3-0.6B dimensions (28 layers, vocab 151936)
-FULL_MAX_ABS = 1e-3
+#: small models: max |tg - torch| over all logits (fp32 on both sides; logits |x| <= ~1.3).
+#: About 10x the largest observed (3.6e-7 on an AVX2 Zen 3, AMD EPYC znver3): other CPUs' GEMM
+#: kernels sum in other orders.
+SMALL_MAX_ABS = 5e-6
+#: Qwen3-0.6B dimensions (28 layers, vocab 151936; logits |x| ~3.5): observed 1.1e-5, same CPU,
+#: so about 20x (relative to the logits, 6e-5)
+FULL_MAX_ABS = 2e-4
 
 QWEN3_0_6B = dict(
     hidden_size=1024,
@@ -144,7 +138,7 @@ def test_persistent_float_buffer_stays_a_weight():
     imported = import_model(M(), (x,))
     assert set(imported.weights) == {"scale"}
     fn = tg.compile(M(), (x,))
-    np.testing.assert_allclose(fn(x).numpy(), M()(x).numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(fn(x).numpy(), M()(x).numpy(), rtol=1e-6, atol=1e-6)  # observed 6e-8
 
 
 # --------------------------------------------------------------------------- small Llama

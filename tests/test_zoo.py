@@ -1,9 +1,12 @@
 """The model zoo: the architectures people run, tiny configs with random weights, real inputs
 (padding masks included), each compiled once and compared with PyTorch.
 
-Tolerance: 1e-4 absolute on hidden states / logits / feature maps / noise predictions of these
-tiny models (what they reach is about 1e-6: float32 sums in another order). Encoders compare
-every position, padded ones too (their queries still attend to the real keys); decoders with
+Tolerance: a max abs diff per kind of output (`ATOL`), about 10x the largest observed on an
+AVX2 Zen 3 (AMD EPYC, znver3; float32 sums in another order, and other CPUs' GEMM kernels use
+other orders): decoder logits (|x| < 1) 2e-6, encoder hidden states (|x| ~3) 1e-5,
+encoder-decoder states 2e-5, Whisper's states 1e-5, image feature maps / tokens (|x| up to ~8)
+5e-5, the 1-D conv net's outputs 1e-6, UNet noise predictions 2e-5. Encoders compare every
+position, padded ones too (their queries still attend to the real keys); decoders with
 left padding compare the real positions only, as a user reads them (a padded query row has no
 key to attend to). Batch norms get random running statistics and affine parameters first (as
 a trained model has; fresh ones are the identity), so that folding them into the convolutions
@@ -11,7 +14,6 @@ is tested with real numbers.
 """
 
 from __future__ import annotations
-import sys as _s; _s.path.insert(0, '/tmp/tolprobe'); import tolprobe as _tp; _tp.install()  # TOLPROBE
 
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,7 +24,16 @@ import transformers as T
 
 import tensor_graphs as tg
 
-ATOL = 1e-4
+#: max |tg - torch| per case kind; the largest observed on an AVX2 Zen 3, AMD EPYC znver3 in the comments
+ATOL = {
+    "decoder": 2e-6,  # logits, |x| < 1: observed 1.8e-7
+    "encoder": 1e-5,  # last hidden states, |x| ~3: observed 9.5e-7
+    "seq2seq": 2e-5,  # decoder states, |x| ~3: observed 1.0e-6
+    "audio": 1e-5,  # Whisper decoder states, |x| ~3: observed 7.2e-7
+    "image": 5e-5,  # feature maps / tokens, |x| up to ~8: observed 3.3e-6 (ResNet; ViTs 1.9e-6)
+    "signal": 1e-6,  # the 1-D conv net's outputs, |x| < 1: observed 6e-8
+    "unet": 2e-5,  # noise predictions, |x| ~2: observed 1.3e-6
+}
 BATCH, SEQ, VOCAB = 2, 9, 100
 
 #: a tiny transformer: 2 layers, d 32, 4 heads, FFN 64
@@ -267,9 +278,8 @@ def test_zoo_matches_pytorch(name, seed):
     diff = (got - expected).abs()
     if kind == "decoder":
         diff = diff[args[1].bool()]
-    _tp.log('zoo-' + kind, got[args[1].bool()] if kind == 'decoder' else got, expected[args[1].bool()] if kind == 'decoder' else expected, ATOL)
     assert expected.abs().max().item() > 1e-2, f"{name}: the reference output is too small to test anything"
-    assert diff.max().item() <= ATOL, f"{name}: max abs diff {diff.max().item():.3g} > {ATOL}"
+    assert diff.max().item() <= ATOL[kind], f"{name}: max abs diff {diff.max().item():.3g} > {ATOL[kind]}"
 
 
 def test_zoo_attention_is_fused():
@@ -296,8 +306,7 @@ def test_multihead_attention_and_encoder_layer():
     for model in (SelfAttention().eval(), layer):
         fn = tg.compile(model, (x,))
         with torch.no_grad():
-            _tp.log('zoo-mha', fn(x), model(x), 1e-5)
-            assert (fn(x) - model(x)).abs().max().item() <= 1e-5
+            assert (fn(x) - model(x)).abs().max().item() <= 5e-6  # |x| ~3: observed 3.6e-7
         assert fn.ir("tg").count("tg.attention ") == 1
 
 
@@ -316,17 +325,16 @@ def test_in_place_ops_are_functionalised():
     model, x = InPlace().eval(), torch.randn(3, 8)
     fn = tg.compile(model, (x,))
     with torch.no_grad():
-        _tp.log('zoo-inplace', fn(x), model(x), 1e-6)
-        assert (fn(x) - model(x)).abs().max().item() <= 1e-6
+        assert (fn(x) - model(x)).abs().max().item() <= 1e-6  # |x| ~5: observed 2.4e-7
 
 
 def test_falcon_alibi_bias_folds_through_bfloat16():
     """Falcon with ALiBi (falcon-rw) builds its bias in bfloat16 (``slopes.bfloat16() *
     positions``, then float32): from the token ids alone the positions are constants and
     constant-fold evaluates the chain in torch (bf16 rounding included) into one float32
-    constant, the logits within ATOL of PyTorch's. With an attention mask the bias depends on
-    the mask: bf16 arithmetic at run time, computed in float32 and rounded to bf16 after each op
-    (`widen-dtypes`) as eager computes it: the logits within ATOL of PyTorch's too (it used to be
+    constant, the logits within ATOL["decoder"] of PyTorch's. With an attention mask the bias
+    depends on the mask: bf16 arithmetic at run time, computed in float32 and rounded to bf16 after each op
+    (`widen-dtypes`) as eager computes it: the logits within that bound too (it used to be
     refused: "the CPU path has no bf16 arithmetic")."""
 
     torch.manual_seed(0)
@@ -350,15 +358,13 @@ def test_falcon_alibi_bias_folds_through_bfloat16():
     assert "xbf16>" not in fn.ir("tg")  # no bfloat16 tensor left
     with torch.no_grad():
         expected = Ids()(ids)
-    _tp.log('zoo-falcon', fn(ids), expected, ATOL)
-    assert expected.abs().max().item() > 1e-2 and (fn(ids) - expected).abs().max().item() <= ATOL
+    assert expected.abs().max().item() > 1e-2 and (fn(ids) - expected).abs().max().item() <= ATOL["decoder"]
     mask = torch.ones(1, 7, dtype=torch.long)
     mask[0, :2] = 0
     fn = tg.compile(IdsMask().eval(), (ids, mask))
     with torch.no_grad():
         expected = IdsMask()(ids, mask)
-    _tp.log('zoo-falcon-mask', fn(ids, mask), expected, ATOL)
-    assert (fn(ids, mask) - expected).abs().max().item() <= ATOL
+    assert (fn(ids, mask) - expected).abs().max().item() <= ATOL["decoder"]
 
 
 class _HalfTimesNumbers(torch.nn.Module):
