@@ -184,6 +184,7 @@ class Run:
     target: str = ""  # describe() of the target tensor_graphs compiles for
     isa_notes: list[str] = field(default_factory=list)  # the peers' ISA: the first line, then one per peer
     isa_env: dict[str, str] = field(default_factory=dict)  # the ISA switches in this process's environment
+    engines: tuple[str, ...] | None = None  # --engines: only these (None: every installed one)
 
     def note(self, text: str) -> None:
         if text not in self.notes:
@@ -255,9 +256,12 @@ def forward_makers(run: Run, label: str, **extra: Callable) -> dict[str, Callabl
 
 
 def installed(run: Run, engines: list[str]) -> list[str]:
-    """``engines`` less the peers whose package is not installed here (a note says so)."""
+    """``engines`` less the peers whose package is not installed here (a note says so), and less
+    those ``--engines`` leaves out."""
     out = []
     for e in engines:
+        if run.engines is not None and e not in run.engines:
+            continue
         why = gpt2.not_installed(e)
         if why:
             run.note(f"{LABELS[e]}: skipped: {why}")
@@ -1079,6 +1083,9 @@ def parse_args(argv: list[str] | None, prog: str | None):
     ap.add_argument("--target", default=None, metavar="NAME",
                     help=f"what tensor_graphs compiles for: host (default; ${tg_target.TARGET_ENV} when set), "
                          f"an ISA level ({', '.join(tg_target.LEVELS)}) or a CPU name (znver3, sapphirerapids, ...)")
+    ap.add_argument("--engines", nargs="+", choices=ENGINES, default=None, metavar="ENGINE",
+                    help=f"only these engines ({', '.join(ENGINES)}; default: every installed one): "
+                         "e.g. tensor_graphs alone, to compare two commits row by row")
     ap.add_argument("--no-force-isa", dest="force_isa", action="store_false",
                     help="leave the peers at the host's ISA when --target is below it (default: hold them to it)")
     args = ap.parse_args(argv)
@@ -1118,7 +1125,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     log(f"$ {' '.join(shlex.quote(a) for a in shown)}")
     log(f"{cpu_model()}, {os.cpu_count()} CPUs; torch {torch.__version__}; load average {load_before:.2f}; "
         f"inductor cache {os.environ.get('TORCHINDUCTOR_CACHE_DIR')}")
-    run = Run(args.threads, args.quick, host_isa=tg_target.Target.host().describe(), target=args.target.describe(),
+    run = Run(args.threads, args.quick, engines=tuple(args.engines) if args.engines else None, host_isa=tg_target.Target.host().describe(), target=args.target.describe(),
               isa_notes=plan.notes, isa_env={k: os.environ[k] for k in ISA_VARIABLES if k in os.environ})
     log(f"host ISA: {run.host_isa}")
     log(f"tensor_graphs compiles for: {run.target}")

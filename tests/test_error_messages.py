@@ -133,7 +133,7 @@ def test_training_dropout_says_how_to_keep_inference():
         def forward(self, x):
             return torch.nn.functional.dropout(x, 0.5, training=True)
 
-    with pytest.raises(UnsupportedOpsError, match=r"(?s)aten::dropout \(training=True\) at .*pass training=self\.training"):
+    with pytest.raises(UnsupportedOpsError, match=r"(?s)aten::dropout \(training=True\) \(float32 \[4\]\) at .*pass training=self\.training"):
         import_model(M(), (torch.randn(4),))
 
 

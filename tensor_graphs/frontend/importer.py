@@ -56,6 +56,7 @@ from tensor_graphs.dialects.tensor import ConstantOp, WeightOp
 from tensor_graphs.dialects.dense import dense_from_numpy
 from tensor_graphs.frontend.handlers import HANDLERS, library_handler
 from tensor_graphs.frontend.unsupported import (
+    KNOWN,
     Unsupported,
     UnsupportedOpsError,
     data_dependent_shape,
@@ -314,7 +315,7 @@ class GraphImporter:
         val = node.meta.get("val")
         target, loc = _target_name(node), node_location(node)
         entry = entry if entry is not None else unsupported_target(node.target, target, loc)
-        self.report(dataclasses.replace(entry, operands=_operand_summary(node)))
+        self.report(dataclasses.replace(entry, operands=_operand_summary(node)) if entry.is_op else entry)
         if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
             self._explain(val)  # an .item(): what uses it is not reported again
         if isinstance(val, (list, tuple)):
@@ -405,7 +406,7 @@ class GraphImporter:
         or it has no handler and draws random numbers (a handled op tagged so, SDPA or dropout,
         is deterministic in inference: its handler checks); None when it is not."""
         target, loc = _target_name(node), node_location(node)
-        if not handled and torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
+        if not handled and node.target not in KNOWN and torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()):
             return random_op(target, loc)
         val = node.meta.get("val")
         for v in val if isinstance(val, (list, tuple)) else (val,):
@@ -447,6 +448,8 @@ class GraphImporter:
             node = self._nodes.get(op)
             target, loc = (_target_name(node), node_location(node)) if node is not None else (op.name, "")
             entry = run_time_mask(target, loc, run_time_mask_problem(op, operand), RUN_TIME_MASK_FIX)
+            if node is not None:
+                entry = dataclasses.replace(entry, operands=_operand_summary(node))
             self.report(entry, positions.get(node, len(positions)))  # type: ignore[arg-type]
 
     def _placeholder(self, node: torch.fx.Node, spec) -> None:
