@@ -57,12 +57,11 @@ PASSES: dict[str, Callable[[], type[ModulePass]]] = {name: _loader(p) for name, 
 #: (arange, triu, comparisons, ...) and the casts of constants are gone before conversion, which
 #: rejects them, and so that constants in float16/bfloat16 fold in torch itself, with its kernels'
 #: quirks (a bf16 ``sub`` rounds its scalar to bf16 first, a bf16 ``mul`` does not); then
-#: widen-dtypes (the rest of the float16/bfloat16/uint8 ops compute in float32/int16) and
-#: constant-fold again (the casts of constants it made; nothing to do in a float32 model).
+#: widen-dtypes (the rest of the float16/bfloat16/uint8 ops compute in float32/int16; it
+#: converts the constants it widens itself).
 TENSOR_PIPELINE: tuple[str, ...] = (
     "constant-fold",
     "widen-dtypes",
-    "constant-fold",
     "convert-aten-to-tensor",
     "canonicalize",
     "constant-fold",

@@ -33,7 +33,7 @@ pytest.importorskip("expecttest")  # op_db imports it
 
 ROOT = Path(__file__).resolve().parent.parent
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "bool")
-F32_STRIDE = 8
+F32_STRIDE = 12
 OTHER_STRIDE = 32
 #: outcomes a case may end with
 ACCEPTED = ("pass", "refused", "export")
@@ -42,9 +42,9 @@ ACCEPTED = ("pass", "refused", "export")
 KNOWN_FAILURES: dict[str, tuple[str, str]] = {}
 
 #: per dtype, the least share of the slice's exportable cases that must pass, a little under what
-#: passed when last raised (2026-11-27: float32 46/81 at stride 8, float16 14/15, bfloat16 10/16, float64
+#: passed when last raised (2026-11-27: float32 35/55, float16 14/15, bfloat16 10/16, float64
 #: 10/22, int64 8/16, bool 5/9); raise it as ops land
-MIN_PASS_RATE: dict[str, float] = {"float32": 0.55, "float16": 0.85, "bfloat16": 0.6, "float64": 0.4,
+MIN_PASS_RATE: dict[str, float] = {"float32": 0.6, "float16": 0.85, "bfloat16": 0.6, "float64": 0.4,
                                     "int64": 0.45, "bool": 0.5}
 
 

@@ -43,7 +43,8 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from tensor_graphs import dtypes
 from tensor_graphs.dialects.aten_base import AtenOp
-from tensor_graphs.dialects.tensor import CastOp
+from tensor_graphs.dialects.tensor import CastOp, ConstantOp
+from tensor_graphs.transforms.evaluate import array_to_dense, dense_to_array
 
 #: aten ops whose results are values of their operands, moved or picked, never computed: they run
 #: on float16/bfloat16 as they are (the kernels that move bytes move any element size)
@@ -107,9 +108,7 @@ def widen(op: Operation, rewriter: Rewriter) -> None:
         if result and result.is_float and not _narrow(v.type) and v.type.get_shape() == ():  # type: ignore[attr-defined]
             v = _round_through(v, result, rewriter, op)
         if _narrow(v.type):
-            cast = CastOp(v, _widened(v.type).element_type)  # type: ignore[attr-defined]
-            rewriter.insert_op(cast, InsertPoint.before(op))
-            v = cast.result
+            v = _converted(v, _widened(v.type).element_type, rewriter, op)  # type: ignore[attr-defined]
         operands.append(v)
     wide = type(op).create(
         operands=operands,
@@ -130,13 +129,24 @@ def widen(op: Operation, rewriter: Rewriter) -> None:
     rewriter.replace_op(op, [], replacements)
 
 
+def _converted(v: SSAValue, element: Attribute, rewriter: Rewriter, op: Operation) -> SSAValue:
+    """``v`` converted to ``element`` before ``op``: a ``tg.cast``, or, for a ``tg.constant``, the
+    constant converted here (torch's conversion, `dtypes.round_values`), so that no second
+    constant-fold is needed."""
+    target = TensorType(element, v.type.get_shape())  # type: ignore[attr-defined]
+    if isinstance(v.owner, ConstantOp):
+        values = dtypes.round_values(dense_to_array(v.owner.value), dtypes.of_element(element))
+        new: Operation = ConstantOp(array_to_dense(values, target))
+    else:
+        new = CastOp(v, element)
+    rewriter.insert_op(new, InsertPoint.before(op))
+    return new.results[0]
+
+
 def _round_through(v: SSAValue, narrow: dtypes.DType, rewriter: Rewriter, op: Operation) -> SSAValue:
     """``v`` (a 0-d operand) rounded to ``narrow`` (the kernel's conversion of a scalar operand):
-    ``cast(cast(v, bf16), f32)``, which constant-fold folds when ``v`` is a constant."""
-    down = CastOp(v, narrow.element)
-    up = CastOp(down.result, v.type.element_type)  # type: ignore[attr-defined]
-    rewriter.insert_op([down, up], InsertPoint.before(op))
-    return up.result
+    ``cast(cast(v, bf16), f32)`` (a constant: converted twice here)."""
+    return _converted(_converted(v, narrow.element, rewriter, op), v.type.element_type, rewriter, op)  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
