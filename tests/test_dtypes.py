@@ -161,6 +161,24 @@ def test_remainder_and_fmod_as_eager(dtype: torch.dtype) -> None:
         assert o.dtype == e.dtype and torch.equal(o.isnan(), nan) and torch.equal(o[~nan], e[~nan])
 
 
+class _Constants(torch.nn.Module):
+    def forward(self, x: torch.Tensor):
+        return (x + torch.tensor([-1.0, 1.0, 2.5], dtype=torch.bfloat16), torch.arange(-1, 2, 1, dtype=torch.bfloat16),
+                torch.tensor([True, False, True]) & (x > 0), torch.tensor([3, -4, 5]) * x.long(),
+                torch.arange(3, dtype=torch.float64) + x.double())
+
+
+def test_constants_of_every_dtype_bind_as_their_buffers_hold_them(tmp_path, monkeypatch) -> None:
+    """A constant the graph reads at run time is bound as its buffer's bytes (a bfloat16 one as
+    its bits: it used to be bound as float32 values, [-1, 1] read back as [0, -1]), also through
+    the compile cache's saved signature."""
+    monkeypatch.setenv("TG_CACHE_DIR", str(tmp_path))
+    x = torch.tensor([0.5, -2.0, 3.0], dtype=torch.bfloat16)
+    for _ in range(2):  # compiled, then from the cache
+        for o, e in zip(tg.compile(_Constants(), (x,))(x), _Constants()(x)):
+            assert o.dtype == e.dtype and torch.equal(o, e)
+
+
 class _NumbersAgainstHalves(torch.nn.Module):
     def __init__(self, dtype: torch.dtype):
         super().__init__()

@@ -27,9 +27,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import expecttest  # noqa: F401  (op_db imports it; the test extra installs it: never skipped)
 import pytest
-
-pytest.importorskip("expecttest")  # op_db imports it
 
 ROOT = Path(__file__).resolve().parent.parent
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "bool")

@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from xdsl.dialects.builtin import (
     ArrayAttr,
+    DenseIntOrFPElementsAttr,
     DictionaryAttr,
     IntegerAttr,
     MemRefType,
@@ -193,7 +194,7 @@ class GraphSignature:
         module.attributes["tg.entry"] = StringAttr(self.entry)
         module.attributes["tg.arena_size"] = IntegerAttr(self.arena_size, i64)
         module.attributes["tg.weight_table"] = ArrayAttr([StringAttr(n) for n in self.weight_table])
-        module.attributes["tg.constants"] = DictionaryAttr({k: dense_from_numpy(v) for k, v in self.constants.items()})
+        module.attributes["tg.constants"] = DictionaryAttr({k: _constant_attr(v) for k, v in self.constants.items()})
         module.attributes["tg.input_names"] = ArrayAttr([StringAttr(s.name) for s in self.inputs])
         module.attributes["tg.input_types"] = ArrayAttr([memref(s) for s in self.inputs])
         module.attributes["tg.output_types"] = ArrayAttr([memref(s) for s in self.outputs])
@@ -243,7 +244,7 @@ class GraphSignature:
             weight_table=tuple(s.data for s in a["tg.weight_table"].data),  # type: ignore[attr-defined]
             inputs=tuple(TensorSpec.of(t, n or f"input{i}") for i, (t, n) in enumerate(zip(in_types, names))),
             outputs=tuple(TensorSpec.of(t, f"output{i}") for i, t in enumerate(a["tg.output_types"].data)),  # type: ignore[attr-defined]
-            constants={k: dense_to_numpy(v) for k, v in consts.data.items()} if consts is not None else {},  # type: ignore[attr-defined]
+            constants={k: _constant_array(v) for k, v in consts.data.items()} if consts is not None else {},  # type: ignore[attr-defined]
             errors=tuple(m.data for m in errors.data) if errors is not None else (),  # type: ignore[attr-defined]
             intermediate_bytes=a["tg.intermediate_bytes"].value.data if "tg.intermediate_bytes" in a else 0,  # type: ignore[attr-defined]
             states=tuple(TensorSpec.of(t, n) for n, t in zip(state_names, state_types)),
@@ -263,3 +264,20 @@ def _weight_specs(attributes) -> tuple[TensorSpec, ...]:
     if not isinstance(types, ArrayAttr) or len(types.data) > len(names) or not all(isinstance(t, MemRefType) for t in types.data):
         raise ValueError(f"module records tg.weight_types that are not one memref type per weight slot: {types}")
     return tuple(TensorSpec.bound(t, n) for n, t in zip(names, types.data))
+
+
+_BF16 = dtypes.of_name("bfloat16")
+
+
+def _constant_attr(stored: np.ndarray) -> DenseIntOrFPElementsAttr:
+    """The module attribute of a constant the weight table binds as ``stored`` (its buffer's
+    bytes: bfloat16 as uint16 bits, the only storage without an element type of its own)."""
+    if stored.dtype == np.uint16:
+        return dense_from_numpy(dtypes.bf16_values(stored), _BF16.element)
+    return dense_from_numpy(stored)
+
+
+def _constant_array(attr: DenseIntOrFPElementsAttr) -> np.ndarray:
+    """The array a constant's module attribute binds (`_constant_attr`'s inverse)."""
+    row = dtypes.of_element(attr.get_element_type())
+    return dtypes.to_storage(dense_to_numpy(attr), row)

@@ -25,10 +25,12 @@ packed copy of the weight.
 
 from __future__ import annotations
 
+import numpy as np
 from xdsl.dialects import func, llvm
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, MemRefType, UnitAttr, i8, i32, i64
 from xdsl.ir import Operation, SSAValue
 
+from tensor_graphs import dtypes
 from tensor_graphs.codegen.llvm.kernels import LoweringError, check_memref
 from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder
 from tensor_graphs.dialects import buffer as buf
@@ -196,7 +198,7 @@ class GraphABI:
             weight_table=(*self.weight_slots, *(n for n, _ in self.constants)),
             inputs=tuple(in_specs),
             outputs=tuple(out_specs),
-            constants={n: numpy_from_dense(op.value) for n, op in self.constants},
+            constants={n: _stored(op.value) for n, op in self.constants},
             errors=tuple(self.errors),
             intermediate_bytes=_int_attr(self.fn, "tg.intermediate_bytes") or _int_attr(self.module, "tg.intermediate_bytes"),
             states=tuple(TensorSpec.of(t, n) for n, t in self.state_types.items()),  # type: ignore[arg-type]
@@ -205,6 +207,13 @@ class GraphABI:
             weight_specs=tuple(TensorSpec.bound(self.weight_types[n], n) for n in self.weight_slots),  # type: ignore[arg-type]
         )
         return llfn, signature
+
+
+def _stored(value) -> np.ndarray:
+    """A constant's elements as the buffer holds them (bfloat16: its uint16 bits, not the float32
+    values NumPy holds it in)."""
+    row = dtypes.of_element(value.get_element_type())
+    return dtypes.to_storage(numpy_from_dense(value), row)
 
 
 def _weight_slot_name(op: buf.WeightOp | buf.PackedWeightOp) -> str:

@@ -26,7 +26,7 @@ import math as pymath
 from collections.abc import Callable
 
 from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, IntegerType, i1
+from xdsl.dialects.builtin import Float32Type, FloatAttr, IntegerAttr, IntegerType, i1
 from xdsl.ir import Block, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
@@ -228,6 +228,8 @@ class DivModePattern(RewritePattern):
             return notify_match_failure(op, "div with a rounding mode to bool")
         if isinstance(out, IntegerType) and (problem := integer_divisor_problem(op, op.other)) is not None:
             return notify_match_failure(op, problem)
+        if mode == "floor" and not isinstance(out, IntegerType | Float32Type):
+            return notify_match_failure(op, f"div with rounding_mode='floor' to {out}: float32 and integer results only")
         if mode == "floor":
             body = floor_divide_body(out)
         elif isinstance(out, IntegerType):

@@ -157,6 +157,8 @@ class HistcPattern(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: aten.HistcOp, rewriter: PatternRewriter) -> None:
         bins, low, high = op.bins.value.data, float(op.min.value.data), float(op.max.value.data)
+        if element_type(op.self) != f32:
+            return notify_match_failure(op, f"histc of {element_type(op.self)}: float32 only (its bin edges are float32)")
         if bins < 1:
             return notify_match_failure(op, f"histc needs at least one bin, got {bins}")
         if not low < high:
