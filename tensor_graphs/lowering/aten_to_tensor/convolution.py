@@ -169,6 +169,9 @@ class MaxPoolPattern(RewritePattern):
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
         if not isinstance(op, (aten.MaxPool2dOp, aten.MaxPool1dOp)):
             return
+        if not isinstance(element_type(op.self), AnyFloat):
+            return notify_match_failure(op, f"{op.name.removeprefix('aten.')} of integers (padded with the dtype's minimum) "
+                                            "is not supported yet; convert the input to a float dtype first")
         ops = OpList()
         try:
             cols, _ = _pool_windows(op, ops, float("-inf"))
