@@ -33,7 +33,6 @@ from tensor_graphs.dialects.tensor import (
     BroadcastOp,
     ConstantOp,
     Im2colOp,
-    LayerNormOp,
     MeanOp,
     MulOp,
     PutOp,
@@ -44,8 +43,9 @@ from tensor_graphs.dialects.tensor import (
     TransposeOp,
     shape_of,
 )
-from tensor_graphs.lowering.aten_to_tensor.common import OpList, constant, element_type, notify_match_failure, scalar_constant
+from tensor_graphs.lowering.aten_to_tensor.common import OpList, element_type, notify_match_failure, scalar_constant
 from tensor_graphs.lowering.aten_to_tensor.convolution import _height_one, _ints, _pair, convolution
+from tensor_graphs.lowering.aten_to_tensor.normalization import trailing_layer_norm
 from tensor_graphs.lowering.aten_to_tensor.reductions import p_norm
 from tensor_graphs.lowering.aten_to_tensor.views import positions
 
@@ -218,16 +218,11 @@ class NativeNormPattern(RewritePattern):
             self._batch_norm(op, rewriter)
 
     def _layer_norm(self, op, rewriter: PatternRewriter) -> None:
-        norm = tuple(op.normalized_shape.get_values())
-        shape = shape_of(op.input)
-        if not norm or tuple(shape[len(shape) - len(norm):]) != norm:
-            return notify_match_failure(op, f"normalized_shape {list(norm)} is not the trailing dims of {list(shape)}")
         ops = OpList()
-        el, size = element_type(op.input), numel(norm)
-        flat = ops.reshape(op.input, (*shape[: len(shape) - len(norm)], size))
-        weight = ops.reshape(op.weight, (size,)) if op.weight is not None else ops.add(constant(1.0, (size,), el))
-        bias = ops.reshape(op.bias, (size,)) if op.bias is not None else ops.add(constant(0.0, (size,), el))
-        y = ops.reshape(ops.add(LayerNormOp(flat, weight, bias, op.eps.value.data)), shape)
+        y = trailing_layer_norm(ops, op)
+        if isinstance(y, str):
+            return notify_match_failure(op, y)
+        shape, norm = shape_of(op.input), tuple(op.normalized_shape.get_values())
         dims = tuple(range(len(shape) - len(norm), len(shape)))
         _, mean, rstd = _normalized(ops, op.input, dims, op.eps.value.data)  # dead unless used: dce removes it
         rewriter.replace(op, ops, [y, mean, rstd])

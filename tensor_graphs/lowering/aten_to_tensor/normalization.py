@@ -4,6 +4,7 @@ the importer could not fold into a convolution (a per-channel scale and shift)."
 
 from __future__ import annotations
 
+from xdsl.ir import SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
 from tensor_graphs.dialects import aten
@@ -22,22 +23,30 @@ class LayerNormPattern(RewritePattern):
     %b = tg.constant dense<0.000000e+00> : tensor<8xf32>
     %y = tg.layer_norm %x, %w, %b {eps = 1.000000e-05 : f32} : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
     ```
-    Normalising over several dims is left alone (and reported).
     """
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: aten.LayerNormOp, rewriter: PatternRewriter) -> None:
-        norm = tuple(op.normalized_shape.get_values())
-        shape = shape_of(op.input)
-        if not norm or tuple(shape[len(shape) - len(norm):]) != norm:
-            return notify_match_failure(op, f"normalized_shape {list(norm)} is not the trailing dims of the input {list(shape)}")
         ops = OpList()
-        el, size = element_type(op.input), numel(norm)
-        x = ops.reshape(op.input, (*shape[: len(shape) - len(norm)], size))
-        weight = ops.reshape(op.weight, (size,)) if op.weight is not None else ops.add(constant(1.0, (size,), el))
-        bias = ops.reshape(op.bias, (size,)) if op.bias is not None else ops.add(constant(0.0, (size,), el))
-        y = ops.add(LayerNormOp(x, weight, bias, op.eps.value.data))
-        rewriter.replace(op, ops, [ops.reshape(y, shape)])
+        y = trailing_layer_norm(ops, op)
+        if isinstance(y, str):
+            return notify_match_failure(op, y)
+        rewriter.replace(op, ops, [y])
+
+
+def trailing_layer_norm(ops: OpList, op) -> SSAValue | str:
+    """``op`` (``layer_norm`` or ``native_layer_norm``: ``input``, ``normalized_shape``,
+    ``weight``, ``bias``, ``eps``) as one ``tg.layer_norm`` over its normalised trailing dims
+    flattened into one, appended to ``ops``; why not, when those are not the input's trailing dims."""
+    norm = tuple(op.normalized_shape.get_values())
+    shape = shape_of(op.input)
+    if not norm or tuple(shape[len(shape) - len(norm):]) != norm:
+        return f"normalized_shape {list(norm)} is not the trailing dims of the input {list(shape)}"
+    el, size = element_type(op.input), numel(norm)
+    x = ops.reshape(op.input, (*shape[: len(shape) - len(norm)], size))
+    weight = ops.reshape(op.weight, (size,)) if op.weight is not None else ops.add(constant(1.0, (size,), el))
+    bias = ops.reshape(op.bias, (size,)) if op.bias is not None else ops.add(constant(0.0, (size,), el))
+    return ops.reshape(ops.add(LayerNormOp(x, weight, bias, op.eps.value.data)), shape)
 
 
 class GroupNormPattern(RewritePattern):
