@@ -8,10 +8,16 @@ eager's own arithmetic, fused back into the same kernels); float64 within 1e-12.
 
 from __future__ import annotations
 
+import math
+
+import pytest
 import torch
+from torch import _decomp
+from torch.fx.experimental.proxy_tensor import make_fx
 
 import tensor_graphs as tg
-from tensor_graphs.frontend.decompositions import format_routes, route
+from tensor_graphs.frontend.compositions import compositions
+from tensor_graphs.frontend.decompositions import ATEN_LEVEL_REFS, format_routes, route
 from tensor_graphs.tools.tg_opt import _main as tg_opt
 
 aten = torch.ops.aten
@@ -65,3 +71,80 @@ def test_float32_kernels_decompose_for_float64():
     fn = tg.compile(model, (x,), keep_ir=True)
     assert "tg.softmax" not in fn.ir("tg")
     assert (fn(x) - model(x)).abs().max().item() <= 1e-12
+
+
+def test_softmax_with_a_dtype_converts_first():
+    """``softmax(x, dtype=...)`` converts ``x`` first (its decomposition), also to float64 (then
+    decomposed) and to float16 (the result rounded from float16 inputs, as eager)."""
+    x = torch.randn(3, 5) * 4
+    model = Elementwise(lambda x: (torch.softmax(x, -1, dtype=torch.float64), torch.log_softmax(x, 0, dtype=torch.float64),
+                                   torch.softmax(x, -1, dtype=torch.float16)))
+    got, want = tg.compile(model, (x,))(x), model(x)
+    assert [g.dtype for g in got] == [w.dtype for w in want]
+    assert max((g.double() - w.double()).abs().max().item() for g, w in zip(got[:2], want[:2])) <= 1e-15
+    assert torch.equal(got[2], want[2])
+
+
+class Elementwise(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
+def test_aten_level_refs_trace_to_aten_ops_only():
+    """The ``torch._refs`` entries the table takes reach ATen ops, never ``prims`` (which would be
+    reported instead of the op the model used)."""
+    for name in ATEN_LEVEL_REFS:
+        packet, _, overload = name.partition(".")
+        op = getattr(getattr(aten, packet), overload)
+        entry = _decomp.decomposition_table[op]
+        graph = make_fx(lambda x, b: entry(x, b), tracing_mode="fake")(torch.randn(4, 5), torch.linspace(-1, 1, 5))
+        targets = {str(n.target) for n in graph.graph.nodes if n.op == "call_function"}
+        assert all(t.startswith("aten.") for t in targets), targets
+
+
+def test_every_composition_is_routed_as_decomposed():
+    assert all(route(op) == "decomposed" for op in compositions())
+
+
+def _nan_rows() -> torch.Tensor:
+    torch.manual_seed(0)
+    x = torch.randn(4, 6)
+    x[1, 2], x[3, :3] = math.nan, 1.0  # a NaN, and ties
+    return x
+
+
+COMPOSED = {
+    "searchsorted": lambda x: torch.searchsorted(torch.linspace(-2, 2, 7), x),
+    "searchsorted right int32": lambda x: torch.searchsorted(torch.linspace(-2, 2, 7), x, right=True, out_int32=True),
+    "searchsorted rows, sorter": lambda x: torch.searchsorted(x.nan_to_num(), x[:, :2], sorter=x.nan_to_num().argsort(-1)),
+    "searchsorted scalar": lambda x: torch.searchsorted(torch.linspace(-2, 2, 7), 0.5),
+    "bucketize (torch._refs)": lambda x: torch.bucketize(x, torch.linspace(-2, 2, 7), right=True),
+    "isin": lambda x: torch.isin(x, x[0, :3]),
+    "addbmm": lambda x: torch.addbmm(x[:, :4], x.nan_to_num()[None, :, :5].expand(3, 4, 5), torch.ones(3, 5, 4), beta=0.5, alpha=2),
+    "diff": lambda x: torch.diff(x, n=2, dim=1, prepend=x[:, :1]),
+    "diff bool": lambda x: torch.diff(x > 0, dim=0, append=x[:1] > 1),
+    "median": torch.median,
+    "median dim": lambda x: torch.median(x, 1),
+    "median int": lambda x: torch.median((x.nan_to_num() * 3).long(), 0),
+    "nanmedian": torch.nanmedian,
+    "nanmedian dim": lambda x: torch.nanmedian(x, 1, keepdim=True),
+    "kthvalue": lambda x: torch.kthvalue(x, 3, 1),
+}
+
+
+@pytest.mark.parametrize("name", COMPOSED)
+def test_compositions_as_eager(name):
+    """tensor_graphs' own compositions (`frontend.compositions`): exactly eager's values and
+    positions, NaN and ties included (addbmm: eager's sum order differs, within 4 float32 ulps of
+    the result's magnitude)."""
+    x, model = _nan_rows(), Elementwise(COMPOSED[name])
+    got, want = tg.compile(model, (x,))(x), model(x)
+    got, want = (got, want) if isinstance(want, tuple) else ((got,), (want,))
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        tol = 4 * torch.finfo(torch.float32).eps * w.nan_to_num().abs().max().item() if name == "addbmm" else 0
+        torch.testing.assert_close(g, w, rtol=0, atol=tol, equal_nan=True)

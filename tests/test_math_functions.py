@@ -106,3 +106,45 @@ def test_predicates_are_exact(name):
     x = _inputs(-1e30, 1e30)
     model = Elementwise(PREDICATES[name])
     assert torch.equal(tg.compile(model, (x,))(x), model(x))
+
+
+def _specials(dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two [6, 7] tensors with every pair of special values (+-0, +-inf, NaN, 1, -2.5) and randoms."""
+    torch.manual_seed(0)
+    special = torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, -2.5])
+    x, y = torch.randn(6, 7) * 3, torch.randn(6, 7) * 3
+    x[0], y[1] = special, special
+    x[2], y[2] = special, special.flip(0)
+    return x.to(dtype), y.to(dtype)
+
+
+class BinaryFunctions(torch.nn.Module):
+    def __init__(self, floats: bool = True, nextafter: bool = True):
+        super().__init__()
+        self.floats, self.nextafter = floats, nextafter
+
+    def forward(self, x, y):
+        out = (torch.fmax(x, y), torch.fmin(x, y), torch.copysign(x, y), torch.signbit(x), torch.angle(x))
+        out += (torch.hypot(x, y),) if self.floats else ()
+        return out + ((torch.nextafter(x, y),) if self.floats and self.nextafter else ())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int64, torch.bool])
+def test_binary_functions_as_eager(dtype):
+    """fmax/fmin (NaN-ignoring), copysign, signbit (-0.0 and -NaN included), angle of a real
+    number, hypot and nextafter (C's libm): exactly eager's results on every pair of special
+    values, in each dtype that has them (bfloat16: computed in float32 and rounded; nextafter is
+    refused there, below)."""
+    x, y = _specials(dtype) if dtype.is_floating_point else ((_specials(torch.float32)[0].nan_to_num() * 2).to(dtype),
+                                                             (_specials(torch.float32)[1].nan_to_num() * 2).to(dtype))
+    model = BinaryFunctions(dtype.is_floating_point, dtype != torch.bfloat16)
+    got, want = tg.compile(model, (x, y))(x, y), model(x, y)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, rtol=0, atol=0, equal_nan=True)
+
+
+def test_nextafter_of_bfloat16_is_refused_by_name():
+    """The next bfloat16 is one bfloat16 step away, which float32 arithmetic cannot give."""
+    x, y = _specials(torch.bfloat16)
+    with pytest.raises(Exception, match="nextafter of bf16"):
+        tg.compile(BinaryFunctions(), (x, y))

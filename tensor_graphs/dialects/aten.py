@@ -2771,6 +2771,151 @@ class Atan2Op(AtenOp):
 
 
 @irdl_op_definition
+class FmaxOp(AtenOp):
+    """``aten::fmax(Tensor self, Tensor other) -> Tensor``"""
+
+    name = "aten.fmax"
+    TARGET: ClassVar[str] = "aten::fmax"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
+    self = operand_def(AnyTensor)
+    other = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self `,` $other attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, other: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, other), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_binary(self)
+
+
+@irdl_op_definition
+class FminOp(AtenOp):
+    """``aten::fmin(Tensor self, Tensor other) -> Tensor``"""
+
+    name = "aten.fmin"
+    TARGET: ClassVar[str] = "aten::fmin"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
+    self = operand_def(AnyTensor)
+    other = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self `,` $other attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, other: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, other), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_binary(self)
+
+
+@irdl_op_definition
+class HypotOp(AtenOp):
+    """``aten::hypot(Tensor self, Tensor other) -> Tensor``"""
+
+    name = "aten.hypot"
+    TARGET: ClassVar[str] = "aten::hypot"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
+    self = operand_def(AnyTensor)
+    other = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self `,` $other attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, other: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, other), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_binary(self)
+
+
+@irdl_op_definition
+class NextafterOp(AtenOp):
+    """``aten::nextafter(Tensor self, Tensor other) -> Tensor``"""
+
+    name = "aten.nextafter"
+    TARGET: ClassVar[str] = "aten::nextafter"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
+    self = operand_def(AnyTensor)
+    other = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self `,` $other attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, other: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, other), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_binary(self)
+
+
+@irdl_op_definition
+class CopysignTensorOp(AtenOp):
+    """``aten::copysign.Tensor(Tensor self, Tensor other) -> Tensor``"""
+
+    name = "aten.copysign.Tensor"
+    TARGET: ClassVar[str] = "aten::copysign.Tensor"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
+    self = operand_def(AnyTensor)
+    other = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self `,` $other attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, other: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, other), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_binary(self)
+
+
+@irdl_op_definition
+class SignbitOp(AtenOp):
+    """``aten::signbit(Tensor self) -> Tensor``"""
+
+    name = "aten.signbit"
+    TARGET: ClassVar[str] = "aten::signbit"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"),)
+    self = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_,), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_same_shape(self)
+
+
+@irdl_op_definition
+class AngleOp(AtenOp):
+    """``aten::angle(Tensor self) -> Tensor``"""
+
+    name = "aten.angle"
+    TARGET: ClassVar[str] = "aten::angle"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"),)
+    self = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_,), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_same_shape(self)
+
+
+@irdl_op_definition
 class PowScalarOp(AtenOp):
     """``aten::pow.Scalar(Scalar self, Tensor exponent) -> Tensor``"""
 
@@ -4908,26 +5053,6 @@ class FmodScalarOp(AtenOp):
 
 
 @irdl_op_definition
-class DiffOp(AtenOp):
-    """``aten::diff(Tensor self, int n=1, int dim=-1, Tensor? prepend=None, Tensor? append=None) -> Tensor``"""
-
-    name = "aten.diff"
-    TARGET: ClassVar[str] = "aten::diff"
-    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("n", "int"), ("dim", "int"), ("prepend", "tensor?"), ("append", "tensor?"))
-    self = operand_def(AnyTensor)
-    n = prop_def(IntegerAttr[I64], default_value=IntegerAttr(1, i64))
-    dim = prop_def(IntegerAttr[I64], default_value=IntegerAttr(-1, i64))
-    prepend = opt_operand_def(AnyTensor)
-    append = opt_operand_def(AnyTensor)
-    result = result_def(AnyTensor)
-    irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(),)
-    assembly_format = "$self (`prepend` $prepend^ `:` type($prepend))? (`append` $append^ `:` type($append))? attr-dict `:` type($self) `->` type(results)"
-
-    def __init__(self, self_: SSAValue, n: int = 1, dim: int = -1, prepend: SSAValue | None = None, append: SSAValue | None = None, *, result_type: Attribute) -> None:
-        super().__init__(**_build(self.ARGS, (self_, n, dim, prepend, append), [result_type]))
-
-
-@irdl_op_definition
 class TopkOp(AtenOp):
     """``aten::topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)``"""
 
@@ -5197,6 +5322,13 @@ ATEN_OPS: dict[str, type[AtenOp]] = {op.TARGET: op for op in (
     EluOp,
     LeakyReluOp,
     Atan2Op,
+    FmaxOp,
+    FminOp,
+    HypotOp,
+    NextafterOp,
+    CopysignTensorOp,
+    SignbitOp,
+    AngleOp,
     PowScalarOp,
     IsnanOp,
     IsinfOp,
@@ -5302,7 +5434,6 @@ ATEN_OPS: dict[str, type[AtenOp]] = {op.TARGET: op for op in (
     RemainderScalarTensorOp,
     FmodTensorOp,
     FmodScalarOp,
-    DiffOp,
     TopkOp,
     SortOp,
     SortStableOp,
@@ -5446,6 +5577,13 @@ ATEN = Dialect(
         EluOp,
         LeakyReluOp,
         Atan2Op,
+        FmaxOp,
+        FminOp,
+        HypotOp,
+        NextafterOp,
+        CopysignTensorOp,
+        SignbitOp,
+        AngleOp,
         PowScalarOp,
         IsnanOp,
         IsinfOp,
@@ -5551,7 +5689,6 @@ ATEN = Dialect(
         RemainderScalarTensorOp,
         FmodTensorOp,
         FmodScalarOp,
-        DiffOp,
         TopkOp,
         SortOp,
         SortStableOp,

@@ -882,12 +882,13 @@ class ArgTopkOp(KernelOp):
 @irdl_op_definition
 class PutOp(KernelOp):
     """`tg.put`: ins(x, offsets i64, values) -> out (x's shape): a copy of x, then
-    ``out.flat[offsets[i]] = values[i]`` (``+=`` with ``accumulate``) in order, each offset
-    checked against ``[0, numel(x))``."""
+    ``out.flat[offsets[i]] = values[i]`` (with ``accumulate``, combined with what is there by
+    ``reduce``: sum, prod, amax, amin) in order, each offset checked against ``[0, numel(x))``."""
 
     name = "buf.put"
     NUM_INPUTS: ClassVar[tuple[int, ...]] = (3,)
     accumulate = prop_def(BoolAttr, default_value=bool_attr(False))
+    reduce = prop_def(StringAttr, default_value=StringAttr("sum"))
 
     def verify_kernel(self, ins, out):
         _same(ins[0], out, "the input's shape")

@@ -6,6 +6,8 @@ cloned unchanged from the tg level to the buf level, so these ops belong to neit
 %m = scalar.remf %a, %b : f32     // MLIR's arith.remf: C's fmod (the sign of %a; NaN for %b = 0)
 %c = scalar.erfc %a : f32         // 1 - erf(a) without the cancellation (C's erfc)
 %g = scalar.lgamma %a : f32       // log |Gamma(a)| (C's lgamma)
+%h = scalar.hypot %a, %b : f32    // sqrt(a^2 + b^2) without overflow (C's hypot)
+%n = scalar.nextafter %a, %b : f32  // the next float after a toward b (C's nextafter)
 ```
 """
 
@@ -27,6 +29,24 @@ class RemFOp(arith.FloatingPointLikeBinaryOperation):
     Evaluated by NumPy's ``fmod``, emitted as LLVM's ``frem``."""
 
     name = "scalar.remf"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class HypotOp(arith.FloatingPointLikeBinaryOperation):
+    """C's ``hypot``: ``sqrt(lhs^2 + rhs^2)`` without intermediate overflow or underflow; inf
+    when either is infinite, even with a NaN (``torch.hypot``)."""
+
+    name = "scalar.hypot"
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class NextafterOp(arith.FloatingPointLikeBinaryOperation):
+    """C's ``nextafter``: the representable float next to ``lhs`` in the direction of ``rhs``
+    (``rhs`` itself when they are equal; NaN when either is)."""
+
+    name = "scalar.nextafter"
     traits = traits_def(Pure())
 
 
@@ -57,4 +77,4 @@ class LgammaOp(_LibmUnary):
     name = "scalar.lgamma"
 
 
-SCALAR = Dialect("scalar", [RemFOp, ErfcOp, LgammaOp])
+SCALAR = Dialect("scalar", [RemFOp, HypotOp, NextafterOp, ErfcOp, LgammaOp])

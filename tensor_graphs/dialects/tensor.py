@@ -1041,15 +1041,23 @@ class ArgTopkOp(IRDLOperation):
                f"tg.argtopk: the input must hold f32 or integers, got {self.input.type}")
 
 
+#: how `tg.put`/`buf.put` with ``accumulate`` combine a value with the one there -> the binary
+#: function (`functions.BINARY_FUNCTIONS`) that does it
+PUT_REDUCTIONS: dict[str, str] = {"sum": "add", "prod": "mul", "amax": "max", "amin": "min"}
+
+
 @irdl_op_definition
 class PutOp(IRDLOperation):
-    """``result = input``, then ``result.flat[offsets.flat[i]] = values.flat[i]`` (``+=`` with
-    ``accumulate``) for every i in order: the scatter that is `tg.take`'s inverse
-    (``x[idx] = v``, ``index_put``). With a repeated offset the last write wins (or the values
-    add up); an offset outside ``[0, numel(input))`` is a run-time error, never a stray write.
+    """``result = input``, then ``result.flat[offsets.flat[i]] = values.flat[i]`` for every i in
+    order: the scatter that is `tg.take`'s inverse (``x[idx] = v``, ``index_put``). With
+    ``accumulate`` each value is combined with what is there by ``reduce`` (:data:`PUT_REDUCTIONS`:
+    ``sum``, the default, ``prod``, ``amax``, ``amin``; NaN propagates through ``amax``/``amin``
+    as in torch's ``scatter_reduce``). With a repeated offset the last write wins (or the values
+    combine); an offset outside ``[0, numel(input))`` is a run-time error, never a stray write.
 
     ```mlir
     %r = tg.put %x, %o, %v : (tensor<36xi64>, tensor<36xi64>, tensor<36xi64>) -> tensor<36xi64>
+    %m = tg.put %x, %o, %v {accumulate = true, reduce = "amax"} : (tensor<36xf32>, tensor<36xi64>, tensor<36xf32>) -> tensor<36xf32>
     ```
     """
 
@@ -1058,16 +1066,20 @@ class PutOp(IRDLOperation):
     offsets = operand_def(AnyTensor)
     values = operand_def(AnyTensor)
     accumulate = prop_def(BoolAttr, default_value=bool_attr(False))
+    reduce = prop_def(StringAttr, default_value=StringAttr("sum"))
     result = result_def(AnyTensor)
     traits = traits_def(Pure())
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$input `,` $offsets `,` $values attr-dict `:` functional-type(operands, results)"
 
-    def __init__(self, input: SSAValue, offsets: SSAValue, values: SSAValue, accumulate: bool = False):
-        props = {"accumulate": bool_attr(True)} if accumulate else {}
+    def __init__(self, input: SSAValue, offsets: SSAValue, values: SSAValue, accumulate: bool = False, reduce: str = "sum"):
+        props: dict[str, Attribute] = {"accumulate": bool_attr(True)} if accumulate else {}
+        if reduce != "sum":
+            props["reduce"] = StringAttr(reduce)
         super().__init__(operands=[input, offsets, values], properties=props, result_types=[input.type])
 
     def verify_(self) -> None:
+        _check(self.reduce.data in PUT_REDUCTIONS, f"tg.put: reduce must be one of {', '.join(PUT_REDUCTIONS)}, got '{self.reduce.data}'")
         _check(self.offsets.type.element_type == i64, "tg.put: offsets must be a tensor of i64")  # type: ignore[attr-defined]
         _check(shape_of(self.values) == shape_of(self.offsets),
                f"tg.put: values {list(shape_of(self.values))} must have the offsets' shape {list(shape_of(self.offsets))}")

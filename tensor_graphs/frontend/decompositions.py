@@ -18,6 +18,8 @@ kernels are tuned float32 code; float16/bfloat16 reach them widened, `widen-dtyp
 For other dtypes (float64, integers) :data:`FLOAT32_KERNELS` routes them to their decomposition
 instead: the table entry decomposes a call whose floating-point tensors are not all float32,
 float16 or bfloat16 and keeps the op whole otherwise (``"lowered (float32)"`` in the table).
+Ops neither lowered nor in PyTorch's tables may have a composition of tensor_graphs' own
+(`compositions`: ``searchsorted``, ``median``, ``kthvalue``, ``diff``, ...), the last resort.
 
 ```text
 aten::rms_norm        decomposed   -> pow, mean, add, rsqrt, mul (then fuse-rms-norm makes it one op)
@@ -34,6 +36,8 @@ from typing import Any
 
 import torch
 from torch import _decomp
+
+from tensor_graphs.frontend.compositions import compositions
 
 Route = str  # "lowered" | "decomposed" | "unsupported"
 
@@ -71,9 +75,19 @@ def float32_kernel_ops() -> frozenset[torch._ops.OpOverload]:
 
 
 def kernel_dtypes_ok(args: object) -> bool:
-    """Whether every floating-point tensor among ``args`` is float32, float16 or bfloat16."""
+    """Whether every floating-point tensor among ``args``, and a ``dtype`` argument (``softmax(x,
+    dtype=torch.float64)``), is float32, float16 or bfloat16."""
     leaves = torch.utils._pytree.tree_leaves(args)
-    return all(t.dtype in _KERNEL_FLOATS for t in leaves if isinstance(t, torch.Tensor) and t.is_floating_point())
+    tensors = all(t.dtype in _KERNEL_FLOATS for t in leaves if isinstance(t, torch.Tensor) and t.is_floating_point())
+    return tensors and all(d in _KERNEL_FLOATS for d in leaves if isinstance(d, torch.dtype))
+
+
+def keeps_whole(args: object) -> bool:
+    """Whether a call of a :data:`FLOAT32_KERNELS` op with ``args`` stays whole: its dtypes are
+    the kernels' and it names no ``dtype`` (``softmax(x, dtype=...)`` converts ``x`` first, which
+    its decomposition says: ``x.to(dtype)``, then the op)."""
+    leaves = torch.utils._pytree.tree_leaves(args)
+    return kernel_dtypes_ok(args) and not any(isinstance(d, torch.dtype) for d in leaves)
 
 
 def _softmax(x: torch.Tensor, dim: int, dtype: torch.dtype | None = None) -> torch.Tensor:
@@ -121,16 +135,21 @@ def _float32_or_decomposed(op: torch._ops.OpOverload, decomposition: Any) -> Any
     """A table entry keeping ``op`` whole for float32 calls (NotImplemented: torch leaves it) and
     decomposing the others by ``decomposition``."""
     def entry(*args: Any, **kwargs: Any) -> Any:
-        if kernel_dtypes_ok((args, kwargs)):
+        if keeps_whole((args, kwargs)):
             return NotImplemented
         return decomposition(*args, **kwargs)
 
     return entry
 
 
-#: the module of torch._decomp's decompositions written with ATen ops (its ``torch._refs`` entries
-#: reach ``prims`` ops, which would be reported instead of the op the model used)
-_ATEN_DECOMPOSITIONS = "torch._decomp.decompositions"
+#: the modules of torch._decomp's decompositions written with ATen ops: its own, and the
+#: ``*_copy`` view ops (a view, then ``clone``). Its ``torch._refs`` entries mostly reach ``prims``
+#: ops, which would be reported instead of the op the model used; those in
+#: :data:`ATEN_LEVEL_REFS` are written with ATen ops only (tests/test_decompositions.py traces each)
+_ATEN_DECOMPOSITIONS = ("torch._decomp.decompositions", "torch._ops.aten")
+
+#: ``torch._refs`` entries that trace to ATen ops only
+ATEN_LEVEL_REFS: tuple[str, ...] = ("bucketize.Tensor",)
 
 
 @functools.cache
@@ -144,7 +163,13 @@ def _table() -> dict[torch._ops.OpOverload, Any]:
 
     table = torch.export.default_decompositions()
     for op, f in _decomp.decomposition_table.items():  # beyond the Core set: into ATen ops, not prims
-        if isinstance(op, torch._ops.OpOverload) and op not in table and getattr(f, "__module__", "") == _ATEN_DECOMPOSITIONS:
+        if isinstance(op, torch._ops.OpOverload) and op not in table and getattr(f, "__module__", "") in _ATEN_DECOMPOSITIONS:
+            table[op] = f
+    for name in ATEN_LEVEL_REFS:  # (CustomDecompTable has no working setdefault)
+        if _overload(name) not in table:
+            table[_overload(name)] = _decomp.decomposition_table[_overload(name)]
+    for op, f in compositions().items():  # the last resort: tensor_graphs' own compositions
+        if op not in table:
             table[op] = f
     for op in (*lowered_ops(), *KNOWN):
         table.pop(op, None)
@@ -196,7 +221,7 @@ def needs_decomposing(program: torch.export.ExportedProgram) -> bool:
         schema = node.target._schema
         if schema.is_mutable or route(node.target) == "decomposed":
             return True
-        if node.target in float32_kernel_ops() and not kernel_dtypes_ok([a.meta.get("val") for a in node.all_input_nodes]):
+        if node.target in float32_kernel_ops() and not keeps_whole(([a.meta.get("val") for a in node.all_input_nodes], node.args, node.kwargs)):
             return True
     return False
 

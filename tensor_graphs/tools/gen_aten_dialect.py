@@ -195,6 +195,10 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec("elu", verifier="_verify_same_type"),
     OpSpec("leaky_relu", verifier="_verify_same_type"),
     OpSpec("atan2", verifier="_verify_binary"),
+    *(OpSpec(fn, verifier="_verify_binary") for fn in ("fmax", "fmin", "hypot", "nextafter")),
+    OpSpec("copysign", "Tensor", verifier="_verify_binary"),
+    OpSpec("signbit", verifier="_verify_same_shape"),
+    OpSpec("angle", verifier="_verify_same_shape"),
     OpSpec("pow", "Scalar", verifier="_verify_exponent_shape"),
     OpSpec("isnan", verifier="_verify_same_shape"),
     OpSpec("isinf", verifier="_verify_same_shape"),
@@ -282,7 +286,6 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec("remainder", "Scalar_Tensor"),
     OpSpec("fmod", "Tensor"),
     OpSpec("fmod", "Scalar"),
-    OpSpec("diff"),
     # mixture of experts (transformers' grouped experts: routing, sorting tokens by expert,
     # counting them, the grouped GEMM, restoring the order)
     OpSpec("topk"),

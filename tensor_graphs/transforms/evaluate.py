@@ -46,7 +46,7 @@ from tensor_graphs import dtypes
 from tensor_graphs.dialects.dense import dense_from_numpy, numpy_from_dense
 from tensor_graphs.dialects.dense import numpy_dtype_of as numpy_dtype
 from tensor_graphs.dialects.functions import ARG_REDUCTIONS, REDUCTIONS, UNARY_FUNCTIONS, apply_unary
-from tensor_graphs.dialects.scalar import ErfcOp, LgammaOp, RemFOp
+from tensor_graphs.dialects.scalar import ErfcOp, HypotOp, LgammaOp, NextafterOp, RemFOp
 from tensor_graphs.dialects.tensor import (
     AttentionOp,
     BiasActivationOp,
@@ -498,6 +498,8 @@ SCALAR_OPS: dict[type[Operation], Callable[..., np.ndarray]] = {
     arith.FloorDivSIOp: _binary_fn(np.floor_divide),
     arith.RemSIOp: _binary_fn(np.fmod),
     RemFOp: _binary_fn(np.fmod),
+    HypotOp: _binary_fn(np.hypot),
+    NextafterOp: _binary_fn(np.nextafter),
     ErfcOp: _unary_fn(lambda x: _elementwise_libm(pymath.erfc, x)),
     LgammaOp: _unary_fn(lambda x: _elementwise_libm(pymath.lgamma, x)),
     arith.SelectOp: lambda op, c, a, b: np.where(c, a, b),
@@ -594,6 +596,10 @@ def _argtopk(op: ArgTopkOp, x: np.ndarray) -> np.ndarray:
     return np.take(order, np.arange(k), axis=dim).astype(np.int64)
 
 
+#: `tg.put`'s reductions as NumPy ufuncs (maximum/minimum: NaN propagates, as in torch)
+_PUT_UFUNCS: dict[str, np.ufunc] = {"sum": np.add, "prod": np.multiply, "amax": np.maximum, "amin": np.minimum}
+
+
 def _put(op: PutOp, x: np.ndarray, offsets: np.ndarray, values: np.ndarray) -> np.ndarray:
     flat, offsets = x.reshape(-1).copy(), offsets.reshape(-1)
     if offsets.size and (offsets.min() < 0 or offsets.max() >= x.size):
@@ -601,7 +607,7 @@ def _put(op: PutOp, x: np.ndarray, offsets: np.ndarray, values: np.ndarray) -> n
             f"evaluate: tg.put offset out of range [{int(offsets.min())}, {int(offsets.max())}] for {x.size} elements"
         )
     if op.accumulate.value.data:
-        np.add.at(flat, offsets, values.reshape(-1))
+        _PUT_UFUNCS[op.reduce.data].at(flat, offsets, values.reshape(-1))
     else:
         for i, j in enumerate(offsets):  # in order: the last write to an offset wins
             flat[j] = values.reshape(-1)[i]

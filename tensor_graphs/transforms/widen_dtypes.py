@@ -63,6 +63,11 @@ MOVES_VALUES: frozenset[str] = frozenset({
 ROUNDS_SCALAR_OPERAND: frozenset[str] = frozenset({"aten.add.Tensor", "aten.sub.Tensor", "aten.rsub.Tensor"})
 
 
+#: aten ops whose result depends on the narrow dtype's own precision, so that computing in float32
+#: would be wrong: left as they are, for their lowering to refuse by name
+COMPUTES_IN_ITS_DTYPE: frozenset[str] = frozenset({"aten.nextafter"})
+
+
 def _narrow(t: Attribute) -> dtypes.DType | None:
     """The row of ``t``'s element type when it computes in a wider dtype, else None."""
     element = getattr(t, "element_type", None)
@@ -80,7 +85,7 @@ def _widened(t: Attribute) -> Attribute:
 
 def needs_widening(op: Operation) -> bool:
     """An aten op (not one that only moves values) with a float16, bfloat16 or uint8 operand or result."""
-    if not isinstance(op, AtenOp) or op.name in MOVES_VALUES:
+    if not isinstance(op, AtenOp) or op.name in MOVES_VALUES or op.name in COMPUTES_IN_ITS_DTYPE:
         return False
     return any(_narrow(v.type) for v in (*op.operands, *op.results))
 

@@ -17,6 +17,14 @@ func.func @put_values_of_another_shape(%x: tensor<6xf32>, %o: tensor<3xi64>, %v:
 
 // -----
 
+func.func @put_reduce_unknown(%x: tensor<6xf32>, %o: tensor<3xi64>, %v: tensor<3xf32>) -> tensor<6xf32> {
+  %r = tg.put %x, %o, %v {accumulate = true, reduce = "median"} : (tensor<6xf32>, tensor<3xi64>, tensor<3xf32>) -> tensor<6xf32>
+  func.return %r : tensor<6xf32>
+}
+// CHECK: tg.put: reduce must be one of sum, prod, amax, amin, got 'median'
+
+// -----
+
 func.func @grouped_matmul_offsets_per_group(%x: tensor<6x8xf32>, %w: tensor<4x8x10xf32>, %o: tensor<3xi64>) -> tensor<6x10xf32> {
   %y = tg.grouped_matmul %x, %w, %o : (tensor<6x8xf32>, tensor<4x8x10xf32>, tensor<3xi64>) -> tensor<6x10xf32>
   func.return %y : tensor<6x10xf32>

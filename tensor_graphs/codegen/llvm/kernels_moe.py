@@ -41,6 +41,7 @@ from tensor_graphs.codegen.llvm.loops import FunctionBuilder, emit_for, emit_if,
 from tensor_graphs.codegen.llvm.scalar import emit_binary, fcmp, select
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.shapes import numel
+from tensor_graphs.dialects.tensor import PUT_REDUCTIONS
 
 #: A grouped GEMM's columns are split into at most this many blocks (items for the threads) of
 #: at least :data:`MIN_BLOCK_COLUMNS` columns each.
@@ -131,7 +132,8 @@ def _emit_put(ctx: KernelContext, op: Operation) -> None:
     if _element(offsets) != i64:
         raise LoweringError(f"{op.name}: offsets must be an i64 buffer, got {offsets.type}")
     accumulate = bool(op.accumulate.value.data)
-    if accumulate and el == i1:
+    combine = PUT_REDUCTIONS[op.reduce.data]
+    if accumulate and el == i1 and combine == "add":
         raise LoweringError(f"{op.name}: accumulate on i1 elements")
     check_no_overlap(ctx, op, out, [x, offsets, values], in_place_ok=False)
     size = numel(_shape(x))
@@ -148,7 +150,7 @@ def _emit_put(ctx: KernelContext, op: Operation) -> None:
         ctx.check(b.add(llvm.ICmpOp(j, b.i64(size), ult)), message)
         v = b.load_element(vp, i, el)
         if accumulate:
-            v = emit_binary(b, "add", b.load_element(outp, j, el), v)
+            v = emit_binary(b, combine, b.load_element(outp, j, el), v)
         b.store_element(v, outp, j, el)
 
     emit_loop(b, numel(_shape(offsets)), element)

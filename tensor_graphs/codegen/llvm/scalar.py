@@ -121,7 +121,7 @@ def intrinsic(b: FunctionBuilder, name: str, *args: SSAValue) -> SSAValue:
 
 #: C math library functions a kernel may call, for float64 (float32: the ``f``-suffixed name);
 #: `convert-buffer-to-llvm` declares those a module calls (`libm_declarations`)
-LIBM: tuple[str, ...] = ("tanh", "erf", "erfc", "expm1", "log1p", "exp", "log", "lgamma")
+LIBM: tuple[str, ...] = ("tanh", "erf", "erfc", "expm1", "log1p", "exp", "log", "lgamma", "hypot", "nextafter")
 
 
 def libm(b: FunctionBuilder, name: str, *args: SSAValue) -> SSAValue:
@@ -133,14 +133,15 @@ def libm(b: FunctionBuilder, name: str, *args: SSAValue) -> SSAValue:
 
 def libm_declarations(module_ops: Sequence[Operation]) -> list[llvm.FuncOp]:
     """External declarations of the `LIBM` functions that ``module_ops`` call."""
-    found: dict[str, Attribute] = {}
+    found: dict[str, tuple[Attribute, int]] = {}
     for top in module_ops:
         for op in top.walk():
             if isinstance(op, llvm.CallOp) and op.callee is not None:
                 name = op.callee.string_value()
                 if name.removesuffix("f") in LIBM or name in LIBM:
-                    found[name] = op.results[0].type
-    return [llvm.FuncOp(n, llvm.LLVMFunctionType([t], t), linkage=llvm.LinkageAttr("external")) for n, t in found.items()]
+                    found[name] = (op.results[0].type, len(op.args))
+    return [llvm.FuncOp(n, llvm.LLVMFunctionType([t] * arity, t), linkage=llvm.LinkageAttr("external"))
+            for n, (t, arity) in found.items()]
 
 
 def fmax(b: FunctionBuilder, x: SSAValue, y: SSAValue) -> SSAValue:

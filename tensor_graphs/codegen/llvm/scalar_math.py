@@ -13,7 +13,8 @@
   log1p(2|x| / (1 - |x|)) / 2``), and ``log(2x)`` beyond 2^28, where ``x^2`` would overflow.
 - ``round`` (half away from zero), ``roundeven`` (torch.round: half to even), ``trunc``,
   ``exp2``: LLVM's intrinsics, which are instructions on x86 (vectorise).
-- ``scalar.erfc``, ``scalar.lgamma``: the C math library's (`scalar.libm`; not vectorised).
+- ``scalar.erfc``, ``scalar.lgamma``, ``scalar.hypot``, ``scalar.nextafter``: the C math
+  library's (`scalar.libm`; not vectorised).
 - ``scalar.remf``: ``frem`` (C's ``fmod``); ``arith.remsi``: ``srem`` with ``MIN % -1 = 0``.
 - ``arith.divsi``: ``sdiv`` rounding toward zero, ``MIN / -1`` wrapping to ``MIN`` (torch's
   result; ``sdiv`` would trap) and a zero divisor dividing by 1 (lowerings allow constant,
@@ -30,7 +31,7 @@ from xdsl.dialects.builtin import IntegerAttr, i64
 from xdsl.ir import Operation, SSAValue
 
 from tensor_graphs.codegen.llvm.loops import FunctionBuilder
-from tensor_graphs.dialects.scalar import ErfcOp, LgammaOp, RemFOp
+from tensor_graphs.dialects.scalar import ErfcOp, HypotOp, LgammaOp, NextafterOp, RemFOp
 from tensor_graphs.codegen.llvm.scalar import (
     ArithEmitter,
     const,
@@ -161,4 +162,6 @@ MATH_ARITH: dict[type[Operation], ArithEmitter] = {
     RemFOp: _remf,
     ErfcOp: lambda b, op, v: libm(b, "erfc", v[0]),
     LgammaOp: lambda b, op, v: libm(b, "lgamma", v[0]),
+    HypotOp: lambda b, op, v: libm(b, "hypot", v[0], v[1]),
+    NextafterOp: lambda b, op, v: libm(b, "nextafter", v[0], v[1]),
 }

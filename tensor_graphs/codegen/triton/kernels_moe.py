@@ -108,6 +108,8 @@ def emit_put(ctx: TritonContext, op: Operation) -> None:
     require(element(x) == element(values) == element(out), op, "input, values and output element types differ")
     accumulate = bool(op.accumulate.value.data)
     require(not (accumulate and element(out) == "tl.int1"), op, "accumulate on i1 elements")
+    require(not accumulate or op.reduce.data == "sum", op,
+            f"put with reduce='{op.reduce.data}' (scatter_reduce): only 'sum' on the GPU path so far")
     size, count = numel(shape(x)), numel(shape(offsets))
     if size == 0:
         return

@@ -41,7 +41,6 @@ FOLD_ONLY: dict[type[aten.AtenOp], str] = {
     aten.OnesOp: "a tensor creation",
     aten.ZerosOp: "a tensor creation",
     aten.ScalarTensorOp: "a tensor creation",
-    aten.DiffOp: "a difference along a dim",
 }
 
 #: what to do about a mask builder that meets run-time data
@@ -108,11 +107,11 @@ class FoldOnlyPattern(RewritePattern):
     """Never rewrites: records why a mask builder is still here.
 
     ```mlir
-    %m = aten.diff %x : (tensor<3x3xf32>) -> tensor<3x2xf32>
-    // stays, and the pass reports
-    //   aten.diff: a difference along a dim on values computed at run time (operand 0 is the model input 'x'):
-    //   tensor_graphs evaluates this op only while compiling (...); make the mask a constant ...
+    %m = aten.arange {end = 8 : i64} : () -> tensor<8xi64>
+    // stays when constant-fold did not run first, and the pass reports
+    //   aten.arange: only constant-fold removes this op; run constant-fold before convert-aten-to-tensor
     ```
+    (``torch.diff``, once here, is a composition now: `frontend.compositions`.)
     """
 
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:

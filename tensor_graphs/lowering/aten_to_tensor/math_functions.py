@@ -3,8 +3,9 @@
 Each becomes a one-op ``tg.fused_elementwise`` whose scalar body is `math`/`arith` ops (the
 mechanism `sign`/`floor` use): inverse and hyperbolic trigonometry, ``tan``, ``expm1``,
 ``log1p``, ``log2``, ``log10``, ``reciprocal``, ``round`` (half to even, and to ``decimals``),
-``trunc``, ``isnan``/``isinf``, ``elu``, ``leaky_relu``, ``atan2``, ``pow.Scalar`` (a number to
-a tensor's power) and ``div`` with a rounding mode. Each level below has one entry per body op:
+``trunc``, ``isnan``/``isinf``/``signbit``, ``angle`` (of a real number), ``elu``, ``leaky_relu``,
+``atan2``, ``copysign``, ``hypot``, ``nextafter``, ``fmax``/``fmin`` (NaN-ignoring),
+``pow.Scalar`` (a number to a tensor's power) and ``div`` with a rounding mode. Each level below has one entry per body op:
 an LLVM emitter (`codegen.llvm.scalar.ARITH`), a Triton expression
 (`codegen.triton.expressions.ARITH`) and a NumPy reference (`transforms.evaluate`); fusion then
 merges these bodies with their neighbours like any other.
@@ -26,12 +27,12 @@ import math as pymath
 from collections.abc import Callable
 
 from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import Float32Type, FloatAttr, IntegerAttr, IntegerType, i1
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, FloatAttr, IntegerAttr, IntegerType, i1
 from xdsl.ir import Block, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from tensor_graphs.dialects import aten
-from tensor_graphs.dialects.scalar import ErfcOp, LgammaOp
+from tensor_graphs.dialects.scalar import ErfcOp, HypotOp, LgammaOp, NextafterOp
 from tensor_graphs.lowering.aten_to_tensor.common import OpList, append, element_type, elementwise_body, notify_match_failure, scalar_constant
 from tensor_graphs.lowering.aten_to_tensor.elementwise import ROUNDS_TO_INTEGER
 
@@ -92,6 +93,24 @@ def _leaky_relu(op, block: Block, x: SSAValue) -> SSAValue:
     return append(block, arith.SelectOp(above, x, append(block, arith.MulfOp(x, slope))))
 
 
+def _signbit(op, block: Block, x: SSAValue) -> SSAValue:
+    """Whether the sign bit is set: ``-0.0`` and ``-nan`` too (``copysign(1, x) < 0``)."""
+    if x.type == i1:
+        return append(block, arith.ConstantOp(IntegerAttr(0, i1)))
+    if isinstance(x.type, IntegerType):
+        zero = append(block, arith.ConstantOp(IntegerAttr(0, x.type)))
+        return append(block, arith.CmpiOp(x, zero, "slt"))
+    one = append(block, math.CopySignOp(_float_const(block, 1.0, x), x))
+    return append(block, arith.CmpfOp(one, _float_const(block, 0.0, x), "olt"))
+
+
+def _angle(op, block: Block, x: SSAValue) -> SSAValue:
+    """The argument of a real number: ``pi`` below zero, else 0 (``-0.0`` too); NaN stays NaN."""
+    below = append(block, arith.CmpfOp(x, _float_const(block, 0.0, x), "olt"))
+    angle = append(block, arith.SelectOp(below, _float_const(block, pymath.pi, x), _float_const(block, 0.0, x)))
+    return append(block, arith.SelectOp(append(block, arith.CmpfOp(x, x, "uno")), x, angle))
+
+
 #: aten op -> body over its one tensor operand (``self``), in the result's element type
 UNARY_BODIES: dict[type, Body] = {
     aten.AcosOp: _math(math.AcosOp),
@@ -116,10 +135,11 @@ UNARY_BODIES: dict[type, Body] = {
     aten.RoundDecimalsOp: _round,
     aten.EluOp: _elu,
     aten.LeakyReluOp: _leaky_relu,
+    aten.AngleOp: _angle,
 }
 
 #: aten ops whose result is bool over an operand of any type
-PREDICATES: dict[type, Body] = {aten.IsnanOp: _is_nan, aten.IsinfOp: _is_inf}
+PREDICATES: dict[type, Body] = {aten.IsnanOp: _is_nan, aten.IsinfOp: _is_inf, aten.SignbitOp: _signbit}
 
 
 class MathFunctionPattern(RewritePattern):
@@ -141,8 +161,37 @@ class MathFunctionPattern(RewritePattern):
             rewriter.replace(op, elementwise_body([op.self], op.result.type, lambda block, args: predicate(op, block, args[0])))
 
 
-class Atan2Pattern(RewritePattern):
-    """``atan2(self, other)``: ``math.atan2`` over both operands in the result's type.
+def _integer_extremum(float_op: type, signed_op: type, bool_op: type) -> Callable[[Block, SSAValue, SSAValue], SSAValue]:
+    """``fmax``/``fmin``: NaN-ignoring on floats (``maxnum``); on integers the plain extremum
+    (bool: ``or``/``and``, as false < true)."""
+    def body(block: Block, x: SSAValue, y: SSAValue) -> SSAValue:
+        if x.type == i1:
+            return append(block, bool_op(x, y))
+        return append(block, (signed_op if isinstance(x.type, IntegerType) else float_op)(x, y))
+
+    return body
+
+
+def _binary(cls: type) -> Callable[[Block, SSAValue, SSAValue], SSAValue]:
+    return lambda block, x, y: append(block, cls(x, y))
+
+
+#: aten op -> (body over both operands cast to the result's element type, whether integer
+#: results are allowed). torch computes ``hypot``/``nextafter`` on floats only; ``copysign`` and
+#: ``atan2`` of integers promote to a float result (the cast happens first).
+BINARY_BODIES: dict[type, tuple[Callable[[Block, SSAValue, SSAValue], SSAValue], bool]] = {
+    aten.Atan2Op: (_binary(math.Atan2Op), False),
+    aten.CopysignTensorOp: (_binary(math.CopySignOp), False),
+    aten.HypotOp: (_binary(HypotOp), False),
+    aten.NextafterOp: (_binary(NextafterOp), False),
+    aten.FmaxOp: (_integer_extremum(arith.MaxnumfOp, arith.MaxSIOp, arith.OrIOp), True),
+    aten.FminOp: (_integer_extremum(arith.MinnumfOp, arith.MinSIOp, arith.AndIOp), True),
+}
+
+
+class BinaryMathPattern(RewritePattern):
+    """A function of two tensors in :data:`BINARY_BODIES`: its scalar body over both operands in
+    the result's type (broadcast by `tg.fused_elementwise`).
 
     ```mlir
     %y = aten.atan2 %a, %b : (tensor<3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
@@ -156,12 +205,18 @@ class Atan2Pattern(RewritePattern):
     """
 
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
-        if not isinstance(op, aten.Atan2Op):
+        entry = BINARY_BODIES.get(type(op))
+        if entry is None:
             return
+        body, integers = entry
         out = element_type(op.result)
+        if isinstance(out, IntegerType) and not integers:
+            return notify_match_failure(op, f"{op.name} to an integer result ({out}): float results only, as in torch")
+        if isinstance(out, Float16Type | BFloat16Type):  # kept narrow by widen-dtypes (COMPUTES_IN_ITS_DTYPE)
+            return notify_match_failure(op, f"{op.name} of {out}: the next value is one {out} step, which float32 cannot compute")
         ops = OpList()
         a, b = ops.cast(op.self, out), ops.cast(op.other, out)
-        y = ops.add(elementwise_body([a, b], op.result.type, lambda block, args: append(block, math.Atan2Op(*args))))
+        y = ops.add(elementwise_body([a, b], op.result.type, lambda block, args: body(block, args[0], args[1])))
         rewriter.replace(op, ops, [y])
 
 
@@ -241,4 +296,4 @@ class DivModePattern(RewritePattern):
 
 
 def populate_math_function_patterns() -> list[RewritePattern]:
-    return [MathFunctionPattern(), Atan2Pattern(), PowScalarPattern(), DivModePattern()]
+    return [MathFunctionPattern(), BinaryMathPattern(), PowScalarPattern(), DivModePattern()]

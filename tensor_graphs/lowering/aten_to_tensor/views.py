@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
-from xdsl.dialects.builtin import TensorType, i1, i64
+from xdsl.dialects.builtin import IntegerType, TensorType, i1, i64
 from xdsl.ir import SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
@@ -35,8 +35,9 @@ from tensor_graphs.dialects import aten
 from tensor_graphs.dialects.aten import normalize_dim
 from tensor_graphs.dialects.dense import dense_from_numpy
 from tensor_graphs.dialects.shapes import ShapeError, contiguous_strides, is_broadcastable_to, numel
-from tensor_graphs.dialects.tensor import BroadcastOp, ConstantOp, CumsumOp, PutOp, SelectOp, SubOp, TakeOp, shape_of
-from tensor_graphs.lowering.aten_to_tensor.common import OpList, element_type, notify_match_failure, scalar_constant
+from tensor_graphs.dialects.tensor import PUT_REDUCTIONS, BroadcastOp, ConstantOp, CumsumOp, DivOp, PutOp, SelectOp, SubOp, TakeOp, shape_of
+from tensor_graphs.lowering.aten_to_tensor.common import OpList, element_type, elementwise_body, notify_match_failure, scalar_constant
+from tensor_graphs.lowering.aten_to_tensor.elementwise import floor_divide_body
 from tensor_graphs.lowering.aten_to_tensor.take import OffsetSum, _index_problem
 
 
@@ -225,9 +226,9 @@ class IndexSelectPattern(RewritePattern):
 
 class ScatterPattern(RewritePattern):
     """``scatter(x, dim, index, src)`` (``.src`` and ``.value``), ``scatter_add`` and
-    ``scatter_reduce(..., "sum")`` (with ``include_self``): ``tg.put`` of ``src``'s index-shaped
-    corner (or the value) at the positions ``gather`` would read (accumulating for the sums).
-    Other reductions of ``scatter_reduce`` are refused by name.
+    ``scatter_reduce`` (``sum``, ``prod``, ``amax``, ``amin``, ``mean``; with or without
+    ``include_self``): ``tg.put`` of ``src``'s index-shaped corner (or the value) at the positions
+    ``gather`` would read, combining by the reduction (`_reduced_put`).
 
     ```mlir
     %y = aten.scatter_add %x, %i, %s {dim = 1 : i64} : (tensor<2x5xf32>, tensor<2x3xi64>, tensor<2x4xf32>) -> tensor<2x5xf32>
@@ -242,18 +243,19 @@ class ScatterPattern(RewritePattern):
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
         if not isinstance(op, self._OPS):
             return
-        accumulate = isinstance(op, aten.ScatterAddOp)
+        reduce, include_self = ("sum" if isinstance(op, aten.ScatterAddOp) else None), True
         if isinstance(op, aten.ScatterReduceTwoOp):
-            if op.reduce.data != "sum" or not bool(op.include_self.value.data):
-                return notify_match_failure(op, f"scatter_reduce with reduce='{op.reduce.data}'"
-                                                f"{'' if bool(op.include_self.value.data) else ', include_self=False'}: only 'sum' with include_self")
-            accumulate = True
+            reduce, include_self = op.reduce.data, bool(op.include_self.value.data)
+            if reduce not in (*PUT_REDUCTIONS, "mean"):
+                return notify_match_failure(op, f"scatter_reduce with reduce='{reduce}': sum, prod, mean, amax or amin")
         shape, ishape = shape_of(op.self), shape_of(op.index)
         if (problem := _index_problem(op.index)) is not None:
             return notify_match_failure(op, problem)
         if numel(ishape) == 0:  # nothing scattered
             return rewriter.replace(op, [], [op.self])
         el = element_type(op.self)
+        if reduce is not None and el == i1:
+            return notify_match_failure(op, f"scatter with reduce='{reduce}' on bool")
         ops = OpList()
         try:
             dim = normalize_dim(op.dim.value.data, max(len(shape), 1))
@@ -270,7 +272,34 @@ class ScatterPattern(RewritePattern):
                 corner = positions(shape_of(src))[tuple(slice(0, n) for n in ishape)]
                 src = ops.add(TakeOp(src, _constant(ops, corner)))
             values = src
-        rewriter.replace(op, ops, [ops.add(PutOp(op.self, offsets, values, accumulate))])
+        y = ops.add(PutOp(op.self, offsets, values)) if reduce is None else _reduced_put(ops, op.self, offsets, values, reduce, include_self)
+        rewriter.replace(op, ops, [y])
+
+
+def _filled(ops: OpList, like: SSAValue, value: float | int, shape: tuple[int, ...]) -> SSAValue:
+    return ops.add(BroadcastOp(ops.add(scalar_constant(value, element_type(like))), shape))
+
+
+def _reduced_put(ops: OpList, x: SSAValue, offsets: SSAValue, values: SSAValue, reduce: str, include_self: bool) -> SSAValue:
+    """``x`` with ``values`` combined into it at ``offsets`` by ``reduce`` (torch's
+    ``scatter_reduce``). Without ``include_self`` the targets are first set to the reduction's
+    identity (0 for sums, 1 for products, for ``amax``/``amin`` one of the values put there).
+    ``mean`` is the sum over the count of what was combined (``x`` counts once with
+    ``include_self``), floor-divided for integers, as torch does."""
+    vshape = shape_of(values)
+    if reduce == "mean":
+        total = _reduced_put(ops, x, offsets, values, "sum", include_self)
+        ones = _filled(ops, x, 1, shape_of(x))
+        count = _reduced_put(ops, ones, offsets, _filled(ops, x, 1, vshape), "sum", include_self)
+        out = element_type(x)
+        if isinstance(out, IntegerType):
+            body = floor_divide_body(out)
+            return ops.add(elementwise_body([total, count], total.type, lambda block, args: body(block, args[0], args[1])))
+        return ops.add(DivOp(total, count, total.type))
+    if not include_self:
+        start = {"sum": 0, "prod": 1}.get(reduce)
+        x = ops.add(PutOp(x, offsets, values if start is None else _filled(ops, x, start, vshape)))
+    return ops.add(PutOp(x, offsets, values, accumulate=True, reduce=reduce))
 
 
 class IndexFillPattern(RewritePattern):

@@ -788,7 +788,7 @@ register_kernel(
         scratch=lambda op, threads, target: MemRefType(i64, (2, op.input.type.get_shape()[op.dim.value.data])),
     ),
 )
-register_kernel(tg.PutOp, KernelVariant("put.scatter", _same_props(buf.PutOp, "accumulate"), description="copy, then checked element writes"))
+register_kernel(tg.PutOp, KernelVariant("put.scatter", _same_props(buf.PutOp, "accumulate", "reduce"), description="copy, then checked element writes"))
 
 
 def _grouped_weight_packs(op: Operation) -> str | None:

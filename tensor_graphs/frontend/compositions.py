@@ -1,0 +1,178 @@
+"""ATen ops that PyTorch's tables do not decompose, written as compositions of ATen ops that
+tensor_graphs lowers: the last resort of `decompositions` (PyTorch's own tables come first).
+
+Each entry is a function of the op's arguments in ``torch`` calls, as a ``torch._decomp`` entry
+is; ``ExportedProgram.run_decompositions`` traces it into the graph in place of the op. Each is
+checked against eager PyTorch, NaN and ties included, by ``tests/test_decompositions.py``.
+
+=====================  ==========================================================================
+op                     composition
+=====================  ==========================================================================
+``searchsorted``       the count of boundaries below each value (``<=`` for ``right``): one
+                       broadcast comparison and a sum (a NaN value goes last, as torch's binary
+                       search puts it)
+``addbmm``             ``beta * self + alpha * bmm(batch1, batch2).sum(0)``
+``diff``               ``n`` differences of neighbours along ``dim`` (``xor`` for bool)
+``index_reduce``        ``scatter_reduce`` with the index spread along ``dim``
+``scatter(reduce=)``   ``scatter_reduce`` (``add`` is ``sum``, ``multiply`` ``prod``)
+``median``, ``nanmedian``, ``kthvalue``
+                       a stable ``sort`` along ``dim`` (NaN last), then the value and position at
+                       the wanted rank (the first NaN's when ``median`` meets one)
+=====================  ==========================================================================
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+aten = torch.ops.aten
+
+
+def _searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=None, sorter=None):
+    """``torch.searchsorted``: per value, how many boundaries sort before it (torch's
+    ``lower_bound``: ``!(boundary >= v)``; ``upper_bound`` for ``right``: ``!(boundary > v)``)."""
+    if sorter is not None:
+        sorted_sequence = sorted_sequence.gather(-1, sorter)
+    right = right or side == "right"
+    values = values if isinstance(values, torch.Tensor) else torch.scalar_tensor(values, dtype=sorted_sequence.dtype)
+    common = torch.promote_types(sorted_sequence.dtype, values.dtype)
+    seq, v = sorted_sequence.to(common), values.to(common)
+    if seq.dim() == 1:
+        before = (seq <= v.unsqueeze(-1)) if right else (seq < v.unsqueeze(-1))
+    else:
+        before = (seq.unsqueeze(-2) <= v.unsqueeze(-1)) if right else (seq.unsqueeze(-2) < v.unsqueeze(-1))
+    count = before.sum(-1)
+    if common.is_floating_point:  # a NaN value: every boundary is "before" it
+        count = torch.where(torch.isnan(v), seq.shape[-1], count)
+    return count.to(torch.int32 if out_int32 else torch.int64)
+
+
+def _searchsorted_scalar(sorted_sequence, value, *, out_int32=False, right=False, side=None, sorter=None):
+    return _searchsorted(sorted_sequence, value, out_int32=out_int32, right=right, side=side, sorter=sorter)
+
+
+def _addbmm(self, batch1, batch2, *, beta=1, alpha=1):
+    """``beta * self + alpha * sum_b batch1[b] @ batch2[b]`` (``beta = 0`` ignores ``self``, NaN too)."""
+    product = torch.bmm(batch1, batch2).sum(0)
+    if alpha != 1:
+        product = product * alpha
+    if beta == 0:
+        return product.expand(torch.broadcast_shapes(self.shape, product.shape)).clone()
+    return (self * beta if beta != 1 else self) + product
+
+
+def _diff(self, n=1, dim=-1, prepend=None, append=None):
+    """``torch.diff``: ``x[1:] - x[:-1]`` along ``dim``, ``n`` times, after ``prepend`` and
+    ``append`` are concatenated (bool: ``x[1:] != x[:-1]``)."""
+    x = torch.cat([t for t in (prepend, self, append) if t is not None], dim)
+    for _ in range(n):
+        length = x.shape[dim]
+        if length == 0:
+            break
+        later, earlier = x.narrow(dim, 1, length - 1), x.narrow(dim, 0, length - 1)
+        x = torch.logical_xor(later, earlier) if x.dtype == torch.bool else later - earlier
+    return x
+
+
+def _without(shape: torch.Size, dim: int) -> list[int]:
+    return [*shape[:dim], *shape[dim + 1 :]]
+
+
+def _sorted_pick(x: torch.Tensor, dim: int, rank: torch.Tensor, keepdim: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """The value at ``rank`` of a stable ascending sort along ``dim`` (NaN last), with its position
+    in ``x``."""
+    values, positions = torch.sort(x, dim=dim, stable=True)
+    rank = rank.unsqueeze(dim)
+    picked, where = values.gather(dim, rank), positions.gather(dim, rank)
+    return (picked, where) if keepdim else (picked.squeeze(dim), where.squeeze(dim))
+
+
+def _rank_of_median(x: torch.Tensor, dim: int, skip_nan: bool) -> torch.Tensor:
+    """The rank of the lower median along ``dim``: of the numbers (``nanmedian``), or, where a
+    row holds a NaN and ``skip_nan`` is false, the first NaN's (``median`` is NaN there)."""
+    n = x.shape[dim]
+    if not x.is_floating_point():
+        return torch.full(_without(x.shape, dim), (n - 1) // 2, dtype=torch.int64)
+    nans = torch.isnan(x).sum(dim)
+    if skip_nan:
+        return torch.clamp((n - nans - 1) // 2, min=0)
+    return torch.where(nans > 0, n - nans, (n - 1) // 2)
+
+
+def _median_dim(self, dim=0, keepdim=False, *, skip_nan=False):
+    if self.dim() == 0:
+        return self.clone(), torch.zeros((), dtype=torch.int64)
+    dim = dim % self.dim()
+    return _sorted_pick(self, dim, _rank_of_median(self, dim, skip_nan), keepdim)
+
+
+def _median(self):
+    """``torch.median(x)``: the lower median of all elements (NaN when one is)."""
+    return _median_dim(self.reshape(-1), 0)[0]
+
+
+def _nanmedian(self):
+    return _median_dim(self.reshape(-1), 0, skip_nan=True)[0]
+
+
+def _nanmedian_dim(self, dim=0, keepdim=False):
+    return _median_dim(self, dim, keepdim, skip_nan=True)
+
+
+def _kthvalue(self, k, dim=-1, keepdim=False):
+    """``torch.kthvalue``: the ``k``-th smallest along ``dim`` (1-based; NaN counts as largest)."""
+    if self.dim() == 0:
+        return self.clone(), torch.zeros((), dtype=torch.int64)
+    dim = dim % self.dim()
+    rank = torch.full(_without(self.shape, dim), k - 1, dtype=torch.int64)
+    return _sorted_pick(self, dim, rank, keepdim)
+
+
+def _index_reduce(self, dim, index, source, reduce, *, include_self=True):
+    """``index_reduce``: ``scatter_reduce`` with ``index`` along ``dim`` spread over ``source``."""
+    dim = dim % max(self.dim(), 1)
+    shape = [1] * source.dim()
+    if source.dim():
+        shape[dim] = -1
+    spread = index.reshape(shape).expand(source.shape) if source.dim() else index.reshape(())
+    return torch.scatter_reduce(self, dim, spread, source, reduce, include_self=include_self)
+
+
+_SCATTER_REDUCE = {"add": "sum", "multiply": "prod"}
+
+
+def _scatter_reduce_src(self, dim, index, src, *, reduce):
+    """``scatter(..., reduce='add'|'multiply')``, the older spelling of ``scatter_reduce``."""
+    return torch.scatter_reduce(self, dim, index, src, _SCATTER_REDUCE[reduce], include_self=True)
+
+
+def _scatter_reduce_value(self, dim, index, value, *, reduce):
+    return _scatter_reduce_src(self, dim, index, torch.full(index.shape, value, dtype=self.dtype), reduce=reduce)
+
+
+#: op name (``packet.overload``) -> its composition
+COMPOSITIONS: dict[str, Any] = {
+    "searchsorted.Tensor": _searchsorted,
+    "searchsorted.Scalar": _searchsorted_scalar,
+    "addbmm.default": _addbmm,
+    "diff.default": _diff,
+    "median.default": _median,
+    "median.dim": _median_dim,
+    "nanmedian.default": _nanmedian,
+    "nanmedian.dim": _nanmedian_dim,
+    "kthvalue.default": _kthvalue,
+    "index_reduce.default": _index_reduce,
+    "scatter.reduce": _scatter_reduce_src,
+    "scatter.value_reduce": _scatter_reduce_value,
+}
+
+
+def compositions() -> dict[torch._ops.OpOverload, Any]:
+    """:data:`COMPOSITIONS` by ``OpOverload``."""
+    out = {}
+    for name, f in COMPOSITIONS.items():
+        packet, _, overload = name.partition(".")
+        out[getattr(getattr(aten, packet), overload)] = f
+    return out
