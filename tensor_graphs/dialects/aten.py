@@ -4934,6 +4934,85 @@ class CumsumOp(AtenOp):
 
 
 @irdl_op_definition
+class CumprodOp(AtenOp):
+    """``aten::cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor``"""
+
+    name = "aten.cumprod"
+    TARGET: ClassVar[str] = "aten::cumprod"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"), ("dtype", "dtype?"))
+    self = operand_def(AnyTensor)
+    dim = prop_def(IntegerAttr[I64])
+    dtype = opt_prop_def(StringAttr)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, dim: int, *, dtype: str | None = None, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, dim, dtype), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_same_shape(self)
+
+
+@irdl_op_definition
+class LogcumsumexpOp(AtenOp):
+    """``aten::logcumsumexp(Tensor self, int dim) -> Tensor``"""
+
+    name = "aten.logcumsumexp"
+    TARGET: ClassVar[str] = "aten::logcumsumexp"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"))
+    self = operand_def(AnyTensor)
+    dim = prop_def(IntegerAttr[I64])
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, dim: int, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, dim), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_same_shape(self)
+
+
+@irdl_op_definition
+class CummaxOp(AtenOp):
+    """``aten::cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)``"""
+
+    name = "aten.cummax"
+    TARGET: ClassVar[str] = "aten::cummax"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"))
+    self = operand_def(AnyTensor)
+    dim = prop_def(IntegerAttr[I64])
+    result0 = result_def(AnyTensor)
+    result1 = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, dim: int, *, result_types: Sequence[Attribute]) -> None:
+        super().__init__(**_build(self.ARGS, (self_, dim), result_types))
+
+
+@irdl_op_definition
+class CumminOp(AtenOp):
+    """``aten::cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)``"""
+
+    name = "aten.cummin"
+    TARGET: ClassVar[str] = "aten::cummin"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("dim", "int"))
+    self = operand_def(AnyTensor)
+    dim = prop_def(IntegerAttr[I64])
+    result0 = result_def(AnyTensor)
+    result1 = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, dim: int, *, result_types: Sequence[Attribute]) -> None:
+        super().__init__(**_build(self.ARGS, (self_, dim), result_types))
+
+
+@irdl_op_definition
 class FloorDivideOp(AtenOp):
     """``aten::floor_divide(Tensor self, Tensor other) -> Tensor``"""
 
@@ -5427,6 +5506,10 @@ ATEN_OPS: dict[str, type[AtenOp]] = {op.TARGET: op for op in (
     LogicalXorOp,
     LogicalNotOp,
     CumsumOp,
+    CumprodOp,
+    LogcumsumexpOp,
+    CummaxOp,
+    CumminOp,
     FloorDivideOp,
     FloorDivideScalarOp,
     RemainderTensorOp,
@@ -5682,6 +5765,10 @@ ATEN = Dialect(
         LogicalXorOp,
         LogicalNotOp,
         CumsumOp,
+        CumprodOp,
+        LogcumsumexpOp,
+        CummaxOp,
+        CumminOp,
         FloorDivideOp,
         FloorDivideScalarOp,
         RemainderTensorOp,

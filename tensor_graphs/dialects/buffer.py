@@ -846,11 +846,13 @@ class ArgReduceOp(KernelOp):
 
 @irdl_op_definition
 class CumsumOp(KernelOp):
-    """Running sum along ``dim`` (`tg.cumsum`); same shape and element type in and out."""
+    """Running reduction along ``dim`` (`tg.cumsum`: ``reduce`` sum, prod, max, min or
+    logsumexp); same shape and element type in and out."""
 
     name = "buf.cumsum"
     NUM_INPUTS: ClassVar[tuple[int, ...]] = (1,)
     dim = prop_def(IntegerAttr[i64])
+    reduce = prop_def(StringAttr, default_value=StringAttr("sum"))
 
     def verify_kernel(self, ins, out):
         _same(ins[0], out, "same as the input")

@@ -987,13 +987,37 @@ class LogSoftmaxOp(_AlongDimOp):
     name = "tg.log_softmax"
 
 
+#: the running reductions of `tg.cumsum`/`buf.cumsum` (``reduce``): torch's cumsum, cumprod,
+#: the values of cummax/cummin (NaN propagates) and logcumsumexp
+SCAN_REDUCTIONS: tuple[str, ...] = ("sum", "prod", "max", "min", "logsumexp")
+
+
 @irdl_op_definition
 class CumsumOp(_AlongDimOp):
-    """Running sum along ``dim``: ``result[..., i, ...] = sum(input[..., :i+1, ...])`` (torch.cumsum;
-    position ids from a padding mask). Same type in and out: the frontend casts to torch's result
-    dtype first."""
+    """Running reduction along ``dim``: ``result[..., i, ...] = reduce(input[..., :i+1, ...])``,
+    in order (torch.cumsum; position ids from a padding mask). ``reduce`` (:data:`SCAN_REDUCTIONS`)
+    is ``sum`` by default; ``prod`` (cumprod), ``max``/``min`` (the values of cummax/cummin, NaN
+    propagating) and ``logsumexp`` (``log(exp(a) + exp(b))`` without overflow: logcumsumexp).
+    Same type in and out: the frontend casts to torch's result dtype first.
+
+    ```mlir
+    %c = tg.cumsum %x {dim = 1 : i64} : tensor<2x7xi64>
+    %m = tg.cumsum %x {dim = 1 : i64, reduce = "max"} : tensor<2x7xf32>
+    ```
+    """
 
     name = "tg.cumsum"
+    reduce = prop_def(StringAttr, default_value=StringAttr("sum"))
+
+    def __init__(self, input: SSAValue, dim: int, reduce: str = "sum"):
+        props: dict[str, Attribute] = {"dim": IntegerAttr(dim, i64)}
+        if reduce != "sum":
+            props["reduce"] = StringAttr(reduce)
+        IRDLOperation.__init__(self, operands=[input], properties=props, result_types=[input.type])
+
+    def verify_(self) -> None:
+        super().verify_()
+        _check(self.reduce.data in SCAN_REDUCTIONS, f"tg.cumsum: reduce must be one of {', '.join(SCAN_REDUCTIONS)}, got '{self.reduce.data}'")
 
 
 # --------------------------------------------------------------------------- mixture of experts

@@ -303,10 +303,18 @@ def _winograd_conv(op: WinogradConvOp, x: np.ndarray, w: np.ndarray, acc: np.nda
     return np.broadcast_to(out, shape_of(op.result)).astype(_result_dtype(op))
 
 
+#: `tg.cumsum`'s running reductions as NumPy ufuncs (maximum/minimum propagate NaN, as torch's
+#: cummax/cummin values; logaddexp is logcumsumexp's step)
+_SCAN_UFUNCS: dict[str, np.ufunc] = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum,
+                                     "logsumexp": np.logaddexp}
+
+
 def _cumsum(op: CumsumOp, x: np.ndarray) -> np.ndarray:
     """Floats accumulate in float64 (the reference), integers in their own type."""
     source = _f64(x) if np.issubdtype(x.dtype, np.floating) else x
-    return np.cumsum(source, axis=op.dim.value.data).astype(_result_dtype(op))
+    if op.reduce.data == "logsumexp" and source.dtype == np.bool_:
+        source = source.astype(np.float64)
+    return _SCAN_UFUNCS[op.reduce.data].accumulate(source, axis=op.dim.value.data).astype(_result_dtype(op))
 
 
 def _softmax64(x64: np.ndarray, axis: int) -> np.ndarray:

@@ -239,6 +239,14 @@ func.func @cumsum_dim_out_of_range(%a: tensor<2x4xi64>) -> tensor<2x4xi64> {
 
 // -----
 
+func.func @cumsum_reduce_unknown(%a: tensor<2x4xi64>) -> tensor<2x4xi64> {
+  %y = tg.cumsum %a {dim = 1 : i64, reduce = "mean"} : tensor<2x4xi64>
+  func.return %y : tensor<2x4xi64>
+}
+// CHECK: tg.cumsum: reduce must be one of sum, prod, max, min, logsumexp, got 'mean'
+
+// -----
+
 func.func @im2col_not_nchw(%x: tensor<4x7x6xf32>) -> tensor<4x3x3x7x6xf32> {
   %c = tg.im2col %x {kernel = array<i64: 3, 3>, stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>} : (tensor<4x7x6xf32>) -> tensor<4x3x3x7x6xf32>
   func.return %c : tensor<4x3x3x7x6xf32>

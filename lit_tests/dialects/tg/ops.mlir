@@ -44,6 +44,8 @@ func.func @rms_norm(%x: tensor<2x8x16xf32>, %w: tensor<16xf32>) -> tensor<2x8x16
   %z = tg.rms_norm %y, %w : (tensor<2x8x16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
   // CHECK-NEXT: %{{.*}} = tg.cumsum %z {dim = 1 : i64} : tensor<2x8x16xf32>
   %cs = tg.cumsum %z {dim = 1 : i64} : tensor<2x8x16xf32>
+  // CHECK-NEXT: %{{.*}} = tg.cumsum %z {dim = 2 : i64, reduce = "logsumexp"} : tensor<2x8x16xf32>
+  %cl = tg.cumsum %z {dim = 2 : i64, reduce = "logsumexp"} : tensor<2x8x16xf32>
   func.return %z : tensor<2x8x16xf32>
 }
 

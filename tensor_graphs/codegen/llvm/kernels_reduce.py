@@ -29,7 +29,7 @@ from tensor_graphs.codegen.llvm.kernels import (
     emit_pointwise,
 )
 from tensor_graphs.codegen.llvm.loops import FunctionBuilder, collapse_dims, emit_carried_loop, emit_strided_nest, icmp
-from tensor_graphs.codegen.llvm.scalar import emit_binary, fcmp, fdiv, fmax, fmin, select
+from tensor_graphs.codegen.llvm.scalar import const, emit_binary, fabs, fadd, fcmp, fdiv, fmax, fmin, fsub, libm, select
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.shapes import contiguous_strides, numel
 
@@ -123,15 +123,37 @@ def _emit_reduce(ctx: KernelContext, op: Operation) -> None:
         emit_pointwise(b, (n_out,), flat, [flat], lambda b, v: finish(b, v[0]))
 
 
+def _log_add_exp(b: FunctionBuilder, acc: SSAValue, x: SSAValue) -> SSAValue:
+    """``log(exp(acc) + exp(x))`` as ``max + log1p(exp(-|acc - x|))`` (torch's logcumsumexp step);
+    equal operands give ``max + log 2``, so two equal infinities stay themselves; NaN propagates."""
+    gap = fsub(b, const(b, 0.0, x), fabs(b, fsub(b, acc, x)))
+    gap = select(b, fcmp(b, "oeq", acc, x), const(b, 0.0, x), gap)
+    return fadd(b, fmax(b, acc, x), libm(b, "log1p", libm(b, "exp", gap)))
+
+
+#: `buf.cumsum`'s ``reduce`` -> the step ``(b, running, x) -> running'``
+_SCAN_STEPS: dict[str, Callable[[FunctionBuilder, SSAValue, SSAValue], SSAValue]] = {
+    "sum": lambda b, acc, x: emit_binary(b, "add", acc, x),
+    "prod": lambda b, acc, x: emit_binary(b, "mul", acc, x),
+    "max": lambda b, acc, x: emit_binary(b, "max", acc, x),
+    "min": lambda b, acc, x: emit_binary(b, "min", acc, x),
+    "logsumexp": _log_add_exp,
+}
+
+
 def _emit_cumsum(ctx: KernelContext, op: Operation) -> None:
-    """As [outer, n, inner] (contiguous): row 0 is copied, then row i = row i-1 + x row i, one
-    pass over memory; the inner loop (the dims after ``dim``) vectorises, a scan along the last
-    dim is a serial chain per outer row. Floats add in order (torch's CPU scan does too)."""
+    """As [outer, n, inner] (contiguous): row 0 is copied, then row i = reduce(row i-1, x row i),
+    one pass over memory; the inner loop (the dims after ``dim``) vectorises, a scan along the
+    last dim is a serial chain per outer row. Floats combine in order (torch's CPU scan does too)."""
     assert isinstance(op, buf.CumsumOp)
     x, out = op.inputs[0], op.output
     el = _require_same_element(op, [x, out])
-    if not isinstance(el, AnyFloat | IntegerType) or el == i1:
+    reduce = op.reduce.data
+    if not isinstance(el, AnyFloat | IntegerType) or (el == i1 and reduce not in ("max", "min")):
         raise LoweringError(f"{op.name}: no codegen for {el} elements (cast to a number type first)")
+    if reduce == "logsumexp" and not isinstance(el, AnyFloat):
+        raise LoweringError(f"{op.name}: logsumexp of {el} elements (floats only)")
+    step_fn = _SCAN_STEPS[reduce]
     check_no_overlap(ctx, op, out, [x], in_place_ok=False)
     shape, dim = _shape(x), op.dim.value.data
     outer, n, inner = numel(shape[:dim]), shape[dim], numel(shape[dim + 1 :])
@@ -147,8 +169,8 @@ def _emit_cumsum(ctx: KernelContext, op: Operation) -> None:
     if n == 1:
         return
 
-    def step(offs: list[SSAValue | None]) -> None:  # out[o, i+1, j] = out[o, i, j] + x[o, i+1, j]
-        total = emit_binary(b, "add", b.load_element(outp, offs[1], el), b.load_element(xp, offs[2], el))
+    def step(offs: list[SSAValue | None]) -> None:  # out[o, i+1, j] = reduce(out[o, i, j], x[o, i+1, j])
+        total = step_fn(b, b.load_element(outp, offs[1], el), b.load_element(xp, offs[2], el))
         b.store_element(total, outp, offs[0], el)
 
     strides = [n * inner, inner, 1]

@@ -240,6 +240,8 @@ def emit_cumsum(ctx: TritonContext, op: Operation) -> None:
     of at most `MAX_ROW_BLOCK` summed with ``tl.cumsum`` and carried (float32 for floats, the
     element type for integers, as the CPU kernel)."""
     assert isinstance(op, buf.CumsumOp)
+    require(op.reduce.data == "sum", op, f"cumsum with reduce='{op.reduce.data}' (cumprod, cummax, cummin, "
+            "logcumsumexp): only the running sum on the GPU path so far")
     x, out = op.inputs[0], op.output
     dims = shape(x)
     rows, d, inner = _row(dims, op.dim.value.data)

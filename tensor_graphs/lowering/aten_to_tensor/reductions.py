@@ -7,20 +7,22 @@ dim list means every dim, as in torch.
 
 from __future__ import annotations
 
+import numpy as np
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import AnyFloat, IntegerAttr, IntegerType, TensorType, f64, i1, i64
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
 from tensor_graphs.dialects import aten
 from tensor_graphs.dialects.aten import normalize_dim
-from tensor_graphs.dialects.shapes import ShapeError
-from xdsl.dialects.builtin import IntegerAttr, i1
-
-from tensor_graphs.dialects.shapes import numel
+from tensor_graphs.dialects.dense import dense_from_numpy
+from tensor_graphs.dialects.shapes import ShapeError, numel
 from tensor_graphs.dialects.tensor import (
     AbsOp,
     AmaxOp,
     AminOp,
     AnyOp,
     ArgReduceOp,
+    ConstantOp,
     CumsumOp,
     DivOp,
     LogSoftmaxOp,
@@ -34,7 +36,7 @@ from tensor_graphs.dialects.tensor import (
     SumOp,
     shape_of,
 )
-from tensor_graphs.lowering.aten_to_tensor.common import OpList, element_type, notify_match_failure, scalar_constant
+from tensor_graphs.lowering.aten_to_tensor.common import OpList, append, element_type, elementwise_body, notify_match_failure, scalar_constant
 
 _REDUCTIONS = {
     aten.MeanDimOp: MeanOp,
@@ -213,9 +215,16 @@ class SoftmaxPattern(RewritePattern):
         rewriter.replace(op, tg_op(op.self, dim))
 
 
+#: aten scan -> `tg.cumsum`'s reduce
+_SCANS: dict[type, str] = {aten.CumsumOp: "sum", aten.CumprodOp: "prod", aten.LogcumsumexpOp: "logsumexp",
+                           aten.CummaxOp: "max", aten.CumminOp: "min"}
+
+
 class CumsumPattern(RewritePattern):
-    """``cumsum`` (of run-time data: constant-fold removes the rest) is ``tg.cumsum`` in torch's
-    result dtype (int64 for bool and integer inputs), the input cast to it first.
+    """``cumsum``, ``cumprod``, ``logcumsumexp``, ``cummax`` and ``cummin`` (of run-time data:
+    constant-fold removes the rest) are ``tg.cumsum`` with that running reduction, in torch's
+    result dtype (int64 for bool and integer sums and products), the input cast to it first.
+    cummax/cummin also give each element's position of the running extremum (`_scan_positions`).
 
     ```mlir
     %p = aten.cumsum %m {dim = -1 : i64} : (tensor<2x7xi32>) -> tensor<2x7xi64>
@@ -225,19 +234,52 @@ class CumsumPattern(RewritePattern):
     ```
     """
 
-    @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: aten.CumsumOp, rewriter: PatternRewriter) -> None:
+    def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
+        reduce = _SCANS.get(type(op))
+        if reduce is None:
+            return
         shape = shape_of(op.self)
         try:
             dim = normalize_dim(op.dim.value.data, max(len(shape), 1))
         except ShapeError as e:
             return notify_match_failure(op, str(e))
+        out = element_type(op.results[0])
+        if reduce == "logsumexp" and isinstance(out, IntegerType):
+            return notify_match_failure(op, f"logcumsumexp to {out}: float results only")
         ops = OpList()
-        x = ops.cast(op.self, element_type(op.results[0]))
-        if not shape:  # a rank-0 cumsum is the value itself
-            return rewriter.replace(op, ops, [x])
-        y = ops.add(CumsumOp(x, dim))
-        rewriter.replace(op, ops, [y])
+        x = ops.cast(op.self, out)
+        y = ops.cast(ops.add(CumsumOp(ops.cast(x, _scan_type(out, reduce)), dim, reduce)), out) if shape else x  # rank 0: itself
+        if len(op.results) == 1:
+            return rewriter.replace(op, ops, [y])
+        positions = _scan_positions(ops, x, y, dim) if shape else ops.add(scalar_constant(0, i64))
+        rewriter.replace(op, ops, [y, positions])
+
+
+def _scan_type(out, reduce: str):
+    """The element type a scan runs in: float64 for the float sums, products and logsumexp, as
+    torch's CPU scans accumulate (``acc_type<float>`` is double), rounding each result once."""
+    return f64 if isinstance(out, AnyFloat) and reduce in ("sum", "prod", "logsumexp") else out
+
+
+def _scan_positions(ops: OpList, x, running, dim: int):
+    """Where cummax/cummin's running extremum came from: the last position ``j`` up to each
+    element where ``x[j]`` equals the running value there (a tie takes the later position, as
+    torch does) or is NaN (each NaN is its own position), as a running max of those positions."""
+    shape = shape_of(x)
+    along = np.arange(shape[dim], dtype=np.int64).reshape([-1 if d == dim else 1 for d in range(len(shape))])
+    index = ops.add(ConstantOp(dense_from_numpy(np.ascontiguousarray(np.broadcast_to(along, shape)), i64)))
+    el = element_type(x)
+
+    def marked(block, args):
+        v, r, i = args
+        if isinstance(el, IntegerType):
+            hit = append(block, arith.CmpiOp(v, r, "eq"))
+        else:
+            hit = append(block, arith.OrIOp(append(block, arith.CmpfOp(v, r, "oeq")), append(block, arith.CmpfOp(v, v, "uno"))))
+        return append(block, arith.SelectOp(hit, i, append(block, arith.ConstantOp(IntegerAttr(0, i64)))))
+
+    candidates = ops.add(elementwise_body([x, running, index], TensorType(i64, shape), marked))
+    return ops.add(CumsumOp(candidates, dim, "max"))
 
 
 def p_norm(ops: OpList, x, p: float, dims: tuple[int, ...], keepdim: bool = False):

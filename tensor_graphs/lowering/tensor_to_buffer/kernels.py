@@ -753,7 +753,7 @@ register_kernel(
     KernelVariant("im2col.copy", _same_props(buf.Im2colOp, "kernel", "stride", "padding", "dilation", "pad_value"),
                   description="a strided copy per tap, padded border filled"),
 )
-register_kernel(tg.CumsumOp, KernelVariant("cumsum.scan", _same_props(buf.CumsumOp, "dim"), description="row by row along dim"))
+register_kernel(tg.CumsumOp, KernelVariant("cumsum.scan", _same_props(buf.CumsumOp, "dim", "reduce"), description="row by row along dim"))
 register_kernel(tg.LayerNormOp, KernelVariant("layer_norm.loop", _same_props(buf.LayerNormOp, "eps")))
 register_kernel(tg.RmsNormOp, KernelVariant("rms_norm.loop", _same_props(buf.RmsNormOp, "eps")))
 register_kernel(
