@@ -50,9 +50,10 @@ no tensor input) counts as a tensor, noted in ``note``. Then leaf by leaf; Pytho
 equal.
 
 **Tolerance.** Each tensor must have eager's shape and dtype. Integer and bool results must equal
-eager's exactly, except the indices of the `TIE_ORDER` ops (sort, topk, argsort, msort), whose
-order of equal values torch leaves unspecified: those must pick the same values of the input
-(`same_picks`). Floating (and complex, compared as (re, im) pairs) results: NaN where eager has
+eager's exactly, except the indices of the `TIE_ORDER` ops (sort, topk, argsort, msort, median,
+nanmedian, kthvalue, mode), whose order of equal values torch leaves unspecified: those must pick
+the same values of the input (`same_picks`). The values of `UNINITIALISED` ops (``empty_like``)
+are not compared. Floating (and complex, compared as (re, im) pairs) results: NaN where eager has
 NaN, the same ±inf where eager has ±inf; elsewhere, with ``ref`` the op run on the sample with its
 floating inputs converted to float64 (integer and bool inputs unchanged; where ``ref`` is not
 finite but eager is, eager stands in)::
@@ -315,22 +316,33 @@ def _as_tensor(x):
 
 #: OpInfos whose index results may order equal values differently from eager (torch documents
 #: their tie order as unspecified; tensor_graphs' sort is stable, eager's ``stable=False`` is not)
-TIE_ORDER: frozenset[str] = frozenset({"sort", "topk", "argsort", "msort"})
+TIE_ORDER: frozenset[str] = frozenset({"sort", "topk", "argsort", "msort", "median", "nanmedian", "kthvalue", "mode"})
+
+#: ops whose values are unspecified (uninitialised memory): their structure, shapes and dtypes
+#: are compared, not their values
+UNINITIALISED: frozenset[str] = frozenset({"empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided",
+                                           "empty_permuted"})
 
 
 def same_picks(source: torch.Tensor, eager_idx: torch.Tensor, got_idx: torch.Tensor) -> bool:
     """``got_idx`` picks the same values of ``source`` as ``eager_idx`` along some dim (indices of
-    an unstable sort or a top-k that order ties differently)."""
-    if source.dim() == 0 or eager_idx.dim() != source.dim() or got_idx.min() < 0:
+    an unstable sort or a top-k that order ties differently, or of a median or k-th value among
+    equal ones, whose dim may be reduced away); NaN picks NaN."""
+    if source.dim() == 0 or got_idx.shape != eager_idx.shape or (got_idx.numel() and got_idx.min() < 0):
         return False
     for d in range(source.dim()):
-        if got_idx.max() >= source.shape[d]:
+        e, g = eager_idx, got_idx
+        if e.dim() == source.dim() - 1:  # the dim was reduced: picks along d
+            e, g = e.unsqueeze(d), g.unsqueeze(d)
+        if e.dim() != source.dim() or (g.numel() and g.max() >= source.shape[d]):
             continue
         try:
-            if torch.equal(source.gather(d, eager_idx), source.gather(d, got_idx)):
-                return True
+            a, b = source.gather(d, e), source.gather(d, g)
         except RuntimeError:
             continue
+        if torch.equal(a, b) or (a.is_floating_point() and torch.equal(a.isnan(), b.isnan())
+                                 and torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0))):
+            return True
     return False
 
 
@@ -549,9 +561,11 @@ def evaluate(case: Case) -> dict:
     try:
         ref = _reference(op, sample, module)
         ties = sample.input if case.op in TIE_ORDER and isinstance(sample.input, torch.Tensor) else None
-        cmp = compare(eager, got, ref, values=not info["random"], tie_source=ties)
-        if info["random"]:
-            cmp["note"] = "; ".join(x for x in (cmp["note"], "random: values not compared") if x)
+        unspecified = info["random"] or case.op in UNINITIALISED
+        cmp = compare(eager, got, ref, values=not unspecified, tie_source=ties)
+        if unspecified:
+            why = "random" if info["random"] else "uninitialised"
+            cmp["note"] = "; ".join(x for x in (cmp["note"], f"{why}: values not compared") if x)
     except Exception as e:  # noqa: BLE001
         return {**info, "outcome": "harness", "stage": "compare", "exc_type": type(e).__name__, "message": _first_line(e),
                 "location": "".join(traceback.format_exception(e)[-3:])[-600:]}

@@ -336,15 +336,13 @@ def test_evaluate_aten_refuses_what_it_cannot_run():
         evaluate_aten_op(bad, [np.zeros(2, np.float32)])
 
 
-def test_mask_builder_on_run_time_values_is_reported():
-    """The frontend reports it with every other unsupported construct; convert-aten-to-tensor
-    (what tg-opt runs on such a module) reports it too."""
-    with pytest.raises(UnsupportedOpsError, match=r"(?s)aten::diff \(float32 \[2, 3, 8\]\) at .*test_aten_ops.py:\d+ in forward.*a difference along a dim on values computed at run time") as info:
-        lower(Fn(lambda x: torch.diff(x)), (X,))
-    module = info.value.graph.module
-    ConstantFoldPass().apply(make_context(), module)
-    with pytest.raises(AtenConversionError, match=r"aten\.diff \(float32 \[2, 3, 8\]\) at .*test_aten_ops\.py:\d+:\d+: a difference along a dim on values computed at run time \(operand 0 is the model input .args.\)"):
-        ConvertAtenToTensorPass().apply(make_context(), module)
+def test_diff_on_run_time_values_compiles():
+    """``torch.diff`` was a constant-only op (reported on run-time data); it is a composition of
+    narrow and sub now (`frontend.compositions`), exact against eager."""
+    import tensor_graphs
+
+    fn = tensor_graphs.compile(Fn(lambda x: torch.diff(x, n=2)), (X,))
+    assert torch.equal(fn(X), torch.diff(X, n=2))
 
 
 def test_python_scalars_take_the_promoted_dtype():

@@ -108,9 +108,53 @@ def test_integer_arithmetic_wraps_as_eager(dtype: torch.dtype) -> None:
         assert o.dtype == e.dtype and torch.equal(o, e), f"output {i}: {o} != {e}"
 
 
+class _IntegerOps(torch.nn.Module):
+    """Integer pow (square-and-multiply, negative exponents as torch's powi), the shifts (by any
+    amount: 0 or the sign beyond the width), pooling (max: padded with the dtype's minimum; avg:
+    the sum divided toward zero), scaled addmm, sort and argmax."""
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor):
+        small = b.clamp(0, 70) if a.dtype != torch.uint8 else b.clamp(0, 9)
+        out = (a ** small, a << small, a >> small, torch.square(a),
+               F.max_pool2d(a[None, None], 3, stride=2, padding=1), torch.sort(a, dim=1, stable=True), torch.argmax(a, 0))
+        if a.dtype == torch.int64:  # eager's avg_pool2d takes no other integer dtype
+            out += (F.avg_pool2d(a[None, None], 2, padding=1), F.avg_pool2d(-a[None, None], 3, stride=1, count_include_pad=False))
+        return out + ((torch.addmm(a, a[:, :4], b[:4], beta=2, alpha=3),) if a.dtype in (torch.int64, torch.int32) else ())
+
+
+@pytest.mark.parametrize("dtype", INTEGERS, ids=str)
+def test_integer_ops_as_eager(dtype: torch.dtype) -> None:
+    gen = torch.Generator().manual_seed(4)
+    a = torch.randint(-20 if dtype != torch.uint8 else 0, 21, (6, 6), generator=gen).to(dtype)
+    b = torch.randint(-3 if dtype != torch.uint8 else 0, 12, (6, 6), generator=gen).to(dtype)
+    out, eager = tg.compile(_IntegerOps(), (a, b))(a, b), _IntegerOps()(a, b)
+    for o, e in zip(torch.utils._pytree.tree_leaves(out), torch.utils._pytree.tree_leaves(eager), strict=True):
+        assert o.dtype == e.dtype and torch.equal(o, e)
+
+
+class _FloatFunctionsOfIntegers(torch.nn.Module):
+    def forward(self, x: torch.Tensor):
+        return (torch.exp(x), torch.log(x), torch.sqrt(x), torch.sin(x), torch.tanh(x), torch.sigmoid(x), torch.acos(x),
+                torch.log1p(x), torch.reciprocal(x), torch.rsqrt(x), torch.erf(x), torch.expm1(x))
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.uint8, torch.bool], ids=str)
+def test_float_functions_of_integers_promote(dtype: torch.dtype) -> None:
+    """A float function of an integer or bool tensor computes in float32 (torch's default dtype)
+    and returns float32: within 1 float32 ulp of eager (the same libm/SLEEF-free functions give
+    0 here but the float32 kernels are not eager's), NaN where eager has NaN."""
+    x = torch.arange(-4, 8).reshape(3, 4)
+    x = (x > 1) if dtype == torch.bool else x.clamp_min(0).to(dtype) if dtype == torch.uint8 else x
+    model = _FloatFunctionsOfIntegers()
+    for o, e in zip(tg.compile(model, (x,))(x), model(x), strict=True):
+        assert o.dtype == e.dtype == torch.float32
+        torch.testing.assert_close(o, e, rtol=1.2e-7, atol=0, equal_nan=True)
+
+
 class _Logic(torch.nn.Module):
     def forward(self, a: torch.Tensor, b: torch.Tensor):
-        return a & b, a | b, a ^ b, ~a, a.sum(-1), a.any(-1), a.all(-1), a + b, a * b, torch.where(a, 1.5, -2.0), a.float().mean()
+        return (a & b, a | b, a ^ b, ~a, a.sum(-1), a.any(-1), a.all(-1), a + b, a * b, torch.where(a, 1.5, -2.0), a.float().mean(),
+                torch.max(a, 1), torch.min(a, 0), torch.sort(a, dim=1, stable=True), a.scatter_add(1, torch.zeros_like(a[:, :2], dtype=torch.long), b[:, :2]))
 
 
 def test_bool_tensors_as_eager() -> None:

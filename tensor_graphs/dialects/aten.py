@@ -75,6 +75,7 @@ from tensor_graphs.dialects.aten_base import (  # noqa: F401 - the hand-written 
     _verify_embedding,
     _verify_expand,
     _verify_exponent_shape,
+    _verify_float_unary,
     _verify_gather,
     _verify_index,
     _verify_layer_norm,
@@ -2029,7 +2030,7 @@ class TanhOp(AtenOp):
 
     def verify_(self) -> None:
         super().verify_()
-        _verify_same_type(self)
+        _verify_float_unary(self)
 
 
 @irdl_op_definition
@@ -2049,7 +2050,7 @@ class ExpOp(AtenOp):
 
     def verify_(self) -> None:
         super().verify_()
-        _verify_same_type(self)
+        _verify_float_unary(self)
 
 
 @irdl_op_definition
@@ -2069,7 +2070,7 @@ class LogOp(AtenOp):
 
     def verify_(self) -> None:
         super().verify_()
-        _verify_same_type(self)
+        _verify_float_unary(self)
 
 
 @irdl_op_definition
@@ -2089,7 +2090,7 @@ class SqrtOp(AtenOp):
 
     def verify_(self) -> None:
         super().verify_()
-        _verify_same_type(self)
+        _verify_float_unary(self)
 
 
 @irdl_op_definition
@@ -2109,7 +2110,7 @@ class RsqrtOp(AtenOp):
 
     def verify_(self) -> None:
         super().verify_()
-        _verify_same_type(self)
+        _verify_float_unary(self)
 
 
 @irdl_op_definition
@@ -2129,7 +2130,7 @@ class SigmoidOp(AtenOp):
 
     def verify_(self) -> None:
         super().verify_()
-        _verify_same_type(self)
+        _verify_float_unary(self)
 
 
 @irdl_op_definition
@@ -2169,7 +2170,7 @@ class ErfOp(AtenOp):
 
     def verify_(self) -> None:
         super().verify_()
-        _verify_same_type(self)
+        _verify_float_unary(self)
 
 
 @irdl_op_definition
@@ -2187,6 +2188,10 @@ class ErfcOp(AtenOp):
     def __init__(self, self_: SSAValue, *, result_type: Attribute) -> None:
         super().__init__(**_build(self.ARGS, (self_,), [result_type]))
 
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_float_unary(self)
+
 
 @irdl_op_definition
 class LgammaOp(AtenOp):
@@ -2202,6 +2207,10 @@ class LgammaOp(AtenOp):
 
     def __init__(self, self_: SSAValue, *, result_type: Attribute) -> None:
         super().__init__(**_build(self.ARGS, (self_,), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_float_unary(self)
 
 
 @irdl_op_definition
@@ -2221,7 +2230,7 @@ class CosOp(AtenOp):
 
     def verify_(self) -> None:
         super().verify_()
-        _verify_same_type(self)
+        _verify_float_unary(self)
 
 
 @irdl_op_definition
@@ -2241,7 +2250,7 @@ class SinOp(AtenOp):
 
     def verify_(self) -> None:
         super().verify_()
-        _verify_same_type(self)
+        _verify_float_unary(self)
 
 
 @irdl_op_definition
@@ -2361,7 +2370,7 @@ class AcosOp(AtenOp):
 
     def verify_(self) -> None:
         super().verify_()
-        _verify_same_type(self)
+        _verify_float_unary(self)
 
 
 @irdl_op_definition
@@ -2381,7 +2390,7 @@ class AcoshOp(AtenOp):
 
     def verify_(self) -> None:
         super().verify_()
-        _verify_same_type(self)
+        _verify_float_unary(self)
 
 
 @irdl_op_definition
@@ -2401,7 +2410,7 @@ class AsinOp(AtenOp):
 
     def verify_(self) -> None:
         super().verify_()
-        _verify_same_type(self)
+        _verify_float_unary(self)
 
 
 @irdl_op_definition
@@ -2421,7 +2430,7 @@ class AsinhOp(AtenOp):
 
     def verify_(self) -> None:
         super().verify_()
-        _verify_same_type(self)
+        _verify_float_unary(self)
 
 
 @irdl_op_definition
@@ -2441,7 +2450,7 @@ class AtanOp(AtenOp):
 
     def verify_(self) -> None:
         super().verify_()
-        _verify_same_type(self)
+        _verify_float_unary(self)
 
 
 @irdl_op_definition
@@ -2461,7 +2470,7 @@ class AtanhOp(AtenOp):
 
     def verify_(self) -> None:
         super().verify_()
-        _verify_same_type(self)
+        _verify_float_unary(self)
 
 
 @irdl_op_definition
@@ -2481,7 +2490,7 @@ class CoshOp(AtenOp):
 
     def verify_(self) -> None:
         super().verify_()
-        _verify_same_type(self)
+        _verify_float_unary(self)
 
 
 @irdl_op_definition
@@ -2501,7 +2510,7 @@ class SinhOp(AtenOp):
 
     def verify_(self) -> None:
         super().verify_()
-        _verify_same_type(self)
+        _verify_float_unary(self)
 
 
 @irdl_op_definition
@@ -2521,7 +2530,7 @@ class TanOp(AtenOp):
 
     def verify_(self) -> None:
         super().verify_()
-        _verify_same_type(self)
+        _verify_float_unary(self)
 
 
 @irdl_op_definition
@@ -2541,7 +2550,7 @@ class Expm1Op(AtenOp):
 
     def verify_(self) -> None:
         super().verify_()
-        _verify_same_type(self)
+        _verify_float_unary(self)
 
 
 @irdl_op_definition
@@ -2561,7 +2570,7 @@ class Log1pOp(AtenOp):
 
     def verify_(self) -> None:
         super().verify_()
-        _verify_same_type(self)
+        _verify_float_unary(self)
 
 
 @irdl_op_definition
@@ -2581,7 +2590,7 @@ class Log2Op(AtenOp):
 
     def verify_(self) -> None:
         super().verify_()
-        _verify_same_type(self)
+        _verify_float_unary(self)
 
 
 @irdl_op_definition
@@ -2601,7 +2610,7 @@ class Log10Op(AtenOp):
 
     def verify_(self) -> None:
         super().verify_()
-        _verify_same_type(self)
+        _verify_float_unary(self)
 
 
 @irdl_op_definition
@@ -2621,7 +2630,27 @@ class ReciprocalOp(AtenOp):
 
     def verify_(self) -> None:
         super().verify_()
-        _verify_same_type(self)
+        _verify_float_unary(self)
+
+
+@irdl_op_definition
+class Exp2Op(AtenOp):
+    """``aten::exp2(Tensor self) -> Tensor``"""
+
+    name = "aten.exp2"
+    TARGET: ClassVar[str] = "aten::exp2"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"),)
+    self = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_,), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_float_unary(self)
 
 
 @irdl_op_definition
@@ -2650,26 +2679,6 @@ class TruncOp(AtenOp):
 
     name = "aten.trunc"
     TARGET: ClassVar[str] = "aten::trunc"
-    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"),)
-    self = operand_def(AnyTensor)
-    result = result_def(AnyTensor)
-    irdl_options = (ParsePropInAttrDict(),)
-    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
-
-    def __init__(self, self_: SSAValue, *, result_type: Attribute) -> None:
-        super().__init__(**_build(self.ARGS, (self_,), [result_type]))
-
-    def verify_(self) -> None:
-        super().verify_()
-        _verify_same_type(self)
-
-
-@irdl_op_definition
-class Exp2Op(AtenOp):
-    """``aten::exp2(Tensor self) -> Tensor``"""
-
-    name = "aten.exp2"
-    TARGET: ClassVar[str] = "aten::exp2"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"),)
     self = operand_def(AnyTensor)
     result = result_def(AnyTensor)
@@ -2860,6 +2869,90 @@ class CopysignTensorOp(AtenOp):
 
     name = "aten.copysign.Tensor"
     TARGET: ClassVar[str] = "aten::copysign.Tensor"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
+    self = operand_def(AnyTensor)
+    other = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self `,` $other attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, other: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, other), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_binary(self)
+
+
+@irdl_op_definition
+class LshiftTensorOp(AtenOp):
+    """``aten::__lshift__.Tensor(Tensor self, Tensor other) -> Tensor``"""
+
+    name = "aten.__lshift__.Tensor"
+    TARGET: ClassVar[str] = "aten::__lshift__.Tensor"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
+    self = operand_def(AnyTensor)
+    other = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self `,` $other attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, other: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, other), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_binary(self)
+
+
+@irdl_op_definition
+class RshiftTensorOp(AtenOp):
+    """``aten::__rshift__.Tensor(Tensor self, Tensor other) -> Tensor``"""
+
+    name = "aten.__rshift__.Tensor"
+    TARGET: ClassVar[str] = "aten::__rshift__.Tensor"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
+    self = operand_def(AnyTensor)
+    other = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self `,` $other attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, other: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, other), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_binary(self)
+
+
+@irdl_op_definition
+class BitwiseLeftShiftTensorOp(AtenOp):
+    """``aten::bitwise_left_shift.Tensor(Tensor self, Tensor other) -> Tensor``"""
+
+    name = "aten.bitwise_left_shift.Tensor"
+    TARGET: ClassVar[str] = "aten::bitwise_left_shift.Tensor"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
+    self = operand_def(AnyTensor)
+    other = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self `,` $other attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, other: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, other), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_binary(self)
+
+
+@irdl_op_definition
+class BitwiseRightShiftTensorOp(AtenOp):
+    """``aten::bitwise_right_shift.Tensor(Tensor self, Tensor other) -> Tensor``"""
+
+    name = "aten.bitwise_right_shift.Tensor"
+    TARGET: ClassVar[str] = "aten::bitwise_right_shift.Tensor"
     ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("other", "tensor"))
     self = operand_def(AnyTensor)
     other = operand_def(AnyTensor)
@@ -5394,9 +5487,9 @@ ATEN_OPS: dict[str, type[AtenOp]] = {op.TARGET: op for op in (
     Log2Op,
     Log10Op,
     ReciprocalOp,
+    Exp2Op,
     RoundOp,
     TruncOp,
-    Exp2Op,
     RoundDecimalsOp,
     EluOp,
     LeakyReluOp,
@@ -5406,6 +5499,10 @@ ATEN_OPS: dict[str, type[AtenOp]] = {op.TARGET: op for op in (
     HypotOp,
     NextafterOp,
     CopysignTensorOp,
+    LshiftTensorOp,
+    RshiftTensorOp,
+    BitwiseLeftShiftTensorOp,
+    BitwiseRightShiftTensorOp,
     SignbitOp,
     AngleOp,
     PowScalarOp,
@@ -5653,9 +5750,9 @@ ATEN = Dialect(
         Log2Op,
         Log10Op,
         ReciprocalOp,
+        Exp2Op,
         RoundOp,
         TruncOp,
-        Exp2Op,
         RoundDecimalsOp,
         EluOp,
         LeakyReluOp,
@@ -5665,6 +5762,10 @@ ATEN = Dialect(
         HypotOp,
         NextafterOp,
         CopysignTensorOp,
+        LshiftTensorOp,
+        RshiftTensorOp,
+        BitwiseLeftShiftTensorOp,
+        BitwiseRightShiftTensorOp,
         SignbitOp,
         AngleOp,
         PowScalarOp,

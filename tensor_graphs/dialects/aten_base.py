@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
+    AnyFloat,
     DenseArrayBase,
     FloatAttr,
     Float64Type,
@@ -193,6 +194,16 @@ def _verify_same_numel(op) -> None:
 def _verify_same_type(op) -> None:
     if op.result.type != op.self.type:
         raise VerifyException(f"{op.name}: result type {op.result.type} should equal the type of self {op.self.type}")
+
+
+def _verify_float_unary(op) -> None:
+    """A float function of one tensor: the result has ``self``'s shape and its element type, or a
+    float type for an integer or bool ``self`` (``torch.exp(int_tensor)`` is float32)."""
+    t, r = op.self.type, op.result.type
+    same = r == t
+    promoted = not isinstance(t.element_type, AnyFloat) and isinstance(r.element_type, AnyFloat) and _shape(op.self) == _shape(op.result)
+    if not (same or promoted):
+        raise VerifyException(f"{op.name}: result type {r} should be the type of self {t} (a float type for integers)")
 
 
 def _verify_binary(op) -> None:

@@ -61,13 +61,23 @@ INTEGER_UNARY: tuple[str, ...] = ("none", "relu", "neg", "abs")
 
 ACTIVATIONS: tuple[str, ...] = ("none", "relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh")
 
+def power(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``x ** y``; on integers as torch's ``powi`` (NumPy refuses negative integer exponents):
+    a negative exponent gives 1 for 1, +-1 for -1 by parity, 0 otherwise."""
+    x, y = np.asarray(x), np.asarray(y)
+    if not (np.issubdtype(x.dtype, np.integer) and np.issubdtype(y.dtype, np.integer)) or not (y < 0).any():
+        return np.power(x, y)
+    negative = np.where(x == 1, 1, np.where(x == -1, np.where(y % 2 == 1, -1, 1), 0)).astype(x.dtype)
+    return np.where(y < 0, negative, np.power(x, np.maximum(y, 0)))
+
+
 #: name -> NumPy reference of binary functions (`buf.binary {fn}` and the tg binary ops).
 BINARY_FUNCTIONS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "add": np.add,
     "sub": np.subtract,
     "mul": np.multiply,
     "div": np.divide,
-    "pow": np.power,
+    "pow": power,
     "max": np.maximum,
     "min": np.minimum,
 }

@@ -501,6 +501,8 @@ SCALAR_OPS: dict[type[Operation], Callable[..., np.ndarray]] = {
     arith.AndIOp: _binary_fn(np.bitwise_and),
     arith.OrIOp: _binary_fn(np.bitwise_or),
     arith.XOrIOp: _binary_fn(np.bitwise_xor),
+    arith.ShLIOp: _binary_fn(lambda a, b: np.left_shift(a, np.clip(b, 0, 8 * a.dtype.itemsize - 1).astype(a.dtype))),
+    arith.ShRSIOp: _binary_fn(lambda a, b: np.right_shift(a, np.clip(b, 0, 8 * a.dtype.itemsize - 1).astype(a.dtype))),
     arith.MaxSIOp: _binary_fn(np.maximum),
     arith.MinSIOp: _binary_fn(np.minimum),
     arith.FloorDivSIOp: _binary_fn(np.floor_divide),

@@ -47,7 +47,9 @@ MAX_RUNS = 25
 BUDGET_S = 0.25
 #: Untimed calls first: at least `WARMUP_MIN`, until `WARMUP_S` have passed (at most `WARMUP_MAX`).
 WARMUP_MIN, WARMUP_MAX, WARMUP_S = 3, 50, 0.03
-#: Timed calls of a GPU candidate under Triton's interpreter (after one untimed)
+#: Timed calls of a GPU candidate under Triton's interpreter, after the untimed call that measures
+#: its error (no other warm-up: the interpreter compiles nothing, and its times say nothing of a
+#: GPU's). Tests that only check what is measured may lower it (to 1).
 INTERPRETED_RUNS = 2
 
 
@@ -154,16 +156,18 @@ def measure(
     out = fn(*args)
     abs_err, rel_err = errors(out, reference)
     flush = _gpu_flush(fn, cold) if gpu else np.zeros(2 * target.caches.l3 // 4 if cold else 0, np.float32)
-    # Triton's interpreter (no GPU: the tests): its times say nothing of a GPU's, a few do
-    warmup_min, min_runs, max_runs = (1, INTERPRETED_RUNS, INTERPRETED_RUNS) if gpu and fn.device.type != "cuda" else (
-        WARMUP_MIN, MIN_RUNS, MAX_RUNS)
+    # Triton's interpreter (no GPU: the tests): its times say nothing of a GPU's, a few do; the
+    # call above, untimed, was its warm-up
+    interpreted = gpu and fn.device.type != "cuda"
+    warmup_min, warmup_max, min_runs, max_runs = (0, 0, INTERPRETED_RUNS, INTERPRETED_RUNS) if interpreted else (
+        WARMUP_MIN, WARMUP_MAX, MIN_RUNS, MAX_RUNS)
     # an attention over a KV cache is timed full (past = Sk - Sq: every key valid; its error above
     # is at the evaluator's past = 0): an empty cache would time its key blocks skipped
     call = {"past": _full_cache_past(alone.op)} if _full_cache_past(alone.op) else {}
     # warm up: the first calls after a compile can wait milliseconds for the worker threads
     # (idle through the compile) to be scheduled again; untimed
     start = time.perf_counter()
-    for i in range(WARMUP_MAX):
+    for i in range(warmup_max):
         fn.profile(*args, repeat=1, warmup=0, **call)
         if i + 1 >= warmup_min and time.perf_counter() - start > WARMUP_S:
             break

@@ -132,9 +132,7 @@ def _emit_put(ctx: KernelContext, op: Operation) -> None:
     if _element(offsets) != i64:
         raise LoweringError(f"{op.name}: offsets must be an i64 buffer, got {offsets.type}")
     accumulate = bool(op.accumulate.value.data)
-    combine = PUT_REDUCTIONS[op.reduce.data]
-    if accumulate and el == i1 and combine == "add":
-        raise LoweringError(f"{op.name}: accumulate on i1 elements")
+    combine = PUT_REDUCTIONS[op.reduce.data]  # on i1: add and max are or, mul and min and (emit_binary)
     check_no_overlap(ctx, op, out, [x, offsets, values], in_place_ok=False)
     size = numel(_shape(x))
     if size == 0:

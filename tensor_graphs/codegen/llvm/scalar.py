@@ -466,7 +466,36 @@ _FLOAT_BINARY: dict[str, Callable[[FunctionBuilder, SSAValue, SSAValue], SSAValu
     "min": fmin,
 }
 
+def _icmp(b: FunctionBuilder, predicate: str, x: SSAValue, y: SSAValue) -> SSAValue:
+    return b.add(llvm.ICmpOp(x, y, IntegerAttr(llvm.ICmpPredicateFlag(predicate).to_int(), i64)))
+
+
+def _ipow(b: FunctionBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
+    """``x ** y`` on integers as torch's ``powi``: square-and-multiply over every bit of ``y``,
+    wrapping as the element type does (so ``x ** y`` is exact modulo 2^bits); a negative ``y``
+    gives 1 for ``x = 1``, +-1 for ``x = -1`` by parity, and 0 otherwise. A constant ``y`` in
+    [0, 4] is that many multiplications."""
+    c = constant_value(y)
+    if c is not None and 0 <= c <= 4:
+        acc = b.constant(1, x.type)
+        for _ in range(int(c)):
+            acc = b.add(llvm.MulOp(acc, x))
+        return acc
+    one, zero = b.constant(1, x.type), b.constant(0, x.type)
+    acc, base, e = one, x, y
+    for _ in range(x.type.width.data):  # type: ignore[attr-defined]
+        bit = _icmp(b, "ne", b.add(llvm.AndOp(e, one)), zero)
+        acc = select(b, bit, b.add(llvm.MulOp(acc, base)), acc)
+        base, e = b.add(llvm.MulOp(base, base)), b.add(llvm.LShrOp(e, one))
+    odd = _icmp(b, "ne", b.add(llvm.AndOp(y, one)), zero)
+    minus_one = b.constant(-1, x.type)
+    negative = select(b, _icmp(b, "eq", x, one), one,
+                      select(b, _icmp(b, "eq", x, minus_one), select(b, odd, minus_one, one), zero))
+    return select(b, _icmp(b, "slt", y, zero), negative, acc)
+
+
 _INT_BINARY: dict[str, Callable[[FunctionBuilder, SSAValue, SSAValue], SSAValue]] = {
+    "pow": _ipow,
     "add": lambda b, x, y: b.add(llvm.AddOp(x, y)),
     "sub": lambda b, x, y: b.add(llvm.SubOp(x, y)),
     "mul": lambda b, x, y: b.add(llvm.MulOp(x, y)),
@@ -488,7 +517,7 @@ _BOOL_BINARY: dict[str, Callable[[FunctionBuilder, SSAValue, SSAValue], SSAValue
 
 
 def emit_binary(b: FunctionBuilder, fn: str, x: SSAValue, y: SSAValue) -> SSAValue:
-    """``fn(x, y)`` for a key of `functions.BINARY_FUNCTIONS`; integers support add/sub/mul/max/min,
+    """``fn(x, y)`` for a key of `functions.BINARY_FUNCTIONS`; integers support add/sub/mul/pow/max/min,
     bools mul/min (and) and add/max (or)."""
     table = _BOOL_BINARY if x.type == i1 else _INT_BINARY if isinstance(x.type, IntegerType) else _FLOAT_BINARY
     try:
@@ -697,6 +726,8 @@ ARITH: dict[type[Operation], ArithEmitter] = {
     arith.AndIOp: _int_binop(llvm.AndOp),
     arith.OrIOp: _int_binop(llvm.OrOp),
     arith.XOrIOp: _int_binop(llvm.XOrOp),
+    arith.ShLIOp: _int_binop(llvm.ShlOp),
+    arith.ShRSIOp: _int_binop(llvm.AShrOp),
     mathd.ExpOp: _unary("exp"),
     mathd.LogOp: _unary("log"),
     mathd.Log2Op: _log_base(2.0),

@@ -177,6 +177,8 @@ ARITH: dict[type[Operation], Callable[[Operation, Sequence[str]], str]] = {
     arith.AndIOp: lambda op, v: f"({v[0]} & {v[1]})",
     arith.OrIOp: lambda op, v: f"({v[0]} | {v[1]})",
     arith.XOrIOp: lambda op, v: f"({v[0]} ^ {v[1]})",
+    arith.ShLIOp: lambda op, v: f"({v[0]} << {v[1]})",
+    arith.ShRSIOp: lambda op, v: f"({v[0]} >> {v[1]})",
     arith.CmpfOp: lambda op, v: _compare(op, v, _CMPF),
     arith.CmpiOp: lambda op, v: _compare(op, v, _CMPI),
     arith.SelectOp: lambda op, v: f"tl.where({v[0]}, {v[1]}, {v[2]})",

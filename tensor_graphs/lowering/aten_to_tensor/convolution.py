@@ -14,7 +14,8 @@ importer already (`frontend/fold_batch_norm.py`).
 from __future__ import annotations
 
 import numpy as np
-from xdsl.dialects.builtin import AnyFloat
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import AnyFloat, i1
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
 from tensor_graphs.dialects import aten
@@ -30,7 +31,7 @@ from tensor_graphs.dialects.tensor import (
     SumOp,
     shape_of,
 )
-from tensor_graphs.lowering.aten_to_tensor.common import OpList, element_type, notify_match_failure
+from tensor_graphs.lowering.aten_to_tensor.common import OpList, append, element_type, elementwise_body, notify_match_failure
 
 
 def _pair(values: tuple[int, ...], what: str, default: tuple[int, int] | None = None) -> tuple[int, int]:
@@ -154,8 +155,14 @@ def _pool_windows(op, ops: OpList, pad_value: float):
     return ops.reshape(cols, (n, c, k[0] * k[1], oh, ow)), im2col
 
 
+def lowest_value(el) -> float:
+    """What max pooling pads with: ``-inf``, or an integer dtype's minimum."""
+    return float("-inf") if isinstance(el, AnyFloat) else float(-(2 ** (el.width.data - 1)))
+
+
 class MaxPoolPattern(RewritePattern):
-    """``max_pool2d`` / ``max_pool1d``: the max over each window, padded with ``-inf``.
+    """``max_pool2d`` / ``max_pool1d``: the max over each window, padded with ``-inf`` (integers:
+    the dtype's minimum).
 
     ```mlir
     %y = aten.max_pool2d %x {kernel_size = array<i64: 2, 2>} : (tensor<1x8x4x4xf32>) -> tensor<1x8x2x2xf32>
@@ -169,12 +176,12 @@ class MaxPoolPattern(RewritePattern):
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
         if not isinstance(op, (aten.MaxPool2dOp, aten.MaxPool1dOp)):
             return
-        if not isinstance(element_type(op.self), AnyFloat):
-            return notify_match_failure(op, f"{op.name.removeprefix('aten.')} of integers (padded with the dtype's minimum) "
-                                            "is not supported yet; convert the input to a float dtype first")
+        el = element_type(op.self)
+        if el == i1:
+            return notify_match_failure(op, f"{op.name.removeprefix('aten.')} of bool (torch refuses it too)")
         ops = OpList()
         try:
-            cols, _ = _pool_windows(op, ops, float("-inf"))
+            cols, _ = _pool_windows(op, ops, lowest_value(el))
         except ValueError as e:
             return notify_match_failure(op, str(e))
         y = ops.add(AmaxOp(cols, (2,)))
@@ -200,7 +207,7 @@ def _avg_divisors(im2col: Im2colOp, size: tuple[int, int], count_include_pad: bo
 class AvgPoolPattern(RewritePattern):
     """``avg_pool2d``: the sum over each window divided by torch's divisor (the window's size
     unless ``ceil_mode``, ``count_include_pad = false`` or ``divisor_override`` change it: then a
-    constant [OH, OW] of divisors).
+    constant [OH, OW] of divisors; integers: divided toward zero, as torch's kernel does).
 
     ```mlir
     %y = aten.avg_pool2d %x {kernel_size = array<i64: 2, 2>} : (tensor<1x8x4x4xf32>) -> tensor<1x8x2x2xf32>
@@ -213,9 +220,9 @@ class AvgPoolPattern(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: aten.AvgPool2dOp, rewriter: PatternRewriter) -> None:
-        if not isinstance(element_type(op.self), AnyFloat):
-            return notify_match_failure(op, "avg_pool2d of integers (a sum divided with truncation) is not supported yet; "
-                                            "convert the input to a float dtype first")
+        el = element_type(op.self)
+        if el == i1:
+            return notify_match_failure(op, "avg_pool2d of bool (torch refuses it too)")
         ops = OpList()
         try:
             cols, im2col = _pool_windows(op, ops, 0.0)
@@ -228,7 +235,11 @@ class AvgPoolPattern(RewritePattern):
         if override is not None:
             divisors = np.full_like(divisors, float(override.value.data))
         taps = shape_of(cols)[2]
-        if np.all(divisors == taps):
+        if not isinstance(el, AnyFloat):  # integers: the sum divided toward zero (C++'s integer division, as torch)
+            total = ops.add(SumOp(cols, (2,)))
+            divisor = ops.add(ConstantOp(dense_from_numpy(divisors.astype(np.int64), el)))
+            y = ops.add(elementwise_body([total, divisor], total.type, lambda block, a: append(block, arith.DivSIOp(a[0], a[1]))))
+        elif np.all(divisors == taps):
             y = ops.add(MeanOp(cols, (2,)))
         else:
             total = ops.add(SumOp(cols, (2,)))

@@ -119,7 +119,8 @@ class BinaryPattern(RewritePattern):
 
 
 class UnaryPattern(RewritePattern):
-    """Unary functions map one to one onto the tg op of that function name.
+    """Unary functions map one to one onto the tg op of that function name (an integer input of a
+    float function cast to the result's type first).
 
     ```mlir
     %y = aten.tanh %x : (tensor<2x3xf32>) -> tensor<2x3xf32>
@@ -130,8 +131,10 @@ class UnaryPattern(RewritePattern):
 
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
         fn = _UNARY.get(type(op))
-        if fn is not None:
-            rewriter.replace(op, UNARY_OPS[fn](op.self))
+        if fn is not None:  # an integer or bool input of a float function is cast first (torch.exp(int) is float)
+            ops = OpList()
+            ops.add(UNARY_OPS[fn](ops.cast(op.self, element_type(op.result))))
+            rewriter.replace(op, ops, [ops[-1].results[0]])
 
 
 class GeluPattern(RewritePattern):

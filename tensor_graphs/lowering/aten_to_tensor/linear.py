@@ -10,7 +10,7 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewri
 
 from tensor_graphs.dialects import aten
 from tensor_graphs.dialects.tensor import AddOp, MatmulOp, MulOp, TransposeOp, shape_of
-from tensor_graphs.lowering.aten_to_tensor.common import OpList, notify_match_failure, scalar_constant
+from tensor_graphs.lowering.aten_to_tensor.common import OpList, element_type, notify_match_failure, scalar_constant
 
 
 class LinearPattern(RewritePattern):
@@ -103,14 +103,15 @@ class AddmmPattern(RewritePattern):
         else:
             return
         alpha, beta = op.alpha.value.data, op.beta.value.data
+        el = element_type(op.result)  # the scalings in the result's type (integer GEMMs: integers)
         ops = OpList()
         y = ops.add(MatmulOp(a, b))
         if alpha != 1.0:
-            y = ops.add(MulOp(y, ops.add(scalar_constant(alpha))))
+            y = ops.add(MulOp(y, ops.add(scalar_constant(alpha, el))))
         if beta != 0.0:
             acc = op.self
             if beta != 1.0:
-                acc = ops.add(MulOp(acc, ops.add(scalar_constant(beta))))
+                acc = ops.add(MulOp(acc, ops.add(scalar_constant(beta, el))))
             y = ops.add(AddOp(y, acc, op.result.type))
         rewriter.replace(op, ops, [y])
 

@@ -4,7 +4,7 @@ Each becomes a one-op ``tg.fused_elementwise`` whose scalar body is `math`/`arit
 mechanism `sign`/`floor` use): inverse and hyperbolic trigonometry, ``tan``, ``expm1``,
 ``log1p``, ``log2``, ``log10``, ``reciprocal``, ``round`` (half to even, and to ``decimals``),
 ``trunc``, ``isnan``/``isinf``/``signbit``, ``angle`` (of a real number), ``elu``, ``leaky_relu``,
-``atan2``, ``copysign``, ``hypot``, ``nextafter``, ``fmax``/``fmin`` (NaN-ignoring),
+``atan2``, ``copysign``, ``hypot``, ``nextafter``, ``fmax``/``fmin`` (NaN-ignoring), the shifts,
 ``pow.Scalar`` (a number to a tensor's power) and ``div`` with a rounding mode. Each level below has one entry per body op:
 an LLVM emitter (`codegen.llvm.scalar.ARITH`), a Triton expression
 (`codegen.triton.expressions.ARITH`) and a NumPy reference (`transforms.evaluate`); fusion then
@@ -172,6 +172,23 @@ def _integer_extremum(float_op: type, signed_op: type, bool_op: type) -> Callabl
     return body
 
 
+def _shift(left: bool) -> Callable[[Block, SSAValue, SSAValue], SSAValue]:
+    """``a << b`` / ``a >> b`` as torch's: a shift by ``b`` outside ``[0, bits)`` (negative too)
+    gives 0 to the left and the sign (0 or -1) to the right, where LLVM's would be poison."""
+    def body(block: Block, a: SSAValue, b: SSAValue) -> SSAValue:
+        if not isinstance(a.type, IntegerType) or a.type == i1:
+            raise ValueError("shifts of integers only")
+        bits = a.type.width.data
+        in_range = append(block, arith.CmpiOp(b, append(block, arith.ConstantOp(IntegerAttr(bits, a.type))), "ult"))
+        if left:
+            zero = append(block, arith.ConstantOp(IntegerAttr(0, a.type)))
+            return append(block, arith.SelectOp(in_range, append(block, arith.ShLIOp(a, b)), zero))
+        amount = append(block, arith.SelectOp(in_range, b, append(block, arith.ConstantOp(IntegerAttr(bits - 1, a.type)))))
+        return append(block, arith.ShRSIOp(a, amount))
+
+    return body
+
+
 def _binary(cls: type) -> Callable[[Block, SSAValue, SSAValue], SSAValue]:
     return lambda block, x, y: append(block, cls(x, y))
 
@@ -186,7 +203,12 @@ BINARY_BODIES: dict[type, tuple[Callable[[Block, SSAValue, SSAValue], SSAValue],
     aten.NextafterOp: (_binary(NextafterOp), False),
     aten.FmaxOp: (_integer_extremum(arith.MaxnumfOp, arith.MaxSIOp, arith.OrIOp), True),
     aten.FminOp: (_integer_extremum(arith.MinnumfOp, arith.MinSIOp, arith.AndIOp), True),
+    **{cls: (_shift(True), True) for cls in (aten.LshiftTensorOp, aten.BitwiseLeftShiftTensorOp)},
+    **{cls: (_shift(False), True) for cls in (aten.RshiftTensorOp, aten.BitwiseRightShiftTensorOp)},
 }
+
+#: the integer-only ones among them
+_INTEGER_ONLY = (aten.LshiftTensorOp, aten.BitwiseLeftShiftTensorOp, aten.RshiftTensorOp, aten.BitwiseRightShiftTensorOp)
 
 
 class BinaryMathPattern(RewritePattern):
@@ -212,6 +234,8 @@ class BinaryMathPattern(RewritePattern):
         out = element_type(op.result)
         if isinstance(out, IntegerType) and not integers:
             return notify_match_failure(op, f"{op.name} to an integer result ({out}): float results only, as in torch")
+        if isinstance(op, _INTEGER_ONLY) and (not isinstance(out, IntegerType) or out == i1):
+            return notify_match_failure(op, f"{op.name} of {out}: integers only, as in torch")
         if isinstance(out, Float16Type | BFloat16Type):  # kept narrow by widen-dtypes (COMPUTES_IN_ITS_DTYPE)
             return notify_match_failure(op, f"{op.name} of {out}: the next value is one {out} step, which float32 cannot compute")
         ops = OpList()
@@ -221,7 +245,8 @@ class BinaryMathPattern(RewritePattern):
 
 
 class PowScalarPattern(RewritePattern):
-    """``pow.Scalar(c, exponent)``: the number ``c`` to each element's power (``powf``).
+    """``pow.Scalar(c, exponent)``: the number ``c`` to each element's power (``powf``; integers:
+    square-and-multiply, as torch's ``powi``).
 
     ```mlir
     %y = aten.pow.Scalar %e {self = 2.0 : f64} : (tensor<3xf32>) -> tensor<3xf32>
@@ -237,8 +262,8 @@ class PowScalarPattern(RewritePattern):
         from tensor_graphs.dialects.tensor import PowOp
 
         out = element_type(op.result)
-        if isinstance(out, IntegerType):
-            return notify_match_failure(op, f"pow.Scalar to an integer result ({out}): float results only")
+        if out == i1:
+            return notify_match_failure(op, "pow.Scalar to a bool result")
         ops = OpList()
         base = ops.add(scalar_constant(op.self.value.data, out))
         y = ops.add(PowOp(base, ops.cast(op.exponent, out), op.result.type))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import Float32Type, FloatAttr, IntegerType, TensorType, f32, i1, i64
+from xdsl.dialects.builtin import Float32Type, Float64Type, FloatAttr, IntegerType, TensorType, f32, i1, i64
 from xdsl.ir import Block, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
@@ -57,9 +57,14 @@ def _values_at(ops: OpList, x: SSAValue, positions: SSAValue, dim: int) -> SSAVa
 
 def _sortable(op, x: SSAValue) -> str | None:
     t = element_type(x)
-    if t == i1 or not isinstance(t, IntegerType | Float32Type):
-        return f"{op.name} of {x.type}: f32 and integer tensors only"
+    if not isinstance(t, IntegerType | Float32Type | Float64Type):
+        return f"{op.name} of {x.type}: float and integer tensors only"
     return None
+
+
+def _sort_key(ops: OpList, x: SSAValue) -> SSAValue:
+    """What `tg.argtopk` orders: ``x``, or a bool as an i8 (false < true)."""
+    return ops.cast(x, IntegerType(8)) if element_type(x) == i1 else x
 
 
 class TopkPattern(RewritePattern):
@@ -92,7 +97,7 @@ class TopkPattern(RewritePattern):
         if not 0 <= k <= shape[dim]:
             return notify_match_failure(op, f"k = {k} is not within [0, {shape[dim]}] (the size of dim {dim})")
         ops = OpList()
-        positions = ops.add(ArgTopkOp(op.self, k, dim, bool(op.largest.value.data)))
+        positions = ops.add(ArgTopkOp(_sort_key(ops, op.self), k, dim, bool(op.largest.value.data)))
         values = _values_at(ops, op.self, positions, dim)
         rewriter.replace(op, ops, [values, ops.cast(positions, element_type(op.result1))])
 
@@ -125,7 +130,7 @@ class SortPattern(RewritePattern):
         except ShapeError as e:
             return notify_match_failure(op, str(e))
         ops = OpList()
-        positions = ops.add(ArgTopkOp(op.self, shape[dim], dim, largest=bool(op.descending.value.data)))
+        positions = ops.add(ArgTopkOp(_sort_key(ops, op.self), shape[dim], dim, largest=bool(op.descending.value.data)))
         values = _values_at(ops, op.self, positions, dim)
         rewriter.replace(op, ops, [values, ops.cast(positions, element_type(op.result1))])
 

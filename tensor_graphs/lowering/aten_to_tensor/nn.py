@@ -20,7 +20,7 @@ forms lower to (`convolution.py`, `normalization.py`).
 from __future__ import annotations
 
 import numpy as np
-from xdsl.dialects.builtin import i64
+from xdsl.dialects.builtin import i1, i64
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from tensor_graphs.dialects import aten
@@ -44,7 +44,7 @@ from tensor_graphs.dialects.tensor import (
     shape_of,
 )
 from tensor_graphs.lowering.aten_to_tensor.common import OpList, element_type, notify_match_failure, scalar_constant
-from tensor_graphs.lowering.aten_to_tensor.convolution import _height_one, _ints, _pair, convolution
+from tensor_graphs.lowering.aten_to_tensor.convolution import _height_one, _ints, _pair, convolution, lowest_value
 from tensor_graphs.lowering.aten_to_tensor.normalization import trailing_layer_norm
 from tensor_graphs.lowering.aten_to_tensor.reductions import p_norm
 from tensor_graphs.lowering.aten_to_tensor.views import positions
@@ -166,7 +166,9 @@ class MaxPoolWithIndicesPattern(RewritePattern):
                 raise ValueError(f"padding {list(p)} should be at most half the kernel {list(k)}")
         except ValueError as e:
             return notify_match_failure(op, str(e))
-        cols = ops.add(Im2colOp(x, k, s, p, d, float("-inf"), bool(op.ceil_mode.value.data)))
+        if element_type(x) == i1:
+            return notify_match_failure(op, "max_pool2d_with_indices of bool (torch refuses it too)")
+        cols = ops.add(Im2colOp(x, k, s, p, d, lowest_value(element_type(x)), bool(op.ceil_mode.value.data)))
         oh, ow = shape_of(cols)[4:]
         windows = ops.reshape(cols, (n, c, k[0] * k[1], oh, ow))
         values = ops.add(AmaxOp(windows, (2,)))

@@ -136,7 +136,8 @@ class ArgReducePattern(RewritePattern):
                 return notify_match_failure(op, str(e))
         if shape_of(x)[dim] == 0:
             return notify_match_failure(op, f"{op.name} of an empty dim (torch raises)")
-        indices = ops.reshape(ops.add(ArgReduceOp(x, kind, dim, keepdim)), shape_of(op.results[-1]))
+        key = ops.cast(x, IntegerType(8)) if element_type(x) == i1 else x  # bools compare as 0 < 1, not signed
+        indices = ops.reshape(ops.add(ArgReduceOp(key, kind, dim, keepdim)), shape_of(op.results[-1]))
         if isinstance(op, aten.ArgmaxOp | aten.ArgminOp):
             rewriter.replace(op, ops, [indices])
             return

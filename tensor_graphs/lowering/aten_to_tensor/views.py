@@ -254,8 +254,8 @@ class ScatterPattern(RewritePattern):
         if numel(ishape) == 0:  # nothing scattered
             return rewriter.replace(op, [], [op.self])
         el = element_type(op.self)
-        if reduce is not None and el == i1:
-            return notify_match_failure(op, f"scatter with reduce='{reduce}' on bool")
+        if reduce == "mean" and el == i1:
+            return notify_match_failure(op, "scatter_reduce with reduce='mean' on bool")
         ops = OpList()
         try:
             dim = normalize_dim(op.dim.value.data, max(len(shape), 1))
