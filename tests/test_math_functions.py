@@ -61,6 +61,10 @@ FUNCTIONS = {
     "remainder": (lambda x: torch.remainder(x, x.roll(5) - 0.3), (-10.0, 10.0)),
     "fmod": (lambda x: torch.fmod(x, 0.7), (-1e6, 1e6)),
     "mT (implicit composition)": (lambda x: x[None].mT * 2, (-10.0, 10.0)),
+    "digamma": (torch.digamma, (-20.0, 20.0)),
+    "polygamma order 0 (composition)": (lambda x: torch.polygamma(0, x), (-20.0, 20.0)),
+    "erfinv": (torch.erfinv, (-1.0, 1.0)),
+    "i0": (torch.i0, (-30.0, 30.0)),
 }
 
 PREDICATES = {

@@ -2214,6 +2214,66 @@ class LgammaOp(AtenOp):
 
 
 @irdl_op_definition
+class DigammaOp(AtenOp):
+    """``aten::digamma(Tensor self) -> Tensor``"""
+
+    name = "aten.digamma"
+    TARGET: ClassVar[str] = "aten::digamma"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"),)
+    self = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_,), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_float_unary(self)
+
+
+@irdl_op_definition
+class ErfinvOp(AtenOp):
+    """``aten::erfinv(Tensor self) -> Tensor``"""
+
+    name = "aten.erfinv"
+    TARGET: ClassVar[str] = "aten::erfinv"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"),)
+    self = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_,), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_float_unary(self)
+
+
+@irdl_op_definition
+class I0Op(AtenOp):
+    """``aten::i0(Tensor self) -> Tensor``"""
+
+    name = "aten.i0"
+    TARGET: ClassVar[str] = "aten::i0"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"),)
+    self = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_,), [result_type]))
+
+    def verify_(self) -> None:
+        super().verify_()
+        _verify_float_unary(self)
+
+
+@irdl_op_definition
 class CosOp(AtenOp):
     """``aten::cos(Tensor self) -> Tensor``"""
 
@@ -5466,6 +5526,9 @@ ATEN_OPS: dict[str, type[AtenOp]] = {op.TARGET: op for op in (
     ErfOp,
     ErfcOp,
     LgammaOp,
+    DigammaOp,
+    ErfinvOp,
+    I0Op,
     CosOp,
     SinOp,
     NegOp,
@@ -5729,6 +5792,9 @@ ATEN = Dialect(
         ErfOp,
         ErfcOp,
         LgammaOp,
+        DigammaOp,
+        ErfinvOp,
+        I0Op,
         CosOp,
         SinOp,
         NegOp,

@@ -8,6 +8,7 @@ cloned unchanged from the tg level to the buf level, so these ops belong to neit
 %g = scalar.lgamma %a : f32       // log |Gamma(a)| (C's lgamma)
 %h = scalar.hypot %a, %b : f32    // sqrt(a^2 + b^2) without overflow (C's hypot)
 %n = scalar.nextafter %a, %b : f32  // the next float after a toward b (C's nextafter)
+%d = scalar.digamma %a : f32      // torch's digamma, erfinv and i0 (`transforms.special_functions`)
 ```
 """
 
@@ -77,4 +78,25 @@ class LgammaOp(_LibmUnary):
     name = "scalar.lgamma"
 
 
-SCALAR = Dialect("scalar", [RemFOp, HypotOp, NextafterOp, ErfcOp, LgammaOp])
+@irdl_op_definition
+class DigammaOp(_LibmUnary):
+    """``digamma(x) = d/dx log Gamma(x)`` (torch's algorithm: `transforms.special_functions`)."""
+
+    name = "scalar.digamma"
+
+
+@irdl_op_definition
+class ErfinvOp(_LibmUnary):
+    """The inverse of ``erf`` on [-1, 1] (+-inf at +-1, NaN beyond)."""
+
+    name = "scalar.erfinv"
+
+
+@irdl_op_definition
+class I0Op(_LibmUnary):
+    """The modified Bessel function of the first kind, order 0."""
+
+    name = "scalar.i0"
+
+
+SCALAR = Dialect("scalar", [RemFOp, HypotOp, NextafterOp, ErfcOp, LgammaOp, DigammaOp, ErfinvOp, I0Op])

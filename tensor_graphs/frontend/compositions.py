@@ -15,6 +15,7 @@ op                     composition
 ``diff``               ``n`` differences of neighbours along ``dim`` (``xor`` for bool)
 ``index_reduce``        ``scatter_reduce`` with the index spread along ``dim``
 ``scatter(reduce=)``   ``scatter_reduce`` (``add`` is ``sum``, ``multiply`` ``prod``)
+``polygamma``          ``digamma`` for order 0
 ``median``, ``nanmedian``, ``kthvalue``
                        a stable ``sort`` along ``dim`` (NaN last), then the value and position at
                        the wanted rank (the first NaN's when ``median`` meets one)
@@ -152,6 +153,13 @@ def _scatter_reduce_value(self, dim, index, value, *, reduce):
     return _scatter_reduce_src(self, dim, index, torch.full(index.shape, value, dtype=self.dtype), reduce=reduce)
 
 
+def _polygamma(n, self):
+    """``polygamma(0, x)`` is ``digamma``; higher orders are refused by name (no Hurwitz zeta yet)."""
+    if n != 0:
+        raise NotImplementedError(f"polygamma of order {n}: only order 0 (digamma) so far")
+    return torch.digamma(self)
+
+
 #: op name (``packet.overload``) -> its composition
 COMPOSITIONS: dict[str, Any] = {
     "searchsorted.Tensor": _searchsorted,
@@ -166,6 +174,7 @@ COMPOSITIONS: dict[str, Any] = {
     "index_reduce.default": _index_reduce,
     "scatter.reduce": _scatter_reduce_src,
     "scatter.value_reduce": _scatter_reduce_value,
+    "polygamma.default": _polygamma,
 }
 
 

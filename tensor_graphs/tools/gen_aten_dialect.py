@@ -180,6 +180,7 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec("erf", verifier="_verify_float_unary"),
     OpSpec("erfc", verifier="_verify_float_unary"),
     OpSpec("lgamma", verifier="_verify_float_unary"),
+    *(OpSpec(fn, verifier="_verify_float_unary") for fn in ("digamma", "erfinv", "i0")),
     OpSpec("cos", verifier="_verify_float_unary"),
     OpSpec("sin", verifier="_verify_float_unary"),
     OpSpec("neg", verifier="_verify_same_type"),

@@ -46,7 +46,8 @@ from tensor_graphs import dtypes
 from tensor_graphs.dialects.dense import dense_from_numpy, numpy_from_dense
 from tensor_graphs.dialects.dense import numpy_dtype_of as numpy_dtype
 from tensor_graphs.dialects.functions import ARG_REDUCTIONS, REDUCTIONS, UNARY_FUNCTIONS, apply_unary
-from tensor_graphs.dialects.scalar import ErfcOp, HypotOp, LgammaOp, NextafterOp, RemFOp
+from tensor_graphs.dialects.scalar import DigammaOp, ErfcOp, ErfinvOp, HypotOp, I0Op, LgammaOp, NextafterOp, RemFOp
+from tensor_graphs.transforms import special_functions
 from tensor_graphs.dialects.tensor import (
     AttentionOp,
     BiasActivationOp,
@@ -512,6 +513,9 @@ SCALAR_OPS: dict[type[Operation], Callable[..., np.ndarray]] = {
     NextafterOp: _binary_fn(np.nextafter),
     ErfcOp: _unary_fn(lambda x: _elementwise_libm(pymath.erfc, x)),
     LgammaOp: _unary_fn(lambda x: _elementwise_libm(pymath.lgamma, x)),
+    DigammaOp: _unary_fn(lambda x: special_functions.digamma(x).astype(x.dtype)),
+    ErfinvOp: _unary_fn(lambda x: special_functions.erfinv(x).astype(x.dtype)),
+    I0Op: _unary_fn(lambda x: special_functions.i0(x).astype(x.dtype)),
     arith.SelectOp: lambda op, c, a, b: np.where(c, a, b),
     arith.CmpfOp: lambda op, a, b: _CMPF[op.predicate.value.data](a, b),
     arith.CmpiOp: lambda op, a, b: _CMPI[op.predicate.value.data](a, b),

@@ -121,7 +121,7 @@ def intrinsic(b: FunctionBuilder, name: str, *args: SSAValue) -> SSAValue:
 
 #: C math library functions a kernel may call, for float64 (float32: the ``f``-suffixed name);
 #: `convert-buffer-to-llvm` declares those a module calls (`libm_declarations`)
-LIBM: tuple[str, ...] = ("tanh", "erf", "erfc", "expm1", "log1p", "exp", "log", "lgamma", "hypot", "nextafter")
+LIBM: tuple[str, ...] = ("tanh", "erf", "erfc", "expm1", "log1p", "exp", "log", "lgamma", "hypot", "nextafter", "tan")
 
 
 def libm(b: FunctionBuilder, name: str, *args: SSAValue) -> SSAValue:

@@ -15,6 +15,8 @@
   ``exp2``: LLVM's intrinsics, which are instructions on x86 (vectorise).
 - ``scalar.erfc``, ``scalar.lgamma``, ``scalar.hypot``, ``scalar.nextafter``: the C math
   library's (`scalar.libm`; not vectorised).
+- ``scalar.digamma``, ``scalar.erfinv``, ``scalar.i0``: torch's algorithms in float64
+  (`special_functions`).
 - ``scalar.remf``: ``frem`` (C's ``fmod``); ``arith.remsi``: ``srem`` with ``MIN % -1 = 0``.
 - ``arith.divsi``: ``sdiv`` rounding toward zero, ``MIN / -1`` wrapping to ``MIN`` (torch's
   result; ``sdiv`` would trap) and a zero divisor dividing by 1 (lowerings allow constant,
@@ -31,7 +33,8 @@ from xdsl.dialects.builtin import IntegerAttr, i64
 from xdsl.ir import Operation, SSAValue
 
 from tensor_graphs.codegen.llvm.loops import FunctionBuilder
-from tensor_graphs.dialects.scalar import ErfcOp, HypotOp, LgammaOp, NextafterOp, RemFOp
+from tensor_graphs.codegen.llvm.special_functions import emit_digamma, emit_erfinv, emit_i0
+from tensor_graphs.dialects.scalar import DigammaOp, ErfcOp, ErfinvOp, HypotOp, I0Op, LgammaOp, NextafterOp, RemFOp
 from tensor_graphs.codegen.llvm.scalar import (
     ArithEmitter,
     const,
@@ -164,4 +167,7 @@ MATH_ARITH: dict[type[Operation], ArithEmitter] = {
     LgammaOp: lambda b, op, v: libm(b, "lgamma", v[0]),
     HypotOp: lambda b, op, v: libm(b, "hypot", v[0], v[1]),
     NextafterOp: lambda b, op, v: libm(b, "nextafter", v[0], v[1]),
+    DigammaOp: lambda b, op, v: emit_digamma(b, v[0]),
+    ErfinvOp: lambda b, op, v: emit_erfinv(b, v[0]),
+    I0Op: lambda b, op, v: emit_i0(b, v[0]),
 }

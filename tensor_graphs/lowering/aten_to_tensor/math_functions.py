@@ -32,7 +32,7 @@ from xdsl.ir import Block, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from tensor_graphs.dialects import aten
-from tensor_graphs.dialects.scalar import ErfcOp, HypotOp, LgammaOp, NextafterOp
+from tensor_graphs.dialects.scalar import DigammaOp, ErfcOp, ErfinvOp, HypotOp, I0Op, LgammaOp, NextafterOp
 from tensor_graphs.lowering.aten_to_tensor.common import OpList, append, element_type, elementwise_body, notify_match_failure, scalar_constant
 from tensor_graphs.lowering.aten_to_tensor.elementwise import ROUNDS_TO_INTEGER
 
@@ -130,6 +130,9 @@ UNARY_BODIES: dict[type, Body] = {
     aten.TruncOp: _math(math.TruncOp),
     aten.ErfcOp: _math(ErfcOp),
     aten.LgammaOp: _math(LgammaOp),
+    aten.DigammaOp: _math(DigammaOp),
+    aten.ErfinvOp: _math(ErfinvOp),
+    aten.I0Op: _math(I0Op),
     aten.ReciprocalOp: _reciprocal,
     aten.RoundOp: _round,
     aten.RoundDecimalsOp: _round,
