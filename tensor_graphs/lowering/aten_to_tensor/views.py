@@ -257,23 +257,29 @@ class ScatterPattern(RewritePattern):
         if reduce == "mean" and el == i1:
             return notify_match_failure(op, "scatter_reduce with reduce='mean' on bool")
         ops = OpList()
+        x, index = op.self, op.index
+        if not shape:  # a 0-d input (and index, src): as one element
+            if numel(ishape) != 1:
+                return notify_match_failure(op, f"index shape {list(ishape)} does not fit a 0-d input")
+            x, index, shape, ishape = ops.reshape(x, (1,)), ops.reshape(index, (1,)), (1,), (1,)
         try:
-            dim = normalize_dim(op.dim.value.data, max(len(shape), 1))
+            dim = normalize_dim(op.dim.value.data, len(shape))
             if len(ishape) != len(shape) or any(ishape[d] > shape[d] for d in range(len(shape)) if d != dim):
                 raise ShapeError(f"index shape {list(ishape)} does not fit input {list(shape)} outside dim {dim}")
-            offsets = _dim_offsets(ops, shape, ishape, dim, op.index, ishape)
+            offsets = _dim_offsets(ops, shape, ishape, dim, index, ishape)
         except ShapeError as e:
             return notify_match_failure(op, str(e))
         if isinstance(op, aten.ScatterValueOp):
             values = ops.add(BroadcastOp(ops.add(scalar_constant(op.value.value.data, el)), ishape))
         else:
             src = ops.cast(op.src, el)
+            src = ops.reshape(src, (1,)) if not shape_of(src) else src
             if shape_of(src) != ishape:  # the index-shaped corner of src
                 corner = positions(shape_of(src))[tuple(slice(0, n) for n in ishape)]
                 src = ops.add(TakeOp(src, _constant(ops, corner)))
             values = src
-        y = ops.add(PutOp(op.self, offsets, values)) if reduce is None else _reduced_put(ops, op.self, offsets, values, reduce, include_self)
-        rewriter.replace(op, ops, [y])
+        y = ops.add(PutOp(x, offsets, values)) if reduce is None else _reduced_put(ops, x, offsets, values, reduce, include_self)
+        rewriter.replace(op, ops, [ops.reshape(y, shape_of(op.result))])
 
 
 def _filled(ops: OpList, like: SSAValue, value: float | int, shape: tuple[int, ...]) -> SSAValue:
