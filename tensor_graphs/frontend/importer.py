@@ -636,10 +636,12 @@ def _export_functional(model: torch.nn.Module, inputs: tuple) -> ExportedProgram
     """``torch.export.export``, then, when the graph holds an op tensor_graphs does not lower or
     mutates anything (``x.add_(y)``, ``relu_``: ResNet's and T5's in-place ops), PyTorch's
     decompositions of every such op into Core ATen, functionalized (`decompositions.decompose`:
-    ``linear``, ``scaled_dot_product_attention`` and the other ops it lowers stay whole)."""
+    ``linear``, ``scaled_dot_product_attention`` and the other ops it lowers stay whole); complex
+    values between real ones as pairs of reals (`complex_pairs.split_complex`)."""
+    from tensor_graphs.frontend.complex_pairs import split_complex
     from tensor_graphs.frontend.decompositions import decompose
 
-    return decompose(torch.export.export(model, inputs))
+    return split_complex(decompose(torch.export.export(model, inputs)))
 
 
 def _forget_last_trace() -> None:
