@@ -16,6 +16,10 @@ op                     composition
 ``index_reduce``        ``scatter_reduce`` with the index spread along ``dim``
 ``scatter(reduce=)``   ``scatter_reduce`` (``add`` is ``sum``, ``multiply`` ``prod``)
 ``polygamma``          ``digamma`` for order 0
+``put``                ``index_put`` into the flattened input
+``as_strided_scatter`` ``put`` at the view's offsets (computed from size, stride, offset)
+``_trilinear``         (``F.bilinear``) the inputs unsqueezed, multiplied and summed
+``frexp``              ``log2`` in float64, corrected by one either way
 ``median``, ``nanmedian``, ``kthvalue``
                        a stable ``sort`` along ``dim`` (NaN last), then the value and position at
                        the wanted rank (the first NaN's when ``median`` meets one)
@@ -160,6 +164,56 @@ def _polygamma(n, self):
     return torch.digamma(self)
 
 
+def _put(self, index, source, accumulate=False):
+    """``put``: ``index_put`` into the flattened input (negative indices count from the end)."""
+    flat = self.reshape(-1).index_put((index.reshape(-1),), source.reshape(-1), accumulate)
+    return flat.reshape(self.shape)
+
+
+def _strided_offsets(size, stride, storage_offset) -> torch.Tensor:
+    """The element offsets of an ``as_strided`` view, of its shape (aten ops that fold)."""
+    offsets = torch.full(list(size), storage_offset or 0, dtype=torch.int64)
+    for d, (n, st) in enumerate(zip(size, stride)):
+        shape = [1] * len(size)
+        shape[d] = n
+        offsets = offsets + (torch.arange(n, dtype=torch.int64) * st).reshape(shape)
+    return offsets
+
+
+def _as_strided_scatter(self, src, size, stride, storage_offset=None):
+    """``as_strided_scatter``: ``src`` written at the view's offsets (the last write wins where
+    the view overlaps itself, as torch's copy does)."""
+    return _put(self.contiguous(), _strided_offsets(size, stride, storage_offset), src)
+
+
+def _trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
+    """``_trilinear`` (``F.bilinear``'s kernel): the three inputs unsqueezed at their ``expand``
+    dims, multiplied (broadcast) and summed over ``sumdim``."""
+    def spread(t, dims):
+        for d in sorted(dims):
+            t = t.unsqueeze(d)
+        return t
+
+    product = spread(i1, expand1) * spread(i2, expand2) * spread(i3, expand3)
+    return product.sum(list(sumdim)) if sumdim else product
+
+
+def _frexp(self):
+    """``frexp``: mantissa in [0.5, 1) with the sign, and the int32 exponent, from ``log2`` in
+    float64 corrected by one either way (exact: powers of two scale exactly); 0, inf and NaN
+    keep themselves with exponent 0."""
+    x = self.to(torch.float64)
+    finite = torch.isfinite(x) & (x != 0)
+    safe = torch.where(finite, x, torch.ones_like(x))
+    e = torch.floor(torch.log2(torch.abs(safe))) + 1
+    m = safe * torch.exp2(-e)
+    big, small = torch.abs(m) >= 1, torch.abs(m) < 0.5
+    e = torch.where(big, e + 1, torch.where(small, e - 1, e))
+    m = torch.where(big, m * 0.5, torch.where(small, m * 2, m))
+    mantissa = torch.where(finite, m, x).to(self.dtype)
+    return mantissa, torch.where(finite, e, torch.zeros_like(e)).to(torch.int32)
+
+
 #: op name (``packet.overload``) -> its composition
 COMPOSITIONS: dict[str, Any] = {
     "searchsorted.Tensor": _searchsorted,
@@ -175,6 +229,10 @@ COMPOSITIONS: dict[str, Any] = {
     "scatter.reduce": _scatter_reduce_src,
     "scatter.value_reduce": _scatter_reduce_value,
     "polygamma.default": _polygamma,
+    "put.default": _put,
+    "as_strided_scatter.default": _as_strided_scatter,
+    "_trilinear.default": _trilinear,
+    "frexp.Tensor": _frexp,
 }
 
 
