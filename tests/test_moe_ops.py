@@ -169,10 +169,23 @@ def test_floor_divide_floats_as_torch():
     check(lambda m, a, b: (a // b, torch.floor_divide(a, 0.3), a // -2.5), values)
 
 
-def test_floor_divide_of_integers_by_run_time_data_is_an_error():
-    ids = torch.randint(1, 5, (6,))
-    with pytest.raises(Exception, match="integer floor_divide by a run-time divisor"):
-        tg.compile(Fn(lambda m, a, b: a // b), (ids, ids))
+def test_integer_division_by_run_time_data_checks_for_zero():
+    """An integer division by a divisor computed at run time (floor_divide, remainder, fmod, div
+    with a rounding mode) is eager's exactly; a zero divisor is a run-time ZeroDivisionError (as
+    in torch), a constant zero divisor a refusal by name."""
+    g = torch.Generator().manual_seed(5)
+    a, b = torch.randint(-9, 10, (6, 5), generator=g), torch.randint(1, 5, (6, 5), generator=g) * torch.tensor([1, -1, 1, -1, 1])
+    model = Fn(lambda m, a, b: (a // b, a % b, torch.fmod(a, b), torch.div(a, b, rounding_mode="trunc"),
+                                torch.div(a, b, rounding_mode="floor"), torch.remainder(7, b)))
+    fn = tg.compile(model, (a, b))
+    for got, want in zip(fn(a, b), model(a, b), strict=True):
+        assert torch.equal(got, want)
+    zero = b.clone()
+    zero[2, 3] = 0
+    with pytest.raises(RuntimeError, match="ZeroDivisionError: an integer division by a divisor that is zero"):
+        fn(a, zero)
+    with pytest.raises(Exception, match="integer floor_divide by zero"):
+        tg.compile(Fn(lambda m, a, b: a // torch.zeros_like(a)), (a, b))
 
 
 # --------------------------------------------------------------------------- index_put and empty_like

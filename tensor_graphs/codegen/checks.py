@@ -49,6 +49,11 @@ def take_message(shape: Sequence[int]) -> str:
     return f"index out of range: an element offset outside [0, {size}) (a gather or tensor index into {list(shape)})"
 
 
+def zero_divisor_message() -> str:
+    """A `buf.check_nonzero` element that is zero: an integer division by zero."""
+    return "ZeroDivisionError: an integer division by a divisor that is zero (torch raises here too)"
+
+
 def put_message(shape: Sequence[int]) -> str:
     """A `buf.put` offset outside the flat destination of ``shape``."""
     size = 1

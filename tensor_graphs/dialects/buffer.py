@@ -717,6 +717,14 @@ class ElementwiseUnaryKernel(KernelOp, abc.ABC):
 
 
 @irdl_op_definition
+class CheckNonzeroOp(ElementwiseUnaryKernel):
+    """`tg.check_nonzero`: a copy of the input, each element checked against zero (a run-time
+    error naming the integer division by zero)."""
+
+    name = "buf.check_nonzero"
+
+
+@irdl_op_definition
 class ReluOp(ElementwiseUnaryKernel):
     name = "buf.relu"
 
@@ -1389,6 +1397,7 @@ BUF = Dialect(
         BinaryOp,
         SelectOp,
         CastOp,
+        CheckNonzeroOp,
         ReduceOp,
         ArgReduceOp,
         CumsumOp,

@@ -378,6 +378,28 @@ class CastOp(IRDLOperation):
         _check(shape_of(self.input) == shape_of(self.result), "tg.cast: the shape must not change")
 
 
+@irdl_op_definition
+class CheckNonzeroOp(IRDLOperation):
+    """``result = input``, once no element of it is zero: the run-time check before an integer
+    division by a divisor computed at run time (torch raises ZeroDivisionError; a compiled
+    division would trap or give garbage). A zero is a run-time error that names it.
+
+    ```mlir
+    %d = tg.check_nonzero %b : tensor<4x6xi64>
+    ```
+    """
+
+    name = "tg.check_nonzero"
+    T: ClassVar = VarConstraint("T", AnyTensor)
+    input = operand_def(T)
+    result = result_def(T)
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict `:` type($result)"
+
+    def __init__(self, input: SSAValue):
+        super().__init__(operands=[input], result_types=[input.type])
+
+
 class ElementwiseUnaryOp(IRDLOperation, abc.ABC):
     """``result = f(input)`` elementwise; same type in and out."""
 
@@ -1576,6 +1598,7 @@ TG = Dialect(
         MinOp,
         SelectOp,
         CastOp,
+        CheckNonzeroOp,
         *UNARY_OPS.values(),
         GeluOp,
         ReshapeOp,

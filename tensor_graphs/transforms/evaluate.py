@@ -68,6 +68,7 @@ from tensor_graphs.dialects.tensor import (
     ArgTopkOp,
     ArgReduceOp,
     PutOp,
+    CheckNonzeroOp,
     GroupedMatmulOp,
     Im2colOp,
     WinogradConvOp,
@@ -614,6 +615,12 @@ def _argtopk(op: ArgTopkOp, x: np.ndarray) -> np.ndarray:
 _PUT_UFUNCS: dict[str, np.ufunc] = {"sum": np.add, "prod": np.multiply, "amax": np.maximum, "amin": np.minimum}
 
 
+def _check_nonzero(op: CheckNonzeroOp, x: np.ndarray) -> np.ndarray:
+    if (x == 0).any():
+        raise EvaluationError("evaluate: tg.check_nonzero: an integer division by zero")
+    return x
+
+
 def _put(op: PutOp, x: np.ndarray, offsets: np.ndarray, values: np.ndarray) -> np.ndarray:
     flat, offsets = x.reshape(-1).copy(), offsets.reshape(-1)
     if offsets.size and (offsets.min() < 0 or offsets.max() >= x.size):
@@ -669,6 +676,7 @@ def _evaluators() -> dict[type[Operation], Evaluator]:
         ArgTopkOp: _argtopk,
         ArgReduceOp: _arg_reduce,
         PutOp: _put,
+        CheckNonzeroOp: _check_nonzero,
         GroupedMatmulOp: _grouped_matmul,
         TakeOp: _take,
         Im2colOp: _im2col,

@@ -72,6 +72,8 @@ func.func @transformer_kernels(%x: memref<2x8x16xf32>, %w: memref<16xf32>, %c: m
   buf.softmax ins(%x : memref<2x8x16xf32>) outs(%o : memref<2x8x16xf32>) {dim = 2 : i64}
   // CHECK-NEXT: buf.cumsum ins(%x : memref<2x8x16xf32>) outs(%o : memref<2x8x16xf32>) {dim = 1 : i64}
   buf.cumsum ins(%x : memref<2x8x16xf32>) outs(%o : memref<2x8x16xf32>) {dim = 1 : i64}
+  // CHECK-NEXT: buf.check_nonzero ins(%i : memref<2x8xi64>) outs(%i : memref<2x8xi64>)
+  buf.check_nonzero ins(%i : memref<2x8xi64>) outs(%i : memref<2x8xi64>)
   // CHECK-NEXT: buf.softmax ins(%x : memref<2x8x16xf32>) outs(%o : memref<2x8x16xf32>) {dim = 2 : i64, log = true}
   buf.softmax ins(%x : memref<2x8x16xf32>) outs(%o : memref<2x8x16xf32>) {dim = 2 : i64, log = true}
   // CHECK-NEXT: buf.layer_norm ins(%x, %w, %w : memref<2x8x16xf32>, memref<16xf32>, memref<16xf32>) outs(%o : memref<2x8x16xf32>) {eps = 1.000000e-06 : f32}

@@ -46,6 +46,9 @@ func.func @rms_norm(%x: tensor<2x8x16xf32>, %w: tensor<16xf32>) -> tensor<2x8x16
   %cs = tg.cumsum %z {dim = 1 : i64} : tensor<2x8x16xf32>
   // CHECK-NEXT: %{{.*}} = tg.cumsum %z {dim = 2 : i64, reduce = "logsumexp"} : tensor<2x8x16xf32>
   %cl = tg.cumsum %z {dim = 2 : i64, reduce = "logsumexp"} : tensor<2x8x16xf32>
+  %ints = tg.constant dense<3> : tensor<2x8xi64>
+  // CHECK: tg.check_nonzero %{{.*}} : tensor<2x8xi64>
+  %nz = tg.check_nonzero %ints : tensor<2x8xi64>
   func.return %z : tensor<2x8x16xf32>
 }
 

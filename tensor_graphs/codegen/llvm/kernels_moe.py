@@ -23,7 +23,7 @@ from xdsl.dialects import llvm
 from xdsl.dialects.builtin import AnyFloat, IntegerAttr, IntegerType, f32, i1, i64
 from xdsl.ir import Operation, SSAValue
 
-from tensor_graphs.codegen.checks import grouped_offsets_message, put_message
+from tensor_graphs.codegen.checks import grouped_offsets_message, put_message, zero_divisor_message
 from tensor_graphs.codegen.llvm.kernels import (
     REGISTRY,
     Access,
@@ -152,6 +152,29 @@ def _emit_put(ctx: KernelContext, op: Operation) -> None:
         b.store_element(v, outp, j, el)
 
     emit_loop(b, numel(_shape(offsets)), element)
+
+
+def _emit_check_nonzero(ctx: KernelContext, op: Operation) -> None:
+    """A copy of the integer input, then each element checked: a zero stops the graph with the
+    division-by-zero error (`checks.zero_divisor_message`)."""
+    assert isinstance(op, buf.CheckNonzeroOp)
+    (x,), out = op.inputs, op.output
+    el = _require_same_element(op, [x, out])
+    if not isinstance(el, IntegerType):
+        raise LoweringError(f"{op.name}: integer elements only, got {el}")
+    size = numel(_shape(x))
+    if size == 0:
+        return
+    b = ctx.b
+    xp, outp = ctx.ptr(x), ctx.ptr(out)
+    emit_pointwise(b, (size,), Access(outp, (1,), el), [Access(xp, (1,), el)], lambda b, v: v[0])
+    message = zero_divisor_message()
+    ne = IntegerAttr(llvm.ICmpPredicateFlag.NE.to_int(), i64)
+
+    def element(i: SSAValue) -> None:
+        ctx.check(b.add(llvm.ICmpOp(b.load_element(xp, i, el), b.constant(0, el), ne)), message)
+
+    emit_loop(b, size, element)
 
 
 # --------------------------------------------------------------------------- grouped matmul
@@ -316,5 +339,6 @@ def _emit_packed_grouped_matmul(ctx: KernelContext, op: Operation) -> None:
 
 REGISTRY[buf.ArgTopkOp] = _emit_argtopk
 REGISTRY[buf.PutOp] = _emit_put
+REGISTRY[buf.CheckNonzeroOp] = _emit_check_nonzero
 REGISTRY[buf.GroupedMatmulOp] = _emit_grouped_matmul
 REGISTRY[buf.PackedGroupedMatmulOp] = _emit_packed_grouped_matmul

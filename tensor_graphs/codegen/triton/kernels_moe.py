@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from xdsl.ir import Operation
 
-from tensor_graphs.codegen.checks import grouped_offsets_message, put_message
+from tensor_graphs.codegen.checks import grouped_offsets_message, put_message, zero_divisor_message
 from tensor_graphs.codegen.triton.kernels import (
     INT32_MAX,
     TritonContext,
@@ -140,6 +140,22 @@ def emit_put(ctx: TritonContext, op: Operation) -> None:
                  "tl.store(out + oi, tl.load(values + ii, mask=mi, other=0), mask=ok & (others == 0))"]
     kernel = ctx.kernel("put_add" if accumulate else "put", ["offsets", "values", "out"], body, checks=True)
     ctx.launch(kernel, (-(-count // bi),), [offsets, values, out], checks=True)
+
+
+@register(buf.CheckNonzeroOp)
+def emit_check_nonzero(ctx: TritonContext, op: Operation) -> None:
+    """A copy of the integer input; a zero anywhere sets the division-by-zero check."""
+    assert isinstance(op, buf.CheckNonzeroOp)
+    (x,), out = op.inputs, op.output
+    size = numel(shape(x))
+    if size == 0:
+        return
+    elementwise(ctx, "copy", out, [(x, contiguous(shape(x)), 0)], lambda v: ([], v[0]))
+    bi = min(pow2(size), PAIR_BLOCK)
+    body = [f"ii = tl.program_id(0) * {bi} + tl.arange(0, {bi})",
+            f"v = tl.load(x + ii, mask=ii < {size}, other=1)",
+            *flag_failures(ctx.check(zero_divisor_message()), "v == 0")]
+    ctx.launch(ctx.kernel("check_nonzero", ["x"], body, checks=True), (-(-size // bi),), [x], checks=True)
 
 
 @register(buf.GroupedMatmulOp)

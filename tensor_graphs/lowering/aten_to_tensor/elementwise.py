@@ -22,6 +22,7 @@ from tensor_graphs.dialects.scalar import RemFOp
 from tensor_graphs.dialects.tensor import (
     UNARY_OPS,
     AddOp,
+    CheckNonzeroOp,
     ConstantOp,
     DivOp,
     ElementwiseBinaryOp,
@@ -322,9 +323,9 @@ def _floor_divide_float(block: Block, a: SSAValue, b: SSAValue) -> SSAValue:
 
 class FloorDividePattern(RewritePattern):
     """``floor_divide`` (Tensor and Scalar forms; ``//``): a scalar body in torch's result type,
-    both sides cast to it. Integers round toward -inf (``-7 // 2 = -4``); the divisor must then
-    be a constant without zeros (torch raises on an integer division by zero, which compiled
-    code could not). Floats follow torch's ``div_floor_floating`` (``1 // 0.1 = 9``, not
+    both sides cast to it. Integers round toward -inf (``-7 // 2 = -4``); a divisor computed at
+    run time is checked for zeros first (`tg.check_nonzero`: torch raises ZeroDivisionError), a
+    constant one holding a zero is refused by name. Floats follow torch's ``div_floor_floating`` (``1 // 0.1 = 9``, not
     ``floor(1 / 0.1) = 10``; a zero divisor gives ``a / b``).
 
     ```mlir
@@ -349,6 +350,8 @@ class FloorDividePattern(RewritePattern):
         b = ops.add(scalar_constant(op.other.value.data, out)) if isinstance(op, aten.FloorDivideScalarOp) else ops.cast(op.other, out)
         if isinstance(out, IntegerType) and (problem := integer_divisor_problem(op, op.other)) is not None:
             return notify_match_failure(op, problem)
+        if isinstance(out, IntegerType):
+            b = checked_divisor(ops, b, op.other)
         build = floor_divide_body(out)
         y = ops.add(elementwise_body([a, b], op.result.type, lambda block, args: build(block, args[0], args[1])))
         rewriter.replace(op, ops, [y])
@@ -380,8 +383,9 @@ _REMAINDERS = (aten.RemainderTensorOp, aten.RemainderScalarOp, aten.RemainderSca
 class RemainderPattern(RewritePattern):
     """``remainder`` (``%``: the sign of the divisor) and ``fmod`` (the sign of the dividend),
     Tensor, Scalar and Scalar_Tensor (``7.5 % x``) forms: a scalar body in torch's result type, both sides cast to it.
-    Integers need a constant divisor without zeros (torch raises on a zero, as for
-    ``floor_divide``); floats follow C's ``fmod`` (a zero divisor gives NaN, as in torch).
+    An integer divisor computed at run time is checked for zeros first (`tg.check_nonzero`: torch
+    raises ZeroDivisionError there; a constant one holding a zero is refused by name); floats
+    follow C's ``fmod`` (a zero divisor gives NaN, as in torch).
 
     ```mlir
     %r = aten.remainder.Scalar %x {other = 3 : i64} : (tensor<4xi64>) -> tensor<4xi64>
@@ -409,6 +413,8 @@ class RemainderPattern(RewritePattern):
             return ops.cast(v, out) if isinstance(v, SSAValue) else ops.add(scalar_constant(v.value.data, out))
 
         a, b = side(op.self), side(op.other)
+        if isinstance(out, IntegerType):
+            b = checked_divisor(ops, b, op.other)
         floored = not isinstance(op, aten.FmodTensorOp | aten.FmodScalarOp)
         y = ops.add(elementwise_body([a, b], op.result.type, lambda block, args: _remainder_body(block, args[0], args[1], floored)))
         rewriter.replace(op, ops, [y])
@@ -421,19 +427,24 @@ def floor_divide_body(out) -> object:
 
 def integer_divisor_problem(op, divisor) -> str | None:
     """Why an integer division of ``op`` by ``divisor`` (a Scalar property or a tensor operand)
-    cannot be compiled, or None: the divisor must be a constant without zeros (torch raises
-    on an integer division by zero, which compiled code could not)."""
+    cannot be compiled, or None: a constant divisor holding a zero (torch raises
+    ZeroDivisionError). A divisor computed at run time is checked then (`checked_divisor`)."""
     if not isinstance(divisor, SSAValue):
         known = np.asarray(divisor.value.data)
     else:
         owner = divisor.owner
         known = dense_to_array(owner.value) if isinstance(owner, ConstantOp) else None
-    name = op.name.removeprefix("aten.")
-    if known is None:
-        return f"integer {name} by a run-time divisor (a zero would raise in torch); divide by a constant, or in floats"
-    if (known == 0).any():
-        return f"integer {name} by zero (torch raises ZeroDivisionError)"
+    if known is not None and (known == 0).any():
+        return f"integer {op.name.removeprefix('aten.')} by zero (torch raises ZeroDivisionError)"
     return None
+
+
+def checked_divisor(ops: OpList, value: SSAValue, divisor) -> SSAValue:
+    """``value`` (the integer divisor in the result's type), behind a run-time zero check
+    (`tg.check_nonzero`) when ``divisor`` is not a constant."""
+    if isinstance(divisor, SSAValue) and not isinstance(divisor.owner, ConstantOp):
+        return ops.add(CheckNonzeroOp(value))
+    return value
 
 
 class CastPattern(RewritePattern):

@@ -276,8 +276,8 @@ class PowScalarPattern(RewritePattern):
 class DivModePattern(RewritePattern):
     """``div`` with a rounding mode (``torch.div(a, b, rounding_mode=...)``): none is ``a / b``
     (``tg.div``); ``"trunc"`` the quotient rounded toward zero (floats: ``trunc(a / b)``);
-    ``"floor"`` is ``floor_divide`` (its pattern's bodies). Integer results need a constant
-    divisor without zeros, as ``floor_divide`` does (torch raises on a division by zero).
+    ``"floor"`` is ``floor_divide`` (its pattern's bodies). An integer division by a divisor
+    computed at run time checks it for zeros first (`tg.check_nonzero`: torch raises there).
 
     ```mlir
     %q = aten.div.Tensor_mode %a, %b {rounding_mode = "trunc"} : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
@@ -295,7 +295,7 @@ class DivModePattern(RewritePattern):
         if not isinstance(op, aten.DivTensorModeOp | aten.DivScalarModeOp):
             return
         from tensor_graphs.dialects.tensor import DivOp
-        from tensor_graphs.lowering.aten_to_tensor.elementwise import integer_divisor_problem, floor_divide_body
+        from tensor_graphs.lowering.aten_to_tensor.elementwise import checked_divisor, floor_divide_body, integer_divisor_problem
 
         mode = op.rounding_mode.data if op.rounding_mode is not None else None
         out = element_type(op.result)
@@ -311,6 +311,8 @@ class DivModePattern(RewritePattern):
             return notify_match_failure(op, "div with a rounding mode to bool")
         if isinstance(out, IntegerType) and (problem := integer_divisor_problem(op, op.other)) is not None:
             return notify_match_failure(op, problem)
+        if isinstance(out, IntegerType):
+            b = checked_divisor(ops, b, op.other)
         if mode == "floor" and not isinstance(out, IntegerType | Float32Type):
             return notify_match_failure(op, f"div with rounding_mode='floor' to {out}: float32 and integer results only")
         if mode == "floor":

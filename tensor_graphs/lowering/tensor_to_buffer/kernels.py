@@ -706,6 +706,8 @@ for _cls in (*tg.UNARY_OPS.values(), tg.GeluOp):
 
 register_kernel(tg.SelectOp, KernelVariant("select.loop", _same_props(buf.SelectOp)))
 register_kernel(tg.CastOp, KernelVariant("cast.loop", _same_props(buf.CastOp)))
+register_kernel(tg.CheckNonzeroOp, KernelVariant("check_nonzero.loop", _same_props(buf.CheckNonzeroOp),
+                                                 description="copy, then every element checked against zero"))
 _register_all(
     tg.TransposeOp,
     AliasVariant("transpose.alias", _reshape, _only_unit_dims_move, "only size-1 dims move: a reshape"),
