@@ -137,6 +137,10 @@ COMPOSED = {
     "put accumulate": lambda x: x.put(torch.tensor([0, -1, 7, 7]), torch.tensor([1.0, 2, 3, 4]), accumulate=True),
     "as_strided_scatter": lambda x: torch.as_strided_scatter(x, x[:2, :2] * 9, (2, 2), (1, 2), 3),
     "bilinear": lambda x: torch.nn.functional.bilinear(x, x[:, :5] * 2, torch.ones(3, 6, 5) / 7, torch.ones(3)),
+    "adaptive_max_pool2d (bins of unequal width)": lambda x: torch.nn.functional.adaptive_max_pool2d(x[None, None], (3, 4), return_indices=True),
+    "adaptive_max_pool1d": lambda x: torch.nn.functional.adaptive_max_pool1d(x.nan_to_num()[None], 4),
+    "pad replicate, negative (a crop)": lambda x: torch.nn.functional.pad(x[None], [-1, 2, -2, 1], mode="replicate"),
+    "floor_divide float64, histc float64": lambda x: (x.double() // 0.3, x.double() // (x.double() - 0.5), torch.histc(x.double(), 5, -2, 2)),
     "frexp": lambda x: torch.frexp(torch.cat([x.flatten(), torch.tensor([0.0, -0.0, -3.5, 1e-40, math.inf, 2.0**-126, 2.0**127])])),
 }
 

@@ -20,6 +20,7 @@ op                     composition
 ``as_strided_scatter`` ``put`` at the view's offsets (computed from size, stride, offset)
 ``_trilinear``         (``F.bilinear``) the inputs unsqueezed, multiplied and summed
 ``frexp``              ``log2`` in float64, corrected by one either way
+``adaptive_max_pool2d`` each bin gathered (padded by repeating its last element), max and position
 ``median``, ``nanmedian``, ``kthvalue``
                        a stable ``sort`` along ``dim`` (NaN last), then the value and position at
                        the wanted rank (the first NaN's when ``median`` meets one)
@@ -214,6 +215,34 @@ def _frexp(self):
     return mantissa, torch.where(finite, e, torch.zeros_like(e)).to(torch.int32)
 
 
+def _bin_gather(n: int, out: int) -> tuple[torch.Tensor, int]:
+    """[out, k] positions of adaptive pooling's bins ``[floor(i n / out), ceil((i + 1) n / out))``
+    along a dim of ``n``, each bin padded to the widest ``k`` by repeating its last position
+    (aten ops on aranges: constants once folded)."""
+    i = torch.arange(out, dtype=torch.int64)
+    start, end = (i * n) // out, ((i + 1) * n + out - 1) // out
+    k = max(-(-(j + 1) * n // out) - (j * n // out) for j in range(out))
+    taps = start[:, None] + torch.arange(k, dtype=torch.int64)[None, :]
+    return torch.minimum(taps, end[:, None] - 1), k
+
+
+def _adaptive_max_pool2d(self, output_size):
+    """``adaptive_max_pool2d`` for any sizes (torch's decomposition takes whole bins only): each
+    output's bin gathered (a bin narrower than the widest repeats its last element, which changes
+    neither the max nor the first position of it), the max and its flat position ``h * W + w``."""
+    x = self if self.dim() == 4 else self.unsqueeze(0)
+    h, w = x.shape[-2:]
+    (oh, ow) = output_size
+    rows, kh = _bin_gather(h, oh)
+    cols, kw = _bin_gather(w, ow)
+    windows = x[:, :, rows[:, :, None, None], cols[None, None, :, :]]  # [N, C, OH, KH, OW, KW]
+    windows = windows.permute(0, 1, 2, 4, 3, 5).reshape(*x.shape[:2], oh, ow, kh * kw)
+    values, which = windows.max(-1)
+    flat = (rows[:, :, None, None] * w + cols[None, None, :, :]).permute(0, 2, 1, 3).reshape(oh, ow, kh * kw)
+    positions = flat.expand(*x.shape[:2], oh, ow, kh * kw).gather(-1, which.unsqueeze(-1)).squeeze(-1)
+    return (values, positions) if self.dim() == 4 else (values.squeeze(0), positions.squeeze(0))
+
+
 #: op name (``packet.overload``) -> its composition
 COMPOSITIONS: dict[str, Any] = {
     "searchsorted.Tensor": _searchsorted,
@@ -233,7 +262,11 @@ COMPOSITIONS: dict[str, Any] = {
     "as_strided_scatter.default": _as_strided_scatter,
     "_trilinear.default": _trilinear,
     "frexp.Tensor": _frexp,
+    "adaptive_max_pool2d.default": _adaptive_max_pool2d,
 }
+
+#: compositions used in place of PyTorch's own entry (which covers fewer cases: whole bins only)
+PREFERRED: tuple[str, ...] = ("adaptive_max_pool2d.default",)
 
 
 def compositions() -> dict[torch._ops.OpOverload, Any]:

@@ -37,7 +37,7 @@ from typing import Any
 import torch
 from torch import _decomp
 
-from tensor_graphs.frontend.compositions import compositions
+from tensor_graphs.frontend.compositions import PREFERRED, compositions
 
 Route = str  # "lowered" | "decomposed" | "unsupported"
 
@@ -168,8 +168,9 @@ def _table() -> dict[torch._ops.OpOverload, Any]:
     for name in ATEN_LEVEL_REFS:  # (CustomDecompTable has no working setdefault)
         if _overload(name) not in table:
             table[_overload(name)] = _decomp.decomposition_table[_overload(name)]
+    preferred = {_overload(name) for name in PREFERRED}
     for op, f in compositions().items():  # the last resort: tensor_graphs' own compositions
-        if op not in table:
+        if op not in table or op in preferred:
             table[op] = f
     for op in (*lowered_ops(), *KNOWN):
         table.pop(op, None)

@@ -276,8 +276,31 @@ def _edge_pieces(ops: OpList, x: SSAValue, d: int, before: int, after: int, mode
 _PAD_MODES = ("reflect", "replicate", "circular")
 
 
+def _replicate_gather(ops: OpList, x: SSAValue, pads: list[int]) -> SSAValue:
+    """``replicate`` padding with negative amounts (a crop): output ``j`` along each padded dim
+    reads input ``clamp(j - before, 0, n - 1)``, torch's definition, as one `tg.take` of a
+    constant table."""
+    import numpy as np
+
+    from tensor_graphs.dialects.tensor import TakeOp
+    from tensor_graphs.lowering.aten_to_tensor.views import _constant, positions
+
+    shape = shape_of(x)
+    table = positions(shape)
+    for k in range(len(pads) // 2):
+        d, before, after = len(shape) - 1 - k, pads[2 * k], pads[2 * k + 1]
+        n = shape[d]
+        size = n + before + after
+        if size < 0 or (size > 0 and n == 0):
+            raise ValueError(f"replicate padding {pads} leaves dim {d} of size {n} with {size} elements")
+        table = np.take(table, np.clip(np.arange(size) - before, 0, max(n - 1, 0)), axis=d)
+    return ops.add(TakeOp(x, _constant(ops, table)))
+
+
 def _pad_from_input(ops: OpList, x: SSAValue, pads: list[int], mode: str) -> SSAValue:
     rank = len(shape_of(x))
+    if mode == "replicate" and any(p < 0 for p in pads):
+        return _replicate_gather(ops, x, pads)
     if any(p < 0 for p in pads):
         raise ValueError(f"{mode} padding must not be negative, got {pads}")
     for k in range(len(pads) // 2):
@@ -293,7 +316,7 @@ class PadPattern(RewritePattern):
     what goes before, the input and what goes after. ``constant``: constant blocks (a negative
     pad is a ``tg.slice``); ``reflect``: the slices at ``before .. 1`` and ``n-2 .. n-1-after``,
     one wide each (the edge not repeated); ``replicate``: the edge slice broadcast ``before`` /
-    ``after`` wide; ``circular``: the last ``before`` and the first ``after`` slices.
+    ``after`` wide (with a negative amount: a gather of clamped positions, `_replicate_gather`); ``circular``: the last ``before`` and the first ``after`` slices.
 
     ```mlir
     %y = aten.constant_pad_nd %x {pad = array<i64: 1, 2>, value = 0 : i64} : (tensor<3x4xf32>) -> tensor<3x7xf32>

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import Float32Type, FloatAttr, IntegerAttr, IntegerType, f32, f64, i1, i64
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, IntegerType, f64, i1
 from xdsl.ir import Block, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
@@ -286,28 +286,18 @@ def _floor_divide_int(block: Block, a: SSAValue, b: SSAValue) -> SSAValue:
 
 
 def _floor_divide_float(block: Block, a: SSAValue, b: SSAValue) -> SSAValue:
-    """torch's ``div_floor_floating``: ``b == 0`` gives ``a / b``; else, with ``m = fmod(a, b)``,
-    ``d = (a - m) / b``, minus one where ``m != 0`` has the other sign than ``b``, then floored
-    (rounded up when ``d - floor(d) > 0.5``), and ``d == 0`` gives ``copysign(0, a / b)``.
-    ``fmod`` is ``a - b * trunc(a / b)`` in f64: exact for quotients below 2^29 (beyond, the
-    quotient's last float32 bit may differ from torch's); ``fmod(a, ±inf) = a``."""
+    """torch's ``div_floor_floating``, in ``a``'s float type: ``b == 0`` gives ``a / b``; else,
+    with ``m = fmod(a, b)`` (`scalar.remf`: exact), ``d = (a - m) / b``, minus one where
+    ``m != 0`` has the other sign than ``b``, then floored (rounded up when ``d - floor(d) >
+    0.5``), and ``d == 0`` gives ``copysign(0, a / b)``."""
 
     def emit(op):
         return append(block, op)
 
-    def c(v, t=f32):
-        return emit(arith.ConstantOp(FloatAttr(v, t)))
+    def c(v):
+        return emit(arith.ConstantOp(FloatAttr(v, a.type)))
 
-    a64, b64 = emit(arith.ExtFOp(a, f64)), emit(arith.ExtFOp(b, f64))
-    q64 = emit(arith.DivfOp(a64, b64))  # finite for finite f32 operands, b != 0
-    truncated = emit(arith.SIToFPOp(emit(arith.FPToSIOp(q64, i64)), f64))
-    small = emit(arith.CmpfOp(emit(math.AbsFOp(q64)), c(2.0**52, f64), "olt"))  # else q64 is a whole number
-    whole = emit(arith.SelectOp(small, truncated, q64))
-    mod = emit(arith.TruncFOp(emit(arith.SubfOp(a64, emit(arith.MulfOp(b64, whole)))), f32))
-    # fmod(a, ±inf) = a (two compares, not |b| == inf: an f32 fabs beside the f64 one above
-    # trips xDSL's LLVM export, which declares one llvm.fabs for both types)
-    infinite = emit(arith.OrIOp(emit(arith.CmpfOp(b, c(np.inf), "oeq")), emit(arith.CmpfOp(b, c(-np.inf), "oeq"))))
-    mod = emit(arith.SelectOp(infinite, a, mod))
+    mod = emit(RemFOp(a, b))
     zero, one = c(0.0), c(1.0)
     div = emit(arith.DivfOp(emit(arith.SubfOp(a, mod)), b))
     other_sign = emit(arith.XOrIOp(emit(arith.CmpfOp(b, zero, "olt")), emit(arith.CmpfOp(mod, zero, "olt"))))
@@ -343,8 +333,8 @@ class FloorDividePattern(RewritePattern):
         if not isinstance(op, aten.FloorDivideOp | aten.FloorDivideScalarOp):
             return
         out = element_type(op.result)
-        if out == i1 or not isinstance(out, IntegerType | Float32Type):
-            return notify_match_failure(op, f"floor_divide to {out}: f32 and integer results only")
+        if out == i1:
+            return notify_match_failure(op, "floor_divide to bool")
         ops = OpList()
         a = ops.cast(op.self, out)
         b = ops.add(scalar_constant(op.other.value.data, out)) if isinstance(op, aten.FloorDivideScalarOp) else ops.cast(op.other, out)

@@ -27,7 +27,7 @@ import math as pymath
 from collections.abc import Callable
 
 from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, FloatAttr, IntegerAttr, IntegerType, i1
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, FloatAttr, IntegerAttr, IntegerType, i1
 from xdsl.ir import Block, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
@@ -313,8 +313,6 @@ class DivModePattern(RewritePattern):
             return notify_match_failure(op, problem)
         if isinstance(out, IntegerType):
             b = checked_divisor(ops, b, op.other)
-        if mode == "floor" and not isinstance(out, IntegerType | Float32Type):
-            return notify_match_failure(op, f"div with rounding_mode='floor' to {out}: float32 and integer results only")
         if mode == "floor":
             body = floor_divide_body(out)
         elif isinstance(out, IntegerType):

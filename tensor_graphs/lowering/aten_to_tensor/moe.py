@@ -22,6 +22,7 @@ from xdsl.dialects.builtin import Float32Type, Float64Type, FloatAttr, IntegerTy
 from xdsl.ir import Block, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
+from tensor_graphs import dtypes
 from tensor_graphs.dialects import aten
 from tensor_graphs.dialects.aten import normalize_dim
 from tensor_graphs.dialects.dense import dense_from_numpy
@@ -135,11 +136,12 @@ class SortPattern(RewritePattern):
         rewriter.replace(op, ops, [values, ops.cast(positions, element_type(op.result1))])
 
 
-def _bin_edges(bins: int, low: float, high: float) -> np.ndarray:
-    """The ``bins + 1`` float32 edges torch's histc bins by (``torch.linspace(min, max, bins + 1)``)."""
+def _bin_edges(bins: int, low: float, high: float, element) -> np.ndarray:
+    """The ``bins + 1`` edges torch's histc bins by (``torch.linspace(min, max, bins + 1)`` in
+    the input's float dtype)."""
     import torch
 
-    return torch.linspace(low, high, bins + 1, dtype=torch.float32).numpy()
+    return torch.linspace(low, high, bins + 1, dtype=dtypes.of_element(element).torch).double().numpy()
 
 
 class HistcPattern(RewritePattern):
@@ -162,30 +164,31 @@ class HistcPattern(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: aten.HistcOp, rewriter: PatternRewriter) -> None:
         bins, low, high = op.bins.value.data, float(op.min.value.data), float(op.max.value.data)
-        if element_type(op.self) != f32:
-            return notify_match_failure(op, f"histc of {element_type(op.self)}: float32 only (its bin edges are float32)")
+        el = element_type(op.self)  # float16/bfloat16 arrive as float32 (widen-dtypes)
+        if not isinstance(el, Float32Type | Float64Type):
+            return notify_match_failure(op, f"histc of {el}: float tensors only, as in torch")
         if bins < 1:
             return notify_match_failure(op, f"histc needs at least one bin, got {bins}")
         if not low < high:
             return notify_match_failure(
                 op, f"histc with min {low} >= max {high} takes its range from the data; give min < max"
             )
-        edges = _bin_edges(bins, low, high)
+        edges = _bin_edges(bins, low, high, el).astype(np.float32 if el == f32 else np.float64)
         upper = edges[1:].copy()
-        upper[-1] = np.nextafter(np.float32(high), np.float32(np.inf))  # the last bin includes max
+        upper[-1] = np.nextafter(edges.dtype.type(high), edges.dtype.type(np.inf))  # the last bin includes max
         ops = OpList()
         n = int(np.prod(shape_of(op.self), dtype=np.int64))
         x = ops.reshape(op.self, (n, 1))
-        lo = ops.add(ConstantOp(dense_from_numpy(np.ascontiguousarray(edges[:-1]), f32)))
-        hi = ops.add(ConstantOp(dense_from_numpy(upper, f32)))
+        lo = ops.add(ConstantOp(dense_from_numpy(np.ascontiguousarray(edges[:-1]), el)))
+        hi = ops.add(ConstantOp(dense_from_numpy(upper, el)))
 
         def body(block: Block, args: list[SSAValue]) -> SSAValue:
             v, a, b = args
             inside = append(block, arith.AndIOp(append(block, arith.CmpfOp(v, a, "oge")), append(block, arith.CmpfOp(v, b, "olt"))))
-            one, zero = (append(block, arith.ConstantOp(FloatAttr(c, f32))) for c in (1.0, 0.0))
+            one, zero = (append(block, arith.ConstantOp(FloatAttr(c, el))) for c in (1.0, 0.0))
             return append(block, arith.SelectOp(inside, one, zero))
 
-        masks = ops.add(elementwise_body([x, lo, hi], TensorType(f32, (n, bins)), body))
+        masks = ops.add(elementwise_body([x, lo, hi], TensorType(el, (n, bins)), body))
         rewriter.replace(op, ops, [ops.add(SumOp(masks, (0,)))])
 
 
