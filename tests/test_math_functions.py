@@ -152,3 +152,9 @@ def test_nextafter_of_bfloat16_is_refused_by_name():
     x, y = _specials(torch.bfloat16)
     with pytest.raises(Exception, match="nextafter of bf16"):
         tg.compile(BinaryFunctions(), (x, y))
+
+
+def test_polygamma_of_a_higher_order_is_refused_by_name():
+    x = _inputs(0.5, 5.0)
+    with pytest.raises(Exception, match="aten::polygamma"):
+        tg.compile(Elementwise(lambda x: torch.polygamma(2, x)), (x,))

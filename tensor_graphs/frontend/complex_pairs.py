@@ -75,7 +75,10 @@ class _Rewriter:
         if rule is None or not (complex_in or _is_complex(node.meta.get("val"))):
             return
         self._at = node
-        result = rule(self, node, *node.args)
+        try:
+            result = rule(self, node, *node.args, **node.kwargs)
+        except Exception:  # noqa: BLE001 - a case the rule does not cover: left complex, refused by name
+            return
         if result is None:
             return
         if _is_complex(node.meta.get("val")):
@@ -136,6 +139,8 @@ def _polar(r: _Rewriter, node: Node, magnitude: Node, angle: Node) -> Node:
 
 
 def _complex(r: _Rewriter, node: Node, re: Node, im: Node) -> Node:
+    shape = list(node.meta["val"].shape)  # the parts broadcast together
+    re, im = (p if list(p.meta["val"].shape) == shape else r.emit(aten.expand.default, p, shape) for p in (re, im))
     return r.join(re, im)
 
 

@@ -10,7 +10,7 @@ op                     composition
 =====================  ==========================================================================
 ``searchsorted``       the count of boundaries below each value (``<=`` for ``right``): one
                        broadcast comparison and a sum (a NaN value goes last, as torch's binary
-                       search puts it)
+                       search puts it); ``bucketize`` is it with the arguments swapped
 ``addbmm``             ``beta * self + alpha * bmm(batch1, batch2).sum(0)``
 ``diff``               ``n`` differences of neighbours along ``dim`` (``xor`` for bool)
 ``index_reduce``        ``scatter_reduce`` with the index spread along ``dim``
@@ -159,10 +159,15 @@ def _scatter_reduce_value(self, dim, index, value, *, reduce):
 
 
 def _polygamma(n, self):
-    """``polygamma(0, x)`` is ``digamma``; higher orders are refused by name (no Hurwitz zeta yet)."""
-    if n != 0:
-        raise NotImplementedError(f"polygamma of order {n}: only order 0 (digamma) so far")
-    return torch.digamma(self)
+    """``polygamma(0, x)`` is ``digamma``; higher orders stay (NotImplemented) and are refused by
+    name (no Hurwitz zeta yet)."""
+    return torch.digamma(self) if n == 0 else NotImplemented
+
+
+def _bucketize(self, boundaries, *, out_int32=False, right=False):
+    """``bucketize(x, boundaries)`` is ``searchsorted(boundaries, x)`` (torch's own reference
+    searches with a loop on data, which torch.export cannot trace)."""
+    return _searchsorted(boundaries, self, out_int32=out_int32, right=right)
 
 
 def _put(self, index, source, accumulate=False):
@@ -258,6 +263,7 @@ COMPOSITIONS: dict[str, Any] = {
     "scatter.reduce": _scatter_reduce_src,
     "scatter.value_reduce": _scatter_reduce_value,
     "polygamma.default": _polygamma,
+    "bucketize.Tensor": _bucketize,
     "put.default": _put,
     "as_strided_scatter.default": _as_strided_scatter,
     "_trilinear.default": _trilinear,

@@ -143,13 +143,9 @@ def _float32_or_decomposed(op: torch._ops.OpOverload, decomposition: Any) -> Any
 
 
 #: the modules of torch._decomp's decompositions written with ATen ops: its own, and the
-#: ``*_copy`` view ops (a view, then ``clone``). Its ``torch._refs`` entries mostly reach ``prims``
-#: ops, which would be reported instead of the op the model used; those in
-#: :data:`ATEN_LEVEL_REFS` are written with ATen ops only (tests/test_decompositions.py traces each)
+#: ``*_copy`` view ops (a view, then ``clone``). Its ``torch._refs`` entries reach ``prims`` ops,
+#: which would be reported instead of the op the model used
 _ATEN_DECOMPOSITIONS = ("torch._decomp.decompositions", "torch._ops.aten")
-
-#: ``torch._refs`` entries that trace to ATen ops only
-ATEN_LEVEL_REFS: tuple[str, ...] = ("bucketize.Tensor",)
 
 
 @functools.cache
@@ -165,12 +161,9 @@ def _table() -> dict[torch._ops.OpOverload, Any]:
     for op, f in _decomp.decomposition_table.items():  # beyond the Core set: into ATen ops, not prims
         if isinstance(op, torch._ops.OpOverload) and op not in table and getattr(f, "__module__", "") in _ATEN_DECOMPOSITIONS:
             table[op] = f
-    for name in ATEN_LEVEL_REFS:  # (CustomDecompTable has no working setdefault)
-        if _overload(name) not in table:
-            table[_overload(name)] = _decomp.decomposition_table[_overload(name)]
     preferred = {_overload(name) for name in PREFERRED}
     for op, f in compositions().items():  # the last resort: tensor_graphs' own compositions
-        if op not in table or op in preferred:
+        if op not in table or op in preferred:  # (CustomDecompTable has no working setdefault)
             table[op] = f
     for op in (*lowered_ops(), *KNOWN):
         table.pop(op, None)
