@@ -20,9 +20,9 @@ from xdsl.parser import Parser
 from tensor_graphs.context import make_context
 from tensor_graphs.dialects import aten
 from tensor_graphs.dialects import tensor as tg
-from tensor_graphs.frontend import UnsupportedOpsError, import_model
+from tensor_graphs.frontend import import_model
 from tensor_graphs.dialects.dense import dense_from_numpy, numpy_from_dense
-from tensor_graphs.lowering.aten_to_tensor.convert import AtenConversionError, ConvertAtenToTensorPass
+from tensor_graphs.lowering.aten_to_tensor.convert import ConvertAtenToTensorPass
 from tensor_graphs.transforms.constant_fold import ConstantFoldPass
 from tensor_graphs.transforms.evaluate import evaluate_function
 from tensor_graphs.transforms.evaluate_aten import evaluate_aten_op

@@ -32,8 +32,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "bool")
-F32_STRIDE = 12
-OTHER_STRIDE = 32
+F32_STRIDE = 16
+OTHER_STRIDE = 44
 #: outcomes a case may end with
 ACCEPTED = ("pass", "refused", "export")
 
@@ -41,10 +41,11 @@ ACCEPTED = ("pass", "refused", "export")
 KNOWN_FAILURES: dict[str, tuple[str, str]] = {}
 
 #: per dtype, the least share of the slice's exportable cases that must pass, a little under what
-#: passed when last raised (2026-11-27: float32 35/55, float16 14/15, bfloat16 10/16, float64
-#: 10/22, int64 8/16, bool 5/9); raise it as ops land
-MIN_PASS_RATE: dict[str, float] = {"float32": 0.6, "float16": 0.85, "bfloat16": 0.6, "float64": 0.4,
-                                    "int64": 0.45, "bool": 0.5}
+#: passed when last raised (2026-11-27, from the full sweeps' first samples: float32 about 37/50,
+#: float64 13/19, int64 12/14, bool 7/8; float16 14/15 and bfloat16 10/16 earlier); raise it as
+#: ops land
+MIN_PASS_RATE: dict[str, float] = {"float32": 0.65, "float16": 0.8, "bfloat16": 0.6, "float64": 0.55,
+                                    "int64": 0.6, "bool": 0.6}
 
 
 @pytest.fixture(scope="module")

@@ -48,14 +48,13 @@ class AtenConversionError(PassFailedException, ValueError):
 
 
 def _operand_types(op) -> str:
-    """`` (float32 [2, 3], int64 [2])``: what the op was given, dtype first."""
-    from tensor_graphs.dialects.dense import numpy_dtype_of
+    """`` (float32 [2, 3], int64 [2])``: what the op was given, dtype first (torch's name, from
+    the one dtype table: bfloat16 is not NumPy's float32 that holds it)."""
+    from tensor_graphs import dtypes
 
     def one(t) -> str:
-        try:
-            name = numpy_dtype_of(t.element_type).name
-        except (TypeError, AttributeError):
-            name = str(getattr(t, "element_type", t))
+        element = getattr(t, "element_type", t)
+        name = dtypes.of_element(element).name if dtypes.holds_element(element) else str(element)
         return f"{name} {list(t.get_shape())}" if hasattr(t, "get_shape") else str(t)
 
     types = [one(v.type) for v in op.operands]
