@@ -336,15 +336,6 @@ def test_evaluate_aten_refuses_what_it_cannot_run():
         evaluate_aten_op(bad, [np.zeros(2, np.float32)])
 
 
-def test_diff_on_run_time_values_compiles():
-    """``torch.diff`` was a constant-only op (reported on run-time data); it is a composition of
-    narrow and sub now (`frontend.compositions`), exact against eager."""
-    import tensor_graphs
-
-    fn = tensor_graphs.compile(Fn(lambda x: torch.diff(x, n=2)), (X,))
-    assert torch.equal(fn(X), torch.diff(X, n=2))
-
-
 def test_python_scalars_take_the_promoted_dtype():
     g = import_model(Fn(lambda ids: (ids + 1) * 2), (torch.tensor([[1, 2]]),))
     consts = [op for op in g.module.walk() if isinstance(op, tg.ConstantOp)]

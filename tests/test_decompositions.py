@@ -112,8 +112,6 @@ COMPOSED = {
     "bucketize of run-time boundaries": lambda x: torch.bucketize(x, x[0].nan_to_num().sort().values, out_int32=True),
     "isin": lambda x: torch.isin(x, x[0, :3]),
     "addbmm": lambda x: torch.addbmm(x[:, :4], x.nan_to_num()[None, :, :5].expand(3, 4, 5), torch.ones(3, 5, 4), beta=0.5, alpha=2),
-    "diff": lambda x: torch.diff(x, n=2, dim=1, prepend=x[:, :1]),
-    "diff bool": lambda x: torch.diff(x > 0, dim=0, append=x[:1] > 1),
     "median": torch.median,
     "median dim": lambda x: torch.median(x, 1),
     "median int": lambda x: torch.median((x.nan_to_num() * 3).long(), 0),

@@ -308,8 +308,6 @@ RUN_TIME_MASKS = [
     # out of place, masked_fill broadcasts self and the mask together (Falcon's ALiBi: [1, H, 1, S] by [1, 1, S, S])
     pytest.param(lambda m, x, y: x.masked_fill(y > 0, -1.0), two((1, 4, 1, 7), (1, 1, 7, 7)), id="masked_fill-broadcasts-self"),
     pytest.param(lambda m, x: x * ((x > 0) & (x < 1)).float(), x_only(4, 5), id="bitwise-and-of-input"),
-    # once fold-only (issue 3), a composition now (`frontend.compositions`)
-    pytest.param(lambda m, x: torch.diff(x > 0, dim=0), x_only(4, 5), id="diff-of-compare-of-input"),
     pytest.param(lambda m, x, y: (x >= y) | (x <= -y), two((3, 5), (5,)), id="compare-tensors-broadcast-bool-out"),
     pytest.param(lambda m, x, y: torch.logical_not(x == torch.maximum(x, y)) ^ (x != x), two((3, 5), (3, 5)), id="eq-ne-not-xor"),
     pytest.param(lambda m, ids, x, mask: (ids.ne(1).long() * mask), ids_and_mask, id="int-ne-times-int"),

@@ -5285,6 +5285,26 @@ class FmodScalarOp(AtenOp):
 
 
 @irdl_op_definition
+class DiffOp(AtenOp):
+    """``aten::diff(Tensor self, int n=1, int dim=-1, Tensor? prepend=None, Tensor? append=None) -> Tensor``"""
+
+    name = "aten.diff"
+    TARGET: ClassVar[str] = "aten::diff"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("n", "int"), ("dim", "int"), ("prepend", "tensor?"), ("append", "tensor?"))
+    self = operand_def(AnyTensor)
+    n = prop_def(IntegerAttr[I64], default_value=IntegerAttr(1, i64))
+    dim = prop_def(IntegerAttr[I64], default_value=IntegerAttr(-1, i64))
+    prepend = opt_operand_def(AnyTensor)
+    append = opt_operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(),)
+    assembly_format = "$self (`prepend` $prepend^ `:` type($prepend))? (`append` $append^ `:` type($append))? attr-dict `:` type($self) `->` type(results)"
+
+    def __init__(self, self_: SSAValue, n: int = 1, dim: int = -1, prepend: SSAValue | None = None, append: SSAValue | None = None, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, n, dim, prepend, append), [result_type]))
+
+
+@irdl_op_definition
 class TopkOp(AtenOp):
     """``aten::topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)``"""
 
@@ -5677,6 +5697,7 @@ ATEN_OPS: dict[str, type[AtenOp]] = {op.TARGET: op for op in (
     RemainderScalarTensorOp,
     FmodTensorOp,
     FmodScalarOp,
+    DiffOp,
     TopkOp,
     SortOp,
     SortStableOp,
@@ -5943,6 +5964,7 @@ ATEN = Dialect(
         RemainderScalarTensorOp,
         FmodTensorOp,
         FmodScalarOp,
+        DiffOp,
         TopkOp,
         SortOp,
         SortStableOp,

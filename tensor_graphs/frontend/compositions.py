@@ -12,7 +12,6 @@ op                     composition
                        broadcast comparison and a sum (a NaN value goes last, as torch's binary
                        search puts it); ``bucketize`` is it with the arguments swapped
 ``addbmm``             ``beta * self + alpha * bmm(batch1, batch2).sum(0)``
-``diff``               ``n`` differences of neighbours along ``dim`` (``xor`` for bool)
 ``index_reduce``        ``scatter_reduce`` with the index spread along ``dim``
 ``scatter(reduce=)``   ``scatter_reduce`` (``add`` is ``sum``, ``multiply`` ``prod``)
 ``polygamma``          ``digamma`` for order 0
@@ -67,19 +66,6 @@ def _addbmm(self, batch1, batch2, *, beta=1, alpha=1):
     if beta == 0:
         return product.expand(torch.broadcast_shapes(self.shape, product.shape)).clone()
     return (self * beta if beta != 1 else self) + product
-
-
-def _diff(self, n=1, dim=-1, prepend=None, append=None):
-    """``torch.diff``: ``x[1:] - x[:-1]`` along ``dim``, ``n`` times, after ``prepend`` and
-    ``append`` are concatenated (bool: ``x[1:] != x[:-1]``)."""
-    x = torch.cat([t for t in (prepend, self, append) if t is not None], dim)
-    for _ in range(n):
-        length = x.shape[dim]
-        if length == 0:
-            break
-        later, earlier = x.narrow(dim, 1, length - 1), x.narrow(dim, 0, length - 1)
-        x = torch.logical_xor(later, earlier) if x.dtype == torch.bool else later - earlier
-    return x
 
 
 def _without(shape: torch.Size, dim: int) -> list[int]:
@@ -253,7 +239,6 @@ COMPOSITIONS: dict[str, Any] = {
     "searchsorted.Tensor": _searchsorted,
     "searchsorted.Scalar": _searchsorted_scalar,
     "addbmm.default": _addbmm,
-    "diff.default": _diff,
     "median.default": _median,
     "median.dim": _median_dim,
     "nanmedian.default": _nanmedian,

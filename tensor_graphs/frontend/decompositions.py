@@ -84,10 +84,13 @@ def kernel_dtypes_ok(args: object) -> bool:
 
 def keeps_whole(args: object) -> bool:
     """Whether a call of a :data:`FLOAT32_KERNELS` op with ``args`` stays whole: its dtypes are
-    the kernels' and it names no ``dtype`` (``softmax(x, dtype=...)`` converts ``x`` first, which
-    its decomposition says: ``x.to(dtype)``, then the op)."""
+    the kernels' and a ``dtype`` argument, if any, is its input's (``softmax(x, dtype=...)`` to
+    another dtype converts ``x`` first, which its decomposition says: ``x.to(dtype)``, then the
+    op; transformers' ``softmax(scores, dtype=torch.float32)`` of float32 scores stays whole)."""
     leaves = torch.utils._pytree.tree_leaves(args)
-    return kernel_dtypes_ok(args) and not any(isinstance(d, torch.dtype) for d in leaves)
+    tensors = [t.dtype for t in leaves if isinstance(t, torch.Tensor)]
+    asked = [d for d in leaves if isinstance(d, torch.dtype)]
+    return kernel_dtypes_ok(args) and all(tensors and d == tensors[0] for d in asked)
 
 
 def _softmax(x: torch.Tensor, dim: int, dtype: torch.dtype | None = None) -> torch.Tensor:

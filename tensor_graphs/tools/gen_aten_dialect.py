@@ -294,6 +294,7 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec("remainder", "Scalar_Tensor"),
     OpSpec("fmod", "Tensor"),
     OpSpec("fmod", "Scalar"),
+    OpSpec("diff"),
     # mixture of experts (transformers' grouped experts: routing, sorting tokens by expert,
     # counting them, the grouped GEMM, restoring the order)
     OpSpec("topk"),
