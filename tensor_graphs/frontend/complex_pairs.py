@@ -88,7 +88,7 @@ class _Rewriter:
             self.renamed[node.name] = result
 
 
-def _pair_dim(d: int, rank: int) -> int:
+def _pair_dim(d: int) -> int:
     """A dim of a complex tensor of ``rank`` as a dim of its pairs (one more, trailing)."""
     return d if d >= 0 else d - 1
 
@@ -101,13 +101,13 @@ def _view_as_real(r: _Rewriter, node: Node, c: Node) -> Node | None:
     return r.pairs.get(c)
 
 
-def _as_pairs(r: _Rewriter, value: Any, like: Node) -> Node | None:
+def _as_pairs(r: _Rewriter, value: Any) -> Node | None:
     """A complex operand's pairs; a real tensor or number: None (it scales both parts)."""
     return r.pairs.get(value) if isinstance(value, Node) else None
 
 
 def _mul(r: _Rewriter, node: Node, a: Any, b: Any) -> Node | None:
-    pa, pb = _as_pairs(r, a, node), _as_pairs(r, b, node)
+    pa, pb = _as_pairs(r, a), _as_pairs(r, b)
     if pa is not None and pb is not None:
         (ar, ai), (br, bi) = r.parts(pa), r.parts(pb)
         re = r.emit(aten.sub.Tensor, r.emit(aten.mul.Tensor, ar, br), r.emit(aten.mul.Tensor, ai, bi))
@@ -125,7 +125,7 @@ def _mul(r: _Rewriter, node: Node, a: Any, b: Any) -> Node | None:
 
 def _add_sub(target: Any) -> Callable[..., Node | None]:
     def rule(r: _Rewriter, node: Node, a: Any, b: Any, alpha: Any = 1) -> Node | None:
-        pa, pb = _as_pairs(r, a, node), _as_pairs(r, b, node)
+        pa, pb = _as_pairs(r, a), _as_pairs(r, b)
         if pa is None or pb is None:
             return None
         return r.emit(target, pa, pb) if alpha == 1 else r.emit(target, pa, r.emit(aten.mul.Tensor, pb, alpha))
@@ -180,8 +180,7 @@ def _with_dim(target: Any) -> Callable[..., Node | None]:
     """A view along one dim (its first argument after the tensor): the dim of the pairs."""
     def rule(r: _Rewriter, node: Node, c: Node, dim: int = 0, *rest: Any) -> Node | None:
         pair = r.pairs.get(c)
-        rank = c.meta["val"].dim()
-        return None if pair is None else r.emit(target, pair, _pair_dim(dim, rank), *rest)
+        return None if pair is None else r.emit(target, pair, _pair_dim(dim), *rest)
 
     return rule
 

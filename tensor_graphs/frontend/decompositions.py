@@ -19,7 +19,7 @@ For other dtypes (float64, integers) :data:`FLOAT32_KERNELS` routes them to thei
 instead: the table entry decomposes a call whose floating-point tensors are not all float32,
 float16 or bfloat16 and keeps the op whole otherwise (``"lowered (float32)"`` in the table).
 Ops neither lowered nor in PyTorch's tables may have a composition of tensor_graphs' own
-(`compositions`: ``searchsorted``, ``median``, ``kthvalue``, ``diff``, ...), the last resort.
+(`compositions`: ``searchsorted``, ``median``, ``kthvalue``, ``addbmm``, ...), the last resort.
 
 ```text
 aten::rms_norm        decomposed   -> pow, mean, add, rsqrt, mul (then fuse-rms-norm makes it one op)
