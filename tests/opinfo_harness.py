@@ -324,6 +324,35 @@ UNINITIALISED: frozenset[str] = frozenset({"empty", "empty_like", "new_empty", "
                                            "empty_permuted"})
 
 
+#: OpInfos whose singular or eigen vectors are defined up to a sign per vector (LAPACK builds
+#: differ: torch's MKL, tensor_graphs' OpenBLAS): tensor_graphs' vectors are flipped to eager's
+#: before comparing, U's columns and V's with the same signs -> (leaf of the vectors whose
+#: columns give the signs, leaves flipped along columns, leaves flipped along rows)
+SIGN_FREE: dict[str, tuple[int, tuple[int, ...], tuple[int, ...]]] = {
+    "linalg.svd": (0, (0,), (2,)), "svd": (0, (0, 2), ()), "linalg.eigh": (1, (1,), ()),
+}
+
+
+def align_signs(op: str, eager, got):
+    """``got`` with its vectors flipped to the signs of eager's (see :data:`SIGN_FREE`)."""
+    spec = SIGN_FREE.get(op)
+    if spec is None or not isinstance(got, tuple) or not isinstance(eager, tuple) or len(got) != len(eager):
+        return got
+    source, columns, rows = spec
+    leaves = [_as_tensor(x) for x in got]
+    e, g = eager[source], leaves[source]
+    if not isinstance(g, torch.Tensor) or g.dim() < 2 or g.shape != e.shape or g.numel() == 0:
+        return got
+    k = min(g.shape[-1], *(leaves[i].shape[-2] for i in rows)) if rows else g.shape[-1]
+    signs = torch.sign((g[..., :k] * e[..., :k]).sum(-2))
+    signs = torch.where(signs == 0, torch.ones_like(signs), signs)
+    for i in columns:
+        leaves[i] = torch.cat([leaves[i][..., :k] * signs.unsqueeze(-2), leaves[i][..., k:]], -1)
+    for i in rows:
+        leaves[i] = torch.cat([leaves[i][..., :k, :] * signs.unsqueeze(-1), leaves[i][..., k:, :]], -2)
+    return type(got)(leaves) if type(got) is tuple else type(got)(tuple(leaves))
+
+
 def same_picks(source: torch.Tensor, eager_idx: torch.Tensor, got_idx: torch.Tensor) -> bool:
     """``got_idx`` picks the same values of ``source`` as ``eager_idx`` along some dim (indices of
     an unstable sort or a top-k that order ties differently, or of a median or k-th value among
@@ -562,7 +591,8 @@ def evaluate(case: Case) -> dict:
         ref = _reference(op, sample, module)
         ties = sample.input if case.op in TIE_ORDER and isinstance(sample.input, torch.Tensor) else None
         unspecified = info["random"] or case.op in UNINITIALISED
-        cmp = compare(eager, got, ref, values=not unspecified, tie_source=ties)
+        cmp = compare(eager, align_signs(case.op, eager, got), align_signs(case.op, eager, ref), values=not unspecified,
+                      tie_source=ties)
         if unspecified:
             why = "random" if info["random"] else "uninitialised"
             cmp["note"] = "; ".join(x for x in (cmp["note"], f"{why}: values not compared") if x)

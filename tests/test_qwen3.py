@@ -171,7 +171,7 @@ def qwen3_0_6b() -> LogitsOnly:
     return model
 
 
-@pytest.mark.parametrize("seq", [1, 16, 128])
+@pytest.mark.parametrize("seq", [1, 128])  # the decode-shaped GEMVs and a prefill of GEMMs
 def test_qwen3_0_6b_logits(qwen3_0_6b, seq):
     ids = token_ids(1, seq, QWEN3_0_6B["vocab_size"], seed=seq)
     t0 = time.perf_counter()

@@ -5442,6 +5442,179 @@ class GroupedMmOp(AtenOp):
         super().__init__(**_build(self.ARGS, (self_, mat2, offs, bias, out_dtype), [result_type]))
 
 
+@irdl_op_definition
+class LinalgLuFactorExOp(AtenOp):
+    """``aten::linalg_lu_factor_ex(Tensor A, *, bool pivot=True, bool check_errors=False) -> (Tensor LU, Tensor pivots, Tensor info)``"""
+
+    name = "aten.linalg_lu_factor_ex"
+    TARGET: ClassVar[str] = "aten::linalg_lu_factor_ex"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("A", "tensor"), ("pivot", "bool"), ("check_errors", "bool"))
+    A = operand_def(AnyTensor)
+    pivot = prop_def(IntegerAttr[I1], default_value=IntegerAttr(1, i1))
+    check_errors = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
+    result0 = result_def(AnyTensor)
+    result1 = result_def(AnyTensor)
+    result2 = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$A attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, A: SSAValue, *, pivot: bool = True, check_errors: bool = False, result_types: Sequence[Attribute]) -> None:
+        super().__init__(**_build(self.ARGS, (A, pivot, check_errors), result_types))
+
+
+@irdl_op_definition
+class LinalgLuSolveOp(AtenOp):
+    """``aten::linalg_lu_solve(Tensor LU, Tensor pivots, Tensor B, *, bool left=True, bool adjoint=False) -> Tensor``"""
+
+    name = "aten.linalg_lu_solve"
+    TARGET: ClassVar[str] = "aten::linalg_lu_solve"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("LU", "tensor"), ("pivots", "tensor"), ("B", "tensor"), ("left", "bool"), ("adjoint", "bool"))
+    LU = operand_def(AnyTensor)
+    pivots = operand_def(AnyTensor)
+    B = operand_def(AnyTensor)
+    left = prop_def(IntegerAttr[I1], default_value=IntegerAttr(1, i1))
+    adjoint = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$LU `,` $pivots `,` $B attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, LU: SSAValue, pivots: SSAValue, B: SSAValue, *, left: bool = True, adjoint: bool = False, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (LU, pivots, B, left, adjoint), [result_type]))
+
+
+@irdl_op_definition
+class LinalgCholeskyExOp(AtenOp):
+    """``aten::linalg_cholesky_ex(Tensor self, *, bool upper=False, bool check_errors=False) -> (Tensor L, Tensor info)``"""
+
+    name = "aten.linalg_cholesky_ex"
+    TARGET: ClassVar[str] = "aten::linalg_cholesky_ex"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("upper", "bool"), ("check_errors", "bool"))
+    self = operand_def(AnyTensor)
+    upper = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
+    check_errors = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
+    result0 = result_def(AnyTensor)
+    result1 = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, *, upper: bool = False, check_errors: bool = False, result_types: Sequence[Attribute]) -> None:
+        super().__init__(**_build(self.ARGS, (self_, upper, check_errors), result_types))
+
+
+@irdl_op_definition
+class GeqrfOp(AtenOp):
+    """``aten::geqrf(Tensor self) -> (Tensor a, Tensor tau)``"""
+
+    name = "aten.geqrf"
+    TARGET: ClassVar[str] = "aten::geqrf"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"),)
+    self = operand_def(AnyTensor)
+    result0 = result_def(AnyTensor)
+    result1 = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, *, result_types: Sequence[Attribute]) -> None:
+        super().__init__(**_build(self.ARGS, (self_,), result_types))
+
+
+@irdl_op_definition
+class LinalgHouseholderProductOp(AtenOp):
+    """``aten::linalg_householder_product(Tensor input, Tensor tau) -> Tensor``"""
+
+    name = "aten.linalg_householder_product"
+    TARGET: ClassVar[str] = "aten::linalg_householder_product"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("input", "tensor"), ("tau", "tensor"))
+    input = operand_def(AnyTensor)
+    tau = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$input `,` $tau attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, input: SSAValue, tau: SSAValue, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (input, tau), [result_type]))
+
+
+@irdl_op_definition
+class OrmqrOp(AtenOp):
+    """``aten::ormqr(Tensor self, Tensor input2, Tensor input3, bool left=True, bool transpose=False) -> Tensor``"""
+
+    name = "aten.ormqr"
+    TARGET: ClassVar[str] = "aten::ormqr"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("input2", "tensor"), ("input3", "tensor"), ("left", "bool"), ("transpose", "bool"))
+    self = operand_def(AnyTensor)
+    input2 = operand_def(AnyTensor)
+    input3 = operand_def(AnyTensor)
+    left = prop_def(IntegerAttr[I1], default_value=IntegerAttr(1, i1))
+    transpose = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self `,` $input2 `,` $input3 attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, input2: SSAValue, input3: SSAValue, left: bool = True, transpose: bool = False, *, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, input2, input3, left, transpose), [result_type]))
+
+
+@irdl_op_definition
+class LinalgEighOp(AtenOp):
+    """``aten::_linalg_eigh(Tensor A, str UPLO="L", bool compute_v=True) -> (Tensor eigenvalues, Tensor eigenvectors)``"""
+
+    name = "aten._linalg_eigh"
+    TARGET: ClassVar[str] = "aten::_linalg_eigh"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("A", "tensor"), ("UPLO", "str"), ("compute_v", "bool"))
+    A = operand_def(AnyTensor)
+    UPLO = prop_def(StringAttr, default_value=StringAttr('L'))
+    compute_v = prop_def(IntegerAttr[I1], default_value=IntegerAttr(1, i1))
+    result0 = result_def(AnyTensor)
+    result1 = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$A attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, A: SSAValue, UPLO: str = 'L', compute_v: bool = True, *, result_types: Sequence[Attribute]) -> None:
+        super().__init__(**_build(self.ARGS, (A, UPLO, compute_v), result_types))
+
+
+@irdl_op_definition
+class LinalgSvdOp(AtenOp):
+    """``aten::_linalg_svd(Tensor A, bool full_matrices=False, bool compute_uv=True, *, str? driver=None) -> (Tensor U, Tensor S, Tensor Vh)``"""
+
+    name = "aten._linalg_svd"
+    TARGET: ClassVar[str] = "aten::_linalg_svd"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("A", "tensor"), ("full_matrices", "bool"), ("compute_uv", "bool"), ("driver", "str?"))
+    A = operand_def(AnyTensor)
+    full_matrices = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
+    compute_uv = prop_def(IntegerAttr[I1], default_value=IntegerAttr(1, i1))
+    driver = opt_prop_def(StringAttr)
+    result0 = result_def(AnyTensor)
+    result1 = result_def(AnyTensor)
+    result2 = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$A attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, A: SSAValue, full_matrices: bool = False, compute_uv: bool = True, *, driver: str | None = None, result_types: Sequence[Attribute]) -> None:
+        super().__init__(**_build(self.ARGS, (A, full_matrices, compute_uv, driver), result_types))
+
+
+@irdl_op_definition
+class LinalgSolveTriangularOp(AtenOp):
+    """``aten::linalg_solve_triangular(Tensor self, Tensor B, *, bool upper, bool left=True, bool unitriangular=False) -> Tensor``"""
+
+    name = "aten.linalg_solve_triangular"
+    TARGET: ClassVar[str] = "aten::linalg_solve_triangular"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("B", "tensor"), ("upper", "bool"), ("left", "bool"), ("unitriangular", "bool"))
+    self = operand_def(AnyTensor)
+    B = operand_def(AnyTensor)
+    upper = prop_def(IntegerAttr[I1])
+    left = prop_def(IntegerAttr[I1], default_value=IntegerAttr(1, i1))
+    unitriangular = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self `,` $B attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, B: SSAValue, *, upper: bool, left: bool = True, unitriangular: bool = False, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (self_, B, upper, left, unitriangular), [result_type]))
+
+
 #: op name -> class, for the frontend and the lowering.
 ATEN_OPS: dict[str, type[AtenOp]] = {op.TARGET: op for op in (
     LinearOp,
@@ -5705,6 +5878,15 @@ ATEN_OPS: dict[str, type[AtenOp]] = {op.TARGET: op for op in (
     EmptyLikeOp,
     IndexPutOp,
     GroupedMmOp,
+    LinalgLuFactorExOp,
+    LinalgLuSolveOp,
+    LinalgCholeskyExOp,
+    GeqrfOp,
+    LinalgHouseholderProductOp,
+    OrmqrOp,
+    LinalgEighOp,
+    LinalgSvdOp,
+    LinalgSolveTriangularOp,
 )}
 
 ATEN = Dialect(
@@ -5972,5 +6154,14 @@ ATEN = Dialect(
         EmptyLikeOp,
         IndexPutOp,
         GroupedMmOp,
+        LinalgLuFactorExOp,
+        LinalgLuSolveOp,
+        LinalgCholeskyExOp,
+        GeqrfOp,
+        LinalgHouseholderProductOp,
+        OrmqrOp,
+        LinalgEighOp,
+        LinalgSvdOp,
+        LinalgSolveTriangularOp,
     ],
 )

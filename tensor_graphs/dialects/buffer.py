@@ -28,6 +28,7 @@ from xdsl.dialects.builtin import (
     BoolAttr,
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
+    DictionaryAttr,
     FloatAttr,
     IntegerAttr,
     IntegerType,
@@ -75,6 +76,7 @@ from tensor_graphs.dialects.tensor import (
     bool_attr,
     check_head_ranges,
     float_attr,
+    lapack_params,
     print_dense,
     reduced_shape,
 )
@@ -907,6 +909,48 @@ class PutOp(KernelOp):
 
 
 @irdl_op_definition
+class LapackOp(KernelOp):
+    """`tg.lapack`: ins(the routine's operands) -> out (its ``output`` for every problem), and the
+    scratch (the routine's other outputs for one problem, reused across the batch: see
+    `lapack_scratch_elements`). Per problem: the in-place slot copied from its operand, the
+    LAPACKE/CBLAS call (`dialects.lapack`), its info checked."""
+
+    name = "buf.lapack"
+    NUM_INPUTS: ClassVar[tuple[int, ...]] = (1, 2, 3)
+    NUM_OUTPUTS: ClassVar[tuple[int, ...]] = (1, 2)
+    routine = prop_def(StringAttr)
+    output_name = prop_def(StringAttr, prop_name="output")
+    params = prop_def(DictionaryAttr, default_value=DictionaryAttr({}))
+    check = opt_prop_def(StringAttr)
+
+    def verify_kernel(self, ins, out):
+        from tensor_graphs.dialects import lapack
+
+        try:
+            batch, _, dims = lapack.problem(self.routine.data, ins, lapack_params(self.params))
+            _, shape = lapack.slot_shape(self.routine.data, self.output_name.data, dims)
+        except lapack.LapackShapeError as e:
+            raise ShapeError(str(e)) from None
+        _same((*batch, *shape), out, f"{self.routine.data}'s {self.output_name.data}")
+
+
+def lapack_scratch_elements(routine: str, output: str, shapes: Sequence[tuple[int, ...]], params: dict[str, object]) -> dict[str, int]:
+    """Where `buf.lapack`'s other slots sit in its scratch, in elements of the float type (an
+    int32 takes one element): slot -> offset, and ``"size"`` the total."""
+    from tensor_graphs.dialects import lapack
+
+    _, _, dims = lapack.problem(routine, shapes, params)
+    offsets, at = {}, 0
+    for slot, (_, shape) in lapack.ROUTINES[routine].all_slots().items():
+        if slot == output:
+            continue
+        offsets[slot] = at
+        at += max(1, numel(shape(dims)))
+    offsets["size"] = at
+    return offsets
+
+
+@irdl_op_definition
 class GroupedMatmulOp(KernelOp):
     """`tg.grouped_matmul`: ins(a [S, K], w [G, K, N] (``[G, N, K]`` with ``transpose_b``),
     offsets i64 [G]) -> out [S, N]: one GEMM per non-empty group of rows (a GEMV for one row),
@@ -1403,6 +1447,7 @@ BUF = Dialect(
         CumsumOp,
         ArgTopkOp,
         PutOp,
+        LapackOp,
         GroupedMatmulOp,
         PackedGroupedMatmulOp,
         SoftmaxOp,

@@ -21,6 +21,7 @@ from xdsl.dialects.builtin import (
     BoolAttr,
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
+    DictionaryAttr,
     Float32Type,
     Float64Type,
     FloatAttr,
@@ -1134,6 +1135,76 @@ class PutOp(IRDLOperation):
         _check(self.result.type == self.input.type, "tg.put: the result type must equal the input type")
 
 
+def lapack_params(attr: DictionaryAttr) -> dict[str, object]:
+    """A `tg.lapack`/`buf.lapack` ``params`` dictionary as Python values (str or int)."""
+    out: dict[str, object] = {}
+    for k, v in attr.data.items():
+        out[k] = v.data if isinstance(v, StringAttr) else v.value.data  # type: ignore[attr-defined]
+    return out
+
+
+def lapack_params_attr(params: dict[str, object]) -> DictionaryAttr:
+    return DictionaryAttr({k: StringAttr(v) if isinstance(v, str) else IntegerAttr(int(v), i64) for k, v in params.items()})
+
+
+@irdl_op_definition
+class LapackOp(IRDLOperation):
+    """One output of a LAPACK routine (or BLAS ``trsm``) called on every matrix problem of the
+    operands' common batch dims: ``routine``, its ``params`` and which of its outputs is the result
+    are in `dialects.lapack`'s table (``getrf``'s ``lu``/``pivots``/``info``, ``syevd``'s
+    ``values``/``vectors``, ...). Float operands of one element type (float32 or float64),
+    pivots int32; the result is that float type or int32 (``pivots``, ``info``). With ``check`` (an
+    API name) a failed problem (positive ``info``: a singular or indefinite matrix, no
+    convergence) is a run-time error naming it, as torch raises.
+
+    ```mlir
+    %lu = tg.lapack "getrf" "lu" %a : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+    %p = tg.lapack "getrf" "pivots" %a : (tensor<2x4x4xf32>) -> tensor<2x4xi32>
+    %x = tg.lapack "getrs" "x" %lu, %p, %b {params = {trans = "N"}} : (tensor<2x4x4xf32>, tensor<2x4xi32>, tensor<2x4x3xf32>) -> tensor<2x4x3xf32>
+    ```
+    """
+
+    name = "tg.lapack"
+    routine = prop_def(StringAttr)
+    output = prop_def(StringAttr)
+    params = prop_def(DictionaryAttr, default_value=DictionaryAttr({}))
+    check = opt_prop_def(StringAttr)
+    inputs = var_operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$routine $output $inputs attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, routine: str, output: str, inputs: Sequence[SSAValue], params: dict[str, object] | None = None,
+                 check: str | None = None):
+        from tensor_graphs.dialects import lapack
+
+        shapes = [shape_of(v) for v in inputs]
+        batch, _, dims = lapack.problem(routine, shapes, params or {})
+        kind, shape = lapack.slot_shape(routine, output, dims)
+        el = inputs[0].type.element_type  # type: ignore[attr-defined]
+        props: dict[str, Attribute] = {"routine": StringAttr(routine), "output": StringAttr(output)}
+        if params:
+            props["params"] = lapack_params_attr(params)
+        if check:
+            props["check"] = StringAttr(check)
+        result = TensorType(IntegerType(32) if kind == "i32" else el, (*batch, *shape))
+        super().__init__(operands=[list(inputs)], properties=props, result_types=[result])
+
+    def verify_(self) -> None:
+        from tensor_graphs.dialects import lapack
+
+        try:
+            batch, _, dims = lapack.problem(self.routine.data, [shape_of(v) for v in self.inputs], lapack_params(self.params))
+            kind, shape = lapack.slot_shape(self.routine.data, self.output.data, dims)
+        except lapack.LapackShapeError as e:
+            raise VerifyException(f"tg.lapack: {e}") from None
+        el = self.inputs[0].type.element_type  # type: ignore[attr-defined]
+        _check(el in (f32, f64), f"tg.lapack: float32 or float64 matrices, got {el}")
+        want = TensorType(IntegerType(32) if kind == "i32" else el, (*batch, *shape))
+        _check(self.result.type == want, f"tg.lapack: {self.routine.data}'s {self.output.data} is {want}, got {self.result.type}")
+
+
 @irdl_op_definition
 class GroupedMatmulOp(IRDLOperation):
     """A GEMM per group of rows: rows ``[offsets[g-1], offsets[g])`` of ``input`` ``[S, K]``
@@ -1622,6 +1693,7 @@ TG = Dialect(
         CumsumOp,
         ArgTopkOp,
         PutOp,
+        LapackOp,
         GroupedMatmulOp,
         LayerNormOp,
         RmsNormOp,

@@ -32,6 +32,8 @@ from typing import Any
 
 import torch
 
+from tensor_graphs.frontend.linalg_compositions import LINALG_COMPOSITIONS
+
 aten = torch.ops.aten
 
 
@@ -254,10 +256,13 @@ COMPOSITIONS: dict[str, Any] = {
     "_trilinear.default": _trilinear,
     "frexp.Tensor": _frexp,
     "adaptive_max_pool2d.default": _adaptive_max_pool2d,
+    **LINALG_COMPOSITIONS,
 }
 
-#: compositions used in place of PyTorch's own entry (which covers fewer cases: whole bins only)
-PREFERRED: tuple[str, ...] = ("adaptive_max_pool2d.default",)
+#: compositions used in place of PyTorch's own entry: adaptive_max_pool2d's covers fewer cases
+#: (whole bins only); the linalg ones' record ``_linalg_check_errors`` (a side effect) or reach
+#: ops with no LAPACK lowering
+PREFERRED: tuple[str, ...] = ("adaptive_max_pool2d.default", *LINALG_COMPOSITIONS)
 
 
 def compositions() -> dict[torch._ops.OpOverload, Any]:

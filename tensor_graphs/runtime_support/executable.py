@@ -252,7 +252,7 @@ class CompiledGraph:
             slot = self._grow(running)
         try:
             inputs, outputs = slot.inputs, slot.outputs
-            torch_mode = None
+            torch_mode, held = None, []
             for i, (arg, spec) in enumerate(zip(args, sig.inputs)):
                 is_torch = not isinstance(arg, np.ndarray)
                 if torch_mode is None:
@@ -262,9 +262,12 @@ class CompiledGraph:
                 if is_torch:
                     if self._torch is None:
                         self._torch = _torch_specs(sig)
-                    inputs[i] = _torch_pointer(arg, spec, i, self._torch[0][i])
+                    arg = _torch_input(arg, spec, i, self._torch[0][i])
+                    inputs[i] = arg.data_ptr()
                 else:
-                    inputs[i] = _numpy_pointer(arg, spec, i)
+                    arg = _numpy_input(arg, spec, i)
+                    inputs[i] = arg.ctypes.data
+                held.append(arg)  # a contiguous copy lives until the call returns
             if torch_mode is None and not args and _torch_importable():  # no inputs: torch tensors, as eager
                 torch_mode, self._torch = True, self._torch or _torch_specs(sig)
             if torch_mode:
@@ -443,18 +446,19 @@ def _torch_specs(sig: GraphSignature) -> tuple[list, list]:
     return ([dtypes.of_storage(s.dtype).torch for s in sig.inputs], [(s.shape, dtypes.of_storage(s.dtype).torch) for s in sig.outputs])
 
 
-def _numpy_pointer(arg: np.ndarray, spec: TensorSpec, i: int) -> int:
+def _numpy_input(arg: np.ndarray, spec: TensorSpec, i: int) -> np.ndarray:
+    """A NumPy input checked against ``spec``, C-contiguous (a strided one copied, as eager reads
+    any strides)."""
     if arg.dtype != spec.dtype:
         raise TypeError(f"input {i} ('{spec.name}') has dtype {arg.dtype}, expected {spec.dtype}")
     if arg.shape != spec.shape:
         raise ValueError(f"input {i} ('{spec.name}') has shape {list(arg.shape)}, expected {list(spec.shape)}")
-    if not arg.flags.c_contiguous:
-        raise ValueError(f"input {i} ('{spec.name}') is not C-contiguous; pass np.ascontiguousarray(x)")
-    return arg.ctypes.data
+    return arg if arg.flags.c_contiguous else np.ascontiguousarray(arg)
 
 
-def _torch_pointer(arg, spec: TensorSpec, i: int, dtype) -> int:
-    """The data pointer of a torch input, checked against ``spec`` (``dtype``: its torch dtype)."""
+def _torch_input(arg, spec: TensorSpec, i: int, dtype):
+    """A torch input checked against ``spec`` (``dtype``: its torch dtype), contiguous (a
+    transposed or strided view copied), detached."""
     if not isinstance(arg, _TORCH_API[1]):
         raise TypeError(
             f"input {i} ('{spec.name}') must be a NumPy array or a torch.Tensor, got {type(arg).__name__}"
@@ -465,8 +469,6 @@ def _torch_pointer(arg, spec: TensorSpec, i: int, dtype) -> int:
         raise ValueError(f"input {i} ('{spec.name}') has shape {list(arg.shape)}, expected {list(spec.shape)}")
     if not arg.is_cpu:
         raise ValueError(f"input {i} ('{spec.name}') is on {arg.device}; this graph runs on the CPU")
-    if not arg.is_contiguous():
-        raise ValueError(f"input {i} ('{spec.name}') is not contiguous; pass x.contiguous()")
     if arg.requires_grad:
         arg = arg.detach()
-    return arg.data_ptr()
+    return arg if arg.is_contiguous() else arg.contiguous()

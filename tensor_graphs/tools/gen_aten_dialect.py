@@ -304,6 +304,17 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec("empty_like"),
     OpSpec("index_put"),
     OpSpec("_grouped_mm"),
+    # linear algebra: the LAPACK/BLAS routines (`tg.lapack`); the rest of torch.linalg is
+    # composed of these (`frontend/linalg_compositions.py`)
+    OpSpec("linalg_lu_factor_ex"),
+    OpSpec("linalg_lu_solve"),
+    OpSpec("linalg_cholesky_ex"),
+    OpSpec("geqrf"),
+    OpSpec("linalg_householder_product"),
+    OpSpec("ormqr"),
+    OpSpec("_linalg_eigh"),
+    OpSpec("_linalg_svd"),
+    OpSpec("linalg_solve_triangular"),
 )
 
 #: schema type (``Argument.real_type``) -> our argument kind

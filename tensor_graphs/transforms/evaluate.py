@@ -68,6 +68,8 @@ from tensor_graphs.dialects.tensor import (
     ArgTopkOp,
     ArgReduceOp,
     PutOp,
+    LapackOp,
+    lapack_params,
     CheckNonzeroOp,
     GroupedMatmulOp,
     Im2colOp,
@@ -621,6 +623,53 @@ def _check_nonzero(op: CheckNonzeroOp, x: np.ndarray) -> np.ndarray:
     return x
 
 
+def _lapack(op: LapackOp, *operands: np.ndarray) -> np.ndarray:
+    """The routine of `dialects.lapack`'s table called through ctypes on each problem, as the
+    compiled graph calls it (the same library, the same arguments)."""
+    import ctypes
+
+    from tensor_graphs.dialects import lapack
+    from tensor_graphs.runtime_support.blas import _cdll
+
+    name, output, params = op.routine.data, op.output.data, lapack_params(op.params)
+    routine = lapack.ROUTINES[name]
+    el = np.dtype(np.float64 if operands[0].dtype == np.float64 else np.float32)
+    batch, per, dims = lapack.problem(name, [x.shape for x in operands], params)
+    slots = routine.all_slots()
+    fn = getattr(_cdll(), routine.symbol(name, el == np.float64))
+    fn.restype = ctypes.c_int if routine.library == "lapacke" else None
+    flat = [np.ascontiguousarray(x).reshape(-1, *p) for x, p in zip(operands, per)]
+    count = int(np.prod(batch, dtype=np.int64))
+    kind, shape = slots[output]
+    result = np.zeros((count, *shape(dims)), dtype=np.int32 if kind == "i32" else el)
+    scalar = ctypes.c_double if el == np.float64 else ctypes.c_float
+    for item in range(count):
+        arrays = {s: np.zeros(sh(dims), dtype=np.int32 if k == "i32" else el) for s, (k, sh) in slots.items() if s != "info"}
+        for s, k in routine.copies.items():
+            arrays[s][...] = flat[k][item]
+        inputs = [np.ascontiguousarray(x[item]) for x in flat]
+        args = []
+        for a in routine.args(dims, params):
+            if isinstance(a, lapack.Char):
+                args.append(ctypes.c_char(a.value.encode()))
+            elif isinstance(a, lapack.Alpha):
+                args.append(scalar(a.value))
+            elif isinstance(a, (lapack.Slot, lapack.Operand)):
+                arr = arrays[a.name] if isinstance(a, lapack.Slot) else inputs[a.index]
+                args.append(arr.ctypes.data_as(ctypes.c_void_p))
+            else:
+                args.append(ctypes.c_int(a))
+        info = fn(*args)
+        if routine.library == "lapacke":
+            if info < 0:
+                raise EvaluationError(f"evaluate: tg.lapack: {routine.symbol(name, el == np.float64)} rejected argument {-info}")
+            if info > 0 and op.check is not None:
+                raise EvaluationError(f"evaluate: tg.lapack: {op.check.data}: {routine.failure} (info {info})")
+            arrays["info"] = np.array(info, dtype=np.int32)
+        result[item] = arrays[output]
+    return result.reshape(*batch, *shape(dims))
+
+
 def _put(op: PutOp, x: np.ndarray, offsets: np.ndarray, values: np.ndarray) -> np.ndarray:
     flat, offsets = x.reshape(-1).copy(), offsets.reshape(-1)
     if offsets.size and (offsets.min() < 0 or offsets.max() >= x.size):
@@ -676,6 +725,7 @@ def _evaluators() -> dict[type[Operation], Evaluator]:
         ArgTopkOp: _argtopk,
         ArgReduceOp: _arg_reduce,
         PutOp: _put,
+        LapackOp: _lapack,
         CheckNonzeroOp: _check_nonzero,
         GroupedMatmulOp: _grouped_matmul,
         TakeOp: _take,

@@ -196,3 +196,10 @@ func.func @views_reuse_bytes_when_dead(%x: memref<16xf32>, %y: memref<16xf32>) a
   buf.relu ins(%b : memref<16xf32>) outs(%y : memref<16xf32>)
   func.return
 }
+
+// CHECK-LABEL: func.func @lapack
+func.func @lapack(%a: memref<2x4x4xf32>, %p: memref<2x4xi32>, %scratch: memref<17xf32>) {
+  // CHECK-NEXT: buf.lapack ins(%a : memref<2x4x4xf32>) outs(%p, %scratch : memref<2x4xi32>, memref<17xf32>) {routine = "getrf", output = "pivots", check = "torch.linalg.lu_factor"}
+  buf.lapack ins(%a : memref<2x4x4xf32>) outs(%p, %scratch : memref<2x4xi32>, memref<17xf32>) {routine = "getrf", output = "pivots", check = "torch.linalg.lu_factor"}
+  func.return
+}

@@ -326,3 +326,35 @@ func.func @matmul_of_bools(%a: tensor<2x3xi1>, %b: tensor<3x5xi1>) -> tensor<2x5
   func.return %y : tensor<2x5xi1>
 }
 // CHECK: tg.matmul: operands and result of one dtype, float32, float64 or an integer, got i1
+
+// -----
+
+func.func @lapack_wrong_result(%a: tensor<2x4x4xf32>) -> tensor<2x3xi32> {
+  %p = tg.lapack "getrf" "pivots" %a : (tensor<2x4x4xf32>) -> tensor<2x3xi32>
+  func.return %p : tensor<2x3xi32>
+}
+// CHECK: tg.lapack: getrf's pivots is tensor<2x4xi32>, got tensor<2x3xi32>
+
+// -----
+
+func.func @lapack_batches_differ(%lu: tensor<2x4x4xf32>, %p: tensor<2x4xi32>, %b: tensor<4x3xf32>) -> tensor<4x3xf32> {
+  %x = tg.lapack "getrs" "x" %lu, %p, %b : (tensor<2x4x4xf32>, tensor<2x4xi32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  func.return %x : tensor<4x3xf32>
+}
+// CHECK: tg.lapack: getrs: the operands' batch dims differ: [[], [2]]
+
+// -----
+
+func.func @lapack_unknown_output(%a: tensor<4x4xf32>) -> tensor<4xf32> {
+  %t = tg.lapack "getrf" "tau" %a : (tensor<4x4xf32>) -> tensor<4xf32>
+  func.return %t : tensor<4xf32>
+}
+// CHECK: tg.lapack: getrf has no output 'tau' (it has lu, pivots, info)
+
+// -----
+
+func.func @lapack_integer(%a: tensor<4x4xi64>) -> tensor<4x4xi64> {
+  %t = tg.lapack "getrf" "lu" %a : (tensor<4x4xi64>) -> tensor<4x4xi64>
+  func.return %t : tensor<4x4xi64>
+}
+// CHECK: tg.lapack: float32 or float64 matrices, got i64

@@ -113,3 +113,14 @@ func.func @more_reductions(%x: tensor<4x7xf32>, %m: tensor<4x7xi1>) -> (tensor<4
   %i = tg.arg_reduce %x {kind = "max", dim = 1 : i64} : (tensor<4x7xf32>) -> tensor<4xi64>
   func.return %a, %p, %n, %i : tensor<4xf32>, tensor<7xf32>, tensor<4x1xi1>, tensor<4xi64>
 }
+
+// CHECK-LABEL: func.func @lapack
+func.func @lapack(%a: tensor<2x4x4xf64>, %b: tensor<2x4x3xf64>) -> tensor<2x4x3xf64> {
+  // CHECK-NEXT: %lu = tg.lapack "getrf" "lu" %a : (tensor<2x4x4xf64>) -> tensor<2x4x4xf64>
+  %lu = tg.lapack "getrf" "lu" %a : (tensor<2x4x4xf64>) -> tensor<2x4x4xf64>
+  // CHECK-NEXT: %p = tg.lapack "getrf" "pivots" %a {check = "torch.linalg.lu_factor"} : (tensor<2x4x4xf64>) -> tensor<2x4xi32>
+  %p = tg.lapack "getrf" "pivots" %a {check = "torch.linalg.lu_factor"} : (tensor<2x4x4xf64>) -> tensor<2x4xi32>
+  // CHECK-NEXT: %x = tg.lapack "getrs" "x" %lu, %p, %b {params = {trans = "T"}} : (tensor<2x4x4xf64>, tensor<2x4xi32>, tensor<2x4x3xf64>) -> tensor<2x4x3xf64>
+  %x = tg.lapack "getrs" "x" %lu, %p, %b {params = {trans = "T"}} : (tensor<2x4x4xf64>, tensor<2x4xi32>, tensor<2x4x3xf64>) -> tensor<2x4x3xf64>
+  func.return %x : tensor<2x4x3xf64>
+}

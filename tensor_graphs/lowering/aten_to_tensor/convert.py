@@ -26,6 +26,7 @@ from tensor_graphs.lowering.aten_to_tensor.convolution import populate_convoluti
 from tensor_graphs.lowering.aten_to_tensor.data_movement import populate_data_movement_patterns
 from tensor_graphs.lowering.aten_to_tensor.elementwise import populate_elementwise_patterns
 from tensor_graphs.lowering.aten_to_tensor.indexing import populate_indexing_patterns
+from tensor_graphs.lowering.aten_to_tensor.linalg import populate_linalg_patterns
 from tensor_graphs.lowering.aten_to_tensor.linear import populate_linear_patterns
 from tensor_graphs.lowering.aten_to_tensor.masks import populate_mask_patterns
 from tensor_graphs.lowering.aten_to_tensor.math_functions import populate_math_function_patterns
@@ -76,6 +77,7 @@ def populate_aten_to_tensor_patterns() -> list[RewritePattern]:
         *populate_view_patterns(),
         *populate_moe_patterns(),
         *populate_reduction_patterns(),
+        *populate_linalg_patterns(),
         *populate_normalization_patterns(),
         *populate_attention_patterns(),
         *populate_mask_patterns(),

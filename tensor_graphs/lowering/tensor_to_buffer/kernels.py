@@ -793,6 +793,26 @@ register_kernel(
 register_kernel(tg.PutOp, KernelVariant("put.scatter", _same_props(buf.PutOp, "accumulate", "reduce"), description="copy, then checked element writes"))
 
 
+def _lapack_scratch(op: Operation, threads: int, target: Target) -> MemRefType:
+    """The routine's other outputs for one problem (`buf.lapack_scratch_elements`)."""
+    assert isinstance(op, tg.LapackOp)
+    sizes = buf.lapack_scratch_elements(op.routine.data, op.output.data, [_shape(v) for v in op.inputs],
+                                        tg.lapack_params(op.params))
+    return MemRefType(op.inputs[0].type.element_type, (sizes["size"],))  # type: ignore[attr-defined]
+
+
+register_kernel(
+    tg.LapackOp,
+    KernelVariant(
+        "lapack.call",
+        lambda op, ins, out, scratch: buf.LapackOp(ins, [out, scratch], {n: op.properties[n] for n in ("routine", "output", "params", "check")
+                                                                          if n in op.properties}),
+        description="per matrix problem: the in-place copy, the LAPACKE/CBLAS call, its info checked",
+        scratch=_lapack_scratch,
+    ),
+)
+
+
 def _grouped_weight_packs(op: Operation) -> str | None:
     assert isinstance(op, tg.GroupedMatmulOp)
     if not isinstance(op.weight.owner, tg.WeightOp):
