@@ -126,6 +126,11 @@ COMPOSED = {
     "adaptive_max_pool1d": lambda x: torch.nn.functional.adaptive_max_pool1d(x.nan_to_num()[None], 4),
     "pad replicate, negative (a crop)": lambda x: torch.nn.functional.pad(x[None], [-1, 2, -2, 1], mode="replicate"),
     "floor_divide float64, histc float64": lambda x: (x.double() // 0.3, x.double() // (x.double() - 0.5), torch.histc(x.double(), 5, -2, 2)),
+    "mode (ties take the smallest, NaN its own)": lambda x: torch.mode(torch.cat([x.round(), x[:, :1].nan_to_num().round()], 1), 1),
+    "mode int, keepdim": lambda x: torch.mode((x.nan_to_num() * 2).long() % 3, 0, keepdim=True),
+    "nonzero_static": lambda x: (torch.nonzero_static(x.nan_to_num() > 0, size=30), torch.nonzero_static(x[0] > 0, size=2, fill_value=7)),
+    "empty_permuted, filled": lambda x: torch.empty_permuted((4, 6), (1, 0)).copy_(x) * 2,
+    "index_fill of a 0-d tensor": lambda x: x.sum().index_fill(0, torch.tensor([0]), 5.0),
     "frexp": lambda x: torch.frexp(torch.cat([x.flatten(), torch.tensor([0.0, -0.0, -3.5, 1e-40, math.inf, 2.0**-126, 2.0**127])])),
 }
 

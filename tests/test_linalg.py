@@ -79,6 +79,8 @@ CASES = {
     "pinv_hermitian": (lambda a: torch.linalg.pinv(a, hermitian=True), lambda d: (_spd(4, 4, dtype=d),)),
     "matrix_rank": (torch.linalg.matrix_rank, lambda d: (torch.randn(5, 3, dtype=d) @ torch.randn(3, 5, dtype=d),)),
     "cond": (torch.linalg.cond, lambda d: (torch.randn(4, 4, dtype=d),)),
+    "ldl_factor_and_solve": (lambda a, b: (*torch.linalg.ldl_factor(a), torch.linalg.ldl_solve(*torch.linalg.ldl_factor(a), b)),
+                             lambda d: ((lambda m: m + m.mT)(torch.randn(2, 5, 5, dtype=d)), torch.randn(2, 5, 2, dtype=d))),
     "tensorinv": (lambda a: torch.linalg.tensorinv(a, ind=1), lambda d: (torch.randn(6, 2, 3, dtype=d),)),
 }
 

@@ -5615,6 +5615,45 @@ class LinalgSolveTriangularOp(AtenOp):
         super().__init__(**_build(self.ARGS, (self_, B, upper, left, unitriangular), [result_type]))
 
 
+@irdl_op_definition
+class LinalgLdlFactorExOp(AtenOp):
+    """``aten::linalg_ldl_factor_ex(Tensor self, *, bool hermitian=False, bool check_errors=False) -> (Tensor LD, Tensor pivots, Tensor info)``"""
+
+    name = "aten.linalg_ldl_factor_ex"
+    TARGET: ClassVar[str] = "aten::linalg_ldl_factor_ex"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("self", "tensor"), ("hermitian", "bool"), ("check_errors", "bool"))
+    self = operand_def(AnyTensor)
+    hermitian = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
+    check_errors = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
+    result0 = result_def(AnyTensor)
+    result1 = result_def(AnyTensor)
+    result2 = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$self attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, self_: SSAValue, *, hermitian: bool = False, check_errors: bool = False, result_types: Sequence[Attribute]) -> None:
+        super().__init__(**_build(self.ARGS, (self_, hermitian, check_errors), result_types))
+
+
+@irdl_op_definition
+class LinalgLdlSolveOp(AtenOp):
+    """``aten::linalg_ldl_solve(Tensor LD, Tensor pivots, Tensor B, *, bool hermitian=False) -> Tensor``"""
+
+    name = "aten.linalg_ldl_solve"
+    TARGET: ClassVar[str] = "aten::linalg_ldl_solve"
+    ARGS: ClassVar[tuple[tuple[str, str], ...]] = (("LD", "tensor"), ("pivots", "tensor"), ("B", "tensor"), ("hermitian", "bool"))
+    LD = operand_def(AnyTensor)
+    pivots = operand_def(AnyTensor)
+    B = operand_def(AnyTensor)
+    hermitian = prop_def(IntegerAttr[I1], default_value=IntegerAttr(0, i1))
+    result = result_def(AnyTensor)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$LD `,` $pivots `,` $B attr-dict `:` functional-type(operands, results)"
+
+    def __init__(self, LD: SSAValue, pivots: SSAValue, B: SSAValue, *, hermitian: bool = False, result_type: Attribute) -> None:
+        super().__init__(**_build(self.ARGS, (LD, pivots, B, hermitian), [result_type]))
+
+
 #: op name -> class, for the frontend and the lowering.
 ATEN_OPS: dict[str, type[AtenOp]] = {op.TARGET: op for op in (
     LinearOp,
@@ -5887,6 +5926,8 @@ ATEN_OPS: dict[str, type[AtenOp]] = {op.TARGET: op for op in (
     LinalgEighOp,
     LinalgSvdOp,
     LinalgSolveTriangularOp,
+    LinalgLdlFactorExOp,
+    LinalgLdlSolveOp,
 )}
 
 ATEN = Dialect(
@@ -6163,5 +6204,7 @@ ATEN = Dialect(
         LinalgEighOp,
         LinalgSvdOp,
         LinalgSolveTriangularOp,
+        LinalgLdlFactorExOp,
+        LinalgLdlSolveOp,
     ],
 )

@@ -22,10 +22,12 @@ orgqr      a [m, n], tau [k]                                    q [m, n], info
 ormqr      a [r, c], tau [k], c [m, n]                          out [m, n], info
 syevd      a [n, n]                                             vectors [n, n], values [n], info
 gesdd      a [m, n]                                             u, s [min(m, n)], vt, work, info
+sytrf      a [n, n]                                             ld [n, n], pivots [n], info
+sytrs      ld [n, n], pivots [n] (int32), b [n, k]               x [n, k], info
 trsm       a [r, r], b [m, n]                                   x [m, n]
 =========  ===================================================  ==================================
 
-Parameters (``params``): ``trans`` (getrs, ormqr: ``N``/``T``), ``uplo`` (potrf, syevd: ``U``/``L``),
+Parameters (``params``): ``trans`` (getrs, ormqr: ``N``/``T``), ``uplo`` (potrf, syevd, sytrf, sytrs: ``U``/``L``),
 ``jobz`` (syevd ``V``/``N``; gesdd ``A``/``S``/``N``), ``side`` (ormqr ``L``/``R``), and for trsm
 ``left``, ``upper``, ``transpose``, ``unit`` (0/1).
 """
@@ -195,6 +197,17 @@ ROUTINES: dict[str, Routine] = {
         args=lambda d, p: [ROW_MAJOR, Char(str(p.get("jobz", "S"))), d["m"], d["n"], Slot("work"), _ld(d["n"]), Slot("s"),
                            Slot("u"), _ld(d["ucols"]), Slot("vt"), _ld(d["n"])],
         failure="the SVD algorithm failed to converge"),
+    "sytrf": Routine(
+        ranks=(2,), dims=_square,
+        slots={"ld": ("float", lambda d: (d["n"], d["n"])), "pivots": ("i32", lambda d: (d["n"],))},
+        copies={"ld": 0},
+        args=lambda d, p: [ROW_MAJOR, Char(str(p.get("uplo", "L"))), d["n"], Slot("ld"), _ld(d["n"]), Slot("pivots")],
+        failure="the matrix is singular (a zero block of D)"),
+    "sytrs": Routine(
+        ranks=(2, 1, 2), dims=_getrs_dims,
+        slots={"x": ("float", lambda d: (d["n"], d["k"]))}, copies={"x": 2},
+        args=lambda d, p: [ROW_MAJOR, Char(str(p.get("uplo", "L"))), d["n"], d["k"], Operand(0), _ld(d["n"]),
+                           Operand(1), Slot("x"), _ld(d["k"])]),
     "trsm": Routine(
         ranks=(2, 2), dims=_trsm_dims, library="cblas",
         slots={"x": ("float", lambda d: (d["m"], d["n"]))}, copies={"x": 1}, args=_trsm_args),

@@ -20,6 +20,11 @@ op                     composition
 ``_trilinear``         (``F.bilinear``) the inputs unsqueezed, multiplied and summed
 ``frexp``              ``log2`` in float64, corrected by one either way
 ``adaptive_max_pool2d`` each bin gathered (padded by repeating its last element), max and position
+``mode``               counts by a pairwise comparison; the smallest of the most frequent (NaN
+                       last), its last position
+``empty_permuted``     ``empty`` of the size
+``nonzero_static``     each row ``r`` the element whose running count of nonzeros is ``r + 1``,
+                       unravelled; ``fill_value`` past the count
 ``median``, ``nanmedian``, ``kthvalue``
                        a stable ``sort`` along ``dim`` (NaN last), then the value and position at
                        the wanted rank (the first NaN's when ``median`` meets one)
@@ -122,6 +127,56 @@ def _kthvalue(self, k, dim=-1, keepdim=False):
     dim = dim % self.dim()
     rank = torch.full(_without(self.shape, dim), k - 1, dtype=torch.int64)
     return _sorted_pick(self, dim, rank, keepdim)
+
+
+def _mode(self, dim=-1, keepdim=False):
+    """``torch.mode``: the most frequent value along ``dim``, the smallest among equally frequent
+    ones (NaN sorts last, each NaN its own value), and the last position holding it (the first
+    NaN for a NaN mode), as torch's
+    CPU kernel (a sort, then runs of equal values): counts by one pairwise comparison."""
+    if self.dim() == 0:
+        return self.clone(), torch.zeros((), dtype=torch.int64)
+    dim = dim % self.dim()
+    x = self.movedim(dim, -1)
+    work = x.to(torch.uint8) if x.dtype == torch.bool else x
+    floating = work.is_floating_point()
+    nan = torch.isnan(work) if floating else torch.zeros_like(work, dtype=torch.bool)
+    counts = torch.where(nan, 1, (work.unsqueeze(-1) == work.unsqueeze(-2)).sum(-1))
+    candidate = (counts == counts.amax(-1, keepdim=True)) & ~nan
+    top = torch.finfo(work.dtype).max if floating else torch.iinfo(work.dtype).max
+    value = torch.where(candidate, work, top).amin(-1, keepdim=True)
+    if floating:  # no number among the most frequent: every element NaN
+        value = torch.where(candidate.any(-1, keepdim=True), value, float("nan"))
+    positions = torch.arange(x.shape[-1]).expand(x.shape)
+    index = torch.where(work == value, positions, -1).amax(-1, keepdim=True)
+    if floating:  # a NaN mode: the first NaN, as eager
+        first_nan = torch.where(nan, positions, x.shape[-1]).amin(-1, keepdim=True)
+        index = torch.where(torch.isnan(value), first_nan, index)
+    value, index = value.to(self.dtype).movedim(-1, dim), index.movedim(-1, dim)
+    return (value, index) if keepdim else (value.squeeze(dim), index.squeeze(dim))
+
+
+def _empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=None, pin_memory=None):
+    """``empty_permuted``: an uninitialised tensor of ``size`` (the physical order of its strides
+    does not exist in a graph of contiguous values)."""
+    return torch.empty(size, dtype=dtype)
+
+
+def _nonzero_static(self, *, size, fill_value=-1):
+    """``nonzero_static``: the coordinates of the first ``size`` nonzero elements in row-major
+    order, rows past the count filled with ``fill_value``: element ``i`` is the ``r``-th nonzero
+    when it is nonzero and ``r`` nonzeros precede it (a cumsum), matched against each row."""
+    flat = (self != 0).reshape(-1)
+    rank = torch.cumsum(flat.to(torch.int64), 0) - 1
+    rows = torch.arange(size).unsqueeze(-1)
+    hit = flat & (rank == rows)
+    where = (hit.to(torch.int64) * torch.arange(flat.shape[0])).sum(-1)
+    coords, rest = [], where
+    for extent in reversed(self.shape):
+        coords.append(rest % extent)
+        rest = rest // extent
+    coords = torch.stack(coords[::-1], -1) if coords else torch.zeros((size, 0), dtype=torch.int64)
+    return torch.where(hit.any(-1, keepdim=True), coords, fill_value)
 
 
 def _index_reduce(self, dim, index, source, reduce, *, include_self=True):
@@ -246,6 +301,9 @@ COMPOSITIONS: dict[str, Any] = {
     "nanmedian.default": _nanmedian,
     "nanmedian.dim": _nanmedian_dim,
     "kthvalue.default": _kthvalue,
+    "mode.default": _mode,
+    "empty_permuted.default": _empty_permuted,
+    "nonzero_static.default": _nonzero_static,
     "index_reduce.default": _index_reduce,
     "scatter.reduce": _scatter_reduce_src,
     "scatter.value_reduce": _scatter_reduce_value,

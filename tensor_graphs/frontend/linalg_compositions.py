@@ -19,6 +19,7 @@ op                             composition
 ``_linalg_solve_ex``,          LU, then ``linalg_lu_solve`` (a vector right-hand side as a
 ``linalg_solve``               one-column matrix)
 ``linalg_lu_factor``           ``linalg_lu_factor_ex``, checked
+``linalg_ldl_factor``          ``linalg_ldl_factor_ex``, checked
 ``linalg_lu``, ``lu_unpack``   L and U from the triangles; P from the row swaps applied in order
 ``linalg_cholesky``,           ``linalg_cholesky_ex``, checked
 ``cholesky``
@@ -134,6 +135,11 @@ def _lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
     return P, L, U
 
 
+def _ldl_factor(A, *, hermitian=False):
+    LD, pivots, _ = aten.linalg_ldl_factor_ex(A, hermitian=hermitian, check_errors=True)
+    return LD, pivots
+
+
 def _lu(A, *, pivot=True):
     LU, pivots, _ = aten.linalg_lu_factor_ex(A, pivot=pivot)
     return _lu_unpack(LU, pivots)
@@ -220,6 +226,7 @@ LINALG_COMPOSITIONS: dict[str, Any] = {
     "linalg_solve.default": _solve,
     "linalg_lu_factor.default": _lu_factor,
     "linalg_lu.default": _lu,
+    "linalg_ldl_factor.default": _ldl_factor,
     "lu_unpack.default": _lu_unpack,
     "linalg_cholesky.default": _cholesky,
     "cholesky.default": _cholesky_old,

@@ -315,6 +315,8 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec("_linalg_eigh"),
     OpSpec("_linalg_svd"),
     OpSpec("linalg_solve_triangular"),
+    OpSpec("linalg_ldl_factor_ex"),
+    OpSpec("linalg_ldl_solve"),
 )
 
 #: schema type (``Argument.real_type``) -> our argument kind

@@ -15,6 +15,8 @@ ormqr                          ormqr
 _linalg_eigh                   syevd (eigenvalues, eigenvectors), checked as torch checks
 _linalg_svd                    gesdd (U, S, Vh), checked
 linalg_solve_triangular        trsm
+linalg_ldl_factor_ex           sytrf from the lower triangle, the upper zeroed (LD, pivots, info)
+linalg_ldl_solve               sytrs
 =============================  ===============================================================
 
 ```mlir
@@ -230,6 +232,31 @@ class SolveTriangularPattern(RewritePattern):
         rewriter.replace(op, ops, [ops.add(LapackOp("trsm", "x", [a, b], params))])
 
 
+class LdlPattern(RewritePattern):
+    """``linalg_ldl_factor_ex`` (Bunch-Kaufman: sytrf on the lower triangle, the upper zeroed as
+    torch's; pivots negative for a 2x2 block) and ``linalg_ldl_solve`` (sytrs); ``hermitian`` is
+    the same for real matrices."""
+
+    def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
+        ops = OpList()
+        if isinstance(op, aten.LinalgLdlFactorExOp):
+            if (why := _float_matrices(op, op.self)) is not None:
+                return notify_match_failure(op, why)
+            check = "torch.linalg.ldl_factor_ex" if op.check_errors.value.data else None
+            params = {"uplo": "L"}
+            ld = _triangle(ops, ops.add(LapackOp("sytrf", "ld", [op.self], params, check)), upper=False)
+            rest = [ops.add(LapackOp("sytrf", out, [op.self], params, check)) for out in ("pivots", "info")]
+            return rewriter.replace(op, ops, [ld, *rest])
+        if isinstance(op, aten.LinalgLdlSolveOp):
+            if (why := _float_matrices(op, op.LD, op.B)) is not None:
+                return notify_match_failure(op, why)
+            try:
+                ld, pivots, b = _batched(ops, [op.LD, op.pivots, op.B], (2, 1, 2))
+            except ShapeError as e:
+                return notify_match_failure(op, str(e))
+            return rewriter.replace(op, ops, [ops.add(LapackOp("sytrs", "x", [ld, pivots, b], {"uplo": "L"}))])
+
+
 def populate_linalg_patterns() -> list[RewritePattern]:
     return [LuFactorPattern(), LuSolvePattern(), CholeskyPattern(), QrPattern(), EighPattern(), SvdPattern(),
-            SolveTriangularPattern()]
+            SolveTriangularPattern(), LdlPattern()]

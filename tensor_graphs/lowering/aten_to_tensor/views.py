@@ -310,15 +310,17 @@ def _reduced_put(ops: OpList, x: SSAValue, offsets: SSAValue, values: SSAValue, 
 
 class IndexFillPattern(RewritePattern):
     """``index_fill(x, dim, index, value)``: ``tg.put`` of the value at every element of the
-    rows ``index`` of ``dim``."""
+    rows ``index`` of ``dim`` (a 0-d ``x`` as its one element)."""
 
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
         if not isinstance(op, aten.IndexFillIntScalarOp):
             return
         shape = shape_of(op.self)
-        if (problem := _index_problem(op.index)) is not None or len(shape_of(op.index)) > 1 or not shape:
-            return notify_match_failure(op, problem or "index_fill takes a 0-d or 1-d index into a tensor of rank 1 or more")
+        if (problem := _index_problem(op.index)) is not None or len(shape_of(op.index)) > 1:
+            return notify_match_failure(op, problem or "index_fill takes a 0-d or 1-d index")
         ops = OpList()
+        x = op.self if shape else ops.reshape(op.self, (1,))  # a 0-d tensor: its one element along dim 0
+        shape = shape or (1,)
         try:
             dim = normalize_dim(op.dim.value.data, len(shape))
             count = max(numel(shape_of(op.index)), 1)
@@ -328,7 +330,7 @@ class IndexFillPattern(RewritePattern):
         except ShapeError as e:
             return notify_match_failure(op, str(e))
         values = ops.add(BroadcastOp(ops.add(scalar_constant(op.value.value.data, element_type(op.self))), block))
-        rewriter.replace(op, ops, [ops.add(PutOp(op.self, offsets, values))])
+        rewriter.replace(op, ops, [ops.reshape(ops.add(PutOp(x, offsets, values)), shape_of(op.self))])
 
 
 class MaskedScatterPattern(RewritePattern):
