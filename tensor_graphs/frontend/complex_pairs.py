@@ -13,7 +13,9 @@ y  = mul(xc, view(f, [1, s, 1, d/2]))    f'  = view(f, [1, s, 1, d/2, 2])
 out = view_as_real(y)                    out = stack([xr*fr - xi*fi, xr*fi + xi*fr], -1)
 ```
 
-A complex buffer, parameter or constant becomes its real pairs (``torch.view_as_real``). Ops on
+FFTs (``_fft_r2c``, ``_fft_c2c``, ``_fft_c2r``) on pairs are products with cos/sin tables (a DFT, O(n^2)
+per transformed dim: for the short signals models transform, not an FFT). A complex buffer,
+parameter or constant becomes its real pairs (``torch.view_as_real``). Ops on
 complex values outside :data:`RULES` stay as they are, and the importer refuses them by name with
 the complex dtype, as it does complex model inputs and outputs.
 """
@@ -21,6 +23,7 @@ the complex dtype, as it does complex model inputs and outputs.
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -48,14 +51,14 @@ class _Rewriter:
         self.renamed: dict[str, Node] = {}  # a real result computed anew: the old node's name -> the new node
         self._at: Node | None = None
 
-    def emit(self, target: Any, *args: Any) -> Node:
-        """``target(*args)`` before the node being rewritten, with its example value."""
+    def emit(self, target: Any, *args: Any, **kwargs: Any) -> Node:
+        """``target(*args, **kwargs)`` before the node being rewritten, with its example value."""
         assert self._at is not None
         with self.graph.inserting_before(self._at):
-            node = self.graph.call_function(target, args)
+            node = self.graph.call_function(target, args, kwargs)
         vals = [a.meta["val"] if isinstance(a, Node) else [x.meta["val"] if isinstance(x, Node) else x for x in a]
                 if isinstance(a, list) else a for a in args]
-        node.meta["val"] = target(*vals)
+        node.meta["val"] = target(*vals, **kwargs)
         for key in ("stack_trace", "nn_module_stack", "source_fn_stack"):
             if key in self._at.meta:
                 node.meta[key] = self._at.meta[key]
@@ -212,6 +215,121 @@ def _flatten(r: _Rewriter, node: Node, c: Node, start: int = 0, end: int = -1) -
     return None if pair is None else r.emit(aten.flatten.using_ints, pair, start % max(rank, 1), end % max(rank, 1))
 
 
+def _to_copy(r: _Rewriter, node: Node, x: Node, **kwargs: Any) -> Node | None:
+    """A real tensor made complex: its pairs with zero imaginary parts; a complex one to another
+    precision: the pairs converted; to a real dtype: the real part (as torch, which warns)."""
+    out = node.meta["val"]
+    real = out.real.dtype if out.is_complex() else out.dtype
+    pair = r.pairs.get(x)
+    if pair is None:
+        if _is_complex(x.meta.get("val")) or not out.is_complex():
+            return None
+        re = r.emit(aten._to_copy.default, x, dtype=real)
+        return r.join(re, r.emit(aten.zeros_like.default, re))
+    converted = r.emit(aten._to_copy.default, pair, dtype=real)
+    return converted if out.is_complex() else r.emit(aten.select.int, converted, -1, 0)
+
+
+def _pad(r: _Rewriter, node: Node, c: Node, pad: list[int], value: float = 0.0) -> Node | None:
+    """``constant_pad_nd`` of a complex tensor (a real padding value): the pairs padded, their
+    trailing dim not."""
+    pair = r.pairs.get(c)
+    if pair is None or not isinstance(value, (int, float)) or value != 0:
+        return None
+    return r.emit(aten.constant_pad_nd.default, pair, [0, 0, *pad], 0.0)
+
+
+def _dft_tables(r: _Rewriter, n_in: int, n_out: int, period: int, dtype: torch.dtype) -> tuple[Node, Node]:
+    """``cos`` and ``sin`` of ``2 pi j k / period`` for ``j < n_in``, ``k < n_out`` (``j k`` reduced
+    mod ``period`` in integers, the angle in float64, then ``dtype``): constants once folded."""
+    j = r.emit(aten.unsqueeze.default, r.emit(aten.arange.default, n_in), -1)
+    k = r.emit(aten.arange.default, n_out)
+    phase = r.emit(aten.remainder.Scalar, r.emit(aten.mul.Tensor, j, k), period)
+    angle = r.emit(aten.mul.Tensor, r.emit(aten._to_copy.default, phase, dtype=torch.float64), 2 * math.pi / period)
+    return tuple(r.emit(aten._to_copy.default, r.emit(f, angle), dtype=dtype) for f in (aten.cos.default, aten.sin.default))
+
+
+def _dft(r: _Rewriter, re: Node, im: Node | None, dim: int, sign: int, n_out: int | None = None,
+         period: int | None = None) -> tuple[Node, Node]:
+    """The first ``n_out`` terms (all ``n``) of the DFT along ``dim`` of ``re + i im`` with
+    ``exp(sign 2 pi i j k / period)`` (``period`` ``n``): two products with the cos and sin tables
+    each (``im`` None: a real input)."""
+    rank = re.meta["val"].dim()
+    n = re.meta["val"].shape[dim]
+    cos, sin = _dft_tables(r, n, n if n_out is None else n_out, n if period is None else period, re.meta["val"].dtype)
+    order = [d for d in range(rank) if d != dim % rank] + [dim % rank]  # dim last, and back
+    move = lambda t: r.emit(aten.permute.default, t, order)  # noqa: E731
+    back = lambda t: r.emit(aten.permute.default, t, [order.index(d) for d in range(rank)])  # noqa: E731
+    xr = move(re)
+    rc, rs = r.emit(aten.matmul.default, xr, cos), r.emit(aten.matmul.default, xr, sin)
+    if im is None:
+        return back(rc), back(rs if sign > 0 else r.emit(aten.neg.default, rs))
+    xi = move(im)
+    ic, is_ = r.emit(aten.matmul.default, xi, cos), r.emit(aten.matmul.default, xi, sin)
+    if sign < 0:
+        return back(r.emit(aten.add.Tensor, rc, is_)), back(r.emit(aten.sub.Tensor, ic, rs))
+    return back(r.emit(aten.sub.Tensor, rc, is_)), back(r.emit(aten.add.Tensor, ic, rs))
+
+
+def _normalized(r: _Rewriter, parts: list[Node], normalization: int, count: int) -> list[Node]:
+    """torch's fft_norm_mode: 0 none, 1 by sqrt(n), 2 by n (n: the signal's element count)."""
+    scale = {0: 1.0, 1: 1.0 / math.sqrt(count), 2: 1.0 / count}[normalization]
+    return parts if scale == 1.0 else [r.emit(aten.mul.Tensor, p, scale) for p in parts]
+
+
+def _fft_c2c(r: _Rewriter, node: Node, c: Node, dim: list[int], normalization: int, forward: bool) -> Node | None:
+    """``_fft_c2c``: a DFT (``exp(-2 pi i jk/n)`` forward, ``+`` backward) along each dim."""
+    pair = r.pairs.get(c)
+    if pair is None:
+        return None
+    re, im = r.parts(pair)
+    for d in dim:
+        re, im = _dft(r, re, im, d, -1 if forward else 1)
+    shape = c.meta["val"].shape
+    return r.join(*_normalized(r, [re, im], normalization, math.prod(shape[d] for d in dim)))
+
+
+def _fft_r2c(r: _Rewriter, node: Node, x: Node, dim: list[int], normalization: int, onesided: bool) -> Node | None:
+    """``_fft_r2c``: the forward DFT of a real tensor along each dim, the last one's first
+    ``n // 2 + 1`` frequencies when ``onesided``."""
+    shape = x.meta["val"].shape
+    last = dim[-1]
+    re, im = _dft(r, x, None, last, -1, (shape[last] // 2 + 1) if onesided else None, shape[last])
+    for d in dim[:-1]:
+        re, im = _dft(r, re, im, d, -1)
+    return r.join(*_normalized(r, [re, im], normalization, math.prod(shape[d] for d in dim)))
+
+
+def _fft_c2r(r: _Rewriter, node: Node, c: Node, dim: list[int], normalization: int, last_dim_size: int) -> Node | None:
+    """``_fft_c2r``: backward DFTs along all but the last dim, then the real signal of
+    ``last_dim_size`` from the onesided spectrum along it: ``sum_k w_k (Re X_k cos - Im X_k sin)``,
+    ``w_k`` 2 but for ``k = 0`` (and ``n/2``); the imaginary parts there ignored, as pocketfft."""
+    pair = r.pairs.get(c)
+    if pair is None:
+        return None
+    re, im = r.parts(pair)
+    for d in dim[:-1]:
+        re, im = _dft(r, re, im, d, 1)
+    last, n = dim[-1], last_dim_size
+    half = n // 2 + 1
+    rank = re.meta["val"].dim()
+    if re.meta["val"].shape[last] != half:
+        re, im = (r.emit(aten.slice.Tensor, t, last % rank, 0, half) for t in (re, im))
+    w = r.emit(aten.mul.Tensor, r.emit(aten.ones.default, [half], dtype=re.meta["val"].dtype), 2.0)
+    for once in (0, half - 1) if n % 2 == 0 and half > 1 else (0,):  # the frequencies counted once
+        hit = r.emit(aten.eq.Scalar, r.emit(aten.arange.default, half), once)
+        w = r.emit(aten.sub.Tensor, w, r.emit(aten._to_copy.default, hit, dtype=re.meta["val"].dtype))
+    shape = [1] * rank
+    shape[last % rank] = half
+    w = r.emit(aten.view.default, w, shape)
+    re, im = r.emit(aten.mul.Tensor, re, w), r.emit(aten.mul.Tensor, im, w)
+    cos_part, _ = _dft(r, re, None, last, 1, n, n)
+    _, sin_part = _dft(r, im, None, last, 1, n, n)
+    out = r.emit(aten.sub.Tensor, cos_part, sin_part)
+    out_shape = list(node.meta["val"].shape)
+    return _normalized(r, [out], normalization, math.prod(out_shape[d] for d in dim))[0]
+
+
 #: aten op on complex values -> its rule on pairs (None: left as it is, refused by the importer)
 RULES: dict[Any, Callable[..., Node | None]] = {
     aten.view_as_complex.default: _view_as_complex,
@@ -239,6 +357,11 @@ RULES: dict[Any, Callable[..., Node | None]] = {
     aten.permute.default: _permute,
     aten.transpose.int: _transpose,
     aten.flatten.using_ints: _flatten,
+    aten._to_copy.default: _to_copy,
+    aten.constant_pad_nd.default: _pad,
+    aten._fft_c2c.default: _fft_c2c,
+    aten._fft_r2c.default: _fft_r2c,
+    aten._fft_c2r.default: _fft_c2r,
 }
 
 
