@@ -38,6 +38,7 @@ from typing import Any
 import torch
 
 from tensor_graphs.frontend.linalg_compositions import LINALG_COMPOSITIONS
+from tensor_graphs.frontend.spatial_compositions import SPATIAL_COMPOSITIONS
 
 aten = torch.ops.aten
 
@@ -315,6 +316,7 @@ COMPOSITIONS: dict[str, Any] = {
     "frexp.Tensor": _frexp,
     "adaptive_max_pool2d.default": _adaptive_max_pool2d,
     **LINALG_COMPOSITIONS,
+    **SPATIAL_COMPOSITIONS,
 }
 
 #: compositions used in place of PyTorch's own entry: adaptive_max_pool2d's covers fewer cases

@@ -38,6 +38,7 @@ import torch
 from torch import _decomp
 
 from tensor_graphs.frontend.compositions import PREFERRED, compositions
+from tensor_graphs.frontend.spatial_compositions import PARTIAL
 
 Route = str  # "lowered" | "decomposed" | "unsupported"
 
@@ -175,7 +176,23 @@ def _table() -> dict[torch._ops.OpOverload, Any]:
     composites = {_overload(name): f for name, f in _COMPOSITES.items()}
     for op in float32_kernel_ops():
         table[op] = _float32_or_decomposed(op, composites.get(op) or base.get(op) or _decomp.decomposition_table[op])
+    for op, (which, composition) in partial_ops().items():
+        table[op] = _composed_when(which, composition)
     return table
+
+
+@functools.cache
+def partial_ops() -> dict[torch._ops.OpOverload, tuple[Any, Any]]:
+    """Lowered ops composed for some calls (`spatial_compositions.PARTIAL`: a 3-D convolution)."""
+    return {_overload(name): entry for name, entry in PARTIAL.items()}
+
+
+def _composed_when(which: Any, composition: Any) -> Any:
+    """A table entry composing the calls ``which`` picks and leaving the others whole."""
+    def entry(*args: Any, **kwargs: Any) -> Any:
+        return composition(*args, **kwargs) if which(args, kwargs) else NotImplemented
+
+    return entry
 
 
 def decomposition_table() -> dict[torch._ops.OpOverload, Any]:
@@ -220,6 +237,10 @@ def needs_decomposing(program: torch.export.ExportedProgram) -> bool:
             return True
         if node.target in float32_kernel_ops() and not keeps_whole(([a.meta.get("val") for a in node.all_input_nodes], node.args, node.kwargs)):
             return True
+        if node.target in partial_ops():
+            vals = torch.utils._pytree.tree_map(lambda a: a.meta.get("val") if isinstance(a, torch.fx.Node) else a, (node.args, node.kwargs))
+            if partial_ops()[node.target][0](*vals):
+                return True
     return False
 
 

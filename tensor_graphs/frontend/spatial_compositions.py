@@ -1,0 +1,150 @@
+"""3-D convolutions and average pooling composed of the 2-D and matrix ops tensor_graphs lowers:
+entries of `compositions.compositions`, checked against eager by
+``tests/test_decompositions.py``.
+
+=============================  ===============================================================
+op                             composition
+=============================  ===============================================================
+``convolution`` of 5-D input   one 2-D convolution per depth tap ``kd``: the depth positions it
+                               reads (padded, strided, dilated) folded into the batch, the
+                               products summed over ``kd`` (transposed: each tap's result
+                               spread over the output depths it writes, then cropped)
+``avg_pool3d``                 separable: per spatial dim a [in, out] matrix of its windows
+                               (padding reads nothing), divided per dim by torch's count
+                               (``count_include_pad``: the window clipped to the padded input;
+                               else its valid elements) or once by ``divisor_override``
+``_adaptive_avg_pool3d``       separable: per dim the [in, out] matrix of its bins, each 1/size
+=============================  ===============================================================
+
+A 2-D or 1-D ``convolution`` is lowered as it is (`decompositions.PARTIAL`: only 3-D calls take
+this composition).
+"""
+
+from __future__ import annotations
+
+import torch
+
+aten = torch.ops.aten
+
+
+def is_3d_convolution(args: tuple, kwargs: dict) -> bool:
+    """Whether a ``convolution`` call has a 5-D input (three spatial dims)."""
+    x = args[0] if args else kwargs.get("input")
+    return isinstance(x, torch.Tensor) and x.dim() == 5
+
+
+def _fold_depth(x: torch.Tensor) -> torch.Tensor:
+    """[N, C, D, H, W] -> [N * D, C, H, W]."""
+    n, c, d, h, w = x.shape
+    return x.permute(0, 2, 1, 3, 4).reshape(n * d, c, h, w)
+
+
+def _unfold_depth(y: torch.Tensor, n: int) -> torch.Tensor:
+    """[N * D, O, H, W] -> [N, O, D, H, W]."""
+    nd, o, h, w = y.shape
+    return y.reshape(n, nd // n, o, h, w).permute(0, 2, 1, 3, 4)
+
+
+def _conv3d(x, weight, bias, stride, padding, dilation, groups):
+    (sd, *s2), (pd, *p2), (dd, *d2) = stride, padding, dilation
+    kd = weight.shape[2]
+    n, depth = x.shape[0], x.shape[2] + 2 * pd
+    out_depth = (depth - dd * (kd - 1) - 1) // sd + 1
+    x = torch.constant_pad_nd(x, [0, 0, 0, 0, pd, pd]) if pd else x
+    total = None
+    for k in range(kd):
+        taps = x[:, :, k * dd : k * dd + sd * (out_depth - 1) + 1 : sd]
+        y = aten.convolution(_fold_depth(taps), weight[:, :, k], None, s2, p2, d2, False, [0, 0], groups)
+        total = y if total is None else total + y
+    return _unfold_depth(total, n)
+
+
+def _conv_transpose3d(x, weight, bias, stride, padding, dilation, output_padding, groups):
+    (sd, *s2), (pd, *p2), (dd, *d2), (od, *o2) = stride, padding, dilation, output_padding
+    kd = weight.shape[2]
+    n, depth = x.shape[0], x.shape[2]
+    spread = (depth - 1) * sd + 1  # one tap's inputs land every sd-th output depth
+    full = spread + dd * (kd - 1) + od
+    total = None
+    for k in range(kd):
+        y = _unfold_depth(aten.convolution(_fold_depth(x), weight[:, :, k], None, s2, p2, d2, True, o2, groups), n)
+        if sd > 1:  # zeros between the depths
+            gaps = y.new_zeros((*y.shape[:3], sd - 1, *y.shape[3:]))
+            y = torch.cat([y.unsqueeze(3), gaps], 3).reshape(*y.shape[:2], depth * sd, *y.shape[3:])[:, :, :spread]
+        y = torch.constant_pad_nd(y, [0, 0, 0, 0, k * dd, full - spread - k * dd])
+        total = y if total is None else total + y
+    out_depth = full - 2 * pd
+    return total[:, :, pd : pd + out_depth]
+
+
+def _convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+    """A 3-D ``convolution`` by 2-D ones (module doc); other ranks never reach it."""
+    if transposed:
+        y = _conv_transpose3d(input, weight, bias, stride, padding, dilation, output_padding, groups)
+    else:
+        y = _conv3d(input, weight, bias, stride, padding, dilation, groups)
+    return y if bias is None else y + bias.reshape(1, -1, 1, 1, 1)
+
+
+def _along(x: torch.Tensor, dim: int, matrix: torch.Tensor) -> torch.Tensor:
+    """``x`` with dim ``dim`` of size ``in`` mapped by ``matrix`` [in, out]."""
+    return torch.matmul(x.movedim(dim, -1), matrix.to(x.dtype)).movedim(-1, dim)
+
+
+def _pool_size(size: int, k: int, s: int, p: int, ceil_mode: bool) -> int:
+    """torch's ``pooling_output_shape``: the last window must start inside the input or its left
+    padding."""
+    out = (size + 2 * p - k + ((s - 1) if ceil_mode else 0)) // s + 1
+    if ceil_mode and (out - 1) * s >= size + p:
+        out -= 1
+    return out
+
+
+def _window_matrix(size: int, k: int, s: int, p: int, ceil_mode: bool, include_pad: bool, divide: bool) -> torch.Tensor:
+    """[size, out]: 1 where input ``i`` is in window ``o`` (divided by its count when ``divide``)."""
+    out = _pool_size(size, k, s, p, ceil_mode)
+    i = torch.arange(size).unsqueeze(1)
+    start = torch.arange(out) * s - p
+    end = torch.clamp(start + k, max=size + p)
+    member = (i >= start) & (i < end)
+    if not divide:
+        return member.to(torch.float64)
+    count = (end - start) if include_pad else (torch.clamp(end, max=size) - torch.clamp(start, min=0))
+    return member.to(torch.float64) / count.to(torch.float64)
+
+
+def _avg_pool3d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
+    ks = list(kernel_size) * (3 // len(kernel_size))
+    st = list(stride) * (3 // len(stride)) if len(stride) else ks
+    pad = [padding] * 3 if isinstance(padding, int) else list(padding) * (3 // len(padding))
+    x = self
+    for axis in range(3):
+        dim = self.dim() - 3 + axis
+        m = _window_matrix(self.shape[dim], ks[axis], st[axis], pad[axis], ceil_mode, count_include_pad, divisor_override is None)
+        x = _along(x, dim, m)
+    return x if divisor_override is None else x / divisor_override
+
+
+def _adaptive_matrix(size: int, out: int) -> torch.Tensor:
+    """[size, out]: bin ``o`` is ``[floor(o size / out), ceil((o + 1) size / out))``, averaged."""
+    o = torch.arange(out)
+    start, end = (o * size) // out, -((-(o + 1) * size) // out)
+    i = torch.arange(size).unsqueeze(1)
+    return ((i >= start) & (i < end)).to(torch.float64) / (end - start).to(torch.float64)
+
+
+def _adaptive_avg_pool3d(self, output_size):
+    x = self
+    for axis in range(3):
+        dim = self.dim() - 3 + axis
+        x = _along(x, dim, _adaptive_matrix(self.shape[dim], output_size[axis]))
+    return x
+
+
+SPATIAL_COMPOSITIONS = {
+    "avg_pool3d.default": _avg_pool3d,
+    "_adaptive_avg_pool3d.default": _adaptive_avg_pool3d,
+}
+
+#: lowered ops whose calls of some shapes are composed instead: name -> (which calls, composition)
+PARTIAL = {"convolution.default": (is_3d_convolution, _convolution)}
