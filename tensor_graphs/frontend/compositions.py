@@ -14,7 +14,8 @@ op                     composition
 ``addbmm``             ``beta * self + alpha * bmm(batch1, batch2).sum(0)``
 ``index_reduce``        ``scatter_reduce`` with the index spread along ``dim``
 ``scatter(reduce=)``   ``scatter_reduce`` (``add`` is ``sum``, ``multiply`` ``prod``)
-``polygamma``          ``digamma`` for order 0
+``polygamma``          ``digamma`` for order 0, torch's trigamma for 1, the Hurwitz zeta above
+                       (Cephes' sums at a fixed count, masked)
 ``put``                ``index_put`` into the flattened input
 ``as_strided_scatter`` ``put`` at the view's offsets (computed from size, stride, offset)
 ``_trilinear``         (``F.bilinear``) the inputs unsqueezed, multiplied and summed
@@ -33,6 +34,7 @@ op                     composition
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -202,10 +204,67 @@ def _scatter_reduce_value(self, dim, index, value, *, reduce):
     return _scatter_reduce_src(self, dim, index, torch.full(index.shape, value, dtype=self.dtype), reduce=reduce)
 
 
+def _trigamma(x: torch.Tensor) -> torch.Tensor:
+    """torch's ``trigamma`` (float64 here): the reflection below 1/2, six recurrence steps, the
+    asymptotic series."""
+    reflect = x < 0.5
+    sin_pi_x = torch.sin(math.pi * x)
+    result = torch.where(reflect, -(math.pi * math.pi) / (sin_pi_x * sin_pi_x), torch.zeros_like(x))
+    x = torch.where(reflect, 1 - x, x)
+    for _ in range(6):
+        result = result + 1 / (x * x)
+        x = x + 1
+    ixx = 1 / (x * x)
+    result = result + (1 + 1 / (2 * x) + ixx * (1.0 / 6 - ixx * (1.0 / 30 - ixx * (1.0 / 42)))) / x
+    return torch.where(reflect, -result, result)
+
+
+#: Cephes' zeta: the Euler-Maclaurin coefficients (2k)! / B_2k
+_ZETA_A = (12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9, 7.47242496e10,
+           -2.950130727918164224e12, 1.1646782814350067249e14, -4.5979787224074726105e15,
+           1.8152105401943546773e17, -7.1661652561756670113e18)
+#: the direct sum's most terms: 9, or until ``q + i`` passes 9 (``q`` down to -40)
+_ZETA_TERMS = 50
+
+
+def _zeta(x: float, q: torch.Tensor) -> torch.Tensor:
+    """The Hurwitz zeta ``sum_k (k + q)^-x`` of float64 ``q`` as torch's (Cephes') ``zeta``: the
+    direct sum while ``i < 9`` or ``q + i <= 9`` (masked, a fixed count), then the Euler-Maclaurin
+    tail; inf at the poles (``x = 1``, ``q`` a non-positive integer), NaN for ``x < 1`` or a
+    negative non-integer ``q`` with ``x`` not an integer."""
+    s, a, b = q.pow(-x), q, torch.zeros_like(q)
+    for i in range(_ZETA_TERMS):
+        active = (a <= 9) if i >= 9 else torch.ones_like(q, dtype=torch.bool)
+        a = torch.where(active, a + 1, a)
+        term = a.pow(-x)
+        s, b = torch.where(active, s + term, s), torch.where(active, term, b)
+    w = a
+    s = s + b * w / (x - 1) - 0.5 * b
+    coefficient, k = torch.ones_like(q), 0.0
+    for c in _ZETA_A:
+        coefficient = coefficient * (x + k)
+        b = b / w
+        s = s + coefficient * b / c
+        k += 1
+        coefficient = coefficient * (x + k)
+        b = b / w
+        k += 1
+    pole = (q <= 0) & (q == torch.floor(q))
+    s = torch.where(pole, math.inf, s)
+    if x != math.floor(x):
+        s = torch.where((q < 0) & ~pole, math.nan, s)
+    return s
+
+
 def _polygamma(n, self):
-    """``polygamma(0, x)`` is ``digamma``; higher orders stay (NotImplemented) and are refused by
-    name (no Hurwitz zeta yet)."""
-    return torch.digamma(self) if n == 0 else NotImplemented
+    """``polygamma(n, x)``: ``digamma`` for n = 0, torch's ``trigamma`` for 1, and
+    ``(-1)^(n+1) n! zeta(n + 1, x)`` above (`_zeta`), in float64, rounded once."""
+    out = self.dtype if self.is_floating_point() else torch.get_default_dtype()
+    if n == 0:
+        return torch.digamma(self.to(out))
+    x = self.to(torch.float64)
+    value = _trigamma(x) if n == 1 else ((1.0 if n % 2 else -1.0) * math.factorial(n)) * _zeta(n + 1.0, x)
+    return value.to(out)
 
 
 def _bucketize(self, boundaries, *, out_int32=False, right=False):
