@@ -161,6 +161,16 @@ SPATIAL_3D = {
     "avg_pool3d padding counted, divisor": lambda x, w, b: (torch.nn.functional.avg_pool3d(x, 3, 2, 1, ceil_mode=True),
                                                             torch.nn.functional.avg_pool3d(x, 2, divisor_override=3)),
     "adaptive_avg_pool3d": lambda x, w, b: torch.nn.functional.adaptive_avg_pool3d(x, (3, 4, 5)),
+    "interpolate bilinear, antialiased (down and up)": lambda x, w, b: (
+        torch.nn.functional.interpolate(x[:, :, 0], size=(4, 11), mode="bilinear", antialias=True),
+        torch.nn.functional.interpolate(x[:, :, 0], size=(3, 3), mode="bilinear", antialias=True, align_corners=True)),
+    "embedding_bag sum, weighted; mean; max; padding_idx": lambda x, w, b: (
+        torch.nn.functional.embedding_bag(torch.tensor([1, 2, 4, 5, 4, 3, 2, 9]), x.reshape(-1, 7)[:10], torch.tensor([0, 3, 3]),
+                                          mode="sum", per_sample_weights=x.reshape(-1)[:8]),
+        torch.nn.functional.embedding_bag(torch.tensor([1, 2, 4, 5, 4, 3, 2, 9]), x.reshape(-1, 7)[:10], torch.tensor([0, 3, 3]), mode="mean"),
+        torch.nn.functional.embedding_bag(torch.tensor([1, 2, 4, 5, 4, 3, 2, 9]), x.reshape(-1, 7)[:10], torch.tensor([0, 3, 8]),
+                                          mode="max", include_last_offset=True),
+        torch.nn.functional.embedding_bag(torch.tensor([[1, 2], [0, 0], [4, 0]]), x.reshape(-1, 7)[:10], padding_idx=0)),
 }
 
 

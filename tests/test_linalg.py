@@ -81,6 +81,7 @@ CASES = {
     "cond": (torch.linalg.cond, lambda d: (torch.randn(4, 4, dtype=d),)),
     "ldl_factor_and_solve": (lambda a, b: (*torch.linalg.ldl_factor(a), torch.linalg.ldl_solve(*torch.linalg.ldl_factor(a), b)),
                              lambda d: ((lambda m: m + m.mT)(torch.randn(2, 5, 5, dtype=d)), torch.randn(2, 5, 2, dtype=d))),
+    "matrix_exp": (torch.linalg.matrix_exp, lambda d: (torch.cat([torch.randn(2, 4, 4, dtype=d), 4 * torch.randn(1, 4, 4, dtype=d)]),)),
     "tensorinv": (lambda a: torch.linalg.tensorinv(a, ind=1), lambda d: (torch.randn(6, 2, 3, dtype=d),)),
 }
 

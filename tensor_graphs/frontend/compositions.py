@@ -4,6 +4,9 @@ tensor_graphs lowers: the last resort of `decompositions` (PyTorch's own tables 
 Each entry is a function of the op's arguments in ``torch`` calls, as a ``torch._decomp`` entry
 is; ``ExportedProgram.run_decompositions`` traces it into the graph in place of the op. Each is
 checked against eager PyTorch, NaN and ties included, by ``tests/test_decompositions.py``.
+Constants are built by traced ops (``arange``, ``eye``, comparisons), never ``torch.tensor`` of
+Python data: that records ``lift_fresh_copy``/``detach_``, and once a table holding the entry has
+run, a later ``torch.export`` of the op itself fails on the non-functional graph.
 
 =====================  ==========================================================================
 op                     composition

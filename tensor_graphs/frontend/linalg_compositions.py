@@ -28,6 +28,7 @@ op                             composition
 ``triangular_solve``           ``linalg_solve_triangular`` (the old argument order)
 ``linalg_qr``                  geqrf, then the Householder product (Q) and the upper triangle (R)
 ``linalg_pinv``                the SVD (``eigh`` when hermitian), small singular values cut
+``linalg_matrix_exp``          scaling and squaring of the degree-18 Taylor polynomial, float64
 =============================  ===============================================================
 """
 
@@ -215,6 +216,28 @@ def _pinv(A, atol=None, rtol=None, hermitian=False):
     return (Vh.mT * inverse.unsqueeze(-2)) @ U.mT
 
 
+#: matrix_exp's most squarings: a 1-norm up to 2^40 (beyond, exp overflows float64 anyway)
+_MAX_SQUARINGS = 40
+
+
+def _matrix_exp(A):
+    """``linalg_matrix_exp`` in float64, rounded once: each matrix scaled by ``2^-s`` to a 1-norm
+    of at most 1/2, the degree-18 Taylor polynomial (Horner), then squared ``s`` times (a fixed
+    count of products, each kept where it is one of that matrix's ``s``)."""
+    x = A.to(torch.float64)
+    n = x.shape[-1]
+    norm = x.abs().sum(-2).amax(-1)
+    s = torch.clamp(torch.ceil(torch.log2(norm / 0.5)), 0, _MAX_SQUARINGS)
+    x = x * torch.pow(2.0, -s)[..., None, None]
+    eye = torch.eye(n, dtype=torch.float64).expand(x.shape)
+    e = eye
+    for k in range(18, 0, -1):
+        e = eye + (x @ e) / k
+    for i in range(_MAX_SQUARINGS):
+        e = torch.where((s > i)[..., None, None], e @ e, e)
+    return e.to(A.dtype)
+
+
 #: aten overload name -> composition
 LINALG_COMPOSITIONS: dict[str, Any] = {
     "_linalg_det.default": _det,
@@ -235,4 +258,5 @@ LINALG_COMPOSITIONS: dict[str, Any] = {
     "triangular_solve.default": _triangular_solve,
     "linalg_qr.default": _qr,
     "linalg_pinv.atol_rtol_tensor": _pinv,
+    "linalg_matrix_exp.default": _matrix_exp,
 }

@@ -148,3 +148,69 @@ SPATIAL_COMPOSITIONS = {
 
 #: lowered ops whose calls of some shapes are composed instead: name -> (which calls, composition)
 PARTIAL = {"convolution.default": (is_3d_convolution, _convolution)}
+
+
+def _aa_weights(size: int, out: int, align_corners: bool, scale_given: float | None) -> torch.Tensor:
+    """[size, out] antialiased bilinear (triangle filter) weights, as torch's
+    ``_compute_weights_aa``: the filter widened by the scale when downsampling, each output's
+    weights normalised to sum 1."""
+    if align_corners:
+        scale = (size - 1) / (out - 1) if out > 1 else 0.0
+    else:
+        scale = 1.0 / scale_given if scale_given else size / out
+    support = scale if scale >= 1.0 else 1.0  # interp_size / 2 = 1, times the scale when downsampling
+    invscale = 1.0 / scale if scale >= 1.0 else 1.0
+    j = torch.arange(size, dtype=torch.float64).unsqueeze(1)
+    center = scale * (torch.arange(out, dtype=torch.float64) + 0.5)
+    xmin = torch.clamp(torch.trunc(center - support + 0.5), min=0)
+    xmax = torch.clamp(torch.trunc(center + support + 0.5), max=size)
+    inside = (j >= xmin) & (j < xmax)
+    w = torch.where(inside, torch.clamp(1.0 - ((j - center + 0.5) * invscale).abs(), min=0.0), 0.0)
+    total = w.sum(0)
+    return torch.where(total != 0, w / torch.where(total != 0, total, 1.0), w)
+
+
+def _upsample_bilinear2d_aa(self, output_size, align_corners, scales_h=None, scales_w=None):
+    """``_upsample_bilinear2d_aa`` (``interpolate(..., antialias=True)``): separable, a weight
+    matrix per spatial dim (`_aa_weights`)."""
+    h, w = self.shape[-2:]
+    x = _along(self, self.dim() - 2, _aa_weights(h, output_size[0], align_corners, scales_h))
+    return _along(x, self.dim() - 1, _aa_weights(w, output_size[1], align_corners, scales_w))
+
+
+def _embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False, per_sample_weights=None,
+                   include_last_offset=False, padding_idx=-1):
+    """``_embedding_bag(_forward_only)``: each bag (``indices[offsets[b]:offsets[b + 1]]``, the
+    last to the end unless ``include_last_offset``) reduced by sum (times ``per_sample_weights``),
+    mean or max over a [bags, indices] membership mask; ``padding_idx`` rows take no part; an empty
+    bag gives zeros. The other three results (offset2bag, bag sizes, max positions) as torch's."""
+    count = indices.shape[0]
+    starts = offsets[:-1] if include_last_offset else offsets
+    ends = torch.cat([offsets[1:], offsets.new_full((1,), count)])[: starts.shape[0]] if not include_last_offset else offsets[1:]
+    position = torch.arange(count)
+    member = (position >= starts.unsqueeze(-1)) & (position < ends.unsqueeze(-1))  # [bags, indices]
+    if padding_idx >= 0:
+        member = member & (indices != padding_idx)
+    rows = weight[indices]  # [indices, dim]
+    if per_sample_weights is not None:
+        rows = rows * per_sample_weights.unsqueeze(-1)
+    taken = member.to(weight.dtype)
+    sizes = member.sum(-1)
+    if mode == 2:  # max
+        masked = torch.where(member.unsqueeze(-1), rows.unsqueeze(0), -torch.inf)
+        out = torch.where(sizes.unsqueeze(-1) > 0, masked.amax(1), 0.0)
+        arg = torch.where(sizes.unsqueeze(-1) > 0, indices[masked.argmax(1)], -1)
+    else:
+        out = taken @ rows
+        if mode == 1:
+            out = out / sizes.clamp(min=1).unsqueeze(-1).to(weight.dtype)
+        arg = torch.zeros(out.shape[0] if mode == 2 else 0, dtype=torch.int64)
+    offset2bag = (position.unsqueeze(0) >= starts.unsqueeze(-1)).sum(0) - 1
+    return out, offset2bag, sizes, arg
+
+
+SPATIAL_COMPOSITIONS.update({
+    "_upsample_bilinear2d_aa.default": _upsample_bilinear2d_aa,
+    "_embedding_bag_forward_only.default": _embedding_bag,
+    "_embedding_bag.default": _embedding_bag,
+})
