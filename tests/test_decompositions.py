@@ -128,6 +128,10 @@ COMPOSED = {
     "floor_divide float64, histc float64": lambda x: (x.double() // 0.3, x.double() // (x.double() - 0.5), torch.histc(x.double(), 5, -2, 2)),
     "mode (ties take the smallest, NaN its own)": lambda x: torch.mode(torch.cat([x.round(), x[:, :1].nan_to_num().round()], 1), 1),
     "mode int, keepdim": lambda x: torch.mode((x.nan_to_num() * 2).long() % 3, 0, keepdim=True),
+    "segment_reduce every reduction, initial, empty segments": lambda x: tuple(
+        torch._segment_reduce(x[:, :5].T, r, lengths=torch.tensor([0, 1, 2, 2]), initial=init)
+        for r in ("sum", "mean", "max", "min", "prod") for init in (None, 2.0)),
+    "segment_reduce offsets": lambda x: torch._segment_reduce(x, "max", offsets=torch.tensor([0, 0, 2, 4])),
     "nonzero_static": lambda x: (torch.nonzero_static(x.nan_to_num() > 0, size=30), torch.nonzero_static(x[0] > 0, size=2, fill_value=7)),
     "empty_permuted, filled": lambda x: torch.empty_permuted((4, 6), (1, 0)).copy_(x) * 2,
     "index_fill of a 0-d tensor": lambda x: x.sum().index_fill(0, torch.tensor([0]), 5.0),
@@ -138,14 +142,14 @@ COMPOSED = {
 @pytest.mark.parametrize("name", COMPOSED)
 def test_compositions_as_eager(name):
     """tensor_graphs' own compositions (`frontend.compositions`): exactly eager's values and
-    positions, NaN and ties included (addbmm and bilinear: eager's sum order differs, within 4
-    float32 ulps of the result's magnitude)."""
+    positions, NaN and ties included (addbmm, bilinear and segment_reduce's sums: eager's order
+    differs, within 4 float32 ulps of the result's magnitude)."""
     x, model = _nan_rows(), Elementwise(COMPOSED[name])
     got, want = tg.compile(model, (x,))(x), model(x)
     got, want = (got, want) if isinstance(want, tuple) else ((got,), (want,))
     for g, w in zip(got, want, strict=True):
         assert g.dtype == w.dtype and g.shape == w.shape
-        tol = 4 * torch.finfo(torch.float32).eps * w.nan_to_num().abs().max().item() if name in ("addbmm", "bilinear") else 0
+        tol = 4 * torch.finfo(torch.float32).eps * w.nan_to_num().abs().max().item() if name in ("addbmm", "bilinear") or name.startswith("segment_reduce every") else 0
         torch.testing.assert_close(g, w, rtol=0, atol=tol, equal_nan=True)
 
 

@@ -27,6 +27,8 @@ op                     composition
 ``mode``               counts by a pairwise comparison; the smallest of the most frequent (NaN
                        last), its last position
 ``empty_permuted``     ``empty`` of the size
+``segment_reduce``     a [segments, length] membership mask from the lengths or offsets, the
+                       reduction over it from ``initial``
 ``nonzero_static``     each row ``r`` the element whose running count of nonzeros is ``r + 1``,
                        unravelled; ``fill_value`` past the count
 ``median``, ``nanmedian``, ``kthvalue``
@@ -183,6 +185,39 @@ def _nonzero_static(self, *, size, fill_value=-1):
         rest = rest // extent
     coords = torch.stack(coords[::-1], -1) if coords else torch.zeros((size, 0), dtype=torch.int64)
     return torch.where(hit.any(-1, keepdim=True), coords, fill_value)
+
+
+def _segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, axis=0, unsafe=False, initial=None):
+    """``segment_reduce``: each segment of ``data`` along ``axis`` (from 1-D ``lengths`` or
+    ``offsets``) reduced over a [segments, length] membership mask, starting from ``initial``
+    (sum 0, prod 1, max -inf, min inf); mean divides ``initial + sum`` by the count, an empty
+    segment's mean is ``initial`` (NaN without)."""
+    bounds = lengths if lengths is not None else offsets
+    if bounds is None or bounds.dim() != 1 or indices is not None:
+        return NotImplemented
+    if lengths is not None:
+        ends = torch.cumsum(lengths, 0)
+        starts = ends - lengths
+    else:
+        starts, ends = offsets[:-1], offsets[1:]
+    x = data.movedim(axis, 0)
+    position = torch.arange(x.shape[0])
+    member = ((position >= starts.unsqueeze(-1)) & (position < ends.unsqueeze(-1))).reshape(-1, x.shape[0], *([1] * (x.dim() - 1)))
+    count = member.sum(1)
+    start = {"sum": 0.0, "mean": 0.0, "prod": 1.0, "max": -torch.inf, "min": torch.inf}[reduce]
+    init = start if initial is None else initial
+    if reduce in ("sum", "mean"):
+        out = torch.where(member, x.unsqueeze(0), 0).sum(1) + init
+        if reduce == "mean":
+            empty = init if initial is not None else torch.nan
+            out = torch.where(count > 0, out / count.clamp(min=1), empty)
+    elif reduce == "prod":
+        out = torch.where(member, x.unsqueeze(0), 1).prod(1) * init
+    else:
+        picked = torch.where(member, x.unsqueeze(0), start)
+        out = picked.amax(1) if reduce == "max" else picked.amin(1)
+        out = torch.maximum(out, torch.full_like(out, init)) if reduce == "max" else torch.minimum(out, torch.full_like(out, init))
+    return out.to(data.dtype).movedim(0, axis)
 
 
 def _index_reduce(self, dim, index, source, reduce, *, include_self=True):
@@ -367,6 +402,7 @@ COMPOSITIONS: dict[str, Any] = {
     "mode.default": _mode,
     "empty_permuted.default": _empty_permuted,
     "nonzero_static.default": _nonzero_static,
+    "segment_reduce.default": _segment_reduce,
     "index_reduce.default": _index_reduce,
     "scatter.reduce": _scatter_reduce_src,
     "scatter.value_reduce": _scatter_reduce_value,
