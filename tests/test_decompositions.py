@@ -210,3 +210,20 @@ def test_polygamma_of_any_order_is_rounded_once_from_float64(n):
     assert torch.equal(torch.isnan(got), torch.isnan(ref))
     err = (got.double() - ref)[finite].abs() / ref[finite].abs().clamp(min=torch.finfo(torch.float32).tiny)
     assert float(err.max()) <= 2.0**-24 * (1 + 1e-6)
+
+
+def test_linear_cross_entropy_of_torch_nn_is_composed_whole():
+    """``F.linear_cross_entropy`` (its chunked custom ops, torch_nn::) in inference: one linear
+    and a cross entropy, as eager's chunks compute them (ignore_index, class weights, label
+    smoothing, no reduction): within 4 float32 ulps of the loss."""
+    torch.manual_seed(0)
+    x, w, b, t = torch.randn(6, 5), torch.randn(7, 5), torch.randn(7), torch.tensor([0, 3, 6, 2, 2, 1])
+    cw = torch.rand(7)
+    lce = torch.nn.functional.linear_cross_entropy
+    model = Elementwise(lambda x, w, b, t, cw: (lce(x, w, t, linear_bias=b, ignore_index=2, label_smoothing=0.1),
+                                               lce(x, w, t, weight=cw, reduction="sum"), lce(x, w, t, reduction="none")))
+    with torch.no_grad():
+        got, want = tg.compile(model, (x, w, b, t, cw))(x, w, b, t, cw), model(x, w, b, t, cw)
+    for g, e in zip(got, want, strict=True):
+        assert g.shape == e.shape and g.dtype == e.dtype
+        torch.testing.assert_close(g, e, rtol=0, atol=4 * torch.finfo(torch.float32).eps * float(e.abs().max()))

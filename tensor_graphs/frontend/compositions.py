@@ -26,6 +26,8 @@ op                     composition
 ``adaptive_max_pool2d`` each bin gathered (padded by repeating its last element), max and position
 ``mode``               counts by a pairwise comparison; the smallest of the most frequent (NaN
                        last), its last position
+``torch_nn::_linear_cross_entropy_batch_chunked(_no_reduction)``
+                       (``F.linear_cross_entropy``) ``cross_entropy(linear(x))`` whole
 ``empty_permuted``     ``empty`` of the size
 ``segment_reduce``     a [segments, length] membership mask from the lengths or offsets, the
                        reduction over it from ``initial``
@@ -218,6 +220,36 @@ def _segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, a
         out = picked.amax(1) if reduce == "max" else picked.amin(1)
         out = torch.maximum(out, torch.full_like(out, init)) if reduce == "max" else torch.minimum(out, torch.full_like(out, init))
     return out.to(data.dtype).movedim(0, axis)
+
+
+def _linear_cross_entropy(input, linear_weight, target, linear_bias, weight, reduction, ignore_index, label_smoothing,
+                          batch_chunk_size, acc_policy, acc_dtype, allow_retain_graph, compute_input_grad,
+                          compute_linear_weight_grad, compute_linear_bias_grad):
+    """``torch_nn::_linear_cross_entropy_batch_chunked`` (``F.linear_cross_entropy``'s chunked
+    path) in inference: ``cross_entropy(linear(input))`` whole (the chunks only bound eager's
+    memory; a compiled graph plans its own), the gradient slots empty as its fake says; asked
+    for gradients (training), it stays and is refused."""
+    if compute_input_grad or compute_linear_weight_grad or compute_linear_bias_grad:
+        return NotImplemented
+    logits = torch.nn.functional.linear(input, linear_weight, linear_bias)
+    loss = torch.nn.functional.cross_entropy(logits, target, weight=weight, reduction=reduction, ignore_index=ignore_index,
+                                             label_smoothing=label_smoothing)
+    empty = input.new_zeros((0, 0))
+    return loss, empty, empty.clone(), input.new_zeros((0,))
+
+
+def _linear_cross_entropy_none(input, linear_weight, target, linear_bias, weight, ignore_index, batch_chunk_size,
+                               acc_policy, acc_dtype):
+    """The ``reduction='none'`` op: the per-sample losses of ``cross_entropy(linear(input))``."""
+    logits = torch.nn.functional.linear(input, linear_weight, linear_bias)
+    return torch.nn.functional.cross_entropy(logits, target, weight=weight, reduction="none", ignore_index=ignore_index)
+
+
+#: library custom ops (namespace::name) -> composition
+LIBRARY_COMPOSITIONS: dict[str, Any] = {
+    "torch_nn::_linear_cross_entropy_batch_chunked": _linear_cross_entropy,
+    "torch_nn::_linear_cross_entropy_batch_chunked_no_reduction": _linear_cross_entropy_none,
+}
 
 
 def _index_reduce(self, dim, index, source, reduce, *, include_self=True):
@@ -429,4 +461,13 @@ def compositions() -> dict[torch._ops.OpOverload, Any]:
     for name, f in COMPOSITIONS.items():
         packet, _, overload = name.partition(".")
         out[getattr(getattr(aten, packet), overload)] = f
+    try:  # registers torch_nn's ops (PyTorch releases with linear_cross_entropy)
+        import torch.nn.modules.linear_cross_entropy  # noqa: F401
+    except ImportError:
+        pass
+    for name, f in LIBRARY_COMPOSITIONS.items():
+        namespace, _, op = name.partition("::")
+        packet = getattr(getattr(torch.ops, namespace), op, None)
+        if packet is not None:
+            out[packet.default] = f
     return out
