@@ -227,3 +227,14 @@ def test_linear_cross_entropy_of_torch_nn_is_composed_whole():
     for g, e in zip(got, want, strict=True):
         assert g.shape == e.shape and g.dtype == e.dtype
         torch.testing.assert_close(g, e, rtol=0, atol=4 * torch.finfo(torch.float32).eps * float(e.abs().max()))
+
+
+def test_diff_of_run_time_values_is_lowered():
+    """``torch.diff`` on run-time values (it was constant-fold only): slices and a difference,
+    n times, with prepend/append, bool as ``!=``, n past the length empty: eager's exactly."""
+    x, b = _nan_rows(), _nan_rows() > 0
+    model = Elementwise(lambda x, b: (torch.diff(x, n=2, dim=0, prepend=x[:1] * 2, append=x[-1:]), torch.diff(b, dim=1),
+                                      torch.diff(x, n=9, dim=1)))
+    for g, e in zip(tg.compile(model, (x, b))(x, b), model(x, b), strict=True):
+        assert g.shape == e.shape and g.dtype == e.dtype
+        torch.testing.assert_close(g, e, rtol=0, atol=0, equal_nan=True)

@@ -699,3 +699,16 @@ func.func @aten.max.dim$values_and_indices(%x: tensor<4x7xf32>) -> (tensor<4xf32
   %s = aten.var.correction %x {dim = array<i64: -1>, correction = 1 : i64} : (tensor<4x7xf32>) -> tensor<4xf32>
   func.return %v, %i, %s : tensor<4xf32>, tensor<4xi64>, tensor<4xf32>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @aten.diff$run_time_twice_with_prepend
+// CHECK:         %[[X:.*]] = tg.concat %p, %x {dim = 1 : i64} : (tensor<2x1xf32>, tensor<2x4xf32>) -> tensor<2x5xf32>
+// CHECK-NEXT:    %[[HI:.*]] = tg.slice %[[X]] {dim = 1 : i64, start = 1 : i64} : (tensor<2x5xf32>) -> tensor<2x4xf32>
+// CHECK-NEXT:    %[[LO:.*]] = tg.slice %[[X]] {dim = 1 : i64, start = 0 : i64} : (tensor<2x5xf32>) -> tensor<2x4xf32>
+// CHECK-NEXT:    %[[D:.*]] = tg.sub %[[HI]], %[[LO]] : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+// CHECK:         tg.sub %{{.*}}, %{{.*}} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+func.func @aten.diff$run_time_twice_with_prepend(%x: tensor<2x4xf32>, %p: tensor<2x1xf32>) -> tensor<2x3xf32> {
+  %d = aten.diff %x prepend %p : tensor<2x1xf32> {n = 2 : i64, dim = 1 : i64} : tensor<2x4xf32> -> tensor<2x3xf32>
+  func.return %d : tensor<2x3xf32>
+}

@@ -8,14 +8,16 @@ shape) disappear.
 
 from __future__ import annotations
 
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import i1
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 from xdsl.ir import SSAValue
 
 from tensor_graphs.dialects import aten
 from tensor_graphs.dialects.aten import normalize_dim
 from tensor_graphs.dialects.shapes import ShapeError, numel
-from tensor_graphs.dialects.tensor import BroadcastOp, ConcatOp, ReshapeOp, SliceOp, TransposeOp, shape_of
-from tensor_graphs.lowering.aten_to_tensor.common import OpList, constant, element_type, notify_match_failure
+from tensor_graphs.dialects.tensor import BroadcastOp, ConcatOp, ReshapeOp, SliceOp, SubOp, TransposeOp, shape_of
+from tensor_graphs.lowering.aten_to_tensor.common import OpList, append, constant, element_type, elementwise_body, notify_match_failure
 
 
 def _replace_with_transpose(op, perm: list[int], rewriter: PatternRewriter) -> None:
@@ -368,8 +370,46 @@ class PadPattern(RewritePattern):
         rewriter.replace(op, ops, [x])
 
 
+class DiffPattern(RewritePattern):
+    """``diff(x, n, dim, prepend, append)`` of run-time values (of constants, constant-fold
+    evaluates it): the operands concatenated along ``dim``, then ``n`` times the neighbours'
+    difference, ``x[1:] - x[:-1]`` (bool: ``!=``, as torch's logical_xor); ``n`` at least the
+    length gives an empty result.
+
+    ```mlir
+    %d = aten.diff %x {dim = 1 : i64} : (tensor<3x5xf32>) -> tensor<3x4xf32>
+    // becomes
+    %hi = tg.slice %x {dim = 1 : i64, start = 1 : i64} : (tensor<3x5xf32>) -> tensor<3x4xf32>
+    %lo = tg.slice %x {dim = 1 : i64, start = 0 : i64} : (tensor<3x5xf32>) -> tensor<3x4xf32>
+    %d = tg.sub %hi, %lo : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+    ```
+    """
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: aten.DiffOp, rewriter: PatternRewriter) -> None:
+        shape = shape_of(op.self)
+        try:
+            dim = normalize_dim(op.dim.value.data, len(shape))
+        except ShapeError as e:
+            return notify_match_failure(op, str(e))
+        ops = OpList()
+        parts = [v for v in (op.prepend, op.self, op.append) if v is not None]
+        x = parts[0] if len(parts) == 1 else ops.add(ConcatOp(parts, dim))
+        el = element_type(op.self)
+        for _ in range(op.n.value.data):
+            length = shape_of(x)[dim]
+            if length == 0:
+                break
+            hi, lo = ops.add(SliceOp(x, dim, 1, length - 1)), ops.add(SliceOp(x, dim, 0, length - 1))
+            if el == i1:
+                x = ops.add(elementwise_body([hi, lo], hi.type, lambda block, args: append(block, arith.XOrIOp(*args))))
+            else:
+                x = ops.add(SubOp(hi, lo, hi.type))
+        rewriter.replace(op, ops, [x])
+
+
 def populate_data_movement_patterns() -> list[RewritePattern]:
     return [
         TransposePattern(), ReshapePattern(), ExpandPattern(), RepeatPattern(), StackPattern(), NumpyTPattern(),
-        RollPattern(), PadPattern(), IdentityPattern(),
+        RollPattern(), PadPattern(), IdentityPattern(), DiffPattern(),
     ]

@@ -41,7 +41,6 @@ FOLD_ONLY: dict[type[aten.AtenOp], str] = {
     aten.OnesOp: "a tensor creation",
     aten.ZerosOp: "a tensor creation",
     aten.ScalarTensorOp: "a tensor creation",
-    aten.DiffOp: "a difference along a dim",
 }
 
 #: what to do about a mask builder that meets run-time data
@@ -112,7 +111,6 @@ class FoldOnlyPattern(RewritePattern):
     // stays when constant-fold did not run first, and the pass reports
     //   aten.arange: only constant-fold removes this op; run constant-fold before convert-aten-to-tensor
     ```
-    (``torch.diff`` of run-time values is reported so: its operand is not a constant.)
     """
 
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
