@@ -132,6 +132,9 @@ COMPOSED = {
         torch._segment_reduce(x[:, :5].T, r, lengths=torch.tensor([0, 1, 2, 2]), initial=init)
         for r in ("sum", "mean", "max", "min", "prod") for init in (None, 2.0)),
     "segment_reduce offsets": lambda x: torch._segment_reduce(x, "max", offsets=torch.tensor([0, 0, 2, 4])),
+    "histogram: bins over min/max, a range, weights, density, given edges": lambda x: (
+        *torch.histogram(x.nan_to_num(), 5), *torch.histogram(x.nan_to_num(), 4, range=(-1.0, 1.0), weight=x.nan_to_num().abs()),
+        torch.histogram(x.nan_to_num(), 3, density=True).hist, torch.histogram(x.nan_to_num(), torch.tensor([-2.0, -0.5, 0.0, 1.0, 1.5])).hist),
     "nonzero_static": lambda x: (torch.nonzero_static(x.nan_to_num() > 0, size=30), torch.nonzero_static(x[0] > 0, size=2, fill_value=7)),
     "empty_permuted, filled": lambda x: torch.empty_permuted((4, 6), (1, 0)).copy_(x) * 2,
     "index_fill of a 0-d tensor": lambda x: x.sum().index_fill(0, torch.tensor([0]), 5.0),

@@ -28,6 +28,8 @@ op                     composition
                        last), its last position
 ``torch_nn::_linear_cross_entropy_batch_chunked(_no_reduction)``
                        (``F.linear_cross_entropy``) ``cross_entropy(linear(x))`` whole
+``histogram``          edges as torch's linspace over the range (or min/max), a membership
+                       comparison per bin, summed (weighted), ``density`` divided
 ``empty_permuted``     ``empty`` of the size
 ``segment_reduce``     a [segments, length] membership mask from the lengths or offsets, the
                        reduction over it from ``initial``
@@ -252,6 +254,48 @@ LIBRARY_COMPOSITIONS: dict[str, Any] = {
 }
 
 
+def _linspace_like_torch(start: torch.Tensor, end: torch.Tensor, steps: int) -> torch.Tensor:
+    """torch's CPU ``linspace`` of run-time ends: the first half ``start + i step``, the second
+    ``end - (steps - 1 - i) step`` (so both ends are exact)."""
+    i = torch.arange(steps, dtype=start.dtype)
+    step = (end - start) / max(steps - 1, 1)
+    return torch.where(i < steps // 2, start + step * i, end - step * (steps - 1 - i))
+
+
+def _histogram(self, bins=100, *, range=None, weight=None, density=False):
+    """``histogram(x, bins)``: ``bins + 1`` edges over ``range`` (the data's min and max when
+    absent, widened by 1/2 each way when equal) as torch's linspace, each element counted (or
+    weighted) in the bin ``[e_i, e_i+1)`` holding it (the last bin closed), NaN and elements
+    outside not at all; ``density`` divides by the total and the bin widths."""
+    x = self.reshape(-1)
+    if range is not None:
+        lo, hi = torch.full((), float(range[0]), dtype=self.dtype), torch.full((), float(range[1]), dtype=self.dtype)
+    else:
+        empty = x.numel() == 0
+        lo = torch.zeros((), dtype=self.dtype) if empty else x.amin()
+        hi = torch.zeros((), dtype=self.dtype) if empty else x.amax()
+    same = lo == hi
+    lo, hi = torch.where(same, lo - 0.5, lo), torch.where(same, hi + 0.5, hi)
+    return _histogram_counts(x, _linspace_like_torch(lo, hi, bins + 1), weight, density), _linspace_like_torch(lo, hi, bins + 1)
+
+
+def _histogram_counts(x: torch.Tensor, edges: torch.Tensor, weight, density: bool) -> torch.Tensor:
+    """How many elements of ``x`` (or how much weight) fall in each ``[e_i, e_i+1)``, the last
+    bin closed."""
+    bins = edges.shape[0] - 1
+    v = x.unsqueeze(-1)
+    inside = (v >= edges[:-1]) & ((v < edges[1:]) | ((torch.arange(bins) == bins - 1) & (v <= edges[1:])))
+    w = torch.ones_like(x) if weight is None else weight.reshape(-1).to(x.dtype)
+    hist = (inside.to(x.dtype) * w.unsqueeze(-1)).sum(0)
+    return hist / (hist.sum() * (edges[1:] - edges[:-1])) if density else hist
+
+
+def _histogram_edges(self, bins, *, weight=None, density=False):
+    """``histogram(x, edges)``: the counts over the given edges (`_histogram_counts`)."""
+    edges = bins.to(self.dtype)
+    return _histogram_counts(self.reshape(-1), edges, weight, density), edges.clone()
+
+
 def _index_reduce(self, dim, index, source, reduce, *, include_self=True):
     """``index_reduce``: ``scatter_reduce`` with ``index`` along ``dim`` spread over ``source``."""
     dim = dim % max(self.dim(), 1)
@@ -435,6 +479,8 @@ COMPOSITIONS: dict[str, Any] = {
     "empty_permuted.default": _empty_permuted,
     "nonzero_static.default": _nonzero_static,
     "segment_reduce.default": _segment_reduce,
+    "histogram.bin_ct": _histogram,
+    "histogram.bins_tensor": _histogram_edges,
     "index_reduce.default": _index_reduce,
     "scatter.reduce": _scatter_reduce_src,
     "scatter.value_reduce": _scatter_reduce_value,
