@@ -60,6 +60,8 @@ CASES = {
     "topk": lambda x: torch.topk(x, 2, dim=1),
     "a 0-d sum": lambda x: x.sum(),
     "a 0-d constant": lambda x: (x * 2, torch.tensor(3)),
+    "a torch.Size among tensors": lambda x: (x * 2, torch.broadcast_shapes(x.shape, (2, 1, 1))),
+    "only numbers (no tensor at all)": lambda x: (torch.broadcast_shapes(x.shape, (2, 1, 1)), x.shape[0] * 2, None),
 }
 
 

@@ -528,8 +528,8 @@ class GraphImporter:
                 raise TypeError(f"output {i} is {out!r}, not a tensor; the model must return tensors")
             leaves.append(len(results))
             results.append(value)
-        if not results and not self.unsupported_ops:
-            raise TypeError("the model returns no tensor: tensor_graphs compiles graphs that compute tensors")
+        if not results and not leaves and not self.unsupported_ops:
+            raise TypeError("the model returns nothing: tensor_graphs compiles graphs that compute tensors or numbers")
         self.structure = OutputStructure(self.ep.call_spec.out_spec, tuple(leaves)) if self.ep.call_spec.out_spec is not None else None
         return results
 

@@ -39,10 +39,22 @@ class OutputStructure:
 
     def build(self, outputs: Sequence[Any]) -> Any:
         """The model's structure of ``outputs`` (the graph's tensor outputs, in order)."""
-        from torch.utils._pytree import tree_unflatten
+        values = iter([outputs[leaf] if isinstance(leaf, int) else leaf[1] for leaf in self.leaves])
+        return _unflatten(values, self.spec)
 
-        values = [outputs[leaf] if isinstance(leaf, int) else leaf[1] for leaf in self.leaves]
-        return tree_unflatten(values, self.spec)
+
+def _unflatten(values: Any, spec: Any) -> Any:
+    """``tree_unflatten``, but a ``torch.Size`` stays one (pytree rebuilds it as a tuple; eager
+    returns ``torch.broadcast_shapes``'s Size)."""
+    import torch
+    from torch.utils._pytree import SUPPORTED_NODES
+
+    if spec.is_leaf():
+        return next(values)
+    children = [_unflatten(values, spec.child(i)) for i in range(spec.num_children)]
+    if spec.type is torch.Size:
+        return torch.Size(children)
+    return SUPPORTED_NODES[spec.type].unflatten_fn(children, spec.context)
 
 
 def returned(outputs: Sequence[Any], structure: OutputStructure | None) -> Any:
