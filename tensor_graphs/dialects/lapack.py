@@ -37,6 +37,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from tensor_graphs.dialects.shapes import ShapeError
+
 #: LAPACKE/CBLAS row-major layout and CBLAS's enums (cblas.h)
 ROW_MAJOR = 101
 CBLAS = {"notrans": 111, "trans": 112, "upper": 121, "lower": 122, "nonunit": 131, "unit": 132, "left": 141, "right": 142}
@@ -93,6 +95,8 @@ class Routine:
     library: str = "lapacke"
     #: what a positive info means (for the run-time error of a checked call)
     failure: str = ""
+    #: why operands of these per-problem shapes do not fit the routine (None: they do)
+    invalid: Callable[[Sequence[Shape], Mapping[str, object]], str | None] = lambda shapes, params: None
 
     def symbol(self, name: str, double: bool) -> str:
         """The exported name in scipy-openblas32 (``scipy_LAPACKE_sgetrf``, ``scipy_cblas_dtrsm``)."""
@@ -145,6 +149,33 @@ def _trsm_dims(shapes: Sequence[Shape], params: Mapping[str, object]) -> dict[st
     return {"m": m, "n": n, "r": shapes[0][-1]}
 
 
+def _square_first(shapes: Sequence[Shape], params: Mapping[str, object]) -> str | None:
+    return None if shapes[0][0] == shapes[0][1] else f"a square matrix, got {list(shapes[0])}"
+
+
+def _solve_fits(shapes: Sequence[Shape], params: Mapping[str, object]) -> str | None:
+    """A factored [n, n] matrix, its [n] pivots and a right-hand side of n rows."""
+    (r, c), (p,), (b, _) = shapes
+    return None if r == c == p == b else f"a factored [n, n] matrix, [n] pivots and [n, k] rows, got {[list(x) for x in shapes]}"
+
+
+def _orgqr_fits(shapes: Sequence[Shape], params: Mapping[str, object]) -> str | None:
+    (m, n), (k,) = shapes
+    return None if m >= n >= k else f"m >= n >= k (reflectors), got [{m}, {n}] and {k} reflectors"
+
+
+def _ormqr_fits(shapes: Sequence[Shape], params: Mapping[str, object]) -> str | None:
+    (r, c), (k,), (m, n) = shapes
+    rows = m if params.get("side", "L") == "L" else n
+    return None if r == rows and k <= c and k <= r else f"reflectors [{r}, {c}] with {k} taus do not fit [{m}, {n}] ({params.get('side', 'L')})"
+
+
+def _trsm_fits(shapes: Sequence[Shape], params: Mapping[str, object]) -> str | None:
+    (r, c), (m, n) = shapes
+    side = m if params.get("left", 1) else n
+    return None if r == c == side else f"a square [{side}, {side}] triangle for [{m}, {n}], got [{r}, {c}]"
+
+
 def _trsm_args(d: Dims, p: Mapping[str, object]) -> list[Arg]:
     return [ROW_MAJOR, CBLAS["left" if p["left"] else "right"], CBLAS["upper" if p["upper"] else "lower"],
             CBLAS["trans" if p["transpose"] else "notrans"], CBLAS["unit" if p["unit"] else "nonunit"],
@@ -162,12 +193,12 @@ ROUTINES: dict[str, Routine] = {
         ranks=(2, 1, 2), dims=_getrs_dims,
         slots={"x": ("float", lambda d: (d["n"], d["k"]))}, copies={"x": 2},
         args=lambda d, p: [ROW_MAJOR, Char(str(p.get("trans", "N"))), d["n"], d["k"], Operand(0), _ld(d["n"]),
-                           Operand(1), Slot("x"), _ld(d["k"])]),
+                           Operand(1), Slot("x"), _ld(d["k"])], invalid=_solve_fits),
     "potrf": Routine(
         ranks=(2,), dims=_square,
         slots={"l": ("float", lambda d: (d["n"], d["n"]))}, copies={"l": 0},
         args=lambda d, p: [ROW_MAJOR, Char(str(p.get("uplo", "L"))), d["n"], Slot("l"), _ld(d["n"])],
-        failure="the matrix is not positive-definite"),
+        failure="the matrix is not positive-definite", invalid=_square_first),
     "geqrf": Routine(
         ranks=(2,), dims=_mn,
         slots={"qr": ("float", lambda d: (d["m"], d["n"])), "tau": ("float", lambda d: (d["k"],))},
@@ -176,19 +207,19 @@ ROUTINES: dict[str, Routine] = {
     "orgqr": Routine(
         ranks=(2, 1), dims=_orgqr_dims,
         slots={"q": ("float", lambda d: (d["m"], d["n"]))}, copies={"q": 0},
-        args=lambda d, p: [ROW_MAJOR, d["m"], d["n"], d["k"], Slot("q"), _ld(d["n"]), Operand(1)]),
+        args=lambda d, p: [ROW_MAJOR, d["m"], d["n"], d["k"], Slot("q"), _ld(d["n"]), Operand(1)], invalid=_orgqr_fits),
     "ormqr": Routine(
         ranks=(2, 1, 2), dims=_ormqr_dims,
         slots={"out": ("float", lambda d: (d["m"], d["n"]))}, copies={"out": 2},
         args=lambda d, p: [ROW_MAJOR, Char(str(p.get("side", "L"))), Char(str(p.get("trans", "N"))), d["m"], d["n"], d["k"],
-                           Operand(0), _ld(d["lda"]), Operand(1), Slot("out"), _ld(d["n"])]),
+                           Operand(0), _ld(d["lda"]), Operand(1), Slot("out"), _ld(d["n"])], invalid=_ormqr_fits),
     "syevd": Routine(
         ranks=(2,), dims=_square,
         slots={"vectors": ("float", lambda d: (d["n"], d["n"])), "values": ("float", lambda d: (d["n"],))},
         copies={"vectors": 0},
         args=lambda d, p: [ROW_MAJOR, Char(str(p.get("jobz", "V"))), Char(str(p.get("uplo", "L"))), d["n"], Slot("vectors"),
                            _ld(d["n"]), Slot("values")],
-        failure="the eigenvalue algorithm failed to converge"),
+        failure="the eigenvalue algorithm failed to converge", invalid=_square_first),
     "gesdd": Routine(
         ranks=(2,), dims=_gesdd_dims,
         slots={"work": ("float", lambda d: (d["m"], d["n"])), "s": ("float", lambda d: (d["k"],)),
@@ -202,19 +233,19 @@ ROUTINES: dict[str, Routine] = {
         slots={"ld": ("float", lambda d: (d["n"], d["n"])), "pivots": ("i32", lambda d: (d["n"],))},
         copies={"ld": 0},
         args=lambda d, p: [ROW_MAJOR, Char(str(p.get("uplo", "L"))), d["n"], Slot("ld"), _ld(d["n"]), Slot("pivots")],
-        failure="the matrix is singular (a zero block of D)"),
+        failure="the matrix is singular (a zero block of D)", invalid=_square_first),
     "sytrs": Routine(
         ranks=(2, 1, 2), dims=_getrs_dims,
         slots={"x": ("float", lambda d: (d["n"], d["k"]))}, copies={"x": 2},
         args=lambda d, p: [ROW_MAJOR, Char(str(p.get("uplo", "L"))), d["n"], d["k"], Operand(0), _ld(d["n"]),
-                           Operand(1), Slot("x"), _ld(d["k"])]),
+                           Operand(1), Slot("x"), _ld(d["k"])], invalid=_solve_fits),
     "trsm": Routine(
         ranks=(2, 2), dims=_trsm_dims, library="cblas",
-        slots={"x": ("float", lambda d: (d["m"], d["n"]))}, copies={"x": 1}, args=_trsm_args),
+        slots={"x": ("float", lambda d: (d["m"], d["n"]))}, copies={"x": 1}, args=_trsm_args, invalid=_trsm_fits),
 }
 
 
-class LapackShapeError(ValueError):
+class LapackShapeError(ShapeError):
     """Operands a routine cannot take."""
 
 
@@ -234,6 +265,8 @@ def problem(routine: str, shapes: Sequence[Shape], params: Mapping[str, object])
         per.append(tuple(shape[len(shape) - rank:]))
     if len(batches) != 1:
         raise LapackShapeError(f"{routine}: the operands' batch dims differ: {sorted(map(list, batches))}")
+    if (why := r.invalid(per, params)) is not None:
+        raise LapackShapeError(f"{routine}: {why}")
     return batches.pop(), per, r.dims(per, params)
 
 

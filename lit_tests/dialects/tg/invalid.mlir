@@ -358,3 +358,11 @@ func.func @lapack_integer(%a: tensor<4x4xi64>) -> tensor<4x4xi64> {
   func.return %t : tensor<4x4xi64>
 }
 // CHECK: tg.lapack: float32 or float64 matrices, got i64
+
+// -----
+
+func.func @lapack_rows_do_not_fit(%lu: tensor<4x4xf32>, %p: tensor<4xi32>, %b: tensor<3x2xf32>) -> tensor<4x2xf32> {
+  %x = tg.lapack "getrs" "x" %lu, %p, %b : (tensor<4x4xf32>, tensor<4xi32>, tensor<3x2xf32>) -> tensor<4x2xf32>
+  func.return %x : tensor<4x2xf32>
+}
+// CHECK: tg.lapack: getrs: a factored [n, n] matrix, [n] pivots and [n, k] rows, got [[4, 4], [4], [3, 2]]

@@ -68,6 +68,13 @@ def _batched(ops: OpList, values: list[SSAValue], ranks: tuple[int, ...]) -> lis
     return out
 
 
+def _batched_call(ops: OpList, routine: str, output: str, operands: list[SSAValue], ranks: tuple[int, ...],
+                  params: dict[str, object] | None = None) -> SSAValue:
+    """``routine``'s ``output`` over ``operands`` broadcast to common batch dims (`_batched`);
+    raises ShapeError when they do not broadcast."""
+    return ops.add(LapackOp(routine, output, _batched(ops, operands, ranks), params))
+
+
 def _triangle(ops: OpList, x: SSAValue, upper: bool) -> SSAValue:
     """``x`` with the other triangle zeroed (``triu``/``tril``)."""
     n, m = shape_of(x)[-2:]
@@ -104,11 +111,9 @@ class LuSolvePattern(RewritePattern):
         ops = OpList()
         b = op.B if left else _matrix_transpose(ops, op.B)
         try:
-            lu, pivots, b = _batched(ops, [op.LU, op.pivots, b], (2, 1, 2))
+            x = _batched_call(ops, "getrs", "x", [op.LU, op.pivots, b], (2, 1, 2), {"trans": "T" if adjoint == left else "N"})
         except ShapeError as e:
             return notify_match_failure(op, str(e))
-        trans = "T" if adjoint == left else "N"
-        x = ops.add(LapackOp("getrs", "x", [lu, pivots, b], {"trans": trans}))
         rewriter.replace(op, ops, [x if left else _matrix_transpose(ops, x)])
 
 
@@ -141,19 +146,17 @@ class QrPattern(RewritePattern):
             if (why := _float_matrices(op, op.input)) is not None:
                 return notify_match_failure(op, why)
             try:
-                a, tau = _batched(ops, [op.input, op.tau], (2, 1))
+                return rewriter.replace(op, ops, [_batched_call(ops, "orgqr", "q", [op.input, op.tau], (2, 1))])
             except ShapeError as e:
                 return notify_match_failure(op, str(e))
-            return rewriter.replace(op, ops, [ops.add(LapackOp("orgqr", "q", [a, tau]))])
         if isinstance(op, aten.OrmqrOp):
             if (why := _float_matrices(op, op.self, op.input3)) is not None:
                 return notify_match_failure(op, why)
+            params = {"side": "L" if op.left.value.data else "R", "trans": "T" if op.transpose.value.data else "N"}
             try:
-                a, tau, c = _batched(ops, [op.self, op.input2, op.input3], (2, 1, 2))
+                return rewriter.replace(op, ops, [_batched_call(ops, "ormqr", "out", [op.self, op.input2, op.input3], (2, 1, 2), params)])
             except ShapeError as e:
                 return notify_match_failure(op, str(e))
-            params = {"side": "L" if op.left.value.data else "R", "trans": "T" if op.transpose.value.data else "N"}
-            return rewriter.replace(op, ops, [ops.add(LapackOp("ormqr", "out", [a, tau, c], params))])
 
 
 def _empty(ops: OpList, like: SSAValue) -> SSAValue:
@@ -223,13 +226,12 @@ class SolveTriangularPattern(RewritePattern):
         if (why := _float_matrices(op, op.self, op.B)) is not None:
             return notify_match_failure(op, why)
         ops = OpList()
-        try:
-            a, b = _batched(ops, [op.self, op.B], (2, 2))
-        except ShapeError as e:
-            return notify_match_failure(op, str(e))
         params = {"left": int(bool(op.left.value.data)), "upper": int(bool(op.upper.value.data)), "transpose": 0,
                   "unit": int(bool(op.unitriangular.value.data))}
-        rewriter.replace(op, ops, [ops.add(LapackOp("trsm", "x", [a, b], params))])
+        try:
+            rewriter.replace(op, ops, [_batched_call(ops, "trsm", "x", [op.self, op.B], (2, 2), params)])
+        except ShapeError as e:
+            return notify_match_failure(op, str(e))
 
 
 class LdlPattern(RewritePattern):
@@ -251,10 +253,9 @@ class LdlPattern(RewritePattern):
             if (why := _float_matrices(op, op.LD, op.B)) is not None:
                 return notify_match_failure(op, why)
             try:
-                ld, pivots, b = _batched(ops, [op.LD, op.pivots, op.B], (2, 1, 2))
+                return rewriter.replace(op, ops, [_batched_call(ops, "sytrs", "x", [op.LD, op.pivots, op.B], (2, 1, 2), {"uplo": "L"})])
             except ShapeError as e:
                 return notify_match_failure(op, str(e))
-            return rewriter.replace(op, ops, [ops.add(LapackOp("sytrs", "x", [ld, pivots, b], {"uplo": "L"}))])
 
 
 def populate_linalg_patterns() -> list[RewritePattern]:
