@@ -14,6 +14,10 @@ op                             composition
                                (``count_include_pad``: the window clipped to the padded input;
                                else its valid elements) or once by ``divisor_override``
 ``_adaptive_avg_pool3d``       separable: per dim the [in, out] matrix of its bins, each 1/size
+``_upsample_bilinear2d_aa``    separable: per dim torch's antialiased triangle-filter weights
+``_embedding_bag``             the rows gathered, reduced over a [bags, indices] membership mask
+``grid_sampler_3d``            torch's 2-D decomposition grown by a dim: 8 weighted corners
+                               (trilinear) or the rounded one (nearest)
 =============================  ===============================================================
 
 A 2-D or 1-D ``convolution`` is lowered as it is (`decompositions.PARTIAL`: only 3-D calls take
@@ -214,3 +218,62 @@ SPATIAL_COMPOSITIONS.update({
     "_embedding_bag_forward_only.default": _embedding_bag,
     "_embedding_bag.default": _embedding_bag,
 })
+
+
+def _source_index(coords: torch.Tensor, size: int, padding_mode: int, align_corners: bool) -> torch.Tensor:
+    """A grid coordinate in [-1, 1] as an input position along a dim of ``size``, padded as
+    torch's grid sampler (0 zeros: as it is; 1 border: clamped; 2 reflection: reflected, clamped),
+    as ``torch._decomp``'s ``grid_sampler_2d``."""
+    mul = (size * 0.5 - 0.5) if align_corners else (size * 0.5)
+    x = coords * mul + (size * 0.5 - 0.5)
+    if padding_mode == 1:
+        return torch.clamp(x, 0, size - 1)
+    if padding_mode == 2:
+        twice_low, twice_high = (0, 2 * (size - 1)) if align_corners else (-1, 2 * size - 1)
+        if twice_low == twice_high:
+            x = torch.zeros_like(x)
+        else:
+            low, span = twice_low / 2, (twice_high - twice_low) / 2
+            distance = (x - low).abs()
+            extra = torch.fmod(distance, span)
+            flips = (distance / span).floor().to(torch.int8)
+            x = torch.where(flips & 1 == 0, extra + low, span + low - extra)
+        return torch.clamp(x, 0, size - 1)
+    return x
+
+
+def _grid_sampler_3d(input, grid, interpolation_mode=0, padding_mode=0, align_corners=False):
+    """``grid_sampler_3d``: trilinear (the 8 corners, each weighted, those outside the input
+    reading nothing) or nearest (``round``, half to even as torch's nearbyint) sampling of
+    ``input`` [N, C, D, H, W] at ``grid`` [N, oD, oH, oW, 3] (x, y, z), torch's 2-D
+    decomposition grown by one dim."""
+    if interpolation_mode not in (0, 1):
+        return NotImplemented
+    n, c, depth, height, width = input.shape
+    od, oh, ow = grid.shape[1:4]
+    sizes = (width, height, depth)
+    ix, iy, iz = (_source_index(grid[..., k], sizes[k], padding_mode, align_corners) for k in range(3))
+    batch = torch.arange(n).view(n, 1, 1, 1, 1)
+    channel = torch.arange(c).view(1, c, 1, 1, 1)
+
+    def corner(x: torch.Tensor, y: torch.Tensor, z: torch.Tensor, w) -> torch.Tensor:
+        inside = (x >= 0) & (x < width) & (y >= 0) & (y < height) & (z >= 0) & (z < depth)
+        xs, ys, zs = (torch.where(inside, t, 0).to(torch.int64).view(n, 1, od, oh, ow) for t in (x, y, z))
+        weight = torch.where(inside, w, 0).view(n, 1, od, oh, ow)
+        return input[batch, channel, zs, ys, xs] * weight
+
+    if interpolation_mode == 1:
+        return corner(ix.round(), iy.round(), iz.round(), torch.ones_like(ix))
+    x0, y0, z0 = ix.floor(), iy.floor(), iz.floor()
+    total = None
+    for dx in (0, 1):
+        for dy in (0, 1):
+            for dz in (0, 1):
+                x, y, z = x0 + dx, y0 + dy, z0 + dz
+                w = ((ix - x0) if dx else (x0 + 1 - ix)) * ((iy - y0) if dy else (y0 + 1 - iy)) * ((iz - z0) if dz else (z0 + 1 - iz))
+                term = corner(x, y, z, w)
+                total = term if total is None else total + term
+    return total
+
+
+SPATIAL_COMPOSITIONS["grid_sampler_3d.default"] = _grid_sampler_3d
