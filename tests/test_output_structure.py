@@ -82,3 +82,30 @@ def test_numpy_calls_keep_the_structure():
     assert list(got) == ["values", "n", "sum"] and got["n"] == 2
     assert np.array_equal(got["values"], want["values"].numpy())
     assert got["sum"].shape == () and got["sum"] == want["sum"].item()
+
+
+class WritesItsInputs(torch.nn.Module):
+    """Writes two of its inputs in place: training-mode batch norm's running statistics (the
+    functional batch_norm with them passed in) and an explicit ``add_``."""
+
+    def forward(self, x, mean, var, acc):
+        acc.add_(x.sum(0))
+        return torch.nn.functional.batch_norm(x, mean, var, training=True, momentum=0.3), x.shape[0]
+
+
+@pytest.mark.parametrize("kind", ["torch", "numpy"])
+def test_inputs_the_model_writes_in_place_are_written_back(kind):
+    """An input the model writes in place (torch.export: USER_INPUT_MUTATION) gets its new value
+    after the call, as eager leaves it, torch tensors and NumPy arrays alike; the result keeps
+    the model's structure (the written values are not among the results). Batch statistics and
+    the running update (unbiased variance, momentum): within 2 float32 ulps of eager's."""
+    torch.manual_seed(0)
+    model = WritesItsInputs()
+    args = (torch.randn(8, 3), torch.zeros(3), torch.ones(3), torch.zeros(3))
+    fn = tg.compile(model, tuple(a.clone() for a in args))
+    mine = [a.clone() for a in args] if kind == "torch" else [a.numpy().copy() for a in args]
+    eager = [a.clone() for a in args]
+    got, want = fn(*mine), model(*eager)
+    assert isinstance(got, tuple) and got[1] == want[1] == 8
+    for g, w in zip([got[0], *mine], [want[0], *eager], strict=True):
+        torch.testing.assert_close(torch.as_tensor(g), w, rtol=0, atol=2 * torch.finfo(torch.float32).eps * float(w.abs().max()))

@@ -49,7 +49,7 @@ from typing import Any
 import torch
 
 from tensor_graphs.frontend.linalg_compositions import LINALG_COMPOSITIONS
-from tensor_graphs.frontend.spatial_compositions import SPATIAL_COMPOSITIONS
+from tensor_graphs.frontend.spatial_compositions import SPATIAL_COMPOSITIONS, convolution_3d, is_3d_convolution
 
 aten = torch.ops.aten
 
@@ -494,6 +494,31 @@ COMPOSITIONS: dict[str, Any] = {
     **LINALG_COMPOSITIONS,
     **SPATIAL_COMPOSITIONS,
 }
+
+def _is_training_batch_norm(args: tuple, kwargs: dict) -> bool:
+    """Whether a ``batch_norm`` call normalises by the batch's statistics (``training=True``)."""
+    return bool(args[5] if len(args) > 5 else kwargs.get("training", False))
+
+
+def _training_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn_enabled=True):
+    """``batch_norm(training=True)``: the batch's mean and biased variance normalise ``input``;
+    the running statistics given are updated in place as eager updates them (``momentum``, the
+    unbiased variance), which the compiled call writes back into the caller's tensors."""
+    out, _, _, mean, var = aten._native_batch_norm_legit_functional(
+        input, weight, bias, running_mean, running_var, True, momentum, eps) if running_mean is not None else (
+        *aten._native_batch_norm_legit.no_stats(input, weight, bias, True, momentum, eps), None, None)
+    if running_mean is not None:
+        running_mean.copy_(mean)
+        running_var.copy_(var)
+    return out
+
+
+#: lowered ops whose calls of some kinds are composed instead: name -> (which calls, composition)
+PARTIAL = {
+    "convolution.default": (is_3d_convolution, convolution_3d),
+    "batch_norm.default": (_is_training_batch_norm, _training_batch_norm),
+}
+
 
 #: compositions used in place of PyTorch's own entry: adaptive_max_pool2d's covers fewer cases
 #: (whole bins only); the linalg ones' record ``_linalg_check_errors`` (a side effect) or reach

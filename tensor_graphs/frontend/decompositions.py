@@ -37,8 +37,7 @@ from typing import Any
 import torch
 from torch import _decomp
 
-from tensor_graphs.frontend.compositions import PREFERRED, compositions
-from tensor_graphs.frontend.spatial_compositions import PARTIAL
+from tensor_graphs.frontend.compositions import PARTIAL, PREFERRED, compositions
 
 Route = str  # "lowered" | "decomposed" | "unsupported"
 
@@ -183,7 +182,8 @@ def _table() -> dict[torch._ops.OpOverload, Any]:
 
 @functools.cache
 def partial_ops() -> dict[torch._ops.OpOverload, tuple[Any, Any]]:
-    """Lowered ops composed for some calls (`spatial_compositions.PARTIAL`: a 3-D convolution)."""
+    """Lowered ops composed for some calls (`compositions.PARTIAL`: a 3-D convolution, a
+    training-mode batch norm)."""
     return {_overload(name): entry for name, entry in PARTIAL.items()}
 
 

@@ -420,7 +420,7 @@ class GraphImporter:
         outputs = next(n for n in reversed(self.ep.graph.nodes) if n.op == "output").args[0]
         positions = {node: i for i, node in enumerate(self.ep.graph.nodes)}
         for spec, out in zip(self.ep.graph_signature.output_specs, outputs):
-            if spec.kind == OutputKind.USER_OUTPUT:
+            if spec.kind in (OutputKind.USER_OUTPUT, OutputKind.USER_INPUT_MUTATION):  # the latter: written back (_outputs)
                 continue
             node = out if isinstance(out, torch.fx.Node) else None
             while node is not None and node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node):
@@ -510,7 +510,16 @@ class GraphImporter:
 
         results: list[SSAValue] = []
         leaves: list = []
+        writes: list[tuple[int, int]] = []
+        specs = self.ep.graph_signature.output_specs
         for i, out in enumerate(node.args[0]):
+            kind = specs[i].kind if i < len(specs) else OutputKind.USER_OUTPUT
+            if kind == OutputKind.USER_INPUT_MUTATION and isinstance(self.values.get(out), SSAValue):
+                writes.append((len(results), self.input_names.index(specs[i].target)))
+                results.append(self.values[out])  # the new value of an input the model writes in place
+                continue
+            if kind != OutputKind.USER_OUTPUT:
+                continue  # a buffer write or a token: reported by _report_mutations
             if not isinstance(out, torch.fx.Node):
                 if out is not None and not isinstance(out, (bool, int, float, str)):
                     raise TypeError(f"output {i} is a {type(out).__name__}; the model must return tensors, numbers or None")
@@ -528,9 +537,8 @@ class GraphImporter:
                 raise TypeError(f"output {i} is {out!r}, not a tensor; the model must return tensors")
             leaves.append(len(results))
             results.append(value)
-        if not results and not leaves and not self.unsupported_ops:
-            raise TypeError("the model returns nothing: tensor_graphs compiles graphs that compute tensors or numbers")
-        self.structure = OutputStructure(self.ep.call_spec.out_spec, tuple(leaves)) if self.ep.call_spec.out_spec is not None else None
+        spec = self.ep.call_spec.out_spec
+        self.structure = OutputStructure(spec, tuple(leaves), tuple(writes)) if spec is not None else None
         return results
 
 

@@ -20,7 +20,7 @@ op                             composition
                                (trilinear) or the rounded one (nearest)
 =============================  ===============================================================
 
-A 2-D or 1-D ``convolution`` is lowered as it is (`decompositions.PARTIAL`: only 3-D calls take
+A 2-D or 1-D ``convolution`` is lowered as it is (`compositions.PARTIAL`: only 3-D calls take
 this composition).
 """
 
@@ -81,7 +81,7 @@ def _conv_transpose3d(x, weight, bias, stride, padding, dilation, output_padding
     return total[:, :, pd : pd + out_depth]
 
 
-def _convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+def convolution_3d(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     """A 3-D ``convolution`` by 2-D ones (module doc); other ranks never reach it."""
     if transposed:
         y = _conv_transpose3d(input, weight, bias, stride, padding, dilation, output_padding, groups)
@@ -149,9 +149,6 @@ SPATIAL_COMPOSITIONS = {
     "avg_pool3d.default": _avg_pool3d,
     "_adaptive_avg_pool3d.default": _adaptive_avg_pool3d,
 }
-
-#: lowered ops whose calls of some shapes are composed instead: name -> (which calls, composition)
-PARTIAL = {"convolution.default": (is_3d_convolution, _convolution)}
 
 
 def _aa_weights(size: int, out: int, align_corners: bool, scale_given: float | None) -> torch.Tensor:

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tensor_graphs import dtypes
-from tensor_graphs.runtime_support.outputs import returned
+from tensor_graphs.runtime_support.outputs import returned, write_back
 from tensor_graphs.runtime_support.profile import ProfileReport
 from tensor_graphs.runtime_support.signature import GraphSignature, TensorSpec
 
@@ -290,6 +290,7 @@ class CompiledGraph:
             self._free.append(slot)
             if running is not None:
                 running.release()
+        write_back(self.output_structure, args, outs)
         return returned(outs, self.output_structure)
 
     def _enter(self, past) -> int:

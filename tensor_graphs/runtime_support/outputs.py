@@ -26,12 +26,15 @@ class OutputStructure:
 
     spec: Any
     leaves: tuple[Leaf, ...]
+    #: (graph output, model input) pairs: the model writes that output into that input in place
+    #: (``x.copy_(...)``, a batch norm's running statistics): the call writes it back after the run
+    input_writes: tuple[tuple[int, int], ...] = ()
 
     @property
     def plain(self) -> bool:
         """Whether the graph's own return already is the structure: one tensor, or a tuple of
         two or more tensors (a graph returns ``outs[0]`` for one, a tuple for several)."""
-        tensors = all(isinstance(leaf, int) for leaf in self.leaves)
+        tensors = all(isinstance(leaf, int) for leaf in self.leaves) and not self.input_writes
         if self.spec.is_leaf():
             return tensors
         return tensors and self.spec.type is tuple and len(self.leaves) > 1 and all(
@@ -55,6 +58,23 @@ def _unflatten(values: Any, spec: Any) -> Any:
     if spec.type is torch.Size:
         return torch.Size(children)
     return SUPPORTED_NODES[spec.type].unflatten_fn(children, spec.context)
+
+
+def write_back(structure: OutputStructure | None, inputs: Sequence[Any], outputs: Sequence[Any]) -> None:
+    """Each input the model writes in place gets its new value (``copy_`` for a torch tensor,
+    ``np.copyto`` for a NumPy array), as eager leaves it after the call."""
+    if structure is None:
+        return
+    for out, i in structure.input_writes:
+        target, value = inputs[i], outputs[out]
+        if hasattr(target, "copy_"):
+            import torch
+
+            target.copy_(torch.as_tensor(value))
+        else:
+            import numpy as np
+
+            np.copyto(target, np.asarray(value))
 
 
 def returned(outputs: Sequence[Any], structure: OutputStructure | None) -> Any:

@@ -35,6 +35,7 @@ from tensor_graphs.codegen.llvm.profiling import kernel_label
 from tensor_graphs.codegen.triton.kernels import CHECKS_START, SCALARS
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.dense import numpy_from_dense
+from tensor_graphs.runtime_support.outputs import write_back
 from tensor_graphs.runtime_support.signature import check_error
 
 
@@ -622,7 +623,9 @@ class GpuCompiledGraph:
         out = self._graph(*inputs, past=past or 0)
         if self.output_structure is None or self.output_structure.plain:
             return out
-        return self.output_structure.build(out if len(self._graph.outputs) > 1 else (out,))
+        outs = out if len(self._graph.outputs) > 1 else (out,)
+        write_back(self.output_structure, inputs, outs)
+        return self.output_structure.build(outs)
 
     def profile(self, *inputs: Any, repeat: int = 10, warmup: int = 1, past: int | None = None) -> Any:
         """Run the graph ``warmup`` times, then ``repeat`` times launching its kernels one by

@@ -9,7 +9,7 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewri
 
 from tensor_graphs.dialects import aten
 from tensor_graphs.dialects.shapes import numel
-from tensor_graphs.dialects.tensor import AddOp, LayerNormOp, MulOp, RsqrtOp, SubOp, shape_of
+from tensor_graphs.dialects.tensor import AddOp, BroadcastOp, LayerNormOp, MulOp, RsqrtOp, SubOp, shape_of
 from tensor_graphs.lowering.aten_to_tensor.common import OpList, constant, element_type, notify_match_failure, scalar_constant
 
 
@@ -100,7 +100,8 @@ class BatchNormPattern(RewritePattern):
     %t = tg.sub %b2, (tg.mul %m2, %s)
     %y = tg.add (tg.mul %x, %s), %t
     ```
-    Training mode (batch statistics) is left alone and reported.
+    Training mode (batch statistics) arrives decomposed (`compositions.PARTIAL`); what is left
+    is reported. ``_native_batch_norm_legit_no_training``'s saved statistics are empty, as eager's.
     """
 
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
@@ -110,7 +111,7 @@ class BatchNormPattern(RewritePattern):
             results = [op.result]
         elif isinstance(op, aten.NativeBatchNormLegitNoTrainingOp):
             results = [op.result0, op.result1, op.result2]
-            if any(r.uses for r in results[1:]):
+            if any(r.uses and shape_of(r) != (0,) for r in results[1:]):
                 return notify_match_failure(op, "only the normalised output of batch_norm is supported (its saved statistics are used)")
         else:
             return
@@ -131,7 +132,8 @@ class BatchNormPattern(RewritePattern):
             y = ops.add(AddOp(ops.add(MulOp(op.input, scale)), shift))
         else:
             y = ops.add(SubOp(ops.add(MulOp(op.input, scale)), shift))
-        rewriter.replace(op, ops, [y] + [None] * (len(results) - 1))
+        saved = [ops.add(BroadcastOp(ops.add(scalar_constant(0, element_type(r))), (0,))) if r.uses else None for r in results[1:]]
+        rewriter.replace(op, ops, [y, *saved])  # eval mode saves no statistics: empty, as eager's
 
 
 def populate_normalization_patterns() -> list[RewritePattern]:
