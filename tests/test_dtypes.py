@@ -286,3 +286,15 @@ def test_a_dtype_outside_the_table_is_named() -> None:
     x = torch.randn(3, dtype=torch.complex64)
     with pytest.raises(dtypes.DTypeError, match=r"complex64.*tensor_graphs takes a tensor of float64, float32"):
         tg.compile(torch.nn.Identity(), (x,))
+
+
+def test_square_of_bool_promotes_to_int64_as_eager():
+    """``torch.square``/``**`` of a bool tensor by an integer is int64 (the aten verifier had
+    demanded the input's type: an internal error)."""
+    class Square(torch.nn.Module):
+        def forward(self, b):
+            return torch.square(b), b**3
+
+    b, model = torch.tensor([True, False, True]), Square()
+    for g, e in zip(tg.compile(model, (b,))(b), model(b), strict=True):
+        assert g.dtype == e.dtype == torch.int64 and torch.equal(g, e)

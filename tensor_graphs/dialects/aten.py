@@ -1816,7 +1816,7 @@ class PowTensorScalarOp(AtenOp):
 
     def verify_(self) -> None:
         super().verify_()
-        _verify_same_type(self)
+        _verify_same_shape(self)
 
 
 @irdl_op_definition
