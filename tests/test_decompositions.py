@@ -246,3 +246,16 @@ def test_diff_of_run_time_values_is_lowered():
     for g, e in zip(tg.compile(model, (x, b))(x, b), model(x, b), strict=True):
         assert g.shape == e.shape and g.dtype == e.dtype
         torch.testing.assert_close(g, e, rtol=0, atol=0, equal_nan=True)
+
+
+def test_integer_avg_pool3d_divides_toward_zero_as_eager():
+    """avg_pool3d of int64: exact window sums divided toward zero by torch's count (padding
+    excluded or counted, an override), eager's values exactly (the float path's 1/count matrices
+    in int64 gave zeros: a wrong answer the sweep found)."""
+    torch.manual_seed(0)
+    x = torch.randint(-50, 50, (2, 3, 5, 6, 7))
+    pool = torch.nn.functional.avg_pool3d
+    model = Elementwise(lambda x: (pool(x, (3, 2, 3), (2, 2, 1), 1, ceil_mode=True, count_include_pad=False),
+                                   pool(x, 3, 2, 1, ceil_mode=True), pool(x, 2, divisor_override=3)))
+    for g, e in zip(tg.compile(model, (x,))(x), model(x), strict=True):
+        assert g.dtype == e.dtype == torch.int64 and torch.equal(g, e)

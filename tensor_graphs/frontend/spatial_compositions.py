@@ -117,16 +117,32 @@ def _window_matrix(size: int, k: int, s: int, p: int, ceil_mode: bool, include_p
     return member.to(torch.float64) / count.to(torch.float64)
 
 
+def _window_counts(size: int, k: int, s: int, p: int, ceil_mode: bool, include_pad: bool) -> torch.Tensor:
+    """[out]: torch's divisor along one dim (`_window_matrix`'s counts), int64."""
+    start = torch.arange(_pool_size(size, k, s, p, ceil_mode)) * s - p
+    end = torch.clamp(start + k, max=size + p)
+    return (end - start) if include_pad else (torch.clamp(end, max=size) - torch.clamp(start, min=0))
+
+
 def _avg_pool3d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
+    """Float: each dim's window matrix divided by its count (the counts multiply); integers:
+    the window sums exactly, then divided toward zero by the count's product (or the override),
+    as torch's integer kernel."""
     ks = list(kernel_size) * (3 // len(kernel_size))
     st = list(stride) * (3 // len(stride)) if len(stride) else ks
     pad = [padding] * 3 if isinstance(padding, int) else list(padding) * (3 // len(padding))
-    x = self
+    floating = self.is_floating_point()
+    x, count = self, None
     for axis in range(3):
         dim = self.dim() - 3 + axis
-        m = _window_matrix(self.shape[dim], ks[axis], st[axis], pad[axis], ceil_mode, count_include_pad, divisor_override is None)
-        x = _along(x, dim, m)
-    return x if divisor_override is None else x / divisor_override
+        args = (self.shape[dim], ks[axis], st[axis], pad[axis], ceil_mode)
+        x = _along(x, dim, _window_matrix(*args, count_include_pad, floating and divisor_override is None))
+        if not floating:
+            c = _window_counts(*args, count_include_pad).reshape([-1 if a == axis else 1 for a in range(3)])
+            count = c if count is None else count * c
+    if floating:
+        return x if divisor_override is None else x / divisor_override
+    return torch.div(x, divisor_override if divisor_override is not None else count, rounding_mode="trunc")
 
 
 def _adaptive_matrix(size: int, out: int) -> torch.Tensor:
