@@ -223,7 +223,10 @@ _MAX_SQUARINGS = 40
 def _matrix_exp(A):
     """``linalg_matrix_exp`` in float64, rounded once: each matrix scaled by ``2^-s`` to a 1-norm
     of at most 1/2, the degree-18 Taylor polynomial (Horner), then squared ``s`` times (a fixed
-    count of products, each kept where it is one of that matrix's ``s``)."""
+    count of products, each kept where it is one of that matrix's ``s``). float16/bfloat16 stay
+    refused: eager computes them in their own precision and overflows to NaN where this would not."""
+    if A.dtype in (torch.float16, torch.bfloat16):
+        return NotImplemented
     x = A.to(torch.float64)
     n = x.shape[-1]
     norm = x.abs().sum(-2).amax(-1)
