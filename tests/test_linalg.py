@@ -12,7 +12,6 @@ vector (LAPACK builds may choose either).
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 
