@@ -1177,31 +1177,34 @@ class LapackOp(IRDLOperation):
 
     def __init__(self, routine: str, output: str, inputs: Sequence[SSAValue], params: dict[str, object] | None = None,
                  check: str | None = None):
-        from tensor_graphs.dialects import lapack
-
-        shapes = [shape_of(v) for v in inputs]
-        batch, _, dims = lapack.problem(routine, shapes, params or {})
-        kind, shape = lapack.slot_shape(routine, output, dims)
-        el = inputs[0].type.element_type  # type: ignore[attr-defined]
         props: dict[str, Attribute] = {"routine": StringAttr(routine), "output": StringAttr(output)}
         if params:
             props["params"] = lapack_params_attr(params)
         if check:
             props["check"] = StringAttr(check)
-        result = TensorType(IntegerType(32) if kind == "i32" else el, (*batch, *shape))
+        result = self.result_type(routine, output, inputs, params or {})
         super().__init__(operands=[list(inputs)], properties=props, result_types=[result])
+
+    @staticmethod
+    def result_type(routine: str, output: str, inputs: Sequence[SSAValue], params: dict[str, object]) -> TensorType:
+        """``routine``'s ``output`` over the batch of ``inputs``: their float type, or i32
+        (`dialects.lapack`'s slot kind); raises `lapack.LapackShapeError`."""
+        from tensor_graphs.dialects import lapack
+
+        batch, _, dims = lapack.problem(routine, [shape_of(v) for v in inputs], params)
+        kind, shape = lapack.slot_shape(routine, output, dims)
+        el = inputs[0].type.element_type  # type: ignore[attr-defined]
+        return TensorType(IntegerType(32) if kind == "i32" else el, (*batch, *shape))
 
     def verify_(self) -> None:
         from tensor_graphs.dialects import lapack
 
         try:
-            batch, _, dims = lapack.problem(self.routine.data, [shape_of(v) for v in self.inputs], lapack_params(self.params))
-            kind, shape = lapack.slot_shape(self.routine.data, self.output.data, dims)
+            want = self.result_type(self.routine.data, self.output.data, self.inputs, lapack_params(self.params))
         except lapack.LapackShapeError as e:
             raise VerifyException(f"tg.lapack: {e}") from None
         el = self.inputs[0].type.element_type  # type: ignore[attr-defined]
         _check(el in (f32, f64), f"tg.lapack: float32 or float64 matrices, got {el}")
-        want = TensorType(IntegerType(32) if kind == "i32" else el, (*batch, *shape))
         _check(self.result.type == want, f"tg.lapack: {self.routine.data}'s {self.output.data} is {want}, got {self.result.type}")
 
 

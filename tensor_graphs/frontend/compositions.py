@@ -276,7 +276,8 @@ def _histogram(self, bins=100, *, range=None, weight=None, density=False):
         hi = torch.zeros((), dtype=self.dtype) if empty else x.amax()
     same = lo == hi
     lo, hi = torch.where(same, lo - 0.5, lo), torch.where(same, hi + 0.5, hi)
-    return _histogram_counts(x, _linspace_like_torch(lo, hi, bins + 1), weight, density), _linspace_like_torch(lo, hi, bins + 1)
+    edges = _linspace_like_torch(lo, hi, bins + 1)
+    return _histogram_counts(x, edges, weight, density), edges
 
 
 def _histogram_counts(x: torch.Tensor, edges: torch.Tensor, weight, density: bool) -> torch.Tensor:

@@ -31,15 +31,16 @@ linalg_ldl_solve               sytrs
 from __future__ import annotations
 
 import numpy as np
-from xdsl.dialects.builtin import f32, f64, i1
+from xdsl.dialects.builtin import f32, f64
 from xdsl.ir import SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
 from tensor_graphs.dialects import aten
 from tensor_graphs.dialects.dense import dense_from_numpy
 from tensor_graphs.dialects.shapes import ShapeError, broadcast_shapes
-from tensor_graphs.dialects.tensor import BroadcastOp, ConstantOp, LapackOp, SelectOp, TransposeOp, shape_of
+from tensor_graphs.dialects.tensor import BroadcastOp, ConstantOp, LapackOp, TransposeOp, shape_of
 from tensor_graphs.lowering.aten_to_tensor.common import OpList, element_type, notify_match_failure, scalar_constant
+from tensor_graphs.lowering.aten_to_tensor.views import triangle
 
 
 def _float_matrices(op, *values: SSAValue) -> str | None:
@@ -73,14 +74,6 @@ def _batched_call(ops: OpList, routine: str, output: str, operands: list[SSAValu
     """``routine``'s ``output`` over ``operands`` broadcast to common batch dims (`_batched`);
     raises ShapeError when they do not broadcast."""
     return ops.add(LapackOp(routine, output, _batched(ops, operands, ranks), params))
-
-
-def _triangle(ops: OpList, x: SSAValue, upper: bool) -> SSAValue:
-    """``x`` with the other triangle zeroed (``triu``/``tril``)."""
-    n, m = shape_of(x)[-2:]
-    keep = np.triu(np.ones((n, m), bool)) if upper else np.tril(np.ones((n, m), bool))
-    mask = ops.add(ConstantOp(dense_from_numpy(keep, i1)))
-    return ops.add(SelectOp(mask, x, ops.add(scalar_constant(0, element_type(x)))))
 
 
 class LuFactorPattern(RewritePattern):
@@ -128,7 +121,7 @@ class CholeskyPattern(RewritePattern):
         check = "torch.linalg.cholesky_ex" if op.check_errors.value.data else None
         params = {"uplo": "U" if upper else "L"}
         ops = OpList()
-        factor = _triangle(ops, ops.add(LapackOp("potrf", "l", [op.self], params, check)), upper)
+        factor = triangle(ops, ops.add(LapackOp("potrf", "l", [op.self], params, check)), upper)
         rewriter.replace(op, ops, [factor, ops.add(LapackOp("potrf", "info", [op.self], params, check))])
 
 
@@ -246,7 +239,7 @@ class LdlPattern(RewritePattern):
                 return notify_match_failure(op, why)
             check = "torch.linalg.ldl_factor_ex" if op.check_errors.value.data else None
             params = {"uplo": "L"}
-            ld = _triangle(ops, ops.add(LapackOp("sytrf", "ld", [op.self], params, check)), upper=False)
+            ld = triangle(ops, ops.add(LapackOp("sytrf", "ld", [op.self], params, check)), upper=False)
             rest = [ops.add(LapackOp("sytrf", out, [op.self], params, check)) for out in ("pivots", "info")]
             return rewriter.replace(op, ops, [ld, *rest])
         if isinstance(op, aten.LinalgLdlSolveOp):

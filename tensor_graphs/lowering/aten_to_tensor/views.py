@@ -375,13 +375,17 @@ class TriangularPattern(RewritePattern):
         shape = shape_of(op.self)
         if len(shape) < 2:
             return notify_match_failure(op, f"{op.name} needs a tensor of rank 2 or more, got {list(shape)}")
-        rows, cols = shape[-2:]
-        k = op.diagonal.value.data
-        keep = np.triu(np.ones((rows, cols), bool), k) if isinstance(op, aten.TriuOp) else np.tril(np.ones((rows, cols), bool), k)
         ops = OpList()
-        mask = ops.add(ConstantOp(dense_from_numpy(keep, i1)))
-        zero = ops.add(scalar_constant(0, element_type(op.self)))
-        rewriter.replace(op, ops, [ops.add(SelectOp(mask, op.self, zero))])
+        rewriter.replace(op, ops, [triangle(ops, op.self, isinstance(op, aten.TriuOp), op.diagonal.value.data)])
+
+
+def triangle(ops: OpList, x: SSAValue, upper: bool, diagonal: int = 0) -> SSAValue:
+    """``triu(x, diagonal)`` (``upper``) or ``tril``: ``tg.select`` between ``x`` and zero by a
+    constant mask of the last two dims."""
+    rows, cols = shape_of(x)[-2:]
+    keep = (np.triu if upper else np.tril)(np.ones((rows, cols), bool), diagonal)
+    mask = ops.add(ConstantOp(dense_from_numpy(keep, i1)))
+    return ops.add(SelectOp(mask, x, ops.add(scalar_constant(0, element_type(x)))))
 
 
 # --------------------------------------------------------------------------- new values
