@@ -140,7 +140,7 @@ def gpt2() -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
 
 def llvm_level(model: torch.nn.Module, inputs: tuple) -> object:
     """``model`` imported and lowered by the xDSL pipelines down to the llvm dialect."""
-    from tensor_graphs.api import _context
+    from tensor_graphs.context import make_context as _context
     from tensor_graphs.frontend import import_model
     from tensor_graphs.passes import LLVM_PIPELINE, TENSOR_PIPELINE, buffer_pipeline, build_pipeline
 

@@ -145,7 +145,7 @@ def attention_blocks(head_dims: list[int], seq: int, gpu: GpuSpec, log) -> str:
     head dim, GPU variant, query block, key block and warps."""
     from xdsl.parser import Parser
 
-    from tensor_graphs.api import _context
+    from tensor_graphs.context import make_context as _context
     from tensor_graphs.codegen.triton import paths
     from tensor_graphs.passes import build_pipeline
     from tensor_graphs.tuning.paths import Candidate, gpu_kernel_paths, pin_gpu

@@ -469,10 +469,13 @@ def test_decoder_modules_pass_the_arena_verifier():
 
     import tensor_graphs as tg
     from tensor_graphs.diagnostics import parse_module, verify_module
+    from tensor_graphs.options import CompileOptions, DecoderOptions
+    from tensor_graphs.runtime_support.decoder_assembly import decoder_modules
 
     torch.manual_seed(0)
     model = transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=32)).eval()
-    modules, *_ = tg.api._decoder_modules(model, 16, 1, 4, tg.CompileStats())  # what compile_decoder compiles
+    built = decoder_modules(model, DecoderOptions(16, 1, 4), CompileOptions(), tg.CompileStats())  # what compile_decoder compiles
+    modules = built.modules
     assert len(modules) == 2
     for module in modules:
         verify_module(parse_module(str(module), "decoder.buf.mlir"))

@@ -72,7 +72,11 @@ def test_module_spec(tmp_path: Path, monkeypatch):
         (["missing.py:make", "--input", "1x8"], "model file 'missing.py' does not exist"),
         (["{model}:nope", "--input", "1x8"], "has no attribute 'nope'"),
         (["{model}:not_a_model", "--input", "1x8"], "neither an nn.Module nor a callable"),
-        (["{model}:make", "--input", "2xq"], "is not a shape like 1x256"),
+        (["{model}:make", "--input", "2x1.5"], "is not a shape like 1x256"),
+        (["{model}:make", "--input", "qx8"], "--input names the dynamic dim(s) q: give each a --dim NAME=MIN:MAX"),
+        (["{model}:make", "--input", "qx8", "--dim", "q=4:2"], "--dim 'q=4:2' should be NAME=MIN:MAX"),
+        (["{model}:make", "--input", "qx8", "--dim", "q=1:8:9"], "the example size 9 is outside 1..8"),
+        (["{model}:make", "--input", "2x8", "--dim", "q=1:8"], "--dim q: no --input names it"),
         (["{model}:make"], "give at least one --input"),
         (["no_such_module_xyz:f", "--input", "1x8"], "cannot import module 'no_such_module_xyz'"),
         (["{model}:make", "--input", "2x7"], "torch.export could not export Small"),
@@ -84,6 +88,13 @@ def test_errors_exit_1_with_one_line(argv, message, model_file: Path, tmp_path: 
     err = capsys.readouterr().err
     assert err.startswith("tg-export: error:") and message in err, err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_named_dim_is_exported_dynamic(model_file: Path, tmp_path: Path):
+    out = tmp_path / "dyn.mlir"
+    assert main([f"{model_file}:make", "--input", "batchx8", "--dim", "batch=1:64", "-o", str(out)]) == 0
+    text = out.read_text()
+    assert "tg.symbols = {batch = array<i64: 1, 64>}" in text and '%x: tensor<?x8xf32, ["batch"]>' in text
 
 
 def test_unsupported_ops_are_listed(model_file: Path, tmp_path: Path, capsys):

@@ -601,7 +601,7 @@ def test_library_attention_is_measured_where_torchs_sdpa_means_the_same(tmp_path
     more keys than queries it is rejected, saying why."""
     from xdsl.parser import Parser
 
-    from tensor_graphs.api import _context
+    from tensor_graphs.context import make_context as _context
     from tensor_graphs.tuning.paths import gpu_kernel_paths
 
     torch.manual_seed(0)

@@ -43,7 +43,7 @@ def graph_program(fn, what: str) -> dict:
 def pinned_programs(fn, what: str) -> list[dict]:
     """The graph's tg module lowered once per GPU variant of each op and each of its parameter
     values (`gpu_candidates`), the others at the heuristic's."""
-    from tensor_graphs.api import _context
+    from tensor_graphs.context import make_context as _context
 
     ctx = _context()
     base = Parser(ctx, fn.ir("tg")).parse_module()
@@ -149,7 +149,7 @@ def test_the_heuristics_kernels_spill_no_registers_on_sm90(tmp_path):
         for heads, sq, sk in ((128, 64, 64), (4, 1, 512)):
             q, k = torch.randn(1, heads, sq, d), torch.randn(1, heads, sk, d)
             fn = tg.compile(Attention(sq > 1, False, False).eval(), (q, k, k, torch.zeros(1, 1, sq, sk)), device="cuda")
-            from tensor_graphs.api import _context
+            from tensor_graphs.context import make_context as _context
 
             ctx = ctx or _context()
             for variant in ("attention.flash", "attention.flash_tf32"):

@@ -40,6 +40,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from tensor_graphs import dtypes
 from tensor_graphs.dialects.shapes import ShapeError, broadcast_shapes, matmul_shape, numel, permute_shape
+from tensor_graphs.dialects.symbolic import DYNAMIC_INDEX, Dim, divides, dims_of, format_expr, simplify
 
 AnyTensor = base(TensorType)
 #: a ``Scalar`` argument: an integer stays an ``i64`` integer, a float is an ``f64`` float
@@ -74,9 +75,9 @@ def infer_view_shape(size: Sequence[int], count: int) -> tuple[int, ...]:
         raise ShapeError(f"size {size} has more than one -1")
     known = numel([d for d in size if d != -1])
     if holes:
-        if known == 0 or count % known:
+        if known == 0 or not divides(known, count):
             raise ShapeError(f"cannot view {count} elements as {size}")
-        size[holes[0]] = count // known
+        size[holes[0]] = simplify(count // known) if isinstance(count, int) and isinstance(known, int) else simplify(count / known)
     if numel(size) != count:
         raise ShapeError(f"cannot view {count} elements as {size}")
     return tuple(size)
@@ -93,8 +94,21 @@ def normalize_dim(dim: int, rank: int) -> int:
 # --------------------------------------------------------------------------- verifiers
 
 
-def _shape(value: SSAValue) -> tuple[int, ...]:
-    return tuple(value.type.get_shape())  # type: ignore[attr-defined]
+def _shape(value: SSAValue) -> tuple[Dim, ...]:
+    """The shape of a tensor value: ints, and an expression of the graph's symbols for each
+    dynamic dim (`dialects.symbolic`)."""
+    return dims_of(value.type)
+
+
+def _sizes(op: IRDLOperation, sizes: Sequence[int]) -> list[Dim]:
+    """A reshape's or an expand's ``sizes`` with each dynamic entry (``?``: the importer's mark
+    for a size the model computes from a dynamic dim) read from the result type."""
+    if DYNAMIC_INDEX not in sizes:
+        return list(sizes)
+    out = _shape(op.results[0])
+    if len(out) != len(sizes):
+        raise VerifyException(f"{op.name}: sizes {_dims(sizes)} and result {_dims(out)} differ in rank")
+    return [out[i] if d == DYNAMIC_INDEX else d for i, d in enumerate(sizes)]
 
 
 def _rule(op: IRDLOperation, fn, *args):
@@ -104,9 +118,10 @@ def _rule(op: IRDLOperation, fn, *args):
         raise VerifyException(f"{op.name}: {e}") from None
 
 
-def _dims(shape: Sequence[int]) -> str:
-    """``[?, 1024]``: a shape as a message shows it (a dynamic dim is ``?``)."""
-    return "[" + ", ".join("?" if d < 0 else str(d) for d in shape) + "]"
+def _dims(shape: Sequence[Dim]) -> str:
+    """``[seq, 1024]``: a shape as a message shows it (a dynamic dim by its expression, a bare
+    ``?`` as ``?``)."""
+    return "[" + ", ".join(format_expr(d) if not isinstance(d, int) else "?" if d < 0 else str(d) for d in shape) + "]"
 
 
 def _expect_rank(op: IRDLOperation, what: str, value: SSAValue, ranks: Sequence[int]) -> None:
@@ -182,7 +197,7 @@ def _verify_permute(op) -> None:
 
 def _verify_view(op) -> None:
     sizes = op.size if hasattr(op, "size") else op.shape
-    _expect_result(op, _rule(op, infer_view_shape, sizes.get_values(), numel(_shape(op.self))))
+    _expect_result(op, _rule(op, infer_view_shape, _sizes(op, sizes.get_values()), numel(_shape(op.self))))
 
 
 def _verify_same_numel(op) -> None:
@@ -255,12 +270,12 @@ def _verify_masked_fill(op) -> None:
 
 
 def _verify_expand(op) -> None:
-    shape, size = _shape(op.self), list(op.size.get_values())
+    shape, size = _shape(op.self), _sizes(op, op.size.get_values())
     if len(size) < len(shape):
         raise VerifyException(f"{op.name}: size {size} has fewer dims than self {list(shape)}")
     pad = len(size) - len(shape)
     out = [shape[i - pad] if d == -1 and i >= pad else d for i, d in enumerate(size)]
-    if any(d < 0 for d in out) or _rule(op, broadcast_shapes, shape, out) != tuple(out):
+    if any(isinstance(d, int) and d < 0 for d in out) or _rule(op, broadcast_shapes, shape, out) != tuple(out):
         raise VerifyException(f"{op.name}: self {list(shape)} cannot be expanded to {size}")
     _expect_result(op, out)
 

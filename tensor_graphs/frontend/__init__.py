@@ -44,13 +44,14 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(f"tensor_graphs.frontend.{module}"), name)
 
 
-def export_model(model, example_inputs: tuple, path: str | Path) -> ImportedGraph:
-    """Import ``model`` and write ``path`` (aten-level MLIR text) plus ``<stem>.safetensors`` beside it."""
+def export_model(model, example_inputs: tuple, path: str | Path, dynamic_shapes=None) -> ImportedGraph:
+    """Import ``model`` (``dynamic_shapes`` as torch.export takes it: the module keeps the symbols
+    and their ranges) and write ``path`` (aten-level MLIR text) plus ``<stem>.safetensors`` beside it."""
     from tensor_graphs.frontend.importer import import_model
     from tensor_graphs.frontend.weights import save_weights
 
     path = Path(path)
-    graph = import_model(model, example_inputs)
+    graph = import_model(model, example_inputs, dynamic_shapes)
     save_weights(graph.module, graph.weights, path)
     path.write_text(str(graph.module) + "\n")
     return graph

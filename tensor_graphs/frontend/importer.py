@@ -38,10 +38,11 @@ import operator
 import contextlib
 import contextvars
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+import sympy
 import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
@@ -54,6 +55,7 @@ from tensor_graphs import dtypes
 from tensor_graphs.dialects import aten
 from tensor_graphs.dialects.tensor import ConstantOp, WeightOp
 from tensor_graphs.dialects.dense import dense_from_numpy
+from tensor_graphs.dialects.symbolic import DYNAMIC_INDEX, Dim, record_symbols, shaped, symbol
 from tensor_graphs.frontend.handlers import HANDLERS, library_handler
 from tensor_graphs.frontend.unsupported import (
     KNOWN,
@@ -61,15 +63,25 @@ from tensor_graphs.frontend.unsupported import (
     UnsupportedOpsError,
     data_dependent_shape,
     complex_values,
-    dynamic_dim,
     mutation,
     random_op,
     run_time_mask,
+    symbolic_argument,
+    unbounded_dim,
     unsupported_target,
 )
 from tensor_graphs.lowering.aten_to_tensor.masks import RUN_TIME_MASK_FIX, run_time_mask_builders, run_time_mask_problem
 
 _WEIGHT_KINDS = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
+
+#: (op, argument) whose sizes may be dynamic: the result type holds them, the argument marks each
+#: such entry ``?`` (`symbolic.DYNAMIC_INDEX`; the aten verifiers read it from the result)
+SYMBOLIC_SIZE_ARGS = {
+    (torch.ops.aten.view.default, "size"),
+    (torch.ops.aten.reshape.default, "shape"),
+    (torch.ops.aten._unsafe_view.default, "size"),
+    (torch.ops.aten.expand.default, "size"),
+}
 
 #: what a user input may be: a tensor of a dtype of the one table (`tensor_graphs.dtypes`)
 INPUT_KINDS = "a tensor of " + ", ".join(d.name for d in dtypes.DTYPES)
@@ -139,9 +151,10 @@ def source_location(node: torch.fx.Node) -> FileLineColLoc | None:
 # --------------------------------------------------------------------------- the importer
 
 
-def tensor_type(value: object, what: str, symbolic_dim: Callable[[torch.SymInt], int] | None = None) -> TensorType:
-    """The tensor type of a (fake) tensor; ``symbolic_dim`` gives a static size for a symbolic
-    dim (without it, a symbolic dim is a TypeError)."""
+def tensor_type(value: object, what: str, symbolic_dim: Callable[[torch.SymInt], Dim] | None = None) -> TensorType:
+    """The tensor type of a (fake) tensor; ``symbolic_dim`` gives the size of a symbolic dim (an
+    int, or an expression of the graph's symbols: `dialects.symbolic`; without it, a symbolic
+    dim is a TypeError)."""
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"{what} is a {type(value).__name__}, expected a tensor")
     if not dtypes.holds(value.dtype):
@@ -154,7 +167,7 @@ def tensor_type(value: object, what: str, symbolic_dim: Callable[[torch.SymInt],
                 raise TypeError(f"{what} has a symbolic dim {d}; only static shapes are supported")
             d = symbolic_dim(d)
         shape.append(d)
-    return TensorType(dtypes.of_torch(value.dtype).element, shape)
+    return shaped(dtypes.of_torch(value.dtype).element, shape)
 
 
 def weight_array(name: str, tensor: torch.Tensor) -> np.ndarray:
@@ -180,9 +193,15 @@ def values_of(tensor: torch.Tensor) -> np.ndarray:
 class GraphImporter:
     """Walks one exported FX graph and appends aten-level ops to a ``func.func @forward`` body."""
 
-    def __init__(self, ep: ExportedProgram, name: str = "forward"):
+    def __init__(self, ep: ExportedProgram, name: str = "forward", dim_names: Mapping[tuple[int, int], str] | None = None):
         self.ep = ep
         self.name = name
+        #: (user input index, dim) -> the name its torch.export.Dim gave the size there
+        self.dim_names = dict(dim_names or {})
+        #: torch's symbol of each dynamic input size -> the graph's symbol, and the graph's
+        #: symbols' ranges (recorded on the module: `dialects.symbolic`)
+        self._symbols: dict[str, sympy.Symbol] = {}
+        self.symbols: dict[str, tuple[int, int]] = {}
         self.block = Block()
         self.values: dict[torch.fx.Node, SSAValue | list[SSAValue | None]] = {}
         self.weights: dict[str, np.ndarray] = {}
@@ -194,9 +213,8 @@ class GraphImporter:
         self._node: torch.fx.Node | None = None
         self._position = 0
         self._nodes: dict[Operation, torch.fx.Node] = {}
-        #: symbols of the dims exported as dynamic (reported once, at their input), of sizes and
-        #: numbers that depend on data (reported once, where they appear), and the nodes reported
-        self._dynamic: set[str] = set()
+        #: symbols of sizes and numbers that depend on data (reported once, where they appear),
+        #: and the nodes reported
         self._data_dependent: set[str] = set()
         self._reported: set[torch.fx.Node] = set()
         #: state-dict name -> every name of the same tensor (tied weights), made when first needed
@@ -239,6 +257,11 @@ class GraphImporter:
         if not isinstance(value, torch.fx.Node):
             return value
         val = value.meta.get("val")
+        if isinstance(val, torch.SymInt) and self.symbolic_expr(val) is not None:
+            if (node.target, arg) in SYMBOLIC_SIZE_ARGS:
+                return DYNAMIC_INDEX  # the size is the result type's: a reshape's, an expand's
+            self.report(symbolic_argument(_target_name(node), node_location(node), arg, str(self.symbolic_expr(val))))
+            return int(val.node.hint)
         if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
             return self._example_value(val)
         raise self.error(node, f"argument '{arg}' is computed at run time, expected a constant")
@@ -290,8 +313,10 @@ class GraphImporter:
             if isinstance(v, SSAValue):
                 return v
             val = value.meta.get("val")
+            if isinstance(val, torch.SymInt) and self.symbolic_expr(val) is not None:
+                self.report(symbolic_argument(_target_name(node), node_location(node), arg, str(self.symbolic_expr(val))))
             if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-                number = self._example_value(val)
+                number = self._example_value(val) if self.symbolic_expr(val) is None else int(val.node.hint)
                 return self.scalar_constant(number, _scalar_dtype(node, number))
             raise self.error(node, f"argument '{arg}' is not a tensor")
         if isinstance(value, (bool, int, float)):
@@ -335,16 +360,29 @@ class GraphImporter:
         hint = value.node.hint
         return 0 if hint is None else hint
 
-    def _static_dim(self, d: torch.SymInt) -> int:
-        """A symbolic dim at the example's size. A dim exported as dynamic was reported at its
-        input; one that depends on data (an unbacked size) is reported where it first appears."""
+    def _static_dim(self, d: torch.SymInt) -> Dim:
+        """The size of a symbolic dim: an expression of the graph's symbols (the dynamic input
+        sizes, `_name_dynamic_dims`) when it depends on those only; else (a size that depends on
+        data: an unbacked size, reported where it first appears) the example's size."""
+        expr = self.symbolic_expr(d)
+        if expr is not None:
+            return expr
         self._explain(d)
         return int(d.node.hint) if d.node.hint is not None else 1
+
+    def symbolic_expr(self, value: torch.SymInt) -> Dim | None:
+        """``value`` as an expression of the graph's symbols; None when it depends on others."""
+        expr = value.node.expr
+        free = {str(s) for s in expr.free_symbols}
+        if not free or not free <= set(self._symbols):
+            return None
+        out = sympy.sympify(expr).xreplace({s: self._symbols[str(s)] for s in expr.free_symbols})
+        return int(out) if out.is_Integer else out
 
     def _explain(self, value: torch.SymInt | torch.SymFloat | torch.SymBool) -> None:
         """Report a symbolic number that depends on data (not on a dynamic input dim), once per
         symbol, at the node that makes it (unless that node is reported already)."""
-        new = {str(s) for s in value.node.expr.free_symbols} - self._dynamic - self._data_dependent
+        new = {str(s) for s in value.node.expr.free_symbols} - set(self._symbols) - self._data_dependent
         if not new:
             return
         self._data_dependent |= new
@@ -390,6 +428,7 @@ class GraphImporter:
         self.append(func.ReturnOp(*results))
         fn = func.FuncOp(self.name, (arg_types, [r.type for r in results]), Region(self.block))
         module = ModuleOp([fn])
+        record_symbols(module, self.symbols)
         graph = ImportedGraph(module, self.weights, self.input_names, len(results), self.structure)
         self._report_run_time_masks()
         if self.unsupported_ops:
@@ -459,7 +498,7 @@ class GraphImporter:
             if not isinstance(val, torch.Tensor) or not dtypes.holds(val.dtype):
                 what = f"a {type(val).__name__}" if not isinstance(val, torch.Tensor) else f"a {val.dtype} tensor"
                 raise dtypes.DTypeError(f"input '{node.name}' is {what}; tensor_graphs takes {INPUT_KINDS}")
-            self._report_dynamic_dims(node, val)
+            self._name_dynamic_dims(node, val)
             arg = self.block.insert_arg(self.value_type(val, f"input '{node.name}'"), len(self.block.args))
             arg.name_hint = node.name
             self.values[node] = arg
@@ -488,19 +527,27 @@ class GraphImporter:
         else:
             raise ValueError(f"input '{node.name}' of kind {kind.name} is not supported")
 
-    def _report_dynamic_dims(self, node: torch.fx.Node, val: torch.Tensor) -> None:
-        """Each dim of input ``node`` exported as dynamic, once per symbol, with its range."""
+    def _name_dynamic_dims(self, node: torch.fx.Node, val: torch.Tensor) -> None:
+        """Give each size of input ``node`` exported as dynamic its symbol in the graph: the name
+        of the user's ``torch.export.Dim`` there, else ``s0``, ``s1``, ...; record its range. A
+        range without a maximum is reported (memory is planned at each symbol's maximum)."""
         ranges = {str(k): v for k, v in self.ep.range_constraints.items()}
+        index = len(self.input_names)
         for i, d in enumerate(val.shape):
-            if isinstance(d, int):
+            if isinstance(d, int) or not d.node.expr.is_Symbol or str(d.node.expr) in self._symbols:
                 continue
-            symbol = str(d)
-            new = {str(s) for s in d.node.expr.free_symbols} - self._dynamic
-            self._dynamic |= new
-            if new:
-                r = ranges.get(symbol)
-                allowed = f", allowed {r.lower} to {r.upper}".replace("int_oo", "inf") if r is not None else ""
-                self.report(dynamic_dim(symbol, f"input '{node.name}' dim {i} (size {d.node.hint} in the example{allowed})"))
+            torch_name = str(d.node.expr)
+            name = self.dim_names.get((index, i)) or f"s{len(self.symbols)}"
+            while name in self.symbols and self._symbols.get(torch_name) is None:
+                name = f"{name}_"
+            self._symbols[torch_name] = symbol(name)
+            r = ranges.get(torch_name)
+            lo = _finite_int(r.lower) if r is not None else None
+            hi = _finite_int(r.upper) if r is not None else None
+            if hi is None:
+                self.report(unbounded_dim(name, f"input '{node.name}' dim {i} (size {d.node.hint} in the example)"))
+                hi = int(d.node.hint)
+            self.symbols[name] = (lo if lo is not None else 0, hi)
 
     def _outputs(self, node: torch.fx.Node) -> list[SSAValue]:
         """The graph's results: every tensor leaf of the model's output, in order; the structure
@@ -559,6 +606,11 @@ def _operand_summary(node: torch.fx.Node) -> str:
     return ", ".join(shown)
 
 
+def _finite_int(value) -> int | None:
+    """A sympy bound as an int; None when it is infinite (``int_oo``: a Dim without a maximum)."""
+    return int(value) if isinstance(value, (int, sympy.Integer)) else None
+
+
 def _target_name(node: torch.fx.Node) -> str:
     target = node.target
     schema = getattr(target, "_schema", None)
@@ -587,9 +639,11 @@ def _scalar_dtype(node: torch.fx.Node, value: bool | int | float) -> torch.dtype
 # --------------------------------------------------------------------------- public API
 
 
-def import_exported_program(ep: ExportedProgram) -> ImportedGraph:
-    """An :class:`ImportedGraph` from an already exported program (not decomposed: aten.linear stays)."""
-    return GraphImporter(ep).run()
+def import_exported_program(ep: ExportedProgram, dim_names: Mapping[tuple[int, int], str] | None = None) -> ImportedGraph:
+    """An :class:`ImportedGraph` from an already exported program (not decomposed: aten.linear
+    stays). Its dynamic sizes become the graph's symbols, named ``dim_names[(input, dim)]``
+    where given (`dim_names_of`), else ``s0``, ``s1``, ..."""
+    return GraphImporter(ep, dim_names=dim_names).run()
 
 
 def _check_inputs(example_inputs: object) -> tuple[torch.Tensor, ...]:
@@ -621,8 +675,9 @@ def _eval_mode(model: torch.nn.Module):
             m.training = training
 
 
-def export_program(model: torch.nn.Module, example_inputs: tuple) -> ExportedProgram:
-    """``torch.export.export`` in eval mode without autograd; failures become a ValueError."""
+def export_program(model: torch.nn.Module, example_inputs: tuple, dynamic_shapes=None) -> ExportedProgram:
+    """``torch.export.export`` in eval mode without autograd (``dynamic_shapes``: torch.export's
+    own spec, ``torch.export.Dim`` per input and dim); failures become a ValueError."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got a {type(model).__name__}")
     inputs = _check_inputs(example_inputs)
@@ -632,7 +687,7 @@ def export_program(model: torch.nn.Module, example_inputs: tuple) -> ExportedPro
             # torch._dynamo.config and torch._functorch.config), which makes a new ContextVar
             # and sets it in the current context, and a context never forgets a variable: two
             # per export would stay in the caller's thread for good (~0.4 KB per compile).
-            return contextvars.copy_context().run(_export_functional, model, inputs)
+            return contextvars.copy_context().run(_export_functional, model, inputs, dynamic_shapes)
         except Exception as e:  # torch.export raises many kinds; all mean "cannot export"
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise ValueError(f"torch.export could not export {type(model).__name__}: {first}") from e
@@ -640,7 +695,7 @@ def export_program(model: torch.nn.Module, example_inputs: tuple) -> ExportedPro
             _forget_last_trace()
 
 
-def _export_functional(model: torch.nn.Module, inputs: tuple) -> ExportedProgram:
+def _export_functional(model: torch.nn.Module, inputs: tuple, dynamic_shapes=None) -> ExportedProgram:
     """``torch.export.export``, then, when the graph holds an op tensor_graphs does not lower or
     mutates anything (``x.add_(y)``, ``relu_``: ResNet's and T5's in-place ops), PyTorch's
     decompositions of every such op into Core ATen, functionalized (`decompositions.decompose`:
@@ -649,7 +704,31 @@ def _export_functional(model: torch.nn.Module, inputs: tuple) -> ExportedProgram
     from tensor_graphs.frontend.complex_pairs import split_complex
     from tensor_graphs.frontend.decompositions import decompose
 
-    return split_complex(decompose(torch.export.export(model, inputs)))
+    return split_complex(decompose(torch.export.export(model, inputs, dynamic_shapes=dynamic_shapes)))
+
+
+def dim_names_of(model: torch.nn.Module, dynamic_shapes) -> dict[tuple[int, int], str]:
+    """(input index, dim) -> the name of the ``torch.export.Dim`` a ``dynamic_shapes`` spec gives
+    it (torch.export keeps only its own symbols): the spec as torch.export takes it, a tuple in
+    the order of ``forward``'s arguments or a dict by their names, each entry a dict
+    ``{dim: Dim}`` or a sequence with a Dim or None per dim."""
+    import inspect
+
+    if dynamic_shapes is None:
+        return {}
+    if isinstance(dynamic_shapes, dict):
+        params = list(inspect.signature(model.forward).parameters)
+        entries = [dynamic_shapes.get(p) for p in params]
+    else:
+        entries = list(dynamic_shapes)
+    names: dict[tuple[int, int], str] = {}
+    for i, entry in enumerate(entries):
+        dims = entry.items() if isinstance(entry, dict) else enumerate(entry) if isinstance(entry, (list, tuple)) else ()
+        for d, dim in dims:
+            name = getattr(dim, "__name__", None)
+            if isinstance(name, str) and name.isidentifier() and name not in ("max", "min"):
+                names[(i, int(d))] = name
+    return names
 
 
 def _forget_last_trace() -> None:
@@ -663,10 +742,12 @@ def _forget_last_trace() -> None:
     getattr(proxy_tensor, "_FAKE_TENSOR_ID_TO_PROXY_MAP_FOR_EXPORT", {}).clear()
 
 
-def import_model(model: torch.nn.Module, example_inputs: tuple) -> ImportedGraph:
-    """Export ``model`` with ``torch.export`` (eval mode, no grad) and import it at the aten level."""
+def import_model(model: torch.nn.Module, example_inputs: tuple, dynamic_shapes=None) -> ImportedGraph:
+    """Export ``model`` with ``torch.export`` (eval mode, no grad; ``dynamic_shapes`` as
+    torch.export takes it) and import it at the aten level."""
     with _forget_generated_source():
-        return import_exported_program(export_program(model, example_inputs))
+        program = export_program(model, example_inputs, dynamic_shapes)
+        return import_exported_program(program, dim_names_of(model, dynamic_shapes))
 
 
 @contextlib.contextmanager

@@ -153,14 +153,25 @@ def unsupported_target(target: object, name: str, location: str) -> Unsupported:
     return Unsupported(shown, location, problem, fix, is_op)
 
 
-def dynamic_dim(symbol: str, location: str) -> Unsupported:
-    """The entry for a dimension exported as dynamic (``dynamic_shapes``)."""
+def unbounded_dim(symbol: str, location: str) -> Unsupported:
+    """The entry for a dynamic size whose range has no maximum."""
     return Unsupported(
         f"dynamic dim {symbol}",
         location,
-        "tensor_graphs compiles static shapes only, and this program was exported with dynamic_shapes",
-        "export it without dynamic_shapes, once per input shape you run (torch.export.export(model, "
-        "(example,)), or tg.compile(model, (example,)), which does that)",
+        "its torch.export.Dim has no maximum; tensor_graphs plans a graph's memory at each size's maximum",
+        f"give it one: torch.export.Dim({symbol!r}, min=1, max=...)",
+        is_op=False,
+    )
+
+
+def symbolic_argument(target: str, location: str, arg: str, expr: str) -> Unsupported:
+    """The entry for a non-tensor argument (or a number used as a tensor) that is a dynamic size."""
+    return Unsupported(
+        target,
+        location,
+        f"its argument '{arg}' is the dynamic size {expr}; tensor_graphs takes dynamic sizes in tensor "
+        "shapes (and a reshape's or expand's sizes), not yet here",
+        "make this size static (export that input's dim without a Dim), or compute it from a tensor",
         is_op=False,
     )
 

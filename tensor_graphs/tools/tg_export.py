@@ -2,10 +2,13 @@
 
     tg-export path/to/model.py:make_model --input 1x256 -o model.mlir
     tg-export my_package.models:MLP --input 4x8 --input 4x16
+    tg-export bert.py:layer --input 1xseqx768 --dim seq=1:512    # a dynamic size (torch.export.Dim)
 
 The spec names a callable returning an ``nn.Module`` (a factory or a class, called without
 arguments) or an ``nn.Module`` instance. Each ``--input`` is one float32 input of that shape,
-filled with random numbers (only the shapes matter for export).
+filled with random numbers (only the shapes matter for export). A dim written as a name is
+dynamic: ``--dim NAME=MIN:MAX[:EXAMPLE]`` gives its range (and the example's size, default
+``max(MIN, 2)``: torch.export treats sizes 0 and 1 as special); the module keeps the symbol.
 
 Bad input (a spec that does not name a model, a model that torch.export cannot export) prints
 ONE line and exits with status 1; unsupported ops are listed all at once, one per line.
@@ -28,17 +31,59 @@ class CliError(Exception):
     """A user error: printed as one line, exit code 1."""
 
 
-def parse_shape(text: str) -> tuple[int, ...]:
-    """``"1x256"`` -> ``(1, 256)``; ``"scalar"`` or ``""`` -> ``()``."""
+def parse_shape(text: str) -> tuple[int | str, ...]:
+    """``"1x256"`` -> ``(1, 256)``; ``"1xseqx768"`` -> ``(1, "seq", 768)`` (a dynamic dim, by the
+    name of its ``--dim``); ``"scalar"`` or ``""`` -> ``()``."""
     if text in ("", "scalar"):
         return ()
-    try:
-        dims = tuple(int(d) for d in text.lower().split("x"))
-    except ValueError:
-        raise CliError(f"--input '{text}' is not a shape like 1x256") from None
-    if any(d < 0 for d in dims):
+    dims: list[int | str] = []
+    for d in text.split("x"):
+        if d.isidentifier():
+            dims.append(d)
+            continue
+        try:
+            dims.append(int(d))
+        except ValueError:
+            raise CliError(f"--input '{text}' is not a shape like 1x256 (or 1xseqx256 with --dim seq=1:512)") from None
+    if any(isinstance(d, int) and d < 0 for d in dims):
         raise CliError(f"--input '{text}' has a negative dim")
-    return dims
+    return tuple(dims)
+
+
+def parse_dims(texts: Sequence[str]) -> dict[str, tuple[int, int, int]]:
+    """``["seq=1:512"]`` -> ``{"seq": (1, 512, 2)}``: each dynamic size's range and example size."""
+    out: dict[str, tuple[int, int, int]] = {}
+    for text in texts:
+        name, sep, rest = text.partition("=")
+        parts = rest.split(":")
+        try:
+            lo, hi, *example = (int(p) for p in parts)
+        except ValueError:
+            lo = hi = -1
+            example = []
+        if not sep or not name.isidentifier() or len(parts) not in (2, 3) or not 0 <= lo <= hi:
+            raise CliError(f"--dim '{text}' should be NAME=MIN:MAX or NAME=MIN:MAX:EXAMPLE with 0 <= MIN <= MAX")
+        size = example[0] if example else min(max(lo, 2), hi)
+        if not lo <= size <= hi:
+            raise CliError(f"--dim '{text}': the example size {size} is outside {lo}..{hi}")
+        out[name] = (lo, hi, size)
+    return out
+
+
+def dynamic_spec(shapes: Sequence[tuple[int | str, ...]], dims: dict[str, tuple[int, int, int]]):
+    """The example shapes (each named dim at its example size) and torch.export's
+    ``dynamic_shapes`` (None when every dim is static); one ``Dim`` per name."""
+    import torch
+
+    used = {d for s in shapes for d in s if isinstance(d, str)}
+    if missing := sorted(used - set(dims)):
+        raise CliError(f"--input names the dynamic dim(s) {', '.join(missing)}: give each a --dim NAME=MIN:MAX")
+    if unused := sorted(set(dims) - used):
+        raise CliError(f"--dim {', '.join(unused)}: no --input names it")
+    objs = {name: torch.export.Dim(name, min=lo, max=hi) for name, (lo, hi, _) in dims.items()}
+    examples = [tuple(dims[d][2] if isinstance(d, str) else d for d in s) for s in shapes]
+    spec = tuple({i: objs[d] for i, d in enumerate(s) if isinstance(d, str)} or None for s in shapes)
+    return examples, spec if used else None
 
 
 def load_object(spec: str):
@@ -93,14 +138,17 @@ def build_model(obj, spec: str):
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tg-export", description="Export a PyTorch model to aten-level MLIR + safetensors.")
     parser.add_argument("model", help="path/to/file.py:factory or package.module:attr")
-    parser.add_argument("--input", action="append", default=[], metavar="SHAPE", help="one float32 input shape, e.g. 1x256 (repeat per input)")
+    parser.add_argument("--input", action="append", default=[], metavar="SHAPE",
+                        help="one float32 input shape, e.g. 1x256, or 1xseqx256 with a dynamic dim (repeat per input)")
+    parser.add_argument("--dim", action="append", default=[], metavar="NAME=MIN:MAX",
+                        help="the range of a dynamic dim an --input names (NAME=MIN:MAX[:EXAMPLE])")
     parser.add_argument("-o", "--output", type=Path, help="the .mlir file to write (default: <attr>.mlir)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random example inputs")
     args = parser.parse_args(argv)
     try:
         if not args.input:
             raise CliError("give at least one --input SHAPE (e.g. --input 1x256)")
-        shapes = [parse_shape(s) for s in args.input]
+        shapes, spec = dynamic_spec([parse_shape(s) for s in args.input], parse_dims(args.dim))
         obj = load_object(args.model)
         model = build_model(obj, args.model)
         import torch
@@ -116,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             # torch.export prints the partial graph of a model it cannot export to stderr; the
             # one line below says what went wrong
             with contextlib.redirect_stderr(io.StringIO()):
-                graph = export_model(model, inputs, out)
+                graph = export_model(model, inputs, out, spec)
         except UnsupportedOpsError as e:  # every unsupported op, one per line
             print(f"tg-export: error: {e}", file=sys.stderr)
             return 1

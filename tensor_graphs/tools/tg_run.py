@@ -88,12 +88,13 @@ def _compile(args):
     tuning, inputs = None, None
     if args.tune != "off":
         from tensor_graphs.tools.tg_tune import TuneError, _module_inputs
+        from tensor_graphs.tuning.compile import Tuning, open_db
 
         try:
             inputs = _module_inputs(module, args.input, np.random.default_rng(args.seed))
         except TuneError as e:
             raise RunError(str(e)) from None
-        tuning = tg.api.Tuning(args.tune, args.tolerance, inputs, tg.api._open_db(args.db))
+        tuning = Tuning(args.tune, args.tolerance, inputs, open_db(args.db))
     t0 = time.perf_counter()
     fn = tg.compile_module(module, weights, keep_ir=False, profile=args.profile, target=args.target, tuning=tuning)
     return fn, time.perf_counter() - t0, inputs

@@ -38,6 +38,8 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, Region, SSAValue
 
 from tensor_graphs.dialects import tensor as tg
+from tensor_graphs.driver.cpu import compile_module
+from tensor_graphs.options import CompileOptions
 from tensor_graphs.target import Target
 from tensor_graphs.tuning.paths import Candidate, pin, pin_gpu, unpin
 
@@ -143,15 +145,13 @@ def measure(
     GPU variant (`paths.pin_gpu`) by CUDA events around replays of its captured plan
     (`TritonGraph.replay_ns`; ``cold``: a device buffer twice the GPU's L2 written between
     them)."""
-    from tensor_graphs.api import compile_module
-
     module = alone.module.clone()
     op = next(o for o in module.walk() if o.name == alone.op.name and o.parent_op() is not None
               and isinstance(o.parent_op(), func.FuncOp))
     gpu = device != "cpu"
     (pin_gpu if gpu else pin)(op, candidate)
-    fn = compile_module(module, {k: weights[v] for k, v in alone.weights.items()}, keep_ir=False, profile=True,
-                        verify=False, target=None if gpu else target, optimize=False, device=device)
+    options = CompileOptions(keep_ir=False, profile=True, target=None if gpu else target, device=device)
+    fn = compile_module(module, {k: weights[v] for k, v in alone.weights.items()}, options, verify=False, optimize=False)
     args = [np.ascontiguousarray(x) for x in inputs]
     out = fn(*args)
     abs_err, rel_err = errors(out, reference)

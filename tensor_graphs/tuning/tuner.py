@@ -27,163 +27,32 @@ alternatives' times and errors.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import SSAValue
 
-from tensor_graphs.lowering.tensor_to_buffer.kernels import GPU_KERNEL_ATTR, GPU_PARAMETER_ATTRS, KERNEL_ATTR, variants_for
 from tensor_graphs.target import Target
-from tensor_graphs.tuning.database import KernelSignature, Machine, Record, TuningDatabase
+from tensor_graphs.tuning.database import KernelSignature, Record, TuningDatabase
 from tensor_graphs.tuning.measure import Standalone, measure, standalone
-from tensor_graphs.tuning.paths import (
-    Candidate,
-    OpPaths,
-    candidates,
-    gpu_candidates,
-    gpu_kernel_paths,
-    kernel_paths,
-    pin,
-    pin_gpu,
+from tensor_graphs.tuning.paths import Candidate, OpPaths
+from tensor_graphs.tuning.report import (
+    TUNE_MODES,
+    Choice,
+    PathResult,
+    PathSpace,
+    ToleranceError,
+    TuningReport,
+    _label,
+    op_candidates,
+    unmeasured_choice,
 )
 
-#: The values of ``tune``.
-TUNE_MODES = ("off", "cached", "missing", "all")
-
-
-class ToleranceError(ValueError):
-    """The tuned graph's output differs from the fp32 path's by more than the tolerance."""
-
-
-@dataclass(frozen=True)
-class PathSpace:
-    """Where the paths come from: the CPU's kernel registry and target parameters, or the GPU's
-    variants (`codegen.triton.paths`). ``ops(module)``: each op's paths; ``candidates(paths)``;
-    ``alone(op)``: variant -> why it cannot run ``op`` (None: it can); ``pinned``: the attribute
-    an op pins its path with; ``pin(op, candidate)``; ``device``: where a candidate runs."""
-
-    ops: Callable[[ModuleOp], Iterator[OpPaths]]
-    candidates: Callable[[OpPaths], list[Candidate]]
-    alone: Callable[[Operation], dict[str, str | None]]
-    pinned: str
-    pin: Callable[[Operation, Candidate], None]
-    device: str = "cpu"
-    #: the other attributes that pin a path when an op carries one (its parameters)
-    also_pinned: tuple[str, ...] = ()
-
-    def is_pinned(self, op: Operation) -> bool:
-        return any(a in op.attributes for a in (self.pinned, *self.also_pinned))
-
-    @staticmethod
-    def cpu(target: Target, threads: int, pack_weights: bool) -> PathSpace:
-        return PathSpace(lambda m: kernel_paths(m, pack_weights=pack_weights, choices_only=False),
-                         lambda p: candidates(p, target, threads), lambda op: {v.name: v.applies(op) for v in variants_for(op)},
-                         KERNEL_ATTR, pin)
-
-    @staticmethod
-    def gpu() -> PathSpace:
-        from tensor_graphs.codegen.triton.paths import variants as gpu_variants
-
-        return PathSpace(gpu_kernel_paths, gpu_candidates, lambda op: {v.name: v.applies(op) for v in gpu_variants(op)},
-                         GPU_KERNEL_ATTR, pin_gpu, "cuda", tuple(GPU_PARAMETER_ATTRS.values()))
-
-    def machine(self, threads: int) -> Machine:
-        """What the records are keyed by: this CPU at ``threads``, or the GPU (`Machine.gpu`)."""
-        if self.device == "cpu":
-            return Machine.this(threads)
-        from tensor_graphs.runtime_support.triton_graph import device_for
-
-        return Machine.gpu(device_for(self.device))
-
-
-@dataclass
-class PathResult:
-    """One candidate of an op: its record (None: not measured on this machine), or why it
-    could not be built."""
-
-    candidate: Candidate
-    record: Record | None = None
-    failed: str | None = None
-
-
-@dataclass
-class Choice:
-    """The path chosen for one op, why, and every candidate considered."""
-
-    label: str
-    chosen: Candidate
-    heuristic: Candidate
-    reason: str
-    paths: list[PathResult] = field(default_factory=list)
-
-    @property
-    def tuned(self) -> bool:
-        """Whether the choice differs from the heuristic's."""
-        return self.chosen.key != self.heuristic.key
-
-
-@dataclass
-class TuningReport:
-    """What `tune_graph` decided, per kernel (``choices``, in program order); the whole-graph
-    check of `tensor_graphs.compile` fills ``graph_error`` and the two graphs' times."""
-
-    tune: str
-    tolerance: float
-    machine: str
-    choices: list[Choice] = field(default_factory=list)
-    measured: int = 0
-    unmeasured: int = 0
-    seconds: float = 0.0
-    graph_error: float | None = None
-    graph_ms: tuple[float, float] | None = None  # (tuned, heuristic) median ms per call
-    note: str = ""
-    #: the tolerance each kernel was held to (below ``tolerance`` when the whole graph needed it)
-    kernel_tolerance: float | None = None
-
-    def __str__(self) -> str:
-        return self.format()
-
-    def format(self, all_kernels: bool = True) -> str:
-        lines = [f"kernel paths (tune={self.tune!r}, tolerance {self.tolerance:g} max error relative to the "
-                 f"largest reference magnitude) on {self.machine}"]
-        if self.measured or self.unmeasured:
-            lines.append(f"measured {self.measured} path(s) in {self.seconds:.1f} s"
-                         + (f"; {self.unmeasured} left unmeasured (time limit)" if self.unmeasured else ""))
-        if self.kernel_tolerance is not None and self.kernel_tolerance != self.tolerance:
-            lines.append(f"each kernel held to {self.kernel_tolerance:g}, so that the whole graph stays within {self.tolerance:g}")
-        if self.graph_error is not None:
-            lines.append(f"whole graph vs the fp32 heuristic path: max error {self.graph_error:.3g} (relative)")
-        if self.graph_ms is not None:
-            lines.append(f"whole graph: tuned {self.graph_ms[0]:.3f} ms, heuristic {self.graph_ms[1]:.3f} ms per call")
-        if self.note:
-            lines.append(self.note)
-        for c in self.choices:
-            if not all_kernels and len(c.paths) < 2:
-                continue
-            lines.append(f"{c.label}: {c.chosen}  ({c.reason})")
-            for p in c.paths:
-                mark = "*" if p.candidate.key == c.chosen.key else " "
-                if p.failed is not None:
-                    lines.append(f"   {mark} {str(p.candidate):32s} cannot run: {p.failed}")
-                elif p.record is None:
-                    lines.append(f"   {mark} {str(p.candidate):32s} no record")
-                else:
-                    r = p.record
-                    within = "" if r.max_rel_err <= (self.kernel_tolerance or self.tolerance) else "  over tolerance"
-                    lines.append(f"   {mark} {str(p.candidate):32s} {r.median_ns / 1e3:10.1f} us "
-                                 f"(p20 {r.p20_ns / 1e3:.1f}, p80 {r.p80_ns / 1e3:.1f})  "
-                                 f"err {r.max_abs_err:.2e} abs, {r.max_rel_err:.2e} rel{within}")
-        return "\n".join(lines)
-
-
-def _label(op: Operation) -> str:
-    shapes = " , ".join("x".join(map(str, v.type.get_shape())) for v in op.operands)  # type: ignore[attr-defined]
-    name = op.results[0].name_hint if op.results else None
-    return f"{op.name} {shapes}" + (f" (%{name})" if name else "")
-
+#: the report's types are the tuner's too
+__all__ = ["TUNE_MODES", "Choice", "PathResult", "PathSpace", "ToleranceError", "TuningReport", "evaluate_values",
+           "tune_graph"]
 
 def _signature(paths: OpPaths, alone: Standalone, candidate: Candidate) -> KernelSignature:
     values = [*paths.op.operands, *paths.op.results]
@@ -256,7 +125,7 @@ def tune_graph(
     start = time.perf_counter()
     ops: list[tuple[OpPaths, Standalone | None, list[Candidate]]] = []
     for paths in space.ops(module):
-        cands = space.candidates(paths) if not space.is_pinned(paths.op) else []
+        cands = op_candidates(space, paths)
         alone = standalone(paths.op) if len(cands) > 1 and tune != "off" else None
         ops.append((paths, alone, cands))
     owned = db is None and tune != "off"
@@ -334,14 +203,10 @@ def _last_cache_bytes(target: Target, device: str) -> int:
 
 def _choose(paths: OpPaths, alone: Standalone | None, cands: list[Candidate], records, failed, tolerance: float,
             space: PathSpace) -> Choice:
+    if (unmeasured := unmeasured_choice(paths, cands, space, measuring=alone is not None)) is not None:
+        return unmeasured
     heuristic = Candidate(paths.chosen)
     label = _label(paths.op)
-    if space.is_pinned(paths.op):
-        return Choice(label, heuristic, heuristic, f"pinned in the IR ({space.pinned} or its parameters)")
-    if len(cands) < 2:
-        return Choice(label, heuristic, heuristic, "only one path", [PathResult(c) for c in cands])
-    if alone is None:
-        return Choice(label, heuristic, heuristic, "heuristic: tune='off'", [PathResult(c) for c in cands])
     results = [PathResult(c, records.get((alone.form, c.key)), failed.get((alone.form, c.key))) for c in cands]
     if any(r.failed is not None and r.candidate.key == heuristic.key for r in results):
         return Choice(label, heuristic, heuristic, "heuristic: its path cannot be measured alone", results)

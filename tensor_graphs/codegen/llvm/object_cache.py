@@ -7,7 +7,7 @@ Two kinds of entry, one file each in the cache directory (``<key>.tgc``):
   target (LLVM CPU and features) and the optimisation level; holds the object code MCJIT made
   (through llvmlite's object cache) and the optimised IR text. A hit skips LLVM's optimisation
   and code generation: the engine loads the object into an empty module.
-- **graph** (`tensor_graphs.api.compile_module`): keyed by the module text a compile starts
+- **graph** (`tensor_graphs.driver.cpu.compile_module`): keyed by the module text a compile starts
   from (aten or tg level) and every option that shapes the code (target, packing, profiling,
   extra tg passes); holds the object code, the graph's signature, the IR text of each level
   and the kernel-path report. A hit skips every pass as well.

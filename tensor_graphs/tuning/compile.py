@@ -1,0 +1,186 @@
+"""A compile whose kernel paths come from the timing database: the tuner pins each kernel's
+fastest path within the tolerance (`tuner.tune_graph`), the driver compiles the graph
+(`tensor_graphs.driver`), and the whole graph is checked on the example inputs against the fp32
+heuristic graph, with stricter per-kernel tolerances while its error is over the user's
+(`BACKOFF`)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+
+from tensor_graphs.driver.cpu import compile_module
+from tensor_graphs.driver.lowering import CompileStats, Lowering, as_numpy, module_level, module_target, set_target
+from tensor_graphs.options import CompileOptions
+from tensor_graphs.runtime_support.executable import CompiledGraph
+
+
+@dataclass
+class Tuning:
+    """How a compile chooses kernel paths (`tensor_graphs.tuning.tuner`): ``tune`` is
+    ``"off"`` (the heuristic), ``"cached"`` (the database's records), ``"missing"`` (measure
+    what is not recorded) or ``"all"`` (measure everything again); a path is eligible when its
+    recorded error (max relative to the largest reference magnitude) is at most ``tolerance``.
+    ``inputs``: example inputs (measuring evaluates the graph on them; the tuned graph is
+    checked on them). ``db``: a `TuningDatabase` (default: `database.default_path`);
+    ``max_seconds``: stop measuring after this long; ``progress``: a tqdm bar while measuring;
+    ``keep_faster``: time the tuned and the heuristic graph on the inputs and return the faster
+    (``False``: always the tuned one)."""
+
+    tune: str = "off"
+    tolerance: float = 1e-5
+    inputs: Sequence = ()
+    db: object | None = None
+    max_seconds: float | None = None
+    progress: bool = True
+    keep_faster: bool = True
+
+    @staticmethod
+    def of(options: CompileOptions, inputs: Sequence = (), db=None) -> Tuning:
+        """The tuning ``options`` ask for, measured on ``inputs``, recorded in ``db`` (opened)."""
+        return Tuning(options.tune, options.tolerance, tuple(inputs), db, options.max_tuning_seconds)
+
+    @property
+    def active(self) -> bool:
+        return self.tune != "off"
+
+
+#: Per-kernel tolerances tried in turn, as fractions of the user's, until the tuned graph's
+#: accumulated error is within the user's tolerance (each kernel within it is no guarantee that
+#: their sum is: GPT-2's int8 GEMVs, each ~6e-3, add up to 2.4e-2 on the logits).
+BACKOFF = (1.0, 0.25, 1 / 16, 1 / 64)
+
+
+def open_db(db):
+    """A `TuningDatabase`: ``db`` itself, or opened at the path ``db`` (default path: None)."""
+    from tensor_graphs.tuning.database import TuningDatabase
+
+    return db if isinstance(db, TuningDatabase) else TuningDatabase(db)
+
+
+def compile_module_tuned(module: ModuleOp, weights: Mapping[str, np.ndarray] | None, options: CompileOptions,
+                         tuning: Tuning, *, stats: CompileStats | None = None, tg_passes: Sequence[str] = (), states=None,
+                         packed: dict | None = None, verify: bool = True, optimize: bool = True) -> CompiledGraph:
+    """`driver.compile_module` with the kernel paths ``tuning`` chooses: a module at the aten or
+    tg level lowered to the optimised tg level, then `compile_tuned`."""
+    stats = stats if stats is not None else CompileStats()
+    if options.device != "cpu":
+        from tensor_graphs.driver.gpu import lower_for_gpu
+
+        lowering, _ = lower_for_gpu(module, options, stats, tg_passes=tg_passes, verify=verify, optimize=optimize)
+        packed = {} if packed is None else packed  # the heuristic and the tuned graph: one device copy of the weights
+        fn = compile_tuned(module, weights or {}, tuning, options.but(pack_weights=False), states=states, packed=packed,
+                           stats=stats)
+    else:
+        from tensor_graphs.diagnostics import verify_module
+
+        if verify:
+            verify_module(module)
+        lowering = Lowering(module, stats, options.keep_ir)
+        level = module_level(module)
+        set_target(module, level, options.target)
+        lowering.keep(level)
+        lowering.to_tg(level, options.pack_weights, optimize, tg_passes)
+        fn = compile_tuned(module, weights or {}, tuning, options, states=states, packed=packed, stats=stats)
+    for k, v in lowering.ir.items():  # the levels before tg (the aten module)
+        fn._ir.setdefault(k, v)
+    return fn
+
+
+def compile_tuned(module: ModuleOp, weights, tuning: Tuning, options: CompileOptions, *, states=None, packed=None,
+                  stats: CompileStats | None = None, heuristic_module=None) -> CompiledGraph:
+    """``module`` (tg level, optimised) with the kernel paths ``tuning`` chooses, checked on its
+    inputs against the fp32 heuristic graph (``heuristic_module``: that graph's module already
+    lowered, else a copy of ``module``): the fastest paths within the tolerance per kernel, then,
+    while the whole graph's error exceeds the tolerance, within a stricter one per kernel
+    (`BACKOFF`); `ToleranceError` when even the strictest exceeds it. The faster of the tuned and
+    the heuristic graph is returned (unless ``tuning.keep_faster`` is off). ``options.device``
+    ``"cuda"``: the GPU's variants, measured and compiled for the GPU."""
+    from tensor_graphs.tuning.measure import errors
+    from tensor_graphs.tuning.tuner import ToleranceError
+
+    stats = stats if stats is not None else CompileStats()
+    if tuning.tune in ("missing", "all") and not tuning.inputs:
+        raise ValueError(f"tune={tuning.tune!r} measures kernel paths on the example inputs: pass them")
+    inputs = [np.ascontiguousarray(np.asarray(as_numpy(x))) for x in tuning.inputs]
+    lower = options.but(target=None)  # the module records its target
+    pristine = module.clone()
+    heuristic: CompiledGraph | None = None
+    attempts: list[tuple[float, float]] = []
+    for i, factor in enumerate(BACKOFF):
+        candidate = pristine.clone()
+        report = _tune(candidate, weights, inputs, tuning, options, factor, first=i == 0, stats=stats)
+        if heuristic is None:
+            heuristic = compile_module(heuristic_module if heuristic_module is not None else pristine.clone(), weights,
+                                       lower, states=states, packed=packed, verify=False, optimize=False, stats=stats)
+        if not any(c.tuned for c in report.choices):
+            heuristic.tuning = report
+            if attempts:
+                report.note = _attempts_note(attempts) + f": over {tuning.tolerance:g}; the heuristic paths are left"
+            return heuristic
+        if not inputs:
+            raise ValueError("compile with tuned kernel paths checks the whole graph on the example inputs: pass them")
+        fn = compile_module(candidate, weights, lower, states=heuristic.states, packed=packed, verify=False,
+                            optimize=False, stats=stats)
+        call = {"past": 0} if fn.states else {}
+        tuned_out, ref_out = fn(*inputs, **call), heuristic(*inputs, **call)
+        tuned_out = tuned_out if isinstance(tuned_out, tuple) else (tuned_out,)
+        ref_out = ref_out if isinstance(ref_out, tuple) else (ref_out,)
+        error = max((errors(a, b)[1] for a, b in zip(tuned_out, ref_out)), default=0.0)
+        if error <= tuning.tolerance:
+            report.graph_error = error
+            if attempts:
+                report.note = _attempts_note(attempts) + f": over {tuning.tolerance:g}, hence the stricter kernels"
+            fn.tuning = report
+            return _faster(fn, heuristic, inputs, call) if tuning.keep_faster else fn
+        attempts.append((tuning.tolerance * factor, error))
+    raise ToleranceError(
+        f"the tuned graph's output differs from the fp32 path's by {min(e for _, e in attempts):.3g} (max error relative "
+        f"to the largest magnitude) at best, over the tolerance {tuning.tolerance:g} ({_attempts_note(attempts)}): the "
+        "kernels' errors accumulate; raise the tolerance, or compile with tune='off'"
+    )
+
+
+def _tune(candidate: ModuleOp, weights, inputs, tuning: Tuning, options: CompileOptions, factor: float, *, first: bool,
+          stats: CompileStats):
+    """The paths of ``candidate`` pinned within ``factor`` of the tolerance (measuring only on
+    the ``first`` attempt; the later ones read what it recorded)."""
+    from tensor_graphs.runtime_support.threads import get_num_threads
+    from tensor_graphs.tuning.tuner import tune_graph
+
+    t0 = time.perf_counter()
+    report = tune_graph(candidate, weights, inputs, tolerance=tuning.tolerance * factor,
+                        tune=tuning.tune if first else "cached", target=module_target(candidate), threads=get_num_threads(),
+                        pack_weights=options.pack_weights, db=tuning.db, max_seconds=tuning.max_seconds,  # type: ignore[arg-type]
+                        progress=tuning.progress, device=options.device)
+    report.tolerance = tuning.tolerance
+    report.kernel_tolerance = tuning.tolerance * factor
+    stats.add("tuning", time.perf_counter() - t0)
+    return report
+
+
+def _attempts_note(attempts: list[tuple[float, float]]) -> str:
+    return "whole-graph error " + ", ".join(f"{e:.3g} with each kernel within {k:g}" for k, e in attempts)
+
+
+def _faster(fn: CompiledGraph, heuristic: CompiledGraph, inputs, call) -> CompiledGraph:
+    """The faster of the tuned graph and the heuristic one on ``inputs`` (interleaved calls,
+    medians): each tuned path was faster alone, but a pinned path can cost a buf-level fusion."""
+    times: dict[int, list[float]] = {0: [], 1: []}
+    for _ in range(5):
+        for k, g in enumerate((fn, heuristic)):
+            t0 = time.perf_counter()
+            g(*inputs, **call)
+            times[k].append(time.perf_counter() - t0)
+    tuned_ms, heuristic_ms = (1e3 * float(np.median(times[k])) for k in (0, 1))
+    report = fn.tuning
+    report.graph_ms = (tuned_ms, heuristic_ms)
+    if tuned_ms <= heuristic_ms:
+        return fn
+    report.note = (report.note + "; " if report.note else "") + "the heuristic graph ran faster on the example inputs: it is the one returned"
+    heuristic.tuning = report
+    return heuristic
