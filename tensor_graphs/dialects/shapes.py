@@ -23,7 +23,7 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
             raise ShapeError(
                 "shapes "
                 + ", ".join(str(list(s)) for s in shapes)
-                + f" do not broadcast: dim {axis} has sizes {sorted(dims)}"
+                + f" do not broadcast: dim {axis} has sizes {sorted(dims, key=str)}"
             )
         out.append(dims.pop() if dims else 1)
     return tuple(out)

@@ -58,6 +58,7 @@ from xdsl.traits import ConstantLike, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from tensor_graphs.dialects.functions import ACTIVATIONS, INTEGER_UNARY
+from tensor_graphs.dialects.symbolic import Dim, dims_of, shaped
 from tensor_graphs.dialects.shapes import (
     ATTENTION_OPERANDS,
     ShapeError,
@@ -73,9 +74,10 @@ from tensor_graphs.dialects.shapes import (
 AnyTensor = base(TensorType)
 
 
-def shape_of(value: SSAValue) -> tuple[int, ...]:
-    """Static shape of a tensor (or memref) value."""
-    return tuple(value.type.get_shape())  # type: ignore[attr-defined]
+def shape_of(value: SSAValue) -> tuple[Dim, ...]:
+    """The shape of a tensor (or memref) value: ints, and for each dynamic dim its expression of
+    the graph's symbols (`dialects.symbolic`)."""
+    return dims_of(value.type)
 
 
 def _check(cond: bool, message: str) -> None:
@@ -218,7 +220,7 @@ class MatmulOp(IRDLOperation):
             beta = 1.0 if acc is not None else 0.0
         if result_type is None:
             shape = matmul_shape(shape_of(lhs), shape_of(rhs), transpose_a, transpose_b)
-            result_type = TensorType(lhs.type.element_type, shape)  # type: ignore[attr-defined]
+            result_type = shaped(lhs.type.element_type, shape)  # type: ignore[attr-defined]
         super().__init__(
             operands=[lhs, rhs, [acc] if acc is not None else []],
             properties={
@@ -278,7 +280,7 @@ class ElementwiseBinaryOp(IRDLOperation, abc.ABC):
     def __init__(self, lhs: SSAValue, rhs: SSAValue, result_type: Attribute | None = None):
         if result_type is None:
             shape = broadcast_shapes(shape_of(lhs), shape_of(rhs))
-            result_type = TensorType(lhs.type.element_type, shape)  # type: ignore[attr-defined]
+            result_type = shaped(lhs.type.element_type, shape)  # type: ignore[attr-defined]
         super().__init__(operands=[lhs, rhs], result_types=[result_type])
 
     def verify_(self) -> None:
@@ -351,7 +353,7 @@ class SelectOp(IRDLOperation):
         shape = broadcast_shapes(shape_of(cond), shape_of(on_true), shape_of(on_false))
         super().__init__(
             operands=[cond, on_true, on_false],
-            result_types=[TensorType(on_true.type.element_type, shape)],  # type: ignore[attr-defined]
+            result_types=[shaped(on_true.type.element_type, shape)],  # type: ignore[attr-defined]
         )
 
     def verify_(self) -> None:
@@ -373,7 +375,7 @@ class CastOp(IRDLOperation):
     assembly_format = "$input attr-dict `:` functional-type(operands, results)"
 
     def __init__(self, input: SSAValue, element_type: Attribute):
-        super().__init__(operands=[input], result_types=[TensorType(element_type, shape_of(input))])
+        super().__init__(operands=[input], result_types=[shaped(element_type, shape_of(input))])
 
     def verify_(self) -> None:
         _check(shape_of(self.input) == shape_of(self.result), "tg.cast: the shape must not change")
@@ -494,7 +496,7 @@ class ReshapeOp(IRDLOperation):
     assembly_format = "$input attr-dict `:` functional-type(operands, results)"
 
     def __init__(self, input: SSAValue, shape: tuple[int, ...]):
-        super().__init__(operands=[input], result_types=[TensorType(input.type.element_type, shape)])  # type: ignore[attr-defined]
+        super().__init__(operands=[input], result_types=[shaped(input.type.element_type, shape)])  # type: ignore[attr-defined]
 
     def verify_(self) -> None:
         a, b = shape_of(self.input), shape_of(self.result)
@@ -525,7 +527,7 @@ class TransposeOp(IRDLOperation):
         super().__init__(
             operands=[input],
             properties={"perm": DenseArrayBase.from_list(i64, list(perm))},
-            result_types=[TensorType(input.type.element_type, shape)],  # type: ignore[attr-defined]
+            result_types=[shaped(input.type.element_type, shape)],  # type: ignore[attr-defined]
         )
 
     @property
@@ -562,7 +564,7 @@ class SliceOp(IRDLOperation):
         super().__init__(
             operands=[input],
             properties={"dim": IntegerAttr(dim, i64), "start": IntegerAttr(start, i64), "step": IntegerAttr(step, i64)},
-            result_types=[TensorType(input.type.element_type, shape)],  # type: ignore[attr-defined]
+            result_types=[shaped(input.type.element_type, shape)],  # type: ignore[attr-defined]
         )
 
     @property
@@ -599,7 +601,7 @@ class ConcatOp(IRDLOperation):
         shape[dim] = sum(shape_of(v)[dim] for v in inputs)
         super().__init__(
             operands=[inputs], properties={"dim": IntegerAttr(dim, i64)},
-            result_types=[TensorType(inputs[0].type.element_type, shape)],  # type: ignore[attr-defined]
+            result_types=[shaped(inputs[0].type.element_type, shape)],  # type: ignore[attr-defined]
         )
 
     def verify_(self) -> None:
@@ -625,7 +627,7 @@ class BroadcastOp(IRDLOperation):
     assembly_format = "$input attr-dict `:` functional-type(operands, results)"
 
     def __init__(self, input: SSAValue, shape: tuple[int, ...]):
-        super().__init__(operands=[input], result_types=[TensorType(input.type.element_type, shape)])  # type: ignore[attr-defined]
+        super().__init__(operands=[input], result_types=[shaped(input.type.element_type, shape)])  # type: ignore[attr-defined]
 
     def verify_(self) -> None:
         _check(is_broadcastable_to(shape_of(self.input), shape_of(self.result)),
@@ -645,7 +647,7 @@ class EmbeddingOp(IRDLOperation):
 
     def __init__(self, table: SSAValue, indices: SSAValue):
         shape = (*shape_of(indices), shape_of(table)[1])
-        super().__init__(operands=[table, indices], result_types=[TensorType(table.type.element_type, shape)])  # type: ignore[attr-defined]
+        super().__init__(operands=[table, indices], result_types=[shaped(table.type.element_type, shape)])  # type: ignore[attr-defined]
 
     def verify_(self) -> None:
         t = shape_of(self.table)
@@ -671,7 +673,7 @@ class TakeOp(IRDLOperation):
     assembly_format = "$input `,` $offsets attr-dict `:` functional-type(operands, results)"
 
     def __init__(self, input: SSAValue, offsets: SSAValue):
-        result = TensorType(input.type.element_type, shape_of(offsets))  # type: ignore[attr-defined]
+        result = shaped(input.type.element_type, shape_of(offsets))  # type: ignore[attr-defined]
         super().__init__(operands=[input, offsets], result_types=[result])
 
     def verify_(self) -> None:
@@ -732,7 +734,7 @@ class Im2colOp(IRDLOperation):
                 for name, v in (("kernel", kernel), ("stride", stride), ("padding", padding), ("dilation", dilation))
             }
             | {"pad_value": float_attr(pad_value)},
-            result_types=[TensorType(input.type.element_type, (n, c, *kernel, *positions))],  # type: ignore[attr-defined]
+            result_types=[shaped(input.type.element_type, (n, c, *kernel, *positions))],  # type: ignore[attr-defined]
         )
 
     @property
@@ -810,7 +812,7 @@ class WinogradConvOp(IRDLOperation):
                 "beta": float_attr(beta),
                 "activation": StringAttr(activation),
             },
-            result_types=[TensorType(input.type.element_type, (1, cout, h + 2 * padding[0] - 2, w + 2 * padding[1] - 2))],  # type: ignore[attr-defined]
+            result_types=[shaped(input.type.element_type, (1, cout, h + 2 * padding[0] - 2, w + 2 * padding[1] - 2))],  # type: ignore[attr-defined]
         )
 
     @property
@@ -864,7 +866,7 @@ class ReduceOp(IRDLOperation, abc.ABC):
         super().__init__(
             operands=[input],
             properties={"dims": DenseArrayBase.from_list(i64, sorted(dims)), "keepdim": bool_attr(keepdim)},
-            result_types=[TensorType(input.type.element_type, shape)],  # type: ignore[attr-defined]
+            result_types=[shaped(input.type.element_type, shape)],  # type: ignore[attr-defined]
         )
 
     @property
@@ -963,7 +965,7 @@ class ArgReduceOp(IRDLOperation):
         super().__init__(
             operands=[input],
             properties={"kind": StringAttr(kind), "dim": IntegerAttr(dim, i64), "keepdim": bool_attr(keepdim)},
-            result_types=[TensorType(i64, shape)],
+            result_types=[shaped(i64, shape)],
         )
 
     def verify_(self) -> None:
@@ -1074,7 +1076,7 @@ class ArgTopkOp(IRDLOperation):
         super().__init__(
             operands=[input],
             properties={"k": IntegerAttr(k, i64), "dim": IntegerAttr(dim, i64), "largest": bool_attr(largest)},
-            result_types=[TensorType(i64, shape)],
+            result_types=[shaped(i64, shape)],
         )
 
     def verify_(self) -> None:
@@ -1194,7 +1196,7 @@ class LapackOp(IRDLOperation):
         batch, _, dims = lapack.problem(routine, [shape_of(v) for v in inputs], params)
         kind, shape = lapack.slot_shape(routine, output, dims)
         el = inputs[0].type.element_type  # type: ignore[attr-defined]
-        return TensorType(IntegerType(32) if kind == "i32" else el, (*batch, *shape))
+        return shaped(IntegerType(32) if kind == "i32" else el, (*batch, *shape))
 
     def verify_(self) -> None:
         from tensor_graphs.dialects import lapack
@@ -1238,7 +1240,7 @@ class GroupedMatmulOp(IRDLOperation):
         props = {"transpose_b": bool_attr(True)} if transpose_b else {}
         super().__init__(
             operands=[input, weight, offsets], properties=props,
-            result_types=[TensorType(input.type.element_type, (shape_of(input)[0], n))],  # type: ignore[attr-defined]
+            result_types=[shaped(input.type.element_type, (shape_of(input)[0], n))],  # type: ignore[attr-defined]
         )
 
     @property
@@ -1426,7 +1428,7 @@ class AttentionOp(AttentionLayout, IRDLOperation):
         super().__init__(
             operands=[q, k, v, [mask] if mask is not None else []],
             properties=props,
-            result_types=[TensorType(q.type.element_type, out)],  # type: ignore[attr-defined]
+            result_types=[shaped(q.type.element_type, out)],  # type: ignore[attr-defined]
         )
 
     def _layout_values(self) -> tuple[SSAValue, SSAValue, SSAValue, SSAValue]:

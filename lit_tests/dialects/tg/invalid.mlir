@@ -366,3 +366,19 @@ func.func @lapack_rows_do_not_fit(%lu: tensor<4x4xf32>, %p: tensor<4xi32>, %b: t
   func.return %x : tensor<4x2xf32>
 }
 // CHECK: tg.lapack: getrs: a factored [n, n] matrix, [n] pivots and [n, k] rows, got [[4, 4], [4], [3, 2]]
+
+// -----
+
+func.func @two_symbols_do_not_broadcast(%x: tensor<?x4xf32, ["seq"]>, %y: tensor<?x4xf32, ["b"]>) -> tensor<?x4xf32, ["seq"]> {
+  %a = tg.add %x, %y : (tensor<?x4xf32, ["seq"]>, tensor<?x4xf32, ["b"]>) -> tensor<?x4xf32, ["seq"]>
+  func.return %a : tensor<?x4xf32, ["seq"]>
+}
+// CHECK: tg.add{{.*}}shapes [seq, 4], [b, 4] do not broadcast: dim -2 has sizes [b, seq]
+
+// -----
+
+func.func @reshape_keeps_the_count(%x: tensor<?x64xf32, ["seq"]>) -> tensor<?x32xf32, ["seq"]> {
+  %r = tg.reshape %x : (tensor<?x64xf32, ["seq"]>) -> tensor<?x32xf32, ["seq"]>
+  func.return %r : tensor<?x32xf32, ["seq"]>
+}
+// CHECK: tg.reshape: cannot reshape [seq, 64] (64*seq elements) to [seq, 32] (32*seq elements)
