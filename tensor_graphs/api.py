@@ -23,6 +23,7 @@ from tensor_graphs.driver.lowering import (
     context,
     module_level,
     module_target,
+    refuse_symbolic,
     set_target,
 )
 from tensor_graphs.options import CompileOptions, DecoderOptions
@@ -136,8 +137,9 @@ def compile(
 
     ``dynamic_shapes``: torch.export's own spec (``{"x": {1: torch.export.Dim("seq", min=1,
     max=512)}}``), handed to ``torch.export.export``; the imported graph names each dynamic size
-    after its Dim and records its range (`dialects.symbolic`). Lowering such a graph below the
-    aten level is not done yet: a `SymbolicShapeError` says so (``tg.export`` writes it).
+    after its Dim and records its range (`dialects.symbolic`); the tg level carries them too.
+    Compiling such a graph to kernels is not done yet: a `SymbolicShapeError` says so
+    (``tg.export`` writes it).
     """
     from tensor_graphs.frontend.importer import (
         _forget_generated_source,
@@ -218,6 +220,7 @@ def tune_module(
     level = module_level(module)
     if level not in ("aten", "tg"):
         raise ValueError(f"tuning chooses kernel paths at the tg level: this module is at the {level} level")
+    refuse_symbolic(module)
     set_target(module, level, target)
     build_pipeline(tensor_pipeline(pack_weights, TENSOR_PIPELINE if level == "aten" else TG_OPTIMIZE)).apply(context(), module)
     db = open_db(tuning_db)

@@ -2,7 +2,7 @@
 
 The whole corpus (every OpInfo, its first 2 samples, at float32, float16, bfloat16, float64,
 int64 and bool) takes about an hour on 2 cores; it runs as a script
-(``benchmarks/opinfo_sweep.py``, the README's table). This file runs a fixed slice of it in
+(``benchmarks/opinfo_sweep.py``, the table in docs/ops-and-dtypes.md). This file runs a fixed slice of it in
 ``make test``: the first sample of every ``F32_STRIDE``-th OpInfo (in ``op_db``'s order) at
 float32, and of every ``OTHER_STRIDE``-th at each other dtype (each dtype starting at its own
 offset, so the dtypes do not all take the same ops: ``opinfo_harness.slice_cases``), each case

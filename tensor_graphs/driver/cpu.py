@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
-from tensor_graphs.driver.lowering import CompileStats, Lowering, module_level, module_target, set_target
+from tensor_graphs.driver.lowering import CompileStats, Lowering, module_level, module_target, refuse_symbolic, set_target
 from tensor_graphs.options import CompileOptions
 from tensor_graphs.passes import BUFFER_PIPELINE, LLVM_PIPELINE, PROFILED_LLVM_PIPELINE, buffer_pipeline
 from tensor_graphs.runtime_support.executable import CompiledGraph
@@ -41,6 +41,7 @@ def compile_module(
                                optimize=optimize, bound=packed)
     if verify:
         verify_module(module)
+    refuse_symbolic(module)
     stats = stats if stats is not None else CompileStats()
     lowering = Lowering(module, stats, options.keep_ir)
     level = module_level(module)

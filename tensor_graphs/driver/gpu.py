@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
-from tensor_graphs.driver.lowering import CompileStats, Lowering, module_level
+from tensor_graphs.driver.lowering import CompileStats, Lowering, module_level, refuse_symbolic
 from tensor_graphs.options import CompileOptions
 
 
@@ -24,6 +24,7 @@ def lower_for_gpu(module: ModuleOp, options: CompileOptions, stats: CompileStats
     device_for(options.device)
     if verify:
         verify_module(module)
+    refuse_symbolic(module)
     level = module_level(module)
     if level not in ("aten", "tg", "buf"):
         raise ValueError(f"device='cuda' compiles a module at the aten, tg or (planned) buf level, got one at the {level} level")

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import DYNAMIC_INDEX, ModuleOp
 
 from tensor_graphs.passes import TENSOR_PIPELINE, build_pipeline, tensor_pipeline
 from tensor_graphs.target import Target
@@ -104,6 +104,23 @@ def set_target(module: ModuleOp, level: str, target: Target | str | None) -> Non
         return
     chosen.check_runs_here()  # before any work: code for a CPU this one is not cannot run here
     record(module, chosen)
+
+
+def refuse_symbolic(module: ModuleOp) -> None:
+    """A `SymbolicShapeError` when ``module`` has dynamic sizes: the aten and tg levels carry them
+    (`dialects.symbolic`; ``tg-opt -p convert-aten-to-tensor`` lowers them), the kernels do not yet."""
+    from tensor_graphs.dialects.symbolic import SymbolicShapeError, symbols_of
+
+    symbols = symbols_of(module)
+    dynamic = next((v.type for o in module.walk() for v in (*o.results, *(a for r in o.regions for b in r.blocks for a in b.args))
+                    if DYNAMIC_INDEX in tuple(getattr(v.type, "get_shape", tuple)())), None)
+    if not symbols and dynamic is None:
+        return
+    ranges = ", ".join(f"{k} in [{lo}, {hi}]" for k, (lo, hi) in symbols.items()) or f"a value of type {dynamic}"
+    raise SymbolicShapeError(
+        f"this graph has dynamic sizes ({ranges}); tensor_graphs carries them through the aten and tg levels "
+        "(tg.export writes them; tg-opt -p convert-aten-to-tensor lowers them) but does not yet compile them "
+        "to kernels: compile it without dynamic_shapes, once per shape you run")
 
 
 def module_target(module: ModuleOp) -> Target:

@@ -14,7 +14,15 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from tensor_graphs.driver.cpu import compile_module
-from tensor_graphs.driver.lowering import CompileStats, Lowering, as_numpy, module_level, module_target, set_target
+from tensor_graphs.driver.lowering import (
+    CompileStats,
+    Lowering,
+    as_numpy,
+    module_level,
+    module_target,
+    refuse_symbolic,
+    set_target,
+)
 from tensor_graphs.options import CompileOptions
 from tensor_graphs.runtime_support.executable import CompiledGraph
 
@@ -80,6 +88,7 @@ def compile_module_tuned(module: ModuleOp, weights: Mapping[str, np.ndarray] | N
 
         if verify:
             verify_module(module)
+        refuse_symbolic(module)
         lowering = Lowering(module, stats, options.keep_ir)
         level = module_level(module)
         set_target(module, level, options.target)

@@ -16,7 +16,7 @@ writer waits up to `BUSY_TIMEOUT_S` for another's transaction. ``PRAGMA user_ver
 `SCHEMA_VERSION`; a file written by a newer tensor_graphs is refused, not guessed at.
 
 The default file is ``$XDG_CACHE_HOME/tensor_graphs/tuning.sqlite`` (``~/.cache/...``);
-``TG_TUNING_DB`` moves it. README "Tuning database" says how the schema maps onto a shared
+``TG_TUNING_DB`` moves it. docs/tuning.md ("Tuning database") says how the schema maps onto a shared
 server database for a fleet.
 """
 

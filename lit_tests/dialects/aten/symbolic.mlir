@@ -1,8 +1,7 @@
 // RUN: tg-opt %s | tg-opt | filecheck %s
-// RUN: tg-opt %s --split-input-file --verify-diagnostics -p convert-aten-to-tensor
 // Symbolic sizes at the aten level: each `?` names its expression (the type's last parameter),
 // the module records each symbol's range; a reshape's dynamic size entries are read from its
-// result type. The levels below do not take them yet: convert-aten-to-tensor says so.
+// result type (lowered to tg: lowering/convert-aten-to-tensor-symbolic.mlir).
 
 // CHECK: builtin.module attributes {tg.symbols = {seq = array<i64: 1, 512>}}
 // CHECK-LABEL: func.func @attention_block
@@ -11,7 +10,6 @@
 // CHECK: aten.view {{.*}} {size = array<i64: 2, -9223372036854775808, 3, 4, 8>} : (tensor<2x?x96xf32, ["seq"]>) -> tensor<2x?x3x4x8xf32, ["seq"]>
 // CHECK: aten.cat {{.*}} -> tensor<4x?x3x4x8xf32, ["seq"]>
 // CHECK: aten.view {{.*}} -> tensor<?x3x4x8xf32, ["2*seq"]>
-// expected-error@+1 {{convert-aten-to-tensor: this graph has dynamic sizes (seq in [1, 512]); tensor_graphs imports and exports them at the aten level (tg.export writes them) but does not yet lower them to kernels: compile it without dynamic_shapes, once per shape you run}}
 builtin.module attributes {tg.symbols = {seq = array<i64: 1, 512>}} {
   func.func @attention_block(%x: tensor<2x?x32xf32, ["seq"]>) -> tensor<2x?x3x4x8xf32, ["seq"]> {
     %w = tg.weight "qkv.weight" : tensor<96x32xf32>

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import DYNAMIC_INDEX, ModuleOp
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import GreedyRewritePatternApplier, PatternRewriteWalker, RewritePattern
 from xdsl.utils.exceptions import PassFailedException
@@ -84,32 +84,11 @@ def populate_aten_to_tensor_patterns() -> list[RewritePattern]:
     ]
 
 
-def refuse_symbolic(module: ModuleOp, where: str) -> None:
-    """A `SymbolicShapeError` when ``module`` has dynamic sizes: the aten level carries them
-    (`dialects.symbolic`); the levels below do not yet."""
-    from tensor_graphs.dialects.symbolic import SymbolicShapeError, symbols_of
-
-    class DynamicSizesNotLowered(AtenConversionError, SymbolicShapeError):
-        """Both a pass failure (tg-opt prints it) and a `SymbolicShapeError`."""
-
-    symbols = symbols_of(module)
-    dynamic = [v for o in module.walk() for v in (*o.results, *(a for r in o.regions for b in r.blocks for a in b.args))
-               if DYNAMIC_INDEX in tuple(getattr(v.type, "get_shape", tuple)())]
-    if not symbols and not dynamic:
-        return
-    ranges = ", ".join(f"{k} in [{lo}, {hi}]" for k, (lo, hi) in symbols.items()) or f"a value of type {dynamic[0].type}"
-    raise DynamicSizesNotLowered(
-        f"{where}: this graph has dynamic sizes ({ranges}); tensor_graphs imports and exports them at the "
-        "aten level (tg.export writes them) but does not yet lower them to kernels: compile it without "
-        "dynamic_shapes, once per shape you run")
-
-
 @dataclass(frozen=True)
 class ConvertAtenToTensorPass(ModulePass):
     name = "convert-aten-to-tensor"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        refuse_symbolic(op, self.name)
         failures: dict = {}
         token = MATCH_FAILURES.set(failures)
         try:
