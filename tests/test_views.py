@@ -64,6 +64,36 @@ def test_view_op_is_exact(name):
     assert got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_as_strided_to_a_0d_result_stays_0d(dtype):
+    """``resize_(())``/``as_strided(x, (), ())``: a 0-d offset table (NumPy's ascontiguousarray
+    made it 1-d: a [1] result, and a cast of float16 of mismatched shapes, an internal error)."""
+    x = torch.tensor(2.5, dtype=dtype)
+    model = View(lambda v: torch.as_strided(v.clone(), (), ()) * 2)
+    got = tg.compile(model, (x,))(x)
+    assert got.shape == () and got.dtype == dtype and torch.equal(got, model(x))
+
+
+def test_a_0d_input_is_tuned_as_0d(tmp_path):
+    """The tuner's inputs keep their rank: a 0-d one was made 1-d, and the check of the tuned
+    graph on them failed with a shape error."""
+
+    class Scaled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(8, 16)
+
+        def forward(self, s, x):
+            return self.fc(x) * s
+
+    torch.manual_seed(0)
+    model, s, x = Scaled().eval(), torch.tensor(1.5), torch.randn(4, 8)
+    fn = tg.compile(model, (s, x), tune="missing", tolerance=1e-2, tuning_db=tmp_path / "db.sqlite")
+    got, want = fn(s, x), model(s, x)
+    assert got.shape == want.shape  # within the tolerance asked, as the tuner measures it:
+    assert float((got - want).abs().max()) <= 1e-2 * float(want.abs().max())
+
+
 def test_run_time_indices_out_of_range_raise():
     """An index beyond the dim (index_select) or more true mask elements than the source holds
     (masked_scatter): an IndexError at the call, as torch raises."""

@@ -55,7 +55,7 @@ from tensor_graphs import dtypes
 from tensor_graphs.dialects import aten
 from tensor_graphs.dialects.tensor import ConstantOp, WeightOp
 from tensor_graphs.dialects.dense import dense_from_numpy
-from tensor_graphs.dialects.symbolic import DYNAMIC_INDEX, Dim, record_symbols, shaped, symbol
+from tensor_graphs.dialects.symbolic import DYNAMIC_INDEX, Dim, format_expr, record_symbols, shaped, symbol
 from tensor_graphs.frontend.handlers import HANDLERS, library_handler
 from tensor_graphs.frontend.unsupported import (
     KNOWN,
@@ -247,7 +247,7 @@ class GraphImporter:
         return self.value_type(node.meta.get("val"), f"the result of {_target_name(node)}")
 
     def value_type(self, value: object, what: str) -> TensorType:
-        return tensor_type(value, what, self._static_dim)
+        return tensor_type(value, what, self._dim_size)
 
     def static_value(self, value: object, node: torch.fx.Node, arg: str) -> object:
         """A non-tensor argument: a symbolic size (a node computing a ``SymInt`` from a dynamic
@@ -260,8 +260,7 @@ class GraphImporter:
         if isinstance(val, torch.SymInt) and self.symbolic_expr(val) is not None:
             if (node.target, arg) in SYMBOLIC_SIZE_ARGS:
                 return DYNAMIC_INDEX  # the size is the result type's: a reshape's, an expand's
-            self.report(symbolic_argument(_target_name(node), node_location(node), arg, str(self.symbolic_expr(val))))
-            return int(val.node.hint)
+            return self._refuse_symbolic_number(val, node, arg)
         if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
             return self._example_value(val)
         raise self.error(node, f"argument '{arg}' is computed at run time, expected a constant")
@@ -313,10 +312,9 @@ class GraphImporter:
             if isinstance(v, SSAValue):
                 return v
             val = value.meta.get("val")
-            if isinstance(val, torch.SymInt) and self.symbolic_expr(val) is not None:
-                self.report(symbolic_argument(_target_name(node), node_location(node), arg, str(self.symbolic_expr(val))))
             if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-                number = self._example_value(val) if self.symbolic_expr(val) is None else int(val.node.hint)
+                symbolic = isinstance(val, torch.SymInt) and self.symbolic_expr(val) is not None
+                number = self._refuse_symbolic_number(val, node, arg) if symbolic else self._example_value(val)
                 return self.scalar_constant(number, _scalar_dtype(node, number))
             raise self.error(node, f"argument '{arg}' is not a tensor")
         if isinstance(value, (bool, int, float)):
@@ -360,7 +358,7 @@ class GraphImporter:
         hint = value.node.hint
         return 0 if hint is None else hint
 
-    def _static_dim(self, d: torch.SymInt) -> Dim:
+    def _dim_size(self, d: torch.SymInt) -> Dim:
         """The size of a symbolic dim: an expression of the graph's symbols (the dynamic input
         sizes, `_name_dynamic_dims`) when it depends on those only; else (a size that depends on
         data: an unbacked size, reported where it first appears) the example's size."""
@@ -369,6 +367,13 @@ class GraphImporter:
             return expr
         self._explain(d)
         return int(d.node.hint) if d.node.hint is not None else 1
+
+    def _refuse_symbolic_number(self, value: torch.SymInt, node: torch.fx.Node, arg: str) -> int:
+        """Report a dynamic size used as a number (an argument other than a reshape's sizes, or a
+        tensor operand); the import goes on at the example's value."""
+        expr = format_expr(self.symbolic_expr(value))  # type: ignore[arg-type]
+        self.report(symbolic_argument(_target_name(node), node_location(node), arg, expr))
+        return int(value.node.hint)
 
     def symbolic_expr(self, value: torch.SymInt) -> Dim | None:
         """``value`` as an expression of the graph's symbols; None when it depends on others."""
@@ -392,7 +397,7 @@ class GraphImporter:
 
     def _try_type(self, value: object) -> TensorType | None:
         try:
-            return tensor_type(value, "value", self._static_dim)
+            return tensor_type(value, "value", self._dim_size)
         except TypeError:
             return None
 

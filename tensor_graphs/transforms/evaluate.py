@@ -226,7 +226,7 @@ def _reshape(op: ReshapeOp, x: np.ndarray) -> np.ndarray:
 
 
 def _transpose(op: TransposeOp, x: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(np.transpose(x, op.permutation))
+    return np.array(np.transpose(x, op.permutation), order="C")  # (ascontiguousarray makes 0-d 1-d)
 
 
 def _slice(op: SliceOp, x: np.ndarray) -> np.ndarray:

@@ -115,7 +115,7 @@ def compile_tuned(module: ModuleOp, weights, tuning: Tuning, options: CompileOpt
     stats = stats if stats is not None else CompileStats()
     if tuning.tune in ("missing", "all") and not tuning.inputs:
         raise ValueError(f"tune={tuning.tune!r} measures kernel paths on the example inputs: pass them")
-    inputs = [np.ascontiguousarray(np.asarray(as_numpy(x))) for x in tuning.inputs]
+    inputs = [np.array(as_numpy(x), order="C") for x in tuning.inputs]  # 0-d stays 0-d (not ascontiguousarray)
     lower = options.but(target=None)  # the module records its target
     pristine = module.clone()
     heuristic: CompiledGraph | None = None

@@ -152,7 +152,7 @@ def measure(
     (pin_gpu if gpu else pin)(op, candidate)
     options = CompileOptions(keep_ir=False, profile=True, target=None if gpu else target, device=device)
     fn = compile_module(module, {k: weights[v] for k, v in alone.weights.items()}, options, verify=False, optimize=False)
-    args = [np.ascontiguousarray(x) for x in inputs]
+    args = [np.array(x, order="C", copy=None) for x in inputs]  # 0-d stays 0-d (not ascontiguousarray)
     out = fn(*args)
     abs_err, rel_err = errors(out, reference)
     flush = _gpu_flush(fn, cold) if gpu else np.zeros(2 * target.caches.l3 // 4 if cold else 0, np.float32)

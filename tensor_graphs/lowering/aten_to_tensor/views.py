@@ -47,7 +47,8 @@ def positions(shape: tuple[int, ...]) -> np.ndarray:
 
 
 def _constant(ops: OpList, offsets: np.ndarray) -> SSAValue:
-    return ops.add(ConstantOp(dense_from_numpy(np.ascontiguousarray(offsets, dtype=np.int64), i64)))
+    # np.array, not np.ascontiguousarray: that makes a 0-d table (as_strided to size ()) 1-d
+    return ops.add(ConstantOp(dense_from_numpy(np.array(offsets, dtype=np.int64, order="C"), i64)))
 
 
 def _broadcast(ops: OpList, value: SSAValue, shape: tuple[int, ...]) -> SSAValue:
