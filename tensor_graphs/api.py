@@ -31,7 +31,7 @@ from tensor_graphs.passes import TENSOR_PIPELINE, build_pipeline, tensor_pipelin
 from tensor_graphs.runtime_support.executable import CompiledGraph
 from tensor_graphs.runtime_support.profile import ProfileReport
 from tensor_graphs.target import Target
-from tensor_graphs.tuning.compile import Tuning, open_db
+from tensor_graphs.tuning.compile import Tuning, opened_db
 
 __all__ = ["CompileOptions", "CompileStats", "DecoderOptions", "LEVELS", "TG_OPTIMIZE", "Tuning", "compile",
            "compile_decoder", "compile_module", "estimate_memory", "export", "generate", "get_num_threads", "load",
@@ -163,15 +163,11 @@ def compile(
         graph = import_exported_program(program, dim_names_of(model, dynamic_shapes))
     stats.seconds["torch.export"] = t1 - t0
     stats.seconds["import"] = time.perf_counter() - t1
-    db = open_db(tuning_db) if options.tuned else None
-    try:
+    with opened_db(tuning_db, options.tuned) as db:
         fn = _compile(graph.module, graph.weights, options, Tuning.of(options, example_inputs, db), stats=stats,
                       verify=False)
-        fn.output_structure = graph.structure  # tuples, lists, named tuples, dicts, numbers: as the model returns them
-        return fn
-    finally:
-        if db is not None and db is not tuning_db:
-            db.close()
+    fn.output_structure = graph.structure  # tuples, lists, named tuples, dicts, numbers: as the model returns them
+    return fn
 
 
 def tune(
@@ -223,14 +219,10 @@ def tune_module(
     refuse_symbolic(module)
     set_target(module, level, target)
     build_pipeline(tensor_pipeline(pack_weights, TENSOR_PIPELINE if level == "aten" else TG_OPTIMIZE)).apply(context(), module)
-    db = open_db(tuning_db)
-    try:
+    with opened_db(tuning_db) as db:
         return tune_graph(module, weights, [np.asarray(x) for x in example_inputs], tolerance=tolerance, tune=tune,
                           target=module_target(module), threads=get_num_threads(), pack_weights=pack_weights, db=db,
                           max_seconds=max_seconds, progress=progress)
-    finally:
-        if db is not tuning_db:
-            db.close()
 
 
 def export(model, example_inputs: Sequence, path: str | Path, *, dynamic_shapes=None):
@@ -356,13 +348,9 @@ def compile_decoder(
                              tolerance=tolerance, tune=tune, tuning_db=tuning_db,
                              max_tuning_seconds=max_tuning_seconds, device=device)
     decoder = DecoderOptions(max_seq, batch, prefill_chunk, padding, weight_format)
-    db = open_db(tuning_db) if options.tuned else None
-    try:
+    with opened_db(tuning_db, options.tuned) as db:
         return decoder_assembly.compile_decoder(model, decoder, options, stats if stats is not None else CompileStats(),
                                                 Tuning.of(options, (), db))
-    finally:
-        if db is not None and db is not tuning_db:
-            db.close()
 
 
 def generate(

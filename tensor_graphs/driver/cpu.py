@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
-from tensor_graphs.driver.lowering import CompileStats, Lowering, module_level, module_target, refuse_symbolic, set_target
+from tensor_graphs.driver.lowering import CompileStats, Lowering, begin, module_target, set_target
 from tensor_graphs.options import CompileOptions
 from tensor_graphs.passes import BUFFER_PIPELINE, LLVM_PIPELINE, PROFILED_LLVM_PIPELINE, buffer_pipeline
 from tensor_graphs.runtime_support.executable import CompiledGraph
@@ -32,20 +32,14 @@ def compile_module(
     (`tensor_graphs.api.compile_module` says what each argument does); ``options.device``
     other than the CPU: `gpu.compile_for_gpu`. The options' tuning is not read here."""
     from tensor_graphs.codegen.llvm.jit import jit_compile
-    from tensor_graphs.diagnostics import verify_module
 
     if options.device != "cpu":
         from tensor_graphs.driver.gpu import compile_for_gpu
 
         return compile_for_gpu(module, weights, options, stats=stats, tg_passes=tg_passes, states=states, verify=verify,
                                optimize=optimize, bound=packed)
-    if verify:
-        verify_module(module)
-    refuse_symbolic(module)
-    stats = stats if stats is not None else CompileStats()
-    lowering = Lowering(module, stats, options.keep_ir)
-    level = module_level(module)
-    set_target(module, level, options.target)
+    lowering, level = begin_cpu(module, options, stats, verify)
+    stats = lowering.stats
     cached = _from_cache(module, level, weights, states, packed, options, stats, tg_passes, optimize)
     if isinstance(cached, CompiledGraph):
         return cached
@@ -72,6 +66,14 @@ def compile_module(
         cache.put(key, Entry(fn._native.object_code, LazyText.of(fn._native.ir_text), fn.signature,
                              {k: LazyText.of(v) for k, v in lowering.ir.items()}, report))
     return fn
+
+
+def begin_cpu(module: ModuleOp, options: CompileOptions, stats: CompileStats | None, verify: bool) -> tuple[Lowering, str]:
+    """`lowering.begin`, then the target recorded (``options.target``): what a CPU compile, tuned
+    or not, does first."""
+    lowering, level = begin(module, options, stats, verify)
+    set_target(module, level, options.target)
+    return lowering, level
 
 
 def _to_buffers(lowering: Lowering, level: str, options: CompileOptions, optimize: bool, tg_passes: Sequence[str]):

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
-from tensor_graphs.driver.lowering import CompileStats, Lowering, module_level, refuse_symbolic
+from tensor_graphs.driver.lowering import CompileStats, Lowering, begin
 from tensor_graphs.options import CompileOptions
 
 
@@ -18,17 +18,12 @@ def lower_for_gpu(module: ModuleOp, options: CompileOptions, stats: CompileStats
     """``module`` verified and (from aten or tg) optimised at the tg level without load-time
     weight transforms; the lowering and the level it started at. No GPU (and no
     ``TRITON_INTERPRET=1``): a `DeviceError` before any work."""
-    from tensor_graphs.diagnostics import verify_module
     from tensor_graphs.runtime_support.triton_graph import device_for
 
     device_for(options.device)
-    if verify:
-        verify_module(module)
-    refuse_symbolic(module)
-    level = module_level(module)
+    lowering, level = begin(module, options, stats, verify)
     if level not in ("aten", "tg", "buf"):
         raise ValueError(f"device='cuda' compiles a module at the aten, tg or (planned) buf level, got one at the {level} level")
-    lowering = Lowering(module, stats if stats is not None else CompileStats(), options.keep_ir)
     lowering.keep(level)
     if level != "buf":
         lowering.to_tg(level, False, optimize, tg_passes)  # no load-time weight transforms on the GPU

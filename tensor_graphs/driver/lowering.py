@@ -106,6 +106,18 @@ def set_target(module: ModuleOp, level: str, target: Target | str | None) -> Non
     record(module, chosen)
 
 
+def begin(module: ModuleOp, options, stats: CompileStats | None, verify: bool) -> tuple[Lowering, str]:
+    """Every compile's first steps: ``module`` verified (when ``verify``), refused when it has
+    dynamic sizes (`refuse_symbolic`); its lowering (``options.keep_ir``: the text kept) and the
+    level it starts at."""
+    from tensor_graphs.diagnostics import verify_module
+
+    if verify:
+        verify_module(module)
+    refuse_symbolic(module)
+    return Lowering(module, stats if stats is not None else CompileStats(), options.keep_ir), module_level(module)
+
+
 def refuse_symbolic(module: ModuleOp) -> None:
     """A `SymbolicShapeError` when ``module`` has dynamic sizes: the aten and tg levels carry them
     (`dialects.symbolic`; ``tg-opt -p convert-aten-to-tensor`` lowers them), the kernels do not yet."""

@@ -6,7 +6,7 @@ cache; `estimate_memory` plans without compiling."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
@@ -59,7 +59,7 @@ def _checked(model, decoder: DecoderOptions) -> tuple[DecoderOptions, int | None
     padding = decoder.batch > 1 if decoder.padding is None else decoder.padding
     if not isinstance(padding, bool):
         raise TypeError(f"padding must be a bool or None, got {padding!r}")
-    return DecoderOptions(max_seq, decoder.batch, decoder.prefill_chunk, padding, decoder.weight_format), limit
+    return replace(decoder, max_seq=max_seq, padding=padding), limit
 
 
 def decoder_modules(model, decoder: DecoderOptions, options: CompileOptions, stats: CompileStats,

@@ -6,23 +6,16 @@ heuristic graph, with stricter per-kernel tolerances while its error is over the
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
-from tensor_graphs.driver.cpu import compile_module
-from tensor_graphs.driver.lowering import (
-    CompileStats,
-    Lowering,
-    as_numpy,
-    module_level,
-    module_target,
-    refuse_symbolic,
-    set_target,
-)
+from tensor_graphs.driver.cpu import begin_cpu, compile_module
+from tensor_graphs.driver.lowering import CompileStats, as_numpy, module_target
 from tensor_graphs.options import CompileOptions
 from tensor_graphs.runtime_support.executable import CompiledGraph
 
@@ -70,6 +63,18 @@ def open_db(db):
     return db if isinstance(db, TuningDatabase) else TuningDatabase(db)
 
 
+@contextlib.contextmanager
+def opened_db(db, needed: bool = True) -> Iterator[object | None]:
+    """`open_db` for the duration (None when not ``needed``); a database opened here is closed
+    on exit, one the caller passed stays open."""
+    opened = open_db(db) if needed else None
+    try:
+        yield opened
+    finally:
+        if opened is not None and opened is not db:
+            opened.close()
+
+
 def compile_module_tuned(module: ModuleOp, weights: Mapping[str, np.ndarray] | None, options: CompileOptions,
                          tuning: Tuning, *, stats: CompileStats | None = None, tg_passes: Sequence[str] = (), states=None,
                          packed: dict | None = None, verify: bool = True, optimize: bool = True) -> CompiledGraph:
@@ -84,14 +89,7 @@ def compile_module_tuned(module: ModuleOp, weights: Mapping[str, np.ndarray] | N
         fn = compile_tuned(module, weights or {}, tuning, options.but(pack_weights=False), states=states, packed=packed,
                            stats=stats)
     else:
-        from tensor_graphs.diagnostics import verify_module
-
-        if verify:
-            verify_module(module)
-        refuse_symbolic(module)
-        lowering = Lowering(module, stats, options.keep_ir)
-        level = module_level(module)
-        set_target(module, level, options.target)
+        lowering, level = begin_cpu(module, options, stats, verify)
         lowering.keep(level)
         lowering.to_tg(level, options.pack_weights, optimize, tg_passes)
         fn = compile_tuned(module, weights or {}, tuning, options, states=states, packed=packed, stats=stats)
