@@ -216,7 +216,7 @@ def tune_module(
     level = module_level(module)
     if level not in ("aten", "tg"):
         raise ValueError(f"tuning chooses kernel paths at the tg level: this module is at the {level} level")
-    refuse_symbolic(module)
+    refuse_symbolic(module, "the tuner")
     set_target(module, level, target)
     build_pipeline(tensor_pipeline(pack_weights, TENSOR_PIPELINE if level == "aten" else TG_OPTIMIZE)).apply(context(), module)
     with opened_db(tuning_db) as db:

@@ -21,10 +21,11 @@ Before `plan-memory`, buffers are `buf.alloc` (no offset yet); after it, `buf.vi
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
     BoolAttr,
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
@@ -80,6 +81,9 @@ from tensor_graphs.dialects.tensor import (
     print_dense,
     reduced_shape,
 )
+import sympy
+
+from tensor_graphs.dialects.symbolic import Dim, SymbolicShapeError, dims_of, evaluate, symbol, symbols_of
 from tensor_graphs.target import MIN_FLOAT_LANES
 
 AnyMemRef = base(MemRefType)
@@ -98,14 +102,39 @@ def _check(cond: bool, message: str) -> None:
         raise VerifyException(message)
 
 
-def shape_of(value: SSAValue) -> tuple[int, ...]:
-    return tuple(value.type.get_shape())  # type: ignore[attr-defined]
+def shape_of(value: SSAValue) -> tuple[Dim, ...]:
+    """The shape of a memref value: ints, and an expression of the symbols for each ``?``."""
+    return dims_of(value.type)
 
 
-def nbytes(type: MemRefType | TensorType) -> int:
-    """Size in bytes of a statically shaped memref or tensor."""
+def nbytes(type: MemRefType | TensorType, values: Mapping[str, int] | None = None) -> int:
+    """Size in bytes of a memref or tensor; one with symbolic dims (`dialects.symbolic`) at the
+    symbols' ``values`` (name -> size), which it then needs."""
     width = type.element_type.bitwidth  # type: ignore[attr-defined]
-    return numel(type.get_shape()) * max(width // 8, 1)
+    shape = type.get_shape()
+    if DYNAMIC_INDEX in shape:
+        if values is None:
+            raise SymbolicShapeError(f"{type} has symbolic sizes: its bytes depend on the symbols' values")
+        shape = evaluate(dims_of(type), values)
+    return numel(shape) * max(width // 8, 1)
+
+
+def max_nbytes(type: MemRefType | TensorType, op: Operation) -> int:
+    """`nbytes` at the largest size in range (the symbols' ranges recorded on ``op``'s module):
+    what plan-memory reserves for a buffer of ``type``."""
+    if DYNAMIC_INDEX not in type.get_shape():
+        return nbytes(type)
+    return nbytes(type, largest(op))
+
+
+def max_shape(type: MemRefType | TensorType, op: Operation) -> tuple[int, ...]:
+    """The shape of ``type`` at the top of each symbol's range (recorded on ``op``'s module)."""
+    return evaluate(dims_of(type), largest(op))
+
+
+def largest(op: Operation) -> dict[str, int]:
+    """Every symbol recorded on ``op``'s module at the top of its range."""
+    return {name: hi for name, (lo, hi) in symbols_of(op).items()}
 
 
 # --------------------------------------------------------------------------- buffers
@@ -162,7 +191,7 @@ class ViewOp(IRDLOperation):
     def verify_(self) -> None:
         off = self.offset.value.data
         size = shape_of(self.arena)[0]
-        end = off + nbytes(self.result.type)
+        end = off + max_nbytes(self.result.type, self)
         _check(off >= 0 and off % ALIGNMENT == 0, f"buf.view: offset {off} is not a non-negative multiple of {ALIGNMENT}")
         _check(end <= size, f"buf.view: bytes [{off}, {end}) overflow the arena of {size} bytes")
 
@@ -404,6 +433,16 @@ class SubviewOp(IRDLOperation):
     def verify_(self) -> None:
         off = self.offset.value.data
         n_in, n_out = numel(shape_of(self.input)), numel(shape_of(self.result))
+        if not isinstance(n_in, int) or not isinstance(n_out, int):
+            # the offset is a constant: the piece must stay in bounds at every size in range
+            _check(not isinstance(n_in, int) or isinstance(n_out, int),
+                   f"buf.subview: a piece of symbolic size {n_out} of a buffer of static size {n_in}")
+            at = {symbol(k): hi for k, hi in largest(self).items()}
+            low = {symbol(k): lo for k, (lo, hi) in symbols_of(self).items()}
+            for values in (at, low):
+                _check(off + sympy.sympify(n_out).subs(values) <= sympy.sympify(n_in).subs(values),
+                       f"buf.subview: elements [{off}, {off} + {n_out}) overflow the {n_in} of the input")
+            n_in = n_out = 0
         _check(0 <= off and off + n_out <= n_in, f"buf.subview: elements [{off}, {off + n_out}) overflow the {n_in} of the input")
         _check(self.input.type.element_type == self.result.type.element_type, "buf.subview: element type must not change")
 
@@ -437,11 +476,12 @@ def lifetime(root: SSAValue, block: Block, index: dict[Operation, int]) -> tuple
     return min(touched, default=own), max(touched, default=own)
 
 
-def verify_arena_lifetimes(arena: ArenaOp) -> None:
+def verify_arena_lifetimes(arena: ArenaOp, values: Mapping[str, int] | None = None) -> None:
     """What the generated code assumes of an arena's views (it gives distinct buffers ``noalias``
     and runs each kernel's output apart from its inputs): no two views of different bytes are live
     at the same op while their byte ranges overlap. `plan-memory` never places them so; a buf
-    module from anywhere else is held to the same rule."""
+    module from anywhere else is held to the same rule. Symbolic sizes are taken at ``values``
+    (name -> size; default: the top of each range)."""
     block = arena.parent_block()
     if block is None:
         return
@@ -452,7 +492,7 @@ def verify_arena_lifetimes(arena: ArenaOp) -> None:
     live: list[tuple[int, int, int, ViewOp]] = []  # (last op, first byte, end byte, view) of the views live now
     for (start, end), view in views:
         lo = view.offset.value.data
-        hi = lo + nbytes(view.result.type)
+        hi = lo + nbytes(view.result.type, values if values is not None else largest(view))
         live = [entry for entry in live if entry[0] >= start]
         for other_end, other_lo, other_hi, other in live:
             if lo < other_hi and other_lo < hi:

@@ -291,3 +291,42 @@ def upper_bound(dims: Sequence[Dim], symbols: Mapping[str, tuple[int, int]]) -> 
             raise SymbolicShapeError(f"size {format_expr(d)} shrinks as its symbols grow; tensor_graphs plans memory "
                                      "for sizes that grow with their symbols")
     return out
+
+
+# --------------------------------------------------------------------------- run-time evaluation
+
+
+def evaluator(value: Dim, names: Sequence[str]):
+    """A function of the symbols' values (a sequence in the order of ``names``) giving ``value``:
+    built once from the expression's tree, so that a call evaluates it in microseconds (no
+    sympy at call time)."""
+    if isinstance(value, int):
+        return lambda values: value
+    value = sympy.sympify(value)
+    if value.is_Integer:
+        n = int(value)
+        return lambda values: n
+    if value.is_Symbol:
+        i = list(names).index(value.name)
+        return lambda values: values[i]
+    if isinstance(value, sympy.floor):
+        num, den = sympy.fraction(sympy.together(value.args[0]))
+        f, g = evaluator(num, names), evaluator(den, names)
+        return lambda values: f(values) // g(values)
+    parts = [evaluator(a, names) for a in value.args]
+    if isinstance(value, sympy.Add):
+        return lambda values: sum(p(values) for p in parts)
+    if isinstance(value, sympy.Mul):
+        def product(values):
+            out = 1
+            for p in parts:
+                out *= p(values)
+            return out
+        return product
+    if isinstance(value, sympy.Mod):
+        return lambda values: parts[0](values) % parts[1](values)
+    if isinstance(value, sympy.Max):
+        return lambda values: max(p(values) for p in parts)
+    if isinstance(value, sympy.Min):
+        return lambda values: min(p(values) for p in parts)
+    raise SymbolicShapeError(f"size expression {value} has no tensor_graphs form (+, -, *, //, %, max, min)")

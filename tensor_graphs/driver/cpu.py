@@ -71,7 +71,8 @@ def compile_module(
 def begin_cpu(module: ModuleOp, options: CompileOptions, stats: CompileStats | None, verify: bool) -> tuple[Lowering, str]:
     """`lowering.begin`, then the target recorded (``options.target``): what a CPU compile, tuned
     or not, does first."""
-    lowering, level = begin(module, options, stats, verify)
+    lowering, level = begin(module, options, stats, verify,
+                            static_only="the tuner (tune=...)" if options.tuned else None)
     set_target(module, level, options.target)
     return lowering, level
 

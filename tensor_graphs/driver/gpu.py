@@ -21,7 +21,7 @@ def lower_for_gpu(module: ModuleOp, options: CompileOptions, stats: CompileStats
     from tensor_graphs.runtime_support.triton_graph import device_for
 
     device_for(options.device)
-    lowering, level = begin(module, options, stats, verify)
+    lowering, level = begin(module, options, stats, verify, static_only="the GPU compile")
     if level not in ("aten", "tg", "buf"):
         raise ValueError(f"device='cuda' compiles a module at the aten, tg or (planned) buf level, got one at the {level} level")
     lowering.keep(level)

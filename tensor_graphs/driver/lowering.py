@@ -106,21 +106,24 @@ def set_target(module: ModuleOp, level: str, target: Target | str | None) -> Non
     record(module, chosen)
 
 
-def begin(module: ModuleOp, options, stats: CompileStats | None, verify: bool) -> tuple[Lowering, str]:
-    """Every compile's first steps: ``module`` verified (when ``verify``), refused when it has
-    dynamic sizes (`refuse_symbolic`); its lowering (``options.keep_ir``: the text kept) and the
-    level it starts at."""
+def begin(module: ModuleOp, options, stats: CompileStats | None, verify: bool,
+          static_only: str | None = None) -> tuple[Lowering, str]:
+    """Every compile's first steps: ``module`` verified (when ``verify``); refused when it has
+    dynamic sizes and ``static_only`` names the path that takes static sizes only
+    (`refuse_symbolic`); its lowering (``options.keep_ir``: the text kept) and the level it
+    starts at."""
     from tensor_graphs.diagnostics import verify_module
 
     if verify:
         verify_module(module)
-    refuse_symbolic(module)
+    if static_only is not None:
+        refuse_symbolic(module, static_only)
     return Lowering(module, stats if stats is not None else CompileStats(), options.keep_ir), module_level(module)
 
 
-def refuse_symbolic(module: ModuleOp) -> None:
-    """A `SymbolicShapeError` when ``module`` has dynamic sizes: the aten and tg levels carry them
-    (`dialects.symbolic`; ``tg-opt -p convert-aten-to-tensor`` lowers them), the kernels do not yet."""
+def refuse_symbolic(module: ModuleOp, what: str) -> None:
+    """A `SymbolicShapeError` when ``module`` has dynamic sizes (`dialects.symbolic`), for
+    ``what`` (a path that takes static sizes only: the GPU, the tuner)."""
     from tensor_graphs.dialects.symbolic import SymbolicShapeError, symbols_of
 
     symbols = symbols_of(module)
@@ -130,9 +133,8 @@ def refuse_symbolic(module: ModuleOp) -> None:
         return
     ranges = ", ".join(f"{k} in [{lo}, {hi}]" for k, (lo, hi) in symbols.items()) or f"a value of type {dynamic}"
     raise SymbolicShapeError(
-        f"this graph has dynamic sizes ({ranges}); tensor_graphs carries them through the aten and tg levels "
-        "(tg.export writes them; tg-opt -p convert-aten-to-tensor lowers them) but does not yet compile them "
-        "to kernels: compile it without dynamic_shapes, once per shape you run")
+        f"this graph has dynamic sizes ({ranges}); {what} takes static sizes only: compile it without "
+        "dynamic_shapes, once per shape you run (the CPU compile without tuning takes them)")
 
 
 def module_target(module: ModuleOp) -> Target:

@@ -159,8 +159,8 @@ class _CallSlot:
         self.arena = aligned_empty(max(sig.arena_size, ARENA_ALIGNMENT))
         self.inputs = (ctypes.c_void_p * max(len(sig.inputs), 1))()
         self.outputs = (ctypes.c_void_p * max(len(sig.outputs), 1))()
-        #: dims[0] = past (read by graphs with states)
-        self.dims = (ctypes.c_int64 * 1)()
+        #: dims[0] = past (read by graphs with states), dims[1 + i] = size symbol i (dynamic graphs)
+        self.dims = (ctypes.c_int64 * (1 + len(sig.symbols)))()
         self.args = (
             self.arena.ctypes.data,
             ctypes.addressof(weight_table),
@@ -215,6 +215,8 @@ class CompiledGraph:
         self._running = threading.Lock() if self._states else None
         self._fn = _ABI(native.address)
         self._out_specs = [(s.shape, s.dtype) for s in sig.outputs]
+        #: a dynamic graph's sizes: the symbols' values from each call's input shapes, checked
+        self._binder = sig.binder() if sig.symbols else None
         #: torch dtypes of the inputs, (shape, torch dtype) of the outputs: made at the first torch call
         self._torch: tuple[list, list] | None = None
         #: the kernel paths chosen (`tuning.tuner.TuningReport`), set by `compile_module`
@@ -253,6 +255,7 @@ class CompiledGraph:
         try:
             inputs, outputs = slot.inputs, slot.outputs
             torch_mode, held = None, []
+            shapes = self._bind_sizes(slot, args)
             for i, (arg, spec) in enumerate(zip(args, sig.inputs)):
                 is_torch = not isinstance(arg, np.ndarray)
                 if torch_mode is None:
@@ -262,10 +265,10 @@ class CompiledGraph:
                 if is_torch:
                     if self._torch is None:
                         self._torch = _torch_specs(sig)
-                    arg = _torch_input(arg, spec, i, self._torch[0][i])
+                    arg = _torch_input(arg, spec, i, self._torch[0][i], shapes)
                     inputs[i] = arg.data_ptr()
                 else:
-                    arg = _numpy_input(arg, spec, i)
+                    arg = _numpy_input(arg, spec, i, shapes)
                     inputs[i] = arg.ctypes.data
                 held.append(arg)  # a contiguous copy lives until the call returns
             if torch_mode is None and not args and _torch_importable():  # no inputs: torch tensors, as eager
@@ -273,11 +276,11 @@ class CompiledGraph:
             if torch_mode:
                 assert self._torch is not None
                 empty = _TORCH_API[0]
-                outs = [empty(shape, dtype=dtype) for shape, dtype in self._torch[1]]
+                outs = [empty(shape, dtype=dtype) for shape, dtype in self._out_shapes(slot, self._torch[1])]
                 for i, o in enumerate(outs):
                     outputs[i] = o.data_ptr()
             else:
-                outs = [np.empty(shape, dtype=dtype) for shape, dtype in self._out_specs]
+                outs = [np.empty(shape, dtype=dtype) for shape, dtype in self._out_shapes(slot, self._out_specs)]
                 for i, o in enumerate(outs):
                     outputs[i] = o.ctypes.data
             if running is not None:
@@ -292,6 +295,25 @@ class CompiledGraph:
                 running.release()
         write_back(self.output_structure, args, outs)
         return returned(outs, self.output_structure)
+
+    def _bind_sizes(self, slot: _CallSlot, args) -> list | None:
+        """A dynamic graph: its size symbols read from the inputs' shapes and checked
+        (`signature.SizeBinder`; a ValueError names the input, dim, symbol and range) into
+        ``slot.dims[1:]``; the shapes each input must have. None for a static graph (or when an
+        input has no shape: its check says what it is)."""
+        if self._binder is None or not all(hasattr(a, "shape") for a in args):
+            return None
+        values = self._binder.dims([tuple(a.shape) for a in args])
+        for i, v in enumerate(values):
+            slot.dims[1 + i] = v
+        return [self._binder.shape(spec, values) for spec in self.signature.inputs]
+
+    def _out_shapes(self, slot: _CallSlot, specs: list) -> list:
+        """(shape, dtype) of each output: a dynamic graph's at this call's sizes (``slot.dims``)."""
+        if self._binder is None:
+            return specs
+        values = list(slot.dims)[1:]
+        return [(self._binder.shape(spec, values), dtype) for spec, (_, dtype) in zip(self.signature.outputs, specs)]
 
     def _enter(self, past) -> int:
         """Start a call of a graph with state: ``past`` checked, the graph held (one call at a time)."""
@@ -447,26 +469,26 @@ def _torch_specs(sig: GraphSignature) -> tuple[list, list]:
     return ([dtypes.of_storage(s.dtype).torch for s in sig.inputs], [(s.shape, dtypes.of_storage(s.dtype).torch) for s in sig.outputs])
 
 
-def _numpy_input(arg: np.ndarray, spec: TensorSpec, i: int) -> np.ndarray:
-    """A NumPy input checked against ``spec``, C-contiguous (a strided one copied, as eager reads
-    any strides)."""
+def _numpy_input(arg: np.ndarray, spec: TensorSpec, i: int, shapes: list | None = None) -> np.ndarray:
+    """A NumPy input checked against ``spec`` (a dynamic graph's: against ``shapes[i]``, its shape
+    at this call's sizes), C-contiguous (a strided one copied, as eager reads any strides)."""
     if arg.dtype != spec.dtype:
         raise TypeError(f"input {i} ('{spec.name}') has dtype {arg.dtype}, expected {spec.dtype}")
-    if arg.shape != spec.shape:
+    if arg.shape != (spec.shape if shapes is None else shapes[i]):
         raise ValueError(f"input {i} ('{spec.name}') has shape {list(arg.shape)}, expected {list(spec.shape)}")
     return arg if arg.flags.c_contiguous else np.ascontiguousarray(arg)
 
 
-def _torch_input(arg, spec: TensorSpec, i: int, dtype):
-    """A torch input checked against ``spec`` (``dtype``: its torch dtype), contiguous (a
-    transposed or strided view copied), detached."""
+def _torch_input(arg, spec: TensorSpec, i: int, dtype, shapes: list | None = None):
+    """A torch input checked against ``spec`` (``dtype``: its torch dtype; a dynamic graph's
+    shape: ``shapes[i]``), contiguous (a transposed or strided view copied), detached."""
     if not isinstance(arg, _TORCH_API[1]):
         raise TypeError(
             f"input {i} ('{spec.name}') must be a NumPy array or a torch.Tensor, got {type(arg).__name__}"
         )
     if arg.dtype != dtype:
         raise TypeError(f"input {i} ('{spec.name}') has dtype {arg.dtype}, expected {dtype}")
-    if arg.shape != spec.shape:
+    if arg.shape != (spec.shape if shapes is None else shapes[i]):
         raise ValueError(f"input {i} ('{spec.name}') has shape {list(arg.shape)}, expected {list(spec.shape)}")
     if not arg.is_cpu:
         raise ValueError(f"input {i} ('{spec.name}') is on {arg.device}; this graph runs on the CPU")

@@ -69,6 +69,15 @@ from xdsl.dialects.builtin import (
 
 from tensor_graphs import dtypes
 from tensor_graphs.dialects.dense import dense_from_numpy, numpy_dtype_of, numpy_from_dense
+from tensor_graphs.dialects.symbolic import (
+    SymbolicShapeError,
+    dims_of,
+    evaluator,
+    format_expr,
+    record_symbols,
+    shaped_memref,
+    symbols_of,
+)
 
 #: ``{bad_index:K:N}`` in an error message: an index of input K outside [0, N) (see status_error)
 _BAD_INDEX = re.compile(r"\{bad_index:(\d+):(\d+)\}")
@@ -109,15 +118,20 @@ def _bad_index(k: int, n: int, input_names: Sequence[str], inputs: Sequence | No
 @dataclass(frozen=True)
 class TensorSpec:
     """Shape and dtype of one graph input, output or state; ``dtype`` is the NumPy dtype of its
-    bytes (`dtypes.DType.storage`: bfloat16 as uint16 bits, as NumPy has no bfloat16)."""
+    bytes (`dtypes.DType.storage`: bfloat16 as uint16 bits, as NumPy has no bfloat16). A dim of
+    ``shape`` is an int, or a sympy expression of the graph's symbols (`dialects.symbolic`)."""
 
-    shape: tuple[int, ...]
+    shape: tuple
     dtype: np.dtype
     name: str = ""
 
     @staticmethod
     def of(type: MemRefType | TensorType, name: str = "") -> TensorSpec:
-        return TensorSpec(tuple(type.get_shape()), dtypes.of_element(type.element_type).storage, name)
+        return TensorSpec(dims_of(type), dtypes.of_element(type.element_type).storage, name)
+
+    @property
+    def is_static(self) -> bool:
+        return all(isinstance(d, int) for d in self.shape)
 
     #: what an array bound to a buffer of ``type`` holds (the same: bfloat16 as its bits)
     bound = of
@@ -129,10 +143,76 @@ class TensorSpec:
 
     def bound_type(self) -> MemRefType:
         """The memref type `bound` reads this spec from (uint16: bfloat16)."""
-        return MemRefType(self.dt.element, self.shape)
+        return shaped_memref(self.dt.element, self.shape)
 
     def __str__(self) -> str:
-        return f"{self.dt.name}{list(self.shape)}"
+        return f"{self.dt.name}[{', '.join(format_expr(d) for d in self.shape)}]"
+
+
+class SizeBinder:
+    """The values of a graph's symbols read from the shapes of one call's inputs, checked: every
+    static dim as compiled, each symbol in its range, the inputs agreeing on it (and on every
+    dim that is an expression of the symbols). ``dims(shapes)`` gives the symbols' values in the
+    order of ``symbols`` (the native function's ``dims[1:]``); a ValueError names the input, the
+    dim, the symbol and its range. Built once per graph: a call evaluates closures, not sympy."""
+
+    def __init__(self, symbols: Sequence[tuple[str, int, int]], inputs: Sequence[TensorSpec], entry: str = ""):
+        self.symbols = tuple(symbols)
+        self.inputs = tuple(inputs)
+        names = [n for n, _, _ in self.symbols]
+        #: per symbol, the first (input, dim) whose size it is
+        self.sources: list[tuple[int, int]] = []
+        for name in names:
+            where = next(((i, d) for i, spec in enumerate(self.inputs) for d, x in enumerate(spec.shape)
+                          if not isinstance(x, int) and getattr(x, "is_Symbol", False) and x.name == name), None)
+            if where is None:
+                raise SymbolicShapeError(
+                    f"{entry}: the size symbol {name} is not the size of any input dim (the inputs are "
+                    f"{', '.join(f'{s.name}: {s}' for s in self.inputs)}): a call could not tell its value")
+            self.sources.append(where)
+        self.checks = [[(d, x if isinstance(x, int) else evaluator(x, names), x) for d, x in enumerate(spec.shape)]
+                       for spec in self.inputs]
+
+    def dims(self, shapes: Sequence[Sequence[int]]) -> list[int]:
+        values = []
+        for (name, lo, hi), (i, d) in zip(self.symbols, self.sources):
+            shape = shapes[i]
+            if len(shape) != len(self.inputs[i].shape):
+                raise self._mismatch(i, shape)
+            v = int(shape[d])
+            if not lo <= v <= hi:
+                spec = self.inputs[i]
+                raise ValueError(f"input {i} ('{spec.name}') dim {d} has size {v}, outside the range of its size "
+                                 f"symbol {name}: [{lo}, {hi}] (shape {list(shape)}, compiled for {spec})")
+            values.append(v)
+        for i, (shape, checks) in enumerate(zip(shapes, self.checks)):
+            if len(shape) != len(checks):
+                raise self._mismatch(i, shape)
+            for d, expected, x in checks:
+                want = expected if isinstance(expected, int) else expected(values)
+                if shape[d] != want:
+                    raise self._disagree(i, d, shape, x, want, values)
+        return values
+
+    def _mismatch(self, i: int, shape) -> ValueError:
+        spec = self.inputs[i]
+        return ValueError(f"input {i} ('{spec.name}') has shape {list(shape)}, expected {spec}")
+
+    def _disagree(self, i: int, d: int, shape, x, want: int, values: list[int]) -> ValueError:
+        spec = self.inputs[i]
+        if isinstance(x, int):
+            return ValueError(f"input {i} ('{spec.name}') has shape {list(shape)}, expected {spec} (dim {d} is "
+                              f"compiled as {x})")
+        given = ", ".join(f"{n} = {v} (from input {j} ('{self.inputs[j].name}') dim {e}, range [{lo}, {hi}])"
+                          for (n, lo, hi), v, (j, e) in zip(self.symbols, values, self.sources)
+                          if n in {s.name for s in x.free_symbols})
+        return ValueError(f"input {i} ('{spec.name}') dim {d} has size {shape[d]}, but its size {format_expr(x)} is "
+                          f"{want} with {given}: the inputs disagree on a size symbol")
+
+    def shape(self, spec: TensorSpec, values: Sequence[int]) -> tuple[int, ...]:
+        """``spec``'s shape at the symbols' ``values`` (in the order of ``symbols``)."""
+        names = [n for n, _, _ in self.symbols]
+        return tuple(d if isinstance(d, int) else evaluator(d, names)(values) for d in spec.shape)
 
 
 @dataclass(frozen=True)
@@ -159,6 +239,10 @@ class GraphSignature:
     #: names; constants follow): the runtime checks every array it binds against it
     #: (`bound_weights.check_weights`). Empty for a module lowered before it was recorded.
     weight_specs: tuple[TensorSpec, ...] = ()
+    #: the size symbols of a graph compiled for dynamic shapes, (name, min, max) sorted by name:
+    #: ``dims[1 + i]`` holds the value of symbol ``i`` in a call (`SizeBinder` reads them from the
+    #: inputs' shapes); empty for a static graph
+    symbols: tuple[tuple[str, int, int], ...] = ()
 
     def packed_layout(self, slot: str):
         """The layout of a packed slot (`dialects.packing.layout_from_slot_name`: panels or a
@@ -209,6 +293,12 @@ class GraphSignature:
         if self.weight_specs:
             module.attributes["tg.weight_types"] = ArrayAttr([s.bound_type() for s in self.weight_specs])
         module.attributes["tg.intermediate_bytes"] = IntegerAttr(self.intermediate_bytes, i64)
+        if self.symbols:
+            record_symbols(module, {n: (lo, hi) for n, lo, hi in self.symbols})
+
+    def binder(self) -> SizeBinder:
+        """The `SizeBinder` of this graph's inputs (a dynamic graph's)."""
+        return SizeBinder(self.symbols, self.inputs, self.entry)
 
     @staticmethod
     def from_module(module: ModuleOp) -> GraphSignature:
@@ -251,6 +341,7 @@ class GraphSignature:
             profile=tuple(label.data for label in profile.data) if profile is not None else None,  # type: ignore[attr-defined]
             packed=tuple(n.data for n in packed.data) if packed is not None else (),  # type: ignore[attr-defined]
             weight_specs=_weight_specs(a),
+            symbols=tuple((n, lo, hi) for n, (lo, hi) in sorted(symbols_of(module).items())),
         )
 
 

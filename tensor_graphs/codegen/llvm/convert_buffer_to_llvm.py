@@ -59,6 +59,8 @@ counters and labels).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+
+import sympy
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -86,10 +88,11 @@ from tensor_graphs.codegen.llvm import (  # noqa: F401
 from tensor_graphs.codegen.llvm.graph_abi import GraphABI
 from tensor_graphs.codegen.llvm.scalar import libm_declarations
 from tensor_graphs.codegen.llvm.kernels import REGISTRY, LoweringError, splat_value
-from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder
+from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, max_i64, min_i64
 from tensor_graphs.codegen.llvm.parallel_region import ParallelRegions
 from tensor_graphs.codegen.llvm.profiling import CLOCK_GETTIME, CLOCK_GETTIME_TYPE, KernelProfiling, kernel_label
 from tensor_graphs.dialects import buffer as buf
+from tensor_graphs.dialects.symbolic import evaluate, symbols_of
 from tensor_graphs.target import Target
 from tensor_graphs.target import of_module as target_of_module
 
@@ -236,6 +239,47 @@ class _GraphLowering(GraphABI, ParallelRegions, KernelProfiling):
         self._dim_values[index] = value
         return value
 
+    def size(self, extent) -> int | SSAValue:
+        """``extent`` (an int, or an expression of the graph's size symbols: `dialects.symbolic`)
+        as an int, or as an i64 computed here from ``dims`` (symbol ``i`` of the module's sorted
+        ``tg.symbols`` is ``dims[1 + i]``). Not cached: call it where the value dominates its
+        uses (before ``parallel()``, whose body gets it as one of its ``values``)."""
+        if isinstance(extent, int):
+            return extent
+        return self._expr(sympy.sympify(extent))
+
+    def largest(self, extent) -> int:
+        if isinstance(extent, int):
+            return extent
+        return evaluate([extent], buf.largest(self.module))[0]
+
+    def _expr(self, e) -> SSAValue:
+        b = self.b
+        if e.is_Integer:
+            return b.i64(int(e))
+        if e.is_Symbol:
+            return self.dim(self._symbol_index(e.name))
+        if isinstance(e, sympy.floor):
+            num, den = sympy.fraction(sympy.together(e.args[0]))
+            return b.add(llvm.SDivOp(self._expr(num), self._expr(den)))
+        parts = [self._expr(a) for a in e.args]
+        if isinstance(e, sympy.Mod):
+            return b.add(llvm.SRemOp(parts[0], parts[1]))
+        fold = {sympy.Add: b.add_i64, sympy.Mul: b.mul_i64, sympy.Max: lambda x, y: max_i64(b, x, y),
+                sympy.Min: lambda x, y: min_i64(b, x, y)}.get(type(e))
+        if fold is None:
+            raise LoweringError(f"convert-buffer-to-llvm: the size {e} has no code (+, -, *, //, %, max, min)")
+        out = parts[0]
+        for p in parts[1:]:
+            out = fold(out, p)
+        return out
+
+    def _symbol_index(self, name: str) -> int:
+        names = sorted(symbols_of(self.module))
+        if name not in names:
+            raise LoweringError(f"convert-buffer-to-llvm: the size symbol {name} is not recorded on the module (tg.symbols)")
+        return 1 + names.index(name)
+
     def declare(self, name: str, type: llvm.LLVMFunctionType) -> None:
         if name not in self.declarations:
             self.declarations[name] = llvm.FuncOp(name, type, linkage=llvm.LinkageAttr("external"))
@@ -297,7 +341,8 @@ class _GraphLowering(GraphABI, ParallelRegions, KernelProfiling):
                 self._dims_checked = True
                 address = main.add(llvm.PtrToIntOp(self._dims, i64))
                 nonnull = main.add(llvm.ICmpOp(address, main.i64(0), IntegerAttr(llvm.ICmpPredicateFlag.NE.to_int(), i64)))
-                self.check(nonnull, "dims is null: this graph keeps state (a KV cache) and reads past from dims[0]")
+                self.check(nonnull, "dims is null: this graph reads run-time sizes from dims (past, the positions "
+                                             "in its KV caches, in dims[0]; its size symbols after it)")
             call_args.append(self._dims)
         self.kernel_functions.extend(self.kernel_functions_pending)
         self.kernel_functions_pending = []

@@ -32,7 +32,8 @@ from xdsl.ir import Operation, SSAValue
 
 from tensor_graphs import dtypes
 from tensor_graphs.codegen.llvm.kernels import LoweringError, check_memref
-from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder
+from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, icmp
+from tensor_graphs.dialects.symbolic import symbols_of
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.dense import numpy_from_dense
 from tensor_graphs.runtime_support.signature import GraphSignature, TensorSpec
@@ -138,8 +139,9 @@ class GraphABI:
                 self.values[arg] = self._table_entry(outputs, i - num_inputs)
                 out_specs.append(TensorSpec.of(t, f"output{i - num_inputs}"))
             self.values[arg].name_hint = arg.name_hint
-            self.extents[arg] = (arg, 0, buf.nbytes(t))
+            self.extents[arg] = (arg, 0, buf.max_nbytes(t, fn))
 
+        self._check_symbols()
         arena_size = 0
         if isinstance(a := self.module.attributes.get("tg.arena_size"), IntegerAttr):
             arena_size = a.value.data
@@ -156,20 +158,20 @@ class GraphABI:
             elif isinstance(op, buf.ViewOp):
                 self.values[op.result] = b.gep(self.ptr(op.arena), op.offset.value.data, i8)
                 start = op.offset.value.data
-                self.extents[op.result] = (op.arena, start, start + buf.nbytes(op.result.type))
+                self.extents[op.result] = (op.arena, start, start + buf.max_nbytes(op.result.type, op))
             elif isinstance(op, buf.ReshapeOp):
                 self.values[op.result] = self.ptr(op.input)
                 if op.input in self.extents:
                     self.extents[op.result] = self.extents[op.input]
                 else:
-                    self.extents[op.result] = (op.input, 0, buf.nbytes(op.result.type))
+                    self.extents[op.result] = (op.input, 0, buf.max_nbytes(op.result.type, op))
             elif isinstance(op, buf.SubviewOp):
                 el = op.result.type.element_type
                 self.values[op.result] = b.gep(self.ptr(op.input), op.offset.value.data, el)
                 width = max(el.bitwidth // 8, 1)
                 base = self.extents.get(op.input, (op.input, 0, 0))
                 start = base[1] + op.offset.value.data * width
-                self.extents[op.result] = (base[0], start, start + buf.nbytes(op.result.type))
+                self.extents[op.result] = (base[0], start, start + buf.max_nbytes(op.result.type, op))
             elif isinstance(op, buf.WeightOp | buf.PackedWeightOp):
                 slot = _weight_slot_name(op)
                 self.values[op.result] = self._table_entry(weights, self.weight_slots[slot])
@@ -205,8 +207,24 @@ class GraphABI:
             profile=tuple(self.labels) if self.profile else None,
             packed=tuple(self.packed_slots),
             weight_specs=tuple(TensorSpec.bound(self.weight_types[n], n) for n in self.weight_slots),  # type: ignore[arg-type]
+            symbols=tuple((n, lo, hi) for n, (lo, hi) in sorted(symbols_of(self.module).items())),
         )
         return llfn, signature
+
+
+    def _check_symbols(self) -> None:
+        """A graph with size symbols checks each ``dims[1 + i]`` against its range on entry
+        (the Python runtime checks them before the call, with the input and dim that gave each;
+        this is for any other caller of the native function)."""
+        for i, (name, (lo, hi)) in enumerate(sorted(symbols_of(self.module).items())):
+            if i == 0:
+                address = self.b.add(llvm.PtrToIntOp(self._dims, i64))
+                self.check(icmp(self.b, "ne", address, self.b.i64(0)), "dims is null: this graph reads its size symbols "
+                           "from dims[1:]")
+                self._dims_checked = True
+            value = self.b.load(self.b.gep(self._dims, 1 + i, i64), i64)  # here, after the null check
+            ok = self.b.add(llvm.AndOp(icmp(self.b, "sge", value, self.b.i64(lo)), icmp(self.b, "sle", value, self.b.i64(hi))))
+            self.check(ok, f"the size symbol {name} (dims[{1 + i}]) is outside its range [{lo}, {hi}]")
 
 
 def _stored(value) -> np.ndarray:
@@ -231,7 +249,7 @@ def _int_attr(op: Operation, name: str) -> int:
 def _check_sizes(fn: func.FuncOp) -> None:
     """Every buffer of ``fn`` is smaller than ``buf.MAX_BUFFER_BYTES`` (indices are int64)."""
     for value in (*fn.body.block.args, *(r for op in fn.walk() for r in op.results)):
-        if isinstance(value.type, MemRefType) and (size := buf.nbytes(value.type)) >= buf.MAX_BUFFER_BYTES:
+        if isinstance(value.type, MemRefType) and (size := buf.max_nbytes(value.type, fn)) >= buf.MAX_BUFFER_BYTES:
             what = f"%{value.name_hint}" if value.name_hint else "a buffer"
             raise LoweringError(
                 f"convert-buffer-to-llvm: in @{fn.sym_name.data}: {what} ({value.type}) holds {size:.3e} bytes, more "

@@ -44,9 +44,12 @@ there (``REGISTRY[buf.FooOp] = _emit_foo``); a new family module must be importe
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
+
+import sympy
 
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import AnyFloat, DenseIntOrFPElementsAttr, MemRefType, f32, i1
@@ -67,6 +70,7 @@ from tensor_graphs.codegen.llvm.scalar import ScalarCodegenError
 from tensor_graphs.codegen.llvm.scalar import fmax as scalar_fmax
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.shapes import contiguous_strides, numel
+from tensor_graphs.dialects.symbolic import dims_of, is_static
 from tensor_graphs.target import Target
 
 
@@ -110,6 +114,17 @@ class KernelContext(Protocol):
         in by the runtime). The cursor moves to the continuation block."""
         ...
 
+    def size(self, extent) -> int | SSAValue:
+        """``extent`` (an int, or an expression of the graph's size symbols) as an int, or as
+        an i64 computed here from ``dims``; call it where the value dominates its uses (before
+        ``parallel()``, whose body gets it as one of its ``values``)."""
+        ...
+
+    def largest(self, extent) -> int:
+        """``extent`` at the top of its symbols' ranges (what a kernel decides tiles and threads
+        by, for every size it runs at)."""
+        ...
+
     def dim(self, index: int) -> SSAValue:
         """The run-time size ``dims[index]`` as an i64 (``dims[0]`` is ``past``, the positions
         already in the KV caches); it dominates every block of the kernel."""
@@ -122,6 +137,7 @@ class KernelContext(Protocol):
         values: Sequence[SSAValue] = (),
         max_threads: int | None = None,
         work: tuple[float, float] | None = None,
+        alone_below: int | None = None,
     ) -> None:
         """Run ``body(start, end, thread, values)`` on every thread (`runtime_support.threads`;
         at most ``max_threads``, and at most as many as ``work`` = (flops, bytes) of the whole
@@ -129,7 +145,9 @@ class KernelContext(Protocol):
         (guided: a thread may run several, and ``thread`` is the same for them); the
         cursor is then in a worker function, where ``ptr()`` gives the worker's pointers and
         ``values`` (i64s computed before, in the kernel) arrive as ``values``. ``thread`` is the
-        worker's index (for its own scratch). No run-time check or ``dim()`` inside ``body``."""
+        worker's index (for its own scratch). No run-time check or ``dim()`` inside ``body``.
+        A run-time ``items`` below ``alone_below`` runs in the kernel, without the team (``work``
+        is then the work at the largest sizes)."""
         ...
 
 
@@ -143,8 +161,10 @@ REGISTRY: dict[type[Operation], Emitter] = {}
 # --------------------------------------------------------------------------- helpers
 
 
-def _shape(value: SSAValue) -> tuple[int, ...]:
-    return tuple(value.type.get_shape())  # type: ignore[attr-defined]
+def _shape(value: SSAValue) -> tuple:
+    """Ints, and an expression of the size symbols for each dynamic dim (`dialects.symbolic`):
+    only the emitters of `SYMBOLIC_KERNELS` see those."""
+    return dims_of(value.type)
 
 
 def _element(value: SSAValue) -> Attribute:
@@ -414,14 +434,10 @@ def parallel_nest(
     run in the kernel after the team is done."""
     shape = tuple(shape)
     cshape, cstrides = collapse_dims(shape, [op.strides for op in operands])
-
-    def at(b: FunctionBuilder, first: SSAValue | int | None, step: list[int], sub: tuple[int, ...], inner: Sequence[tuple[int, ...]]) -> None:
-        accesses = []
-        for op, k, st in zip(operands, step, inner):
-            el = _element(op.value)
-            start = op.offset if first is None else b.add_i64(_value(b, first) if k == 1 else b.mul_i64(_value(b, first), b.i64(k)), b.i64(op.offset))
-            accesses.append(Access(b.gep(ctx.ptr(op.value), start, el), st, el))
-        emit(b, sub, accesses)
+    if not is_static(cshape) or not all(is_static(st) for st in cstrides):
+        _symbolic_nest(ctx, shape, cshape, cstrides, operands, emit, elements)
+        return
+    at = _nest_at(ctx, operands, emit)
 
     total = numel(shape) if elements is None else elements
     work = (0.0, float(total * sum(_element_bytes(op.value) for op in operands)))
@@ -449,6 +465,70 @@ def parallel_nest(
     if rest:
         tail = (rest, *cshape[1:]) if len(cshape) > 1 else (rest,)
         at(ctx.b, items, step, tail, cstrides)
+
+
+def _nest_at(ctx: KernelContext, operands: Sequence[Operand], emit) -> Callable:
+    """``at(b, first, step, sub, inner)``: ``emit`` over the sub-nest ``sub`` whose first row is
+    ``first`` (None: 0; ``step[k]`` elements of operand k per row), each operand walked by its
+    ``inner`` strides."""
+
+    def at(b: FunctionBuilder, first, step: list[int], sub: tuple, inner: Sequence[tuple[int, ...]]) -> None:
+        accesses = []
+        for op, k, st in zip(operands, step, inner):
+            el = _element(op.value)
+            start = op.offset if first is None else b.add_i64(_value(b, first) if k == 1 else b.mul_i64(_value(b, first), b.i64(k)), b.i64(op.offset))
+            accesses.append(Access(b.gep(ctx.ptr(op.value), start, el), st, el))
+        emit(b, sub, accesses)
+
+    return at
+
+
+def items_for_two_threads(target: Target, flops_per_item: float, bytes_per_item: float) -> int:
+    """The fewest work items whose flops or bytes pay for a second thread (`Target.thread_work`)."""
+    tw = target.thread_work
+    need = [2 * tw.flops_per_thread / flops_per_item] if flops_per_item else []
+    need += [2 * tw.bytes_per_thread / bytes_per_item] if bytes_per_item else []
+    return max(1, math.ceil(min(need))) if need else 1 << 62
+
+
+def _symbolic_nest(ctx: KernelContext, shape, cshape, cstrides, operands: Sequence[Operand], emit, elements) -> None:
+    """`parallel_nest` over a nest whose outermost dim (after collapsing) has a symbolic size:
+    its rows counted at run time (`KernelContext.size`), split among the threads when the rows
+    of this call pay for two (the team's size as at the largest rows); every other dim and every
+    stride static."""
+    op = getattr(ctx, "kernel_op", None)
+    name = op.name if op is not None else "a kernel"
+    if not all(isinstance(d, int) for d in cshape[1:]) or not all(isinstance(x, int) for st in cstrides for x in st):
+        raise LoweringError(
+            f"{name}: over {[str(d) for d in shape]} a symbolic size is not the outermost dim of a contiguous "
+            "nest (a strided or broadcast read along it); this kernel takes symbolic sizes in the outermost dims only")
+    if _needs_tiling(tuple(ctx.largest(d) for d in cshape), cstrides):
+        raise LoweringError(f"{name}: a transposed read over a symbolic size {[str(d) for d in shape]} is not supported")
+    at = _nest_at(ctx, operands, emit)
+    rows = ctx.size(cshape[0])
+    max_rows = ctx.largest(cshape[0])
+    per_row = (numel(cshape[1:]) if elements is None else int(sympy.cancel(sympy.sympify(elements) / cshape[0])))
+    row_bytes = float(per_row * sum(_element_bytes(o.value) for o in operands))
+    flat = len(cshape) == 1
+    block = max(1, PARALLEL_CHUNK // max(per_row, 1)) if flat else 1
+    sub = (block,) if flat else cshape[1:]
+    inner = cstrides if flat else [st[1:] for st in cstrides]
+    if ctx.target.thread_work.threads(0.0, max_rows * row_bytes) < 2 or max_rows // block < 2:
+        at(ctx.b, None, [0] * len(operands), (rows, *cshape[1:]), cstrides)
+        return
+    b = ctx.b
+    items = b.add(llvm.SDivOp(rows, b.i64(block))) if block > 1 else rows
+    step = [block * st[0] for st in cstrides]
+
+    def run_items(start: SSAValue, end: SSAValue, _t: SSAValue, _v: list[SSAValue]) -> None:
+        emit_for(ctx.b, start, end, lambda i, _c: at(ctx.b, i, step, sub, inner) or [])
+
+    ctx.parallel(items, run_items, work=(0.0, max_rows * row_bytes),
+                 alone_below=items_for_two_threads(ctx.target, 0.0, block * row_bytes))
+    if block > 1:  # the rows no whole block holds
+        b = ctx.b
+        rest = b.add(llvm.SubOp(rows, b.mul_i64(items, b.i64(block))))
+        at(b, items, step, (rest,), cstrides)
 
 
 def emit_elementwise(
@@ -482,15 +562,27 @@ def emit_elementwise(
     parallel_nest(ctx, shape, operands, lambda b, sub, acc: emit_pointwise(b, sub, acc[0], acc[1:], full))
 
 
+#: the kernel ops whose emitters read symbolic sizes (`dialects.symbolic`) at run time
+#: (`KernelContext.size`); a kernel family adds its ops when it does. Any other kernel with a
+#: dynamic dim is a compile-time error naming it.
+SYMBOLIC_KERNELS: set[type[Operation]] = set()
+
+
 def check_memref(op: Operation, value: SSAValue) -> MemRefType:
-    """Codegen handles contiguous, statically shaped memrefs only."""
+    """Codegen handles contiguous memrefs; a dynamic dim only in the operands of the kernels of
+    `SYMBOLIC_KERNELS` (and of the aliases and views, which need no code)."""
     t = value.type
     if not isinstance(t, MemRefType):
         raise LoweringError(f"{op.name}: expected a memref, got {t}")
-    from xdsl.dialects.builtin import NoneAttr
+    from xdsl.dialects.builtin import DYNAMIC_INDEX, NoneAttr
 
     if not isinstance(t.layout, NoneAttr):
         raise LoweringError(f"{op.name}: memref {t} has a layout; only contiguous buffers are supported")
-    if any(d < 0 for d in t.get_shape()):
-        raise LoweringError(f"{op.name}: memref {t} has dynamic dims; only static shapes are supported")
+    if DYNAMIC_INDEX in t.get_shape() and isinstance(op, buf.KernelOp) and type(op) not in SYMBOLIC_KERNELS:
+        from tensor_graphs.diagnostics import location_of
+
+        where = f" (at {loc})" if (loc := location_of(op)) else ""
+        raise LoweringError(
+            f"{op.name}{where}: its operand {t} has a symbolic size, and this kernel takes its sizes at compile "
+            "time only; give the dims it depends on a static size (drop them from dynamic_shapes)")
     return t

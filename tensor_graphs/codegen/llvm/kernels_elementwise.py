@@ -19,6 +19,7 @@ from xdsl.ir import Operation, SSAValue
 
 from tensor_graphs.codegen.llvm.kernels import (
     REGISTRY,
+    SYMBOLIC_KERNELS,
     KernelContext,
     LoweringError,
     _element,
@@ -122,3 +123,7 @@ REGISTRY[buf.BiasActivationOp] = _emit_bias_activation
 REGISTRY[buf.SelectOp] = _emit_select
 REGISTRY[buf.CastOp] = _emit_cast
 REGISTRY[buf.FusedElementwiseOp] = _emit_fused_elementwise
+
+# one nest over the output (`emit_elementwise`): its outermost rows may be counted at run time
+SYMBOLIC_KERNELS.update((buf.AddOp, buf.SubOp, buf.MulOp, buf.DivOp, buf.BinaryOp, buf.ReluOp, buf.UnaryOp,
+                         buf.BiasActivationOp, buf.SelectOp, buf.FusedElementwiseOp))

@@ -157,12 +157,16 @@ def _icmp(predicate: str) -> IntegerAttr:
 # --------------------------------------------------------------------------- loops
 
 
-def emit_loop(b: FunctionBuilder, trip_count: int, body: Callable[[SSAValue], None]) -> None:
+def emit_loop(b: FunctionBuilder, trip_count: int | SSAValue, body: Callable[[SSAValue], None]) -> None:
     """``for i in range(trip_count): body(i)`` (i is an i64); nothing when trip_count <= 0.
 
     ``body`` emits at ``b.block`` and may itself open loops (it leaves the cursor at the
-    block where control continues); afterwards the cursor is the loop's exit block.
+    block where control continues); afterwards the cursor is the loop's exit block. A run-time
+    ``trip_count`` (an i64) is a guarded `emit_for`.
     """
+    if not isinstance(trip_count, int):
+        emit_for(b, 0, trip_count, lambda i, _: body(i) or [])
+        return
     if trip_count <= 0:
         return
     if trip_count == 1:

@@ -83,6 +83,7 @@ class ParallelRegions:
         values: Sequence[SSAValue] = (),
         max_threads: int | None = None,
         work: tuple[float, float] | None = None,
+        alone_below: int | None = None,
     ) -> None:
         """Share ``[0, items)`` among the threads in contiguous chunks and run
         ``body(start, end, thread, values)`` on each chunk (see the module doc; a thread may
@@ -133,7 +134,10 @@ class ParallelRegions:
             cap = min(caps)
             wanted = kb.add(llvm.SelectOp(kb.add(llvm.ICmpOp(wanted, kb.i32(cap), _pred("slt"))), wanted, kb.i32(cap)))
         team, alone, done = kb.new_block(), kb.new_block(), kb.new_block()
-        kb.add(llvm.CondBrOp(kb.add(llvm.ICmpOp(wanted, kb.i32(1), _pred("sgt"))), team, [], alone, []))
+        go = kb.add(llvm.ICmpOp(wanted, kb.i32(1), _pred("sgt")))
+        if alone_below is not None and not isinstance(items, int):  # too few items in this call for a team
+            go = kb.add(llvm.AndOp(go, kb.add(llvm.ICmpOp(items, kb.i64(alone_below), _pred("sge")))))
+        kb.add(llvm.CondBrOp(go, team, [], alone, []))
         kb.block = team
         kb.add(llvm.CallOp(GOMP_PARALLEL, kb.add(llvm.AddressOfOp(worker_name, PTR)), table, wanted, kb.i32(0)))
         kb.add(llvm.BrOp(done))

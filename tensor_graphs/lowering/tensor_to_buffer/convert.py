@@ -56,6 +56,7 @@ from xdsl.utils.exceptions import PassFailedException
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects import tensor as tg
 from tensor_graphs.dialects.shapes import numel
+from tensor_graphs.dialects.symbolic import dims_of, shaped_memref
 from tensor_graphs.target import Target
 from tensor_graphs.target import of_module as target_of_module
 from tensor_graphs.lowering.tensor_to_buffer.kernels import (
@@ -75,24 +76,20 @@ def _fail(fn: func.FuncOp, message: str) -> PassFailedException:
 
 
 def memref_of(type: Attribute, fn: func.FuncOp, what: str) -> MemRefType:
-    """The memref holding a statically shaped tensor of ``type``."""
+    """The memref holding a tensor of ``type``: the same shape, a symbolic dim keeping its size
+    expression (``tensor<?x64xf32, ["seq"]>`` -> ``memref<?x64xf32, ["seq"]>``)."""
     if isinstance(type, MemRefType):
         return type
     if not isinstance(type, TensorType):
         raise _fail(fn, f"{what} has type {type}; only tensors can be lowered to buffers")
-    shape = tuple(type.get_shape())
-    if any(d < 0 for d in shape):
-        raise _fail(
-            fn,
-            f"{what} has dynamic shape {type}; only static shapes are supported: give every dim a size "
-            "(export the model without dynamic_shapes, once per input shape you run)",
-        )
     return _memref(type)
 
 
 @functools.lru_cache(maxsize=4096)
 def _memref(type: TensorType) -> MemRefType:
     # building a MemRefType runs xDSL's constraint checks (~0.2 ms); a graph repeats few shapes
+    if isinstance(type.encoding, ArrayAttr):
+        return shaped_memref(type.element_type, dims_of(type))
     return MemRefType(type.element_type, type.get_shape())
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Union
 
 from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
     BFloat16Type,
     DenseArrayBase,
     Float32Type,
@@ -47,6 +48,7 @@ from tensor_graphs.dialects import tensor as tg
 from tensor_graphs.dialects.shapes import ATTENTION_OPERANDS, numel
 from tensor_graphs.lowering.tensor_to_buffer.scratch import attention_scratch_type
 from tensor_graphs.dialects.packing import PanelLayout
+from tensor_graphs.dialects.symbolic import dims_of, symbols_of, upper_bound
 from tensor_graphs.target import TARGET_ATTR, Target, of_module
 from tensor_graphs.dialects.tensor import TABLE_NAME
 
@@ -262,7 +264,18 @@ def select_kernel(
 
 
 def _shape(value: SSAValue) -> tuple[int, ...]:
-    return tuple(value.type.get_shape())  # type: ignore[attr-defined]
+    """The shape kernels are chosen for: a symbolic dim (`dialects.symbolic`) at the top of its
+    range, so that a variant chosen for the largest size serves every size (its kernel reads the
+    sizes at run time). Offsets and types use `_dims`."""
+    shape = value.type.get_shape()  # type: ignore[attr-defined]
+    if DYNAMIC_INDEX not in shape:
+        return tuple(shape)
+    return buf.max_shape(value.type, value.owner if isinstance(value.owner, Operation) else value.owner.parent_op())
+
+
+def _dims(value: SSAValue) -> tuple:
+    """Ints, and an expression of the symbols for each dynamic dim (`dialects.symbolic`)."""
+    return dims_of(value.type)
 
 
 def _all_f32(op: Operation) -> str | None:
@@ -313,19 +326,23 @@ def contiguous_slice_offset(shape: Sequence[int], dim: int, start: int, step: in
     either every dim before ``dim`` has size 1 or the slice covers all of ``dim``.
     """
     outer, inner = numel(shape[:dim]), numel(shape[dim + 1 :])
-    if size == 0 or outer == 0 or inner == 0:
+    if not all(isinstance(x, int) for x in (outer, inner, size)):  # symbolic sizes: never empty
+        if size != 1 and step != 1:
+            return None
+    elif size == 0 or outer == 0 or inner == 0:
         return 0
-    if size > 1 and step != 1:
+    elif size > 1 and step != 1:
         return None
     if outer == 1 or size == shape[dim]:
-        return start * inner
+        offset = start * inner
+        return offset if isinstance(offset, int) else None  # a symbolic offset: not a constant view
     return None
 
 
 def _slice_offset(op: Operation) -> int | None:
     assert isinstance(op, tg.SliceOp)
     dim, start, step = op.bounds
-    return contiguous_slice_offset(_shape(op.input), dim, start, step, _shape(op.result)[dim])
+    return contiguous_slice_offset(_dims(op.input), dim, start, step, _dims(op.result)[dim])
 
 
 def _slice_is_contiguous(op: Operation) -> str | None:
@@ -596,7 +613,7 @@ def _unary(op: Operation, ins: Sequence[SSAValue], out: SSAValue) -> buf.KernelO
 def _attention_scratch(op: Operation, threads: int, target: Target) -> MemRefType:
     """One set of tiles per thread (`scratch.py`), the tiles sized for ``target``."""
     assert isinstance(op, tg.AttentionOp)
-    q, k, v, _ = op.heads_major_shapes()
+    q, k, v, _ = (upper_bound(s, symbols_of(op)) for s in op.heads_major_shapes())  # tiles for the largest sizes
     return attention_scratch_type(q, k, v, target, threads)
 
 
