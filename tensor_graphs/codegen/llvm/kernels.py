@@ -44,7 +44,6 @@ there (``REGISTRY[buf.FooOp] = _emit_foo``); a new family module must be importe
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -52,7 +51,7 @@ from typing import Protocol
 import sympy
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import AnyFloat, DenseIntOrFPElementsAttr, MemRefType, f32, i1
+from xdsl.dialects.builtin import AnyFloat, DenseIntOrFPElementsAttr, IntegerAttr, MemRefType, f32, i1, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.utils.exceptions import PassFailedException
 
@@ -137,7 +136,7 @@ class KernelContext(Protocol):
         values: Sequence[SSAValue] = (),
         max_threads: int | None = None,
         work: tuple[float, float] | None = None,
-        alone_below: int | None = None,
+        pays: SSAValue | None = None,
     ) -> None:
         """Run ``body(start, end, thread, values)`` on every thread (`runtime_support.threads`;
         at most ``max_threads``, and at most as many as ``work`` = (flops, bytes) of the whole
@@ -146,8 +145,8 @@ class KernelContext(Protocol):
         cursor is then in a worker function, where ``ptr()`` gives the worker's pointers and
         ``values`` (i64s computed before, in the kernel) arrive as ``values``. ``thread`` is the
         worker's index (for its own scratch). No run-time check or ``dim()`` inside ``body``.
-        A run-time ``items`` below ``alone_below`` runs in the kernel, without the team (``work``
-        is then the work at the largest sizes)."""
+        A kernel of run-time sizes passes ``work`` at its largest sizes and ``pays``, an i1: when
+        false in a call, the body runs in the kernel without the team (`paying_rows`)."""
         ...
 
 
@@ -391,8 +390,8 @@ PARALLEL_CHUNK = 4096
 
 def split_rows(
     ctx: KernelContext,
-    rows: int,
-    elements: int,
+    rows,
+    elements,
     body: Callable[[FunctionBuilder, SSAValue | int, SSAValue | int], None],
     bytes_per_element: int = 8,
 ) -> None:
@@ -400,7 +399,19 @@ def split_rows(
     kernel's ``elements`` x ``bytes_per_element`` bytes (read and written) pay for two threads
     or more (`Target.thread_work`), on as many as they pay for; else once, in the kernel.
     ``body`` emits at ``b`` and takes its buffers from ``ctx.ptr`` (a worker has its own
-    pointers)."""
+    pointers). Symbolic ``rows`` (and ``elements``) are counted at run time, split when the
+    rows of the call pay for two threads (`items_for_two_threads`); the team's size is decided
+    at the largest rows."""
+    if not isinstance(rows, int):
+        most = ctx.largest(rows)
+        row_bytes = float(sympy.cancel(sympy.sympify(elements) / rows)) * bytes_per_element
+        count = ctx.size(rows)
+        if most < 2 or ctx.target.thread_work.threads(0.0, most * row_bytes) < 2:
+            body(ctx.b, 0, count)
+            return
+        ctx.parallel(count, lambda start, end, _t, _v: body(ctx.b, start, end), work=(0.0, most * row_bytes),
+                     pays=paying_rows(ctx, count, most, lambda r: (0.0, r * row_bytes)))
+        return
     work = (0.0, float(elements * bytes_per_element))
     if rows < 2 or ctx.target.thread_work.threads(*work) < 2:
         body(ctx.b, 0, rows)
@@ -483,12 +494,27 @@ def _nest_at(ctx: KernelContext, operands: Sequence[Operand], emit) -> Callable:
     return at
 
 
-def items_for_two_threads(target: Target, flops_per_item: float, bytes_per_item: float) -> int:
-    """The fewest work items whose flops or bytes pay for a second thread (`Target.thread_work`)."""
-    tw = target.thread_work
-    need = [2 * tw.flops_per_thread / flops_per_item] if flops_per_item else []
-    need += [2 * tw.bytes_per_thread / bytes_per_item] if bytes_per_item else []
-    return max(1, math.ceil(min(need))) if need else 1 << 62
+def paying_rows(ctx: KernelContext, rows: SSAValue, most: int, work: Callable[[int], tuple[float, float]]) -> SSAValue:
+    """The i1 ``rows >= r``, r the fewest rows whose ``work(r)`` (flops, bytes; growing with the
+    rows) pays for a second thread (`Target.thread_work`): a kernel of run-time rows starts its
+    team only then (`KernelContext.parallel`'s ``pays``)."""
+    lo, hi = 1, max(most, 1)
+    while lo < hi:  # the first r in [1, most] that pays (most when none does)
+        mid = (lo + hi) // 2
+        if ctx.target.thread_work.threads(*work(mid)) >= 2:
+            hi = mid
+        else:
+            lo = mid + 1
+    b = ctx.b
+    return b.add(llvm.ICmpOp(rows, b.i64(lo), IntegerAttr(llvm.ICmpPredicateFlag("sge").to_int(), i64)))
+
+
+def static_row(op: Operation, *sizes) -> None:
+    """A LoweringError unless every one of ``sizes`` (a row's length, its inner extent) is static:
+    a row kernel counts only its rows at run time."""
+    if not all(isinstance(n, int) for n in sizes):
+        raise LoweringError(f"{op.name}: its rows have the symbolic length {[str(n) for n in sizes]}; this kernel "
+                            "takes symbolic sizes in its outer dims (the number of rows) only")
 
 
 def _symbolic_nest(ctx: KernelContext, shape, cshape, cstrides, operands: Sequence[Operand], emit, elements) -> None:
@@ -524,7 +550,7 @@ def _symbolic_nest(ctx: KernelContext, shape, cshape, cstrides, operands: Sequen
         emit_for(ctx.b, start, end, lambda i, _c: at(ctx.b, i, step, sub, inner) or [])
 
     ctx.parallel(items, run_items, work=(0.0, max_rows * row_bytes),
-                 alone_below=items_for_two_threads(ctx.target, 0.0, block * row_bytes))
+                 pays=paying_rows(ctx, rows, max_rows, lambda r: (0.0, r * row_bytes)))
     if block > 1:  # the rows no whole block holds
         b = ctx.b
         rest = b.add(llvm.SubOp(rows, b.mul_i64(items, b.i64(block))))

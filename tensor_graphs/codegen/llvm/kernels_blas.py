@@ -19,6 +19,7 @@ from xdsl.ir import Operation, SSAValue
 
 from tensor_graphs.codegen.llvm.kernels import (
     REGISTRY,
+    SYMBOLIC_KERNELS,
     KernelContext,
     LoweringError,
     _scalar_errors,
@@ -27,7 +28,7 @@ from tensor_graphs.codegen.llvm.kernels import (
     emit_elementwise,
 )
 from tensor_graphs.codegen.llvm.kernels_matmul_loop import emit_loop_matmul
-from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, Index, broadcast_strides, emit_strided_nest
+from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, Index, broadcast_strides, emit_if, emit_strided_nest, icmp
 from tensor_graphs.codegen.llvm.scalar import emit_unary
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.shapes import broadcast_shapes, contiguous_strides, numel
@@ -79,6 +80,14 @@ def emit_gemm(ctx: KernelContext, op: Operation) -> None:
     else:
         m_total, batches = m, numel(batch_o)
     lda, ldb, ldc = max(sa[-1], 1), max(sb[-1], 1), max(n, 1)
+    # a symbolic M (`dialects.symbolic`): the rows of an untransposed A stacked over one B,
+    # counted at run time; everything else static
+    m_run: Index = m_total
+    if not isinstance(m_total, int):
+        if not fold or not all(isinstance(x, int) for x in (n, k, sa[-1], sb[-1])):
+            raise LoweringError(f"{op.name}: {[str(d) for d in sa]} x {[str(d) for d in sb]}: a BLAS matmul takes a "
+                                "symbolic size only in the rows of an untransposed A over one B")
+        m_run, m_total = ctx.size(m_total), ctx.largest(m_total)
     if max(m_total, n, k, lda, ldb, ldc) > _I32_MAX:
         raise LoweringError(f"{op.name}: dims {list(sa)} x {list(sb)} overflow the 32-bit BLAS interface")
 
@@ -95,7 +104,7 @@ def emit_gemm(ctx: KernelContext, op: Operation) -> None:
                 b.i32(CBLAS_ROW_MAJOR),
                 trans(ta),
                 trans(tb),
-                b.i32(m_total),
+                _i32(b, m_run),
                 b.i32(n),
                 b.i32(k),
                 b.constant(alpha, el),
@@ -109,25 +118,25 @@ def emit_gemm(ctx: KernelContext, op: Operation) -> None:
             )
         )
 
-    def gemv(off_a: SSAValue | None, off_b: SSAValue | None, off_c: SSAValue | None) -> None:
+    def gemv(off_a: SSAValue | None, off_b: SSAValue | None, off_c: SSAValue | None, one_row: bool | None = None) -> None:
         """A GEMM with one output row or column is a GEMV: sgemm's M=1 path packs the whole
         rhs on every call (10x slower for a 1024x1024 weight), sgemv streams it once."""
         ctx.declare(gemv_name, gemv_type)
-        if m_total == 1:  # out[1, N] = x[K] . op(B): the matrix is B, the vector a row of op(A)
+        if one_row if one_row is not None else m_total == 1:  # out[1, N] = x[K] . op(B): the matrix is B, the vector a row of op(A)
             matrix, off_m, ld, vector, off_v = pb, off_b, ldb, pa, off_a
             rows, cols, t = (n, k, False) if tb else (k, n, True)
             inc = lda if ta else 1
         else:  # out[M, 1] = op(A) . y[K]: the matrix is A, the vector a column of op(B)
             matrix, off_m, ld, vector, off_v = pa, off_a, lda, pb, off_b
-            rows, cols, t = (k, m_total, True) if ta else (m_total, k, False)
+            rows, cols, t = (k, m_run, True) if ta else (m_run, k, False)
             inc = 1 if tb else ldb
         b.add(
             llvm.CallOp(
                 gemv_name,
                 b.i32(CBLAS_ROW_MAJOR),
                 trans(t),
-                b.i32(rows),
-                b.i32(cols),
+                _i32(b, rows),
+                _i32(b, cols),
                 b.constant(alpha, el),
                 b.gep(matrix, off_m, el),
                 b.i32(ld),
@@ -141,6 +150,9 @@ def emit_gemm(ctx: KernelContext, op: Operation) -> None:
 
     #: BLAS routine per problem shape: GEMV when the product is a matrix-vector one.
     call = gemv if (m_total == 1 or n == 1) and k > 1 else gemm
+    if not isinstance(m_run, int) and n > 1 and k > 1:  # one row in this call: the GEMV
+        def call(*offs):
+            emit_if(b, icmp(b, "eq", m_run, b.i64(1)), lambda: gemv(*offs, one_row=True), lambda: gemm(*offs))
 
     if fold or batches == 1:
         call(None, None, None)
@@ -219,4 +231,6 @@ def _sgemv(
     )
 
 
+# a symbolic M: the rows of an untransposed A over one B (`emit_gemm`), then the activation's sweep
+SYMBOLIC_KERNELS.add(buf.MatmulOp)
 REGISTRY[buf.MatmulOp] = _emit_matmul

@@ -56,13 +56,17 @@ from xdsl.ir import Operation, SSAValue
 
 from tensor_graphs.codegen.llvm.kernels import (
     REGISTRY,
+    SYMBOLIC_KERNELS,
     Access,
+    _shape,
     KernelContext,
     LoweringError,
     _scalar_errors,
     check_no_overlap,
     emit_elementwise,
     emit_pointwise,
+    paying_rows,
+    static_row,
 )
 from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, broadcast_strides, collapse_dims, emit_for, emit_if, icmp, min_i64
 from tensor_graphs.codegen.llvm.loops import value as _val
@@ -77,10 +81,6 @@ from tensor_graphs.dialects.shapes import contiguous_strides, numel
 PREFETCH_MIN_ROWS = 4
 #: At most this many k steps per loop iteration (one prefetch each; +8% at M = 128)
 MAX_SPREAD = 8
-
-
-def _shape(value: SSAValue) -> tuple[int, ...]:
-    return tuple(value.type.get_shape())  # type: ignore[attr-defined]
 
 
 @functools.cache
@@ -404,6 +404,15 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
     groups, panels, k, nr = _shape(packed) if batched else (1, *_shape(packed))
     n = so[-1]
     m = so[-2] if batched else numel(so[:-1])
+    # run-time rows (a symbolic M: `dialects.symbolic`): tiles, K blocks, prefetching and the
+    # team are chosen for the largest M; the row loops count to this call's M, the tail rows
+    # (M mod MR) switch among the MR - 1 row tiles
+    m_size = None if isinstance(m, int) else m
+    if m_size is not None:
+        if batched:
+            raise LoweringError(f"{op.name}: a batch of packed GEMMs (a Winograd convolution's) takes static sizes only")
+        static_row(op, n)
+        m = ctx.largest(m_size)
     if m == 0 or n == 0:
         return
     lanes = ctx.target.float_lanes
@@ -446,7 +455,8 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
     full_rows, rest = divmod(m, mr)
     blocks = full_rows + bool(rest)
     half_l2 = ctx.target.caches.l2 // 2
-    a_stationary = not batched and panels >= 2 and m * kc * 4 > half_l2 and panels * kc * nr * 4 <= half_l2
+    a_stationary = (not batched and m_size is None and panels >= 2 and m * kc * 4 > half_l2
+                    and panels * kc * nr * 4 <= half_l2)
 
     def prefetch_plan(steps: int) -> tuple[int, int, int]:
         """(lines per prefetching step, k steps per loop iteration, prefetching row blocks) for a
@@ -460,9 +470,11 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
         spread = max(1, min(MAX_SPREAD, blocks // lines_per_row, steps))
         return per_step, spread, min(blocks, -(-lines_per_row * steps // (per_step * (steps // spread))))
 
-    def work_range(start: SSAValue, end: SSAValue, _thread: SSAValue, _values: list[SSAValue]) -> None:
-        """This thread's panels ``[start, end)``, or with ``a_stationary`` its row blocks."""
+    def work_range(start: SSAValue, end: SSAValue, _thread: SSAValue, values: list[SSAValue]) -> None:
+        """This thread's panels ``[start, end)``, or with ``a_stationary`` its row blocks
+        (``values``: this call's whole row blocks and tail rows, when M is symbolic)."""
         b = ctx.b
+        run_rows, run_rest = values if m_size is not None else (full_rows, rest)
         pa, pb, po = ctx.ptr(a), ctx.ptr(packed), ctx.ptr(out)
         padd = [ctx.ptr(v) for v, *_ in addends]
         # a tile for the last panel's rows (its padding columns never reach out)
@@ -546,9 +558,16 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
         def panel(p: SSAValue, partial: bool, ks: KRange) -> None:
             # the last panel has no next one to prefetch
             ahead = min(prefetch_plan(ks.steps)[2], full_rows) if not partial else 0
+            if m_size is not None:
+                ahead = min_i64(b, b.i64(ahead), run_rows) if ahead else 0
             emit_for(b, 0, ahead, lambda r, _: block(p, b.mul_i64(r, b.i64(mr)), mr, partial, r, ks) or [])
-            emit_for(b, ahead, full_rows, lambda r, _: block(p, b.mul_i64(r, b.i64(mr)), mr, partial, None, ks) or [])
-            if rest:
+            emit_for(b, ahead, run_rows, lambda r, _: block(p, b.mul_i64(r, b.i64(mr)), mr, partial, None, ks) or [])
+            if m_size is not None:  # this call's tail rows: one of the MR - 1 row tiles
+                r0 = b.mul_i64(run_rows, b.i64(mr))
+                for rows in range(1, mr):
+                    emit_if(b, icmp(b, "eq", run_rest, b.i64(rows)),
+                            lambda rows=rows: block(p, r0, rows, partial, None, ks))
+            elif rest:
                 tail_prefetches = not partial and full_rows < prefetch_plan(ks.steps)[2]
                 block(p, full_rows * mr, rest, partial, full_rows if tail_prefetches else None, ks)
 
@@ -608,8 +627,18 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
     # overflows half of L2 while all the panels' slices fit there (a convolution's weight as A,
     # few output pixels as panels: A-stationary), a share of the row blocks, so that each thread
     # streams its own rows of A once per K block
-    work = (2.0 * groups * m * n * k, 4.0 * groups * (panels * k * nr + m * k + m * n))
-    ctx.parallel(blocks if a_stationary else groups * panels, work_range, work=work)
+    def work_of(m: int) -> tuple[float, float]:
+        return 2.0 * groups * m * n * k, 4.0 * groups * (panels * k * nr + m * k + m * n)
+
+    if m_size is None:
+        ctx.parallel(blocks if a_stationary else groups * panels, work_range, work=work_of(m))
+    else:
+        b = ctx.b
+        rows_now = ctx.size(m_size)
+        run_rows = b.add(llvm.UDivOp(rows_now, b.i64(mr)))
+        run_rest = b.add(llvm.SubOp(rows_now, b.mul_i64(run_rows, b.i64(mr))))
+        ctx.parallel(groups * panels, work_range, [run_rows, run_rest], work=work_of(m),
+                     pays=paying_rows(ctx, rows_now, m, work_of))
     if swept is not None:
         _sweep_epilogue(ctx, op, *swept)
 
@@ -628,4 +657,6 @@ def _sweep_epilogue(ctx: KernelContext, op: Operation, addends: list, act: str) 
         emit_elementwise(ctx, out, [out, *(v for v, *_ in addends)], compute)
 
 
+# a symbolic M (rows of A and out) is counted at run time; K and N are the packed weight's
+SYMBOLIC_KERNELS.add(buf.PackedMatmulOp)
 REGISTRY[buf.PackedMatmulOp] = _emit_packed_matmul

@@ -41,6 +41,7 @@ from tensor_graphs.codegen.llvm.kernels_gemm import separate_epilogue
 from tensor_graphs.codegen.llvm.loops import FunctionBuilder, Index, broadcast_strides, collapse_dims, emit_for, emit_strided_nest
 from tensor_graphs.codegen.llvm.scalar import emit_unary
 from tensor_graphs.dialects import buffer as buf
+from tensor_graphs.dialects.symbolic import is_static
 from tensor_graphs.dialects.shapes import contiguous_strides, numel
 
 #: Output tile of a matmul with an activation epilogue (rows x columns, 256 KiB of f32).
@@ -282,7 +283,8 @@ def _emit_matmul(ctx: KernelContext, op: Operation) -> None:
     spread over the threads."""
     assert isinstance(op, buf.MatmulOp)
     plain = op.output.type.element_type != f32  # type: ignore[attr-defined]  (float64: dgemm; integers: loops)
-    if plain or separate_epilogue(op) or (op.activation.data == "none" and not _pays_for_threads(ctx, op)):
+    symbolic = not is_static(_shape(op.output))  # run-time rows: one sgemm, then the activation's sweep
+    if plain or symbolic or separate_epilogue(op) or (op.activation.data == "none" and not _pays_for_threads(ctx, op)):
         assert _PLAIN_MATMUL is not None
         _PLAIN_MATMUL(ctx, op)
     else:

@@ -26,6 +26,7 @@ from xdsl.ir import Operation, SSAValue
 from tensor_graphs.codegen.llvm.kernels import (
     _NEG_INF,
     REGISTRY,
+    SYMBOLIC_KERNELS,
     KernelContext,
     _add_idx,
     _at,
@@ -40,6 +41,7 @@ from tensor_graphs.codegen.llvm.kernels import (
     _store,
     check_no_overlap,
     split_rows,
+    static_row,
 )
 from tensor_graphs.codegen.llvm.loops import FunctionBuilder, Index, emit_for
 from tensor_graphs.codegen.llvm.scalar import emit_unary
@@ -69,6 +71,7 @@ def _emit_softmax(ctx: KernelContext, op: Operation) -> None:
     shape = _shape(out)
     dim, log = op.dim.value.data, bool(op.log.value.data)
     outer, n, inner = numel(shape[:dim]), shape[dim], numel(shape[dim + 1 :])
+    static_row(op, n, inner)
     if numel(shape) == 0:
         return
     if inner == 1:
@@ -157,7 +160,7 @@ def _emit_softmax(ctx: KernelContext, op: Operation) -> None:
             tile(_add_idx(b, base, full * width), rest)
         return []
 
-    emit_for(b, 0, outer, per_outer)
+    emit_for(b, 0, ctx.size(outer), per_outer)
 
 
 # --------------------------------------------------------------------------- layer norm
@@ -174,7 +177,8 @@ def _emit_layer_norm(ctx: KernelContext, op: Operation) -> None:
     if numel(shape) == 0:
         return
     d = shape[-1]
-    rows = numel(shape) // d
+    static_row(op, d)
+    rows = numel(shape[:-1])
     eps = op.eps.value.data
     def rows_range(b: FunctionBuilder, start: Index, stop: Index) -> None:
         px, pw, pb, po = ctx.ptr(x), ctx.ptr(w), ctx.ptr(bias), ctx.ptr(out)
@@ -229,7 +233,8 @@ def _emit_rms_norm(ctx: KernelContext, op: Operation) -> None:
     if numel(shape) == 0:
         return
     d = shape[-1]
-    rows = numel(shape) // d
+    static_row(op, d)
+    rows = numel(shape[:-1])
     eps = op.eps.value.data
     def rows_range(b: FunctionBuilder, start: Index, stop: Index) -> None:
         px, pw, po = ctx.ptr(x), ctx.ptr(w), ctx.ptr(out)
@@ -259,6 +264,8 @@ def _emit_rms_norm(ctx: KernelContext, op: Operation) -> None:
     split_rows(ctx, rows, numel(shape), rows_range)
 
 
+# row kernels: their rows may be counted at run time (`split_rows`)
+SYMBOLIC_KERNELS.update((buf.SoftmaxOp, buf.LayerNormOp, buf.RmsNormOp))
 REGISTRY[buf.SoftmaxOp] = _emit_softmax
 REGISTRY[buf.LayerNormOp] = _emit_layer_norm
 REGISTRY[buf.RmsNormOp] = _emit_rms_norm

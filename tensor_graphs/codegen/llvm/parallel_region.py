@@ -83,14 +83,16 @@ class ParallelRegions:
         values: Sequence[SSAValue] = (),
         max_threads: int | None = None,
         work: tuple[float, float] | None = None,
-        alone_below: int | None = None,
+        pays: SSAValue | None = None,
     ) -> None:
         """Share ``[0, items)`` among the threads in contiguous chunks and run
         ``body(start, end, thread, values)`` on each chunk (see the module doc; a thread may
         take several, so ``body`` must not assume one range per thread): ``values`` are i64s of
         the kernel as the threads see them. At most ``max_threads`` threads (their scratch), and
         at most as many as ``work`` (the kernel's (flops, bytes)) pays for: a thread must bring
-        the target's `ThreadWork` (a parallel region costs a wake-up, a split and a join)."""
+        the target's `ThreadWork` (a parallel region costs a wake-up, a split and a join). A
+        kernel of run-time sizes decides its team at its largest sizes and passes ``pays``, an
+        i1 of the kernel: when false in a call, the body runs in the kernel alone."""
         if self._kernel_ptrs is None or self._parallel_depth:
             raise LoweringError("convert-buffer-to-llvm: parallel() is for the body of one kernel, not nested")
         main, kb = self.b, self.b
@@ -135,8 +137,8 @@ class ParallelRegions:
             wanted = kb.add(llvm.SelectOp(kb.add(llvm.ICmpOp(wanted, kb.i32(cap), _pred("slt"))), wanted, kb.i32(cap)))
         team, alone, done = kb.new_block(), kb.new_block(), kb.new_block()
         go = kb.add(llvm.ICmpOp(wanted, kb.i32(1), _pred("sgt")))
-        if alone_below is not None and not isinstance(items, int):  # too few items in this call for a team
-            go = kb.add(llvm.AndOp(go, kb.add(llvm.ICmpOp(items, kb.i64(alone_below), _pred("sge")))))
+        if pays is not None:  # a kernel of run-time sizes: this call's work pays for the team
+            go = kb.add(llvm.AndOp(go, pays))
         kb.add(llvm.CondBrOp(go, team, [], alone, []))
         kb.block = team
         kb.add(llvm.CallOp(GOMP_PARALLEL, kb.add(llvm.AddressOfOp(worker_name, PTR)), table, wanted, kb.i32(0)))
