@@ -281,10 +281,27 @@ def _add_idx(b: FunctionBuilder, x: SSAValue | None, y: SSAValue | int | None) -
     return y if x is None else b.add_i64(x, y)
 
 
-def _mul_idx(b: FunctionBuilder, x: SSAValue, c: int) -> SSAValue | None:
+def _mul_idx(b: FunctionBuilder, x: SSAValue, c: int | SSAValue) -> SSAValue | None:
+    """``x * c`` (None for 0); ``c`` may be a run-time i64."""
+    if not isinstance(c, int):
+        return b.mul_i64(x, c)
     if c == 0:
         return None
     return x if c == 1 else b.mul_i64(x, b.i64(c))
+
+
+class RunTimeSizes:
+    """Sizes a kernel's parallel body needs, by name, some of them expressions of the size
+    symbols: those are computed in the kernel (`KernelContext.size`), passed to the team as
+    ``values`` (``.values``) and read back inside (``.inside(values)``: name -> int or i64)."""
+
+    def __init__(self, ctx: KernelContext, sizes: dict[str, object]):
+        self.static = {k: v for k, v in sizes.items() if isinstance(v, int)}
+        self.names = [k for k, v in sizes.items() if not isinstance(v, int)]
+        self.values = [ctx.size(sizes[k]) for k in self.names]
+
+    def inside(self, values: Sequence[SSAValue]) -> dict[str, int | SSAValue]:
+        return {**self.static, **dict(zip(self.names, values))}
 
 
 # --------------------------------------------------------------------------- loop nests over memory

@@ -50,7 +50,9 @@ from tensor_graphs.codegen.llvm import kernels_gemm as _gemm
 from tensor_graphs.codegen.llvm.kernels import (
     _NEG_INF,
     REGISTRY,
+    SYMBOLIC_KERNELS,
     KernelContext,
+    RunTimeSizes,
     LoweringError,
     _add_idx,
     _at,
@@ -64,8 +66,10 @@ from tensor_graphs.codegen.llvm.kernels import (
     _shape,
     _store,
     check_no_overlap,
+    paying_rows,
+    static_row,
 )
-from tensor_graphs.codegen.llvm.loops import FunctionBuilder, Index, broadcast_strides, emit_for
+from tensor_graphs.codegen.llvm.loops import FunctionBuilder, Index, broadcast_strides, emit_for, emit_if
 from tensor_graphs.codegen.llvm.loops import icmp as _icmp
 from tensor_graphs.codegen.llvm.loops import max_i64 as _max_i64
 from tensor_graphs.codegen.llvm.loops import min_i64 as _min_i64
@@ -73,6 +77,7 @@ from tensor_graphs.codegen.llvm.loops import value as _val
 from tensor_graphs.codegen.llvm.scalar import emit_unary
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.shapes import attention_operand_strides, contiguous_strides, numel
+from tensor_graphs.dialects.symbolic import is_static
 from tensor_graphs.lowering.tensor_to_buffer.scratch import attention_tiles
 
 def _transpose_into(b: FunctionBuilder, src: SSAValue, src_ld: int, rows: Index, cols: int, dest: SSAValue, ld: int) -> None:
@@ -111,7 +116,7 @@ def _pad_rows_into(b: FunctionBuilder, src: SSAValue, src_ld: int, rows: Index, 
 
 def _tile_gemm(
     ctx: KernelContext,
-    rows: int,
+    rows: Index,
     k: Index,
     a: SSAValue,
     lda: int,
@@ -125,7 +130,7 @@ def _tile_gemm(
     """``C[rows, ldc] (+)= alpha * A[rows, k] @ B[k, ldc]`` with the target's register tiles
     (`kernels_gemm.call_tile`, `Target.gemm_tile`): ``ldc`` (whole vectors) columns in panels of
     up to the tile's width, A and C row-major (row strides ``lda``, ``ldc``), B's rows ``ldb``
-    floats apart; ``k`` may be a run-time count."""
+    floats apart; ``rows`` and ``k`` may be run-time counts."""
     b, target = ctx.b, ctx.target
     lanes = target.float_lanes
     width = target.panel_columns
@@ -140,6 +145,14 @@ def _tile_gemm(
             _gemm.call_tile(ctx, _gemm.Tile(n, vectors, lanes, b_aligned=False), a_row, lda, _at(b, bm, c0 or None),
                             ldb, k, c_tile, ldc, alpha=alpha, accumulate=accumulate)
 
+        if not isinstance(rows, int):  # run-time rows: whole tiles, then one of the MR - 1 row tiles
+            full_rt = b.add(llvm.UDivOp(rows, b.i64(mr)))
+            rest_rt = b.add(llvm.SubOp(rows, b.mul_i64(full_rt, b.i64(mr))))
+            emit_for(b, 0, full_rt, lambda r, _: tile(b.mul_i64(r, b.i64(mr)), mr) or [])
+            r0 = b.mul_i64(full_rt, b.i64(mr))
+            for n in range(1, mr):
+                emit_if(b, _icmp(b, "eq", rest_rt, b.i64(n)), lambda n=n: tile(r0, n))
+            continue
         full, rest = divmod(rows, mr)
         emit_for(b, 0, full, lambda r, _: tile(b.mul_i64(r, b.i64(mr)), mr) or [])
         if rest:
@@ -168,7 +181,9 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
     if sk_[-2] == 0:  # no keys at all: like a fully masked row, the result is 0
         emit_for(b, 0, numel(so), lambda i, _: _store(b, b.f32(0.0), ctx.ptr(out), i) or [])
         return
-    tiles = attention_tiles(sq_, sk_, sv_, ctx.target)
+    # a symbolic sequence length (`dialects.symbolic`): tiles for the largest, counts at run time
+    symbolic = not is_static((*sq_, *sk_, *sv_))
+    tiles = attention_tiles(*(tuple(ctx.largest(d) for d in s_) for s_ in (sq_, sk_, sv_)), ctx.target)
     if len(op.outputs) < 2:
         raise LoweringError(
             f"{op.name}: no scratch buffer (the second output); the tiled kernel needs "
@@ -184,14 +199,17 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
     batch = sq_[:-3]
     heads, seq_q, dim = sq_[-3], sq_[-2], sq_[-1]
     kv_heads, seq_k, dim_v = sk_[-3], sk_[-2], sv_[-1]
+    static_row(op, heads, kv_heads, dim, dim_v, *batch)
     group = heads // kv_heads
     br, bc = tiles.br, tiles.bc
-    n_qblocks = -(-seq_q // br)
-    last_rows = seq_q - (n_qblocks - 1) * br  # rows of the last query block
+    n_qblocks = (seq_q + br - 1) // br
+    last_rows = seq_q - (n_qblocks - 1) * br if not symbolic else None  # rows of the last query block
     bc_pad, dv_pad = tiles.bc_pad, tiles.dv_pad
     # keys in use (seq_k is also the head stride of k and v), key blocks, and the causal
     # diagonal (key j is visible to query i when j <= i + diag): run-time values over a KV cache
     if bool(op.kv_cache.value.data):
+        if symbolic:
+            raise LoweringError(f"{op.name}: attention over a kv cache takes static sizes (past is its run-time size)")
         if not causal and seq_q > 1:
             raise LoweringError(f"{op.name}: kv_cache attention with more than one query must be causal")
         if seq_q > seq_k:
@@ -206,6 +224,19 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
     else:
         run_time = []
     items = numel(batch) * heads * n_qblocks  # (batch, head, query block): split among the threads
+    scores_shape = (*sq_[:-1], seq_k)
+    ms = broadcast_strides(_shape(mask), scores_shape) if mask is not None else (0,) * len(scores_shape)
+    per_batch = [
+        *(tuple(s * stride for s in contiguous_strides(batch)) for stride in (q_batch, k_batch, v_batch, o_batch)),
+        tuple(ms[: len(batch)]),
+    ]
+    # every size the body reads that may be an expression of the size symbols
+    sizes = RunTimeSizes(ctx, {
+        "seq_q": seq_q, "seq_k": seq_k, "n_qblocks": n_qblocks, "ms_h": ms[-3], "ms_q": ms[-2], "ms_k": ms[-1],
+        "q_head": q_head, "k_head": k_head, "v_head": v_head, "o_head": o_head,
+        "q_first": q_first, "k_first": k_first, "v_first": v_first,
+        **{f"batch{i}_{d}": st for i, sts in enumerate(per_batch) for d, st in enumerate(sts)},
+    })
 
     def work(start: SSAValue, end: SSAValue, tid: SSAValue, values: list[SSAValue]) -> None:
         """Items ``[start, end)`` of (batch, head, query block), on scratch slot ``tid``."""
@@ -213,11 +244,20 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
         keys: Index
         n_kblocks: Index
         diag: Index
-        if values:
-            (past,) = values
+        at = sizes.inside(values[len(run_time):])
+        seq_q, n_qblocks, ms_h, ms_q, ms_k = at["seq_q"], at["n_qblocks"], at["ms_h"], at["ms_q"], at["ms_k"]
+        q_head, k_head, v_head, o_head = at["q_head"], at["k_head"], at["v_head"], at["o_head"]
+        q_first, k_first, v_first = at["q_first"], at["k_first"], at["v_first"]
+        per_batch = [tuple(at[f"batch{i}_{d}"] for d in range(len(batch))) for i in range(5)]
+        if run_time:
+            past = values[0]
             keys = b.add_i64(past, b.i64(seq_q))
             n_kblocks = b.add(llvm.SDivOp(b.add_i64(keys, b.i64(bc - 1)), b.i64(bc)))
             diag = past
+        elif symbolic:
+            keys, seq_k = at["seq_k"], at["seq_k"]
+            n_kblocks = b.add(llvm.SDivOp(b.add_i64(_val(b, keys), b.i64(bc - 1)), b.i64(bc)))
+            diag = b.add(llvm.SubOp(_val(b, keys), _val(b, seq_q)))
         else:
             keys, n_kblocks, diag = seq_k, -(-seq_k // bc), seq_k - seq_q
         pq, pk, pv, po = ctx.ptr(q), ctx.ptr(k), ctx.ptr(v), ctx.ptr(out)
@@ -226,14 +266,6 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
         p_scores, p_max, p_sum, p_acc, p_kt, p_vp = (
             _at(b, ps, off) for off in (tiles.scores, tiles.m, tiles.l, tiles.acc, tiles.kt, tiles.vp)
         )
-
-        scores_shape = (*sq_[:-1], seq_k)
-        ms = broadcast_strides(_shape(mask), scores_shape) if mask is not None else (0,) * len(scores_shape)
-        ms_h, ms_q, ms_k = ms[-3], ms[-2], ms[-1]
-        per_batch = [
-            *(tuple(s * stride for s in contiguous_strides(batch)) for stride in (q_batch, k_batch, v_batch, o_batch)),
-            tuple(ms[: len(batch)]),
-        ]
         neg_inf, zero = b.f32(_NEG_INF), b.f32(0.0)
 
         def rows_in_block(start: SSAValue, block: int, total: Index) -> Index:
@@ -241,9 +273,13 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
                 return block
             return _min_i64(b, b.i64(block), b.add(llvm.SubOp(_val(b, total), start)))
 
-        def by_rows(qb: SSAValue, emit: Callable[[int], None]) -> None:
+        def by_rows(qb: SSAValue, emit: Callable[[Index], None], rows: Index) -> None:
             """``emit(rows)`` for the query block's row count, a static one: Br, or for the last
-            block of a sequence that Br does not divide, what is left."""
+            block of a sequence that Br does not divide, what is left (a run-time ``rows`` when
+            the sequence length is)."""
+            if last_rows is None:
+                emit(rows)
+                return
             if last_rows == br:
                 emit(br)
                 return
@@ -292,7 +328,7 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
                 v_ptr = _at(b, pv, _add_idx(b, offs["v"], _mul_idx(b, k0, v_pos)))
                 # kt = K_blk^T [D, Bc'] (zero past the block's keys), then S = scale * Q_blk @ kt
                 _transpose_into(b, k_ptr, k_pos, cols, dim, p_kt, bc_pad)
-                by_rows(qb, lambda n: _tile_gemm(ctx, n, dim, q_ptr, q_pos, p_kt, bc_pad, p_scores, bc_pad, scale))
+                by_rows(qb, lambda n: _tile_gemm(ctx, n, dim, q_ptr, q_pos, p_kt, bc_pad, p_scores, bc_pad, scale), rows)
 
                 def row(r: SSAValue, _c: list[SSAValue]) -> list[SSAValue]:
                     s_row = _at(b, p_scores, _mul_idx(b, r, bc_pad))
@@ -344,7 +380,7 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
                     v_src, v_ld = p_vp, dv_pad
                 else:
                     v_src, v_ld = v_ptr, v_pos
-                by_rows(qb, lambda n: _tile_gemm(ctx, n, cols, p_scores, bc_pad, v_src, v_ld, p_acc, dv_pad, accumulate=True))
+                by_rows(qb, lambda n: _tile_gemm(ctx, n, cols, p_scores, bc_pad, v_src, v_ld, p_acc, dv_pad, accumulate=True), rows)
                 return []
 
             emit_for(b, 0, kb_end, key_block)
@@ -364,8 +400,10 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
 
         def item(it: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
             """Item ``it`` = ((batch index * heads) + head) * n_qblocks + query block."""
-            qb = b.add(llvm.SRemOp(it, b.i64(n_qblocks))) if n_qblocks > 1 else b.i64(0)
-            rest = b.add(llvm.SDivOp(it, b.i64(n_qblocks))) if n_qblocks > 1 else it
+            if isinstance(n_qblocks, int) and n_qblocks == 1:
+                qb, rest = b.i64(0), it
+            else:
+                qb, rest = b.add(llvm.SRemOp(it, _val(b, n_qblocks))), b.add(llvm.SDivOp(it, _val(b, n_qblocks)))
             h = b.add(llvm.SRemOp(rest, b.i64(heads)))
             rest = b.add(llvm.SDivOp(rest, b.i64(heads)))
             oq = ok = ov = oo = om = None
@@ -386,9 +424,18 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
 
         emit_for(b, start, end, item)
 
-    flops = 2.0 * items * br * seq_k * (dim + dim_v)  # S = Q K^T and P V over the full rectangle
-    moved = 4.0 * items * (br * (dim + dim_v) + seq_k * (dim + dim_v))
-    ctx.parallel(items, work, run_time, max_threads=slots, work=(flops, moved))
+    def work_of(seq: int) -> tuple[float, float]:  # S = Q K^T and P V over the full rectangle
+        n = numel(batch) * heads * -(-seq // br)
+        return 2.0 * n * br * seq * (dim + dim_v), 4.0 * n * (br * (dim + dim_v) + seq * (dim + dim_v))
+
+    if not symbolic:
+        ctx.parallel(items, work, run_time, max_threads=slots, work=work_of(seq_k))
+        return
+    longest = ctx.largest(seq_k)
+    ctx.parallel(ctx.size(items), work, sizes.values, max_threads=slots, work=work_of(longest),
+                 pays=paying_rows(ctx, ctx.size(seq_k), longest, work_of))
 
 
+# a symbolic sequence length (queries and keys; not over a KV cache) is counted at run time
+SYMBOLIC_KERNELS.add(buf.AttentionOp)
 REGISTRY[buf.AttentionOp] = _emit_attention
