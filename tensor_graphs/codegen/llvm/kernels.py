@@ -392,7 +392,8 @@ def emit_copy_nest(b: FunctionBuilder, shape: Sequence[int], out: Access, src: A
         return
     shape = collapsed
     width = max(out.element.bitwidth // 8, 1)  # type: ignore[attr-defined]
-    nbytes = b.i64(shape[-1] * width)
+    length = shape[-1]  # a run-time count when the nest's rows are
+    nbytes = b.i64(length * width) if isinstance(length, int) else b.mul_i64(length, b.i64(width))
 
     def run(offsets: list[SSAValue | None]) -> None:
         dst_ptr, src_ptr = b.gep(out.ptr, offsets[0], out.element), b.gep(src.ptr, offsets[1], src.element)
@@ -495,16 +496,17 @@ def parallel_nest(
         at(ctx.b, items, step, tail, cstrides)
 
 
-def _nest_at(ctx: KernelContext, operands: Sequence[Operand], emit) -> Callable:
+def _nest_at(ctx: KernelContext, operands: Sequence[Operand], emit, offsets: Sequence | None = None) -> Callable:
     """``at(b, first, step, sub, inner)``: ``emit`` over the sub-nest ``sub`` whose first row is
     ``first`` (None: 0; ``step[k]`` elements of operand k per row), each operand walked by its
-    ``inner`` strides."""
+    ``inner`` strides from its offset (``offsets[k]``, an int or an i64, when given)."""
 
     def at(b: FunctionBuilder, first, step: list[int], sub: tuple, inner: Sequence[tuple[int, ...]]) -> None:
         accesses = []
-        for op, k, st in zip(operands, step, inner):
+        for i, (op, k, st) in enumerate(zip(operands, step, inner)):
             el = _element(op.value)
-            start = op.offset if first is None else b.add_i64(_value(b, first) if k == 1 else b.mul_i64(_value(b, first), b.i64(k)), b.i64(op.offset))
+            base = op.offset if offsets is None else offsets[i]
+            start = base if first is None else b.add_i64(_value(b, first) if k == 1 else b.mul_i64(_value(b, first), b.i64(k)), _value(b, base))
             accesses.append(Access(b.gep(ctx.ptr(op.value), start, el), st, el))
         emit(b, sub, accesses)
 
@@ -547,7 +549,9 @@ def _symbolic_nest(ctx: KernelContext, shape, cshape, cstrides, operands: Sequen
             "nest (a strided or broadcast read along it); this kernel takes symbolic sizes in the outermost dims only")
     if _needs_tiling(tuple(ctx.largest(d) for d in cshape), cstrides):
         raise LoweringError(f"{name}: a transposed read over a symbolic size {[str(d) for d in shape]} is not supported")
-    at = _nest_at(ctx, operands, emit)
+    # offsets that depend on the symbols (a slice from a symbolic position on): computed here, and
+    # passed to the team
+    offsets = RunTimeSizes(ctx, {str(k): o.offset for k, o in enumerate(operands)})
     rows = ctx.size(cshape[0])
     max_rows = ctx.largest(cshape[0])
     per_row = (numel(cshape[1:]) if elements is None else int(sympy.cancel(sympy.sympify(elements) / cshape[0])))
@@ -556,22 +560,27 @@ def _symbolic_nest(ctx: KernelContext, shape, cshape, cstrides, operands: Sequen
     block = max(1, PARALLEL_CHUNK // max(per_row, 1)) if flat else 1
     sub = (block,) if flat else cshape[1:]
     inner = cstrides if flat else [st[1:] for st in cstrides]
+    def nest_at(values: Sequence[SSAValue]) -> Callable:
+        known = offsets.inside(values)
+        return _nest_at(ctx, operands, emit, [known[str(k)] for k in range(len(operands))])
+
     if ctx.target.thread_work.threads(0.0, max_rows * row_bytes) < 2 or max_rows // block < 2:
-        at(ctx.b, None, [0] * len(operands), (rows, *cshape[1:]), cstrides)
+        nest_at(offsets.values)(ctx.b, None, [0] * len(operands), (rows, *cshape[1:]), cstrides)
         return
     b = ctx.b
     items = b.add(llvm.SDivOp(rows, b.i64(block))) if block > 1 else rows
     step = [block * st[0] for st in cstrides]
 
-    def run_items(start: SSAValue, end: SSAValue, _t: SSAValue, _v: list[SSAValue]) -> None:
+    def run_items(start: SSAValue, end: SSAValue, _t: SSAValue, values: list[SSAValue]) -> None:
+        at = nest_at(values)
         emit_for(ctx.b, start, end, lambda i, _c: at(ctx.b, i, step, sub, inner) or [])
 
-    ctx.parallel(items, run_items, work=(0.0, max_rows * row_bytes),
+    ctx.parallel(items, run_items, offsets.values, work=(0.0, max_rows * row_bytes),
                  pays=paying_rows(ctx, rows, max_rows, lambda r: (0.0, r * row_bytes)))
     if block > 1:  # the rows no whole block holds
         b = ctx.b
         rest = b.add(llvm.SubOp(rows, b.mul_i64(items, b.i64(block))))
-        at(b, items, step, (rest,), cstrides)
+        nest_at(offsets.values)(b, items, step, (rest,), cstrides)
 
 
 def emit_elementwise(

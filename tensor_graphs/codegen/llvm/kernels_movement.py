@@ -34,6 +34,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from tensor_graphs.codegen.checks import embedding_message, take_message
 from tensor_graphs.codegen.llvm.kernels import (
     REGISTRY,
+    SYMBOLIC_KERNELS,
     Access,
     KernelContext,
     LoweringError,
@@ -49,6 +50,7 @@ from tensor_graphs.codegen.llvm.kernels import (
     parallel_nest,
     split_rows,
     splat_value,
+    static_row,
 )
 from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, broadcast_strides, emit_for, emit_loop
 from tensor_graphs.dialects import buffer as buf
@@ -107,6 +109,8 @@ def _emit_concat(ctx: KernelContext, op: Operation) -> None:
     el = _require_same_element(op, [*op.inputs, out])
     so, dim = _shape(out), op.dim.value.data
     outer, inner = numel(so[:dim]), numel(so[dim + 1 :])
+    static_row(op, so[dim], inner)  # symbolic sizes: in the dims before the concatenated one only
+    outer = ctx.size(outer)
     row = so[dim] * inner
     width = max(el.bitwidth // 8, 1)  # type: ignore[attr-defined]
     out_extent = ctx.extent(out)
@@ -157,7 +161,7 @@ def _emit_embedding(ctx: KernelContext, op: Operation) -> None:
         dst = b.gep(op_, b.offset(None, i, dim), el)
         emit_copy_nest(b, (dim,), Access(dst, (1,), el), Access(src, (nr,), el))
 
-    emit_loop(b, numel(_shape(idx)), row)
+    emit_loop(b, ctx.size(numel(_shape(idx))), row)
 
 
 def _emit_take(ctx: KernelContext, op: Operation) -> None:
@@ -354,6 +358,10 @@ def _emit_cache_write(ctx: KernelContext, op: Operation) -> None:
     emit_copy_nest(b, (outer, n * inner), Access(dst, (cap * inner, 1), el), Access(ctx.ptr(update), (n * inner, 1), el))
 
 
+# strided copies whose outermost dims may be counted at run time (`parallel_nest`), a
+# concatenation over symbolic outer dims, embeddings of a symbolic number of indices
+SYMBOLIC_KERNELS.update((buf.CopyOp, buf.BroadcastOp, buf.CastOp, buf.TransposeOp, buf.SliceOp, buf.ConcatOp,
+                         buf.EmbeddingOp, buf.PackedEmbeddingOp))
 REGISTRY[buf.CopyOp] = _emit_copy
 REGISTRY[buf.BroadcastOp] = _emit_copy
 REGISTRY[buf.TransposeOp] = _emit_transpose
