@@ -855,6 +855,21 @@ class CastOp(ElementwiseUnaryKernel):
 
 
 @irdl_op_definition
+class IotaOp(KernelOp):
+    """``out[i] = start + i * step`` over a 1-D output (`tg.iota`), its size counted at run time
+    when symbolic."""
+
+    name = "buf.iota"
+    NUM_INPUTS: ClassVar[tuple[int, ...]] = (0,)
+    start = prop_def(FloatAttr)
+    step = prop_def(FloatAttr)
+
+    def verify_kernel(self, ins, out):
+        if len(out) != 1:
+            raise ShapeError(f"the output must be 1-D, got {list(out)}")
+
+
+@irdl_op_definition
 class ReduceOp(KernelOp):
     """``out = kind(x)`` over ``dims`` (a kind of `functions.REDUCTIONS`: sum, mean, max, min,
     prod, any)."""
@@ -1459,6 +1474,7 @@ BUF = Dialect(
     "buf",
     [
         ArenaOp,
+        IotaOp,
         AllocOp,
         ViewOp,
         WeightOp,

@@ -166,6 +166,8 @@ def format_expr(value: Dim) -> str:
             return "-" + _atom(rest)
         factors = ([str(coeff)] if coeff != 1 else []) + [_atom(f) for f in sympy.Mul.make_args(rest)]
         return "*".join(factors)
+    if isinstance(value, sympy.Pow) and value.exp.is_Integer and int(value.exp) > 0:
+        return "*".join([_atom(value.base)] * int(value.exp))
     if isinstance(value, sympy.floor):
         num, den = sympy.fraction(sympy.together(value.args[0]))
         return f"{_atom(num)} // {_atom(den)}"
@@ -309,6 +311,9 @@ def evaluator(value: Dim, names: Sequence[str]):
     if value.is_Symbol:
         i = list(names).index(value.name)
         return lambda values: values[i]
+    if isinstance(value, sympy.Pow) and value.exp.is_Integer and int(value.exp) > 0:
+        f, n = evaluator(value.base, names), int(value.exp)
+        return lambda values: f(values) ** n
     if isinstance(value, sympy.floor):
         num, den = sympy.fraction(sympy.together(value.args[0]))
         f, g = evaluator(num, names), evaluator(den, names)

@@ -382,6 +382,32 @@ class CastOp(IRDLOperation):
 
 
 @irdl_op_definition
+class IotaOp(IRDLOperation):
+    """``result[i] = start + i * step`` (torch.arange) along its one dim, whose size may be a
+    symbol's (an arange up to a dynamic size, which constant-fold cannot evaluate).
+
+    ```mlir
+    %p = tg.iota {start = 0.000000e+00 : f64, step = 1.000000e+00 : f64} : tensor<?xi64, ["seq"]>
+    ```
+    """
+
+    name = "tg.iota"
+    start = prop_def(FloatAttr[Float64Type])
+    step = prop_def(FloatAttr[Float64Type])
+    result = result_def(AnyTensor)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "attr-dict `:` type($result)"
+
+    def __init__(self, start: float, step: float, type: TensorType):
+        super().__init__(properties={"start": FloatAttr(float(start), f64), "step": FloatAttr(float(step), f64)},
+                         result_types=[type])
+
+    def verify_(self) -> None:
+        _check(len(shape_of(self.result)) == 1, f"tg.iota: the result must be 1-D, got {self.result.type}")
+
+
+@irdl_op_definition
 class CheckNonzeroOp(IRDLOperation):
     """``result = input``, once no element of it is zero: the run-time check before an integer
     division by a divisor computed at run time (torch raises ZeroDivisionError; a compiled
@@ -1663,6 +1689,7 @@ TG = Dialect(
     "tg",
     [
         WeightOp,
+        IotaOp,
         ConstantOp,
         MatmulOp,
         AddOp,

@@ -81,6 +81,10 @@ SYMBOLIC_SIZE_ARGS = {
     (torch.ops.aten.reshape.default, "shape"),
     (torch.ops.aten._unsafe_view.default, "size"),
     (torch.ops.aten.expand.default, "size"),
+    (torch.ops.aten.slice.Tensor, "end"),
+    (torch.ops.aten.arange.default, "end"),
+    (torch.ops.aten.arange.start, "end"),
+    (torch.ops.aten.arange.start_step, "end"),
 }
 
 #: what a user input may be: a tensor of a dtype of the one table (`tensor_graphs.dtypes`)

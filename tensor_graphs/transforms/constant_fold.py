@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import DYNAMIC_INDEX, ModuleOp, TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -116,8 +116,10 @@ def _erase_unused_cone(memo: dict, rewriter: PatternRewriter) -> None:
 
 
 def _fits(op: Operation, max_elements: int) -> bool:
+    """Every result a static tensor of at most ``max_elements`` (a symbolic size is not a constant)."""
     return all(
-        isinstance(r.type, TensorType) and numel(r.type.get_shape()) <= max_elements for r in op.results
+        isinstance(r.type, TensorType) and DYNAMIC_INDEX not in r.type.get_shape()
+        and numel(r.type.get_shape()) <= max_elements for r in op.results
     )
 
 

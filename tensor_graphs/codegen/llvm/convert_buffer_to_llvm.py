@@ -259,6 +259,12 @@ class _GraphLowering(GraphABI, ParallelRegions, KernelProfiling):
             return b.i64(int(e))
         if e.is_Symbol:
             return self.dim(self._symbol_index(e.name))
+        if isinstance(e, sympy.Pow) and e.exp.is_Integer and int(e.exp) > 0:  # seq**2: seq * seq
+            base = self._expr(e.base)
+            out = base
+            for _ in range(int(e.exp) - 1):
+                out = b.mul_i64(out, base)
+            return out
         if isinstance(e, sympy.floor):
             num, den = sympy.fraction(sympy.together(e.args[0]))
             return b.add(llvm.SDivOp(self._expr(num), self._expr(den)))

@@ -342,15 +342,18 @@ def emit_pointwise(
     ``hoist``), so a broadcast bias or scalar costs nothing in the vectorised inner loop.
     A strided (transposed) read takes the cache-blocked nest instead.
     """
-    if any(n == 0 for n in shape):
+    if any(isinstance(n, int) and n == 0 for n in shape):
         return
-    shape, strides = collapse_dims(shape, [out.strides, *(a.strides for a in ins)])
+    strides = [out.strides, *(a.strides for a in ins)]
+    run_time = not is_static(shape) or not all(is_static(st) for st in strides)
+    if not run_time:  # (run-time extents or strides: the nest as it is, no tiling)
+        shape, strides = collapse_dims(shape, strides)
     rank = len(shape)
 
     def store(offsets: Sequence[SSAValue | None], vals: list[SSAValue]) -> None:
         b.store_element(compute(b, vals), out.ptr, offsets[0], out.element)
 
-    if not hoist or _needs_tiling(shape, strides):
+    if not hoist or (not run_time and _needs_tiling(shape, strides)):
         def body(offsets: list[SSAValue | None]) -> None:
             store(offsets, [b.load_element(a.ptr, off, a.element) for a, off in zip(ins, offsets[1:])])
 
@@ -361,7 +364,7 @@ def emit_pointwise(
         return
 
     # the loop depth at which each input's address stops changing
-    depth = [max((d + 1 for d in range(rank) if st[d] != 0), default=0) for st in strides[1:]]
+    depth = [max((d + 1 for d in range(rank) if not (isinstance(st[d], int) and st[d] == 0)), default=0) for st in strides[1:]]
 
     def level(d: int, offsets: list[SSAValue | None], loaded: dict[int, SSAValue]) -> None:
         loaded = dict(loaded)
@@ -384,7 +387,10 @@ def emit_copy_nest(b: FunctionBuilder, shape: Sequence[int], out: Access, src: A
     """``out[idx] = src[idx]``: one ``llvm.memcpy`` per contiguous inner run when both walk the
     innermost dim with stride 1 (after collapsing), else an element loop nest (tiled when
     the read is transposed). The buffers must not overlap."""
-    if any(n == 0 for n in shape):
+    if any(isinstance(n, int) and n == 0 for n in shape):
+        return
+    if not all(isinstance(x, int) for x in (*shape[:-1], *out.strides, *src.strides)):  # run-time strides
+        emit_pointwise(b, shape, out, [src], lambda b, v: v[0])
         return
     collapsed, (so, ss) = collapse_dims(shape, [out.strides, src.strides])
     if not collapsed or so[-1] != 1 or ss[-1] != 1 or out.element != src.element:
@@ -506,7 +512,7 @@ def _nest_at(ctx: KernelContext, operands: Sequence[Operand], emit, offsets: Seq
         for i, (op, k, st) in enumerate(zip(operands, step, inner)):
             el = _element(op.value)
             base = op.offset if offsets is None else offsets[i]
-            start = base if first is None else b.add_i64(_value(b, first) if k == 1 else b.mul_i64(_value(b, first), b.i64(k)), _value(b, base))
+            start = base if first is None else b.add_i64(_value(b, first) if isinstance(k, int) and k == 1 else b.mul_i64(_value(b, first), _value(b, k)), _value(b, base))
             accesses.append(Access(b.gep(ctx.ptr(op.value), start, el), st, el))
         emit(b, sub, accesses)
 
@@ -537,50 +543,56 @@ def static_row(op: Operation, *sizes) -> None:
 
 
 def _symbolic_nest(ctx: KernelContext, shape, cshape, cstrides, operands: Sequence[Operand], emit, elements) -> None:
-    """`parallel_nest` over a nest whose outermost dim (after collapsing) has a symbolic size:
-    its rows counted at run time (`KernelContext.size`), split among the threads when the rows
-    of this call pay for two (the team's size as at the largest rows); every other dim and every
-    stride static."""
+    """`parallel_nest` over a nest with symbolic sizes (`dialects.symbolic`): its outermost rows
+    counted at run time (`KernelContext.size`) and split among the threads when the rows of this
+    call pay for two (the team's size as at the largest rows); every other extent, stride and
+    offset that depends on the symbols computed in the kernel and passed to the team
+    (`RunTimeSizes`). Inner dims of run-time size run as a plain strided nest (`emit_pointwise`)."""
     op = getattr(ctx, "kernel_op", None)
     name = op.name if op is not None else "a kernel"
-    if not all(isinstance(d, int) for d in cshape[1:]) or not all(isinstance(x, int) for st in cstrides for x in st):
-        raise LoweringError(
-            f"{name}: over {[str(d) for d in shape]} a symbolic size is not the outermost dim of a contiguous "
-            "nest (a strided or broadcast read along it); this kernel takes symbolic sizes in the outermost dims only")
-    if _needs_tiling(tuple(ctx.largest(d) for d in cshape), cstrides):
+    if is_static(cshape[1:]) and all(is_static(st) for st in cstrides) and _needs_tiling(
+            tuple(ctx.largest(d) for d in cshape), cstrides):
         raise LoweringError(f"{name}: a transposed read over a symbolic size {[str(d) for d in shape]} is not supported")
-    # offsets that depend on the symbols (a slice from a symbolic position on): computed here, and
-    # passed to the team
-    offsets = RunTimeSizes(ctx, {str(k): o.offset for k, o in enumerate(operands)})
-    rows = ctx.size(cshape[0])
     max_rows = ctx.largest(cshape[0])
-    per_row = (numel(cshape[1:]) if elements is None else int(sympy.cancel(sympy.sympify(elements) / cshape[0])))
+    per_row = ctx.largest(numel(cshape[1:]) if elements is None else sympy.cancel(sympy.sympify(elements) / cshape[0]))
     row_bytes = float(per_row * sum(_element_bytes(o.value) for o in operands))
     flat = len(cshape) == 1
     block = max(1, PARALLEL_CHUNK // max(per_row, 1)) if flat else 1
-    sub = (block,) if flat else cshape[1:]
-    inner = cstrides if flat else [st[1:] for st in cstrides]
-    def nest_at(values: Sequence[SSAValue]) -> Callable:
-        known = offsets.inside(values)
-        return _nest_at(ctx, operands, emit, [known[str(k)] for k in range(len(operands))])
+    rank, n_ops = len(cshape), len(operands)
+    sizes = RunTimeSizes(ctx, {
+        **{f"o{k}": o.offset for k, o in enumerate(operands)},
+        **{f"d{d}": cshape[d] for d in range(rank)},
+        **{f"s{k}_{d}": cstrides[k][d] for k in range(n_ops) for d in range(rank)},
+        **{f"step{k}": block * cstrides[k][0] for k in range(n_ops)},
+    })
 
+    def nest(values: Sequence[SSAValue]):
+        """(at, shape, strides, step) of the nest, as the code reading ``values`` sees them."""
+        known = sizes.inside(values)
+        at = _nest_at(ctx, operands, emit, [known[f"o{k}"] for k in range(n_ops)])
+        dims = tuple(known[f"d{d}"] for d in range(rank))
+        strides = [tuple(known[f"s{k}_{d}"] for d in range(rank)) for k in range(n_ops)]
+        return at, dims, strides, [known[f"step{k}"] for k in range(n_ops)]
+
+    at, dims, strides, step = nest(sizes.values)
+    rows = dims[0]
     if ctx.target.thread_work.threads(0.0, max_rows * row_bytes) < 2 or max_rows // block < 2:
-        nest_at(offsets.values)(ctx.b, None, [0] * len(operands), (rows, *cshape[1:]), cstrides)
+        at(ctx.b, None, [0] * n_ops, dims, strides)
         return
     b = ctx.b
-    items = b.add(llvm.SDivOp(rows, b.i64(block))) if block > 1 else rows
-    step = [block * st[0] for st in cstrides]
+    items = b.add(llvm.SDivOp(_value(b, rows), b.i64(block))) if block > 1 else rows
 
     def run_items(start: SSAValue, end: SSAValue, _t: SSAValue, values: list[SSAValue]) -> None:
-        at = nest_at(values)
+        at, dims, strides, step = nest(values)
+        sub, inner = ((block,), strides) if flat else (dims[1:], [st[1:] for st in strides])
         emit_for(ctx.b, start, end, lambda i, _c: at(ctx.b, i, step, sub, inner) or [])
 
-    ctx.parallel(items, run_items, offsets.values, work=(0.0, max_rows * row_bytes),
-                 pays=paying_rows(ctx, rows, max_rows, lambda r: (0.0, r * row_bytes)))
+    ctx.parallel(items, run_items, sizes.values, work=(0.0, max_rows * row_bytes),
+                 pays=paying_rows(ctx, _value(b, rows), max_rows, lambda r: (0.0, r * row_bytes)))
     if block > 1:  # the rows no whole block holds
         b = ctx.b
-        rest = b.add(llvm.SubOp(rows, b.mul_i64(items, b.i64(block))))
-        nest_at(offsets.values)(b, items, step, (rest,), cstrides)
+        rest = b.add(llvm.SubOp(_value(b, rows), b.mul_i64(items, b.i64(block))))
+        at(b, items, step, (rest,), strides)
 
 
 def emit_elementwise(

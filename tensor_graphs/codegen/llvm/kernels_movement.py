@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import IntegerAttr, IntegerType, i1, i64
+from xdsl.dialects.builtin import IntegerAttr, IntegerType, f64, i1, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from tensor_graphs.codegen.checks import embedding_message, take_message
@@ -53,6 +53,8 @@ from tensor_graphs.codegen.llvm.kernels import (
     static_row,
 )
 from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, broadcast_strides, emit_for, emit_loop
+from tensor_graphs.codegen.llvm.loops import value as _val
+from tensor_graphs.codegen.llvm.scalar import emit_convert
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.shapes import contiguous_strides, numel
 
@@ -174,18 +176,18 @@ def _emit_take(ctx: KernelContext, op: Operation) -> None:
     if _element(offsets) != i64:
         raise LoweringError(f"{op.name}: offsets must be an i64 buffer, got {offsets.type}")
     check_no_overlap(ctx, op, out, [x, offsets], in_place_ok=False)
-    size = numel(_shape(x))
     message = take_message(_shape(x))
     b = ctx.b
+    size = _val(b, ctx.size(numel(_shape(x))))
     xp, offp, outp = ctx.ptr(x), ctx.ptr(offsets), ctx.ptr(out)
     ult = IntegerAttr(llvm.ICmpPredicateFlag.ULT.to_int(), i64)
 
     def element(i: SSAValue) -> None:
         j = b.load_element(offp, i, i64)
-        ctx.check(b.add(llvm.ICmpOp(j, b.i64(size), ult)), message)
+        ctx.check(b.add(llvm.ICmpOp(j, size, ult)), message)
         b.store_element(b.load_element(xp, j, el), outp, i, el)
 
-    emit_loop(b, numel(_shape(out)), element)
+    emit_loop(b, ctx.size(numel(_shape(out))), element)
 
 
 def _tap_range(size: int, positions: int, k: int, stride: int, pad: int, dilation: int) -> tuple[int, int]:
@@ -358,10 +360,28 @@ def _emit_cache_write(ctx: KernelContext, op: Operation) -> None:
     emit_copy_nest(b, (outer, n * inner), Access(dst, (cap * inner, 1), el), Access(ctx.ptr(update), (n * inner, 1), el))
 
 
+def _emit_iota(ctx: KernelContext, op: Operation) -> None:
+    """``out[i] = start + i * step`` (`buf.iota`), computed in float64 (an arange's arithmetic)
+    and converted to the output's element type; its length counted at run time when symbolic."""
+    assert isinstance(op, buf.IotaOp)
+    out = op.output
+    el = _element(out)
+    b = ctx.b
+    start, step = b.constant(op.start.value.data, f64), b.constant(op.step.value.data, f64)
+    po = ctx.ptr(out)
+
+    def element(i: SSAValue) -> None:
+        x = b.add(llvm.FAddOp(start, b.add(llvm.FMulOp(b.add(llvm.SIToFPOp(i, f64)), step))))
+        b.store_element(emit_convert(b, x, el), po, i, el)
+
+    emit_loop(b, ctx.size(_shape(out)[0]), element)
+
+
 # strided copies whose outermost dims may be counted at run time (`parallel_nest`), a
 # concatenation over symbolic outer dims, embeddings of a symbolic number of indices
-SYMBOLIC_KERNELS.update((buf.CopyOp, buf.BroadcastOp, buf.CastOp, buf.TransposeOp, buf.SliceOp, buf.ConcatOp,
+SYMBOLIC_KERNELS.update((buf.IotaOp, buf.TakeOp, buf.CopyOp, buf.BroadcastOp, buf.CastOp, buf.TransposeOp, buf.SliceOp, buf.ConcatOp,
                          buf.EmbeddingOp, buf.PackedEmbeddingOp))
+REGISTRY[buf.IotaOp] = _emit_iota
 REGISTRY[buf.CopyOp] = _emit_copy
 REGISTRY[buf.BroadcastOp] = _emit_copy
 REGISTRY[buf.TransposeOp] = _emit_transpose

@@ -99,8 +99,12 @@ class FunctionBuilder:
     def mul_i64(self, a: SSAValue, b: SSAValue) -> SSAValue:
         return self.add(llvm.MulOp(a, b, overflow=_NSW))
 
-    def offset(self, base: SSAValue | None, index: SSAValue, stride: int) -> SSAValue | None:
-        """``base + index * stride`` in elements, folding zeros and ones (None means 0)."""
+    def offset(self, base: SSAValue | None, index: SSAValue, stride: int | SSAValue) -> SSAValue | None:
+        """``base + index * stride`` in elements, folding zeros and ones (None means 0); the
+        stride may be a run-time i64."""
+        if not isinstance(stride, int):
+            term = self.mul_i64(index, stride)
+            return term if base is None else self.add_i64(base, term)
         if stride == 0:
             return base
         term = index if stride == 1 else self.mul_i64(index, self.i64(stride))

@@ -23,6 +23,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from tensor_graphs.dialects import aten
+from tensor_graphs.dialects.symbolic import shaped
 from tensor_graphs.dialects.tensor import shape_of
 from tensor_graphs.lowering.aten_to_tensor.common import OpList, append, element_type, elementwise_body, notify_match_failure
 
@@ -93,7 +94,7 @@ def _scalar(value: float | int | bool, t: Attribute) -> arith.ConstantOp:
 
 
 def _bool_result(op: Operation) -> TensorType:
-    return TensorType(i1, shape_of(op.results[0]))
+    return shaped(i1, shape_of(op.results[0]))
 
 
 class ComparePattern(RewritePattern):
@@ -187,7 +188,7 @@ class LogicalPattern(RewritePattern):
             other = args[1] if scalar is None else append(block, _scalar(scalar, kind))
             return append(block, combine(args[0], other))
 
-        y = ops.add(elementwise_body(inputs, TensorType(kind, shape_of(op.results[0])), body))
+        y = ops.add(elementwise_body(inputs, shaped(kind, shape_of(op.results[0])), body))
         y = ops.cast(y, out)  # logical ops on non-bool results (rare): torch gives the result's dtype
         rewriter.replace(op, ops, [y])
 

@@ -7,6 +7,7 @@ dim size. Once buffers exist a contiguous slice is a zero-copy view.
 
 from __future__ import annotations
 
+from xdsl.dialects.builtin import DYNAMIC_INDEX
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
 from tensor_graphs.dialects import aten
@@ -59,7 +60,15 @@ class SlicePattern(RewritePattern):
             step = op.step.value.data
             if step < 1:
                 return notify_match_failure(op, f"step must be >= 1, got {step}")
-            start = _bound(op.start.value.data if op.start is not None else None, 0, n)
+            first = op.start.value.data if op.start is not None else None
+            if not isinstance(n, int) or (op.end is not None and op.end.value.data == DYNAMIC_INDEX):
+                # a symbolic size: the slice's length is the result's (torch.export worked it out)
+                if (first or 0) < 0 or step != 1:
+                    return notify_match_failure(op, f"a slice of the symbolic size {n} takes a start >= 0 and step 1")
+                y = _slice(ops, op.self, dim, first or 0, shape_of(op.result)[dim], step)
+                rewriter.replace(op, ops, [y])
+                return
+            start = _bound(first, 0, n)
             end = _bound(op.end.value.data if op.end is not None else None, n, n)
             size = max(0, -(-(end - start) // step))
             y = _slice(ops, op.self, dim, start, size, step)

@@ -14,11 +14,12 @@ their operand's shape only (``zeros_like``, ``new_ones``, ...): they become a sp
 
 from __future__ import annotations
 
+from xdsl.dialects.builtin import DYNAMIC_INDEX
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from tensor_graphs.dialects import aten
-from tensor_graphs.dialects.tensor import ConstantOp, WeightOp, shape_of
+from tensor_graphs.dialects.tensor import ConstantOp, IotaOp, WeightOp, shape_of
 from tensor_graphs.lowering.aten_to_tensor.common import constant, element_type, notify_match_failure
 
 #: ops whose value is one number everywhere, whatever their operand holds -> that number (None: fill_value)
@@ -122,6 +123,35 @@ class FoldOnlyPattern(RewritePattern):
         notify_match_failure(op, "only constant-fold removes this op; run constant-fold before convert-aten-to-tensor")
 
 
+class SymbolicArangePattern(RewritePattern):
+    """``arange`` up to a symbolic size (its result's length is an expression of the size
+    symbols, which constant-fold leaves alone): a ``tg.iota`` counting at run time.
+
+    ```mlir
+    %p = aten.arange.start {start = 0.0 : f64, end = -9.2e18 : f64} : () -> tensor<?xi64, ["seq"]>
+    // becomes
+    %p = tg.iota {start = 0.000000e+00 : f64, step = 1.000000e+00 : f64} : tensor<?xi64, ["seq"]>
+    ```
+    """
+
+    def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
+        if not isinstance(op, (aten.ArangeOp, aten.ArangeStartOp, aten.ArangeStartStepOp)):
+            return
+        if DYNAMIC_INDEX not in op.result.type.get_shape():
+            return
+        start = _scalar(op.start) if not isinstance(op, aten.ArangeOp) else 0.0
+        step = _scalar(op.step) if isinstance(op, aten.ArangeStartStepOp) else 1.0
+        if start is None or step is None:
+            return notify_match_failure(op, "an arange up to a symbolic size takes a constant start and step")
+        rewriter.replace_op(op, IotaOp(start, step, op.result.type))
+
+
+def _scalar(attr) -> float | None:
+    """A Scalar property's number (None: not a number)."""
+    value = getattr(getattr(attr, "value", None), "data", None)
+    return float(value) if isinstance(value, (int, float)) else None
+
+
 class ShapeOnlyPattern(RewritePattern):
     """``zeros_like``, ``ones_like``, ``full_like``, ``new_zeros``, ``new_ones``, ``new_full``: a splat constant.
 
@@ -142,4 +172,4 @@ class ShapeOnlyPattern(RewritePattern):
 
 
 def populate_mask_patterns() -> list[RewritePattern]:
-    return [ShapeOnlyPattern(), FoldOnlyPattern()]
+    return [ShapeOnlyPattern(), SymbolicArangePattern(), FoldOnlyPattern()]

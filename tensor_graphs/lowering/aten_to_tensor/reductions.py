@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import AnyFloat, IntegerAttr, IntegerType, TensorType, f64, i1, i64
+from xdsl.dialects.builtin import AnyFloat, IntegerAttr, IntegerType, f64, i1, i64
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
 from tensor_graphs.dialects import aten
 from tensor_graphs.dialects.aten import normalize_dim
 from tensor_graphs.dialects.dense import dense_from_numpy
 from tensor_graphs.dialects.shapes import ShapeError, numel
+from tensor_graphs.dialects.symbolic import shaped
 from tensor_graphs.dialects.tensor import (
     AbsOp,
     AmaxOp,
@@ -279,7 +280,7 @@ def _scan_positions(ops: OpList, x, running, dim: int):
             hit = append(block, arith.OrIOp(append(block, arith.CmpfOp(v, r, "oeq")), append(block, arith.CmpfOp(v, v, "uno"))))
         return append(block, arith.SelectOp(hit, i, append(block, arith.ConstantOp(IntegerAttr(0, i64)))))
 
-    candidates = ops.add(elementwise_body([x, running, index], TensorType(i64, shape), marked))
+    candidates = ops.add(elementwise_body([x, running, index], shaped(i64, shape), marked))
     return ops.add(CumsumOp(candidates, dim, "max"))
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IntegerAttr, IntegerType, TensorType, i1, i64
+from xdsl.dialects.builtin import IntegerAttr, IntegerType, i1, i64
 from xdsl.ir import Block, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
@@ -26,7 +26,8 @@ from tensor_graphs.dialects import aten
 from tensor_graphs.dialects.aten import normalize_dim
 from tensor_graphs.dialects.dense import dense_from_numpy
 from tensor_graphs.dialects.shapes import ShapeError, broadcast_shapes, contiguous_strides, is_broadcastable_to, numel
-from tensor_graphs.dialects.tensor import AddOp, BroadcastOp, ConstantOp, PutOp, TakeOp, shape_of
+from tensor_graphs.dialects.symbolic import shaped
+from tensor_graphs.dialects.tensor import AddOp, BroadcastOp, ConstantOp, IotaOp, PutOp, TakeOp, shape_of
 from tensor_graphs.lowering.aten_to_tensor.common import OpList, append, element_type, elementwise_body, notify_match_failure
 from tensor_graphs.transforms.evaluate import dense_to_array
 
@@ -46,19 +47,31 @@ def _axis(values: np.ndarray, at: int, rank: int) -> np.ndarray:
 class OffsetSum:
     """Builds ``offsets`` (i64, shape ``result``) as constant terms plus run-time index terms."""
 
-    def __init__(self, ops: OpList, result: tuple[int, ...], size: int):
-        self.ops, self.result, self.size = ops, result, size
-        self.constant = np.zeros(result, np.int64)
+    def __init__(self, ops: OpList, result: tuple, size):
+        # symbolic sizes (`dialects.symbolic`): the constant terms are 1 along a symbolic dim
+        # (broadcast), a range over one is a run-time `tg.iota`; the offset of an index out of
+        # range is past the largest input (the take checks every offset against its input)
+        self.ops, self.result = ops, result
+        self.size = size if isinstance(size, int) else 1 << 62
+        self.constant = np.zeros([d if isinstance(d, int) else 1 for d in result], np.int64)
         self.run_time: list[SSAValue] = []
 
-    def add_range(self, n: int, stride: int, at: int) -> None:
+    def add_range(self, n, stride, at: int) -> None:
         """The term ``i * stride`` for ``i`` along result axis ``at``."""
-        self.constant = self.constant + _axis(np.arange(n, dtype=np.int64) * stride, at, len(self.result))
+        if isinstance(n, int) and isinstance(stride, int):
+            self.constant = self.constant + _axis(np.arange(n, dtype=np.int64) * stride, at, len(self.result))
+            return
+        if not isinstance(stride, int):
+            raise ShapeError(f"indexing along a dim whose stride {stride} is symbolic needs a static size for the dims after it")
+        iota = self.ops.add(IotaOp(0.0, float(stride), shaped(i64, (n,))))
+        self.run_time.append(self.ops.reshape(iota, tuple(n if d == at else 1 for d in range(len(self.result)))))
 
     def add_index(self, index: SSAValue, n: int, stride: int, shape: tuple[int, ...], wraps: bool = True) -> None:
         """The term of index tensor ``index`` into a dim of size ``n``, reshaped to ``shape``
         (broadcastable to the result); ``wraps``: negative indices count from the end (tensor
         indexing), else they are out of range (``gather``)."""
+        if not isinstance(n, int):
+            raise ShapeError(f"an index into the dim of symbolic size {n} needs that dim static")
         low = -n if wraps else 0
         known = _constant_array(index)
         if known is not None:
@@ -82,14 +95,17 @@ class OffsetSum:
             scaled = emit(arith.MuliOp(wrapped, emit(arith.ConstantOp(IntegerAttr(stride, i64)))))
             return emit(arith.SelectOp(valid, scaled, emit(arith.ConstantOp(IntegerAttr(self.size, i64)))))
 
-        term = ops.add(elementwise_body([index], TensorType(i64, shape_of(index)), body))
+        term = ops.add(elementwise_body([index], shaped(i64, shape_of(index)), body))
         self.run_time.append(ops.reshape(term, shape))
 
     def build(self) -> SSAValue:
         ops = self.ops
         total = ops.add(ConstantOp(dense_from_numpy(np.ascontiguousarray(self.constant), i64)))
         for term in self.run_time:
-            total = ops.add(AddOp(total, term, TensorType(i64, self.result)))
+            shape = broadcast_shapes(shape_of(total), shape_of(term))
+            total = ops.add(AddOp(total, term, shaped(i64, shape)))
+        if shape_of(total) != tuple(self.result):
+            total = ops.add(BroadcastOp(total, tuple(self.result)))
         return total
 
 
