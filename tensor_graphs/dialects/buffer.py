@@ -870,6 +870,20 @@ class IotaOp(KernelOp):
 
 
 @irdl_op_definition
+class SizeOp(KernelOp):
+    """``out[] = size``, a size that is an expression of the size symbols (`tg.size`), from
+    ``dims`` at run time."""
+
+    name = "buf.size"
+    NUM_INPUTS: ClassVar[tuple[int, ...]] = (0,)
+    size = prop_def(StringAttr)
+
+    def verify_kernel(self, ins, out):
+        if out != ():
+            raise ShapeError(f"the output must be rank 0, got {list(out)}")
+
+
+@irdl_op_definition
 class ReduceOp(KernelOp):
     """``out = kind(x)`` over ``dims`` (a kind of `functions.REDUCTIONS`: sum, mean, max, min,
     prod, any)."""
@@ -1475,6 +1489,7 @@ BUF = Dialect(
     [
         ArenaOp,
         IotaOp,
+        SizeOp,
         AllocOp,
         ViewOp,
         WeightOp,

@@ -58,7 +58,7 @@ from xdsl.traits import ConstantLike, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from tensor_graphs.dialects.functions import ACTIVATIONS, INTEGER_UNARY
-from tensor_graphs.dialects.symbolic import Dim, dims_of, shaped
+from tensor_graphs.dialects.symbolic import Dim, dims_of, format_expr, parse_expr, shaped
 from tensor_graphs.dialects.shapes import (
     ATTENTION_OPERANDS,
     ShapeError,
@@ -405,6 +405,35 @@ class IotaOp(IRDLOperation):
 
     def verify_(self) -> None:
         _check(len(shape_of(self.result)) == 1, f"tg.iota: the result must be 1-D, got {self.result.type}")
+
+
+@irdl_op_definition
+class SizeOp(IRDLOperation):
+    """A rank-0 i64 tensor holding a size that is an expression of the size symbols
+    (`dialects.symbolic`): what an elementwise body compares an index with when the dim it
+    indexes has a symbolic size.
+
+    ```mlir
+    %n = tg.size {size = "seq"} : tensor<i64>
+    ```
+    """
+
+    name = "tg.size"
+    size = prop_def(StringAttr)
+    result = result_def(TensorType.constr(i64))
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "attr-dict `:` type($result)"
+
+    def __init__(self, size):
+        super().__init__(properties={"size": StringAttr(format_expr(size))}, result_types=[TensorType(i64, [])])
+
+    def verify_(self) -> None:
+        try:
+            parse_expr(self.size.data)
+        except ValueError as e:
+            raise VerifyException(f"tg.size: {e}") from None
+        _check(shape_of(self.result) == (), f"tg.size: the result must be rank 0, got {self.result.type}")
 
 
 @irdl_op_definition
@@ -1690,6 +1719,7 @@ TG = Dialect(
     [
         WeightOp,
         IotaOp,
+        SizeOp,
         ConstantOp,
         MatmulOp,
         AddOp,

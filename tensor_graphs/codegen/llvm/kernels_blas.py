@@ -149,10 +149,12 @@ def emit_gemm(ctx: KernelContext, op: Operation) -> None:
         )
 
     #: BLAS routine per problem shape: GEMV when the product is a matrix-vector one.
+    def gemm_or_gemv(*offs) -> None:  # run-time rows: the GEMV for a call with one row
+        emit_if(b, icmp(b, "eq", m_run, b.i64(1)), lambda: gemv(*offs, one_row=True), lambda: gemm(*offs))
+
     call = gemv if (m_total == 1 or n == 1) and k > 1 else gemm
-    if not isinstance(m_run, int) and n > 1 and k > 1:  # one row in this call: the GEMV
-        def call(*offs):
-            emit_if(b, icmp(b, "eq", m_run, b.i64(1)), lambda: gemv(*offs, one_row=True), lambda: gemm(*offs))
+    if not isinstance(m_run, int) and n > 1 and k > 1:
+        call = gemm_or_gemv
 
     if fold or batches == 1:
         call(None, None, None)

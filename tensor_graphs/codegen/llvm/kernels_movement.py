@@ -50,12 +50,12 @@ from tensor_graphs.codegen.llvm.kernels import (
     parallel_nest,
     split_rows,
     splat_value,
-    static_row,
 )
 from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, broadcast_strides, emit_for, emit_loop
 from tensor_graphs.codegen.llvm.loops import value as _val
 from tensor_graphs.codegen.llvm.scalar import emit_convert
 from tensor_graphs.dialects import buffer as buf
+from tensor_graphs.dialects.symbolic import is_static, parse_expr
 from tensor_graphs.dialects.shapes import contiguous_strides, numel
 
 def _emit_copy(ctx: KernelContext, op: Operation) -> None:
@@ -105,26 +105,27 @@ def _emit_slice(ctx: KernelContext, op: Operation) -> None:
 
 
 def _emit_concat(ctx: KernelContext, op: Operation) -> None:
-    """One copy per input: input k is an ``outer x (size_k * inner)`` block of the output."""
+    """One copy per input: input k is an ``outer x (size_k * inner)`` block of the output (any of
+    these a run-time count when the shapes are symbolic: the copy is then an element loop)."""
     assert isinstance(op, buf.ConcatOp)
     out = op.output
     el = _require_same_element(op, [*op.inputs, out])
     so, dim = _shape(out), op.dim.value.data
     outer, inner = numel(so[:dim]), numel(so[dim + 1 :])
-    static_row(op, so[dim], inner)  # symbolic sizes: in the dims before the concatenated one only
+    symbolic = not is_static(so)
+    b = ctx.b
+    row = ctx.size(so[dim] * inner)
     outer = ctx.size(outer)
-    row = so[dim] * inner
     width = max(el.bitwidth // 8, 1)  # type: ignore[attr-defined]
     out_extent = ctx.extent(out)
-    b = ctx.b
-    at = 0
+    at: int | SSAValue = 0
     for v in op.inputs:
-        size = _shape(v)[dim] * inner
-        slab = None if out_extent is None else (out_extent[0], out_extent[1] + at * width, out_extent[1] + (at + size) * width)
+        size = ctx.size(_shape(v)[dim] * inner)
+        slab = None if out_extent is None or symbolic else (out_extent[0], out_extent[1] + at * width, out_extent[1] + (at + size) * width)
         if not (outer == 1 and slab is not None and ctx.extent(v) == slab):  # already in place
             check_no_overlap(ctx, op, out, [v], in_place_ok=False)
             emit_copy_nest(b, (outer, size), Access(b.gep(ctx.ptr(out), at, el), (row, 1), el), Access(ctx.ptr(v), (size, 1), el))
-        at += size
+        at = at + size if isinstance(at, int) and isinstance(size, int) else b.add_i64(_val(b, at), _val(b, size))
 
 
 def _emit_embedding(ctx: KernelContext, op: Operation) -> None:
@@ -377,11 +378,19 @@ def _emit_iota(ctx: KernelContext, op: Operation) -> None:
     emit_loop(b, ctx.size(_shape(out)[0]), element)
 
 
+def _emit_size(ctx: KernelContext, op: Operation) -> None:
+    """``out[] = size`` (`buf.size`): an expression of the size symbols, from ``dims``."""
+    assert isinstance(op, buf.SizeOp)
+    b = ctx.b
+    b.store_element(_val(b, ctx.size(parse_expr(op.size.data))), ctx.ptr(op.output), None, i64)
+
+
 # strided copies whose outermost dims may be counted at run time (`parallel_nest`), a
 # concatenation over symbolic outer dims, embeddings of a symbolic number of indices
-SYMBOLIC_KERNELS.update((buf.IotaOp, buf.TakeOp, buf.CopyOp, buf.BroadcastOp, buf.CastOp, buf.TransposeOp, buf.SliceOp, buf.ConcatOp,
+SYMBOLIC_KERNELS.update((buf.IotaOp, buf.SizeOp, buf.TakeOp, buf.CopyOp, buf.BroadcastOp, buf.CastOp, buf.TransposeOp, buf.SliceOp, buf.ConcatOp,
                          buf.EmbeddingOp, buf.PackedEmbeddingOp))
 REGISTRY[buf.IotaOp] = _emit_iota
+REGISTRY[buf.SizeOp] = _emit_size
 REGISTRY[buf.CopyOp] = _emit_copy
 REGISTRY[buf.BroadcastOp] = _emit_copy
 REGISTRY[buf.TransposeOp] = _emit_transpose

@@ -19,6 +19,7 @@ from xdsl.ir import Operation, SSAValue
 
 from tensor_graphs.codegen.llvm.kernels import (
     REGISTRY,
+    SYMBOLIC_KERNELS,
     Access,
     KernelContext,
     LoweringError,
@@ -29,7 +30,8 @@ from tensor_graphs.codegen.llvm.kernels import (
     emit_pointwise,
 )
 from tensor_graphs.codegen.llvm.loops import FunctionBuilder, collapse_dims, emit_carried_loop, emit_strided_nest, icmp
-from tensor_graphs.codegen.llvm.scalar import const, emit_binary, fabs, fadd, fcmp, fdiv, fmax, fmin, fsub, libm, select
+from tensor_graphs.codegen.llvm.loops import value as _val
+from tensor_graphs.codegen.llvm.scalar import const, emit_binary, emit_convert, fabs, fadd, fcmp, fdiv, fmax, fmin, fsub, libm, select
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.shapes import contiguous_strides, numel
 
@@ -87,14 +89,20 @@ def _emit_reduce(ctx: KernelContext, op: Operation) -> None:
     kept_shape = [shape[d] for d in kept]
     out_st = contiguous_strides(kept_shape)
 
+    # symbolic sizes (`dialects.symbolic`): every extent and stride below is counted at run time
+    sized = lambda xs: [ctx.size(x) for x in xs]  # noqa: E731
+    divisor = (b.constant(float(count), el) if isinstance(count, int) or kind != "mean"
+               else emit_convert(b, _val(b, ctx.size(count)), el))
+
     def finish(b: FunctionBuilder, acc: SSAValue) -> SSAValue:
-        return fdiv(b, acc, b.constant(float(count), el)) if kind == "mean" else acc
+        return fdiv(b, acc, divisor) if kind == "mean" else acc
 
     big = [d for d in range(len(shape)) if shape[d] != 1]
     if not big or big[-1] in dims or count == 0:
         # register accumulation: for each output element, a loop nest over the reduced dims
         red = sorted(dims)
         red_shape, (red_st,) = collapse_dims([shape[d] for d in red], [[in_st[d] for d in red]])
+        red_shape, red_st = sized(red_shape), sized(red_st)
 
         def nest(level: int, base: SSAValue | None, acc: list[SSAValue]) -> list[SSAValue]:
             if level == len(red_shape):
@@ -107,18 +115,19 @@ def _emit_reduce(ctx: KernelContext, op: Operation) -> None:
             acc = nest(0, offs[1], [b.constant(identity, el)])[0]
             b.store_element(finish(b, acc), outp, offs[0], el)
 
-        emit_strided_nest(b, kept_shape, [out_st, [in_st[d] for d in kept]], per_output)
+        emit_strided_nest(b, sized(kept_shape), [sized(out_st), sized(in_st[d] for d in kept)], per_output)
         return
 
     # the innermost dim is kept: fill with the identity, accumulate along the input, scale
-    n_out = numel(kept_shape)
+    n_out = ctx.size(numel(kept_shape))
     flat = Access(outp, (1,), el)
     emit_pointwise(b, (n_out,), flat, [], lambda b, v: b.constant(identity, el))
     acc_strides = [0] * len(shape)
     for j, d in enumerate(kept):
         acc_strides[d] = out_st[j]
-    acc = Access(outp, tuple(acc_strides), el)
-    emit_pointwise(b, shape, acc, [acc, Access(xp, in_st, el)], lambda b, v: combine(b, v[0], v[1]), hoist=False)
+    acc = Access(outp, tuple(sized(acc_strides)), el)
+    emit_pointwise(b, sized(shape), acc, [acc, Access(xp, tuple(sized(in_st)), el)], lambda b, v: combine(b, v[0], v[1]),
+                   hoist=False)
     if kind == "mean":
         emit_pointwise(b, (n_out,), flat, [flat], lambda b, v: finish(b, v[0]))
 
@@ -165,16 +174,20 @@ def _emit_cumsum(ctx: KernelContext, op: Operation) -> None:
     def copy(offs: list[SSAValue | None]) -> None:
         b.store_element(b.load_element(xp, offs[1], el), outp, offs[0], el)
 
-    emit_strided_nest(b, [outer, inner], [[n * inner, 1], [n * inner, 1]], copy)
-    if n == 1:
+    row = ctx.size(n * inner)
+    emit_strided_nest(b, [ctx.size(outer), ctx.size(inner)], [[row, 1], [row, 1]], copy)
+    if isinstance(n, int) and n == 1:
         return
 
     def step(offs: list[SSAValue | None]) -> None:  # out[o, i+1, j] = reduce(out[o, i, j], x[o, i+1, j])
         total = step_fn(b, b.load_element(outp, offs[1], el), b.load_element(xp, offs[2], el))
         b.store_element(total, outp, offs[0], el)
 
-    strides = [n * inner, inner, 1]
-    emit_strided_nest(b, [outer, n - 1, inner], [strides] * 3, step, collapse=False, bases=[inner, 0, inner])
+    if not isinstance(inner, int):
+        raise LoweringError(f"{op.name}: a scan with the symbolic inner size {inner}: the dims after dim {dim} must be static")
+    strides = [row, inner, 1]
+    emit_strided_nest(b, [ctx.size(outer), ctx.size(n - 1), inner], [strides] * 3, step, collapse=False,
+                      bases=[inner, 0, inner])
 
 
 def _emit_arg_reduce(ctx: KernelContext, op: Operation) -> None:
@@ -207,16 +220,20 @@ def _emit_arg_reduce(ctx: KernelContext, op: Operation) -> None:
         base = offs[1] if offs[1] is not None else b.i64(0)
 
         def step(i: SSAValue, acc: list[SSAValue]) -> list[SSAValue]:
-            v = b.load_element(xp, b.add_i64(base, b.mul_i64(i, b.i64(in_st[dim]))), el)
+            v = b.load_element(xp, b.add_i64(base, b.mul_i64(i, _val(b, stride))), el)
             take = better(v, acc[0])
             return [select(b, take, v, acc[0]), select(b, take, i, acc[1])]
 
-        _, position = emit_carried_loop(b, shape[dim], [b.load_element(xp, base, el), b.i64(0)], step)
+        _, position = emit_carried_loop(b, length, [b.load_element(xp, base, el), b.i64(0)], step)
         b.store_element(position, outp, offs[0], i64)
 
-    emit_strided_nest(b, kept_shape, [contiguous_strides(kept_shape), [in_st[d] for d in kept]], per_output)
+    stride, length = ctx.size(in_st[dim]), ctx.size(shape[dim])
+    emit_strided_nest(b, [ctx.size(d) for d in kept_shape],
+                      [[ctx.size(s) for s in contiguous_strides(kept_shape)], [ctx.size(in_st[d]) for d in kept]], per_output)
 
 
+# serial loop nests: any extent or stride may be counted at run time
+SYMBOLIC_KERNELS.update((buf.ReduceOp, buf.ArgReduceOp, buf.CumsumOp))
 REGISTRY[buf.ReduceOp] = _emit_reduce
 REGISTRY[buf.ArgReduceOp] = _emit_arg_reduce
 REGISTRY[buf.CumsumOp] = _emit_cumsum

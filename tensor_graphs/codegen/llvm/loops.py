@@ -190,7 +190,7 @@ def emit_loop(b: FunctionBuilder, trip_count: int | SSAValue, body: Callable[[SS
 
 def emit_carried_loop(
     b: FunctionBuilder,
-    trip_count: int,
+    trip_count: int | SSAValue,
     init: Sequence[SSAValue],
     body: Callable[[SSAValue, list[SSAValue]], Sequence[SSAValue]],
 ) -> list[SSAValue]:
@@ -198,9 +198,12 @@ def emit_carried_loop(
 
     The loop-carried values become block arguments (phis), which is the form LLVM recognises
     as a reduction: an ``fadd`` chain with the ``reassoc`` flag (or ``llvm.maximum``)
-    vectorises into vector accumulators. ``body`` may open loops itself.
+    vectorises into vector accumulators. ``body`` may open loops itself. A run-time
+    ``trip_count`` is a guarded `emit_for`.
     """
     init = list(init)
+    if not isinstance(trip_count, int):
+        return emit_for(b, 0, trip_count, lambda i, acc: list(body(i, acc)), init)
     if trip_count <= 0:
         return init
     if trip_count == 1:
@@ -330,10 +333,10 @@ def emit_strided_nest(
     ``offsets[k]`` is ``bases[k] + sum(idx[d] * strides[k][d])`` as an i64 value, or ``None``
     for 0. Offsets are built incrementally (one multiply-add per loop level).
     """
-    if any(n == 0 for n in shape):
+    if any(isinstance(n, int) and n == 0 for n in shape):
         return
-    if collapse:
-        shape, strides = collapse_dims(shape, strides)
+    if collapse and all(isinstance(x, int) for x in (*shape, *(s for st in strides for s in st))):
+        shape, strides = collapse_dims(shape, strides)  # (run-time extents or strides: as they are)
     start = [b.i64(x) if x else None for x in (bases or [0] * len(strides))]
 
     def level(d: int, offsets: list[SSAValue | None]) -> None:

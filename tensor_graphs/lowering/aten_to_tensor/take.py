@@ -27,7 +27,7 @@ from tensor_graphs.dialects.aten import normalize_dim
 from tensor_graphs.dialects.dense import dense_from_numpy
 from tensor_graphs.dialects.shapes import ShapeError, broadcast_shapes, contiguous_strides, is_broadcastable_to, numel
 from tensor_graphs.dialects.symbolic import shaped
-from tensor_graphs.dialects.tensor import AddOp, BroadcastOp, ConstantOp, IotaOp, PutOp, TakeOp, shape_of
+from tensor_graphs.dialects.tensor import AddOp, BroadcastOp, ConstantOp, IotaOp, PutOp, SizeOp, TakeOp, shape_of
 from tensor_graphs.lowering.aten_to_tensor.common import OpList, append, element_type, elementwise_body, notify_match_failure
 from tensor_graphs.transforms.evaluate import dense_to_array
 
@@ -71,7 +71,8 @@ class OffsetSum:
         (broadcastable to the result); ``wraps``: negative indices count from the end (tensor
         indexing), else they are out of range (``gather``)."""
         if not isinstance(n, int):
-            raise ShapeError(f"an index into the dim of symbolic size {n} needs that dim static")
+            self._add_index_into_symbolic(index, n, stride, shape, wraps)
+            return
         low = -n if wraps else 0
         known = _constant_array(index)
         if known is not None:
@@ -96,6 +97,30 @@ class OffsetSum:
             return emit(arith.SelectOp(valid, scaled, emit(arith.ConstantOp(IntegerAttr(self.size, i64)))))
 
         term = ops.add(elementwise_body([index], shaped(i64, shape_of(index)), body))
+        self.run_time.append(ops.reshape(term, shape))
+
+    def _add_index_into_symbolic(self, index: SSAValue, n, stride, shape: tuple, wraps: bool) -> None:
+        """`add_index` into a dim of symbolic size ``n``: the body compares each index with ``n``
+        read at run time (`tg.size`)."""
+        if not isinstance(stride, int):
+            raise ShapeError(f"indexing a dim of symbolic size {n} whose stride {stride} is symbolic")
+        ops = self.ops
+        index = ops.cast(index, i64)
+        size = ops.add(SizeOp(n))
+
+        def body(block: Block, args: list[SSAValue]) -> SSAValue:
+            def emit(op):
+                return append(block, op)
+
+            v, hi = args
+            zero = emit(arith.ConstantOp(IntegerAttr(0, i64)))
+            lo = emit(arith.SubiOp(zero, hi)) if wraps else zero
+            valid = emit(arith.AndIOp(emit(arith.CmpiOp(v, lo, "sge")), emit(arith.CmpiOp(v, hi, "slt"))))
+            wrapped = emit(arith.SelectOp(emit(arith.CmpiOp(v, zero, "slt")), emit(arith.AddiOp(v, hi)), v))
+            scaled = emit(arith.MuliOp(wrapped, emit(arith.ConstantOp(IntegerAttr(stride, i64)))))
+            return emit(arith.SelectOp(valid, scaled, emit(arith.ConstantOp(IntegerAttr(self.size, i64)))))
+
+        term = ops.add(elementwise_body([index, size], shaped(i64, shape_of(index)), body))
         self.run_time.append(ops.reshape(term, shape))
 
     def build(self) -> SSAValue:

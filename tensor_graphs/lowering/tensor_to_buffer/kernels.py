@@ -724,6 +724,7 @@ for _cls in (*tg.UNARY_OPS.values(), tg.GeluOp):
 register_kernel(tg.SelectOp, KernelVariant("select.loop", _same_props(buf.SelectOp)))
 register_kernel(tg.CastOp, KernelVariant("cast.loop", _same_props(buf.CastOp)))
 register_kernel(tg.IotaOp, KernelVariant("iota.loop", _same_props(buf.IotaOp, "start", "step")))
+register_kernel(tg.SizeOp, KernelVariant("size.store", _same_props(buf.SizeOp, "size")))
 register_kernel(tg.CheckNonzeroOp, KernelVariant("check_nonzero.loop", _same_props(buf.CheckNonzeroOp),
                                                  description="copy, then every element checked against zero"))
 _register_all(
