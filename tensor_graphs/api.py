@@ -271,15 +271,26 @@ def load(
 
 def estimate_memory(
     model, max_seq: int | None = None, *, batch: int = 1, prefill_chunk: int = 32, pack_weights: bool = True,
-    target: Target | str | None = None, padding: bool | None = None,
+    target: Target | str | None = None, padding: bool | None = None, inputs: Sequence | None = None,
+    dynamic_shapes=None,
 ):
     """Bytes `compile_decoder` with these arguments would hold: arena, weights (the packed
-    copies included), KV cache (and its padding mask), outputs.
+    copies included), KV cache (and its padding mask), outputs. With ``inputs`` (and
+    ``dynamic_shapes``, as in `compile`): what `compile(model, inputs, ...)` would hold instead,
+    a `MemoryReport` whose ``at(seq=300)`` answers for given sizes of a dynamic graph.
 
     Plans memory without generating code or allocating anything (it imports and optimises the
     model: seconds for a large one).
     """
     from tensor_graphs.runtime_support.decoder_assembly import decoder_modules, estimate
+
+    if inputs is not None:
+        from tensor_graphs.driver.cpu import planned_memory
+
+        from tensor_graphs.frontend.importer import import_model
+
+        graph = import_model(model, tuple(as_torch(x) for x in inputs), dynamic_shapes=dynamic_shapes)
+        return planned_memory(graph.module, CompileOptions(pack_weights=pack_weights, target=target))
 
     decoder = DecoderOptions(max_seq, batch, prefill_chunk, padding)
     built = decoder_modules(model, decoder, CompileOptions(pack_weights=pack_weights, target=target), CompileStats())

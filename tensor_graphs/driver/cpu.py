@@ -68,6 +68,31 @@ def compile_module(
     return fn
 
 
+def planned_memory(module: ModuleOp, options: CompileOptions = CompileOptions()):
+    """The `MemoryReport` of ``module`` (at the aten or tg level; changed in place) lowered to
+    planned buffers, without generating code or allocating anything: arena, weights, packed
+    copies, and one call's inputs and outputs (a dynamic graph's at its largest sizes, `at`
+    for others)."""
+    from tensor_graphs.dialects import buffer as buf
+    from tensor_graphs.dialects.symbolic import symbols_of
+    from tensor_graphs.runtime_support.executable import MemoryReport
+    from tensor_graphs.runtime_support.signature import TensorSpec
+
+    lowering, level = begin_cpu(module, options, None, verify=True)
+    _to_buffers(lowering, level, options, optimize=True, tg_passes=())
+    fn = next(op for op in module.walk() if "tg.num_outputs" in op.attributes)
+    arena = int(module.attributes["tg.arena_size"].value.data)  # type: ignore[attr-defined]
+    ops = list(module.walk())
+    weights = {op.weight_name.data: buf.nbytes(op.result.type) for op in ops if isinstance(op, buf.WeightOp)}
+    packed = {op.slot_name: buf.nbytes(op.result.type) for op in ops if isinstance(op, buf.PackedWeightOp)}
+    constants = sum(buf.nbytes(op.result.type) for op in ops if isinstance(op, buf.ConstantOp))
+    symbols = tuple((n, lo, hi) for n, (lo, hi) in sorted(symbols_of(module).items()))
+    report = MemoryReport(arena_bytes=arena, weight_bytes=sum(weights.values()) + constants,
+                          packed_bytes=sum(packed.values()), symbols=symbols,
+                          io=tuple(TensorSpec.of(t) for t in fn.function_type.inputs.data))  # type: ignore[attr-defined]
+    return report.at(**{n: hi for n, _, hi in symbols})
+
+
 def begin_cpu(module: ModuleOp, options: CompileOptions, stats: CompileStats | None, verify: bool) -> tuple[Lowering, str]:
     """`lowering.begin`, then the target recorded (``options.target``): what a CPU compile, tuned
     or not, does first."""

@@ -35,12 +35,13 @@ repeat=n)`` zeroes them, runs the graph ``n`` times and returns a `profile.Profi
 
 from __future__ import annotations
 
+import dataclasses
 import ctypes
 import functools
 import operator
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -71,18 +72,50 @@ class MemoryReport:
     packed_bytes: int = 0
     #: arenas of ``arena_bytes`` each held now: one per call that has run at the same time as others
     arenas: int = 1
+    #: the inputs and outputs of one call at ``sizes`` (not held by the graph: the caller's and
+    #: allocated per call)
+    io_bytes: int = 0
+    #: a dynamic graph's size symbols, (name, min, max) each, and the specs of its inputs and
+    #: outputs: `at` answers for other sizes
+    symbols: tuple[tuple[str, int, int], ...] = ()
+    io: tuple[TensorSpec, ...] = ()
+    #: the symbols' values this report is for (a dynamic graph: the largest, unless `at` says)
+    sizes: tuple[tuple[str, int], ...] = ()
 
     @property
     def total_bytes(self) -> int:
         return self.arena_bytes * self.arenas + self.weight_bytes + self.packed_bytes + self.state_bytes
 
+    def at(self, **sizes: int) -> MemoryReport:
+        """This report at the size symbols' ``sizes`` (``fn.memory.at(seq=300)``): a ValueError
+        for a symbol the graph has not or a size out of its range. The arena is planned at the
+        largest sizes (`plan-memory`), so only the inputs and outputs change."""
+        known = {name: (lo, hi) for name, lo, hi in self.symbols}
+        for name, value in sizes.items():
+            if name not in known:
+                raise ValueError(f"no size symbol {name!r}: this graph has {', '.join(known) or 'none'}")
+            lo, hi = known[name]
+            if not lo <= value <= hi:
+                raise ValueError(f"size symbol {name} = {value} is outside its range [{lo}, {hi}]")
+        values = {**dict(self.sizes), **sizes}
+        return dataclasses.replace(self, io_bytes=io_bytes(self.io, values), sizes=tuple(sorted(values.items())))
+
     def __str__(self) -> str:
         mib = 1 << 20
         pool = f" x {self.arenas}" if self.arenas != 1 else ""
+        at = f" (at {', '.join(f'{k}={v}' for k, v in self.sizes)})" if self.sizes else ""
+        io = f", inputs and outputs {self.io_bytes / mib:.3f} MiB{at}" if self.io_bytes else ""
         return (
             f"arena {self.arena_bytes / mib:.3f} MiB{pool}, weights {self.weight_bytes / mib:.3f} MiB, "
-            f"packed weights {self.packed_bytes / mib:.3f} MiB, state {self.state_bytes / mib:.3f} MiB"
+            f"packed weights {self.packed_bytes / mib:.3f} MiB, state {self.state_bytes / mib:.3f} MiB{io}"
         )
+
+
+def io_bytes(specs: Sequence[TensorSpec], values: Mapping[str, int]) -> int:
+    """Bytes of tensors of ``specs`` at the size symbols' ``values``."""
+    from tensor_graphs.dialects.symbolic import evaluate
+
+    return sum(int(np.prod(evaluate(s.shape, values), dtype=np.int64)) * s.dtype.itemsize for s in specs)
 
 
 def aligned_empty(nbytes: int, alignment: int = ARENA_ALIGNMENT) -> np.ndarray:
@@ -429,14 +462,16 @@ class CompiledGraph:
     def memory(self) -> MemoryReport:
         packed = set(self.signature.packed)
         sizes = {name: a.nbytes for name, a in self.bound_weights.items()}
+        sig = self.signature
         return MemoryReport(
+            symbols=sig.symbols, io=(*sig.inputs, *sig.outputs),
             arena_bytes=self.signature.arena_size,
             weight_bytes=sum(n for name, n in sizes.items() if name not in packed),
             state_bytes=sum(a.nbytes for a in self._states.values()),
             intermediate_bytes=self.signature.intermediate_bytes,
             packed_bytes=sum(n for name, n in sizes.items() if name in packed),
             arenas=len(self._slots),
-        )
+        ).at(**{name: hi for name, _, hi in self.signature.symbols})
 
     @property
     def native_calls_per_invocation(self) -> int:

@@ -255,7 +255,7 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
             n_kblocks = b.add(llvm.SDivOp(b.add_i64(keys, b.i64(bc - 1)), b.i64(bc)))
             diag = past
         elif symbolic:
-            keys, seq_k = at["seq_k"], at["seq_k"]
+            keys = at["seq_k"]
             n_kblocks = b.add(llvm.SDivOp(b.add_i64(_val(b, keys), b.i64(bc - 1)), b.i64(bc)))
             diag = b.add(llvm.SubOp(_val(b, keys), _val(b, seq_q)))
         else:
