@@ -1,5 +1,5 @@
 """Symbolic sizes (torch.export's ``Dim``): their expressions, their types, the importer's symbols
-at the aten level, tg.export, and the clear refusal below the aten level (not lowered yet)."""
+at the aten level, tg.export and tg.load; compiling them is tests/test_dynamic_shapes.py."""
 
 from __future__ import annotations
 
@@ -144,25 +144,31 @@ def test_a_dim_without_a_maximum_is_refused_naming_the_input():
 
 
 def test_a_dynamic_size_used_as_a_number_is_refused_with_its_line():
-    class Positions(torch.nn.Module):
+    class Scaled(torch.nn.Module):
         def forward(self, x):
-            return x + torch.arange(x.shape[1])
+            return x * x.shape[1]
 
-    with pytest.raises(UnsupportedOpsError, match=r"(?s)aten::arange at .*test_symbolic_shapes\.py:\d+ .*its argument 'end' is "
-                       r"the dynamic size n"):
-        import_model(Positions(), (torch.randn(3, 8),), ({1: Dim("n", max=64)},))
+    with pytest.raises(UnsupportedOpsError, match=r"(?s)aten::mul.* at .*test_symbolic_shapes\.py:\d+ .*is the dynamic size n"):
+        import_model(Scaled(), (torch.randn(3, 8),), ({1: Dim("n", max=64)},))
 
 
-def test_export_keeps_the_symbols_and_compile_says_they_are_not_compiled_yet(tmp_path):
+def test_export_keeps_the_symbols_and_load_compiles_them(tmp_path):
     spec = ({0: Dim("batch", min=1, max=64)},)
-    tg.export(Mlp().eval(), (torch.randn(3, 8),), tmp_path / "mlp.mlir", dynamic_shapes=spec)
+    torch.manual_seed(0)
+    model = Mlp().eval()
+    tg.export(model, (torch.randn(3, 8),), tmp_path / "mlp.mlir", dynamic_shapes=spec)
     text = (tmp_path / "mlp.mlir").read_text()
     assert "tg.symbols = {batch = array<i64: 1, 64>}" in text and '["batch"]' in text
-    with pytest.raises(SymbolicShapeError, match=r"this graph has dynamic sizes \(batch in \[1, 64\]\).*does not yet compile them "
-                       r"to kernels: compile it without dynamic_shapes, once per shape you run"):
-        tg.load(tmp_path / "mlp.mlir")
-    with pytest.raises(SymbolicShapeError, match=r"dynamic sizes \(batch in \[1, 64\]\)"):
-        tg.compile(Mlp().eval(), (torch.randn(3, 8),), dynamic_shapes=spec)
+    fn = tg.load(tmp_path / "mlp.mlir")
+    for n in (1, 5, 64):
+        x = torch.randn(n, 8)
+        torch.testing.assert_close(fn(x), model(x).detach(), rtol=1e-6, atol=1e-6)  # observed <= 3e-7
+
+
+def test_the_tuner_takes_static_sizes_only():
+    with pytest.raises(SymbolicShapeError, match=r"dynamic sizes \(batch in \[1, 64\]\); the tuner \(tune=\.\.\.\) takes static sizes only"):
+        tg.compile(Mlp().eval(), (torch.randn(3, 8),), dynamic_shapes=({0: Dim("batch", min=1, max=64)},), tune="missing",
+                   tuning_db=":memory:")
 
 
 def test_sympy_symbols_are_positive_integers():

@@ -143,7 +143,7 @@ class SymbolicArangePattern(RewritePattern):
         step = _scalar(op.step) if isinstance(op, aten.ArangeStartStepOp) else 1.0
         if start is None or step is None:
             return notify_match_failure(op, "an arange up to a symbolic size takes a constant start and step")
-        rewriter.replace_op(op, IotaOp(start, step, op.result.type))
+        rewriter.replace(op, IotaOp(start, step, op.result.type))
 
 
 def _scalar(attr) -> float | None:

@@ -48,7 +48,7 @@ from tensor_graphs.dialects import tensor as tg
 from tensor_graphs.dialects.shapes import ATTENTION_OPERANDS, numel
 from tensor_graphs.lowering.tensor_to_buffer.scratch import attention_scratch_type
 from tensor_graphs.dialects.packing import PanelLayout
-from tensor_graphs.dialects.symbolic import dims_of, symbols_of, upper_bound
+from tensor_graphs.dialects.symbolic import dims_of, simplify, symbols_of, upper_bound
 from tensor_graphs.target import TARGET_ATTR, Target, of_module
 from tensor_graphs.dialects.tensor import TABLE_NAME
 
@@ -334,7 +334,7 @@ def contiguous_slice_offset(shape: Sequence[int], dim: int, start: int, step: in
     elif size > 1 and step != 1:
         return None
     if outer == 1 or size == shape[dim]:
-        offset = start * inner
+        offset = simplify(start * inner)
         return offset if isinstance(offset, int) else None  # a symbolic offset: not a constant view
     return None
 
