@@ -378,7 +378,7 @@ func.func @dynamic_shape_rejected(%x: tensor<?x4xf32>) -> tensor<?x4xf32> {
   %y = tg.relu %x : tensor<?x4xf32>
   func.return %y : tensor<?x4xf32>
 }
-// CHECK: convert-tensor-to-buffer: in @dynamic_shape_rejected: argument #0 has dynamic shape tensor<?x4xf32>; only static shapes are supported
+// CHECK: convert-tensor-to-buffer: in @dynamic_shape_rejected: argument #0 has dynamic shape tensor<?x4xf32> without size expressions: name each dynamic dim's size
 
 // -----
 

@@ -19,6 +19,7 @@ Expressions are read by a small parser of their own (`parse_expr`: integers, nam
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 
@@ -56,9 +57,11 @@ def symbol(name: str) -> sympy.Symbol:
 _TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z0-9_]*)|(//|[-+*%(),]))")
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_expr(text: str) -> Dim:
     """The expression ``text`` (the syntax `format_expr` writes) as an int or a sympy expression;
-    a ValueError on anything else."""
+    a ValueError on anything else. (Cached: a graph's types repeat a few expressions, and sympy
+    expressions are immutable.)"""
     tokens: list[tuple[str, str]] = []
     pos = 0
     text = text.strip()
@@ -141,6 +144,7 @@ def simplify(value) -> Dim:
     return value
 
 
+@functools.lru_cache(maxsize=4096)
 def format_expr(value: Dim) -> str:
     """``value`` in the syntax `parse_expr` reads (``2*seq + 1``, ``seq // 2``, ``max(a, b)``)."""
     if isinstance(value, int):

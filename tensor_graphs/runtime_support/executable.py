@@ -250,6 +250,8 @@ class CompiledGraph:
         self._out_specs = [(s.shape, s.dtype) for s in sig.outputs]
         #: a dynamic graph's sizes: the symbols' values from each call's input shapes, checked
         self._binder = sig.binder() if sig.symbols else None
+        self._in_shapes = [self._binder.shaper(s) for s in sig.inputs] if self._binder else []
+        self._out_shaper = [self._binder.shaper(s) for s in sig.outputs] if self._binder else []
         #: torch dtypes of the inputs, (shape, torch dtype) of the outputs: made at the first torch call
         self._torch: tuple[list, list] | None = None
         #: the kernel paths chosen (`tuning.tuner.TuningReport`), set by `compile_module`
@@ -339,14 +341,14 @@ class CompiledGraph:
         values = self._binder.dims([tuple(a.shape) for a in args])
         for i, v in enumerate(values):
             slot.dims[1 + i] = v
-        return [self._binder.shape(spec, values) for spec in self.signature.inputs]
+        return [shape(values) for shape in self._in_shapes]
 
     def _out_shapes(self, slot: _CallSlot, specs: list) -> list:
         """(shape, dtype) of each output: a dynamic graph's at this call's sizes (``slot.dims``)."""
         if self._binder is None:
             return specs
-        values = list(slot.dims)[1:]
-        return [(self._binder.shape(spec, values), dtype) for spec, (_, dtype) in zip(self.signature.outputs, specs)]
+        values = slot.dims[1:]
+        return [(shape(values), dtype) for shape, (_, dtype) in zip(self._out_shaper, specs)]
 
     def _enter(self, past) -> int:
         """Start a call of a graph with state: ``past`` checked, the graph held (one call at a time)."""

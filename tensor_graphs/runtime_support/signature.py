@@ -211,8 +211,14 @@ class SizeBinder:
 
     def shape(self, spec: TensorSpec, values: Sequence[int]) -> tuple[int, ...]:
         """``spec``'s shape at the symbols' ``values`` (in the order of ``symbols``)."""
+        return self.shaper(spec)(values)
+
+    def shaper(self, spec: TensorSpec):
+        """A function of the symbols' values giving ``spec``'s shape (built once: a call of a
+        dynamic graph evaluates its outputs' shapes with it)."""
         names = [n for n, _, _ in self.symbols]
-        return tuple(d if isinstance(d, int) else evaluator(d, names)(values) for d in spec.shape)
+        dims = [(d, None) if isinstance(d, int) else (0, evaluator(d, names)) for d in spec.shape]
+        return lambda values: tuple(d if f is None else f(values) for d, f in dims)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@
     tg-run model.mlir --input x.npy -n 200  # given inputs
     tg-run --profile model.mlir             # + time per kernel: the top 30, then per kind
     tg-run --tune cached --explain model.mlir   # tuned kernel paths (tg-tune), and why each
+    tg-run bert.mlir --size seq=128         # a graph of dynamic sizes, at these (default: each maximum)
 
 Bad input (an unreadable or malformed module, missing weights or weights that do not match the
 module, inputs of the wrong shape or dtype, a run-time check of the graph failing) prints ONE
@@ -113,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target", default=None, metavar="NAME",
                     help="the machine to compile for: host (default; TG_TARGET when set), an ISA level "
                          "(x86-64, x86-64-v2, x86-64-v3, x86-64-v4) or a CPU name (znver3, sapphirerapids, ...)")
+    ap.add_argument("--size", action="append", default=[], metavar="NAME=N",
+                    help="a dynamic graph's size symbol at which to run random inputs (repeatable; default: each "
+                         "symbol's maximum)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--past", type=int, default=None,
                     help="for a graph with state (a KV cache): positions already cached (default 0); states start zeroed")
@@ -140,6 +144,26 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - a user's module: one line, never a traceback
         return _one_line(e)
     return 1
+
+
+def _sizes(given: list[str], symbols) -> dict[str, int]:
+    """``--size NAME=N`` for each size symbol (name, min, max) of the graph; its maximum when not
+    given. A RunError for a malformed one, an unknown name or a size out of range."""
+    sizes = {name: hi for name, _, hi in symbols}
+    ranges = {name: (lo, hi) for name, lo, hi in symbols}
+    for text in given:
+        name, sep, value = text.partition("=")
+        if not sep or not value.strip().lstrip("-").isdigit():
+            raise RunError(f"--size {text}: expected NAME=N (an integer)")
+        name = name.strip()
+        if name not in ranges:
+            raise RunError(f"--size {text}: the graph has no size symbol {name!r} "
+                           f"({', '.join(f'{n} in [{lo}, {hi}]' for n, lo, hi in symbols) or 'its sizes are static'})")
+        lo, hi = ranges[name]
+        if not lo <= int(value) <= hi:
+            raise RunError(f"--size {text}: {name} must be in [{lo}, {hi}]")
+        sizes[name] = int(value)
+    return sizes
 
 
 def _one_line(e: Exception) -> int:
@@ -178,7 +202,9 @@ def _run(args) -> int:
             raise RunError(f"the graph takes {len(specs)} input(s) ({names}); {len(args.input)} --input given")
         inputs = [_load_input(p, i, s) for i, (p, s) in enumerate(zip(args.input, specs))]
     else:
-        inputs = [rng.standard_normal(s.shape).astype(s.dtype) for s in specs]
+        sizes = _sizes(args.size, fn.signature.symbols)
+        inputs = [rng.standard_normal(fn._binder.shape(s, [sizes[n] for n, _, _ in fn.signature.symbols])
+                                      if fn.signature.symbols else s.shape).astype(s.dtype) for s in specs]
     call = {"past": args.past if args.past is not None else 0} if fn.signature.states else {}
     try:
         out = fn(*inputs, **call)
@@ -192,7 +218,11 @@ def _run(args) -> int:
         times.append(time.perf_counter() - t0)
     report = fn.profile(*inputs, repeat=args.repeat, warmup=0, **call) if args.profile else None
 
-    print(f"compiled {Path(args.module).name} in {compile_s:.3f} s for {fn.target.describe()}; {fn.memory}")
+    memory = fn.memory
+    if fn.signature.symbols:  # at this run's sizes (the inputs')
+        values = fn._binder.dims([tuple(x.shape) for x in inputs])
+        memory = memory.at(**{n: v for (n, _, _), v in zip(fn.signature.symbols, values)})
+    print(f"compiled {Path(args.module).name} in {compile_s:.3f} s for {fn.target.describe()}; {memory}")
     for spec, x in zip(specs, inputs):
         print(_summary(f"input  {spec.name}", x))
     for i, o in enumerate(outs):

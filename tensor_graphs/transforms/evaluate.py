@@ -48,11 +48,14 @@ from tensor_graphs.dialects.dense import numpy_dtype_of as numpy_dtype
 from tensor_graphs.dialects.functions import ARG_REDUCTIONS, REDUCTIONS, UNARY_FUNCTIONS, apply_unary
 from tensor_graphs.dialects.scalar import DigammaOp, ErfcOp, ErfinvOp, HypotOp, I0Op, LgammaOp, NextafterOp, RemFOp
 from tensor_graphs.transforms import special_functions
+from tensor_graphs.dialects.symbolic import parse_expr
 from tensor_graphs.dialects.tensor import (
     AttentionOp,
     BiasActivationOp,
     BroadcastOp,
     CastOp,
+    IotaOp,
+    SizeOp,
     ConcatOp,
     ConstantOp,
     ElementwiseBinaryOp,
@@ -695,6 +698,21 @@ def _grouped_matmul(op: GroupedMatmulOp, x: np.ndarray, w: np.ndarray, offsets: 
     return out.astype(_result_dtype(op))
 
 
+def _iota(op: IotaOp) -> np.ndarray:
+    (n,) = shape_of(op.result)
+    if not isinstance(n, int):
+        raise EvaluationError(f"evaluate: tg.iota of the symbolic length {n}: the evaluator runs graphs of static sizes")
+    values = op.start.value.data + np.arange(n, dtype=np.float64) * op.step.value.data
+    return values.astype(_result_dtype(op))
+
+
+def _size(op: SizeOp) -> np.ndarray:
+    value = parse_expr(op.size.data)
+    if not isinstance(value, int):
+        raise EvaluationError(f"evaluate: tg.size {value}: the evaluator runs graphs of static sizes")
+    return np.array(value, np.int64)
+
+
 def _yield(op: YieldOp, *values: np.ndarray) -> np.ndarray:
     raise EvaluationError("evaluate: tg.yield runs only inside the body of its tg.fused_elementwise")
 
@@ -737,6 +755,8 @@ def _evaluators() -> dict[type[Operation], Evaluator]:
         AttentionOp: _attention,
         FusedElementwiseOp: _fused_elementwise,
         YieldOp: _yield,
+        IotaOp: _iota,
+        SizeOp: _size,
     }
     # Families: every binary, unary and reduction op of the dialect by its base class.
     for op_type in _TG.operations:

@@ -646,7 +646,26 @@ def check_memref(op: Operation, value: SSAValue) -> MemRefType:
         from tensor_graphs.diagnostics import location_of
 
         where = f" (at {loc})" if (loc := location_of(op)) else ""
+        names = sorted({str(x) for d in dims_of(t) if not isinstance(d, int) for x in d.free_symbols})
         raise LoweringError(
-            f"{op.name}{where}: its operand {t} has a symbolic size, and this kernel takes its sizes at compile "
-            "time only; give the dims it depends on a static size (drop them from dynamic_shapes)")
+            f"{op.name}{where}: its operand {t} has a symbolic size ({', '.join(_symbol_sources(op, names))}), and "
+            "this kernel takes its sizes at compile time only; give those dims a static size (drop them from "
+            "dynamic_shapes)")
     return t
+
+
+def _symbol_sources(op: Operation, names: list[str]) -> list[str]:
+    """For each size symbol of ``names``: where the graph's inputs take it ("seq: input 'x' dim 1")."""
+    fn = op.parent_op()
+    while fn is not None and not hasattr(fn, "function_type"):
+        fn = fn.parent_op()
+    args = list(fn.body.block.args) if fn is not None and fn.body.blocks else []
+    out = []
+    for name in names:
+        places = [f"input '{a.name_hint or i}' dim {d}" for i, a in enumerate(args) if hasattr(a.type, "get_shape")
+                  for d, x in enumerate(dims_of(a.type)) if not isinstance(x, int) and str(x) == name]
+        out.append(f"{name}: {', '.join(places[:1]) or 'no input dim'}")
+    return out
+
+
+

@@ -498,7 +498,7 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
                 y = b.add(llvm.FAddOp(y, v if scale == 1.0 else b.add(llvm.FMulOp(v, b.f32(scale)))))
             return y if act == "none" else emit_unary(b, act, y)
 
-        def block(p: SSAValue, r0: SSAValue | int, rows: int, partial: bool, rb: SSAValue | int | None,
+        def block(p: SSAValue, r0: SSAValue | int, rows: int | SSAValue, partial: bool, rb: SSAValue | int | None,
                   ks: KRange) -> None:
             """Rows ``[r0, r0 + rows)`` of panel ``p`` over the k steps ``ks``: the register tile
             (from zeros for the first K block, else from the sums stored so far), then, after the
@@ -524,11 +524,24 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
             # the last panel's tile is as many vectors wide as its columns need (its padding
             # columns beyond them are never computed)
             width = -(-last_cols // lanes) if partial else vectors
-            tile = Tile(rows, width, lanes, spread, per_step if ahead is not None else 0, line_floats, b_aligned)
+
+            def tile_call(**kwargs) -> None:
+                """The register tile of the block's rows; a run-time count (this call's tail rows)
+                switches among the MR - 1 row tiles (the epilogue after it takes the count as is)."""
+                def one(r: int) -> None:
+                    tile = Tile(r, width, lanes, spread, per_step if ahead is not None else 0, line_floats, b_aligned)
+                    call_tile(ctx, tile, a_row, k, panel, nr, ks.steps, dest, ld, **kwargs)
+
+                if isinstance(rows, int):
+                    one(rows)
+                    return
+                for r in range(1, mr):
+                    emit_if(b, icmp(b, "eq", rows, b.i64(r)), lambda r=r: one(r))
+
             if partial and not (ks.first and ks.last):
                 # the last panel within a K-blocked pass (A-stationary): this block's sums go to
                 # the stack tile, then are added to out's columns (stored there after the first)
-                call_tile(ctx, tile, a_row, k, panel, nr, ks.steps, dest, ld, alpha=alpha)
+                tile_call(alpha=alpha)
                 ins = [Access(dest, (ld, 1), f32)]
                 if not ks.first:
                     ins.append(Access(out_tile, (n, 1), f32))
@@ -542,8 +555,7 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
                 with _scalar_errors(op):
                     emit_pointwise(b, (rows, last_cols), Access(out_tile, (n, 1), f32), ins, add_block)
                 return
-            call_tile(ctx, tile, a_row, k, panel, nr, ks.steps, dest, ld, alpha=alpha if ks.last else 1.0,
-                      accumulate=not ks.first, ahead=ahead)
+            tile_call(alpha=alpha if ks.last else 1.0, accumulate=not ks.first, ahead=ahead)
             cols = last_cols if partial else nr
             if not ks.last or not (partial or addends or act != "none"):
                 return
@@ -562,11 +574,9 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
                 ahead = min_i64(b, b.i64(ahead), run_rows) if ahead else 0
             emit_for(b, 0, ahead, lambda r, _: block(p, b.mul_i64(r, b.i64(mr)), mr, partial, r, ks) or [])
             emit_for(b, ahead, run_rows, lambda r, _: block(p, b.mul_i64(r, b.i64(mr)), mr, partial, None, ks) or [])
-            if m_size is not None:  # this call's tail rows: one of the MR - 1 row tiles
+            if m_size is not None:  # this call's tail rows (fewer than MR), when it has any
                 r0 = b.mul_i64(run_rows, b.i64(mr))
-                for rows in range(1, mr):
-                    emit_if(b, icmp(b, "eq", run_rest, b.i64(rows)),
-                            lambda rows=rows: block(p, r0, rows, partial, None, ks))
+                emit_if(b, icmp(b, "sgt", run_rest, b.i64(0)), lambda: block(p, r0, run_rest, partial, None, ks))
             elif rest:
                 tail_prefetches = not partial and full_rows < prefetch_plan(ks.steps)[2]
                 block(p, full_rows * mr, rest, partial, full_rows if tail_prefetches else None, ks)

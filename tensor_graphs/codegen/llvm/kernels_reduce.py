@@ -91,8 +91,8 @@ def _emit_reduce(ctx: KernelContext, op: Operation) -> None:
 
     # symbolic sizes (`dialects.symbolic`): every extent and stride below is counted at run time
     sized = lambda xs: [ctx.size(x) for x in xs]  # noqa: E731
-    divisor = (b.constant(float(count), el) if isinstance(count, int) or kind != "mean"
-               else emit_convert(b, _val(b, ctx.size(count)), el))
+    divisor = None if kind != "mean" else (
+        b.constant(float(count), el) if isinstance(count, int) else emit_convert(b, _val(b, ctx.size(count)), el))
 
     def finish(b: FunctionBuilder, acc: SSAValue) -> SSAValue:
         return fdiv(b, acc, divisor) if kind == "mean" else acc

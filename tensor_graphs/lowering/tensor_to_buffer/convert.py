@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
     ArrayAttr,
     DictionaryAttr,
     FunctionType,
@@ -82,6 +83,10 @@ def memref_of(type: Attribute, fn: func.FuncOp, what: str) -> MemRefType:
         return type
     if not isinstance(type, TensorType):
         raise _fail(fn, f"{what} has type {type}; only tensors can be lowered to buffers")
+    if DYNAMIC_INDEX in type.get_shape() and not isinstance(type.encoding, ArrayAttr):
+        raise _fail(fn, f"{what} has dynamic shape {type} without size expressions: name each dynamic dim's size "
+                        '(tensor<?x4xf32, ["batch"]>, with its range in the module\'s tg.symbols), or give every dim a '
+                        "size (export the model without dynamic_shapes)")
     return _memref(type)
 
 

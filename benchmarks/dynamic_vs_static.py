@@ -1,0 +1,145 @@
+"""A dynamic graph against static compiles of the same model, size by size: one ``tg.compile``
+with ``dynamic_shapes`` serves every size; each static compile serves one. Both run in this
+process, call by call alternately (ABAB...), medians of the rounds; the compile times too.
+
+    .venv/bin/python benchmarks/dynamic_vs_static.py [--models bert gpt2 mlp] [--threads 1,2]
+                                                     [--rounds 10] [--quick] [--out FILE.md]
+
+Models (random weights, ``torch.manual_seed(0)``): BERT-base (transformers ``BertConfig()``:
+12 layers, d 768) ``ids -> last hidden state`` at batch 1 seq 16 / 128 / 512 and batch 8 seq 128
+(``Dim("seq", 1, 512)``, the batch static per graph); GPT-2 small (``GPT2Config()``) ``ids ->
+logits`` at seq 32 / 128 (``Dim("seq", 1, 1024)``); the MLP 256-1024-1024-256 of tg-bench at
+batch 1 / 64 (``Dim("batch", 1, 256)``). ``--quick``: tiny configurations (a smoke test).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch.export import Dim
+
+import tensor_graphs as tg
+
+
+class _Model(torch.nn.Module):
+    def __init__(self, inner, run):
+        super().__init__()
+        self.inner, self.run = inner, run
+
+    def forward(self, x):
+        return self.run(self.inner, x)
+
+
+def build(name: str, quick: bool):
+    """(model, [(row label, example input)], dynamic_shapes spec)."""
+    torch.manual_seed(0)
+    if name == "bert":
+        from transformers import BertConfig, BertModel
+
+        cfg = BertConfig(num_hidden_layers=2, hidden_size=128, num_attention_heads=4, intermediate_size=512) if quick \
+            else BertConfig()
+        model = _Model(BertModel(cfg).eval(), lambda m, ids: m(input_ids=ids).last_hidden_state)
+        sizes = [(1, 16), (1, 128), (1, 512), (8, 128)]
+        rows = [(f"batch {b}, seq {s}", torch.randint(0, cfg.vocab_size, (b, s))) for b, s in sizes]
+        return "BERT-base" if not quick else "BERT (tiny)", model, rows, lambda x: {"x": {1: Dim("seq", min=1, max=512)}}
+    if name == "gpt2":
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        cfg = GPT2Config(n_layer=2, n_embd=128, n_head=4) if quick else GPT2Config()
+        model = _Model(GPT2LMHeadModel(cfg).eval(), lambda m, ids: m(input_ids=ids, use_cache=False).logits)
+        rows = [(f"prefill {s}", torch.randint(0, cfg.vocab_size, (1, s))) for s in (32, 128)]
+        return "GPT-2 small" if not quick else "GPT-2 (tiny)", model, rows, lambda x: {"x": {1: Dim("seq", min=1, max=1024)}}
+    if name == "mlp":
+        sys.path.insert(0, str(Path(__file__).parent))
+        import mlp
+
+        model = _Model(mlp.build(), lambda m, x: m(x))
+        rows = [(f"batch {b}", torch.randn(b, 256)) for b in (1, 64)]
+        return "MLP 256-1024-1024-256", model, rows, lambda x: {"x": {0: Dim("batch", min=1, max=256)}}
+    raise SystemExit(f"unknown model {name!r} (bert, gpt2, mlp)")
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
+
+
+def alternate(fns: list, x, rounds: int, warmup: int = 2) -> list[float]:
+    """Median seconds per call of each of ``fns`` on ``x``, called alternately."""
+    for _ in range(warmup):
+        for f in fns:
+            f(x)
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(rounds):
+        for f, t in zip(fns, times):
+            t0 = time.perf_counter()
+            f(x)
+            t.append(time.perf_counter() - t0)
+    return [statistics.median(t) for t in times]
+
+
+def bench(name: str, threads: list[int], rounds: int, quick: bool) -> list[str]:
+    label, model, rows, spec = build(name, quick)
+    dyn_inputs = {}
+    lines = []
+    with torch.no_grad():
+        for batch in dict.fromkeys(x.shape[0] if name != "mlp" else 0 for _, x in rows):
+            # the example: the row's largest (torch.export specialises a size of 1); the forward's
+            # argument is "x": the spec names it
+            example = max((x for _, x in rows if name == "mlp" or x.shape[0] == batch), key=lambda x: x.numel())
+            dynamic, dyn_seconds = timed(lambda: tg.compile(model, (example,), dynamic_shapes=spec(example)))
+            dyn_inputs[batch] = (dynamic, dyn_seconds)
+            print(f"{label}: dynamic compile (batch {batch}): {dyn_seconds:.2f} s; {dynamic.memory}", flush=True)
+        for what, x in rows:
+            dynamic, dyn_seconds = dyn_inputs[x.shape[0] if name != "mlp" else 0]
+            static, static_seconds = timed(lambda: tg.compile(model, (x,)))
+            expected = model(x)
+            for fn in (dynamic, static):
+                torch.testing.assert_close(fn(x), expected, rtol=1e-4, atol=1e-4)
+            for t in threads:
+                tg.set_num_threads(t)
+                torch.set_num_threads(t)
+                d, s = alternate([dynamic, static], x, rounds)
+                line = (f"| {label} | {what} | {t} | {s * 1e3:.3f} | {d * 1e3:.3f} | {d / s:.3f} | {static_seconds:.2f} | "
+                        f"{dyn_seconds:.2f} | {dyn_seconds / static_seconds:.2f} |")
+                print(line, flush=True)
+                lines.append(line)
+            del static
+            gc.collect()
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", nargs="+", default=["bert", "gpt2", "mlp"])
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out", default=None, help="write the table (markdown) here too")
+    args = ap.parse_args(argv)
+    threads = [int(t) for t in args.threads.split(",")]
+    head = ["| model | row | threads | static ms | dynamic ms | dynamic / static | static compile s | "
+            "dynamic compile s (once, every size) | dynamic / static compile |",
+            "|---|---|--:|--:|--:|--:|--:|--:|--:|"]
+    print("\n".join(head), flush=True)
+    lines = []
+    for name in args.models:
+        lines += bench(name, threads, args.rounds, args.quick)
+    if args.out:
+        cpu = tg.Target.host().describe() if hasattr(tg, "Target") else platform.processor()
+        Path(args.out).write_text(
+            f"# A dynamic graph against static compiles\n\n`{' '.join(['benchmarks/dynamic_vs_static.py', *(argv or sys.argv[1:])])}`, "
+            f"{cpu}; medians of {args.rounds} alternating rounds.\n\n" + "\n".join(head + lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
