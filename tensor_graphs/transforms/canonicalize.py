@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+import numpy as np
+from xdsl.dialects.builtin import IntegerType, ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -25,11 +26,14 @@ from xdsl.pattern_rewriter import (
 )
 
 from tensor_graphs import dtypes
+from tensor_graphs.dialects.dense import dense_from_numpy
 from tensor_graphs.dialects.tensor import (
     AddOp,
     BroadcastOp,
     CastOp,
     ConcatOp,
+    ConstantOp,
+    FusedElementwiseOp,
     DivOp,
     ElementwiseBinaryOp,
     MulOp,
@@ -42,9 +46,11 @@ from tensor_graphs.dialects.tensor import (
 )
 from tensor_graphs.transforms.dce import erase_dead_producers
 from tensor_graphs.transforms.evaluate import splat_constant
+from tensor_graphs.transforms.value_range import value_range
 
-#: What a rule returns: the value to use instead, a new op to use instead, or None (no match).
-RuleResult = SSAValue | Operation | None
+#: What a rule returns: the value to use instead, a new op (or ops, the last one's result the
+#: value) to use instead, or None (no match).
+RuleResult = SSAValue | Operation | list[Operation] | None
 Rule = Callable[[Operation], RuleResult]
 
 
@@ -174,6 +180,30 @@ def select_of_splat_condition(op: SelectOp) -> RuleResult:
     return BroadcastOp(branch, shape_of(op.result))
 
 
+def constant_over_ranges(op: FusedElementwiseOp) -> RuleResult:
+    """An integer computation whose result is the same at every element, for every value its
+    inputs can hold (`value_range`: an iota over a symbolic size, constants), is a splat: what
+    constant-fold does for a static mask, for one of symbolic shape.
+
+    %a = tg.iota {start = 0.0 : f64, step = 1.0 : f64} : tensor<?xi64, ["seq"]>
+    %m = tg.fused_elementwise %a : (tensor<?xi64, ["seq"]>) -> tensor<?xi1, ["seq"]> { %a >= 0 }
+    =>   %t = tg.constant dense<true> : tensor<i1>;  %m = tg.broadcast %t : (tensor<i1>) -> tensor<?xi1, ["seq"]>
+    """
+    if not isinstance(op.result.type.element_type, IntegerType):  # type: ignore[attr-defined]
+        return None
+    value = value_range(op.result)
+    if value is None or value[0] != value[1]:
+        return None
+    el = op.result.type.element_type  # type: ignore[attr-defined]
+    constant = ConstantOp(dense_from_numpy(np.array(value[0], dtype=dtypes.of_element(el).storage), el))
+    return _splat_ops(constant, op.result)
+
+
+def _splat_ops(constant: ConstantOp, like: SSAValue) -> list[Operation]:
+    """``constant`` (rank 0) broadcast to ``like``'s shape: the ops, the broadcast last."""
+    return [constant, BroadcastOp(constant.result, shape_of(like))]
+
+
 def _neutral_operand(op: ElementwiseBinaryOp, kept: SSAValue, other: SSAValue, neutral: float) -> RuleResult:
     """``kept`` when ``other`` is a splat constant equal to ``neutral`` and broadcasting leaves
     ``kept``'s type unchanged (so the result is element for element ``kept``)."""
@@ -233,6 +263,7 @@ RULES: tuple[tuple[type[Operation], Rule], ...] = (
     (CastOp, exact_round_trip),
     (ConcatOp, concat_of_one),
     (SelectOp, select_of_splat_condition),
+    (FusedElementwiseOp, constant_over_ranges),
     (MulOp, mul_by_one),
     (DivOp, div_by_one),
     (AddOp, add_zero),
@@ -259,7 +290,9 @@ class ApplyCanonicalizationRules(RewritePattern):
             if result is None:
                 continue
             operands = list(op.operands)
-            if isinstance(result, Operation):
+            if isinstance(result, list):
+                rewriter.replace(op, result, [result[-1].results[0]])
+            elif isinstance(result, Operation):
                 rewriter.replace(op, result)
             else:
                 rewriter.replace(op, [], [result])

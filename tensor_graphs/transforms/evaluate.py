@@ -132,7 +132,10 @@ def scalar_constant(value: SSAValue) -> float | None:
 
 
 def splat_constant(value: SSAValue) -> float | None:
-    """The number every element of a ``tg.constant`` equals (any shape), else None."""
+    """The number every element of a ``tg.constant`` equals (any shape; seen through broadcasts
+    and reshapes of it, as a splat of symbolic shape is written), else None."""
+    while isinstance(value.owner, (BroadcastOp, ReshapeOp)):
+        value = value.owner.operands[0]
     array = constant_array(value)
     if array is None or array.size == 0:
         return None

@@ -26,6 +26,7 @@ from xdsl.ir import SSAValue
 
 from tensor_graphs.codegen.llvm.loops import PTR
 from tensor_graphs.dialects import buffer as buf
+from tensor_graphs.dialects.symbolic import dims_of, format_expr
 from tensor_graphs.dialects.shapes import ATTENTION_OPERANDS
 
 #: libc's clock, read by profiled graphs: ``int clock_gettime(clockid_t, struct timespec *)``
@@ -35,12 +36,13 @@ CLOCK_GETTIME_TYPE = llvm.LLVMFunctionType([i32, PTR], i32)
 CLOCK_MONOTONIC: int = getattr(time, "CLOCK_MONOTONIC", 1)
 
 
-def _shape(value: SSAValue) -> list[int]:
-    return list(value.type.get_shape())  # type: ignore[attr-defined]
+def _shape(value: SSAValue) -> list:
+    """Ints, and a symbolic dim's expression (`dialects.symbolic`)."""
+    return list(dims_of(value.type))
 
 
-def _dims(shape: list[int]) -> str:
-    return "x".join(map(str, shape)) if shape else "scalar"
+def _dims(shape: list) -> str:
+    return "x".join(format_expr(d) for d in shape) if shape else "scalar"
 
 
 def kernel_label(op: buf.KernelOp) -> str:

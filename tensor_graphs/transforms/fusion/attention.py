@@ -313,16 +313,22 @@ class FuseHandWrittenAttention(RewritePattern):
 
 
 class FoldCausalMaskIntoAttention(RewritePattern):
-    """A constant causal mask of a tg.attention becomes ``causal = true``; a zero mask goes."""
+    """A constant causal mask of a tg.attention becomes ``causal = true``; a zero mask goes (also
+    a splat zero broadcast to a symbolic shape)."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: AttentionOp, rewriter: PatternRewriter) -> None:
-        if op.mask is None or constant_array(op.mask) is None:
+        if op.mask is None:
             return
-        q, k = op.heads_major_shapes()[:2]
-        _, mask, causal = _resolve_mask(_Mask(additive=op.mask), q[-2], k[-2])
-        if mask is not None:
+        if splat_constant(op.mask) == 0.0:  # zero everywhere, of any shape (a symbolic one too)
+            causal = False
+        elif constant_array(op.mask) is None:
             return
+        else:
+            q, k = op.heads_major_shapes()[:2]
+            _, mask, causal = _resolve_mask(_Mask(additive=op.mask), q[-2], k[-2])
+            if mask is not None:
+                return
         attn = AttentionOp(op.q, op.k, op.v, None, op.scale.value.data, causal or op.is_causal, op.uses_kv_cache, op.seq_major,
                            op.head_ranges)
         attn.result.name_hint = op.result.name_hint
