@@ -91,6 +91,7 @@ def bench(name: str, threads: list[int], rounds: int, quick: bool) -> list[str]:
     dyn_inputs = {}
     lines = []
     with torch.no_grad():
+        tg.compile(model, (rows[0][1],))  # warm: the first compile of a process loads and initialises what every later one reuses
         for batch in dict.fromkeys(x.shape[0] if name != "mlp" else 0 for _, x in rows):
             # the example: the row's largest (torch.export specialises a size of 1); the forward's
             # argument is "x": the spec names it

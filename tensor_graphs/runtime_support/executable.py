@@ -252,6 +252,8 @@ class CompiledGraph:
         self._binder = sig.binder() if sig.symbols else None
         self._in_shapes = [self._binder.shaper(s) for s in sig.inputs] if self._binder else []
         self._out_shaper = [self._binder.shaper(s) for s in sig.outputs] if self._binder else []
+        #: input shapes -> (the symbols' values, the inputs' shapes, the outputs' shapes)
+        self._sizes_seen: dict[tuple, tuple[list[int], list, list]] = {}
         #: torch dtypes of the inputs, (shape, torch dtype) of the outputs: made at the first torch call
         self._torch: tuple[list, list] | None = None
         #: the kernel paths chosen (`tuning.tuner.TuningReport`), set by `compile_module`
@@ -290,7 +292,7 @@ class CompiledGraph:
         try:
             inputs, outputs = slot.inputs, slot.outputs
             torch_mode, held = None, []
-            shapes = self._bind_sizes(slot, args)
+            shapes, out_shapes = self._bind_sizes(slot, args)
             for i, (arg, spec) in enumerate(zip(args, sig.inputs)):
                 is_torch = not isinstance(arg, np.ndarray)
                 if torch_mode is None:
@@ -311,11 +313,11 @@ class CompiledGraph:
             if torch_mode:
                 assert self._torch is not None
                 empty = _TORCH_API[0]
-                outs = [empty(shape, dtype=dtype) for shape, dtype in self._out_shapes(slot, self._torch[1])]
+                outs = [empty(shape, dtype=dtype) for shape, dtype in self._out_shapes(out_shapes, self._torch[1])]
                 for i, o in enumerate(outs):
                     outputs[i] = o.data_ptr()
             else:
-                outs = [np.empty(shape, dtype=dtype) for shape, dtype in self._out_shapes(slot, self._out_specs)]
+                outs = [np.empty(shape, dtype=dtype) for shape, dtype in self._out_shapes(out_shapes, self._out_specs)]
                 for i, o in enumerate(outs):
                     outputs[i] = o.ctypes.data
             if running is not None:
@@ -331,24 +333,35 @@ class CompiledGraph:
         write_back(self.output_structure, args, outs)
         return returned(outs, self.output_structure)
 
-    def _bind_sizes(self, slot: _CallSlot, args) -> list | None:
+    def _bind_sizes(self, slot: _CallSlot, args) -> tuple[list | None, list | None]:
         """A dynamic graph: its size symbols read from the inputs' shapes and checked
         (`signature.SizeBinder`; a ValueError names the input, dim, symbol and range) into
-        ``slot.dims[1:]``; the shapes each input must have. None for a static graph (or when an
-        input has no shape: its check says what it is)."""
-        if self._binder is None or not all(hasattr(a, "shape") for a in args):
-            return None
-        values = self._binder.dims([tuple(a.shape) for a in args])
-        for i, v in enumerate(values):
-            slot.dims[1 + i] = v
-        return [shape(values) for shape in self._in_shapes]
-
-    def _out_shapes(self, slot: _CallSlot, specs: list) -> list:
-        """(shape, dtype) of each output: a dynamic graph's at this call's sizes (``slot.dims``)."""
+        ``slot.dims[1:]``; (the shapes each input must have, each output's). (None, None) for a
+        static graph (or when an input has no shape: its check says what it is). The sizes of the last shapes seen are
+        kept (a server calls with few distinct shapes): a repeated shape costs a dict lookup."""
         if self._binder is None:
+            return None, None
+        try:
+            key = tuple(a.shape for a in args)
+        except AttributeError:
+            return None, None
+        known = self._sizes_seen.get(key)
+        if known is None:
+            values = self._binder.dims([tuple(s) for s in key])
+            known = (values, [shape(values) for shape in self._in_shapes], [shape(values) for shape in self._out_shaper])
+            if len(self._sizes_seen) >= 256:
+                self._sizes_seen.clear()
+            self._sizes_seen[key] = known
+        values, in_shapes, out_shapes = known
+        slot.dims[1:] = values
+        return in_shapes, out_shapes
+
+    @staticmethod
+    def _out_shapes(out_shapes: list | None, specs: list) -> list:
+        """(shape, dtype) of each output: a dynamic graph's at this call's sizes (``out_shapes``)."""
+        if out_shapes is None:
             return specs
-        values = slot.dims[1:]
-        return [(shape(values), dtype) for shape, (_, dtype) in zip(self._out_shaper, specs)]
+        return [(shape, dtype) for shape, (_, dtype) in zip(out_shapes, specs)]
 
     def _enter(self, past) -> int:
         """Start a call of a graph with state: ``past`` checked, the graph held (one call at a time)."""
