@@ -6,6 +6,8 @@ measures and chooses."""
 
 from __future__ import annotations
 
+from tensor_graphs.dialects.symbolic import dims_of, format_expr
+
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -147,7 +149,7 @@ class TuningReport:
 
 
 def _label(op: Operation) -> str:
-    shapes = " , ".join("x".join(map(str, v.type.get_shape())) for v in op.operands)  # type: ignore[attr-defined]
+    shapes = " , ".join("x".join(format_expr(d) for d in dims_of(v.type)) for v in op.operands)
     name = op.results[0].name_hint if op.results else None
     return f"{op.name} {shapes}" + (f" (%{name})" if name else "")
 
