@@ -513,12 +513,15 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
             return y if act == "none" else emit_unary(b, act, y)
 
         def block(p: SSAValue, r0: SSAValue | int, rows: int | SSAValue, partial: bool, rb: SSAValue | int | None,
-                  ks: KRange, plan: tuple[int, int, int] | None = None) -> None:
+                  ks: KRange, choices: tuple[list, SSAValue] | None = None,
+                  fixed: tuple[int, int, int] | None = None) -> None:
             """Rows ``[r0, r0 + rows)`` of panel ``p`` over the k steps ``ks``: the register tile
             (from zeros for the first K block, else from the sums stored so far), then, after the
             last K block, its epilogue. Block ``rb`` (one of the first `prefetching`) also
-            prefetches its share of panel p + 1's same K block."""
-            per_step, spread, _ = plan if plan is not None else prefetch_plan(ks.steps)
+            prefetches its share of panel p + 1's same K block; with ``choices`` (run-time rows:
+            the prefetch plans and which one this call takes) under the plan chosen."""
+            plans = list(enumerate(choices[0])) if choices is not None and rb is not None else [
+                (None, fixed or (prefetch_plan(ks.steps) if choices is None else choices[0][0]))]
             k0 = ks.start
             a_base, out_base, col = pa, po, p
             if batched:  # panel p % panels of GEMM p / panels
@@ -527,10 +530,14 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
                 a_base, out_base = b.gep(pa, b.mul_i64(g, b.i64(m * k)), f32), b.gep(po, b.mul_i64(g, b.i64(m * n)), f32)
             a_row = b.gep(a_base, _sum(b, b.mul_i64(_val(b, r0), b.i64(k)) if r0 != 0 else None, k0), f32)
             panel = b.gep(pb, _sum(b, b.mul_i64(p, b.i64(k * nr)), b.mul_i64(_val(b, k0), b.i64(nr)) if k0 != 0 else None), f32)
-            ahead = None
-            if rb is not None:  # lines [rb, rb + 1) * per_step * (steps // spread) of the next panel
-                lines = per_step * (ks.steps // spread) * line_floats
-                ahead = b.gep(panel, b.add_i64(b.mul_i64(_val(b, rb), b.i64(lines)), b.i64(k * nr)), f32)
+
+            def ahead_of(plan: tuple[int, int, int]) -> SSAValue | None:
+                """Lines [rb, rb + 1) * per_step * (steps // spread) of the next panel."""
+                if rb is None:
+                    return None
+                lines = plan[0] * (ks.steps // plan[1]) * line_floats
+                return b.gep(panel, b.add_i64(b.mul_i64(_val(b, rb), b.i64(lines)), b.i64(k * nr)), f32)
+
             col0 = b.mul_i64(col, b.i64(nr))
             out_tile = b.gep(out_base, b.add_i64(b.mul_i64(_val(b, r0), b.i64(n)), col0) if r0 != 0 else col0, f32)
             dest, ld = (stack, nr) if partial else (out_tile, n)
@@ -539,18 +546,34 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
             # columns beyond them are never computed)
             width = -(-last_cols // lanes) if partial else vectors
 
-            def tile_call(**kwargs) -> None:
+            def tile_call(prefetch: bool = False, **kwargs) -> None:
                 """The register tile of the block's rows; a run-time count (this call's tail rows)
-                switches among the MR - 1 row tiles (the epilogue after it takes the count as is)."""
-                def one(r: int) -> None:
-                    tile = Tile(r, width, lanes, spread, per_step if ahead is not None else 0, line_floats, b_aligned)
-                    call_tile(ctx, tile, a_row, k, panel, nr, ks.steps, dest, ld, **kwargs)
+                switches among the MR - 1 row tiles, a run-time plan among the plans' tiles (the
+                epilogue after it takes the count as is, whatever the plan)."""
+                def one(r: int, plan: tuple[int, int, int], prefetching: bool = True) -> None:
+                    ahead = ahead_of(plan) if prefetch and prefetching else None
+                    tile = Tile(r, width, lanes, plan[1], plan[0] if ahead is not None else 0, line_floats, b_aligned)
+                    call_tile(ctx, tile, a_row, k, panel, nr, ks.steps, dest, ld, **kwargs, **({"ahead": ahead} if prefetch else {}))
 
-                if isinstance(rows, int):
-                    one(rows)
+                def with_rows(plan: tuple[int, int, int], prefetching: bool = True) -> None:
+                    if isinstance(rows, int):
+                        one(rows, plan, prefetching)
+                        return
+                    for r in range(1, mr):
+                        emit_if(b, icmp(b, "eq", rows, b.i64(r)), lambda r=r: one(r, plan, prefetching))
+
+                if plans[0][0] is None:
+                    with_rows(plans[0][1])
                     return
-                for r in range(1, mr):
-                    emit_if(b, icmp(b, "eq", rows, b.i64(r)), lambda r=r: one(r))
+
+                def from_plan(i: int) -> None:  # plan i, else the next; past the last: no prefetch
+                    if i == len(plans):
+                        one_plan = plans[0][1]
+                        with_rows((0, one_plan[1], 0), prefetching=False)
+                        return
+                    emit_if(b, icmp(b, "eq", choices[1], b.i64(i)), lambda: with_rows(plans[i][1]), lambda: from_plan(i + 1))
+
+                from_plan(0)
 
             if partial and not (ks.first and ks.last):
                 # the last panel within a K-blocked pass (A-stationary): this block's sums go to
@@ -569,7 +592,7 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
                 with _scalar_errors(op):
                     emit_pointwise(b, (rows, last_cols), Access(out_tile, (n, 1), f32), ins, add_block)
                 return
-            tile_call(alpha=alpha if ks.last else 1.0, accumulate=not ks.first, ahead=ahead)
+            tile_call(prefetch=True, alpha=alpha if ks.last else 1.0, accumulate=not ks.first)
             cols = last_cols if partial else nr
             if not ks.last or not (partial or addends or act != "none"):
                 return
@@ -594,31 +617,30 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
                 block(p, full_rows * mr, rest, partial, full_rows if tail_prefetches else None, ks)
 
         def run_time_panel(p: SSAValue, partial: bool, ks: KRange) -> None:
-            """`panel` over this call's rows: the prefetch plan its row count takes
-            (`run_time_plans`), then its tail rows (fewer than MR) when it has any."""
+            """`panel` over this call's rows: the first row blocks prefetch under the plan its
+            row count takes (`run_time_plans`: a switch around the tile call only), the tail rows
+            (fewer than MR) after them when it has any."""
             rows_now = b.add_i64(b.mul_i64(run_rows, b.i64(mr)), run_rest)
-
-            def with_plan(plan: tuple[int, int, int] | None) -> None:
-                prefetching = plan is not None and plan[2] > 0
-                ahead = min_i64(b, b.i64(plan[2]), run_rows) if prefetching else 0
-                emit_for(b, 0, ahead, lambda r, _: block(p, b.mul_i64(r, b.i64(mr)), mr, partial, r, ks, plan) or [])
-                emit_for(b, ahead, run_rows, lambda r, _: block(p, b.mul_i64(r, b.i64(mr)), mr, partial, None, ks, plan) or [])
-                # the tail rows prefetch too while the plan has lines left (as the static kernel's);
-                # past them they take the last share again (a prefetch never faults)
-                rb = min_i64(b, run_rows, b.i64(plan[2] - 1)) if prefetching else None
-                r0 = b.mul_i64(run_rows, b.i64(mr))
-                emit_if(b, icmp(b, "sgt", run_rest, b.i64(0)), lambda: block(p, r0, run_rest, partial, rb, ks, plan))
-
             plans = [] if partial else run_time_plans(ks.steps)  # (the last panel has no next one to prefetch)
-
-            def choose(i: int) -> None:
-                if i == len(plans):
-                    with_plan(None)
-                    return
-                least, plan = plans[i]
-                emit_if(b, icmp(b, "sge", rows_now, b.i64(least)), lambda: with_plan(plan), lambda: choose(i + 1))
-
-            choose(0)
+            choices, ahead = None, 0
+            if plans:
+                chosen, prefetching = b.i64(len(plans)), b.i64(0)  # none: fewer rows than any plan's
+                for i in reversed(range(len(plans))):  # the first plan (most rows) whose rows this call reaches
+                    least, plan = plans[i]
+                    reach = icmp(b, "sge", rows_now, b.i64(least))
+                    chosen = b.add(llvm.SelectOp(reach, b.i64(i), chosen))
+                    prefetching = b.add(llvm.SelectOp(reach, b.i64(plan[2]), prefetching))
+                choices, ahead = ([plan for _, plan in plans], chosen), min_i64(b, prefetching, run_rows)
+            # the tail rows prefetch the whole next panel's K block (a line every k step: what
+            # the row blocks before them did not is then in flight too, as in the static
+            # kernel whose tail takes the plan's last share; a line fetched twice costs nothing)
+            every_step = (lines_per_row, 1, 1)
+            tail = (lambda: block(p, r0, run_rest, partial, b.i64(0), ks, None, every_step)) if plans else (
+                lambda: block(p, r0, run_rest, partial, None, ks, choices))
+            emit_for(b, 0, ahead, lambda r, _: block(p, b.mul_i64(r, b.i64(mr)), mr, partial, r, ks, choices) or [])
+            emit_for(b, ahead, run_rows, lambda r, _: block(p, b.mul_i64(r, b.i64(mr)), mr, partial, None, ks, choices) or [])
+            r0 = b.mul_i64(run_rows, b.i64(mr))
+            emit_if(b, icmp(b, "sgt", run_rest, b.i64(0)), tail)
 
         def each_k_block(over: Callable[[KRange], None]) -> None:
             """``over`` each K block in turn: the first from zeros, the last with alpha and the
