@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import platform
 import statistics
 import sys
 import time
@@ -135,7 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.models:
         lines += bench(name, threads, args.rounds, args.quick)
     if args.out:
-        cpu = tg.Target.host().describe() if hasattr(tg, "Target") else platform.processor()
+        from tensor_graphs.target import Target
+
+        cpu = Target.host().describe()
         Path(args.out).write_text(
             f"# A dynamic graph against static compiles\n\n`{' '.join(['benchmarks/dynamic_vs_static.py', *(argv or sys.argv[1:])])}`, "
             f"{cpu}; medians of {args.rounds} alternating rounds.\n\n" + "\n".join(head + lines) + "\n")
