@@ -18,7 +18,10 @@ generated kernels assume distinct graph buffers share no byte (``noalias``).
 ``dims`` holds the run-time sizes as ``int64``. For a graph with states, ``dims[0]`` is ``past``:
 the number of positions already cached, where `buf.cache_write` writes its new positions and
 from which `buf.attention {kv_cache}` counts its queries; it must not be null then. A graph
-without states ignores ``dims`` (it may be null). States persist between calls: the caller
+compiled for dynamic shapes (``symbols``: its size symbols, sorted by name, each with its range)
+reads symbol ``i`` from ``dims[1 + i]`` and checks it against its range on entry (an error
+status); the Python runtime fills them from the inputs' shapes (`SizeBinder`). A graph without
+states or symbols ignores ``dims`` (it may be null). States persist between calls: the caller
 allocates them once (zeroed) and may share them between graphs (a prefill and a decode graph).
 
 A graph compiled with profiling (``convert-buffer-to-llvm{profile=true}``, ``profile=True`` in
