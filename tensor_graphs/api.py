@@ -286,7 +286,6 @@ def estimate_memory(
 
     if inputs is not None:
         from tensor_graphs.driver.cpu import planned_memory
-
         from tensor_graphs.frontend.importer import import_model
 
         graph = import_model(model, tuple(as_torch(x) for x in inputs), dynamic_shapes=dynamic_shapes)

@@ -81,9 +81,7 @@ from tensor_graphs.dialects.tensor import (
     print_dense,
     reduced_shape,
 )
-import sympy
-
-from tensor_graphs.dialects.symbolic import Dim, SymbolicShapeError, dims_of, evaluate, symbol, symbols_of
+from tensor_graphs.dialects.symbolic import Dim, SymbolicShapeError, dims_of, evaluate, symbols_of
 from tensor_graphs.target import MIN_FLOAT_LANES
 
 AnyMemRef = base(MemRefType)
@@ -437,11 +435,10 @@ class SubviewOp(IRDLOperation):
             # the offset is a constant: the piece must stay in bounds at every size in range
             _check(not isinstance(n_in, int) or isinstance(n_out, int),
                    f"buf.subview: a piece of symbolic size {n_out} of a buffer of static size {n_in}")
-            at = {symbol(k): hi for k, hi in largest(self).items()}
-            low = {symbol(k): lo for k, (lo, hi) in symbols_of(self).items()}
-            for values in (at, low):
-                _check(off + sympy.sympify(n_out).subs(values) <= sympy.sympify(n_in).subs(values),
-                       f"buf.subview: elements [{off}, {off} + {n_out}) overflow the {n_in} of the input")
+            ranges = symbols_of(self)
+            for values in ({k: hi for k, (lo, hi) in ranges.items()}, {k: lo for k, (lo, hi) in ranges.items()}):
+                inner, outer = evaluate([n_out, n_in], values)
+                _check(off + inner <= outer, f"buf.subview: elements [{off}, {off} + {n_out}) overflow the {n_in} of the input")
             n_in = n_out = 0
         _check(0 <= off and off + n_out <= n_in, f"buf.subview: elements [{off}, {off + n_out}) overflow the {n_in} of the input")
         _check(self.input.type.element_type == self.result.type.element_type, "buf.subview: element type must not change")

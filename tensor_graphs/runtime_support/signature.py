@@ -132,10 +132,6 @@ class TensorSpec:
     def of(type: MemRefType | TensorType, name: str = "") -> TensorSpec:
         return TensorSpec(dims_of(type), dtypes.of_element(type.element_type).storage, name)
 
-    @property
-    def is_static(self) -> bool:
-        return all(isinstance(d, int) for d in self.shape)
-
     #: what an array bound to a buffer of ``type`` holds (the same: bfloat16 as its bits)
     bound = of
 

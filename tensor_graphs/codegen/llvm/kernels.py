@@ -51,7 +51,7 @@ from typing import Protocol
 import sympy
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import AnyFloat, DenseIntOrFPElementsAttr, IntegerAttr, MemRefType, f32, i1, i64
+from xdsl.dialects.builtin import AnyFloat, DenseIntOrFPElementsAttr, MemRefType, f32, i1
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.utils.exceptions import PassFailedException
 
@@ -63,6 +63,7 @@ from tensor_graphs.codegen.llvm.loops import (
     emit_loop,
     emit_strided_nest,
     emit_tiled_nest,
+    icmp,
 )
 from tensor_graphs.codegen.llvm.loops import value as _value
 from tensor_graphs.codegen.llvm.scalar import ScalarCodegenError
@@ -424,7 +425,7 @@ def split_rows(
     or more (`Target.thread_work`), on as many as they pay for; else once, in the kernel.
     ``body`` emits at ``b`` and takes its buffers from ``ctx.ptr`` (a worker has its own
     pointers). Symbolic ``rows`` (and ``elements``) are counted at run time, split when the
-    rows of the call pay for two threads (`items_for_two_threads`); the team's size is decided
+    rows of the call pay for two threads (`paying_rows`); the team's size is decided
     at the largest rows."""
     if not isinstance(rows, int):
         most = ctx.largest(rows)
@@ -530,8 +531,7 @@ def paying_rows(ctx: KernelContext, rows: SSAValue, most: int, work: Callable[[i
             hi = mid
         else:
             lo = mid + 1
-    b = ctx.b
-    return b.add(llvm.ICmpOp(rows, b.i64(lo), IntegerAttr(llvm.ICmpPredicateFlag("sge").to_int(), i64)))
+    return icmp(ctx.b, "sge", rows, ctx.b.i64(lo))
 
 
 def static_row(op: Operation, *sizes) -> None:
@@ -666,6 +666,3 @@ def _symbol_sources(op: Operation, names: list[str]) -> list[str]:
                   for d, x in enumerate(dims_of(a.type)) if not isinstance(x, int) and str(x) == name]
         out.append(f"{name}: {', '.join(places[:1]) or 'no input dim'}")
     return out
-
-
-

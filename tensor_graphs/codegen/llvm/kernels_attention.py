@@ -431,9 +431,9 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
     if not symbolic:
         ctx.parallel(items, work, run_time, max_threads=slots, work=work_of(seq_k))
         return
-    longest = ctx.largest(seq_k)
+    longest, keys = ctx.largest(seq_k), sizes.inside(sizes.values)["seq_k"]
     ctx.parallel(ctx.size(items), work, sizes.values, max_threads=slots, work=work_of(longest),
-                 pays=paying_rows(ctx, ctx.size(seq_k), longest, work_of))
+                 pays=paying_rows(ctx, _val(ctx.b, keys), longest, work_of))
 
 
 # a symbolic sequence length (queries and keys; not over a KV cache) is counted at run time

@@ -480,7 +480,7 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
         plans: dict[tuple[int, int, int], int] = {}
         for spread in range(MAX_SPREAD, 0, -1):
             least = max(PREFETCH_MIN_ROWS, (spread * lines_per_row - 1) * mr + 1)
-            if spread <= MAX_SPREAD and least <= m:
+            if least <= m:
                 plans.setdefault(prefetch_plan(steps, least, capped=False), least)
         return sorted(((least, plan) for plan, least in plans.items()), reverse=True)
 
@@ -568,8 +568,7 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
 
                 def from_plan(i: int) -> None:  # plan i, else the next; past the last: no prefetch
                     if i == len(plans):
-                        one_plan = plans[0][1]
-                        with_rows((0, one_plan[1], 0), prefetching=False)
+                        with_rows(plans[0][1], prefetching=False)
                         return
                     emit_if(b, icmp(b, "eq", choices[1], b.i64(i)), lambda: with_rows(plans[i][1]), lambda: from_plan(i + 1))
 

@@ -385,8 +385,8 @@ def _emit_size(ctx: KernelContext, op: Operation) -> None:
     b.store_element(_val(b, ctx.size(parse_expr(op.size.data))), ctx.ptr(op.output), None, i64)
 
 
-# strided copies whose outermost dims may be counted at run time (`parallel_nest`), a
-# concatenation over symbolic outer dims, embeddings of a symbolic number of indices
+# iotas and sizes of symbolic length, takes and embeddings of a symbolic number of indices,
+# strided copies over run-time extents and strides (`parallel_nest`), concatenations
 SYMBOLIC_KERNELS.update((buf.IotaOp, buf.SizeOp, buf.TakeOp, buf.CopyOp, buf.BroadcastOp, buf.CastOp, buf.TransposeOp, buf.SliceOp, buf.ConcatOp,
                          buf.EmbeddingOp, buf.PackedEmbeddingOp))
 REGISTRY[buf.IotaOp] = _emit_iota

@@ -66,61 +66,26 @@ class OffsetSum:
         iota = self.ops.add(IotaOp(0.0, float(stride), shaped(i64, (n,))))
         self.run_time.append(self.ops.reshape(iota, tuple(n if d == at else 1 for d in range(len(self.result)))))
 
-    def add_index(self, index: SSAValue, n: int, stride: int, shape: tuple[int, ...], wraps: bool = True) -> None:
+    def add_index(self, index: SSAValue, n, stride: int, shape: tuple[int, ...], wraps: bool = True) -> None:
         """The term of index tensor ``index`` into a dim of size ``n``, reshaped to ``shape``
         (broadcastable to the result); ``wraps``: negative indices count from the end (tensor
-        indexing), else they are out of range (``gather``)."""
-        if not isinstance(n, int):
-            self._add_index_into_symbolic(index, n, stride, shape, wraps)
-            return
-        low = -n if wraps else 0
-        known = _constant_array(index)
+        indexing), else they are out of range (``gather``). A symbolic ``n`` is read at run time
+        (`tg.size`, the body's second input)."""
+        symbolic = not isinstance(n, int)
+        if symbolic and not isinstance(stride, int):
+            raise ShapeError(f"indexing a dim of symbolic size {n} whose stride {stride} is symbolic")
+        known = None if symbolic else _constant_array(index)
         if known is not None:
+            low = -n if wraps else 0
             i = known.astype(np.int64)
             if i.size and (i.min() < low or i.max() >= n):
                 raise ShapeError(f"index {int(i.min() if i.min() < low else i.max())} is out of range for a dim of size {n}")
             self.constant = self.constant + (np.where(i < 0, i + n, i) * stride).reshape(shape)
             return
         ops = self.ops
-        index = ops.cast(index, i64)
-
-        def body(block: Block, args: list[SSAValue]) -> SSAValue:
-            def emit(op):
-                return append(block, op)
-
-            v = args[0]
-            lo, hi = emit(arith.ConstantOp(IntegerAttr(low, i64))), emit(arith.ConstantOp(IntegerAttr(n, i64)))
-            zero = emit(arith.ConstantOp(IntegerAttr(0, i64)))
-            valid = emit(arith.AndIOp(emit(arith.CmpiOp(v, lo, "sge")), emit(arith.CmpiOp(v, hi, "slt"))))
-            wrapped = emit(arith.SelectOp(emit(arith.CmpiOp(v, zero, "slt")), emit(arith.AddiOp(v, hi)), v))
-            scaled = emit(arith.MuliOp(wrapped, emit(arith.ConstantOp(IntegerAttr(stride, i64)))))
-            return emit(arith.SelectOp(valid, scaled, emit(arith.ConstantOp(IntegerAttr(self.size, i64)))))
-
-        term = ops.add(elementwise_body([index], shaped(i64, shape_of(index)), body))
-        self.run_time.append(ops.reshape(term, shape))
-
-    def _add_index_into_symbolic(self, index: SSAValue, n, stride, shape: tuple, wraps: bool) -> None:
-        """`add_index` into a dim of symbolic size ``n``: the body compares each index with ``n``
-        read at run time (`tg.size`)."""
-        if not isinstance(stride, int):
-            raise ShapeError(f"indexing a dim of symbolic size {n} whose stride {stride} is symbolic")
-        ops = self.ops
-        index = ops.cast(index, i64)
-        size = ops.add(SizeOp(n))
-
-        def body(block: Block, args: list[SSAValue]) -> SSAValue:
-            def emit(op):
-                return append(block, op)
-
-            v, hi = args
-            zero = emit(arith.ConstantOp(IntegerAttr(0, i64)))
-            lo = emit(arith.SubiOp(zero, hi)) if wraps else zero
-            valid = emit(arith.AndIOp(emit(arith.CmpiOp(v, lo, "sge")), emit(arith.CmpiOp(v, hi, "slt"))))
-            wrapped = emit(arith.SelectOp(emit(arith.CmpiOp(v, zero, "slt")), emit(arith.AddiOp(v, hi)), v))
-            scaled = emit(arith.MuliOp(wrapped, emit(arith.ConstantOp(IntegerAttr(stride, i64)))))
-            return emit(arith.SelectOp(valid, scaled, emit(arith.ConstantOp(IntegerAttr(self.size, i64)))))
-
-        term = ops.add(elementwise_body([index, size], shaped(i64, shape_of(index)), body))
+        inputs = [ops.cast(index, i64)] + ([ops.add(SizeOp(n))] if symbolic else [])
+        body = _offset_body(None if symbolic else n, stride, wraps, self.size)
+        term = ops.add(elementwise_body(inputs, shaped(i64, shape_of(index)), body))
         self.run_time.append(ops.reshape(term, shape))
 
     def build(self) -> SSAValue:
@@ -132,6 +97,31 @@ class OffsetSum:
         if shape_of(total) != tuple(self.result):
             total = ops.add(BroadcastOp(total, tuple(self.result)))
         return total
+
+
+def _offset_body(n: int | None, stride: int, wraps: bool, sentinel: int):
+    """The body of an index's offset term: ``index * stride`` (a negative index counting from
+    the end when ``wraps``), or ``sentinel`` (past the input: the take's check names it) for an
+    index outside ``[-n or 0, n)``; ``n`` a constant, or (None) the body's second argument."""
+
+    def body(block: Block, args: list[SSAValue]) -> SSAValue:
+        def emit(op):
+            return append(block, op)
+
+        v = args[0]
+        if n is not None:
+            lo, hi = emit(arith.ConstantOp(IntegerAttr(-n if wraps else 0, i64))), emit(arith.ConstantOp(IntegerAttr(n, i64)))
+            zero = emit(arith.ConstantOp(IntegerAttr(0, i64)))
+        else:
+            hi = args[1]
+            zero = emit(arith.ConstantOp(IntegerAttr(0, i64)))
+            lo = emit(arith.SubiOp(zero, hi)) if wraps else zero
+        valid = emit(arith.AndIOp(emit(arith.CmpiOp(v, lo, "sge")), emit(arith.CmpiOp(v, hi, "slt"))))
+        wrapped = emit(arith.SelectOp(emit(arith.CmpiOp(v, zero, "slt")), emit(arith.AddiOp(v, hi)), v))
+        scaled = emit(arith.MuliOp(wrapped, emit(arith.ConstantOp(IntegerAttr(stride, i64)))))
+        return emit(arith.SelectOp(valid, scaled, emit(arith.ConstantOp(IntegerAttr(sentinel, i64)))))
+
+    return body
 
 
 def _index_problem(index: SSAValue) -> str | None:
