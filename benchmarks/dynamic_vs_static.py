@@ -2,14 +2,15 @@
 with ``dynamic_shapes`` serves every size; each static compile serves one. Both run in this
 process, call by call alternately (ABAB...), medians of the rounds; the compile times too.
 
-    .venv/bin/python benchmarks/dynamic_vs_static.py [--models bert gpt2 mlp] [--threads 1,2]
+    .venv/bin/python benchmarks/dynamic_vs_static.py [--models bert gpt2 mlp resnet50] [--threads 1,2]
                                                      [--rounds 10] [--quick] [--out FILE.md]
 
 Models (random weights, ``torch.manual_seed(0)``): BERT-base (transformers ``BertConfig()``:
 12 layers, d 768) ``ids -> last hidden state`` at batch 1 seq 16 / 128 / 512 and batch 8 seq 128
 (``Dim("seq", 1, 512)``, the batch static per graph); GPT-2 small (``GPT2Config()``) ``ids ->
 logits`` at seq 32 / 128 (``Dim("seq", 1, 1024)``); the MLP 256-1024-1024-256 of tg-bench at
-batch 1 / 64 (``Dim("batch", 1, 256)``). ``--quick``: tiny configurations (a smoke test).
+batch 1 / 64 (``Dim("batch", 1, 256)``); transformers' ResNet-50 (the tg-bench model) at batch 1 / 8
+(``Dim("batch", 1, 16)``, 224x224 images). ``--quick``: tiny configurations (a smoke test).
 """
 
 from __future__ import annotations
@@ -62,7 +63,15 @@ def build(name: str, quick: bool):
         model = _Model(mlp.build(), lambda m, x: m(x))
         rows = [(f"batch {b}", torch.randn(b, 256)) for b in (1, 64)]
         return "MLP 256-1024-1024-256", model, rows, lambda x: {"x": {0: Dim("batch", min=1, max=256)}}
-    raise SystemExit(f"unknown model {name!r} (bert, gpt2, mlp)")
+    if name == "resnet50":
+        sys.path.insert(0, str(Path(__file__).parent))
+        from suite import build_resnet50
+
+        model = _Model(build_resnet50(quick), lambda m, x: m(x))
+        size = 64 if quick else 224
+        rows = [(f"batch {b}", torch.randn(b, 3, size, size)) for b in (1, 8)]
+        return "ResNet-50" if not quick else "ResNet (tiny)", model, rows, lambda x: {"x": {0: Dim("batch", min=1, max=16)}}
+    raise SystemExit(f"unknown model {name!r} (bert, gpt2, mlp, resnet50)")
 
 
 def timed(fn):
@@ -91,15 +100,15 @@ def bench(name: str, threads: list[int], rounds: int, quick: bool) -> list[str]:
     lines = []
     with torch.no_grad():
         tg.compile(model, (rows[0][1],))  # warm: the first compile of a process loads and initialises what every later one reuses
-        for batch in dict.fromkeys(x.shape[0] if name != "mlp" else 0 for _, x in rows):
+        for batch in dict.fromkeys(x.shape[0] if name not in ("mlp", "resnet50") else 0 for _, x in rows):
             # the example: the row's largest (torch.export specialises a size of 1); the forward's
             # argument is "x": the spec names it
-            example = max((x for _, x in rows if name == "mlp" or x.shape[0] == batch), key=lambda x: x.numel())
+            example = max((x for _, x in rows if name in ("mlp", "resnet50") or x.shape[0] == batch), key=lambda x: x.numel())
             dynamic, dyn_seconds = timed(lambda: tg.compile(model, (example,), dynamic_shapes=spec(example)))
             dyn_inputs[batch] = (dynamic, dyn_seconds)
             print(f"{label}: dynamic compile (batch {batch}): {dyn_seconds:.2f} s; {dynamic.memory}", flush=True)
         for what, x in rows:
-            dynamic, dyn_seconds = dyn_inputs[x.shape[0] if name != "mlp" else 0]
+            dynamic, dyn_seconds = dyn_inputs[x.shape[0] if name not in ("mlp", "resnet50") else 0]
             static, static_seconds = timed(lambda: tg.compile(model, (x,)))
             expected = model(x)
             for fn in (dynamic, static):

@@ -83,13 +83,14 @@ from tensor_graphs import target as tg_target  # noqa: E402  (its Target; `Targe
 from tensor_graphs.target import cpu_model  # noqa: E402
 
 WORKLOADS = ("mlp", "encoder", "gpt2-prefill", "gpt2-decode", "qwen3", "conv")
-ENGINES = ("tensor_graphs", "tg-tuned", "eager", "torch.compile", "onnxruntime", "onnxruntime-opt", "openvino")
+ENGINES = ("tensor_graphs", "tg-tuned", "tg-dynamic", "eager", "torch.compile", "onnxruntime", "onnxruntime-opt", "openvino")
 #: tensor_graphs' own engines: the heuristic paths and the tuned ones (`gpt2.make_tensor_graphs_tuned`,
 #: `decode.TensorGraphsTuned`); never peers
-TG_ENGINES = ("tensor_graphs", "tg-tuned")
+TG_ENGINES = ("tensor_graphs", "tg-tuned", "tg-dynamic")
 LABELS = {
     "tensor_graphs": "tensor_graphs",
     "tg-tuned": "tuned",
+    "tg-dynamic": "dynamic",
     "eager": "PyTorch eager",
     "torch.compile": "torch.compile (inductor)",
     "onnxruntime": "ONNX Runtime",
@@ -98,9 +99,9 @@ LABELS = {
 }
 CHART_NAMES = {"mlp": "MLP", "encoder": "Encoder", "gpt2-prefill": "GPT-2", "gpt2-decode": "GPT-2 KV",
                "qwen3": "Qwen3", "conv": "Conv"}
-SHORT = {"tensor_graphs": "tg", "tg-tuned": "tuned", "eager": "eager", "torch.compile": "torch.compile", "onnxruntime": "ORT",
+SHORT = {"tensor_graphs": "tg", "tg-tuned": "tuned", "tg-dynamic": "dynamic", "eager": "eager", "torch.compile": "torch.compile", "onnxruntime": "ORT",
          "onnxruntime-opt": "ORT + optimizer", "openvino": "OpenVINO"}
-COLORS = {"tensor_graphs": "#d62728", "tg-tuned": "#8c564b", "eager": "#1f77b4", "torch.compile": "#ff7f0e", "onnxruntime": "#2ca02c",
+COLORS = {"tensor_graphs": "#d62728", "tg-tuned": "#8c564b", "tg-dynamic": "#e377c2", "eager": "#1f77b4", "torch.compile": "#ff7f0e", "onnxruntime": "#2ca02c",
           "onnxruntime-opt": "#17becf", "openvino": "#9467bd"}
 
 log = gpt2.log
@@ -185,6 +186,8 @@ class Run:
     isa_notes: list[str] = field(default_factory=list)  # the peers' ISA: the first line, then one per peer
     isa_env: dict[str, str] = field(default_factory=dict)  # the ISA switches in this process's environment
     engines: tuple[str, ...] | None = None  # --engines: only these (None: every installed one)
+    #: model label -> the "tg-dynamic" graph serving every row of that model (`dynamic_maker`)
+    dynamic_graphs: dict[str, object] = field(default_factory=dict)
 
     def note(self, text: str) -> None:
         if text not in self.notes:
@@ -250,9 +253,36 @@ def openvino_maker(run: Run, label: str) -> Callable:
     return make
 
 
-def forward_makers(run: Run, label: str, **extra: Callable) -> dict[str, Callable]:
-    """The engine makers of a forward row: ``gpt2.MAKERS``, OpenVINO's with its notes, ``extra``."""
-    return dict(gpt2.MAKERS, openvino=openvino_maker(run, label), **extra)
+def dynamic_maker(run: Run, label: str, dim: int, name: str, maximum: int) -> Callable:
+    """The "tg-dynamic" engine (``gpt2.MAKERS`` signature): ONE ``tg.compile`` with
+    ``dynamic_shapes`` (dim ``dim`` of the input the size symbol ``name`` in ``[1, maximum]``) per
+    model, at its first row, serving every row of that model: the same weights, sizes read at run
+    time. Its compile time is counted once, at that row. A size-1 example is doubled along ``dim``
+    (torch.export specialises a dim it sees as 1)."""
+    from torch.export import Dim
+
+    def make(model, x, threads, cache):
+        fn = run.dynamic_graphs.get(label)
+        if fn is None:
+            example = x if x.shape[dim] > 1 else torch.cat([x, x], dim)
+            spec = ({dim: Dim(name, min=1, max=maximum)},)
+            fn, seconds = gpt2.timed(lambda: gpt2.tg.compile(model, (example,), dynamic_shapes=spec))
+            log(f"  tensor_graphs dynamic compile ({name} in 1..{maximum}, every row of this model): {seconds:.2f} s; "
+                f"{fn.memory}")
+            cache["compile:tg-dynamic"] = seconds
+            run.dynamic_graphs[label] = fn
+        return lambda: fn(x)
+
+    return make
+
+
+def forward_makers(run: Run, label: str, dynamic: tuple[int, str, int] | None = None, **extra: Callable) -> dict[str, Callable]:
+    """The engine makers of a forward row: ``gpt2.MAKERS``, OpenVINO's with its notes, with
+    ``dynamic`` = (dim, symbol, maximum) the "tg-dynamic" engine's (`dynamic_maker`), ``extra``."""
+    makers = dict(gpt2.MAKERS, openvino=openvino_maker(run, label), **extra)
+    if dynamic is not None:
+        makers["tg-dynamic"] = dynamic_maker(run, label, *dynamic)
+    return makers
 
 
 def installed(run: Run, engines: list[str]) -> list[str]:
@@ -279,6 +309,7 @@ def _compile_label(step: str) -> tuple[str, str]:
     names = {
         "tensor_graphs": ("tensor_graphs", "tg.compile"),
         "tg-tuned": ("tensor_graphs", "tg.compile(tune='missing') from an empty database: measuring included"),
+        "tg-dynamic": ("tensor_graphs", "tg.compile(dynamic_shapes=...): once, serving every row of the model"),
         "torch.compile": ("torch.compile", "first call (compile; inductor cache fresh per run)"),
         "onnxruntime session": ("ONNX Runtime", "session (ORT_ENABLE_ALL)"),
         "onnxruntime-opt session": ("ONNX Runtime + optimizer", "session (ORT_ENABLE_ALL)"),
@@ -295,7 +326,7 @@ def forward_rows(run: Run, key: str, model_label: str, what: str, model, x, engi
                  warmup: int, makers: dict, gemms: list[roofline.Gemm], attn_flops: int, gemm_bound: bool = False):
     """A stateless ``model(x)`` row per thread count, through ``gpt2.bench_forward``."""
     log(f"\n{model_label}, {what}:")
-    engines = installed(run, engines)
+    engines = [e for e in installed(run, engines) if e in makers]  # "tg-dynamic": where the workload gives its dim
     med_by_threads, seconds, failed = gpt2.bench_forward(model, x, engines, run.threads, repeat, makers=makers,
                                                          warmup=warmup)
     gemm_flops = sum(g.flops for g in gemms)
@@ -324,7 +355,7 @@ def workload_mlp(run: Run) -> None:
     for batch in (1, 64):
         x = torch.randn(batch, 256, generator=torch.Generator().manual_seed(batch))
         forward_rows(run, "mlp", label, f"batch {batch}", model, x, engines,
-                     repeat=REPEATS[run.quick].mlp_rounds, warmup=20, makers=forward_makers(run, label),
+                     repeat=REPEATS[run.quick].mlp_rounds, warmup=20, makers=forward_makers(run, label, dynamic=(0, "batch", 256)),
                      gemms=roofline.weight_gemms(model, batch), attn_flops=0)
 
 
@@ -355,7 +386,7 @@ def workload_encoder(run: Run) -> None:
         x = torch.randn(1, seq, d, generator=torch.Generator().manual_seed(seq))
         label = f"Encoder block (BertLayer d {d}, {heads} heads, FFN {ffn})"
         ort_opt = ort_optimizer_maker("bert", heads, d, run, label)
-        makers = forward_makers(run, label, **{"onnxruntime-opt": ort_opt})
+        makers = forward_makers(run, label, dynamic=(1, "seq", 512), **{"onnxruntime-opt": ort_opt})
         forward_rows(run, "encoder", label, f"seq {seq}", model, x, list(ENGINES), repeat=REPEATS[run.quick].rounds,
                      warmup=2, makers=makers, gemms=roofline.weight_gemms(model, seq),
                      attn_flops=roofline.attention_flops(1, heads, d // heads, seq, seq))
@@ -371,7 +402,7 @@ def workload_gpt2_prefill(run: Run) -> None:
     for seq in seqs:
         ids = torch.randint(0, c.vocab_size, (1, seq), generator=torch.Generator().manual_seed(seq))
         ort_opt = ort_optimizer_maker("gpt2", c.n_head, c.n_embd, run, label)
-        makers = forward_makers(run, label, **{"onnxruntime-opt": ort_opt})
+        makers = forward_makers(run, label, dynamic=(1, "seq", 1024), **{"onnxruntime-opt": ort_opt})
         gemms = roofline.weight_gemms(model, seq)  # the LM head (tied, an nn.Linear) over every position
         forward_rows(run, "gpt2-prefill", label, f"prefill {seq}", model, ids, list(ENGINES),
                      repeat=REPEATS[run.quick].rounds, warmup=2, makers=makers, gemms=gemms,
@@ -507,7 +538,8 @@ def workload_conv(run: Run) -> None:
         gemms = sorted(roofline.conv_gemms(model, x), key=lambda g: -g.flops)
         engines = [e for e in ENGINES if e != "onnxruntime-opt"]  # the transformers optimizer has no conv patterns
         forward_rows(run, "conv", label, f"batch 1, {shape[2]}x{shape[3]}", model, x, engines,
-                     repeat=REPEATS[run.quick].rounds, warmup=2, makers=forward_makers(run, label), gemms=gemms,
+                     repeat=REPEATS[run.quick].rounds, warmup=2, gemms=gemms,
+                     makers=forward_makers(run, label, dynamic=(0, "batch", 16) if name == "resnet" else None),
                      attn_flops=0, gemm_bound=not run.quick)
 
 
@@ -820,6 +852,13 @@ def _tuned_at_most_heuristic(r: Result, _: dict[int, float]) -> bool | None:
     return r.seconds("tg-tuned") <= 1.03 * r.seconds("tensor_graphs")
 
 
+def _dynamic_near_static(r: Result, _: dict[int, float]) -> bool | None:
+    """The dynamic graph's time at most 1.05x the static compile's for the row's size."""
+    if "tg-dynamic" not in r.values or "tensor_graphs" not in r.values:
+        return None
+    return r.seconds("tg-dynamic") <= 1.05 * r.seconds("tensor_graphs")
+
+
 def overhead_bound(r: Result) -> bool:
     """MLP batch 1, the d_model-256 encoder block and the decode rows."""
     return r.unit == "tok/s" or (r.workload == "mlp" and r.tokens == 1) or (r.workload == "encoder" and " d 256," in r.model)
@@ -827,12 +866,14 @@ def overhead_bound(r: Result) -> bool:
 
 def row_targets(r: Result) -> list[Target]:
     """Every row: at most 1.0x the fastest peer (and the tuned engine, where it ran, at most the
-    heuristic's time, within 3%); overhead-bound rows 0.7x; GEMM-bound prefill at
+    heuristic's time, within 3%; the dynamic graph, where it ran, within 5% of the static one); overhead-bound rows 0.7x; GEMM-bound prefill at
     least 90% of sgemm at 1 thread and 88% at 2; decode at least 1.25x the fastest peer's tok/s
     (a time ratio of 0.8) and 85% of the bandwidth ceiling."""
     out: list[Target] = [("<= 1.0x fastest peer", _ratio_at_most(1.0))]
     if "tg-tuned" in r.values:
         out.append(("tuned <= heuristic", _tuned_at_most_heuristic))
+    if "tg-dynamic" in r.engines:
+        out.append(("dynamic <= 1.05x static", _dynamic_near_static))
     if overhead_bound(r):
         out.append(("<= 0.7x", _ratio_at_most(0.7)))
     if r.gemm_bound:
@@ -949,6 +990,9 @@ METHOD = """\
   below the host's, the peers are held to it where their libraries have a switch (*Peers' ISA*
   above: environment variables read when each library loads, so the run re-executes itself once
   with them set; `--no-force-isa` leaves the peers at the host's ISA).
+- **dynamic**: tensor_graphs compiled ONCE per model with `dynamic_shapes` (MLP and ResNet-50: the
+  batch, 1..256 and 1..16; encoder and GPT-2 prefill: the sequence, 1..512 and 1..1024), that one
+  graph serving every row of the model; held to within 5% of the static compile (*tensor_graphs*).
 - **Cells**: value (time / the fastest engine's time in that row). *tg / fastest peer* is
   tensor_graphs' time per call (or per token) over the fastest other engine's: **below 1 means
   tensor_graphs is faster**. n/a: the engine does not apply to the row; failed: see the notes.

@@ -241,3 +241,44 @@ def test_a_packed_gemm_at_every_row_count(k, n):
     for m in [*range(1, 41), 63, 64, 65, 255, 512]:
         x = torch.randn(m, k)
         torch.testing.assert_close(fn(x), model(x), rtol=1e-5, atol=1e-5)  # observed <= 4.3e-6 (K = 768)
+
+
+class _ConvNet(torch.nn.Module):
+    """A ResNet's ops at a small size: a strided 7x7 stem, max pooling, 3x3 and 1x1 convolutions with
+    biases, ReLUs and a residual, average pooling and a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 16, 7, stride=2, padding=3)
+        self.pool = torch.nn.MaxPool2d(3, stride=2, padding=1)
+        self.a = torch.nn.Conv2d(16, 16, 3, padding=1)
+        self.b = torch.nn.Conv2d(16, 32, 1)
+        self.skip = torch.nn.Conv2d(16, 32, 1)
+        self.avg = torch.nn.AvgPool2d(2)
+        self.head = torch.nn.Linear(32, 10)
+
+    def forward(self, x):
+        x = self.pool(torch.relu(self.stem(x)))
+        y = torch.relu(self.b(torch.relu(self.a(x))) + self.skip(x))
+        return self.head(self.avg(y).mean((2, 3)))
+
+
+@torch.no_grad()
+def test_convolutions_and_poolings_over_a_dynamic_batch():
+    """im2col windows, poolings and the convolutions' batched GEMMs (one per image, counted at run
+    time; each spread over the threads) serve every batch size of one graph."""
+    torch.manual_seed(0)
+    model = _ConvNet().eval()
+    fn = tg.compile(model, (torch.randn(4, 3, 32, 32),), dynamic_shapes=({0: Dim("batch", min=1, max=9)},))
+    assert "buf.im2col" in fn.ir("buf") and "memref<?x3x32x32xf32" in fn.ir("buf")
+    for n in (1, 2, 5, 9):
+        x = torch.randn(n, 3, 32, 32)
+        torch.testing.assert_close(fn(x), model(x), rtol=1e-5, atol=1e-5)  # observed <= 1.2e-6
+
+
+def test_a_symbolic_spatial_size_is_refused_at_compile_time():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.MaxPool2d(2)).eval()
+    with pytest.raises(ValueError, match=r"aten.conv2d \(float32 \[2, 3, h, 32\].*a convolution's or pooling's input "
+                       r"\[2, 3, h, 32\] has a symbolic channel or spatial size: .* only the batch \(dim 0\) may be dynamic"):
+        tg.compile(model, (torch.randn(2, 3, 32, 32),), dynamic_shapes=({2: Dim("h", min=8, max=64)},))

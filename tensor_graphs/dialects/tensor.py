@@ -779,6 +779,13 @@ class Im2colOp(IRDLOperation):
         ceil_mode: bool = False,
     ):
         n, c, h, w = shape_of(input)
+        if not all(isinstance(x, int) for x in (c, h, w)):
+            from tensor_graphs.dialects.symbolic import SymbolicShapeError, format_expr
+
+            raise SymbolicShapeError(
+                f"a convolution's or pooling's input [{', '.join(format_expr(x) for x in (n, c, h, w))}] has a symbolic "
+                "channel or spatial size: its windows are laid out at compile time, so only the batch (dim 0) may be "
+                "dynamic; give those dims a static size (drop them from dynamic_shapes)")
         positions = tuple(
             window_positions(size, k, s, p, d, ceil_mode) for size, k, s, p, d in zip((h, w), kernel, stride, padding, dilation)
         )

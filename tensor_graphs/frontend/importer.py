@@ -155,6 +155,30 @@ def source_location(node: torch.fx.Node) -> FileLineColLoc | None:
 # --------------------------------------------------------------------------- the importer
 
 
+def plain_sympy(expr: sympy.Expr) -> sympy.Expr:
+    """A torch size expression in the sympy functions `dialects.symbolic` reads: torch's integer
+    divisions and remainders (``FloorDiv``, ``CleanDiv``, ``CeilDiv``, ``ModularIndexing``,
+    ``PythonMod``, ``Mod``; a pooling's output size ``(h - 2)//2 + 1``), ``Max``/``Min`` and
+    ``PowByNatural`` become ``floor``, ``Mod``, ``Max``/``Min`` and ``Pow``."""
+    from torch.utils._sympy import functions as tf
+
+    rules = {
+        tf.FloorDiv: lambda a, b: sympy.floor(a / b),
+        tf.CleanDiv: lambda a, b: sympy.floor(a / b),
+        tf.CeilDiv: lambda a, b: -sympy.floor(-a / b),
+        tf.ModularIndexing: lambda x, d, m: sympy.Mod(sympy.floor(x / d), m),
+        tf.PythonMod: sympy.Mod,
+        tf.Mod: sympy.Mod,
+        tf.Max: sympy.Max,
+        tf.Min: sympy.Min,
+        tf.PowByNatural: sympy.Pow,
+    }
+    for cls, make in rules.items():
+        if expr.has(cls):
+            expr = expr.replace(cls, make)
+    return expr
+
+
 def tensor_type(value: object, what: str, symbolic_dim: Callable[[torch.SymInt], Dim] | None = None) -> TensorType:
     """The tensor type of a (fake) tensor; ``symbolic_dim`` gives the size of a symbolic dim (an
     int, or an expression of the graph's symbols: `dialects.symbolic`; without it, a symbolic
@@ -385,7 +409,7 @@ class GraphImporter:
         free = {str(s) for s in expr.free_symbols}
         if not free or not free <= set(self._symbols):
             return None
-        out = sympy.sympify(expr).xreplace({s: self._symbols[str(s)] for s in expr.free_symbols})
+        out = plain_sympy(sympy.sympify(expr).xreplace({s: self._symbols[str(s)] for s in expr.free_symbols}))
         return int(out) if out.is_Integer else out
 
     def _explain(self, value: torch.SymInt | torch.SymFloat | torch.SymBool) -> None:

@@ -643,15 +643,20 @@ def check_memref(op: Operation, value: SSAValue) -> MemRefType:
     if not isinstance(t.layout, NoneAttr):
         raise LoweringError(f"{op.name}: memref {t} has a layout; only contiguous buffers are supported")
     if DYNAMIC_INDEX in t.get_shape() and isinstance(op, buf.KernelOp) and type(op) not in SYMBOLIC_KERNELS:
-        from tensor_graphs.diagnostics import location_of
-
-        where = f" (at {loc})" if (loc := location_of(op)) else ""
-        names = sorted({str(x) for d in dims_of(t) if not isinstance(d, int) for x in d.free_symbols})
-        raise LoweringError(
-            f"{op.name}{where}: its operand {t} has a symbolic size ({', '.join(_symbol_sources(op, names))}), and "
-            "this kernel takes its sizes at compile time only; give those dims a static size (drop them from "
-            "dynamic_shapes)")
+        raise symbolic_refusal(op, value, "this kernel takes its sizes at compile time only")
     return t
+
+
+def symbolic_refusal(op: Operation, value: SSAValue, why: str) -> LoweringError:
+    """The compile-time error of a kernel that cannot take ``value``'s symbolic sizes: the op, where
+    the model has it, each symbol and the input dim it comes from, ``why``, and the way out."""
+    from tensor_graphs.diagnostics import location_of
+
+    where = f" (at {loc})" if (loc := location_of(op)) else ""
+    names = sorted({str(x) for d in dims_of(value.type) if not isinstance(d, int) for x in d.free_symbols})
+    return LoweringError(
+        f"{op.name}{where}: its operand {value.type} has a symbolic size ({', '.join(_symbol_sources(op, names))}), and "
+        f"{why}; give those dims a static size (drop them from dynamic_shapes)")
 
 
 def _symbol_sources(op: Operation, names: list[str]) -> list[str]:

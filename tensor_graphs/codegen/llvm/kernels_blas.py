@@ -86,8 +86,11 @@ def emit_gemm(ctx: KernelContext, op: Operation) -> None:
     if not isinstance(m_total, int):
         if not fold or not all(isinstance(x, int) for x in (n, k, sa[-1], sb[-1])):
             raise LoweringError(f"{op.name}: {[str(d) for d in sa]} x {[str(d) for d in sb]}: a BLAS matmul takes a "
-                                "symbolic size only in the rows of an untransposed A over one B")
+                                "symbolic size only in the rows of an untransposed A over one B, or in its batch dims")
         m_run, m_total = ctx.size(m_total), ctx.largest(m_total)
+    elif not all(isinstance(x, int) for x in (*sa[-2:], *sb[-2:], *so[-2:])):
+        raise LoweringError(f"{op.name}: {[str(d) for d in sa]} x {[str(d) for d in sb]}: a BLAS matmul over a batch "
+                            "takes a symbolic size only in the batch dims")
     if max(m_total, n, k, lda, ldb, ldc) > _I32_MAX:
         raise LoweringError(f"{op.name}: dims {list(sa)} x {list(sb)} overflow the 32-bit BLAS interface")
 
@@ -167,7 +170,11 @@ def emit_gemm(ctx: KernelContext, op: Operation) -> None:
         tuple(s * mat_a for s in broadcast_strides(batch_a, batch_o)),
         tuple(s * mat_b for s in broadcast_strides(batch_b, batch_o)),
     ]
-    emit_strided_nest(b, batch_o, strides, lambda offs: call(offs[1], offs[2], offs[0]))
+    # a symbolic batch (a convolution's images): its extents counted at run time
+    extents = [d if isinstance(d, int) else ctx.size(d) for d in batch_o]
+    if not all(isinstance(s, int) for st in strides for s in st):
+        raise LoweringError(f"{op.name}: batch {[str(d) for d in batch_o]}: a symbolic batch dim only outermost")
+    emit_strided_nest(b, extents, strides, lambda offs: call(offs[1], offs[2], offs[0]))
 
 
 def _emit_matmul(ctx: KernelContext, op: Operation) -> None:
@@ -233,6 +240,7 @@ def _sgemv(
     )
 
 
-# a symbolic M: the rows of an untransposed A over one B (`emit_gemm`), then the activation's sweep
+# a symbolic M: the rows of an untransposed A over one B (`emit_gemm`), or a symbolic batch of
+# static matrices (one call per batch index), then the activation's sweep
 SYMBOLIC_KERNELS.add(buf.MatmulOp)
 REGISTRY[buf.MatmulOp] = _emit_matmul

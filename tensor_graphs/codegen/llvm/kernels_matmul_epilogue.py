@@ -102,8 +102,8 @@ def _emit_matmul_epilogue(ctx: KernelContext, op: buf.MatmulOp) -> None:
         if fold or numel(batch_o) == 1:
             gemv_call(None, None, None)
         else:
-            _per_batch(b, sa, sb, so, lambda offs: gemv_call(offs[1], offs[2], offs[0]))
-        activate(b, pc, numel(so))
+            _per_batch(ctx, sa, sb, so, lambda offs: gemv_call(offs[1], offs[2], offs[0]))
+        activate(b, pc, ctx.size(numel(so)))
         return
 
     # the rows of C (all batches stacked when folded) must have one stride in the accumulator
@@ -179,7 +179,7 @@ def _emit_matmul_epilogue(ctx: KernelContext, op: buf.MatmulOp) -> None:
         tiles((None, None, None, None))
     else:
         # _per_batch's offsets are of C, A, B (and the accumulator)
-        _per_batch(ctx.b, sa, sb, so, lambda offs: tiles((offs[1], offs[2], offs[0], offs[3])), acc_str[:-2])
+        _per_batch(ctx, sa, sb, so, lambda offs: tiles((offs[1], offs[2], offs[0], offs[3])), acc_str[:-2])
 
 
 @dataclass(frozen=True)
@@ -250,14 +250,16 @@ def _clip(b: FunctionBuilder, start: SSAValue, size: int, total: int) -> SSAValu
 
 
 def _per_batch(
-    b: FunctionBuilder,
+    ctx: KernelContext,
     sa: tuple[int, ...],
     sb: tuple[int, ...],
     so: tuple[int, ...],
     body: Callable[[list[SSAValue | None]], None],
     acc_batch_strides: Sequence[int] | None = None,
 ) -> None:
-    """One ``body(offsets)`` per broadcast batch index: offsets of C, A, B (and the accumulator)."""
+    """One ``body(offsets)`` per broadcast batch index: offsets of C, A, B (and the accumulator);
+    a symbolic batch dim (a convolution's images) counted at run time, outermost only (the
+    strides stay static)."""
     batch_o = so[:-2]
     mat_a, mat_b, mat_c = sa[-2] * sa[-1], sb[-2] * sb[-1], so[-2] * so[-1]
     strides = [
@@ -267,7 +269,9 @@ def _per_batch(
     ]
     if acc_batch_strides is not None:
         strides.append(tuple(acc_batch_strides))
-    emit_strided_nest(b, batch_o, strides, body)
+    if not all(isinstance(s, int) for st in strides for s in st):
+        raise LoweringError(f"buf.matmul: batch {[str(d) for d in batch_o]}: a symbolic batch dim only outermost")
+    emit_strided_nest(ctx.b, [ctx.size(d) for d in batch_o], strides, body)
 
 
 # --------------------------------------------------------------------------- registration
@@ -283,12 +287,20 @@ def _emit_matmul(ctx: KernelContext, op: Operation) -> None:
     spread over the threads."""
     assert isinstance(op, buf.MatmulOp)
     plain = op.output.type.element_type != f32  # type: ignore[attr-defined]  (float64: dgemm; integers: loops)
-    symbolic = not is_static(_shape(op.output))  # run-time rows: one sgemm, then the activation's sweep
-    if plain or symbolic or separate_epilogue(op) or (op.activation.data == "none" and not _pays_for_threads(ctx, op)):
+    if plain or _symbolic_rows(op) or separate_epilogue(op) or (op.activation.data == "none" and not _pays_for_threads(ctx, op)):
         assert _PLAIN_MATMUL is not None
         _PLAIN_MATMUL(ctx, op)
     else:
         _emit_matmul_epilogue(ctx, op)
+
+
+def _symbolic_rows(op: buf.MatmulOp) -> bool:
+    """Run-time rows (a symbolic M: the plain emitter's one sgemm, then the activation's sweep),
+    rather than static matrices, each batch's spread over the threads, over a batch of run-time
+    size (`_per_batch`)."""
+    sa, sb, so = _shape(op.inputs[0]), _shape(op.inputs[1]), _shape(op.output)
+    folds = is_static(sb[:-2]) and numel(sb[:-2]) == 1 and not op.flags[0]
+    return not is_static((*sa[-2:], *sb[-2:], *so[-2:])) or (folds and not is_static(sa[:-2]))
 
 
 def _pays_for_threads(ctx: KernelContext, op: buf.MatmulOp) -> bool:

@@ -50,6 +50,7 @@ from tensor_graphs.codegen.llvm.kernels import (
     parallel_nest,
     split_rows,
     splat_value,
+    symbolic_refusal,
 )
 from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, broadcast_strides, emit_for, emit_loop
 from tensor_graphs.codegen.llvm.loops import value as _val
@@ -266,6 +267,9 @@ def _emit_im2col(ctx: KernelContext, op: Operation) -> None:
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = op.window
     nr = op.panel_columns
     reduce = op.reduce.data
+    if not is_static((c, h, w, *_shape(out)[1:])):
+        raise symbolic_refusal(op, x, "the windows of a convolution or pooling take a symbolic size only in the batch "
+                               "(dim 0): their channels and spatial sizes are compile-time constants")
     oh, ow = op.positions(_shape(x)) if nr else _shape(out)[2:] if reduce else _shape(out)[4:]
     taps = oh * ow
     pad = op.pad_value.value.data
@@ -330,7 +334,7 @@ def _emit_im2col(ctx: KernelContext, op: Operation) -> None:
 
         emit_for(b, start, end, lambda r, _c: row(r) or [])
 
-    split_rows(ctx, n * c, numel(_shape(out)) + numel(_shape(x)), rows)
+    split_rows(ctx, n * c, numel(_shape(out)) + numel(_shape(x)), rows)  # a symbolic batch: rows counted at run time
 
 
 def state_name(value: SSAValue) -> str | None:
@@ -386,9 +390,10 @@ def _emit_size(ctx: KernelContext, op: Operation) -> None:
 
 
 # iotas and sizes of symbolic length, takes and embeddings of a symbolic number of indices,
-# strided copies over run-time extents and strides (`parallel_nest`), concatenations
+# strided copies over run-time extents and strides (`parallel_nest`), concatenations, the windows
+# and poolings of a symbolic batch (its images' rows counted at run time)
 SYMBOLIC_KERNELS.update((buf.IotaOp, buf.SizeOp, buf.TakeOp, buf.CopyOp, buf.BroadcastOp, buf.CastOp, buf.TransposeOp, buf.SliceOp, buf.ConcatOp,
-                         buf.EmbeddingOp, buf.PackedEmbeddingOp))
+                         buf.EmbeddingOp, buf.PackedEmbeddingOp, buf.Im2colOp))
 REGISTRY[buf.IotaOp] = _emit_iota
 REGISTRY[buf.SizeOp] = _emit_size
 REGISTRY[buf.CopyOp] = _emit_copy

@@ -52,11 +52,14 @@ def _operand_types(op) -> str:
     """`` (float32 [2, 3], int64 [2])``: what the op was given, dtype first (torch's name, from
     the one dtype table: bfloat16 is not NumPy's float32 that holds it)."""
     from tensor_graphs import dtypes
+    from tensor_graphs.dialects.symbolic import dims_of, format_expr
 
     def one(t) -> str:
         element = getattr(t, "element_type", t)
         name = dtypes.of_element(element).name if dtypes.holds_element(element) else str(element)
-        return f"{name} {list(t.get_shape())}" if hasattr(t, "get_shape") else str(t)
+        if not hasattr(t, "get_shape"):
+            return str(t)
+        return f"{name} [{', '.join(format_expr(d) for d in dims_of(t))}]"  # a symbolic dim by its expression
 
     types = [one(v.type) for v in op.operands]
     return f" ({', '.join(types)})" if types else ""
