@@ -1,6 +1,7 @@
 """A dynamic graph against static compiles of the same model, size by size: one ``tg.compile``
 with ``dynamic_shapes`` serves every size; each static compile serves one. Both run in this
-process, call by call alternately (ABAB...), medians of the rounds; the compile times too.
+process, call by call alternately (ABAB...), medians of the rounds; the compile times too, with
+the compile cache off (``TG_CACHE=off``: every compile runs the passes and LLVM).
 
     .venv/bin/python benchmarks/dynamic_vs_static.py [--models bert gpt2 mlp resnet50] [--threads 1,2]
                                                      [--rounds 10] [--quick] [--out FILE.md]
@@ -17,10 +18,13 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import statistics
 import sys
 import time
 from pathlib import Path
+
+os.environ["TG_CACHE"] = "off"  # compile times of the passes and LLVM, never of a cache hit
 
 import torch
 from torch.export import Dim

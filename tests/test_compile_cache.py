@@ -58,6 +58,26 @@ def test_a_second_compile_comes_from_the_cache(cache_dir, mlp, monkeypatch):
     assert "matmul.packed" in second.explain()
 
 
+def test_a_dynamic_graph_comes_from_the_cache_with_its_symbols(cache_dir, mlp, monkeypatch):
+    """Its signature's symbolic shapes are stored as size expressions (read back by the size
+    parser, never evaluated); the cached graph checks and serves every size in range."""
+    from torch.export import Dim
+
+    model, x = mlp
+    spec = ({0: Dim("batch", min=1, max=40)},)
+    first, phases = _compile(model, x, dynamic_shapes=spec)
+    assert "from cache" not in phases and len(list(cache_dir.glob("*.tgc"))) == 2
+    monkeypatch.setattr(jit, "_optimise", lambda *a, **k: pytest.fail("LLVM ran for a cached graph"))
+    second, phases = _compile(model, x, dynamic_shapes=spec)
+    assert "from cache" in phases and second.signature == first.signature
+    assert str(second.signature.inputs[0]) == "float32[batch, 32]" and second.signature.symbols == (("batch", 1, 40),)
+    for n in (1, 5, 40):
+        y = torch.randn(n, 32)
+        assert np.array_equal(first(y.numpy()), second(y.numpy()))
+    with pytest.raises(ValueError, match=r"outside the range of its size symbol batch: \[1, 40\]"):
+        second(torch.randn(41, 32))
+
+
 def test_the_key_holds_the_options(cache_dir, mlp):
     model, x = mlp
     _compile(model, x)

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import sympy
 
 #: Format of the entries; bump it when `Entry` or the encoding changes.
 FORMAT = 2
@@ -272,8 +273,9 @@ def _b64(data: bytes) -> str:
 
 
 def _to_json(value: Any) -> Any:
-    """``value`` as JSON data: plain values as they are; bytes, text, arrays, dtypes, tuples,
-    dicts and the dataclasses of `_classes` as one-key objects saying what they are."""
+    """``value`` as JSON data: plain values as they are; bytes, text, arrays, dtypes, size
+    expressions, tuples, dicts and the dataclasses of `_classes` as one-key objects saying what
+    they are."""
     if value is None or isinstance(value, bool | int | float | str):
         return value
     if isinstance(value, np.generic):
@@ -286,6 +288,10 @@ def _to_json(value: Any) -> Any:
         return {"array": [value.dtype.str, list(value.shape), _b64(np.ascontiguousarray(value).tobytes())]}
     if isinstance(value, np.dtype):
         return {"dtype": value.str}
+    if isinstance(value, sympy.Basic):  # a symbolic size (a dynamic graph's shapes): its text
+        from tensor_graphs.dialects.symbolic import format_expr
+
+        return {"size": format_expr(value)}
     if isinstance(value, tuple):
         return {"tuple": [_to_json(v) for v in value]}
     if isinstance(value, list):
@@ -316,6 +322,10 @@ def _from_json(data: Any, classes: dict[str, type]) -> Any:
         return np.frombuffer(base64.b64decode(raw, validate=True), dtype=np.dtype(dtype)).reshape(shape).copy()
     if kind == "dtype":
         return np.dtype(body)
+    if kind == "size" and isinstance(body, str):  # read by the size parser of `dialects.symbolic`, never eval
+        from tensor_graphs.dialects.symbolic import parse_expr
+
+        return parse_expr(body)
     if kind == "tuple":
         return tuple(_from_json(v, classes) for v in body)
     if kind == "dict":
