@@ -282,3 +282,20 @@ def test_a_symbolic_spatial_size_is_refused_at_compile_time():
     with pytest.raises(ValueError, match=r"aten.conv2d \(float32 \[2, 3, h, 32\].*a convolution's or pooling's input "
                        r"\[2, 3, h, 32\] has a symbolic channel or spatial size: .* only the batch \(dim 0\) may be dynamic"):
         tg.compile(model, (torch.randn(2, 3, 32, 32),), dynamic_shapes=({2: Dim("h", min=8, max=64)},))
+
+
+@torch.no_grad()
+def test_tensors_created_at_a_symbolic_size():
+    """``torch.ones(x.shape)``, ``zeros``, ``full`` and ``new_ones`` at a dynamic size: a scalar
+    broadcast to it (constant-fold evaluates them only at static sizes)."""
+
+    class Fills(torch.nn.Module):
+        def forward(self, x):
+            ones = torch.ones(x.shape, dtype=torch.long)
+            return x * ones + torch.zeros(x.shape[0], 1) + torch.full((x.shape[0], 3), 2.5) - x.new_ones(x.shape[0], 3)
+
+    model = Fills()
+    fn = tg.compile(model, (torch.randn(4, 3),), dynamic_shapes=({0: Dim("n", min=1, max=64)},))
+    for n in (1, 5, 64):
+        x = torch.randn(n, 3)
+        assert torch.equal(fn(x), model(x))  # exact: one multiply by 1, adds of 0 and 2.5 - 1

@@ -85,6 +85,13 @@ SYMBOLIC_SIZE_ARGS = {
     (torch.ops.aten.arange.default, "end"),
     (torch.ops.aten.arange.start, "end"),
     (torch.ops.aten.arange.start_step, "end"),
+    # splats of a symbolic shape (`torch.ones(x.shape)`: a mask of ones)
+    (torch.ops.aten.full.default, "size"),
+    (torch.ops.aten.ones.default, "size"),
+    (torch.ops.aten.zeros.default, "size"),
+    (torch.ops.aten.new_ones.default, "size"),
+    (torch.ops.aten.new_zeros.default, "size"),
+    (torch.ops.aten.new_full.default, "size"),
 }
 
 #: what a user input may be: a tensor of a dtype of the one table (`tensor_graphs.dtypes`)

@@ -19,7 +19,7 @@ from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from tensor_graphs.dialects import aten
-from tensor_graphs.dialects.tensor import ConstantOp, IotaOp, WeightOp, shape_of
+from tensor_graphs.dialects.tensor import BroadcastOp, ConstantOp, IotaOp, WeightOp, shape_of
 from tensor_graphs.lowering.aten_to_tensor.common import constant, element_type, notify_match_failure
 
 #: ops whose value is one number everywhere, whatever their operand holds -> that number (None: fill_value)
@@ -152,23 +152,43 @@ def _scalar(attr) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
+#: tensor creations of one number everywhere -> that number (None: fill_value); constant-fold
+#: evaluates them, except at a symbolic size (`ShapeOnlyPattern`)
+SYMBOLIC_FILLS: dict[type[aten.AtenOp], float | None] = {aten.OnesOp: 1, aten.ZerosOp: 0, aten.FullOp: None}
+
+
 class ShapeOnlyPattern(RewritePattern):
-    """``zeros_like``, ``ones_like``, ``full_like``, ``new_zeros``, ``new_ones``, ``new_full``: a splat constant.
+    """``zeros_like``, ``ones_like``, ``full_like``, ``new_zeros``, ``new_ones``, ``new_full``: a
+    splat constant; at a symbolic size (and ``ones``, ``zeros``, ``full`` there: `torch.ones(x.shape)`),
+    a rank-0 constant broadcast to it.
 
     ```mlir
     %z = aten.zeros_like %x : (tensor<2x3xf32>) -> tensor<2x3xf32>
     // becomes
     %z = tg.constant dense<0.000000e+00> : tensor<2x3xf32>
+
+    %m = aten.ones {size = array<i64: 1, -9223372036854775808>, dtype = "int64"} : tensor<1x?xi64, ["seq"]>
+    // becomes
+    %c = tg.constant dense<1> : tensor<i64>
+    %m = tg.broadcast %c : (tensor<i64>) -> tensor<1x?xi64, ["seq"]>
     ```
     """
 
     def match_and_rewrite(self, op, rewriter: PatternRewriter) -> None:
-        if type(op) not in SHAPE_ONLY:
+        if not isinstance(op, aten.AtenOp) or len(op.results) != 1:
             return
-        value = SHAPE_ONLY[type(op)]
+        symbolic = DYNAMIC_INDEX in op.results[0].type.get_shape()  # type: ignore[attr-defined]
+        fills = SHAPE_ONLY if not symbolic else {**SHAPE_ONLY, **SYMBOLIC_FILLS}
+        if type(op) not in fills:
+            return
+        value = fills[type(op)]
         if value is None:
             value = op.fill_value.value.data
-        rewriter.replace(op, constant(value, shape_of(op.result), element_type(op.result)))
+        if not symbolic:
+            rewriter.replace(op, constant(value, shape_of(op.result), element_type(op.result)))
+            return
+        scalar = constant(value, (), element_type(op.result))
+        rewriter.replace(op, [scalar, BroadcastOp(scalar.result, shape_of(op.result))])
 
 
 def populate_mask_patterns() -> list[RewritePattern]:
