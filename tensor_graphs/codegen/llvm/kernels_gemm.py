@@ -472,17 +472,25 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
         ahead = -(-lines_per_row * steps // (per_step * (steps // spread)))
         return per_step, spread, min(count, ahead) if capped else ahead
 
+    #: the row counts the region being emitted runs at (run-time rows: `with_k_block`)
+    row_span = (1, m)
+
     def run_time_plans(steps: int) -> list[tuple[int, tuple[int, int, int]]]:
         """Run-time rows: (the fewest rows, the prefetch plan) for each spread, largest first: a
         call takes the first its rows reach, the static plan of its row count (each plan its own
         tile functions: one per spread, not one per row count; 3 row blocks at spread 3 run a
-        768 x 3072 GEMM 10% faster than at spread 2, Zen 3)."""
+        768 x 3072 GEMM 10% faster than at spread 2, Zen 3). Only the plans some row count of
+        `row_span` takes: each is code to compile."""
         plans: dict[tuple[int, int, int], int] = {}
         for spread in range(MAX_SPREAD, 0, -1):
             least = max(PREFETCH_MIN_ROWS, (spread * lines_per_row - 1) * mr + 1)
             if least <= m:
                 plans.setdefault(prefetch_plan(steps, least, capped=False), least)
-        return sorted(((least, plan) for plan, least in plans.items()), reverse=True)
+        ordered = sorted(((least, plan) for plan, least in plans.items()), reverse=True)
+        lo, hi = row_span
+        # plan i serves the rows [least_i, least_{i-1}): those that meet [lo, hi]
+        return [(least, plan) for i, (least, plan) in enumerate(ordered)
+                if least <= hi and (i == 0 or ordered[i - 1][0] > lo)]
 
     def work_range(start: SSAValue, end: SSAValue, _thread: SSAValue, values: list[SSAValue]) -> None:
         """This thread's panels ``[start, end)``, or with ``a_stationary`` its row blocks
@@ -709,18 +717,19 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
         run_rest = b.add(llvm.SubOp(rows_now, b.mul_i64(run_rows, b.i64(mr))))
         pays = paying_rows(ctx, rows_now, m, work_of)
 
-        def with_k_block(value: int) -> None:
-            nonlocal kc, k_blocks  # (what each_k_block reads while this region is emitted)
-            kc, k_blocks = value, -(-k // value)
+        def with_k_block(value: int, rows: tuple[int, int]) -> None:
+            nonlocal kc, k_blocks, row_span  # (what each_k_block and run_time_plans read while this region is emitted)
+            kc, k_blocks, row_span = value, -(-k // value), rows
             ctx.parallel(groups * panels, work_range, [run_rows, run_rest], work=work_of(m), pays=pays)
 
         # a call of fewer than 2 MR rows is a matrix-vector product: all of K in one pass, as
         # the static kernel for its rows takes (`k_block`); more rows: the K blocks of the largest
         single, blocked = k_block(ctx, op, 1, k, nr, mr, panels), kc
-        if single == blocked:
-            with_k_block(blocked)
+        if single == blocked or m < 2 * mr:
+            with_k_block(blocked, (1, m))
         else:
-            emit_if(b, icmp(b, "slt", rows_now, b.i64(2 * mr)), lambda: with_k_block(single), lambda: with_k_block(blocked))
+            emit_if(b, icmp(b, "slt", rows_now, b.i64(2 * mr)), lambda: with_k_block(single, (1, 2 * mr - 1)),
+                    lambda: with_k_block(blocked, (2 * mr, m)))
     if swept is not None:
         _sweep_epilogue(ctx, op, *swept)
 
