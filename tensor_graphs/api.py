@@ -282,7 +282,7 @@ def estimate_memory(
     Plans memory without generating code or allocating anything (it imports and optimises the
     model: seconds for a large one).
     """
-    from tensor_graphs.runtime_support.decoder_assembly import decoder_modules, estimate
+    from tensor_graphs.runtime_support.decoder_assembly import decoder_modules, estimate, with_static_prefill_fallback
 
     if inputs is not None:
         from tensor_graphs.driver.cpu import planned_memory
@@ -292,7 +292,9 @@ def estimate_memory(
         return planned_memory(graph.module, CompileOptions(pack_weights=pack_weights, target=target))
 
     decoder = DecoderOptions(max_seq, batch, prefill_chunk, padding)
-    built = decoder_modules(model, decoder, CompileOptions(pack_weights=pack_weights, target=target), CompileStats())
+    options = CompileOptions(pack_weights=pack_weights, target=target)
+    built, _ = with_static_prefill_fallback(
+        lambda exact: decoder_modules(model, decoder, options, CompileStats(), exact=exact), decoder, options, None)
     return estimate(built.modules)
 
 

@@ -133,7 +133,9 @@ def test_cache_is_persistent_state_updated_in_place(compiled):
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     states = decoder.states
     assert len(states) == 2 * layers
-    capacity = MAX_SEQ + CHUNK - 1
+    capacity = MAX_SEQ  # the prefill graph runs exactly the tokens left (a size symbol): no padded chunk past max_seq
+    assert decoder.prefill_graph.signature.symbols == (("tokens", 1, CHUNK),)
+    assert decoder.explain().startswith(f"prefill: calls of up to {CHUNK} tokens, the last exactly what is left")
     for name, a in states.items():
         assert a.shape == (1, kv_heads, capacity, head_dim), name
     assert decoder.memory.state_bytes == 2 * layers * kv_heads * capacity * head_dim * 4

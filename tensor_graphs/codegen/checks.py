@@ -36,8 +36,13 @@ def bad_index_field(idx: SSAValue, vocab: int) -> str:
     return f"{{bad_index:{idx.index}:{vocab}}}" if isinstance(idx, BlockArgument) else ""
 
 
-def embedding_message(op: Operation, vocab: int) -> str:
-    """An embedding's index outside ``[0, vocab)``."""
+def embedding_message(op: Operation, vocab) -> str:
+    """An embedding's index outside ``[0, vocab)`` (``vocab`` a symbolic size's expression when the
+    table's rows are: the message then names it, without the offending value)."""
+    if not isinstance(vocab, int):
+        from tensor_graphs.dialects.symbolic import format_expr
+
+        return f"embedding {table_description(op)}: index out of range [0, {format_expr(vocab)})"
     return f"embedding {table_description(op)}: index out of range [0, {vocab}){bad_index_field(op.inputs[1], vocab)}"  # type: ignore[attr-defined]
 
 

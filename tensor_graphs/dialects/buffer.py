@@ -81,7 +81,7 @@ from tensor_graphs.dialects.tensor import (
     print_dense,
     reduced_shape,
 )
-from tensor_graphs.dialects.symbolic import Dim, SymbolicShapeError, dims_of, evaluate, symbols_of
+from tensor_graphs.dialects.symbolic import Dim, SymbolicShapeError, at_most, dims_of, evaluate, symbols_of
 from tensor_graphs.target import MIN_FLOAT_LANES
 
 AnyMemRef = base(MemRefType)
@@ -1396,7 +1396,7 @@ class AttentionOp(AttentionLayout, KernelOp):
         if self.kv_cache.value.data:
             if not self.causal.value.data and q[-2] != 1:
                 raise ShapeError("kv_cache attention with more than one query must be causal")
-            if q[-2] > k[-2]:
+            if not at_most(q[-2], k[-2], self):
                 raise ShapeError(f"{q[-2]} queries do not fit a cache of {k[-2]} positions")
             if any(flags[1:3]):
                 raise ShapeError("a KV cache is heads-major (no k_seq_major, v_seq_major)")
@@ -1418,7 +1418,7 @@ class CacheWriteOp(KernelOp):
         u, axis = ins[0], self.axis.value.data
         if len(u) != len(out) or not 0 <= axis < len(out):
             raise ShapeError(f"axis {axis} / rank mismatch ({list(u)} into {list(out)})")
-        if any(a != b for i, (a, b) in enumerate(zip(u, out)) if i != axis) or u[axis] > out[axis]:
+        if any(a != b for i, (a, b) in enumerate(zip(u, out)) if i != axis) or not at_most(u[axis], out[axis], self):
             raise ShapeError(f"update {list(u)} does not fit state {list(out)} along axis {axis}")
 
 

@@ -339,3 +339,16 @@ def evaluator(value: Dim, names: Sequence[str]):
     if isinstance(value, sympy.Min):
         return lambda values: min(p(values) for p in parts)
     raise SymbolicShapeError(f"size expression {value} has no tensor_graphs form (+, -, *, //, %, max, min)")
+
+
+def at_most(a: Dim, b: Dim, op) -> bool:
+    """``a <= b`` at every size of the symbols the module above ``op`` records (a symbolic ``a``
+    at its largest against ``b`` at its smallest); True for symbolic sizes outside a module,
+    whose ranges are not known yet (codegen checks them again)."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a <= b
+    symbols = symbols_of(op)
+    if not symbols:
+        return True
+    lows = {k: lo for k, (lo, _) in symbols.items()}
+    return upper_bound((a,), symbols)[0] <= evaluate((b,), lows)[0]

@@ -58,7 +58,7 @@ from xdsl.traits import ConstantLike, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from tensor_graphs.dialects.functions import ACTIVATIONS, INTEGER_UNARY
-from tensor_graphs.dialects.symbolic import Dim, dims_of, format_expr, parse_expr, shaped
+from tensor_graphs.dialects.symbolic import Dim, at_most, dims_of, format_expr, parse_expr, shaped
 from tensor_graphs.dialects.shapes import (
     ATTENTION_OPERANDS,
     ShapeError,
@@ -1580,7 +1580,7 @@ class CacheWriteOp(IRDLOperation):
         _check(self.update.type.element_type == self.state.type.element_type,  # type: ignore[attr-defined]
                "tg.cache_write: update and state element types differ")
         _check(len(u) == len(s) and 0 <= axis < len(s), f"tg.cache_write: axis {axis} / rank mismatch ({list(u)} into {list(s)})")
-        _check(all(a == b for i, (a, b) in enumerate(zip(u, s)) if i != axis) and u[axis] <= s[axis],
+        _check(all(a == b for i, (a, b) in enumerate(zip(u, s)) if i != axis) and at_most(u[axis], s[axis], self),
                f"tg.cache_write: update {list(u)} does not fit state {list(s)} along axis {axis}")
 
 

@@ -132,6 +132,11 @@ class CompiledDecoder:
         self._decode_rows = np.arange(batch, dtype=np.int64)
         self._chunk_rows = np.arange(batch, dtype=np.int64) * chunk
         self._max_position = max_position
+        #: the prefill graph takes any count of tokens up to ``chunk`` (a size symbol): the last
+        #: call of a prompt runs exactly what is left, unpadded
+        self._exact = bool(getattr(getattr(self._prefill_fn, "signature", None), "symbols", ()))
+        #: why the prefill runs padded chunks where a prefill of any length was tried (`explain`)
+        self.prefill_note: str | None = None
         #: the additive key-padding mask [B, capacity] (a view of the ``kv.mask`` state): 0 where
         #: a cache position holds a token, -inf where padding; None when compiled without padding
         mask = self.states.get(MASK_STATE)
@@ -149,10 +154,12 @@ class CompiledDecoder:
         per thread serves several sequences at once."""
         prefill = self._prefill_fn.sharing()
         graphs = [prefill] + [g.sharing(prefill.states) for g in self._graphs[1:]]
-        return CompiledDecoder(
+        twin = CompiledDecoder(
             graphs, chunk=self.chunk, max_seq=self.max_seq, capacity=self.capacity, batch=self.batch,
             max_position=self._max_position,
         )
+        twin.prefill_note = self.prefill_note
+        return twin
 
     @contextmanager
     def _call(self, positions: int, *, reset: bool) -> Iterator[None]:
@@ -237,7 +244,9 @@ class CompiledDecoder:
         """Each graph's kernel paths and why (`CompiledGraph.explain`): the prefill graph's,
         then the decode graph's; by default only the kernels with a choice."""
         parts = [("prefill", self._prefill_fn)] + ([("decode", self._decode_fn)] if self._decode_fn is not self._prefill_fn else [])
-        return "\n\n".join(f"{name} graph: {fn.explain(all_kernels)}" for name, fn in parts)
+        how = (f"prefill: calls of up to {self.chunk} tokens, the last exactly what is left (a size symbol)" if self._exact
+               else self.prefill_note or f"prefill: padded chunks of {self.chunk} tokens")
+        return how + "\n\n" + "\n\n".join(f"{name} graph: {fn.explain(all_kernels)}" for name, fn in parts)
 
     def _ids_array(self, ids, what: str) -> tuple[np.ndarray, bool]:
         is_torch = not isinstance(ids, np.ndarray)
@@ -268,8 +277,9 @@ class CompiledDecoder:
             )
 
     def _padded(self, n: int) -> int:
-        """Cache positions that running ``n`` tokens writes (a chunked run pads its last chunk)."""
-        return n if n == 1 else -(-n // self.chunk) * self.chunk
+        """Cache positions that running ``n`` tokens writes (a chunked run of a static prefill graph
+        pads its last chunk)."""
+        return n if n == 1 or self._exact else -(-n // self.chunk) * self.chunk
 
     def _mask_array(self, mask, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """``attention_mask`` checked against ``ids`` [B, P]; returns (ids, mask) with the columns
@@ -355,20 +365,22 @@ class CompiledDecoder:
         for start in range(0, n, c):
             piece = ids[:, start : start + c]
             real = piece.shape[1]
-            chunk_ids = np.zeros((self.batch, c), dtype=np.int64)
+            width = real if self._exact else c  # a static prefill graph pads the last chunk to c
+            chunk_ids = np.zeros((self.batch, width), dtype=np.int64)
             chunk_ids[:, :real] = piece
             past = self._position
             if positions is None:
-                at = np.minimum(np.arange(past, past + c, dtype=np.int64), self._last_position)
-                chunk_pos = np.ascontiguousarray(np.broadcast_to(at, (self.batch, c)))
+                at = np.minimum(np.arange(past, past + width, dtype=np.int64), self._last_position)
+                chunk_pos = np.ascontiguousarray(np.broadcast_to(at, (self.batch, width)))
             else:
-                chunk_pos = np.zeros((self.batch, c), dtype=np.int64)
+                chunk_pos = np.zeros((self.batch, width), dtype=np.int64)
                 chunk_pos[:, :real] = positions[:, start : start + real]
             if self._mask is not None:  # the chunk's cache positions: its tokens, its padding, the chunk's own padding
-                cols = self._mask[:, past : past + c]
+                cols = self._mask[:, past : past + width]
                 cols[:, :real] = 0.0 if mask is None else _like(cols, np.where(mask[:, start : start + real], 0.0, -np.inf))
                 cols[:, real:] = -np.inf
-            logits = self._prefill_fn(chunk_ids, chunk_pos, self._chunk_rows + (real - 1), past=past)
+            rows = np.arange(self.batch, dtype=np.int64) * width + (real - 1) if self._exact else self._chunk_rows + (real - 1)
+            logits = self._prefill_fn(chunk_ids, chunk_pos, rows, past=past)
             self._position = past + real
         if positions is not None:
             self._next_pos = positions[:, -1] + 1  # transformers: the last column's position + 1

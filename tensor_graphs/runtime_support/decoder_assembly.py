@@ -1,5 +1,6 @@
-"""A transformers causal LM assembled into a `CompiledDecoder`: its step imported at the
-prefill chunk's length and at one token, the KV cache introduced, memory planned and checked
+"""A transformers causal LM assembled into a `CompiledDecoder`: its step imported for a prefill
+of 1 to ``prefill_chunk`` tokens (a size symbol; on a GPU or tuned: exactly that many) and at one
+token, the KV cache introduced, memory planned and checked
 against what the OS has, the two graphs compiled (by the driver, or tuned) sharing weights and
 cache; `estimate_memory` plans without compiling."""
 
@@ -63,7 +64,7 @@ def _checked(model, decoder: DecoderOptions) -> tuple[DecoderOptions, int | None
 
 
 def decoder_modules(model, decoder: DecoderOptions, options: CompileOptions, stats: CompileStats,
-                    tuning: Tuning | None = None) -> DecoderModules:
+                    tuning: Tuning | None = None, exact: bool | None = None) -> DecoderModules:
     """Import ``model``'s step at the chunk length and at 1, optimise, add the KV cache (with a
     key-padding mask when ``padding``) and plan memory. With ``tuning`` (its inputs unused: each
     step gets random token ids) each module's tg-level twin is kept for `compile_tuned`; the
@@ -76,8 +77,9 @@ def decoder_modules(model, decoder: DecoderOptions, options: CompileOptions, sta
     decoder, limit = _checked(model, decoder)
     batch = decoder.batch
     chunk = min(decoder.prefill_chunk, decoder.max_seq)
+    exact = exact_prefill(chunk, options, tuning) if exact is None else exact and chunk > 1
     # a padded last chunk may write up to chunk - 1 rows past the last real position
-    capacity = decoder.max_seq + chunk - 1
+    capacity = decoder.max_seq if exact else decoder.max_seq + chunk - 1
     step = CausalLMStep(model).eval()
     out = DecoderModules([], {}, chunk, capacity, decoder.max_seq, limit, [])
     ctx = context()
@@ -89,7 +91,7 @@ def decoder_modules(model, decoder: DecoderOptions, options: CompileOptions, sta
         pos = torch.arange(length, dtype=torch.int64, device=where).expand(batch, length).contiguous()
         rows = torch.arange(batch, dtype=torch.int64, device=where) * length + length - 1
         t0 = time.perf_counter()
-        graph = import_model(step, (ids, pos, rows))
+        graph = import_model(step, (ids, pos, rows), dynamic_shapes=prefill_tokens(chunk) if exact and length > 1 else None)
         stats.add("import", time.perf_counter() - t0)
         t0 = time.perf_counter()
         set_target(graph.module, "aten", options.target)
@@ -110,6 +112,27 @@ def decoder_modules(model, decoder: DecoderOptions, options: CompileOptions, sta
         out.modules.append(graph.module)
         out.weights.update(graph.weights)
     return out
+
+
+#: the size symbol of a prefill call's tokens (`exact_prefill`)
+TOKENS = "tokens"
+
+
+def exact_prefill(chunk: int, options: CompileOptions, tuning: Tuning | None) -> bool:
+    """Whether the prefill graph takes its count of tokens as the size symbol `TOKENS` in
+    ``[1, chunk]`` (a prompt runs as calls of ``chunk`` tokens and one of exactly what is left,
+    never padded) rather than exactly ``chunk`` (the last call padded): on the CPU, untuned
+    (the tuner and the GPU path take static sizes)."""
+    return chunk > 1 and options.device == "cpu" and not (tuning is not None and tuning.active)
+
+
+def prefill_tokens(chunk: int) -> tuple:
+    """The ``dynamic_shapes`` of `CausalLMStep`'s (ids, positions, rows) for a prefill of 1 to
+    ``chunk`` tokens."""
+    from torch.export import Dim
+
+    tokens = Dim(TOKENS, min=1, max=chunk)
+    return ({1: tokens}, {1: tokens}, None)
 
 
 def _check_every_layer_cached(module: ModuleOp, model) -> None:
@@ -223,10 +246,34 @@ def _check_fits(need: DecoderMemory, decoder: DecoderOptions, max_seq: int) -> N
         )
 
 
+def with_static_prefill_fallback(build, decoder: DecoderOptions, options: CompileOptions, tuning: Tuning | None):
+    """``build(exact)`` with a prefill of any length (`exact_prefill`) where it applies; when that
+    fails (a kernel of the model that takes static sizes only: a mixture of experts' routing),
+    ``build(False)``: chunks of ``prefill_chunk`` tokens, the last one padded, as before. Returns
+    (what ``build`` made, the first attempt's error in one line or None)."""
+    chunk = min(decoder.prefill_chunk, decoder.max_seq or decoder.prefill_chunk)
+    if not (isinstance(chunk, int) and exact_prefill(chunk, options, tuning)):
+        return build(False), None
+    try:
+        return build(True), None
+    except Exception as e:  # noqa: BLE001  (the static path below raises what is really wrong)
+        why = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+        return build(False), why[:300]
+
+
 def compile_decoder(model, decoder: DecoderOptions, options: CompileOptions, stats: CompileStats,
                     tuning: Tuning) -> CompiledDecoder:
     """The decoder (`tensor_graphs.api.compile_decoder`), its tuning database open (``tuning.db``)."""
-    built = decoder_modules(model, decoder, options, stats, tuning)
+    dec, why = with_static_prefill_fallback(
+        lambda exact: _assemble(model, decoder, options, stats, tuning, exact), decoder, options, tuning)
+    if why is not None:
+        dec.prefill_note = f"prefill in padded chunks of {dec.chunk} tokens: a prefill of any length did not compile ({why})"
+    return dec
+
+
+def _assemble(model, decoder: DecoderOptions, options: CompileOptions, stats: CompileStats, tuning: Tuning,
+              exact: bool) -> CompiledDecoder:
+    built = decoder_modules(model, decoder, options, stats, tuning, exact=exact)
     if options.device == "cpu":
         _check_fits(estimate(built.modules), decoder, built.max_seq)
     graphs = []

@@ -600,7 +600,12 @@ def evaluate_scalar_body(block: Block, args: Sequence[np.ndarray]) -> np.ndarray
 
 
 def _fused_elementwise(op: FusedElementwiseOp, *inputs: np.ndarray) -> np.ndarray:
-    shape = shape_of(op.result)
+    return fused_elementwise_at(op, inputs, shape_of(op.result))
+
+
+def fused_elementwise_at(op: FusedElementwiseOp, inputs: Sequence[np.ndarray], shape: Sequence[int]) -> np.ndarray:
+    """The body of ``op`` over ``inputs`` broadcast to ``shape`` (its result's, or, for a result of
+    symbolic shape, the one given)."""
     args = [np.broadcast_to(x, shape) for x in inputs]
     out = evaluate_scalar_body(op.body.block, args)
     dtype = _result_dtype(op)

@@ -16,7 +16,8 @@ read the caches (``kv_cache``: the first ``past + S`` positions are keys)::
     %o = tg.attention %q, %kw, %vw {scale = 0.25 : f32, causal = true, kv_cache = true} : ...
 
 The same graph then serves any position: a prefill chunk of ``S`` tokens at ``past = 0, S,
-2S, ...`` and, traced with ``S = 1``, each decode step. The cache holds ``Hkv`` heads (after
+2S, ...`` and, traced with ``S = 1``, each decode step. ``S`` may be a size symbol (a prefill
+of any length up to its maximum, which must fit the cache). The cache holds ``Hkv`` heads (after
 `fuse-attention` has removed repeat_kv), so grouped-query attention caches no copies.
 
 Only self-attention fits: each attention must be causal (or have one query, where causal and
@@ -55,6 +56,7 @@ from xdsl.dialects.builtin import IntegerAttr, ModuleOp, TensorType, i64
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
+from tensor_graphs.dialects.symbolic import symbols_of, upper_bound
 from tensor_graphs.dialects.tensor import AttentionOp, CacheWriteOp, SliceOp, StateOp, TransposeOp, shape_of
 
 PASS = "introduce-kv-cache"
@@ -92,8 +94,9 @@ def introduce_kv_cache(fn: func.FuncOp, capacity: int, padding_mask: bool = Fals
         if (reason := _why_not(op)) is not None:
             raise PassFailedException(f"{PASS}: in {where}: cannot cache its keys: {reason}")
         seq = op.heads_major_shapes()[1][-2]
-        if seq > capacity:
-            raise PassFailedException(f"{PASS}: in {where}: {seq} new tokens do not fit a cache of {capacity} positions")
+        most = seq if isinstance(seq, int) else upper_bound((seq,), symbols_of(fn))[0]  # a symbolic count: its largest
+        if most > capacity:
+            raise PassFailedException(f"{PASS}: in {where}: {most} new tokens do not fit a cache of {capacity} positions")
         cached = []
         for name, value, seq_major, heads in zip(state_names(layer), (op.k, op.v), op.seq_major[1:3], op.head_ranges[1:]):
             if heads is not None:  # the heads it reads of a wider buffer, copied out first

@@ -27,9 +27,12 @@ from tensor_graphs.dialects.tensor import (
     BroadcastOp,
     CastOp,
     ConstantOp,
+    ElementwiseBinaryOp,
+    ElementwiseUnaryOp,
     FusedElementwiseOp,
     IotaOp,
     ReshapeOp,
+    SelectOp,
     SliceOp,
     TakeOp,
     TransposeOp,
@@ -142,3 +145,66 @@ def _compare(predicate: int, a: Interval, b: Interval) -> Interval | None:
         return None  # unsigned predicates: not decided here
     always, never = tests
     return (1, 1) if always(a, b) else (0, 0) if never(a, b) else (0, 1)
+
+
+# --------------------------------------------------------------------------- index-local masks
+
+
+#: the most elements `index_local_array` evaluates (a 2048 x 2048 mask; a larger one stays a mask)
+INDEX_LOCAL_ELEMENTS = 1 << 22
+
+
+def index_local_array(value: SSAValue, depth: int = 32) -> np.ndarray | None:
+    """``value`` evaluated at the largest sizes its symbols allow, when every element depends on
+    its own coordinates only (never on the sizes themselves): then the array at any smaller
+    size is this one's leading corner, and what holds for this array (a causal pattern, all
+    zeros) holds at every size. Followed: iotas and constants, broadcasts, reshapes that only add
+    or drop dims of 1, takes from a splat, elementwise ops (selects, casts, comparisons, ...) and
+    elementwise bodies (`tg.fused_elementwise`); None
+    for anything else (a `tg.size`, a reduction, a function argument).
+
+        %i = tg.iota : tensor<?xi64, ["seq"]>;  %q = tg.reshape %i : ... tensor<?x1xi64, ["seq"]>
+        %k = tg.reshape %i : ... tensor<1x?xi64, ["seq"]>
+        %m = tg.fused_elementwise %k, %q { select(k <= q, 0.0, -inf) } : tensor<?x?xf32, ["seq", "seq"]>
+        -> the 512 x 512 causal mask (seq in [1, 512])"""
+    from tensor_graphs.transforms.evaluate import evaluate_op, fused_elementwise_at
+
+    if depth == 0:
+        return None
+    op = value.owner
+    symbols = symbols_of(op) if op is not None and not isinstance(op, Block) else {}
+    shape = upper_bound(shape_of(value), symbols) if symbols else shape_of(value)
+    if not all(isinstance(d, int) for d in shape) or int(np.prod(shape)) > INDEX_LOCAL_ELEMENTS:
+        return None
+    if isinstance(op, ConstantOp):
+        return dense_to_array(op.value)
+    if isinstance(op, IotaOp):
+        return (op.start.value.data + np.arange(shape[0], dtype=np.float64) * op.step.value.data).astype(
+            dense_dtype(value))
+    if isinstance(op, TakeOp):  # from a splat: the splat, whatever the offsets
+        x = index_local_array(op.operands[0], depth - 1)
+        return np.full(shape, x.flat[0], x.dtype) if x is not None and x.size and np.all(x == x.flat[0]) else None
+    if isinstance(op, (BroadcastOp, ReshapeOp)):
+        x = index_local_array(op.operands[0], depth - 1)
+        if x is None:
+            return None
+        if isinstance(op, ReshapeOp):
+            if [d for d in shape_of(op.operands[0]) if d != 1] != [d for d in shape_of(value) if d != 1]:
+                return None  # a reshape that merges or splits dims moves elements by the sizes
+            return x.reshape(shape)
+        return np.broadcast_to(x, shape).copy()
+    if isinstance(op, (FusedElementwiseOp, CastOp, SelectOp, ElementwiseBinaryOp, ElementwiseUnaryOp)):
+        inputs = [index_local_array(v, depth - 1) for v in op.operands]
+        if any(x is None for x in inputs):
+            return None
+        if isinstance(op, FusedElementwiseOp):
+            return fused_elementwise_at(op, inputs, shape)  # type: ignore[arg-type]
+        return np.broadcast_to(evaluate_op(op, inputs), shape).copy()  # type: ignore[arg-type]  (NumPy's broadcasting)
+    return None
+
+
+def dense_dtype(value: SSAValue) -> np.dtype:
+    """The NumPy dtype of ``value``'s elements."""
+    from tensor_graphs import dtypes
+
+    return dtypes.of_element(value.type.element_type).storage  # type: ignore[attr-defined]

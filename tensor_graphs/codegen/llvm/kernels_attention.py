@@ -77,7 +77,7 @@ from tensor_graphs.codegen.llvm.loops import value as _val
 from tensor_graphs.codegen.llvm.scalar import emit_unary
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.shapes import attention_operand_strides, contiguous_strides, numel
-from tensor_graphs.dialects.symbolic import is_static
+from tensor_graphs.dialects.symbolic import format_expr, is_static
 from tensor_graphs.lowering.tensor_to_buffer.scratch import attention_tiles
 
 def _transpose_into(b: FunctionBuilder, src: SSAValue, src_ld: int, rows: Index, cols: int, dest: SSAValue, ld: int) -> None:
@@ -208,17 +208,20 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
     # keys in use (seq_k is also the head stride of k and v), key blocks, and the causal
     # diagonal (key j is visible to query i when j <= i + diag): run-time values over a KV cache
     if bool(op.kv_cache.value.data):
-        if symbolic:
-            raise LoweringError(f"{op.name}: attention over a kv cache takes static sizes (past is its run-time size)")
-        if not causal and seq_q > 1:
+        # the queries may be a symbolic count (a prefill of any length); the cache is static
+        if not is_static((*sk_, *sv_)):
+            raise LoweringError(f"{op.name}: attention over a kv cache takes a symbolic size only in its queries")
+        most_q = ctx.largest(seq_q)
+        if not causal and most_q > 1:
             raise LoweringError(f"{op.name}: kv_cache attention with more than one query must be causal")
-        if seq_q > seq_k:
-            raise LoweringError(f"{op.name}: {seq_q} queries do not fit a cache of {seq_k} positions")
+        if most_q > seq_k:
+            raise LoweringError(f"{op.name}: {most_q} queries do not fit a cache of {seq_k} positions")
         past = ctx.dim(0)
         ule = IntegerAttr(llvm.ICmpPredicateFlag.ULE.to_int(), i64)
+        room = b.i64(seq_k - seq_q) if isinstance(seq_q, int) else b.add(llvm.SubOp(b.i64(seq_k), ctx.size(seq_q)))
         ctx.check(
-            b.add(llvm.ICmpOp(past, b.i64(seq_k - seq_q), ule)),
-            f"attention over a kv cache: position {{past}} + {seq_q} queries exceed its {seq_k} positions",
+            b.add(llvm.ICmpOp(past, room, ule)),
+            f"attention over a kv cache: position {{past}} + {format_expr(seq_q)} queries exceed its {seq_k} positions",
         )
         run_time = [past]  # keys = past + Sq, ceil(keys / Bc) key blocks, the diagonal at past
     else:
@@ -251,7 +254,7 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
         per_batch = [tuple(at[f"batch{i}_{d}"] for d in range(len(batch))) for i in range(5)]
         if run_time:
             past = values[0]
-            keys = b.add_i64(past, b.i64(seq_q))
+            keys = b.add_i64(past, _val(b, seq_q))
             n_kblocks = b.add(llvm.SDivOp(b.add_i64(keys, b.i64(bc - 1)), b.i64(bc)))
             diag = past
         elif symbolic:
@@ -431,11 +434,22 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
     if not symbolic:
         ctx.parallel(items, work, run_time, max_threads=slots, work=work_of(seq_k))
         return
+    if run_time:  # a run-time count of queries over a KV cache: the team when this call's queries pay for it
+        most_q = ctx.largest(seq_q)
+
+        def work_over_cache(q: int) -> tuple[float, float]:  # q queries over every cached key (at most)
+            n = numel(batch) * heads * -(-q // br)
+            return 2.0 * n * br * seq_k * (dim + dim_v), 4.0 * n * (br * (dim + dim_v) + seq_k * (dim + dim_v))
+
+        queries = ctx.size(seq_q)
+        ctx.parallel(ctx.size(items), work, [*run_time, *sizes.values], max_threads=slots, work=work_over_cache(most_q),
+                     pays=paying_rows(ctx, _val(ctx.b, queries), most_q, work_over_cache))
+        return
     longest, keys = ctx.largest(seq_k), sizes.inside(sizes.values)["seq_k"]
     ctx.parallel(ctx.size(items), work, sizes.values, max_threads=slots, work=work_of(longest),
                  pays=paying_rows(ctx, _val(ctx.b, keys), longest, work_of))
 
 
-# a symbolic sequence length (queries and keys; not over a KV cache) is counted at run time
+# a symbolic sequence length (queries and keys; over a KV cache, the queries) is counted at run time
 SYMBOLIC_KERNELS.add(buf.AttentionOp)
 REGISTRY[buf.AttentionOp] = _emit_attention

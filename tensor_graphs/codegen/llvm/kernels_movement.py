@@ -56,7 +56,7 @@ from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, broadcast_str
 from tensor_graphs.codegen.llvm.loops import value as _val
 from tensor_graphs.codegen.llvm.scalar import emit_convert
 from tensor_graphs.dialects import buffer as buf
-from tensor_graphs.dialects.symbolic import is_static, parse_expr
+from tensor_graphs.dialects.symbolic import format_expr, is_static, parse_expr
 from tensor_graphs.dialects.shapes import contiguous_strides, numel
 
 def _emit_copy(ctx: KernelContext, op: Operation) -> None:
@@ -150,12 +150,13 @@ def _emit_embedding(ctx: KernelContext, op: Operation) -> None:
     b = ctx.b
     tp, ip, op_ = ctx.ptr(table), ctx.ptr(idx), ctx.ptr(out)
     ult = IntegerAttr(llvm.ICmpPredicateFlag.ULT.to_int(), i64)
+    rows = _val(b, ctx.size(vocab))  # a table of symbolic rows (a prefill's hidden states): counted at run time
 
     def row(i: SSAValue) -> None:
         j = b.load_element(ip, i, ie)
         if ie != i64:
             j = b.add(llvm.SExtOp(j, i64))
-        ctx.check(b.add(llvm.ICmpOp(j, b.i64(vocab), ult)), message)  # also rejects j < 0
+        ctx.check(b.add(llvm.ICmpOp(j, rows, ult)), message)  # also rejects j < 0
         if nr == 1:
             start = b.mul_i64(j, b.i64(dim))
         else:
@@ -344,25 +345,45 @@ def state_name(value: SSAValue) -> str | None:
 
 
 def _emit_cache_write(ctx: KernelContext, op: Operation) -> None:
-    """``state[..., past : past + n, ...] = update`` along ``axis`` (``past`` = ``dims[0]``)."""
+    """``state[..., past : past + n, ...] = update`` along ``axis`` (``past`` = ``dims[0]``; ``n``
+    the new tokens, a size symbol's expression in a prefill of any length)."""
     assert isinstance(op, buf.CacheWriteOp)
     (update,), state = op.inputs, op.output
     el = _require_same_element(op, [update, state])
     check_no_overlap(ctx, op, state, [update], in_place_ok=False)
     axis = op.axis.value.data
     shape, n = _shape(state), _shape(update)[axis]
+    if not is_static((*shape, *_shape(update)[:axis], *_shape(update)[axis + 1:])):
+        raise symbolic_refusal(op, update, "a cache write takes a symbolic size only in its count of new tokens")
     cap, outer, inner = shape[axis], numel(shape[:axis]), numel(shape[axis + 1 :])
     name = state_name(state)
     what = f"kv cache '{name}'" if name is not None else f"cache {state.type}"
     b = ctx.b
     past = ctx.dim(0)
+    # a symbolic count of new tokens (a prefill of any length): counted at run time, at most
+    # the cache's positions (`introduce-kv-cache` checks its largest)
+    count = ctx.size(n)
+    if not isinstance(n, int) and ctx.largest(n) > cap:
+        raise LoweringError(f"{op.name}: up to {ctx.largest(n)} new tokens ({n}) do not fit {what} of {cap} positions")
     # unsigned: a negative past is a huge number, so one compare checks 0 <= past <= cap - n
-    fits = b.add(llvm.ICmpOp(past, b.i64(cap - n), IntegerAttr(llvm.ICmpPredicateFlag.ULE.to_int(), i64)))
-    ctx.check(fits, f"{what}: position {{past}} + {n} new tokens exceed its {cap} positions")
+    room = b.i64(cap - n) if isinstance(n, int) else b.add(llvm.SubOp(b.i64(cap), count))
+    fits = b.add(llvm.ICmpOp(past, room, IntegerAttr(llvm.ICmpPredicateFlag.ULE.to_int(), i64)))
+    ctx.check(fits, f"{what}: position {{past}} + {format_expr(n)} new tokens exceed its {cap} positions")
     if n == 0 or outer == 0 or inner == 0:
         return
     dst = b.gep(ctx.ptr(state), b.mul_i64(past, b.i64(inner)) if inner != 1 else past, el)
-    emit_copy_nest(b, (outer, n * inner), Access(dst, (cap * inner, 1), el), Access(ctx.ptr(update), (n * inner, 1), el))
+    if isinstance(n, int):
+        emit_copy_nest(b, (outer, n * inner), Access(dst, (cap * inner, 1), el), Access(ctx.ptr(update), (n * inner, 1), el))
+        return
+    run = b.mul_i64(count, b.i64(inner))  # one memcpy of the new rows per outer index (head)
+    nbytes = b.mul_i64(run, b.i64(max(el.bitwidth // 8, 1)))  # type: ignore[attr-defined]
+    src = ctx.ptr(update)
+
+    def head(o: SSAValue) -> None:
+        to, frm = b.gep(dst, b.mul_i64(o, b.i64(cap * inner)), el), b.gep(src, b.mul_i64(o, run), el)
+        b.add(llvm.CallIntrinsicOp("llvm.memcpy.p0.p0.i64", [to, frm, nbytes, b.constant(0, i1)], []))
+
+    emit_loop(b, outer, head)
 
 
 def _emit_iota(ctx: KernelContext, op: Operation) -> None:
@@ -391,9 +412,10 @@ def _emit_size(ctx: KernelContext, op: Operation) -> None:
 
 # iotas and sizes of symbolic length, takes and embeddings of a symbolic number of indices,
 # strided copies over run-time extents and strides (`parallel_nest`), concatenations, the windows
-# and poolings of a symbolic batch (its images' rows counted at run time)
+# and poolings of a symbolic batch (its images' rows counted at run time), cache writes of a
+# symbolic count of new tokens
 SYMBOLIC_KERNELS.update((buf.IotaOp, buf.SizeOp, buf.TakeOp, buf.CopyOp, buf.BroadcastOp, buf.CastOp, buf.TransposeOp, buf.SliceOp, buf.ConcatOp,
-                         buf.EmbeddingOp, buf.PackedEmbeddingOp, buf.Im2colOp))
+                         buf.EmbeddingOp, buf.PackedEmbeddingOp, buf.Im2colOp, buf.CacheWriteOp))
 REGISTRY[buf.IotaOp] = _emit_iota
 REGISTRY[buf.SizeOp] = _emit_size
 REGISTRY[buf.CopyOp] = _emit_copy

@@ -7,7 +7,8 @@ For each row of the last dim ``D`` (``h = D / 2``), one loop over ``j < h``::
     out[j + h] = x[j + h] * cos[j + h] + x[j]     * sin[j + h]
 
 The rows are a strided nest over the leading dims (contiguous ones collapse; split among the
-threads when the op is large, see `kernels.parallel_nest`); cos and sin are
+threads when the op is large, see `kernels.parallel_nest`; a symbolic count of rows, a prefill
+of any length, counted at run time); cos and sin are
 read through their broadcast strides, so a row of the tables is shared by every head without a
 copy. The inner loop is straight-line loads, multiplies and stores at unit stride (or a
 loop-invariant table element when the tables broadcast along the last dim), which LLVM
@@ -27,6 +28,7 @@ from xdsl.ir import Operation, SSAValue
 
 from tensor_graphs.codegen.llvm.kernels import (
     REGISTRY,
+    SYMBOLIC_KERNELS,
     Access,
     KernelContext,
     LoweringError,
@@ -35,16 +37,13 @@ from tensor_graphs.codegen.llvm.kernels import (
     _fmul,
     _require_f32,
     _require_float,
+    _shape,
     check_no_overlap,
     parallel_nest,
 )
 from tensor_graphs.codegen.llvm.loops import FunctionBuilder, broadcast_strides, emit_for, emit_loop, emit_strided_nest
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.shapes import contiguous_strides, numel
-
-
-def _shape(value: SSAValue) -> tuple[int, ...]:
-    return tuple(value.type.get_shape())  # type: ignore[attr-defined]
 
 
 def _index(b: FunctionBuilder, j: SSAValue, stride: int) -> SSAValue | None:
@@ -61,7 +60,7 @@ def _emit_rope(ctx: KernelContext, op: Operation) -> None:
     if norm is not None:
         _require_f32(op, [x, cos, sin, norm, out])
     shape = _shape(out)
-    if _shape(x) != shape or not shape or shape[-1] % 2:
+    if _shape(x) != shape or not shape or not isinstance(shape[-1], int) or shape[-1] % 2:
         raise LoweringError(f"{op.name}: input {x.type} and output {out.type} need one shape with an even last dim")
     check_no_overlap(ctx, op, out, [x], in_place_ok=True)
     check_no_overlap(ctx, op, out, [cos, sin, *([norm] if norm is not None else [])], in_place_ok=False)
@@ -120,4 +119,6 @@ def _emit_rope(ctx: KernelContext, op: Operation) -> None:
     parallel_nest(ctx, shape[:-1], operands, rows, elements=numel(shape))
 
 
+# a symbolic count of rows (a prefill of any length): `parallel_nest` counts them at run time
+SYMBOLIC_KERNELS.add(buf.RopeOp)
 REGISTRY[buf.RopeOp] = _emit_rope

@@ -61,9 +61,11 @@ class OffsetSum:
         if isinstance(n, int) and isinstance(stride, int):
             self.constant = self.constant + _axis(np.arange(n, dtype=np.int64) * stride, at, len(self.result))
             return
-        if not isinstance(stride, int):
-            raise ShapeError(f"indexing along a dim whose stride {stride} is symbolic needs a static size for the dims after it")
-        iota = self.ops.add(IotaOp(0.0, float(stride), shaped(i64, (n,))))
+        if not isinstance(stride, int):  # a symbolic stride (the dims after it are): i * stride at run time
+            iota = self.ops.add(IotaOp(0.0, 1.0, shaped(i64, (n,))))
+            iota = self.ops.add(elementwise_body([iota, self.ops.add(SizeOp(stride))], shaped(i64, (n,)), _product_body))
+        else:
+            iota = self.ops.add(IotaOp(0.0, float(stride), shaped(i64, (n,))))
         self.run_time.append(self.ops.reshape(iota, tuple(n if d == at else 1 for d in range(len(self.result)))))
 
     def add_index(self, index: SSAValue, n, stride: int, shape: tuple[int, ...], wraps: bool = True) -> None:
@@ -71,10 +73,8 @@ class OffsetSum:
         (broadcastable to the result); ``wraps``: negative indices count from the end (tensor
         indexing), else they are out of range (``gather``). A symbolic ``n`` is read at run time
         (`tg.size`, the body's second input)."""
-        symbolic = not isinstance(n, int)
-        if symbolic and not isinstance(stride, int):
-            raise ShapeError(f"indexing a dim of symbolic size {n} whose stride {stride} is symbolic")
-        known = None if symbolic else _constant_array(index)
+        symbolic, symbolic_stride = not isinstance(n, int), not isinstance(stride, int)
+        known = None if symbolic or symbolic_stride else _constant_array(index)
         if known is not None:
             low = -n if wraps else 0
             i = known.astype(np.int64)
@@ -83,8 +83,9 @@ class OffsetSum:
             self.constant = self.constant + (np.where(i < 0, i + n, i) * stride).reshape(shape)
             return
         ops = self.ops
-        inputs = [ops.cast(index, i64)] + ([ops.add(SizeOp(n))] if symbolic else [])
-        body = _offset_body(None if symbolic else n, stride, wraps, self.size)
+        inputs = [ops.cast(index, i64)] + ([ops.add(SizeOp(n))] if symbolic else []) + (
+            [ops.add(SizeOp(stride))] if symbolic_stride else [])
+        body = _offset_body(None if symbolic else n, None if symbolic_stride else stride, wraps, self.size)
         term = ops.add(elementwise_body(inputs, shaped(i64, shape_of(index)), body))
         self.run_time.append(ops.reshape(term, shape))
 
@@ -99,10 +100,16 @@ class OffsetSum:
         return total
 
 
-def _offset_body(n: int | None, stride: int, wraps: bool, sentinel: int):
+def _product_body(block: Block, args: list[SSAValue]) -> SSAValue:
+    """``args[0] * args[1]`` (i64)."""
+    return append(block, arith.MuliOp(args[0], args[1]))
+
+
+def _offset_body(n: int | None, stride: int | None, wraps: bool, sentinel: int):
     """The body of an index's offset term: ``index * stride`` (a negative index counting from
     the end when ``wraps``), or ``sentinel`` (past the input: the take's check names it) for an
-    index outside ``[-n or 0, n)``; ``n`` a constant, or (None) the body's second argument."""
+    index outside ``[-n or 0, n)``; ``n`` a constant, or (None) the body's second argument;
+    ``stride`` a constant, or (None) the body's last argument (a symbolic one: `tg.size`)."""
 
     def body(block: Block, args: list[SSAValue]) -> SSAValue:
         def emit(op):
@@ -118,7 +125,8 @@ def _offset_body(n: int | None, stride: int, wraps: bool, sentinel: int):
             lo = emit(arith.SubiOp(zero, hi)) if wraps else zero
         valid = emit(arith.AndIOp(emit(arith.CmpiOp(v, lo, "sge")), emit(arith.CmpiOp(v, hi, "slt"))))
         wrapped = emit(arith.SelectOp(emit(arith.CmpiOp(v, zero, "slt")), emit(arith.AddiOp(v, hi)), v))
-        scaled = emit(arith.MuliOp(wrapped, emit(arith.ConstantOp(IntegerAttr(stride, i64)))))
+        step = args[-1] if stride is None else emit(arith.ConstantOp(IntegerAttr(stride, i64)))
+        scaled = emit(arith.MuliOp(wrapped, step))
         return emit(arith.SelectOp(valid, scaled, emit(arith.ConstantOp(IntegerAttr(sentinel, i64)))))
 
     return body

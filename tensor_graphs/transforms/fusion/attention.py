@@ -57,6 +57,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import sympy
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, TensorType, f32
 from xdsl.ir import Operation, SSAValue
@@ -84,6 +85,7 @@ from tensor_graphs.dialects.tensor import (
 from tensor_graphs.transforms.dce import erase_dead_producers, only_live_user_is
 from tensor_graphs.transforms.evaluate import array_to_dense, causal_allowed, constant_array, splat_constant
 from tensor_graphs.transforms.fusion.common import float32_kernel, scalar_scale, used_only_inside
+from tensor_graphs.transforms.value_range import index_local_array
 
 #: A mask value at or below this counts as "masked out" (``-inf``, ``finfo(f32).min``, ``-1e4``...).
 LARGE_NEGATIVE = -1e4
@@ -314,21 +316,31 @@ class FuseHandWrittenAttention(RewritePattern):
 
 class FoldCausalMaskIntoAttention(RewritePattern):
     """A constant causal mask of a tg.attention becomes ``causal = true``; a zero mask goes (also
-    a splat zero broadcast to a symbolic shape)."""
+    a splat zero broadcast to a symbolic shape). At a symbolic sequence length (queries and keys
+    the same size), a mask computed from aranges alone is judged at the largest size
+    (`value_range.index_local_array`: what it is there, it is at every size)."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: AttentionOp, rewriter: PatternRewriter) -> None:
         if op.mask is None:
             return
+        q, k = op.heads_major_shapes()[:2]
         if splat_constant(op.mask) == 0.0:  # zero everywhere, of any shape (a symbolic one too)
             causal = False
-        elif constant_array(op.mask) is None:
-            return
-        else:
-            q, k = op.heads_major_shapes()[:2]
+        elif constant_array(op.mask) is not None:
             _, mask, causal = _resolve_mask(_Mask(additive=op.mask), q[-2], k[-2])
             if mask is not None:
                 return
+        elif not isinstance(q[-2], int) and sympy.sympify(q[-2] - k[-2]) == 0:
+            values = index_local_array(op.mask)
+            if values is None or values.dtype.kind != "f":
+                return
+            n = values.shape[-1]
+            causal = is_causal_additive(values, n, n)
+            if not causal and np.any(values):
+                return
+        else:
+            return
         attn = AttentionOp(op.q, op.k, op.v, None, op.scale.value.data, causal or op.is_causal, op.uses_kv_cache, op.seq_major,
                            op.head_ranges)
         attn.result.name_hint = op.result.name_hint
