@@ -270,7 +270,7 @@ def load(
 
 
 def estimate_memory(
-    model, max_seq: int | None = None, *, batch: int = 1, prefill_chunk: int = 32, pack_weights: bool = True,
+    model, max_seq: int | None = None, *, batch: int = 1, prefill_chunk: int | None = None, pack_weights: bool = True,
     target: Target | str | None = None, padding: bool | None = None, inputs: Sequence | None = None,
     dynamic_shapes=None,
 ):
@@ -303,7 +303,7 @@ def compile_decoder(
     *,
     max_seq: int | None = None,
     batch: int = 1,
-    prefill_chunk: int = 32,
+    prefill_chunk: int | None = None,
     keep_ir: bool = False,
     stats: CompileStats | None = None,
     profile: bool = False,
@@ -318,9 +318,13 @@ def compile_decoder(
     device: str = "cpu",
 ):
     """Compile a transformers causal LM for generation with a KV cache: a prefill function for
-    chunks of ``prefill_chunk`` tokens and a decode function for one token, compiled once and
-    sharing one cache of ``max_seq`` positions (default: the model's maximum). Every prompt
-    length up to ``max_seq`` and every position run on these two functions.
+    1 to ``prefill_chunk`` tokens (a size symbol; default 128) and a decode function for one
+    token, compiled once and sharing one cache of ``max_seq`` positions (default: the model's
+    maximum). A prompt runs as calls of ``prefill_chunk`` tokens and one of exactly what is
+    left; every prompt length up to ``max_seq`` and every position run on these two functions.
+    Where the prefill cannot take its length at run time (``tune``, ``device="cuda"``, a
+    mixture of experts' routing), it runs chunks of exactly ``prefill_chunk`` tokens (default
+    32), the last one padded (``dec.explain()`` says which).
 
     ``padding``: the attentions also read a key-padding mask over the cached positions, so that
     ``generate``/``prefill`` take an ``attention_mask`` (a batch of left-padded prompts of
@@ -367,7 +371,7 @@ def compile_decoder(
 
 def generate(
     model, input_ids, max_new_tokens: int, *, attention_mask=None, eos_token_id=None, max_seq: int | None = None,
-    prefill_chunk: int = 32,
+    prefill_chunk: int | None = None,
 ):
     """Greedy generation (``transformers``' ``generate(do_sample=False)``) with a compiled decoder.
 

@@ -44,12 +44,13 @@ class CompileOptions:
 @dataclass(frozen=True)
 class DecoderOptions:
     """What a decoder adds (`compile_decoder`): the KV cache's ``max_seq`` positions (None: the
-    model's maximum), the ``batch``, the prefill graph's ``prefill_chunk`` tokens, the key
+    model's maximum), the ``batch``, the most tokens of a prefill call ``prefill_chunk`` (None: the
+    default, `decoder_assembly.prefill_chunk`), the key
     ``padding`` mask (None: when ``batch > 1``) and the matrix-vector products' ``weight_format``
     (None, ``"bf16"``, ``"int8"``, ``"bf16dot"``)."""
 
     max_seq: int | None = None
     batch: int = 1
-    prefill_chunk: int = 32
+    prefill_chunk: int | None = None
     padding: bool | None = None
     weight_format: str | None = None
