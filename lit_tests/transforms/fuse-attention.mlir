@@ -207,3 +207,46 @@ func.func @expect_no_gqa$broadcast_along_sequence(%q: tensor<1x4x8x16xf32>, %k: 
   %o = tg.attention %q, %kr, %kr {scale = 0.25 : f32} : (tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32>
   func.return %o : tensor<1x4x8x16xf32>
 }
+
+// At a symbolic length: a mask computed from aranges alone is evaluated at the largest size
+// (seq = 64), element by element; causal there, it is causal at every length, and becomes the flag.
+builtin.module attributes {tg.symbols = {seq = array<i64: 1, 64>}} {
+  // CHECK-LABEL: func.func @fold$symbolic_causal_mask_from_aranges
+  func.func @fold$symbolic_causal_mask_from_aranges(%q: tensor<1x2x?x8xf32, ["seq"]>, %k: tensor<1x2x?x8xf32, ["seq"]>, %v: tensor<1x2x?x8xf32, ["seq"]>) -> tensor<1x2x?x8xf32, ["seq"]> {
+    // CHECK: tg.attention %q, %k, %v {scale = 0.353553385 : f32, causal = true} : (tensor<1x2x?x8xf32, ["seq"]>, tensor<1x2x?x8xf32, ["seq"]>, tensor<1x2x?x8xf32, ["seq"]>)
+    %i = tg.iota {start = 0.000000e+00 : f64, step = 1.000000e+00 : f64} : tensor<?xi64, ["seq"]>
+    %key = tg.reshape %i : (tensor<?xi64, ["seq"]>) -> tensor<1x?xi64, ["seq"]>
+    %query = tg.reshape %i : (tensor<?xi64, ["seq"]>) -> tensor<?x1xi64, ["seq"]>
+    %m = tg.fused_elementwise %key, %query : (tensor<1x?xi64, ["seq"]>, tensor<?x1xi64, ["seq"]>) -> tensor<?x?xf32, ["seq", "seq"]> {
+    ^bb0(%a: i64, %b: i64):
+      %visible = arith.cmpi sle, %a, %b : i64
+      %zero = arith.constant 0.000000e+00 : f32
+      %low = arith.constant -3.000000e+38 : f32
+      %s = arith.select %visible, %zero, %low : f32
+      tg.yield %s : f32
+    }
+    %o = tg.attention %q, %k, %v mask %m {scale = 0.353553385 : f32} : (tensor<1x2x?x8xf32, ["seq"]>, tensor<1x2x?x8xf32, ["seq"]>, tensor<1x2x?x8xf32, ["seq"]>, tensor<?x?xf32, ["seq", "seq"]>) -> tensor<1x2x?x8xf32, ["seq"]>
+    func.return %o : tensor<1x2x?x8xf32, ["seq"]>
+  }
+
+  // A mask that reads the length itself (tg.size): what it is at 64 says nothing of other lengths; it stays.
+  // CHECK-LABEL: func.func @expect_no_fold$symbolic_mask_reads_the_length
+  func.func @expect_no_fold$symbolic_mask_reads_the_length(%q: tensor<1x2x?x8xf32, ["seq"]>, %k: tensor<1x2x?x8xf32, ["seq"]>, %v: tensor<1x2x?x8xf32, ["seq"]>) -> tensor<1x2x?x8xf32, ["seq"]> {
+    // CHECK: tg.attention %q, %k, %v mask %{{.*}} {scale = 0.353553385 : f32}
+    %i = tg.iota {start = 0.000000e+00 : f64, step = 1.000000e+00 : f64} : tensor<?xi64, ["seq"]>
+    %n = tg.size {size = "seq"} : tensor<i64>
+    %key = tg.reshape %i : (tensor<?xi64, ["seq"]>) -> tensor<1x?xi64, ["seq"]>
+    %query = tg.reshape %i : (tensor<?xi64, ["seq"]>) -> tensor<?x1xi64, ["seq"]>
+    %m = tg.fused_elementwise %key, %query, %n : (tensor<1x?xi64, ["seq"]>, tensor<?x1xi64, ["seq"]>, tensor<i64>) -> tensor<?x?xf32, ["seq", "seq"]> {
+    ^bb0(%a: i64, %b: i64, %len: i64):
+      %shifted = arith.subi %a, %len : i64
+      %visible = arith.cmpi sle, %shifted, %b : i64
+      %zero = arith.constant 0.000000e+00 : f32
+      %low = arith.constant -3.000000e+38 : f32
+      %s = arith.select %visible, %zero, %low : f32
+      tg.yield %s : f32
+    }
+    %o = tg.attention %q, %k, %v mask %m {scale = 0.353553385 : f32} : (tensor<1x2x?x8xf32, ["seq"]>, tensor<1x2x?x8xf32, ["seq"]>, tensor<1x2x?x8xf32, ["seq"]>, tensor<?x?xf32, ["seq", "seq"]>) -> tensor<1x2x?x8xf32, ["seq"]>
+    func.return %o : tensor<1x2x?x8xf32, ["seq"]>
+  }
+}

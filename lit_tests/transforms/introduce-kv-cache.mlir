@@ -95,3 +95,18 @@ func.func @head_ranges(%qkv: tensor<1x8x12x16xf32>) -> tensor<1x8x4x16xf32> {
   %o = tg.attention %qkv, %qkv, %qkv {scale = 0.25 : f32, causal = true, q_seq_major = true, k_seq_major = true, v_seq_major = true, out_seq_major = true, q_heads = array<i64: 0, 4>, k_heads = array<i64: 4, 4>, v_heads = array<i64: 8, 4>} : (tensor<1x8x12x16xf32>, tensor<1x8x12x16xf32>, tensor<1x8x12x16xf32>) -> tensor<1x8x4x16xf32>
   func.return %o : tensor<1x8x4x16xf32>
 }
+
+// -----
+
+// A prefill of any length (its token count the size symbol seq, at most 48): the caches keep their
+// 64 positions, each call writes its seq new rows at past.
+// CHECK-LABEL: func.func @symbolic_prefill
+// CHECK: %[[KC:.*]] = tg.state "kv.0.key" : tensor<1x2x64x16xf32>
+// CHECK: %[[KW:.*]] = tg.cache_write %k into %[[KC]] {axis = 2 : i64} : (tensor<1x2x64x16xf32>, tensor<1x2x?x16xf32, ["seq"]>) -> tensor<1x2x64x16xf32>
+// CHECK: %o = tg.attention %q, %[[KW]], %{{.*}} {scale = 2.500000e-01 : f32, causal = true, kv_cache = true} : (tensor<1x4x?x16xf32, ["seq"]>, tensor<1x2x64x16xf32>, tensor<1x2x64x16xf32>) -> tensor<1x4x?x16xf32, ["seq"]>
+builtin.module attributes {tg.symbols = {seq = array<i64: 1, 48>}} {
+  func.func @symbolic_prefill(%q: tensor<1x4x?x16xf32, ["seq"]>, %k: tensor<1x2x?x16xf32, ["seq"]>, %v: tensor<1x2x?x16xf32, ["seq"]>) -> tensor<1x4x?x16xf32, ["seq"]> {
+    %o = tg.attention %q, %k, %v {scale = 0.25 : f32, causal = true} : (tensor<1x4x?x16xf32, ["seq"]>, tensor<1x2x?x16xf32, ["seq"]>, tensor<1x2x?x16xf32, ["seq"]>) -> tensor<1x4x?x16xf32, ["seq"]>
+    func.return %o : tensor<1x4x?x16xf32, ["seq"]>
+  }
+}

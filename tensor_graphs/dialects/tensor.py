@@ -1525,7 +1525,7 @@ class AttentionOp(AttentionLayout, IRDLOperation):
                    "tg.attention: the mask must be additive, with the element type of q")
         if self.uses_kv_cache:
             _check(self.is_causal or q[-2] == 1, "tg.attention: kv_cache attention with more than one query must be causal")
-            _check(q[-2] <= k[-2], f"tg.attention: {q[-2]} queries do not fit a cache of {k[-2]} positions")
+            _check(at_most(q[-2], k[-2], self), f"tg.attention: {q[-2]} queries do not fit a cache of {k[-2]} positions")
             _check(not any(self.seq_major[1:3]), "tg.attention: a KV cache is heads-major (no k_seq_major, v_seq_major)")
             _check(self.head_ranges[1:] == (None, None), "tg.attention: a KV cache is read whole (no k_heads, v_heads)")
 
