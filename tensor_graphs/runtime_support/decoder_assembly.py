@@ -147,6 +147,11 @@ def prefill_tokens(chunk: int) -> tuple:
     return ({1: tokens}, {1: tokens}, None)
 
 
+class NotCacheable(ValueError):
+    """A model whose attentions cannot read a KV cache (`_check_every_layer_cached`), at any
+    prefill length."""
+
+
 def _check_every_layer_cached(module: ModuleOp, model) -> None:
     """A ValueError unless `introduce-kv-cache` gave every layer a key and a value cache: an
     attention that no pass turned into a `tg.attention` (a form `fuse-attention` does not know)
@@ -158,13 +163,13 @@ def _check_every_layer_cached(module: ModuleOp, model) -> None:
     layers = getattr(getattr(model, "config", None), "num_hidden_layers", None)
     name = type(model).__name__
     if caches == 0:
-        raise ValueError(
+        raise NotCacheable(
             f"compile_decoder: no attention of {name} can read a KV cache: none became a tg.attention "
             "(its attention is written in a form fuse-attention does not recognise), so every call would "
             "attend to its new tokens only. Compile its forward with tg.compile instead, or write the "
             "attention with torch.nn.functional.scaled_dot_product_attention")
     if isinstance(layers, int) and caches != 2 * layers:
-        raise ValueError(
+        raise NotCacheable(
             f"compile_decoder: {name} has {layers} layers but {caches // 2} of its attentions read a KV cache: "
             "the others (a form fuse-attention does not recognise) would attend to each call's new tokens only")
 
@@ -261,13 +266,16 @@ def _check_fits(need: DecoderMemory, decoder: DecoderOptions, max_seq: int) -> N
 def with_static_prefill_fallback(build, decoder: DecoderOptions, options: CompileOptions, tuning: Tuning | None):
     """``build(exact)`` with a prefill of any length (`exact_prefill`) where it applies; when that
     fails (a kernel of the model that takes static sizes only: a mixture of experts' routing),
-    ``build(False)``: chunks of ``prefill_chunk`` tokens, the last one padded, as before. Returns
-    (what ``build`` made, the first attempt's error in one line or None)."""
+    ``build(False)``: chunks of ``prefill_chunk`` tokens, the last one padded, as before (a
+    MemoryError or a model that cannot read a cache is raised at once: the same at any length).
+    Returns (what ``build`` made, the first attempt's error in one line or None)."""
     chunk = prefill_chunk(decoder, True)
     if not (isinstance(chunk, int) and exact_prefill(min(chunk, decoder.max_seq or chunk), options, tuning)):
         return build(False), None
     try:
         return build(True), None
+    except (MemoryError, NotCacheable):  # the same at any prefill length: no second try
+        raise
     except Exception as e:  # noqa: BLE001  (the static path below raises what is really wrong)
         why = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
         return build(False), why[:300]

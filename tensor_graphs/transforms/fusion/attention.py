@@ -320,6 +320,11 @@ class FoldCausalMaskIntoAttention(RewritePattern):
     the same size), a mask computed from aranges alone is judged at the largest size
     (`value_range.index_local_array`: what it is there, it is at every size)."""
 
+    def __init__(self) -> None:
+        #: symbolic masks judged so far (the layers of a model share theirs): causal, or None
+        #: (zero: False; neither: missing from the rewrite)
+        self._judged: dict[SSAValue, bool | None] = {}
+
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: AttentionOp, rewriter: PatternRewriter) -> None:
         if op.mask is None:
@@ -332,12 +337,10 @@ class FoldCausalMaskIntoAttention(RewritePattern):
             if mask is not None:
                 return
         elif not isinstance(q[-2], int) and sympy.sympify(q[-2] - k[-2]) == 0:
-            values = index_local_array(op.mask)
-            if values is None or values.dtype.kind != "f":
-                return
-            n = values.shape[-1]
-            causal = is_causal_additive(values, n, n)
-            if not causal and np.any(values):
+            if op.mask not in self._judged:
+                self._judged[op.mask] = _symbolic_mask(op.mask)
+            causal = self._judged[op.mask]
+            if causal is None:
                 return
         else:
             return
@@ -347,6 +350,18 @@ class FoldCausalMaskIntoAttention(RewritePattern):
         operands = list(op.operands)
         rewriter.replace(op, attn)
         erase_dead_producers(operands, rewriter)
+
+
+def _symbolic_mask(mask: SSAValue) -> bool | None:
+    """A mask over a symbolic length computed from aranges alone (`index_local_array`, at the
+    largest size): True when causal, False when zero everywhere, None otherwise."""
+    values = index_local_array(mask)
+    if values is None or values.dtype.kind != "f":
+        return None
+    n = values.shape[-1]
+    if is_causal_additive(values, n, n):
+        return True
+    return None if np.any(values) else False
 
 
 def _shared_heads(value: SSAValue) -> tuple[SSAValue, tuple[int, ...]] | None:
