@@ -58,7 +58,7 @@ from xdsl.traits import ConstantLike, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from tensor_graphs.dialects.functions import ACTIVATIONS, INTEGER_UNARY
-from tensor_graphs.dialects.symbolic import Dim, at_most, dims_of, format_expr, parse_expr, shaped
+from tensor_graphs.dialects.symbolic import Dim, SymbolicShapeError, at_most, dims_of, format_expr, parse_expr, shaped
 from tensor_graphs.dialects.shapes import (
     ATTENTION_OPERANDS,
     ShapeError,
@@ -780,8 +780,6 @@ class Im2colOp(IRDLOperation):
     ):
         n, c, h, w = shape_of(input)
         if not all(isinstance(x, int) for x in (c, h, w)):
-            from tensor_graphs.dialects.symbolic import SymbolicShapeError, format_expr
-
             raise SymbolicShapeError(
                 f"a convolution's or pooling's input [{', '.join(format_expr(x) for x in (n, c, h, w))}] has a symbolic "
                 "channel or spatial size: its windows are laid out at compile time, so only the batch (dim 0) may be "

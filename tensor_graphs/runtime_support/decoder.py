@@ -128,9 +128,8 @@ class CompiledDecoder:
         self._ids = np.zeros((batch, 1), dtype=np.int64)
         self._pos = np.zeros((batch, 1), dtype=np.int64)
         #: the rows of the B x S final hidden states whose logits a call returns: each sequence's
-        #: last token (a decode step: row b; a chunk: b * chunk + last real index)
+        #: last token (a decode step: row b; a prefill call of S columns: b * S + last real index)
         self._decode_rows = np.arange(batch, dtype=np.int64)
-        self._chunk_rows = np.arange(batch, dtype=np.int64) * chunk
         self._max_position = max_position
         #: the prefill graph takes any count of tokens up to ``chunk`` (a size symbol): the last
         #: call of a prompt runs exactly what is left, unpadded
@@ -379,8 +378,7 @@ class CompiledDecoder:
                 cols = self._mask[:, past : past + width]
                 cols[:, :real] = 0.0 if mask is None else _like(cols, np.where(mask[:, start : start + real], 0.0, -np.inf))
                 cols[:, real:] = -np.inf
-            rows = np.arange(self.batch, dtype=np.int64) * width + (real - 1) if self._exact else self._chunk_rows + (real - 1)
-            logits = self._prefill_fn(chunk_ids, chunk_pos, rows, past=past)
+            logits = self._prefill_fn(chunk_ids, chunk_pos, self._decode_rows * width + (real - 1), past=past)
             self._position = past + real
         if positions is not None:
             self._next_pos = positions[:, -1] + 1  # transformers: the last column's position + 1

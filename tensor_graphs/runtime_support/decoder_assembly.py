@@ -76,8 +76,9 @@ def decoder_modules(model, decoder: DecoderOptions, options: CompileOptions, sta
 
     decoder, limit = _checked(model, decoder)
     batch = decoder.batch
-    chunk = min(prefill_chunk(decoder, exact_prefill(EXACT_CHUNK, options, tuning) if exact is None else exact), decoder.max_seq)
-    exact = exact_prefill(chunk, options, tuning) if exact is None else exact and chunk > 1
+    exact = exact_prefill(options, tuning) if exact is None else exact
+    chunk = min(prefill_chunk(decoder, exact), decoder.max_seq)
+    exact = exact and chunk > 1  # a chunk of one token is the decode step's static graph
     # a padded last chunk may write up to chunk - 1 rows past the last real position
     capacity = decoder.max_seq if exact else decoder.max_seq + chunk - 1
     step = CausalLMStep(model).eval()
@@ -130,12 +131,12 @@ def prefill_chunk(decoder: DecoderOptions, exact: bool) -> int:
     return EXACT_CHUNK if exact else PADDED_CHUNK
 
 
-def exact_prefill(chunk: int, options: CompileOptions, tuning: Tuning | None) -> bool:
-    """Whether the prefill graph takes its count of tokens as the size symbol `TOKENS` in
+def exact_prefill(options: CompileOptions, tuning: Tuning | None) -> bool:
+    """Whether the prefill graph may take its count of tokens as the size symbol `TOKENS` in
     ``[1, chunk]`` (a prompt runs as calls of ``chunk`` tokens and one of exactly what is left,
     never padded) rather than exactly ``chunk`` (the last call padded): on the CPU, untuned
     (the tuner and the GPU path take static sizes)."""
-    return chunk > 1 and options.device == "cpu" and not (tuning is not None and tuning.active)
+    return options.device == "cpu" and not (tuning is not None and tuning.active)
 
 
 def prefill_tokens(chunk: int) -> tuple:
@@ -269,8 +270,7 @@ def with_static_prefill_fallback(build, decoder: DecoderOptions, options: Compil
     ``build(False)``: chunks of ``prefill_chunk`` tokens, the last one padded, as before (a
     MemoryError or a model that cannot read a cache is raised at once: the same at any length).
     Returns (what ``build`` made, the first attempt's error in one line or None)."""
-    chunk = prefill_chunk(decoder, True)
-    if not (isinstance(chunk, int) and exact_prefill(min(chunk, decoder.max_seq or chunk), options, tuning)):
+    if not exact_prefill(options, tuning):
         return build(False), None
     try:
         return build(True), None

@@ -386,14 +386,15 @@ def emit_pointwise(
 
 def emit_copy_nest(b: FunctionBuilder, shape: Sequence[int], out: Access, src: Access) -> None:
     """``out[idx] = src[idx]``: one ``llvm.memcpy`` per contiguous inner run when both walk the
-    innermost dim with stride 1 (after collapsing), else an element loop nest (tiled when
-    the read is transposed). The buffers must not overlap."""
+    innermost dim with stride 1 (after collapsing; with run-time outer extents or strides, as
+    they are), else an element loop nest (tiled when the read is transposed). The buffers must
+    not overlap."""
     if any(isinstance(n, int) and n == 0 for n in shape):
         return
-    if not all(isinstance(x, int) for x in (*shape[:-1], *out.strides, *src.strides)):  # run-time strides
-        emit_pointwise(b, shape, out, [src], lambda b, v: v[0])
-        return
-    collapsed, (so, ss) = collapse_dims(shape, [out.strides, src.strides])
+    if all(isinstance(x, int) for x in (*shape[:-1], *out.strides, *src.strides)):
+        collapsed, (so, ss) = collapse_dims(shape, [out.strides, src.strides])
+    else:  # run-time extents or strides: the dims as they are
+        collapsed, so, ss = tuple(shape), out.strides, src.strides
     if not collapsed or so[-1] != 1 or ss[-1] != 1 or out.element != src.element:
         emit_pointwise(b, shape, out, [src], lambda b, v: v[0])
         return

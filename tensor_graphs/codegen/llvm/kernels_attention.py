@@ -435,7 +435,6 @@ def _emit_attention(ctx: KernelContext, op: Operation) -> None:
         ctx.parallel(items, work, run_time, max_threads=slots, work=work_of(seq_k))
         return
     if run_time:  # a run-time count of queries over a KV cache: the team when this call's queries pay for it
-        most_q = ctx.largest(seq_q)
 
         def work_over_cache(q: int) -> tuple[float, float]:  # q queries over every cached key (at most)
             n = numel(batch) * heads * -(-q // br)

@@ -13,6 +13,8 @@ runs with that beta. Without the epilogue, an activation is a second sweep over 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import f32, f64, i32
 from xdsl.ir import Operation, SSAValue
@@ -31,7 +33,7 @@ from tensor_graphs.codegen.llvm.kernels_matmul_loop import emit_loop_matmul
 from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, Index, broadcast_strides, emit_if, emit_strided_nest, icmp
 from tensor_graphs.codegen.llvm.scalar import emit_unary
 from tensor_graphs.dialects import buffer as buf
-from tensor_graphs.dialects.shapes import broadcast_shapes, contiguous_strides, numel
+from tensor_graphs.dialects.shapes import contiguous_strides, numel
 
 SGEMM = "scipy_cblas_sgemm"
 SGEMM_TYPE = llvm.LLVMFunctionType(
@@ -162,19 +164,32 @@ def emit_gemm(ctx: KernelContext, op: Operation) -> None:
     if fold or batches == 1:
         call(None, None, None)
         return
-    # one call per broadcast batch index: strides in elements, 0 on broadcast batch dims
+    per_batch(ctx, sa, sb, so, lambda offs: call(offs[1], offs[2], offs[0]))
+
+
+def per_batch(
+    ctx: KernelContext,
+    sa: tuple[int, ...],
+    sb: tuple[int, ...],
+    so: tuple[int, ...],
+    body: Callable[[list[SSAValue | None]], None],
+    acc_batch_strides: Sequence[int] | None = None,
+) -> None:
+    """One ``body(offsets)`` per broadcast batch index: offsets of C, A, B (and the accumulator);
+    a symbolic batch dim (a convolution's images) counted at run time, outermost only (the
+    strides stay static)."""
+    batch_o = so[:-2]
     mat_a, mat_b, mat_c = sa[-2] * sa[-1], sb[-2] * sb[-1], so[-2] * so[-1]
-    batch_o = broadcast_shapes(batch_a, batch_b)
     strides = [
         tuple(s * mat_c for s in contiguous_strides(batch_o)),
-        tuple(s * mat_a for s in broadcast_strides(batch_a, batch_o)),
-        tuple(s * mat_b for s in broadcast_strides(batch_b, batch_o)),
+        tuple(s * mat_a for s in broadcast_strides(sa[:-2], batch_o)),
+        tuple(s * mat_b for s in broadcast_strides(sb[:-2], batch_o)),
     ]
-    # a symbolic batch (a convolution's images): its extents counted at run time
-    extents = [d if isinstance(d, int) else ctx.size(d) for d in batch_o]
+    if acc_batch_strides is not None:
+        strides.append(tuple(acc_batch_strides))
     if not all(isinstance(s, int) for st in strides for s in st):
-        raise LoweringError(f"{op.name}: batch {[str(d) for d in batch_o]}: a symbolic batch dim only outermost")
-    emit_strided_nest(b, extents, strides, lambda offs: call(offs[1], offs[2], offs[0]))
+        raise LoweringError(f"buf.matmul: batch {[str(d) for d in batch_o]}: a symbolic batch dim only outermost")
+    emit_strided_nest(ctx.b, [ctx.size(d) for d in batch_o], strides, body)
 
 
 def _emit_matmul(ctx: KernelContext, op: Operation) -> None:

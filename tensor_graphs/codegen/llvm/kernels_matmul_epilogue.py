@@ -36,9 +36,9 @@ from tensor_graphs.codegen.llvm.kernels import (
     check_no_overlap,
     emit_elementwise,
 )
-from tensor_graphs.codegen.llvm.kernels_blas import _I32_MAX, _sgemm, _sgemv
+from tensor_graphs.codegen.llvm.kernels_blas import _I32_MAX, _sgemm, _sgemv, per_batch
 from tensor_graphs.codegen.llvm.kernels_gemm import separate_epilogue
-from tensor_graphs.codegen.llvm.loops import FunctionBuilder, Index, broadcast_strides, collapse_dims, emit_for, emit_strided_nest
+from tensor_graphs.codegen.llvm.loops import FunctionBuilder, Index, broadcast_strides, collapse_dims, emit_for
 from tensor_graphs.codegen.llvm.scalar import emit_unary
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.symbolic import is_static
@@ -102,7 +102,7 @@ def _emit_matmul_epilogue(ctx: KernelContext, op: buf.MatmulOp) -> None:
         if fold or numel(batch_o) == 1:
             gemv_call(None, None, None)
         else:
-            _per_batch(ctx, sa, sb, so, lambda offs: gemv_call(offs[1], offs[2], offs[0]))
+            per_batch(ctx, sa, sb, so, lambda offs: gemv_call(offs[1], offs[2], offs[0]))
         activate(b, pc, ctx.size(numel(so)))
         return
 
@@ -178,8 +178,8 @@ def _emit_matmul_epilogue(ctx: KernelContext, op: buf.MatmulOp) -> None:
     if fold or numel(batch_o) == 1:
         tiles((None, None, None, None))
     else:
-        # _per_batch's offsets are of C, A, B (and the accumulator)
-        _per_batch(ctx, sa, sb, so, lambda offs: tiles((offs[1], offs[2], offs[0], offs[3])), acc_str[:-2])
+        # per_batch's offsets are of C, A, B (and the accumulator)
+        per_batch(ctx, sa, sb, so, lambda offs: tiles((offs[1], offs[2], offs[0], offs[3])), acc_str[:-2])
 
 
 @dataclass(frozen=True)
@@ -249,31 +249,6 @@ def _clip(b: FunctionBuilder, start: SSAValue, size: int, total: int) -> SSAValu
     return b.add(llvm.SelectOp(small, rest, b.i64(size)))
 
 
-def _per_batch(
-    ctx: KernelContext,
-    sa: tuple[int, ...],
-    sb: tuple[int, ...],
-    so: tuple[int, ...],
-    body: Callable[[list[SSAValue | None]], None],
-    acc_batch_strides: Sequence[int] | None = None,
-) -> None:
-    """One ``body(offsets)`` per broadcast batch index: offsets of C, A, B (and the accumulator);
-    a symbolic batch dim (a convolution's images) counted at run time, outermost only (the
-    strides stay static)."""
-    batch_o = so[:-2]
-    mat_a, mat_b, mat_c = sa[-2] * sa[-1], sb[-2] * sb[-1], so[-2] * so[-1]
-    strides = [
-        tuple(s * mat_c for s in contiguous_strides(batch_o)),
-        tuple(s * mat_a for s in broadcast_strides(sa[:-2], batch_o)),
-        tuple(s * mat_b for s in broadcast_strides(sb[:-2], batch_o)),
-    ]
-    if acc_batch_strides is not None:
-        strides.append(tuple(acc_batch_strides))
-    if not all(isinstance(s, int) for st in strides for s in st):
-        raise LoweringError(f"buf.matmul: batch {[str(d) for d in batch_o]}: a symbolic batch dim only outermost")
-    emit_strided_nest(ctx.b, [ctx.size(d) for d in batch_o], strides, body)
-
-
 # --------------------------------------------------------------------------- registration
 
 _PLAIN_MATMUL = getattr(REGISTRY.get(buf.MatmulOp), "plain", REGISTRY.get(buf.MatmulOp))
@@ -297,7 +272,7 @@ def _emit_matmul(ctx: KernelContext, op: Operation) -> None:
 def _symbolic_rows(op: buf.MatmulOp) -> bool:
     """Run-time rows (a symbolic M: the plain emitter's one sgemm, then the activation's sweep),
     rather than static matrices, each batch's spread over the threads, over a batch of run-time
-    size (`_per_batch`)."""
+    size (`kernels_blas.per_batch`)."""
     sa, sb, so = _shape(op.inputs[0]), _shape(op.inputs[1]), _shape(op.output)
     folds = is_static(sb[:-2]) and numel(sb[:-2]) == 1 and not op.flags[0]
     return not is_static((*sa[-2:], *sb[-2:], *so[-2:])) or (folds and not is_static(sa[:-2]))

@@ -372,18 +372,8 @@ def _emit_cache_write(ctx: KernelContext, op: Operation) -> None:
     if n == 0 or outer == 0 or inner == 0:
         return
     dst = b.gep(ctx.ptr(state), b.mul_i64(past, b.i64(inner)) if inner != 1 else past, el)
-    if isinstance(n, int):
-        emit_copy_nest(b, (outer, n * inner), Access(dst, (cap * inner, 1), el), Access(ctx.ptr(update), (n * inner, 1), el))
-        return
-    run = b.mul_i64(count, b.i64(inner))  # one memcpy of the new rows per outer index (head)
-    nbytes = b.mul_i64(run, b.i64(max(el.bitwidth // 8, 1)))  # type: ignore[attr-defined]
-    src = ctx.ptr(update)
-
-    def head(o: SSAValue) -> None:
-        to, frm = b.gep(dst, b.mul_i64(o, b.i64(cap * inner)), el), b.gep(src, b.mul_i64(o, run), el)
-        b.add(llvm.CallIntrinsicOp("llvm.memcpy.p0.p0.i64", [to, frm, nbytes, b.constant(0, i1)], []))
-
-    emit_loop(b, outer, head)
+    run = n * inner if isinstance(n, int) else b.mul_i64(count, b.i64(inner))  # the new rows of one outer index
+    emit_copy_nest(b, (outer, run), Access(dst, (cap * inner, 1), el), Access(ctx.ptr(update), (run, 1), el))
 
 
 def _emit_iota(ctx: KernelContext, op: Operation) -> None:

@@ -27,7 +27,7 @@ from tensor_graphs.dialects.aten import normalize_dim
 from tensor_graphs.dialects.dense import dense_from_numpy
 from tensor_graphs.dialects.shapes import ShapeError, broadcast_shapes, contiguous_strides, is_broadcastable_to, numel
 from tensor_graphs.dialects.symbolic import shaped
-from tensor_graphs.dialects.tensor import AddOp, BroadcastOp, ConstantOp, IotaOp, PutOp, SizeOp, TakeOp, shape_of
+from tensor_graphs.dialects.tensor import AddOp, BroadcastOp, ConstantOp, IotaOp, MulOp, PutOp, SizeOp, TakeOp, shape_of
 from tensor_graphs.lowering.aten_to_tensor.common import OpList, append, element_type, elementwise_body, notify_match_failure
 from tensor_graphs.transforms.evaluate import dense_to_array
 
@@ -63,7 +63,7 @@ class OffsetSum:
             return
         if not isinstance(stride, int):  # a symbolic stride (the dims after it are): i * stride at run time
             iota = self.ops.add(IotaOp(0.0, 1.0, shaped(i64, (n,))))
-            iota = self.ops.add(elementwise_body([iota, self.ops.add(SizeOp(stride))], shaped(i64, (n,)), _product_body))
+            iota = self.ops.add(MulOp(iota, self.ops.add(SizeOp(stride))))
         else:
             iota = self.ops.add(IotaOp(0.0, float(stride), shaped(i64, (n,))))
         self.run_time.append(self.ops.reshape(iota, tuple(n if d == at else 1 for d in range(len(self.result)))))
@@ -98,11 +98,6 @@ class OffsetSum:
         if shape_of(total) != tuple(self.result):
             total = ops.add(BroadcastOp(total, tuple(self.result)))
         return total
-
-
-def _product_body(block: Block, args: list[SSAValue]) -> SSAValue:
-    """``args[0] * args[1]`` (i64)."""
-    return append(block, arith.MuliOp(args[0], args[1]))
 
 
 def _offset_body(n: int | None, stride: int | None, wraps: bool, sentinel: int):
