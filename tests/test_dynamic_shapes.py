@@ -265,8 +265,9 @@ class _ConvNet(torch.nn.Module):
 
 @torch.no_grad()
 def test_convolutions_and_poolings_over_a_dynamic_batch():
-    """im2col windows, poolings and the convolutions' batched GEMMs (one per image, counted at run
-    time; each spread over the threads) serve every batch size of one graph."""
+    """im2col windows, poolings and the convolutions' packed GEMMs (each image's windows in its
+    own panels, one packed GEMM per image by the same weight, counted at run time) serve every
+    batch size of one graph."""
     torch.manual_seed(0)
     model = _ConvNet().eval()
     fn = tg.compile(model, (torch.randn(4, 3, 32, 32),), dynamic_shapes=({0: Dim("batch", min=1, max=9)},))
@@ -274,6 +275,42 @@ def test_convolutions_and_poolings_over_a_dynamic_batch():
     for n in (1, 2, 5, 9):
         x = torch.randn(n, 3, 32, 32)
         torch.testing.assert_close(fn(x), model(x), rtol=1e-5, atol=1e-5)  # observed <= 1.2e-6
+
+
+class _WideConvNet(torch.nn.Module):
+    """Convolutions wide enough for Winograd (3x3, >= 16 channels) and for an A-stationary GEMM
+    (a 1x1 convolution whose 1024 x 512 weight overflows L2), with residuals in their epilogues."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv2d(32, 48, 3, padding=1)
+        self.b = torch.nn.Conv2d(48, 32, 3, padding=1)
+        self.up = torch.nn.Conv2d(32, 512, 1)
+        self.wide = torch.nn.Conv2d(512, 1024, 1)
+        self.skip = torch.nn.Conv2d(512, 1024, 1)
+
+    def forward(self, x):
+        x = torch.relu(self.b(torch.relu(self.a(x))) + x)
+        u = torch.relu(self.up(x))
+        return torch.relu(self.wide(u) + self.skip(u))
+
+
+@pytest.mark.parametrize("dynamic", [True, False])
+@torch.no_grad()
+def test_winograd_and_wide_convolutions_over_a_batch(dynamic):
+    """A batch of images (its size a symbol, or static) through Winograd convolutions (16 GEMMs
+    per image by one transformed weight), A-stationary GEMMs over chunks of the images' panels,
+    and residuals added in the GEMMs' epilogues: every image as eager computes it."""
+    torch.manual_seed(0)
+    model = _WideConvNet().eval()
+    spec = ({0: Dim("batch", min=1, max=9)},) if dynamic else None
+    fn = tg.compile(model, (torch.randn(3, 32, 7, 7),), dynamic_shapes=spec)
+    ir = fn.ir("buf")
+    assert ir.count("buf.winograd_input") == 2 and "buf.matmul" not in ir
+    assert ir.count("buf.packed_matmul") == 5, ir  # 2 Winograd batches, 3 convolutions, the skip's residual fused
+    for n in (1, 2, 5, 9) if dynamic else (3,):
+        x = torch.randn(n, 32, 7, 7)
+        torch.testing.assert_close(fn(x), model(x), rtol=1e-5, atol=1e-5)  # observed <= 2e-6
 
 
 def test_a_symbolic_spatial_size_is_refused_at_compile_time():

@@ -1,24 +1,32 @@
 // RUN: tg-opt %s -p set-target{target=x86-64-v3},convert-tensor-to-buffer,plan-memory,convert-buffer-to-llvm | filecheck %s
 // A convolution and a max pooling over a symbolic batch: the windows' rows (images x channels)
-// and the GEMM's batch (one sgemm per image) are counted at run time from dims[1]; channels,
+// and the GEMMs' count (one packed GEMM per image, the weight as every GEMM's A, each image's
+// windows packed into its own column panels) are counted at run time from dims[1]; channels,
 // spatial sizes and the GEMM's matrices stay compile-time constants.
 
 // CHECK: tg.symbols = {batch = array<i64: 1, 16>}
 // CHECK-SAME: tg.input_types = [memref<?x3x8x8xf32, ["batch"]>], tg.output_types = [memref<?x8x4x4xf32, ["batch"]>]
 // CHECK: llvm.call @forward__0_im2col({{.*}}, %dims)
-// CHECK: llvm.call @forward__1_matmul({{.*}}, %dims)
+// CHECK: llvm.call @forward__1_im2col({{.*}}, %conv2d_panels, %dims)
+// CHECK: llvm.call @forward__2_packed_matmul(%p_0_weight, %conv2d_panels, %p_0_bias, {{.*}}, %dims)
 // the windows: images x 3 channels rows, the image count from dims[1]
 // CHECK: llvm.func internal @forward__0_im2col({{.*}}, %[[D0:dims_[0-9]+]]: !llvm.ptr) -> i32
 // CHECK: %[[SLOT:.*]] = llvm.getelementptr inbounds %[[D0]][%{{.*}}] : (!llvm.ptr, i64) -> !llvm.ptr, i64
 // CHECK-NEXT: %[[BATCH:.*]] = llvm.load %[[SLOT]] : !llvm.ptr -> i64
 // CHECK: %[[ROWS:.*]] = llvm.mul %{{.*}}, %[[BATCH]] overflow<nsw> : i64
 // CHECK-NEXT: llvm.icmp "slt" %{{.*}}, %[[ROWS]] : i64
-// the GEMM: one sgemm of the static 8x27 by 27x64 matrices per image
-// CHECK: llvm.func internal @forward__1_matmul({{.*}}, %[[D1:dims_[0-9]+]]: !llvm.ptr) -> i32
+// the GEMMs: 4 panels of 16 columns per image (8x8 outputs), their count images x 4 from dims[1];
+// item q is panel q % 4 of image q / 4: its output 512 floats (8 x 64) further per image, the
+// weight (A, 8 x 27) the same for all
+// CHECK: llvm.func internal @forward__2_packed_matmul(%[[W:[a-z0-9_]+]]: !llvm.ptr {llvm.noalias}, %{{[a-z0-9_]+}}: !llvm.ptr {llvm.noalias}, {{.*}}, %[[D1:dims_[0-9]+]]: !llvm.ptr) -> i32
 // CHECK: %[[SLOT1:.*]] = llvm.getelementptr inbounds %[[D1]][%{{.*}}] : (!llvm.ptr, i64) -> !llvm.ptr, i64
 // CHECK-NEXT: %[[IMAGES:.*]] = llvm.load %[[SLOT1]] : !llvm.ptr -> i64
-// CHECK-NEXT: llvm.icmp "slt" %{{.*}}, %[[IMAGES]] : i64
-// CHECK: llvm.call @scipy_cblas_sgemm(
+// CHECK: %[[ITEMS:.*]] = llvm.mul %[[IMAGES]], %[[FOUR:.*]] overflow<nsw> : i64
+// CHECK-NEXT: llvm.icmp "slt" %{{.*}}, %[[ITEMS]] : i64
+// CHECK: %[[G:.*]] = llvm.udiv %[[Q:.*]], %[[FOUR]] : i64
+// CHECK: llvm.mul %[[G]], %{{.*}} overflow<nsw> : i64
+// CHECK: llvm.getelementptr inbounds %[[W]][%{{.*}}] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+// CHECK: llvm.call @tg_tile_6x2v8_s2_p1x16_u(
 
 builtin.module attributes {tg.symbols = {batch = array<i64: 1, 16>}} {
   func.func @forward(%input: tensor<?x3x8x8xf32, ["batch"]>) -> tensor<?x8x4x4xf32, ["batch"]> {

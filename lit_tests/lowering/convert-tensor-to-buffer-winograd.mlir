@@ -16,6 +16,7 @@
 // CHECK-NEXT:    buf.packed_matmul ins(%w_winograd, %x_tiles : memref<16x32x16xf32>, memref<16x2x16x16xf32>) outs(%[[P:.*]] : memref<16x32x25xf32>)
 // CHECK:         buf.winograd_output ins(%[[P]], %b3 : memref<16x32x25xf32>, memref<32x1x1xf32>) outs(%out0 : memref<1x32x9x9xf32>) {beta = 1.000000e+00 : f32, activation = "relu"}
 // NOPACK: every kernel of 'tg.winograd_conv' reads a weight transformed at load time, which pack-weights=false rules out
+builtin.module attributes {tg.symbols = {n = array<i64: 1, 8>}} {
 func.func @winograd(%x: tensor<1x16x9x9xf32>) -> tensor<1x32x9x9xf32> {
   %w = tg.weight "conv.weight" : tensor<32x16x3x3xf32>
   %b = tg.weight "conv.bias" : tensor<32xf32>
@@ -40,4 +41,27 @@ func.func @direct(%x: tensor<1x16x9x9xf32>) -> tensor<1x32x9x9xf32> {
   %b3 = tg.reshape %b : (tensor<32xf32>) -> tensor<32x1x1xf32>
   %y = tg.winograd_conv %x, %w, %b3 {padding = array<i64: 1, 1>, tile = 2 : i64, beta = 1.0 : f32, activation = "relu", tg.kernel = "winograd_conv.direct"} : (tensor<1x16x9x9xf32>, tensor<32x16x3x3xf32>, tensor<32x1x1xf32>) -> tensor<1x32x9x9xf32>
   func.return %y : tensor<1x32x9x9xf32>
+}
+
+// A batch of images, its size a symbol: 16 GEMMs per image (16*n in all), image i's tiles in
+// panels [16*i, 16*i + 16), each GEMM g by the transformed weight g % 16 (one [16, 32, 16] for
+// every image); the output transform over the batch. Pinned to the direct path: each image's
+// windows into its own panels, one weight [32, 144] as every image's GEMM's A.
+// CHECK-LABEL: func.func @batch(
+// CHECK:         %x_tiles = buf.alloc : memref<?x2x16x16xf32, ["16*n"]>
+// CHECK-NEXT:    buf.winograd_input ins(%x : memref<?x16x9x9xf32, ["n"]>) outs(%x_tiles : memref<?x2x16x16xf32, ["16*n"]>) {padding = array<i64: 1, 1>}
+// CHECK-NEXT:    %{{.*}} = buf.alloc : memref<?x32x25xf32, ["16*n"]>
+// CHECK-NEXT:    buf.packed_matmul ins(%w_winograd, %x_tiles : memref<16x32x16xf32>, memref<?x2x16x16xf32, ["16*n"]>) outs(%[[P:.*]] : memref<?x32x25xf32, ["16*n"]>)
+// CHECK:         buf.winograd_output ins(%[[P]], %b3 : memref<?x32x25xf32, ["16*n"]>, memref<32x1x1xf32>) outs(%{{.*}} : memref<?x32x9x9xf32, ["n"]>) {beta = 1.000000e+00 : f32, activation = "relu"}
+// CHECK:         %x_panels = buf.alloc : memref<?x6x144x16xf32, ["n"]>
+// CHECK-NEXT:    buf.im2col ins(%x : memref<?x16x9x9xf32, ["n"]>) outs(%x_panels : memref<?x6x144x16xf32, ["n"]>) {kernel = array<i64: 3, 3>, stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, panels = 16 : i64}
+// CHECK:         buf.packed_matmul ins(%{{.*}}, %x_panels, %{{.*}} : memref<32x144xf32>, memref<?x6x144x16xf32, ["n"]>, memref<32x1xf32>) outs(%{{.*}} : memref<?x32x81xf32, ["n"]>) {beta = 1.000000e+00 : f32, activation = "relu"}
+func.func @batch(%x: tensor<?x16x9x9xf32, ["n"]>) -> (tensor<?x32x9x9xf32, ["n"]>, tensor<?x32x9x9xf32, ["n"]>) {
+  %w = tg.weight "conv.weight" : tensor<32x16x3x3xf32>
+  %b = tg.weight "conv.bias" : tensor<32xf32>
+  %b3 = tg.reshape %b : (tensor<32xf32>) -> tensor<32x1x1xf32>
+  %y = tg.winograd_conv %x, %w, %b3 {padding = array<i64: 1, 1>, tile = 2 : i64, beta = 1.0 : f32, activation = "relu"} : (tensor<?x16x9x9xf32, ["n"]>, tensor<32x16x3x3xf32>, tensor<32x1x1xf32>) -> tensor<?x32x9x9xf32, ["n"]>
+  %z = tg.winograd_conv %x, %w, %b3 {padding = array<i64: 1, 1>, tile = 2 : i64, beta = 1.0 : f32, activation = "relu", tg.kernel = "winograd_conv.direct"} : (tensor<?x16x9x9xf32, ["n"]>, tensor<32x16x3x3xf32>, tensor<32x1x1xf32>) -> tensor<?x32x9x9xf32, ["n"]>
+  func.return %y, %z : tensor<?x32x9x9xf32, ["n"]>, tensor<?x32x9x9xf32, ["n"]>
+}
 }

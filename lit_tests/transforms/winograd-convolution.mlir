@@ -40,6 +40,27 @@ func.func @valid_residual(%x: tensor<1x16x9x9xf32>, %r: tensor<1x16x49xf32>) -> 
 
 // -----
 
+// A batch of images, its size a symbol: one tg.winograd_conv over the batch (each image's tiles
+// transformed and multiplied by the same transformed weight), a residual over the batch reshaped
+// to the images.
+
+// CHECK-LABEL: func.func @batch(
+// CHECK:         %[[R:.*]] = tg.reshape %r : (tensor<?x16x49xf32, ["n"]>) -> tensor<?x16x7x7xf32, ["n"]>
+// CHECK-NEXT:    %[[Y:.*]] = tg.winograd_conv %x, %w, %[[R]] {padding = array<i64: 0, 0>, beta = 1.000000e+00 : f32} : (tensor<?x16x9x9xf32, ["n"]>, tensor<16x16x3x3xf32>, tensor<?x16x7x7xf32, ["n"]>) -> tensor<?x16x7x7xf32, ["n"]>
+// CHECK-NEXT:    tg.reshape %[[Y]] : (tensor<?x16x7x7xf32, ["n"]>) -> tensor<?x16x49xf32, ["n"]>
+builtin.module attributes {tg.symbols = {n = array<i64: 1, 8>}} {
+func.func @batch(%x: tensor<?x16x9x9xf32, ["n"]>, %r: tensor<?x16x49xf32, ["n"]>) -> tensor<?x16x49xf32, ["n"]> {
+  %w = tg.weight "conv.weight" : tensor<16x16x3x3xf32>
+  %c = tg.im2col %x {kernel = array<i64: 3, 3>, stride = array<i64: 1, 1>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>} : (tensor<?x16x9x9xf32, ["n"]>) -> tensor<?x16x3x3x7x7xf32, ["n"]>
+  %w2 = tg.reshape %w : (tensor<16x16x3x3xf32>) -> tensor<16x144xf32>
+  %c2 = tg.reshape %c : (tensor<?x16x3x3x7x7xf32, ["n"]>) -> tensor<?x144x49xf32, ["n"]>
+  %y = tg.matmul %w2, %c2, %r {beta = 1.000000e+00 : f32} : (tensor<16x144xf32>, tensor<?x144x49xf32, ["n"]>, tensor<?x16x49xf32, ["n"]>) -> tensor<?x16x49xf32, ["n"]>
+  func.return %y : tensor<?x16x49xf32, ["n"]>
+}
+}
+
+// -----
+
 // Left alone: a stride of 2, fewer than 16 input channels, and a weight the graph computes.
 
 // CHECK-LABEL: func.func @not_eligible(

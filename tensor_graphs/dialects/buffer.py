@@ -81,7 +81,7 @@ from tensor_graphs.dialects.tensor import (
     print_dense,
     reduced_shape,
 )
-from tensor_graphs.dialects.symbolic import Dim, SymbolicShapeError, at_most, dims_of, evaluate, symbols_of
+from tensor_graphs.dialects.symbolic import Dim, SymbolicShapeError, at_most, dims_of, divides, evaluate, format_expr, simplify, symbols_of
 from tensor_graphs.target import MIN_FLOAT_LANES
 
 AnyMemRef = base(MemRefType)
@@ -620,8 +620,12 @@ class PackedMatmulOp(KernelOp):
     (``act(alpha * a @ B + beta * acc + addend)``: a residual after a bias, `fuse-gemm-addend`).
     The activation is applied to each output tile as it is written.
 
-    A batch of G GEMMs (a Winograd convolution's, `buf.winograd_input`): ``a`` ``[G, M, K]``,
-    panels ``[G, ceil(N / NR), K, NR]``, ``out`` ``[G, M, N]``, no accumulator.
+    A batch of G GEMMs: panels ``[G, ceil(N / NR), K, NR]``, ``out`` ``[G, M, N]`` (G may be a
+    size symbol) and either ``a`` ``[G', M, K]`` without accumulator, GEMM g's A ``a[g % G']``
+    (G' divides G: a Winograd convolution's ``a * a`` transformed weights over a batch of
+    images, `buf.winograd_input`), or one ``a`` ``[M, K]`` for every GEMM (a convolution's weight over a
+    batch of images, each image's windows packed by `buf.im2col`) with the epilogue's
+    accumulator and addend broadcasting to ``out``.
     """
 
     name = "buf.packed_matmul"
@@ -632,15 +636,18 @@ class PackedMatmulOp(KernelOp):
 
     def verify_kernel(self, ins, out):
         a, packed = ins[0], ins[1]
-        if len(packed) == 4:  # a batch of GEMMs: one A and one set of panels each
+        if len(packed) == 4:  # a batch of GEMMs: one set of panels each, one A each or one for all
             g, panels, k, nr = packed
-            if len(a) != 3 or a[0] != g or a[2] != k or len(out) != 3 or tuple(out[:2]) != (g, a[1]) or len(ins) >= 3 \
-                    or nr <= 0 or -(-out[2] // nr) != panels:
+            shared = len(a) == 2
+            if len(a) not in (2, 3) or len(a) == 3 and (not divides(a[0], g) or len(ins) >= 3) or a[-1] != k or len(out) != 3 \
+                    or tuple(out[:2]) != (g, a[-2]) or nr <= 0 or -(-out[2] // nr) != panels:
                 raise ShapeError(
-                    f"a batch of packed GEMMs takes a [G, M, K] lhs, [G, ceil(N / NR), K, NR] panels and writes [G, M, N], "
-                    f"without accumulator; got {list(a)}, {list(packed)} -> {list(out)}"
+                    f"a batch of packed GEMMs takes a [G, M, K] lhs (without accumulator) or one [M, K] for all, "
+                    f"[G, ceil(N / NR), K, NR] panels and writes [G, M, N]; got {list(a)}, {list(packed)} -> {list(out)}"
                 )
-            _verify_epilogue(self, ins, out)
+            if shared and len(ins) == 4 and not is_broadcastable_to(ins[3], out):
+                raise ShapeError(f"addend {list(ins[3])} does not broadcast to {list(out)}")
+            _verify_epilogue(self, ins[:3], out)
             return
         if len(a) < 2 or len(packed) != 3:
             raise ShapeError(f"expected a [..., M, K] lhs and a [panels, K, NR] packed weight, got {list(a)} and {list(packed)}")
@@ -1133,10 +1140,11 @@ class Im2colOp(KernelOp):
     With ``reduce`` each window is reduced as it is read (max, sum or mean pooling):
     ``out [N, C, OH, OW]``, the windows never written.
 
-    With ``panels = NR`` (N = 1) the windows are written as the rhs of a packed GEMM reads them:
-    the matrix ``cols[C*KH*KW, OH*OW]`` in column panels, ``out [ceil(OH*OW / NR), C*KH*KW, NR]``
-    (`buf.packed_matmul`; the last panel's padding columns are zeros). A 1x1 window at stride 1
-    is then the packing of ``x`` itself::
+    With ``panels = NR`` the windows are written as the rhs of a packed GEMM reads them: each
+    image's matrix ``cols[C*KH*KW, OH*OW]`` in column panels, ``out [ceil(OH*OW / NR), C*KH*KW,
+    NR]`` for one image, ``[N, ceil(OH*OW / NR), C*KH*KW, NR]`` for N (`buf.packed_matmul`, a
+    batch of GEMMs; the last panel's padding columns are zeros). A 1x1 window at stride 1 is
+    then the packing of ``x`` itself::
 
         buf.im2col ins(%x : memref<1x64x56x56xf32>) outs(%p : memref<196x576x16xf32>)
             {kernel = array<i64: 3, 3>, stride = array<i64: 1, 1>, padding = array<i64: 1, 1>,
@@ -1184,21 +1192,27 @@ class Im2colOp(KernelOp):
             if len(ins[0]) != 4 or len(out) != 6 or tuple(out[:4]) != (*ins[0][:2], *kernel):
                 raise ShapeError(f"expected x [N, C, H, W] -> [N, C, KH, KW, OH, OW], got {list(ins[0])} -> {list(out)}")
             return
-        if len(ins[0]) != 4 or ins[0][0] != 1:
-            raise ShapeError(f"the panel layout takes one image, x [1, C, H, W], got {list(ins[0])}")
+        if len(ins[0]) != 4:
+            raise ShapeError(f"the panel layout takes images x [N, C, H, W], got {list(ins[0])}")
         oh, ow = self.positions(ins[0])
         expected = (-(-(oh * ow) // nr), ins[0][1] * kernel[0] * kernel[1], nr)
+        if len(out) == 4:  # one set of panels per image
+            expected = (ins[0][0], *expected)
+        elif ins[0][0] != 1:
+            raise ShapeError(f"{ins[0][0]} images take one set of panels each, out [N, panels, K, NR], got {list(out)}")
         _same(expected, out, f"{oh}x{ow} windows of {ins[0][1]}x{kernel[0]}x{kernel[1]} values in panels of {nr}")
 
 
 @irdl_op_definition
 class WinogradInputOp(KernelOp):
     """The input transform of `tg.winograd_conv`, into the panels of its GEMMs:
-    ins(x [1, C, H, W]) -> out [a*a, ceil(T / NR), C, NR] with ``a = tile + 2`` and T the
-    ``ceil(OH / tile) x ceil(OW / tile)`` tiles (row-major), ``OH = H + 2 ph - 2``::
+    ins(x [N, C, H, W]) -> out [N*a*a, ceil(T / NR), C, NR] with ``a = tile + 2`` and T the
+    ``ceil(OH / tile) x ceil(OW / tile)`` tiles (row-major) of each image, ``OH = H + 2 ph - 2``
+    (N may be a size symbol)::
 
-        out[xi, t // NR, c, t % NR] = (B^T d B)[xi]     d: the a x a input tile t of channel c
-                                                         (zeros outside x), B: `dialects.winograd`
+        out[n*a*a + xi, t // NR, c, t % NR] = (B^T d B)[xi]     d: the a x a input tile t of
+                                                                 image n's channel c (zeros
+                                                                 outside x), B: `dialects.winograd`
 
     The panels' padding columns (``t >= T``) hold finite values no output reads.
 
@@ -1225,20 +1239,22 @@ class WinogradInputOp(KernelOp):
             raise ShapeError(f"tile {m} is not one of {sorted(TILES)}")
         x = ins[0]
         pads = tuple(self.padding.get_values())
-        if len(x) != 4 or x[0] != 1 or len(pads) != 2 or min(pads) < 0 or min(x[2] + 2 * pads[0], x[3] + 2 * pads[1]) < 3:
-            raise ShapeError(f"expected one image x [1, C, H, W] at least 3x3 once padded by {list(pads)}, got {list(x)}")
+        if len(x) != 4 or len(pads) != 2 or min(pads) < 0 or min(x[2] + 2 * pads[0], x[3] + 2 * pads[1]) < 3:
+            raise ShapeError(f"expected images x [N, C, H, W] at least 3x3 once padded by {list(pads)}, got {list(x)}")
         th, tw = self.tiles(x)
-        if len(out) != 4 or out[0] != (m + 2) ** 2 or out[2] != x[1] or out[3] <= 0 or out[1] != -(-(th * tw) // out[3]):
-            raise ShapeError(f"{th}x{tw} tiles of {x[1]} channels in panels of NR: expected [{(m + 2) ** 2}, ceil({th * tw} / NR), {x[1]}, NR], got {list(out)}")
+        xis = simplify(x[0] * (m + 2) ** 2)
+        if len(out) != 4 or out[0] != xis or out[2] != x[1] or out[3] <= 0 or out[1] != -(-(th * tw) // out[3]):
+            raise ShapeError(f"{th}x{tw} tiles of {x[1]} channels in panels of NR: expected [{format_expr(xis)}, ceil({th * tw} / NR), {x[1]}, NR], got {list(out)}")
 
 
 @irdl_op_definition
 class WinogradOutputOp(KernelOp):
-    """The output transform of `tg.winograd_conv` with its epilogue: ins(gemms [a*a, Cout, N],
-    acc?) -> out [1, Cout, OH, OW], N >= the ``ceil(OH / tile) x ceil(OW / tile)`` tiles::
+    """The output transform of `tg.winograd_conv` with its epilogue: ins(gemms [N*a*a, Cout, T'],
+    acc?) -> out [N, Cout, OH, OW], T' >= the ``ceil(OH / tile) x ceil(OW / tile)`` tiles of an
+    image (N images, N may be a size symbol)::
 
-        out[0, co, tile t's m x m outputs] = act(alpha * (A^T M A) + beta * acc)
-                                              M[xi] = gemms[xi, co, t]
+        out[n, co, tile t's m x m outputs] = act(alpha * (A^T M A) + beta * acc)
+                                              M[xi] = gemms[n*a*a + xi, co, t]
 
         buf.winograd_output ins(%m, %b : memref<16x64x784xf32>, memref<64x1x1xf32>) outs(%y : memref<1x64x56x56xf32>)
             {tile = 2 : i64, beta = 1.0 : f32, activation = "relu"}
@@ -1261,12 +1277,13 @@ class WinogradOutputOp(KernelOp):
         m = self.tile.value.data
         if m not in TILES:
             raise ShapeError(f"tile {m} is not one of {sorted(TILES)}")
-        if len(out) != 4 or out[0] != 1:
-            raise ShapeError(f"the output must be one image [1, Cout, OH, OW], got {list(out)}")
+        if len(out) != 4:
+            raise ShapeError(f"the output must be images [N, Cout, OH, OW], got {list(out)}")
         tiles = -(-out[2] // m) * -(-out[3] // m)
         g = ins[0]
-        if len(g) != 3 or g[0] != (m + 2) ** 2 or g[1] != out[1] or g[2] < tiles:
-            raise ShapeError(f"expected the GEMMs' products [{(m + 2) ** 2}, {out[1]}, >= {tiles}], got {list(g)}")
+        xis = simplify(out[0] * (m + 2) ** 2)
+        if len(g) != 3 or g[0] != xis or g[1] != out[1] or g[2] < tiles:
+            raise ShapeError(f"expected the GEMMs' products [{format_expr(xis)}, {out[1]}, >= {tiles}], got {list(g)}")
         if len(ins) == 2 and not is_broadcastable_to(ins[1], out):
             raise ShapeError(f"accumulator {list(ins[1])} does not broadcast to {list(out)}")
         if self.activation.data not in ACTIVATIONS:

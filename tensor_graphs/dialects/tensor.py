@@ -819,13 +819,13 @@ class Im2colOp(IRDLOperation):
 
 @irdl_op_definition
 class WinogradConvOp(IRDLOperation):
-    """A stride-1 3x3 convolution of one image by Winograd's minimal filtering, with a GEMM's
-    epilogue: ``act(alpha * conv(input, weight) + beta * acc)``.
+    """A stride-1 3x3 convolution of a batch of images by Winograd's minimal filtering, with a
+    GEMM's epilogue: ``act(alpha * conv(input, weight) + beta * acc)``.
 
-    ``input`` [1, C, H, W], ``weight`` [Cout, C, 3, 3] (a weight: its transform
-    `dialects.winograd.transform_weight` is made once, when the graph is loaded), ``acc`` (a bias
-    ``[Cout, 1, 1]``, a residual, ...) broadcasts to the result [1, Cout, OH, OW] (OH = H + 2 ph -
-    2). ``tile`` is the output tile side ``m`` of F(m x m, 3 x 3) (`dialects.winograd`). The
+    ``input`` [N, C, H, W] (N may be a size symbol), ``weight`` [Cout, C, 3, 3] (a weight: its
+    transform `dialects.winograd.transform_weight` is made once, when the graph is loaded),
+    ``acc`` (a bias ``[Cout, 1, 1]``, a residual, ...) broadcasts to the result [N, Cout, OH, OW]
+    (OH = H + 2 ph - 2). ``tile`` is the output tile side ``m`` of F(m x m, 3 x 3) (`dialects.winograd`). The
     `winograd-convolution` pass makes it from a convolution's im2col + GEMM.
 
     ```mlir
@@ -861,7 +861,7 @@ class WinogradConvOp(IRDLOperation):
     ):
         if beta is None:
             beta = 1.0 if acc is not None else 0.0
-        _, _, h, w = shape_of(input)
+        n, _, h, w = shape_of(input)
         cout = shape_of(weight)[0]
         super().__init__(
             operands=[input, weight, [acc] if acc is not None else []],
@@ -872,7 +872,7 @@ class WinogradConvOp(IRDLOperation):
                 "beta": float_attr(beta),
                 "activation": StringAttr(activation),
             },
-            result_types=[shaped(input.type.element_type, (1, cout, h + 2 * padding[0] - 2, w + 2 * padding[1] - 2))],  # type: ignore[attr-defined]
+            result_types=[shaped(input.type.element_type, (n, cout, h + 2 * padding[0] - 2, w + 2 * padding[1] - 2))],  # type: ignore[attr-defined]
         )
 
     @property
@@ -887,12 +887,12 @@ class WinogradConvOp(IRDLOperation):
         from tensor_graphs.dialects.winograd import TILES
 
         x, w, got = shape_of(self.input), shape_of(self.weight), shape_of(self.result)
-        _check(len(x) == 4 and x[0] == 1, f"tg.winograd_conv: the input must be one NCHW image [1, C, H, W], got {list(x)}")
+        _check(len(x) == 4, f"tg.winograd_conv: the input must be NCHW images [N, C, H, W], got {list(x)}")
         _check(len(w) == 4 and w[1] == x[1] and w[2:] == (3, 3),
                f"tg.winograd_conv: the weight must be [Cout, {x[1]}, 3, 3], got {list(w)}")
         pads = self.pads
         _check(len(pads) == 2 and min(pads) >= 0, f"tg.winograd_conv: padding takes two entries >= 0, got {list(pads)}")
-        expected = (1, w[0], x[2] + 2 * pads[0] - 2, x[3] + 2 * pads[1] - 2)
+        expected = (x[0], w[0], x[2] + 2 * pads[0] - 2, x[3] + 2 * pads[1] - 2)
         _check(got == expected and min(expected[2:]) >= 1, f"tg.winograd_conv: result shape {list(got)} should be {list(expected)}")
         _check(self.tile.value.data in TILES, f"tg.winograd_conv: tile {self.tile.value.data} is not one of {sorted(TILES)}")
         _check(self.activation.data in ACTIVATIONS,

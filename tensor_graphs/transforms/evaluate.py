@@ -303,14 +303,14 @@ def _winograd_conv(op: WinogradConvOp, x: np.ndarray, w: np.ndarray, acc: np.nda
     """The convolution it computes, directly in float64 (the reference its transforms approximate)."""
     ph, pw = op.pads
     alpha, beta = op.flags
-    _, _, oh, ow = shape_of(op.result)
-    padded = np.pad(_f64(x)[0], ((0, 0), (ph, ph), (pw, pw)))
-    windows = np.stack([padded[:, i : i + oh, j : j + ow] for i in range(3) for j in range(3)], axis=1)  # [C, 9, OH, OW]
-    out = alpha * np.einsum("ock,ckhw->ohw", _f64(w).reshape(*w.shape[:2], 9), windows)[None]
+    oh, ow = x.shape[2] + 2 * ph - 2, x.shape[3] + 2 * pw - 2
+    padded = np.pad(_f64(x), ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    windows = np.stack([padded[:, :, i : i + oh, j : j + ow] for i in range(3) for j in range(3)], axis=2)  # [N, C, 9, OH, OW]
+    out = alpha * np.einsum("ock,nckhw->nohw", _f64(w).reshape(*w.shape[:2], 9), windows)
     if acc is not None:
         out = out + beta * _f64(acc)
     out = _activation(op.activation.data, out)
-    return np.broadcast_to(out, shape_of(op.result)).astype(_result_dtype(op))
+    return np.broadcast_to(out, (x.shape[0], w.shape[0], oh, ow)).astype(_result_dtype(op))
 
 
 #: `tg.cumsum`'s running reductions as NumPy ufuncs (maximum/minimum propagate NaN, as torch's

@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import FloatAttr, MemRefType, ModuleOp, StringAttr, f32
+from xdsl.dialects.builtin import FloatAttr, ModuleOp, StringAttr, f32
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -41,10 +41,12 @@ from xdsl.pattern_rewriter import (
 
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.shapes import numel
+from tensor_graphs.dialects.symbolic import dims_of, shaped_memref
 
 
-def _shape(value: SSAValue) -> tuple[int, ...]:
-    return tuple(value.type.get_shape())  # type: ignore[attr-defined]
+def _shape(value: SSAValue) -> tuple:
+    """Ints, and size symbols' expressions for dynamic dims (`dialects.symbolic`)."""
+    return dims_of(value.type)
 
 
 def _views_and_readers(alloc: buf.AllocOp) -> tuple[list[Operation], list[tuple[Operation, SSAValue]]] | None:
@@ -80,7 +82,9 @@ def _fusable_gemm(value: SSAValue, add: buf.BiasActivationOp) -> buf.PackedMatmu
     gemm = next((op for op, v in readers if isinstance(op, buf.PackedMatmulOp) and op.output is v), None)
     if gemm is None or not any(op is add for op, _ in readers):
         return None
-    if len(gemm.inputs) > 3 or len(_shape(gemm.inputs[1])) != 3 or gemm.activation.data != "none":
+    # one GEMM, or a batch of them sharing their A (a convolution over a batch of images)
+    one_a = len(_shape(gemm.inputs[1])) == 3 or len(_shape(gemm.inputs[0])) == 2
+    if len(gemm.inputs) > 3 or not one_a or gemm.activation.data != "none":
         return None
     if len(gemm.inputs) == 3 and gemm.flags[1] == 0.0:
         return None  # an accumulator with beta 0 is no accumulator: left as it is
@@ -90,7 +94,7 @@ def _fusable_gemm(value: SSAValue, add: buf.BiasActivationOp) -> buf.PackedMatmu
 def _view(value: SSAValue, shape: tuple[int, ...]) -> tuple[list[Operation], SSAValue]:
     if _shape(value) == shape:
         return [], value
-    view = buf.ReshapeOp(value, MemRefType(f32, shape))
+    view = buf.ReshapeOp(value, shaped_memref(f32, shape))
     return [view], view.result
 
 

@@ -38,6 +38,7 @@ from xdsl.pattern_rewriter import (
 )
 
 from tensor_graphs.dialects import buffer as buf
+from tensor_graphs.dialects.symbolic import dims_of
 
 
 def _is_packing(op: buf.Im2colOp) -> bool:
@@ -67,13 +68,17 @@ class FuseIm2colIntoPanels(RewritePattern):
         if len(writers) != 1 or len(list(alloc.result.uses)) != 2:
             return
         windows = writers[0]
-        if windows.panel_columns or windows.output is not alloc.result or windows.inputs[0].type.get_shape()[0] != 1:  # type: ignore[attr-defined]
+        if windows.panel_columns or windows.output is not alloc.result:
+            return
+        images = dims_of(windows.inputs[0].type)[0]
+        out = dims_of(op.output.type)
+        if (out[0] if len(out) == 4 else 1) != images:  # one set of panels per image
             return
         for link, nxt in zip(chain, [op, *chain[:-1]]):
             if link.results[0].get_user_of_unique_use() is not nxt:
                 return
         x = windows.inputs[0]
-        if tuple(alloc.result.type.get_shape()[4:]) != windows.positions(tuple(x.type.get_shape())):  # type: ignore[attr-defined]
+        if tuple(alloc.result.type.get_shape()[4:]) != windows.positions(tuple(dims_of(x.type))):
             return  # ceil_mode's extra window, which the panel layout does not count
         props = {name: windows.properties[name] for name in ("kernel", "stride", "padding", "dilation", "pad_value")}
         props["panels"] = IntegerAttr(op.panel_columns, op.panels.type)

@@ -1,8 +1,8 @@
 """`winograd-convolution`: stride-1 3x3 convolutions by Winograd's minimal filtering.
 
 `convert-aten-to-tensor` lowers a convolution to im2col + one GEMM
-(`lowering.aten_to_tensor.convolution`). For a 3x3 kernel at stride 1 and dilation 1 over one
-image, F(2x2, 3x3) (`dialects.winograd`) does the same in 2.25x fewer FLOPs: 16 GEMMs of
+(`lowering.aten_to_tensor.convolution`). For a 3x3 kernel at stride 1 and dilation 1 over each
+image (of a batch, its size static or a symbol), F(2x2, 3x3) (`dialects.winograd`) does the same in 2.25x fewer FLOPs: 16 GEMMs of
 ``[Cout, C] @ [C, tiles]`` between an input and an output transform, the weight transformed once
 at load. The GEMM's epilogue (bias, residual, activation: `fuse-matmul-epilogue`) moves to the
 output transform. Run after `fuse-matmul-epilogue`; `dce` removes the windows left unused.
@@ -19,7 +19,7 @@ output transform. Run after `fuse-matmul-epilogue`; `dce` removes the windows le
 %m = tg.reshape %y : (tensor<1x64x56x56xf32>) -> tensor<1x64x3136xf32>
 ```
 
-Convolutions it leaves alone (they stay one GEMM): batches, groups, other kernels, strides or
+Convolutions it leaves alone (they stay one GEMM): groups, other kernels, strides or
 dilations, a weight computed by the graph, fewer than `MIN_CHANNELS` input or output channels
 (GEMMs too thin for the transforms to pay), more than `MAX_TILES` tiles (the transforms stage one
 channel's tiles on the stack).
@@ -81,9 +81,9 @@ class ConvolutionToWinograd(RewritePattern):
         n, c, h, w = shape_of(x)
         cout = shape_of(weight)[0]
         oh, ow = h + 2 * padding[0] - 2, w + 2 * padding[1] - 2
-        if n != 1 or shape_of(weight) != (cout, c, 3, 3) or shape_of(windows.result)[4:] != (oh, ow):
+        if shape_of(weight) != (cout, c, 3, 3) or shape_of(windows.result)[4:] != (oh, ow):
             return
-        if shape_of(op.result) != (1, cout, oh * ow) or min(c, cout) < MIN_CHANNELS:
+        if shape_of(op.result) != (n, cout, oh * ow) or min(c, cout) < MIN_CHANNELS:
             return
         if tiles(oh, TILE) * tiles(ow, TILE) > MAX_TILES:
             return

@@ -377,16 +377,22 @@ def max_tile_rows(registers: int, vectors: int) -> int:
     return max(1, (registers - vectors - 1) // vectors)
 
 
-def _acc_strides(op: Operation, acc: SSAValue, out_shape: tuple[int, ...]) -> tuple[int, int]:
-    """(row stride, column stride) of ``acc`` broadcast to ``out`` with its rows folded into one dim."""
+def _acc_strides(op: Operation, acc: SSAValue, out_shape: tuple, batched: bool = False) -> tuple[int, int, int]:
+    """(row stride, column stride, stride between GEMMs) of ``acc`` broadcast to ``out`` with
+    its rows folded into one dim (``batched``: a batch of GEMMs ``[G, M, N]``, the first dim
+    G's, the rows M)."""
     st = broadcast_strides(_shape(acc), out_shape)
+    if batched:
+        if not isinstance(st[0], int) or st[-1] not in (0, 1):
+            raise LoweringError(f"{op.name}: the accumulator {list(_shape(acc))} does not read as strides over the output {list(out_shape)}")
+        return st[1], st[2], st[0]
     rows, (out_rs, acc_rs) = collapse_dims(out_shape[:-1], [contiguous_strides(out_shape)[:-1], st[:-1]])
     if len(rows) > 1 or st[-1] not in (0, 1):
         raise LoweringError(
             f"{op.name}: the accumulator {list(_shape(acc))} does not read as one row stride over the "
             f"output {list(out_shape)}; use buf.matmul"
         )
-    return (acc_rs[0] if rows else 0), st[-1]
+    return (acc_rs[0] if rows else 0), st[-1], 0
 
 
 def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
@@ -398,39 +404,47 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
     alpha, beta = op.flags
     act = op.activation.data
     so = _shape(out)
-    # a batch of GEMMs (a Winograd convolution's): item q = g * panels + p is panel p of GEMM g,
-    # whose A and out follow g's; the panels [G, P, K, NR] are one flat list of them
+    # a batch of GEMMs: item q = g * panels + p is panel p of GEMM g, whose out (and A, unless
+    # one A serves them all: a convolution's weight over a batch of images) follow g's; the
+    # panels [G, P, K, NR] are one flat list of them; G may be a size symbol (run-time items)
     batched = len(_shape(packed)) == 4
     groups, panels, k, nr = _shape(packed) if batched else (1, *_shape(packed))
+    a_group = 0 if batched and len(_shape(a)) == 2 else None  # A's stride from GEMM to GEMM
+    # GEMM g reads A[g % a_period] (a Winograd convolution over a batch of images: a*a A's)
+    a_period = _shape(a)[0] if batched and len(_shape(a)) == 3 and _shape(a)[0] != groups else None
     n = so[-1]
     m = so[-2] if batched else numel(so[:-1])
+    if a_group is None and batched:
+        a_group = m * k
+    g_size = None if isinstance(groups, int) else groups
+    if g_size is not None:
+        groups = ctx.largest(g_size)
     # run-time rows (a symbolic M: `dialects.symbolic`): tiles, K blocks, prefetching and the
     # team are chosen for the largest M; the row loops count to this call's M, the tail rows
     # (M mod MR) switch among the MR - 1 row tiles
     m_size = None if isinstance(m, int) else m
     if m_size is not None:
         if batched:
-            raise LoweringError(f"{op.name}: a batch of packed GEMMs (a Winograd convolution's) takes static sizes only")
+            raise LoweringError(f"{op.name}: a batch of packed GEMMs takes a symbolic count of GEMMs, not of rows")
         static_row(op, n)
         m = ctx.largest(m_size)
-    if m == 0 or n == 0:
+    if m == 0 or n == 0 or groups == 0:
         return
     lanes = ctx.target.float_lanes
-    if batched and (acc is not None or addend is not None):
-        raise LoweringError(f"{op.name}: a batch of packed GEMMs takes no accumulator")
+    if batched and a_group and (acc is not None or addend is not None):
+        raise LoweringError(f"{op.name}: a batch of packed GEMMs with an A each takes no accumulator")
     if nr % lanes:
         raise LoweringError(f"{op.name}: panels of {nr} columns are not whole vectors of {lanes} floats ({ctx.target.name})")
     check_no_overlap(ctx, op, out, [a, packed], in_place_ok=False)
     if acc is not None and beta != 0.0:
         check_no_overlap(ctx, op, out, [acc], in_place_ok=False)
-        acc_rs, acc_cs = _acc_strides(op, acc, so)
     else:
         acc = None
-    # the epilogue's addends: (buffer, row stride, column stride, scale) each
-    addends = [(acc, acc_rs, acc_cs, beta)] if acc is not None else []
+    # the epilogue's addends: (buffer, row stride, column stride, stride between GEMMs, scale) each
+    addends = [(acc, *_acc_strides(op, acc, so, batched), beta)] if acc is not None else []
     if addend is not None:
         check_no_overlap(ctx, op, out, [addend], in_place_ok=False)
-        addends.append((addend, *_acc_strides(op, addend, so), 1.0))
+        addends.append((addend, *_acc_strides(op, addend, so, batched), 1.0))
     # a separate epilogue: the tiles store alpha * A @ B, one sweep afterwards does the rest
     swept = (addends, act) if separate_epilogue(op) and (addends or act != "none") else None
     if swept is not None:
@@ -455,8 +469,11 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
     full_rows, rest = divmod(m, mr)
     blocks = full_rows + bool(rest)
     half_l2 = ctx.target.caches.l2 // 2
-    a_stationary = (not batched and m_size is None and panels >= 2 and m * kc * 4 > half_l2
+    a_stationary = (not a_group and m_size is None and (panels >= 2 or batched) and m * kc * 4 > half_l2
                     and panels * kc * nr * 4 <= half_l2)
+    # A-stationary over a batch of GEMMs that share A: the GEMMs in chunks whose panels' K block
+    # slices fit in half of L2 together, A streamed once per chunk
+    chunk = max(1, half_l2 // (panels * kc * nr * 4))
 
     def prefetch_plan(steps: int, rows: int = m, capped: bool = True) -> tuple[int, int, int]:
         """(lines per prefetching step, k steps per loop iteration, prefetching row blocks) for a
@@ -494,24 +511,25 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
 
     def work_range(start: SSAValue, end: SSAValue, _thread: SSAValue, values: list[SSAValue]) -> None:
         """This thread's panels ``[start, end)``, or with ``a_stationary`` its row blocks
-        (``values``: this call's whole row blocks and tail rows, when M is symbolic)."""
+        (``values``: this call's whole row blocks and tail rows, when M is symbolic; its count
+        of GEMMs when that is)."""
         b = ctx.b
         run_rows, run_rest = values if m_size is not None else (full_rows, rest)
+        groups_now = values[0] if g_size is not None else groups
         pa, pb, po = ctx.ptr(a), ctx.ptr(packed), ctx.ptr(out)
         padd = [ctx.ptr(v) for v, *_ in addends]
         # a tile for the last panel's rows (its padding columns never reach out)
         stack = b.stack(mr * nr, f32) if last_cols else None
 
-        def addend_accesses(r0: SSAValue | int, col0: SSAValue) -> list[Access]:
+        def addend_accesses(r0: SSAValue | int, col0: SSAValue, g: SSAValue | None) -> list[Access]:
             """The epilogue's addends (the accumulator, a residual) at the output tile at row r0,
-            column col0."""
+            column col0 (of GEMM g in a batch)."""
             accesses = []
-            for ptr, (_, rs, cs, _scale) in zip(padd, addends):
-                off = b.add_i64(
-                    b.mul_i64(_val(b, r0), b.i64(rs)) if rs and r0 != 0 else b.i64(0),
-                    b.mul_i64(col0, b.i64(cs)) if cs else b.i64(0),
-                )
-                accesses.append(Access(b.gep(ptr, off, f32), (rs, cs), f32))
+            for ptr, (_, rs, cs, gs, _scale) in zip(padd, addends):
+                off = _sum(b, b.mul_i64(_val(b, r0), b.i64(rs)) if rs and r0 != 0 else None,
+                           b.mul_i64(col0, b.i64(cs)) if cs else None,
+                           b.mul_i64(g, b.i64(gs)) if gs and g is not None else None)
+                accesses.append(Access(b.gep(ptr, off if off is not None else b.i64(0), f32), (rs, cs), f32))
             return accesses
 
         def finish(b: FunctionBuilder, y: SSAValue, values: list[SSAValue]) -> SSAValue:
@@ -531,11 +549,14 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
             plans = list(enumerate(choices[0])) if choices is not None and rb is not None else [
                 (None, fixed or (prefetch_plan(ks.steps) if choices is None else choices[0][0]))]
             k0 = ks.start
-            a_base, out_base, col = pa, po, p
+            a_base, out_base, col, g = pa, po, p, None
             if batched:  # panel p % panels of GEMM p / panels
                 g = b.add(llvm.UDivOp(p, b.i64(panels)))
                 col = b.add(llvm.SubOp(p, b.mul_i64(g, b.i64(panels))))
-                a_base, out_base = b.gep(pa, b.mul_i64(g, b.i64(m * k)), f32), b.gep(po, b.mul_i64(g, b.i64(m * n)), f32)
+                out_base = b.gep(po, b.mul_i64(g, b.i64(m * n)), f32)
+                if a_group:
+                    ga = g if a_period is None else b.add(llvm.URemOp(g, b.i64(a_period)))
+                    a_base = b.gep(pa, b.mul_i64(ga, b.i64(a_group)), f32)
             a_row = b.gep(a_base, _sum(b, b.mul_i64(_val(b, r0), b.i64(k)) if r0 != 0 else None, k0), f32)
             panel = b.gep(pb, _sum(b, b.mul_i64(p, b.i64(k * nr)), b.mul_i64(_val(b, k0), b.i64(nr)) if k0 != 0 else None), f32)
 
@@ -590,7 +611,7 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
                 if not ks.first:
                     ins.append(Access(out_tile, (n, 1), f32))
                 if ks.last:
-                    ins += addend_accesses(r0, col0)
+                    ins += addend_accesses(r0, col0, g)
 
                 def add_block(b: FunctionBuilder, vals: list[SSAValue]) -> SSAValue:
                     y = vals[0] if ks.first else b.add(llvm.FAddOp(vals[0], vals[1]))
@@ -603,7 +624,7 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
             cols = last_cols if partial else nr
             if not ks.last or not (partial or addends or act != "none"):
                 return
-            ins = [Access(dest, (ld, 1), f32), *addend_accesses(r0, col0)]
+            ins = [Access(dest, (ld, 1), f32), *addend_accesses(r0, col0, g)]
 
             def epilogue(b: FunctionBuilder, vals: list[SSAValue]) -> SSAValue:
                 return finish(b, vals[0], vals[1:])
@@ -659,20 +680,38 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
                 over(KRange((k_blocks - 1) * kc, k - (k_blocks - 1) * kc, False, True))
 
         if a_stationary:
-            def rows_over(ks: KRange) -> None:
+            def rows_over(ks: KRange, gemms: tuple[SSAValue, SSAValue] | None = None) -> None:
                 """A-stationary: each of this thread's row blocks of A (MR x kc) stays in L1 while
-                it passes every panel, the last one included (their K block slices in L2)."""
-                def row_block(r0: SSAValue | int, rows: int) -> None:
-                    emit_for(b, 0, full_panels, lambda p, _: block(p, r0, rows, False, None, ks) or [])
+                it passes every panel (of the GEMMs ``gemms`` of a batch), the last one included
+                (their K block slices in L2)."""
+                def gemm(r0: SSAValue | int, rows: int, first: SSAValue | int) -> None:
+                    emit_for(b, 0, full_panels, lambda p, _: block(_sum(b, first, p), r0, rows, False, None, ks) or [])
                     if last_cols:
-                        block(b.i64(full_panels), r0, rows, True, None, ks)
+                        block(b.add_i64(_val(b, first), b.i64(full_panels)), r0, rows, True, None, ks)
+
+                def row_block(r0: SSAValue | int, rows: int) -> None:
+                    if gemms is None:
+                        gemm(r0, rows, 0)
+                    else:
+                        emit_for(b, *gemms, lambda g, _: gemm(r0, rows, b.mul_i64(g, b.i64(panels))) or [])
 
                 emit_for(b, start, min_i64(b, end, b.i64(full_rows)), lambda r, _: row_block(b.mul_i64(r, b.i64(mr)), mr) or [])
                 if rest:  # the thread whose range ends at the last row block runs the tail rows
                     emit_if(b, icmp(b, "eq", end, b.i64(blocks)), lambda: row_block(full_rows * mr, rest))
 
-            # K blocks, each over all of this thread's row blocks: A streams once per K block
-            each_k_block(rows_over)
+            # K blocks, each over all of this thread's row blocks: A streams once per K block (per
+            # chunk of the GEMMs of a batch)
+            if not batched:
+                each_k_block(rows_over)
+                return
+
+            def one_chunk(c: SSAValue) -> None:
+                g0 = b.mul_i64(c, b.i64(chunk))
+                gemms = (g0, min_i64(b, b.add_i64(g0, b.i64(chunk)), _val(b, groups_now)))
+                each_k_block(lambda ks: rows_over(ks, gemms))
+
+            chunks = b.add(llvm.UDivOp(b.add_i64(_val(b, groups_now), b.i64(chunk - 1)), b.i64(chunk)))
+            emit_for(b, 0, chunks, lambda c, _: one_chunk(c) or [])
             return
         if batched and last_cols:
             def item(q: SSAValue, ks: KRange) -> None:
@@ -705,10 +744,15 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
     # overflows half of L2 while all the panels' slices fit there (a convolution's weight as A,
     # few output pixels as panels: A-stationary), a share of the row blocks, so that each thread
     # streams its own rows of A once per K block
-    def work_of(m: int) -> tuple[float, float]:
+    def work_of(m: int, groups: int = groups) -> tuple[float, float]:
         return 2.0 * groups * m * n * k, 4.0 * groups * (panels * k * nr + m * k + m * n)
 
-    if m_size is None:
+    if g_size is not None:  # a run-time count of GEMMs: their panels (or A's row blocks) are the items
+        count = ctx.size(g_size)
+        pays = paying_rows(ctx, count, groups, lambda g: work_of(m, g))
+        items = blocks if a_stationary else ctx.b.mul_i64(count, ctx.b.i64(panels))
+        ctx.parallel(items, work_range, [count], work=work_of(m), pays=pays)
+    elif m_size is None:
         ctx.parallel(blocks if a_stationary else groups * panels, work_range, work=work_of(m))
     else:
         b = ctx.b

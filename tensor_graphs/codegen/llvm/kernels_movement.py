@@ -268,7 +268,7 @@ def _emit_im2col(ctx: KernelContext, op: Operation) -> None:
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = op.window
     nr = op.panel_columns
     reduce = op.reduce.data
-    if not is_static((c, h, w, *_shape(out)[1:])):
+    if not is_static((c, h, w, *_shape(out)[-3 if nr else 1:])):
         raise symbolic_refusal(op, x, "the windows of a convolution or pooling take a symbolic size only in the batch "
                                "(dim 0): their channels and spatial sizes are compile-time constants")
     oh, ow = op.positions(_shape(x)) if nr else _shape(out)[2:] if reduce else _shape(out)[4:]
@@ -291,10 +291,17 @@ def _emit_im2col(ctx: KernelContext, op: Operation) -> None:
         bounds = [b.i64(v) for v in (oh, ow, y0, y1, x0, x1, sh * w, sw)]
         b.add(llvm.CallOp(_tap_function(ctx, el, pad, unit_columns=sw == 1), src, dst, *bounds))
 
-    def scatter(b: FunctionBuilder, plane: SSAValue, k: SSAValue) -> None:
-        """Row ``k`` of the windows matrix (``OH*OW`` values at ``plane``) into its panels."""
+    def scatter(b: FunctionBuilder, plane: SSAValue, r: SSAValue, t: int) -> None:
+        """Row ``(c, t)`` of an image's windows matrix (``OH*OW`` values at ``plane``; input row
+        ``r`` is image ``r / C``'s channel ``c``, ``t`` the tap) into its image's panels."""
         full, last = divmod(taps, nr)
-        dst = b.gep(ctx.ptr(out), b.mul_i64(k, b.i64(nr)), el)
+        if n == 1:
+            at = b.mul_i64(b.add_i64(b.mul_i64(r, b.i64(kh * kw)), b.i64(t)), b.i64(nr))
+        else:  # image r / C's panels, -(-taps // nr) of K x NR each
+            image = b.add(llvm.UDivOp(r, b.i64(c)))
+            k = b.add_i64(b.mul_i64(b.add(llvm.SubOp(r, b.mul_i64(image, b.i64(c)))), b.i64(kh * kw)), b.i64(t))
+            at = b.add_i64(b.mul_i64(image, b.i64(-(-taps // nr) * k_total * nr)), b.mul_i64(k, b.i64(nr)))
+        dst = b.gep(ctx.ptr(out), at, el)
         emit_copy_nest(b, (full, nr), Access(dst, (k_total * nr, 1), el), Access(plane, (nr, 1), el))
         if last:
             tail = b.gep(dst, full * k_total * nr, el)
@@ -309,7 +316,7 @@ def _emit_im2col(ctx: KernelContext, op: Operation) -> None:
         def row(r: SSAValue) -> None:
             src_row = b.gep(xp, b.mul_i64(r, b.i64(h * w)), el)
             if plain:
-                scatter(b, src_row, r)
+                scatter(b, src_row, r, 0)
                 return
             if reduce:  # each tap's plane combined into the output row: max, or a sum (scaled)
                 assert plane is not None
@@ -331,7 +338,7 @@ def _emit_im2col(ctx: KernelContext, op: Operation) -> None:
                         tap(b, src_row, i, j, b.gep(outp, b.add_i64(b.mul_i64(r, b.i64(kh * kw * taps)), b.i64((i * kw + j) * taps)), el))
                     else:
                         tap(b, src_row, i, j, plane)
-                        scatter(b, plane, b.add_i64(b.mul_i64(r, b.i64(kh * kw)), b.i64(i * kw + j)))
+                        scatter(b, plane, r, i * kw + j)
 
         emit_for(b, start, end, lambda r, _c: row(r) or [])
 

@@ -34,17 +34,38 @@ from xdsl.dialects import llvm
 from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, f32, i1, i8, i32, i64
 from xdsl.ir import Operation, SSAValue
 
-from tensor_graphs.codegen.llvm.kernels import REGISTRY, Access, KernelContext, _scalar_errors, check_no_overlap, emit_copy_nest, emit_pointwise, split_rows
+from tensor_graphs.codegen.llvm.kernels import (
+    REGISTRY,
+    SYMBOLIC_KERNELS,
+    Access,
+    KernelContext,
+    _scalar_errors,
+    check_no_overlap,
+    emit_copy_nest,
+    emit_pointwise,
+    split_rows,
+)
 from tensor_graphs.codegen.llvm.kernels_gemm import _vector_at, splat, vector_type
 from tensor_graphs.codegen.llvm.loops import FunctionBuilder, broadcast_strides, emit_for, emit_if
+from tensor_graphs.codegen.llvm.loops import value as _val
 from tensor_graphs.codegen.llvm.scalar import emit_unary
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.shapes import numel
+from tensor_graphs.dialects.symbolic import dims_of
 from tensor_graphs.dialects.winograd import matrices
 
 
-def _shape(value: SSAValue) -> tuple[int, ...]:
-    return tuple(value.type.get_shape())  # type: ignore[attr-defined]
+def _shape(value: SSAValue) -> tuple:
+    """Ints, and a size symbol's expression for a dynamic dim (the batch of images)."""
+    return dims_of(value.type)
+
+
+def _image_and_row(b: FunctionBuilder, r: SSAValue, images, rows: int) -> tuple[SSAValue | int, SSAValue]:
+    """Row ``r`` of ``images`` x ``rows`` rows as (its image, its row in that image)."""
+    if images == 1:
+        return 0, r
+    image = b.add(llvm.UDivOp(r, b.i64(rows)))
+    return image, b.add(llvm.SubOp(r, b.mul_i64(image, b.i64(rows))))
 
 
 def _combine(b: FunctionBuilder, coeffs: Sequence[float], values: Sequence[SSAValue], const: Callable[[float], SSAValue]) -> SSAValue:
@@ -105,13 +126,14 @@ def _emit_winograd_input(ctx: KernelContext, op: Operation) -> None:
     assert isinstance(op, buf.WinogradInputOp)
     (x,), out = op.inputs, op.output
     check_no_overlap(ctx, op, out, [x], in_place_ok=False)
-    _, channels, h, w = _shape(x)
+    images, channels, h, w = _shape(x)
     ph, pw = op.padding.get_values()
     m = op.tile.value.data
     mats = matrices(m)
     a = mats.a
     tile_rows, row_tiles = op.tiles(_shape(x))
-    xis, panels, _, nr = _shape(out)
+    _, panels, _, nr = _shape(out)
+    xis = a * a
     lanes = ctx.target.float_lanes
     row_vectors = -(-row_tiles // lanes)
     # a staging row holds one input row at columns [pw, pw + w), zeros around it, and room for
@@ -161,10 +183,15 @@ def _emit_winograd_input(ctx: KernelContext, op: Operation) -> None:
 
             emit_for(b, 0, row_vectors, tiles)
 
-        def channel(ch: SSAValue, _c: list[SSAValue]) -> list[SSAValue]:
-            src = b.gep(xp, b.mul_i64(ch, b.i64(h * w)), f32)
+        def channel(r: SSAValue, _c: list[SSAValue]) -> list[SSAValue]:
+            """Input row r: image r / C's channel r % C, into that image's a*a sets of panels."""
+            src = b.gep(xp, b.mul_i64(r, b.i64(h * w)), f32)
             emit_for(b, 0, tile_rows, lambda th, _: tile_row(src, th) or [])
-            dst = b.gep(outp, b.mul_i64(ch, b.i64(nr)), f32)
+            image, ch = _image_and_row(b, r, images, channels)
+            at = b.mul_i64(ch, b.i64(nr))
+            if images != 1:
+                at = b.add_i64(at, b.mul_i64(image, b.i64(xis * panels * channels * nr)))
+            dst = b.gep(outp, at, f32)
             for xi in range(xis):  # stack row xi -> its panels, NR tiles at a time
                 emit_copy_nest(b, (panels, nr), Access(b.gep(dst, xi * panels * channels * nr, f32), (channels * nr, 1), f32),
                                Access(b.gep(values, xi * tiles_width, f32), (nr, 1), f32))
@@ -172,7 +199,7 @@ def _emit_winograd_input(ctx: KernelContext, op: Operation) -> None:
 
         emit_for(b, start, end, channel)
 
-    split_rows(ctx, channels, numel(_shape(out)) + numel(_shape(x)), rows)
+    split_rows(ctx, images * channels, numel(_shape(out)) + numel(_shape(x)), rows)
 
 
 def _emit_winograd_output(ctx: KernelContext, op: Operation) -> None:
@@ -186,8 +213,9 @@ def _emit_winograd_output(ctx: KernelContext, op: Operation) -> None:
     m = op.tile.value.data
     mats = matrices(m)
     a = mats.a
-    xis, cout, n = _shape(gemms)
-    _, _, oh, ow = _shape(out)
+    _, cout, n = _shape(gemms)
+    xis = a * a
+    images, _, oh, ow = _shape(out)
     row_tiles = -(-ow // m)
     lanes = ctx.target.float_lanes
     vectors, rest = divmod(row_tiles, lanes)
@@ -205,8 +233,11 @@ def _emit_winograd_output(ctx: KernelContext, op: Operation) -> None:
             down = [[_combine(b, mats.at[i], [mv[r * a + jj] for r in range(a)], const) for jj in range(a)] for i in range(m)]
             return [[_combine(b, mats.at[q], down[i], const) for q in range(m)] for i in range(m)]
 
-        def tile_row(co: SSAValue, th: SSAValue, out_rows: int) -> None:
-            base = b.gep(gp, b.add_i64(b.mul_i64(co, b.i64(n)), b.mul_i64(th, b.i64(row_tiles))), f32)
+        def tile_row(r: SSAValue, th: SSAValue, out_rows: int) -> None:
+            """Tile row th of output row r (image r / Cout's channel co = r % Cout)."""
+            image, co = _image_and_row(b, r, images, cout)
+            first = _val(b, image) if images == 1 else b.mul_i64(image, b.i64(xis * cout * n))
+            base = b.gep(gp, b.add_i64(first, b.add_i64(b.mul_i64(co, b.i64(n)), b.mul_i64(th, b.i64(row_tiles)))), f32)
 
             def vector(j: SSAValue, _c: list[SSAValue]) -> list[SSAValue]:
                 tw0 = b.mul_i64(j, b.i64(lanes))
@@ -228,11 +259,13 @@ def _emit_winograd_output(ctx: KernelContext, op: Operation) -> None:
             emit_for(b, 0, vectors, vector)
             emit_for(b, vectors * lanes, row_tiles, scalar)
             r0 = b.mul_i64(th, b.i64(m))
-            dst = b.gep(outp, b.add_i64(b.mul_i64(co, b.i64(oh * ow)), b.mul_i64(r0, b.i64(ow))), f32)
+            dst = b.gep(outp, b.add_i64(b.mul_i64(r, b.i64(oh * ow)), b.mul_i64(r0, b.i64(ow))), f32)
             ins = [Access(stage, (width, 1), f32)]
             if acc is not None:
                 assert accp is not None and acc_strides is not None
                 offset = b.add_i64(b.mul_i64(co, b.i64(acc_strides[1])), b.mul_i64(r0, b.i64(acc_strides[2])))
+                if images != 1 and acc_strides[0]:
+                    offset = b.add_i64(offset, b.mul_i64(image, b.i64(acc_strides[0])))
                 ins.append(Access(b.gep(accp, offset, f32), acc_strides[2:], f32))
 
             def epilogue(b: FunctionBuilder, vals: list[SSAValue]) -> SSAValue:
@@ -244,17 +277,19 @@ def _emit_winograd_output(ctx: KernelContext, op: Operation) -> None:
             with _scalar_errors(op):
                 emit_pointwise(b, (out_rows, ow), Access(dst, (ow, 1), f32), ins, epilogue)
 
-        def channel(co: SSAValue, _c: list[SSAValue]) -> list[SSAValue]:
+        def channel(r: SSAValue, _c: list[SSAValue]) -> list[SSAValue]:
             full, last = divmod(oh, m)
-            emit_for(b, 0, full, lambda th, _: tile_row(co, th, m) or [])
+            emit_for(b, 0, full, lambda th, _: tile_row(r, th, m) or [])
             if last:
-                tile_row(co, b.i64(full), last)
+                tile_row(r, b.i64(full), last)
             return []
 
         emit_for(b, start, end, channel)
 
-    split_rows(ctx, cout, numel(_shape(gemms)) + numel(_shape(out)), rows)
+    split_rows(ctx, images * cout, numel(_shape(gemms)) + numel(_shape(out)), rows)
 
 
+# a batch of images of run-time size: its rows (images x channels) counted at run time
+SYMBOLIC_KERNELS.update((buf.WinogradInputOp, buf.WinogradOutputOp))
 REGISTRY[buf.WinogradInputOp] = _emit_winograd_input
 REGISTRY[buf.WinogradOutputOp] = _emit_winograd_output

@@ -48,7 +48,7 @@ from tensor_graphs.dialects import tensor as tg
 from tensor_graphs.dialects.shapes import ATTENTION_OPERANDS, numel
 from tensor_graphs.lowering.tensor_to_buffer.scratch import attention_scratch_type
 from tensor_graphs.dialects.packing import PanelLayout
-from tensor_graphs.dialects.symbolic import dims_of, simplify, symbols_of, upper_bound
+from tensor_graphs.dialects.symbolic import dims_of, shaped_memref, simplify, symbols_of, upper_bound
 from tensor_graphs.target import TARGET_ATTR, Target, of_module
 from tensor_graphs.dialects.tensor import TABLE_NAME
 
@@ -514,8 +514,9 @@ def _quantized_matvec(fmt: str) -> Build:
 
 
 def _packed_rhs_applies(op: Operation) -> str | None:
-    """A 2-D f32 weight (or a reshape of one) times one activation matrix (a convolution's
-    ``W[Cout, K] @ cols[K, P]``), neither transposed, with at least 16 columns."""
+    """A 2-D f32 weight (or a reshape of one) times one activation matrix or a batch of them (a
+    convolution's ``W[Cout, K] @ cols[B, K, P]``, B images, static or a size symbol), neither
+    transposed, with at least 16 columns."""
     assert isinstance(op, tg.MatmulOp)
     if (why := _all_f32(op)) is not None:
         return why
@@ -529,8 +530,8 @@ def _packed_rhs_applies(op: Operation) -> str | None:
         return "the rhs is a weight"
     if any(op.properties.get(t) == tg.bool_attr(True) for t in ("transpose_a", "transpose_b")):
         return "an operand is transposed"
-    if any(d != 1 for d in _shape(rhs)[:-2]):
-        return f"the rhs {list(_shape(rhs))} is a batch of matrices"
+    if len(_shape(rhs)) > 3 and any(d != 1 for d in _shape(rhs)[:-3]):
+        return f"the rhs {list(_shape(rhs))} is a batch of matrices along more than one dim"
     if _shape(rhs)[-1] < 16:
         return f"N = {_shape(rhs)[-1]} < 16 columns: too narrow to pack"
     return None
@@ -540,7 +541,9 @@ def _pack_rhs_at_run_time(op: Operation, ins: Sequence[SSAValue], target: Target
     """The activation rhs ``[1.., K, N]`` is packed into column panels by the graph itself, into a
     scratch buffer (``buf.im2col`` of a 1x1 window over it seen as ``[1, K, 1, N]``: see
     `buf.Im2colOp`; `fuse-im2col-panels` folds a convolution's own im2col into it), and the
-    weight lhs is the GEMM's A, read as stored (``[1.., M, K]`` to match the output's rank)."""
+    weight lhs is the GEMM's A, read as stored (``[1.., M, K]`` to match the output's rank).
+    A batch of B activations ``[B, K, N]`` (B not 1: images) is packed into B sets of panels
+    ``[B, P, K, NR]``, a batch of GEMMs that share the weight as their A (``[M, K]``)."""
     m, k = _shape(op.operands[0])
     out_shape = _shape(op.results[0])
     n = out_shape[-1]
@@ -548,17 +551,29 @@ def _pack_rhs_at_run_time(op: Operation, ins: Sequence[SSAValue], target: Target
     f32 = Float32Type()
     ops: list[Operation] = []
     lhs = ins[0]
+    images = numel(_dims(op.results[0])[:-2])  # a size symbol's expression for a symbolic batch
+    if images != 1:  # one set of panels per image, one A for all: out [B, M, N]
+        ops.append(buf.ReshapeOp(ins[1], shaped_memref(f32, (images, k, 1, n))))
+        panels = buf.AllocOp(shaped_memref(f32, (images, -(-n // nr), k, nr)))
+        return _packed_panels(op, ops, panels, nr, [lhs, panels.result, *ins[2:]])
     if len(out_shape) > 2:
         ops.append(buf.ReshapeOp(lhs, MemRefType(f32, (*out_shape[:-2], m, k))))
         lhs = ops[-1].results[0]
     ops.append(buf.ReshapeOp(ins[1], MemRefType(f32, (1, k, 1, n))))
     panels = buf.AllocOp(MemRefType(f32, (-(-n // nr), k, nr)))
+    return _packed_panels(op, ops, panels, nr, [lhs, panels.result, *ins[2:]])
+
+
+def _packed_panels(op: Operation, ops: list[Operation], panels: buf.AllocOp, nr: int,
+                   operands: list[SSAValue]) -> tuple[list[Operation], list[SSAValue]]:
+    """``ops`` (ending with the rhs seen as ``[B, K, 1, N]``), then ``panels`` and the 1x1 window
+    ``buf.im2col`` that packs the rhs into them; the GEMM's ``operands``."""
     panels.result.name_hint = (op.operands[1].name_hint or "rhs") + "_panels"
     one = DenseArrayBase.from_list(i64, [1, 1])
     props = {"kernel": one, "stride": one, "padding": DenseArrayBase.from_list(i64, [0, 0]), "dilation": one,
              "panels": IntegerAttr(nr, i64)}
     ops += [panels, buf.Im2colOp([ops[-1].results[0]], [panels.result], props)]
-    return ops, [lhs, panels.result, *ins[2:]]
+    return ops, operands
 
 
 def _table_packed_by_a_gemm(op: Operation) -> str | None:
@@ -876,7 +891,8 @@ def _winograd_applies(op: Operation) -> str | None:
 def _winograd_gemms(op: Operation, ins: Sequence[SSAValue], target: Target) -> tuple[list[Operation], list[SSAValue]]:
     """The input transform (`buf.winograd_input`) into column panels of the target's width, and
     the ``a * a`` GEMMs of the transformed weight (a `buf.packed_weight` of layout
-    ``winograd<m>``) by those panels: the output transform's first input (``[a*a, Cout, tiles]``)."""
+    ``winograd<m>``) by those panels: the output transform's first input (``[a*a, Cout, tiles]``;
+    over N images, ``N * a * a`` GEMMs, each image's ``a * a`` by the same weights)."""
     assert isinstance(op, tg.WinogradConvOp) and isinstance(op.weight.owner, tg.WeightOp)
     m = op.tile.value.data
     cout, c = _shape(op.weight)[:2]
@@ -889,13 +905,14 @@ def _winograd_gemms(op: Operation, ins: Sequence[SSAValue], target: Target) -> t
     u = buf.PackedWeightOp(op.weight.owner.weight_name.data, False, MemRefType(f32, (xis, cout, c)), _shape(op.weight),
                            layout=f"winograd{m}")
     u.result.name_hint = (op.weight.name_hint or "w") + "_winograd"
-    v = buf.AllocOp(MemRefType(f32, (xis, panels, c, nr)))
+    gemms = simplify(_dims(op.result)[0] * xis)  # a*a per image
+    v = buf.AllocOp(shaped_memref(f32, (gemms, panels, c, nr)))
     v.result.name_hint = (op.input.name_hint or "x") + "_tiles"
     transform = buf.WinogradInputOp([ins[0]], [v.result], {"padding": op.padding, "tile": op.tile})
-    products = buf.AllocOp(MemRefType(f32, (xis, cout, tiles)))
+    products = buf.AllocOp(shaped_memref(f32, (gemms, cout, tiles)))
     products.result.name_hint = (op.result.name_hint or "conv") + "_products"
-    gemms = buf.PackedMatmulOp([u.result, v.result], [products.result])
-    return [u, v, transform, products, gemms], [products.result, *ins[2:]]
+    matmuls = buf.PackedMatmulOp([u.result, v.result], [products.result])
+    return [u, v, transform, products, matmuls], [products.result, *ins[2:]]
 
 
 def _direct_conv_applies(op: Operation) -> str | None:
@@ -909,28 +926,33 @@ def _direct_conv_applies(op: Operation) -> str | None:
     return None
 
 
-def _direct_acc_shape(op: tg.WinogradConvOp) -> tuple[int, int] | None:
-    """The accumulator seen as a matrix broadcasting to ``[Cout, OH * OW]``, or None."""
+def _direct_acc_shape(op: tg.WinogradConvOp) -> tuple | None:
+    """The accumulator seen as a matrix broadcasting to ``[Cout, OH * OW]`` (or ``[N, Cout, OH *
+    OW]``, a residual over N images), or None."""
     assert op.acc is not None
-    _, cout, oh, ow = _shape(op.result)
-    acc = _shape(op.acc)
+    images, cout, oh, ow = _dims(op.result)
+    acc = _dims(op.acc)
     dims = [d for d in acc if d != 1]
     if numel(acc) == cout and (dims == [cout] or cout == 1) and len(acc) >= 3 and acc[-3] == cout:
         return (cout, 1)
     if (1,) * (4 - len(acc)) + tuple(acc) == (1, cout, oh, ow):
         return (cout, oh * ow)
+    if tuple(acc) == (images, cout, oh, ow):
+        return (images, cout, oh * ow)
     return None
 
 
 def _direct_conv_panels(op: Operation, ins: Sequence[SSAValue], target: Target) -> tuple[list[Operation], list[SSAValue]]:
     """The input's 3x3 windows straight into column panels (`buf.im2col` with ``panels``), the
-    weight read as stored as the GEMM's A ``[Cout, C * 9]``, the accumulator as a matrix."""
+    weight read as stored as the GEMM's A ``[Cout, C * 9]``, the accumulator as a matrix (N
+    images: N sets of panels, a batch of GEMMs sharing that A)."""
     assert isinstance(op, tg.WinogradConvOp)
     cout, c = _shape(op.weight)[:2]
     _, _, oh, ow = _shape(op.result)
+    images = _dims(op.result)[0]
     nr = target.panel_columns_for(oh * ow)
     f32 = Float32Type()
-    panels = buf.AllocOp(MemRefType(f32, (-(-(oh * ow) // nr), c * 9, nr)))
+    panels = buf.AllocOp(shaped_memref(f32, (*([images] if images != 1 else []), -(-(oh * ow) // nr), c * 9, nr)))
     panels.result.name_hint = (op.input.name_hint or "x") + "_panels"
     three, one = DenseArrayBase.from_list(i64, [3, 3]), DenseArrayBase.from_list(i64, [1, 1])
     props = {"kernel": three, "stride": one, "padding": op.padding, "dilation": one, "panels": IntegerAttr(nr, i64)}
@@ -940,15 +962,15 @@ def _direct_conv_panels(op: Operation, ins: Sequence[SSAValue], target: Target) 
     if op.acc is not None:
         shape = _direct_acc_shape(op)
         assert shape is not None
-        ops.append(buf.ReshapeOp(ins[2], MemRefType(f32, shape)))
+        ops.append(buf.ReshapeOp(ins[2], shaped_memref(f32, shape)))
     return ops, [weight.results[0], panels.result, *([ops[-1].results[0]] if op.acc is not None else [])]
 
 
 def _direct_conv(op: Operation, ins: Sequence[SSAValue], out: SSAValue) -> list[Operation]:
     """The GEMM ``[Cout, C * 9] x panels`` writing the output seen as ``[Cout, OH * OW]``."""
     assert isinstance(op, tg.WinogradConvOp)
-    _, cout, oh, ow = _shape(op.result)
-    view = buf.ReshapeOp(out, MemRefType(Float32Type(), (cout, oh * ow)))
+    images, cout, oh, ow = _dims(op.result)
+    view = buf.ReshapeOp(out, shaped_memref(Float32Type(), (*([images] if images != 1 else []), cout, oh * ow)))
     props = {k: op.properties[k] for k in ("alpha", "beta", "activation") if k in op.properties}
     return [view, buf.PackedMatmulOp(ins, [view.results[0]], props)]
 
