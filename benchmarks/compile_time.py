@@ -10,7 +10,10 @@ of ``compile()``, the median of each phase (`tensor_graphs.CompileStats`), and t
 optimised LLVM IR (the two LLVM phases grow with the code emitted). Each model is compiled
 with no compile cache (``TG_CACHE=off``) and again from a fresh cache filled by one untimed
 compile (`codegen.llvm.object_cache`); "own" is the wall time without torch.export's.
-tests/test_gpt2.py holds GPT-2 small to 15 s.
+tests/test_gpt2.py holds GPT-2 small to 15 s. ``--dynamic`` compiles each model a second time
+with ``dynamic_shapes`` (GPT-2 and BERT: ``Dim("seq", 1, 512)`` on the ids' dim 1; ResNet-50:
+``Dim("batch", 1, 16)`` at an example batch of 2, since torch.export specialises a size of 1)
+and prints its row beside the static one (torch.export's symbolic trace is its own phase).
 """
 
 from __future__ import annotations
@@ -43,6 +46,15 @@ class FirstOutput(torch.nn.Module):
         return getattr(self.model(x, **self.kwargs), self.key)
 
 
+#: ``--dynamic``: (model name -> the dynamic_shapes spec and the example inputs it is compiled at)
+def dynamic(name: str, inputs: tuple[torch.Tensor, ...]) -> tuple[tuple, tuple[torch.Tensor, ...]]:
+    from torch.export import Dim
+
+    if name == "resnet50":
+        return ({0: Dim("batch", min=1, max=16)},), (torch.cat([inputs[0], inputs[0]]),)
+    return ({1: Dim("seq", min=1, max=512)},), inputs
+
+
 def gpt2(**config) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
     model = transformers.GPT2LMHeadModel(transformers.GPT2Config(**config)).eval()
     seq = min(128, model.config.n_positions)
@@ -70,6 +82,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", nargs="+", choices=sorted(MODELS), default=["gpt2", "bert", "resnet50"])
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--dynamic", action="store_true", help="also compile each model with dynamic_shapes (no cache)")
     args = ap.parse_args()
     if args.repeat < 1:
         ap.error("--repeat must be at least 1")
@@ -82,19 +95,20 @@ def main() -> None:
     print("|---|--:|--:|---|--:|")
     for name in args.models:
         model, inputs = MODELS[name]()
-        for cached in (False, True):
+        for cached in (False, True, *(("dynamic",) if args.dynamic else ())):
             # uncached: no compile cache at all; cached: a fresh one, filled by an untimed compile
-            os.environ["TG_CACHE"] = "on" if cached else "off"
+            os.environ["TG_CACHE"] = "on" if cached is True else "off"
             os.environ["TG_CACHE_DIR"] = tempfile.mkdtemp(prefix="tg-compile-cache-")
-            if cached:
+            if cached is True:
                 tg.compile(model, inputs)
+            spec, example = dynamic(name, inputs) if cached == "dynamic" else (None, inputs)
             walls: list[float] = []
             phases: dict[str, list[float]] = {}
             fn = None
             for _ in range(args.repeat):
                 stats = tg.CompileStats()
                 t0 = time.perf_counter()
-                fn = tg.compile(model, inputs, stats=stats)
+                fn = tg.compile(model, example, stats=stats, dynamic_shapes=spec)
                 walls.append(time.perf_counter() - t0)
                 for phase, seconds in stats.seconds.items():
                     phases.setdefault(phase, []).append(seconds)
@@ -102,7 +116,7 @@ def main() -> None:
             lines = len(fn.ir("llvm").splitlines())
             own = [w - e for w, e in zip(walls, phases["torch.export"])]
             shown = ", ".join(f"{p} {statistics.median(v):.2f}" for p, v in phases.items())
-            label = f"{name} ({'from the compile cache' if cached else 'no cache'})"
+            label = f"{name} ({'dynamic, no cache' if cached == 'dynamic' else 'from the compile cache' if cached else 'no cache'})"
             print(f"| {label} | {statistics.median(walls):.2f} | {statistics.median(own):.2f} | {shown} | {lines} |", flush=True)
 
 

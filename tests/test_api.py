@@ -181,3 +181,28 @@ def test_bool_output_in_torch_mode():
     assert mask.dtype == torch.bool and bool(mask.all())
     y2, mask2 = fn(x.numpy())
     assert mask2.dtype == np.bool_ and mask2.all()
+
+
+def test_the_garbage_collector_is_paused_while_compiling_and_restored_after():
+    """`driver.collector`: paused during a compile (nested and concurrent compiles share the pause),
+    running again after it, and left off when the caller had turned it off."""
+    import gc
+
+    from tensor_graphs.driver.collector import paused_collector
+
+    assert gc.isenabled()
+    with paused_collector():
+        assert not gc.isenabled()
+        with paused_collector():  # a compile inside a compile (the tuner's candidates)
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    model = torch.nn.Linear(4, 3).eval()
+    tg.compile(model, (torch.randn(2, 4),))
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        tg.compile(model, (torch.randn(2, 4),))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

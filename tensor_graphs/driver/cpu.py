@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
+from tensor_graphs.driver.collector import paused_collector
 from tensor_graphs.driver.lowering import CompileStats, Lowering, begin, module_target, set_target
 from tensor_graphs.options import CompileOptions
 from tensor_graphs.passes import BUFFER_PIPELINE, LLVM_PIPELINE, PROFILED_LLVM_PIPELINE, buffer_pipeline
@@ -30,7 +31,26 @@ def compile_module(
 ) -> CompiledGraph:
     """Lower ``module`` (changed in place) with ``options`` and bind ``weights``
     (`tensor_graphs.api.compile_module` says what each argument does); ``options.device``
-    other than the CPU: `gpu.compile_for_gpu`. The options' tuning is not read here."""
+    other than the CPU: `gpu.compile_for_gpu`. The options' tuning is not read here. Python's
+    cyclic garbage collector is paused meanwhile (`collector.paused_collector`)."""
+    with paused_collector():
+        return _compile_module(module, weights, options, stats=stats, tg_passes=tg_passes, states=states, packed=packed,
+                               verify=verify, optimize=optimize)
+
+
+def _compile_module(
+    module: ModuleOp,
+    weights: Mapping[str, np.ndarray] | None,
+    options: CompileOptions,
+    *,
+    stats: CompileStats | None,
+    tg_passes: Sequence[str],
+    states: Mapping[str, np.ndarray] | None,
+    packed: dict | None,
+    verify: bool,
+    optimize: bool,
+) -> CompiledGraph:
+    """`compile_module`'s work."""
     from tensor_graphs.codegen.llvm.jit import jit_compile
 
     if options.device != "cpu":
