@@ -44,11 +44,6 @@ from tensor_graphs.dialects.shapes import numel
 from tensor_graphs.dialects.symbolic import dims_of, shaped_memref
 
 
-def _shape(value: SSAValue) -> tuple:
-    """Ints, and size symbols' expressions for dynamic dims (`dialects.symbolic`)."""
-    return dims_of(value.type)
-
-
 def _views_and_readers(alloc: buf.AllocOp) -> tuple[list[Operation], list[tuple[Operation, SSAValue]]] | None:
     """The reshapes of ``alloc``'s buffer (deepest first) and every (op, operand) that uses it
     through them; None when a subview (part of the bytes) takes it."""
@@ -83,7 +78,7 @@ def _fusable_gemm(value: SSAValue, add: buf.BiasActivationOp) -> buf.PackedMatmu
     if gemm is None or not any(op is add for op, _ in readers):
         return None
     # one GEMM, or a batch of them sharing their A (a convolution over a batch of images)
-    one_a = len(_shape(gemm.inputs[1])) == 3 or len(_shape(gemm.inputs[0])) == 2
+    one_a = len(dims_of(gemm.inputs[1].type)) == 3 or len(dims_of(gemm.inputs[0].type)) == 2
     if len(gemm.inputs) > 3 or not one_a or gemm.activation.data != "none":
         return None
     if len(gemm.inputs) == 3 and gemm.flags[1] == 0.0:
@@ -92,7 +87,7 @@ def _fusable_gemm(value: SSAValue, add: buf.BiasActivationOp) -> buf.PackedMatmu
 
 
 def _view(value: SSAValue, shape: tuple[int, ...]) -> tuple[list[Operation], SSAValue]:
-    if _shape(value) == shape:
+    if dims_of(value.type) == shape:
         return [], value
     view = buf.ReshapeOp(value, shaped_memref(f32, shape))
     return [view], view.result
@@ -106,7 +101,7 @@ class FuseResidualIntoGemm(RewritePattern):
     def match_and_rewrite(self, op: buf.BiasActivationOp, rewriter: PatternRewriter) -> None:
         x, other = op.inputs
         out = op.output
-        if numel(_shape(other)) != numel(_shape(out)):
+        if numel(dims_of(other.type)) != numel(dims_of(out.type)):
             return  # a broadcast bias: fuse-matmul-epilogue's
         block = op.parent_block()
         if block is None:
@@ -116,7 +111,7 @@ class FuseResidualIntoGemm(RewritePattern):
             return
         # the GEMM computed last: the other operand is ready before it
         gemm, addend = max(candidates, key=lambda c: block.get_operation_index(c[0]))
-        shape = _shape(gemm.output)
+        shape = dims_of(gemm.output.type)
         new_ops, addend_view = _view(addend, shape)
         out_ops, out_view = _view(out, shape)
         props = {k: v for k, v in gemm.properties.items() if k in ("alpha", "beta")}

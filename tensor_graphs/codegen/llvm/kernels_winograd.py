@@ -40,6 +40,7 @@ from tensor_graphs.codegen.llvm.kernels import (
     Access,
     KernelContext,
     _scalar_errors,
+    _shape,
     check_no_overlap,
     emit_copy_nest,
     emit_pointwise,
@@ -51,13 +52,7 @@ from tensor_graphs.codegen.llvm.loops import value as _val
 from tensor_graphs.codegen.llvm.scalar import emit_unary
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.shapes import numel
-from tensor_graphs.dialects.symbolic import dims_of
 from tensor_graphs.dialects.winograd import matrices
-
-
-def _shape(value: SSAValue) -> tuple:
-    """Ints, and a size symbol's expression for a dynamic dim (the batch of images)."""
-    return dims_of(value.type)
 
 
 def _image_and_row(b: FunctionBuilder, r: SSAValue, images, rows: int) -> tuple[SSAValue | int, SSAValue]:
