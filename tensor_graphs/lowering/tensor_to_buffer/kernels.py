@@ -530,8 +530,8 @@ def _packed_rhs_applies(op: Operation) -> str | None:
         return "the rhs is a weight"
     if any(op.properties.get(t) == tg.bool_attr(True) for t in ("transpose_a", "transpose_b")):
         return "an operand is transposed"
-    if len(_shape(rhs)) > 3 and any(d != 1 for d in _shape(rhs)[:-3]):
-        return f"the rhs {list(_shape(rhs))} is a batch of matrices along more than one dim"
+    if numel(_shape(rhs)[:-2]) != 1 and len(_shape(rhs)) != 3:
+        return f"the rhs {list(_shape(rhs))} is a batch of matrices, not [B, K, N]"
     if _shape(rhs)[-1] < 16:
         return f"N = {_shape(rhs)[-1]} < 16 columns: too narrow to pack"
     return None
