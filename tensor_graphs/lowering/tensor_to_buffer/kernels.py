@@ -555,25 +555,18 @@ def _pack_rhs_at_run_time(op: Operation, ins: Sequence[SSAValue], target: Target
     if images != 1:  # one set of panels per image, one A for all: out [B, M, N]
         ops.append(buf.ReshapeOp(ins[1], shaped_memref(f32, (images, k, 1, n))))
         panels = buf.AllocOp(shaped_memref(f32, (images, -(-n // nr), k, nr)))
-        return _packed_panels(op, ops, panels, nr, [lhs, panels.result, *ins[2:]])
-    if len(out_shape) > 2:
-        ops.append(buf.ReshapeOp(lhs, MemRefType(f32, (*out_shape[:-2], m, k))))
-        lhs = ops[-1].results[0]
-    ops.append(buf.ReshapeOp(ins[1], MemRefType(f32, (1, k, 1, n))))
-    panels = buf.AllocOp(MemRefType(f32, (-(-n // nr), k, nr)))
-    return _packed_panels(op, ops, panels, nr, [lhs, panels.result, *ins[2:]])
-
-
-def _packed_panels(op: Operation, ops: list[Operation], panels: buf.AllocOp, nr: int,
-                   operands: list[SSAValue]) -> tuple[list[Operation], list[SSAValue]]:
-    """``ops`` (ending with the rhs seen as ``[B, K, 1, N]``), then ``panels`` and the 1x1 window
-    ``buf.im2col`` that packs the rhs into them; the GEMM's ``operands``."""
+    else:
+        if len(out_shape) > 2:
+            ops.append(buf.ReshapeOp(lhs, MemRefType(f32, (*out_shape[:-2], m, k))))
+            lhs = ops[-1].results[0]
+        ops.append(buf.ReshapeOp(ins[1], MemRefType(f32, (1, k, 1, n))))
+        panels = buf.AllocOp(MemRefType(f32, (-(-n // nr), k, nr)))
     panels.result.name_hint = (op.operands[1].name_hint or "rhs") + "_panels"
     one = DenseArrayBase.from_list(i64, [1, 1])
     props = {"kernel": one, "stride": one, "padding": DenseArrayBase.from_list(i64, [0, 0]), "dilation": one,
              "panels": IntegerAttr(nr, i64)}
     ops += [panels, buf.Im2colOp([ops[-1].results[0]], [panels.result], props)]
-    return ops, operands
+    return ops, [lhs, panels.result, *ins[2:]]
 
 
 def _table_packed_by_a_gemm(op: Operation) -> str | None:
