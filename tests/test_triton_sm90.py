@@ -191,10 +191,17 @@ def test_offline_compile_reports_each_launch(tmp_path):
             tl.store(out + tl.arange(0, 16), acc)
     """)
     launches_ = [["twice", ["*fp32", "*fp32"], None], ["changes_type", ["*fp32", "*fp32"], 8], ["absent", ["*fp32"], None]]
+    # the same kernel under another name, as a model's layers repeat theirs: compiled once per
+    # warps (an earlier launch's outcome serves the same source, signature and warps)
+    renamed = source.replace("twice", "k7_double")
+    again = [["k7_double", ["*fp32", "*fp32"], None], ["k7_double", ["*fp32", "*fp32"], 8]]
     results = compile_programs([{"what": "a", "source": source, "launches": launches_},
-                                {"what": "b", "source": "import not_a_module_anywhere\n", "launches": [["k", ["*fp32"], None]]}],
+                                {"what": "b", "source": "import not_a_module_anywhere\n", "launches": [["k", ["*fp32"], None]]},
+                                {"what": "c", "source": renamed, "launches": again}],
                                resources=True, cache_dir=str(tmp_path / "cache"))
-    ok, rejected, absent, unloaded = results
+    ok, rejected, absent, unloaded, same, wider = results
+    assert same == {**ok, "what": "c", "kernel": "k7_double"}
+    assert wider["ok"] and wider["warps"] == 8
     assert ok["ok"] and ok["registers"] > 0 and ok["spill_stores"] == 0 and ok["warps"] == 4
     # compiled for 16-byte aligned pointers, as the runtime's launches are: its load and store 16 bytes at a time
     assert ok["vector_accesses"] >= 2

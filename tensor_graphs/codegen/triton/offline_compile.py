@@ -43,7 +43,8 @@ def compile_programs(programs: list[dict], capability: int = 90, resources: bool
                      cache_dir: str | None = None, timeout: float = 900) -> list[dict]:
     """Every ``(kernel, signature, warps)`` of each program compiled for ``capability`` in a
     child process; one result per launch (``ok``, else ``error``: the compiler's last line), with
-    its resources when asked. ``cache_dir``: Triton's cache for the child (default: a fresh one,
+    its resources when asked; a kernel repeated under another name (the same source, signature
+    and warps) is compiled once. ``cache_dir``: Triton's cache for the child (default: a fresh one,
     so that nothing is taken from an earlier compile)."""
     with tempfile.TemporaryDirectory(prefix="tg-offline-") as tmp:
         path, out = Path(tmp) / "programs.json", Path(tmp) / "results.json"
@@ -93,15 +94,29 @@ def specialization(signature: list[str], aligned: list[bool] | None = None) -> d
     return {(k,): [["tt.divisibility", POINTER_ALIGNMENT]] for k, (t, ok) in enumerate(zip(signature, flags)) if t.startswith("*") and ok}
 
 
+def _launch_key(module: Any, name: str, signature: list[str], warps: int | None, aligned: list[bool] | None) -> tuple:
+    """What a launch's compile depends on, its kernel's name aside: the kernel's own source with
+    its name replaced, the module's other Triton functions (the helpers it may call: the same
+    prelude in every program `convert-tensor-to-triton` emits), the signature, the warps and the
+    aligned pointers. The layers of a model and the variants pinned one op at a time repeat most
+    kernels under other names (a third to a half of the launches of `tests/test_triton_sm90.py`),
+    and each compile takes about 0.2 s."""
+    import triton
+
+    fn = getattr(module, name)
+    helpers = tuple(sorted((k, v.src) for k, v in vars(module).items()
+                           if isinstance(v, triton.runtime.JITFunction) and k != name and not re.fullmatch(r"k\d+_\w+", k)))
+    own = re.sub(rf"\b{re.escape(name)}\b", "<kernel>", fn.src)
+    return own, helpers, tuple(signature), warps, None if aligned is None else tuple(aligned)
+
+
 def _compile_in_this_process(programs: list[dict], capability: int, resources: bool) -> list[dict]:
-    """The child's work (`compile_programs`): Triton imported here, as a compiler."""
+    """The child's work (`compile_programs`): Triton imported here, as a compiler; a launch whose
+    compile an earlier one already did (`_launch_key`) takes that one's outcome."""
     import importlib.util
 
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
     results: list[dict[str, Any]] = []
+    done: dict[tuple, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for k, program in enumerate(programs):
             path = Path(tmp) / f"tg_offline_{k}.py"  # Triton reads a kernel's source from its file
@@ -121,19 +136,36 @@ def _compile_in_this_process(programs: list[dict], capability: int, resources: b
                         raise RuntimeError(loaded)
                     if not hasattr(module, name):
                         raise RuntimeError(f"no kernel '{name}' in the source")
-                    fn = getattr(module, name)
-                    source = ASTSource(fn=fn, signature=dict(zip(fn.arg_names, signature)), constexprs={}, attrs=specialization(signature, rest[0] if rest else None))
-                    compiled = triton.compile(source,
-                                              target=GPUTarget("cuda", capability, 32),
-                                              options={"num_warps": warps} if warps else {})
-                    result.update(ok=True, shared=int(compiled.metadata.shared), warps=int(compiled.metadata.num_warps))
-                    if resources:
-                        result.update(_ptxas_resources(compiled.asm["ptx"], capability))
-                except Exception as e:  # the compiler's own message, for the caller to report
+                    key = _launch_key(module, name, signature, warps, rest[0] if rest else None)
+                    if key not in done:
+                        done[key] = _compile_launch(getattr(module, name), signature, warps, rest[0] if rest else None,
+                                                    capability, resources)
+                    result.update(done[key])
+                except Exception as e:  # the source itself, not the compiler (which `_compile_launch` reports)
                     text = str(e).strip()
                     result.update(ok=False, error=text.splitlines()[-1][:300] if text else repr(e))
                 results.append(result)
     return results
+
+
+def _compile_launch(fn: Any, signature: list[str], warps: int | None, aligned: list[bool] | None, capability: int,
+                    resources: bool) -> dict[str, Any]:
+    """One kernel compiled for ``capability``: ``ok`` with Triton's shared memory and warps (and
+    ptxas's resources), or ``ok=False`` with the compiler's last line."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    try:
+        source = ASTSource(fn=fn, signature=dict(zip(fn.arg_names, signature)), constexprs={}, attrs=specialization(signature, aligned))
+        compiled = triton.compile(source, target=GPUTarget("cuda", capability, 32), options={"num_warps": warps} if warps else {})
+        result: dict[str, Any] = dict(ok=True, shared=int(compiled.metadata.shared), warps=int(compiled.metadata.num_warps))
+        if resources:
+            result.update(_ptxas_resources(compiled.asm["ptx"], capability))
+        return result
+    except Exception as e:  # the compiler's own message, for the caller to report
+        text = str(e).strip()
+        return dict(ok=False, error=text.splitlines()[-1][:300] if text else repr(e))
 
 
 if __name__ == "__main__":  # the child of `compile_programs`
