@@ -233,12 +233,14 @@ def test_torch_compile_stays_compiled_for_symbolic_sizes(monkeypatch):
 @torch.no_grad()
 def test_a_packed_gemm_at_every_row_count(k, n):
     """Every row count up to 40 and around the blocks: each tail of the register tile, each
-    prefetch plan, one pass over K below two row blocks and K blocks above."""
+    prefetch plan, one pass over K below two row blocks and K blocks above; every 4th count up
+    to 200, a tail in the fewest row blocks of each plan of a wider prefetch spread (those of
+    7 * 6 + 1 rows and up on AVX-512)."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(k, n), torch.nn.GELU()).eval()
     fn = tg.compile(model, (torch.randn(64, k),), dynamic_shapes=({0: Dim("rows", min=1, max=512)},))
     assert "packed_matmul" in fn.ir("buf")
-    for m in [*range(1, 41), 63, 64, 65, 255, 512]:
+    for m in [*range(1, 41), *range(41, 200, 4), 63, 64, 65, 255, 512]:
         x = torch.randn(m, k)
         torch.testing.assert_close(fn(x), model(x), rtol=1e-5, atol=1e-5)  # observed <= 4.3e-6 (K = 768)
 

@@ -274,29 +274,48 @@ def call_tile(
     c: SSAValue,
     ldc: int | SSAValue,
     *,
-    alpha: float = 1.0,
-    accumulate: bool = False,
+    alpha: float | SSAValue = 1.0,
+    accumulate: bool | SSAValue = False,
     ahead: SSAValue | None = None,
 ) -> None:
     """At the cursor: ``C[rows, vectors * lanes] (+)= alpha * A[rows, steps] @ B[steps, ...]``
     through ``tile``'s function (`tile_function`); ``ahead``: where its prefetches start
-    (``tile.per_step`` lines every ``tile.spread`` steps)."""
+    (``tile.per_step`` lines every ``tile.spread`` steps). ``alpha`` (an f32) and
+    ``accumulate`` (an i1 or an i64, 0 or 1) may be run-time values."""
     if tile.per_step and ahead is None:
         raise LoweringError(f"call_tile: {tile.name} prefetches, but no address to prefetch from was given")
     b = ctx.b
     args = (a, _val(b, lda), bm, _val(b, ldb), _val(b, steps), ahead if ahead is not None else a, c, _val(b, ldc))
-    b.add(llvm.CallOp(tile_function(ctx, tile), *args, b.f32(alpha), b.i64(int(accumulate))))
+    scale = alpha if isinstance(alpha, SSAValue) else b.f32(alpha)
+    if isinstance(accumulate, SSAValue):
+        adding = accumulate if accumulate.type == i64 else b.add(llvm.ZExtOp(accumulate, i64))
+    else:
+        adding = b.i64(int(accumulate))
+    b.add(llvm.CallOp(tile_function(ctx, tile), *args, scale, adding))
 
 
 @dataclass(frozen=True)
 class KRange:
     """The k steps ``[start, start + steps)`` of one K block (``start`` static or run time);
-    ``first``: the tile starts from zeros; ``last``: alpha and the epilogue follow."""
+    ``first``: the tile starts from zeros; ``last``: alpha and the epilogue follow (each a bool,
+    or an i1 of a loop over the K blocks: `_emit_packed_matmul`'s ``each_k_block``)."""
 
     start: SSAValue | int
     steps: int
-    first: bool
-    last: bool
+    first: bool | SSAValue
+    last: bool | SSAValue
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One prefetch plan a run-time row count may take (`_emit_packed_matmul`): its index among
+    the kernel's plans (None: the one plan of a static count), the plan (lines per prefetching
+    step, k steps per loop iteration, prefetching row blocks) and the tail row counts that take
+    it (None: every one)."""
+
+    index: int | None
+    plan: tuple[int, int, int]
+    rows: frozenset[int] | None = None
 
 
 def _sum(b: FunctionBuilder, *terms: SSAValue | int | None) -> SSAValue | None:
@@ -493,21 +512,39 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
     row_span = (1, m)
 
     def run_time_plans(steps: int) -> list[tuple[int, tuple[int, int, int]]]:
-        """Run-time rows: (the fewest rows, the prefetch plan) for each spread, largest first: a
-        call takes the first its rows reach, the static plan of its row count (each plan its own
-        tile functions: one per spread, not one per row count; 3 row blocks at spread 3 run a
-        768 x 3072 GEMM 10% faster than at spread 2, Zen 3). Only the plans some row count of
-        `row_span` takes: each is code to compile."""
+        """Run-time rows: (the fewest rows, the prefetch plan) of each distinct plan, largest
+        first: a call takes the first its rows reach, the static plan of its row count (a plan
+        depends on the count of row blocks only, and many counts share one: each plan its own
+        tile functions, not each row count; 3 row blocks at spread 3 run a 768 x 3072 GEMM 10%
+        faster than at spread 2, Zen 3). The few blocks below `lines_per_row` take more lines a
+        step each (7 to 18 rows at MR 6: the static kernel's 2 lines a step in 2 blocks; without
+        a plan of their own they prefetched nothing, 1.2 to 1.3 times the static time over
+        weights streamed from L3, Emerald Rapids). Only the plans some row count of `row_span`
+        takes: each is code to compile."""
         plans: dict[tuple[int, int, int], int] = {}
-        for spread in range(MAX_SPREAD, 0, -1):
-            least = max(PREFETCH_MIN_ROWS, (spread * lines_per_row - 1) * mr + 1)
-            if least <= m:
-                plans.setdefault(prefetch_plan(steps, least, capped=False), least)
+        for count in range(-(-PREFETCH_MIN_ROWS // mr), -(-m // mr) + 1):
+            least = max(PREFETCH_MIN_ROWS, (count - 1) * mr + 1)
+            plans.setdefault(prefetch_plan(steps, least, capped=False), least)
         ordered = sorted(((least, plan) for plan, least in plans.items()), reverse=True)
         lo, hi = row_span
         # plan i serves the rows [least_i, least_{i-1}): those that meet [lo, hi]
         return [(least, plan) for i, (least, plan) in enumerate(ordered)
                 if least <= hi and (i == 0 or ordered[i - 1][0] > lo)]
+
+    def tail_shares(plans: list[tuple[int, tuple[int, int, int]]]) -> dict[int, set[int]]:
+        """Run-time rows: plan i (of `run_time_plans`) -> the tail rows (1 to MR - 1) of the row
+        counts of `row_span` that take plan i and whose tail takes a share of its prefetch: the
+        row blocks before the tail are fewer than the plan's prefetching blocks (the static
+        kernel's rule). Plans of one k step per prefetch only (up to 7 row blocks at 4 lines a
+        panel row): the share of a wider spread's tail (at its fewest rows only) is left to the
+        hardware prefetcher, since each (plan, tail rows) is a tile function to compile, and those
+        of spreads 2 to 8 would have more than doubled BERT-base's LLVM IR."""
+        shares: dict[int, set[int]] = {}
+        for rows in range(row_span[0], row_span[1] + 1):
+            i = next((i for i, (least, _) in enumerate(plans) if least <= rows), None)
+            if i is not None and plans[i][1][1] == 1 and rows % mr and rows // mr < plans[i][1][2]:
+                shares.setdefault(i, set()).add(rows % mr)
+        return shares
 
     def work_range(start: SSAValue, end: SSAValue, _thread: SSAValue, values: list[SSAValue]) -> None:
         """This thread's panels ``[start, end)``, or with ``a_stationary`` its row blocks
@@ -539,15 +576,15 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
             return y if act == "none" else emit_unary(b, act, y)
 
         def block(p: SSAValue, r0: SSAValue | int, rows: int | SSAValue, partial: bool, rb: SSAValue | int | None,
-                  ks: KRange, choices: tuple[list, SSAValue] | None = None,
-                  fixed: tuple[int, int, int] | None = None) -> None:
+                  ks: KRange, choices: tuple[list[Choice], SSAValue, bool] | None = None) -> None:
             """Rows ``[r0, r0 + rows)`` of panel ``p`` over the k steps ``ks``: the register tile
             (from zeros for the first K block, else from the sums stored so far), then, after the
             last K block, its epilogue. Block ``rb`` (one of the first `prefetching`) also
             prefetches its share of panel p + 1's same K block; with ``choices`` (run-time rows:
-            the prefetch plans and which one this call takes) under the plan chosen."""
-            plans = list(enumerate(choices[0])) if choices is not None and rb is not None else [
-                (None, fixed or (prefetch_plan(ks.steps) if choices is None else choices[0][0]))]
+            the prefetch plans, which one this call takes, and whether it surely takes one of
+            them) under the plan chosen."""
+            plans = list(choices[0]) if choices is not None and rb is not None else [
+                Choice(None, prefetch_plan(ks.steps) if choices is None else choices[0][0].plan)]
             k0 = ks.start
             a_base, out_base, col, g = pa, po, p, None
             if batched:  # panel p % panels of GEMM p / panels
@@ -584,26 +621,31 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
                     tile = Tile(r, width, lanes, plan[1], plan[0] if ahead is not None else 0, line_floats, b_aligned)
                     call_tile(ctx, tile, a_row, k, panel, nr, ks.steps, dest, ld, **kwargs, **({"ahead": ahead} if prefetch else {}))
 
-                def with_rows(plan: tuple[int, int, int], prefetching: bool = True) -> None:
+                def with_rows(choice: Choice, prefetching: bool = True) -> None:
                     if isinstance(rows, int):
-                        one(rows, plan, prefetching)
+                        one(rows, choice.plan, prefetching)
                         return
                     for r in range(1, mr):
-                        emit_if(b, icmp(b, "eq", rows, b.i64(r)), lambda r=r: one(r, plan, prefetching))
+                        if choice.rows is None or r in choice.rows:
+                            emit_if(b, icmp(b, "eq", rows, b.i64(r)), lambda r=r: one(r, choice.plan, prefetching))
 
-                if plans[0][0] is None:
-                    with_rows(plans[0][1])
+                if plans[0].index is None:
+                    with_rows(plans[0])
                     return
 
                 def from_plan(i: int) -> None:  # plan i, else the next; past the last: no prefetch
                     if i == len(plans):
-                        with_rows(plans[0][1], prefetching=False)
+                        with_rows(Choice(None, plans[0].plan), prefetching=False)
                         return
-                    emit_if(b, icmp(b, "eq", choices[1], b.i64(i)), lambda: with_rows(plans[i][1]), lambda: from_plan(i + 1))
+                    if i == len(plans) - 1 and choices[2]:  # the call takes one of these plans
+                        with_rows(plans[i])
+                        return
+                    emit_if(b, icmp(b, "eq", choices[1], b.i64(plans[i].index)), lambda: with_rows(plans[i]), lambda: from_plan(i + 1))
 
                 from_plan(0)
 
-            if partial and not (ks.first and ks.last):
+            if partial and not (ks.first is True and ks.last is True):
+                assert isinstance(ks.first, bool) and isinstance(ks.last, bool), "a partial panel's K blocks are emitted one by one"
                 # the last panel within a K-blocked pass (A-stationary): this block's sums go to
                 # the stack tile, then are added to out's columns (stored there after the first)
                 tile_call(alpha=alpha)
@@ -620,17 +662,28 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
                 with _scalar_errors(op):
                     emit_pointwise(b, (rows, last_cols), Access(out_tile, (n, 1), f32), ins, add_block)
                 return
-            tile_call(prefetch=True, alpha=alpha if ks.last else 1.0, accumulate=not ks.first)
+            if isinstance(ks.last, bool):
+                scale = alpha if ks.last else 1.0
+            else:
+                scale = alpha if alpha == 1.0 else b.add(llvm.SelectOp(ks.last, b.f32(alpha), b.f32(1.0)))
+            adding = (not ks.first) if isinstance(ks.first, bool) else b.add(llvm.SubOp(b.i64(1), b.add(llvm.ZExtOp(ks.first, i64))))
+            tile_call(prefetch=True, alpha=scale, accumulate=adding)
             cols = last_cols if partial else nr
-            if not ks.last or not (partial or addends or act != "none"):
+            if ks.last is False or not (partial or addends or act != "none"):
                 return
             ins = [Access(dest, (ld, 1), f32), *addend_accesses(r0, col0, g)]
 
             def epilogue(b: FunctionBuilder, vals: list[SSAValue]) -> SSAValue:
                 return finish(b, vals[0], vals[1:])
 
-            with _scalar_errors(op):
-                emit_pointwise(b, (rows, cols), Access(out_tile, (n, 1), f32), ins, epilogue)
+            def sweep() -> None:
+                with _scalar_errors(op):
+                    emit_pointwise(b, (rows, cols), Access(out_tile, (n, 1), f32), ins, epilogue)
+
+            if ks.last is True:
+                sweep()
+            else:
+                emit_if(b, ks.last, sweep)
 
         def panel(p: SSAValue, partial: bool, ks: KRange) -> None:
             if m_size is not None:
@@ -650,7 +703,7 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
             (fewer than MR) after them when it has any."""
             rows_now = b.add_i64(b.mul_i64(run_rows, b.i64(mr)), run_rest)
             plans = [] if partial else run_time_plans(ks.steps)  # (the last panel has no next one to prefetch)
-            choices, ahead = None, 0
+            choices, ahead, prefetching = None, 0, None
             if plans:
                 chosen, prefetching = b.i64(len(plans)), b.i64(0)  # none: fewer rows than any plan's
                 for i in reversed(range(len(plans))):  # the first plan (most rows) whose rows this call reaches
@@ -658,21 +711,45 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
                     reach = icmp(b, "sge", rows_now, b.i64(least))
                     chosen = b.add(llvm.SelectOp(reach, b.i64(i), chosen))
                     prefetching = b.add(llvm.SelectOp(reach, b.i64(plan[2]), prefetching))
-                choices, ahead = ([plan for _, plan in plans], chosen), min_i64(b, prefetching, run_rows)
-            # the tail rows prefetch the whole next panel's K block (a line every k step: what
-            # the row blocks before them did not is then in flight too, as in the static
-            # kernel whose tail takes the plan's last share; a line fetched twice costs nothing)
-            every_step = (lines_per_row, 1, 1)
-            tail = (lambda: block(p, r0, run_rest, partial, b.i64(0), ks, None, every_step)) if plans else (
-                lambda: block(p, r0, run_rest, partial, None, ks, choices))
+                choices = ([Choice(i, plan) for i, (_, plan) in enumerate(plans)], chosen, False)
+                ahead = min_i64(b, prefetching, run_rows)
+            # the tail rows take the plan's share after the row blocks', when the plan has one
+            # left for them, as in the static kernel of this call's rows (only the plans and
+            # tail rows some call of the region takes: each is a tile function to compile)
+            def tail() -> None:
+                shares = tail_shares(plans)
+                if not shares:
+                    block(p, r0, run_rest, partial, None, ks, choices)
+                    return
+                # (the plans of spread 1 are the last ones, those of the fewest rows)
+                first = min(shares)
+                assert all(plan[1] == 1 for _, plan in plans[first:]), plans
+                taken = ([Choice(i, plans[i][1], frozenset(r)) for i, r in sorted(shares.items())], choices[1], True)
+                sharing = b.add(llvm.AndOp(icmp(b, "slt", run_rows, prefetching), icmp(b, "sge", choices[1], b.i64(first))))
+                emit_if(b, sharing, lambda: block(p, r0, run_rest, partial, run_rows, ks, taken),
+                        lambda: block(p, r0, run_rest, partial, None, ks, choices))
             emit_for(b, 0, ahead, lambda r, _: block(p, b.mul_i64(r, b.i64(mr)), mr, partial, r, ks, choices) or [])
             emit_for(b, ahead, run_rows, lambda r, _: block(p, b.mul_i64(r, b.i64(mr)), mr, partial, None, ks, choices) or [])
             r0 = b.mul_i64(run_rows, b.i64(mr))
             emit_if(b, icmp(b, "sgt", run_rest, b.i64(0)), tail)
 
-        def each_k_block(over: Callable[[KRange], None]) -> None:
+        def each_k_block(over: Callable[[KRange], None], looped: bool = False) -> None:
             """``over`` each K block in turn: the first from zeros, the last with alpha and the
-            epilogue (one block when K is not split)."""
+            epilogue (one block when K is not split). ``looped``: the blocks of ``kc`` steps as one
+            loop whose first and last are run-time flags (the last one after it when shorter), one
+            copy of ``over``'s code where three were (a third of BERT-base's GEMM code; the tile
+            takes alpha and accumulate as arguments anyway)."""
+            if looped and k_blocks > 1:
+                equal = k % kc == 0
+
+                def one(kb: SSAValue) -> None:
+                    last = icmp(b, "eq", kb, b.i64(k_blocks - 1)) if equal else False
+                    over(KRange(b.mul_i64(kb, b.i64(kc)), kc, icmp(b, "eq", kb, b.i64(0)), last))
+
+                emit_for(b, 0, k_blocks if equal else k_blocks - 1, lambda kb, _: one(kb) or [])
+                if not equal:
+                    over(KRange((k_blocks - 1) * kc, k - (k_blocks - 1) * kc, False, True))
+                return
             over(KRange(0, kc if k_blocks > 1 else k, True, k_blocks == 1))
             if k_blocks > 2:
                 emit_for(b, 1, k_blocks - 1, lambda kb, _: over(KRange(b.mul_i64(kb, b.i64(kc)), kc, False, False)) or [])
@@ -734,7 +811,7 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
 
             # K blocks, each over all of this thread's panels: a block's panel slice (kc x NR)
             # stays in L1 for every row block, A's M x kc columns in L2 for every panel
-            each_k_block(panels_over)
+            each_k_block(panels_over, looped=True)
         if last_cols:  # the thread whose range ends at the last panel runs it (one K block: rows
             # of its stack tile are not kept between blocks)
             emit_if(b, icmp(b, "eq", end, b.i64(panels)), lambda: panel(b.i64(full_panels), True, KRange(0, k, True, True)))
