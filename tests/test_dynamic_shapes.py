@@ -315,6 +315,22 @@ def test_winograd_and_wide_convolutions_over_a_batch(dynamic):
         torch.testing.assert_close(fn(x), model(x), rtol=1e-5, atol=1e-5)  # observed <= 2e-6
 
 
+@pytest.mark.parametrize("dynamic", [True, False])
+@torch.no_grad()
+def test_a_batch_of_gemms_with_partial_panels_over_k_blocks(dynamic):
+    """A strided 3x3 convolution whose 11 x 11 output pixels end in a partial panel on every
+    target and whose K (256 x 9) takes several K blocks: each image's whole panels by K blocks,
+    its partial one in one pass over K, the bias and ReLU in the epilogue of both."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(256, 64, 3, stride=2, padding=1), torch.nn.ReLU()).eval()
+    spec = ({0: Dim("batch", min=1, max=6)},) if dynamic else None
+    fn = tg.compile(model, (torch.randn(3, 256, 22, 22),), dynamic_shapes=spec)
+    assert "buf.im2col" in fn.ir("buf") and "buf.packed_matmul" in fn.ir("buf")
+    for n in (1, 2, 5) if dynamic else (3,):
+        x = torch.randn(n, 256, 22, 22)
+        torch.testing.assert_close(fn(x), model(x), rtol=1e-5, atol=1e-5)  # observed <= 6e-6 (sums of 2304 products)
+
+
 def test_a_symbolic_spatial_size_is_refused_at_compile_time():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.MaxPool2d(2)).eval()

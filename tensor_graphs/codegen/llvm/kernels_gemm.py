@@ -791,17 +791,19 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
             emit_for(b, 0, chunks, lambda c, _: one_chunk(c) or [])
             return
         if batched and last_cols:
-            def item(q: SSAValue, ks: KRange) -> None:
-                """Item q: its GEMM's last, partial panel or a whole one."""
-                is_last = icmp(b, "eq", b.add(llvm.URemOp(q, b.i64(panels))), b.i64(panels - 1))
-                emit_if(b, is_last, lambda: panel(q, True, ks), lambda: panel(q, False, ks))
+            def is_last(q: SSAValue) -> SSAValue:
+                """Whether item q is its GEMM's last, partial panel."""
+                return icmp(b, "eq", b.add(llvm.URemOp(q, b.i64(panels))), b.i64(panels - 1))
 
-            def items_over(ks: KRange) -> None:
-                emit_for(b, start, end, lambda q, _: item(q, ks) or [])
+            def whole_items(ks: KRange) -> None:
+                emit_for(b, start, end, lambda q, _: emit_if(b, is_last(q), lambda: None, lambda: panel(q, False, ks)) or [])
 
-            # each GEMM's last panel is partial: its K blocks' sums are added into out through
-            # the stack tile, like an A-stationary pass's
-            each_k_block(items_over)
+            if full_panels:  # the whole panels by K blocks, as a single GEMM's
+                each_k_block(whole_items, looped=True)
+            # then each GEMM's last, partial panel in one pass over K, as a single GEMM's last
+            # panel (its sums in the stack tile: K blocks would add them into out block by block,
+            # 1.7 times the time of ResNet-50's 512 x 4608 by 49 convolution, Emerald Rapids)
+            emit_for(b, start, end, lambda q, _: emit_if(b, is_last(q), lambda: panel(q, True, KRange(0, k, True, True))) or [])
             return
         if full_panels:
             last = end if not last_cols else min_i64(b, end, b.i64(full_panels))
