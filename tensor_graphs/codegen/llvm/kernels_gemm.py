@@ -414,104 +414,145 @@ def _acc_strides(op: Operation, acc: SSAValue, out_shape: tuple, batched: bool =
     return (acc_rs[0] if rows else 0), st[-1], 0
 
 
-def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
-    assert isinstance(op, buf.PackedMatmulOp)
-    a, packed = op.inputs[0], op.inputs[1]
-    acc = op.inputs[2] if len(op.inputs) >= 3 else None
-    addend = op.inputs[3] if len(op.inputs) == 4 else None  # a residual after a bias (`fuse-gemm-addend`)
-    out = op.output
-    alpha, beta = op.flags
-    act = op.activation.data
-    so = _shape(out)
-    # a batch of GEMMs: item q = g * panels + p is panel p of GEMM g, whose out (and A, unless
-    # one A serves them all: a convolution's weight over a batch of images) follow g's; the
-    # panels [G, P, K, NR] are one flat list of them; G may be a size symbol (run-time items)
-    batched = len(_shape(packed)) == 4
-    groups, panels, k, nr = _shape(packed) if batched else (1, *_shape(packed))
-    a_group = 0 if batched and len(_shape(a)) == 2 else None  # A's stride from GEMM to GEMM
-    # GEMM g reads A[g % a_period] (a Winograd convolution over a batch of images: a*a A's)
-    a_period = _shape(a)[0] if batched and len(_shape(a)) == 3 and _shape(a)[0] != groups else None
-    n = so[-1]
-    m = so[-2] if batched else numel(so[:-1])
-    if a_group is None and batched:
-        a_group = m * k
-    g_size = None if isinstance(groups, int) else groups
-    if g_size is not None:
-        groups = ctx.largest(g_size)
-    # run-time rows (a symbolic M: `dialects.symbolic`): tiles, K blocks, prefetching and the
-    # team are chosen for the largest M; the row loops count to this call's M, the tail rows
-    # (M mod MR) switch among the MR - 1 row tiles
-    m_size = None if isinstance(m, int) else m
-    if m_size is not None:
-        if batched:
-            raise LoweringError(f"{op.name}: a batch of packed GEMMs takes a symbolic count of GEMMs, not of rows")
-        static_row(op, n)
-        m = ctx.largest(m_size)
-    if m == 0 or n == 0 or groups == 0:
-        return
-    lanes = ctx.target.float_lanes
-    if batched and a_group and (acc is not None or addend is not None):
-        raise LoweringError(f"{op.name}: a batch of packed GEMMs with an A each takes no accumulator")
-    if nr % lanes:
-        raise LoweringError(f"{op.name}: panels of {nr} columns are not whole vectors of {lanes} floats ({ctx.target.name})")
-    check_no_overlap(ctx, op, out, [a, packed], in_place_ok=False)
-    if acc is not None and beta != 0.0:
-        check_no_overlap(ctx, op, out, [acc], in_place_ok=False)
-    else:
-        acc = None
-    # the epilogue's addends: (buffer, row stride, column stride, stride between GEMMs, scale) each
-    addends = [(acc, *_acc_strides(op, acc, so, batched), beta)] if acc is not None else []
-    if addend is not None:
-        check_no_overlap(ctx, op, out, [addend], in_place_ok=False)
-        addends.append((addend, *_acc_strides(op, addend, so, batched), 1.0))
-    # a separate epilogue: the tiles store alpha * A @ B, one sweep afterwards does the rest
-    swept = (addends, act) if separate_epilogue(op) and (addends or act != "none") else None
-    if swept is not None:
-        addends, act = [], "none"
-    vectors = nr // lanes
-    widest = ctx.target.gemm_tile()[1]
-    if vectors > widest:
-        raise LoweringError(
-            f"{op.name}: panels of {nr} columns were packed for a wider target than {ctx.target.name} "
-            f"(whose register tile is {widest * lanes} columns); lower the tg module again for this target"
-        )
-    mr = _tile_rows(ctx, op, vectors)
-    # weights packed at load time are 64-byte aligned; panels packed by the graph live in the
-    # arena, whose base is aligned only when a CompiledGraph allocates it
-    b_aligned = isinstance(buf.root_buffer(packed).owner, buf.PackedWeightOp)
-    kc = k_block(ctx, op, m, k, nr, mr, panels)
-    k_blocks = -(-k // kc)
-    # the prefetch of the next panel walks its cache lines, `lines_per_row` per k step
-    line_floats = ctx.target.caches.line // 4
-    lines_per_row = -(-nr // line_floats)
-    full_panels, last_cols = divmod(n, nr)
-    full_rows, rest = divmod(m, mr)
-    blocks = full_rows + bool(rest)
-    half_l2 = ctx.target.caches.l2 // 2
-    a_stationary = (not a_group and m_size is None and (panels >= 2 or batched) and m * kc * 4 > half_l2
-                    and panels * kc * nr * 4 <= half_l2)
-    # A-stationary over a batch of GEMMs that share A: the GEMMs in chunks whose panels' K block
-    # slices fit in half of L2 together, A streamed once per chunk
-    chunk = max(1, half_l2 // (panels * kc * nr * 4))
+@dataclass
+class _Thread:
+    """What one thread's range of a packed GEMM works with (`_PackedGemm.work_range`): its
+    builder, this call's whole row blocks and tail rows, its count of GEMMs, the operands'
+    pointers in the worker and a stack tile for a partial panel's rows."""
 
-    def prefetch_plan(steps: int, rows: int = m, capped: bool = True) -> tuple[int, int, int]:
+    b: FunctionBuilder
+    run_rows: SSAValue | int
+    run_rest: SSAValue | int
+    groups_now: SSAValue | int
+    pa: SSAValue
+    pb: SSAValue
+    po: SSAValue
+    padd: list[SSAValue]
+    stack: SSAValue | None
+
+
+class _PackedGemm:
+    """One `buf.packed_matmul` as code (`_emit_packed_matmul`): the op read and its blocking
+    chosen (`__init__`: a batch of GEMMs or one, run-time rows or GEMMs, MR, the K block, the
+    prefetch geometry, A-stationary), then the team (`emit`), each thread's range by mode
+    (`work_range`: A-stationary row blocks, a batch's items with partial panels, panels), a
+    panel's row blocks (`panel`, `run_time_panel`) and one block's register tile and epilogue
+    (`block`)."""
+
+    def __init__(self, ctx: KernelContext, op: Operation):
+        assert isinstance(op, buf.PackedMatmulOp)
+        self.ctx, self.op = ctx, op
+        self._read_operands()
+        self.empty = self.m == 0 or self.n == 0 or self.groups == 0
+        if not self.empty:
+            self._choose_blocking()
+
+    def _read_operands(self) -> None:
+        """The operands, the epilogue and the sizes: a batch of GEMMs: item q = g * panels + p is
+        panel p of GEMM g, whose out (and A, unless one A serves them all: a convolution's weight
+        over a batch of images) follow g's; the panels [G, P, K, NR] are one flat list of them; G
+        may be a size symbol (run-time items). Run-time rows (a symbolic M:
+        `dialects.symbolic`): tiles, K blocks, prefetching and the team are chosen for the
+        largest M; the row loops count to this call's M, the tail rows (M mod MR) switch among
+        the MR - 1 row tiles."""
+        ctx, op = self.ctx, self.op
+        self.a, self.packed = op.inputs[0], op.inputs[1]
+        self.acc = op.inputs[2] if len(op.inputs) >= 3 else None
+        self.addend = op.inputs[3] if len(op.inputs) == 4 else None  # a residual after a bias (`fuse-gemm-addend`)
+        self.out = op.output
+        self.alpha, self.beta = op.flags
+        self.act = op.activation.data
+        self.so = _shape(self.out)
+        a_shape = _shape(self.a)
+        self.batched = len(_shape(self.packed)) == 4
+        groups, self.panels, self.k, self.nr = _shape(self.packed) if self.batched else (1, *_shape(self.packed))
+        self.a_group = 0 if self.batched and len(a_shape) == 2 else None  # A's stride from GEMM to GEMM
+        # GEMM g reads A[g % a_period] (a Winograd convolution over a batch of images: a*a A's)
+        self.a_period = a_shape[0] if self.batched and len(a_shape) == 3 and a_shape[0] != groups else None
+        self.n = self.so[-1]
+        m = self.so[-2] if self.batched else numel(self.so[:-1])
+        if self.a_group is None and self.batched:
+            self.a_group = m * self.k
+        self.g_size = None if isinstance(groups, int) else groups
+        self.groups = ctx.largest(groups) if self.g_size is not None else groups
+        self.m_size = None if isinstance(m, int) else m
+        if self.m_size is not None:
+            if self.batched:
+                raise LoweringError(f"{op.name}: a batch of packed GEMMs takes a symbolic count of GEMMs, not of rows")
+            static_row(op, self.n)
+            m = ctx.largest(self.m_size)
+        self.m = m
+
+    def _choose_blocking(self) -> None:
+        """The epilogue's addends, MR, the K block, the prefetch geometry and A-stationary."""
+        ctx, op = self.ctx, self.op
+        out, acc, addend, so, nr, k = self.out, self.acc, self.addend, self.so, self.nr, self.k
+        self.lanes = lanes = ctx.target.float_lanes
+        if self.batched and self.a_group and (acc is not None or addend is not None):
+            raise LoweringError(f"{op.name}: a batch of packed GEMMs with an A each takes no accumulator")
+        if nr % lanes:
+            raise LoweringError(f"{op.name}: panels of {nr} columns are not whole vectors of {lanes} floats ({ctx.target.name})")
+        check_no_overlap(ctx, op, out, [self.a, self.packed], in_place_ok=False)
+        if acc is not None and self.beta != 0.0:
+            check_no_overlap(ctx, op, out, [acc], in_place_ok=False)
+        else:
+            acc = None
+        # the epilogue's addends: (buffer, row stride, column stride, stride between GEMMs, scale) each
+        addends = [(acc, *_acc_strides(op, acc, so, self.batched), self.beta)] if acc is not None else []
+        if addend is not None:
+            check_no_overlap(ctx, op, out, [addend], in_place_ok=False)
+            addends.append((addend, *_acc_strides(op, addend, so, self.batched), 1.0))
+        # a separate epilogue: the tiles store alpha * A @ B, one sweep afterwards does the rest
+        self.swept = (addends, self.act) if separate_epilogue(op) and (addends or self.act != "none") else None
+        self.addends = [] if self.swept is not None else addends
+        if self.swept is not None:
+            self.act = "none"
+        self.vectors = nr // lanes
+        widest = ctx.target.gemm_tile()[1]
+        if self.vectors > widest:
+            raise LoweringError(
+                f"{op.name}: panels of {nr} columns were packed for a wider target than {ctx.target.name} "
+                f"(whose register tile is {widest * lanes} columns); lower the tg module again for this target"
+            )
+        self.mr = mr = _tile_rows(ctx, op, self.vectors)
+        # weights packed at load time are 64-byte aligned; panels packed by the graph live in the
+        # arena, whose base is aligned only when a CompiledGraph allocates it
+        self.b_aligned = isinstance(buf.root_buffer(self.packed).owner, buf.PackedWeightOp)
+        self.kc = kc = k_block(ctx, op, self.m, k, nr, mr, self.panels)
+        self.k_blocks = -(-k // kc)
+        # the prefetch of the next panel walks its cache lines, `lines_per_row` per k step
+        self.line_floats = ctx.target.caches.line // 4
+        self.lines_per_row = -(-nr // self.line_floats)
+        self.full_panels, self.last_cols = divmod(self.n, nr)
+        self.full_rows, self.rest = divmod(self.m, mr)
+        self.blocks = self.full_rows + bool(self.rest)
+        half_l2 = ctx.target.caches.l2 // 2
+        self.a_stationary = (not self.a_group and self.m_size is None and (self.panels >= 2 or self.batched)
+                             and self.m * kc * 4 > half_l2 and self.panels * kc * nr * 4 <= half_l2)
+        # A-stationary over a batch of GEMMs that share A: the GEMMs in chunks whose panels' K block
+        # slices fit in half of L2 together, A streamed once per chunk
+        self.chunk = max(1, half_l2 // (self.panels * kc * nr * 4))
+        #: the row counts the region being emitted runs at (run-time rows: `emit`)
+        self.row_span = (1, self.m)
+
+    # prefetch plans -----------------------------------------------------------------
+
+    def prefetch_plan(self, steps: int, rows: int | None = None, capped: bool = True) -> tuple[int, int, int]:
         """(lines per prefetching step, k steps per loop iteration, prefetching row blocks) for a
-        pass of ``steps`` k steps over ``rows`` rows: the next panel's ``steps x V`` cache lines
-        (its same K block) are shared out among the first row blocks of this one, `per_step`
-        lines every `spread` k steps each, spread over as many blocks as there are, so that the
-        requests trickle instead of bursting (``capped``: at most the blocks there are)."""
+        pass of ``steps`` k steps over ``rows`` rows (default M): the next panel's ``steps x V``
+        cache lines (its same K block) are shared out among the first row blocks of this one,
+        `per_step` lines every `spread` k steps each, spread over as many blocks as there are, so
+        that the requests trickle instead of bursting (``capped``: at most the blocks there are)."""
+        rows = self.m if rows is None else rows
         if rows < PREFETCH_MIN_ROWS:
             return 0, 1, 0
-        count = -(-rows // mr)
-        per_step = -(-lines_per_row // count)
-        spread = max(1, min(MAX_SPREAD, count // lines_per_row, steps))
-        ahead = -(-lines_per_row * steps // (per_step * (steps // spread)))
+        count = -(-rows // self.mr)
+        per_step = -(-self.lines_per_row // count)
+        spread = max(1, min(MAX_SPREAD, count // self.lines_per_row, steps))
+        ahead = -(-self.lines_per_row * steps // (per_step * (steps // spread)))
         return per_step, spread, min(count, ahead) if capped else ahead
 
-    #: the row counts the region being emitted runs at (run-time rows: `with_k_block`)
-    row_span = (1, m)
-
-    def run_time_plans(steps: int) -> list[tuple[int, tuple[int, int, int]]]:
+    def run_time_plans(self, steps: int) -> list[tuple[int, tuple[int, int, int]]]:
         """Run-time rows: (the fewest rows, the prefetch plan) of each distinct plan, largest
         first: a call takes the first its rows reach, the static plan of its row count (a plan
         depends on the count of row blocks only, and many counts share one: each plan its own
@@ -521,17 +562,18 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
         a plan of their own they prefetched nothing, 1.2 to 1.3 times the static time over
         weights streamed from L3, Emerald Rapids). Only the plans some row count of `row_span`
         takes: each is code to compile."""
+        mr = self.mr
         plans: dict[tuple[int, int, int], int] = {}
-        for count in range(-(-PREFETCH_MIN_ROWS // mr), -(-m // mr) + 1):
+        for count in range(-(-PREFETCH_MIN_ROWS // mr), -(-self.m // mr) + 1):
             least = max(PREFETCH_MIN_ROWS, (count - 1) * mr + 1)
-            plans.setdefault(prefetch_plan(steps, least, capped=False), least)
+            plans.setdefault(self.prefetch_plan(steps, least, capped=False), least)
         ordered = sorted(((least, plan) for plan, least in plans.items()), reverse=True)
-        lo, hi = row_span
+        lo, hi = self.row_span
         # plan i serves the rows [least_i, least_{i-1}): those that meet [lo, hi]
         return [(least, plan) for i, (least, plan) in enumerate(ordered)
                 if least <= hi and (i == 0 or ordered[i - 1][0] > lo)]
 
-    def tail_shares(plans: list[tuple[int, tuple[int, int, int]]]) -> dict[int, set[int]]:
+    def tail_shares(self, plans: list[tuple[int, tuple[int, int, int]]]) -> dict[int, set[int]]:
         """Run-time rows: plan i (of `run_time_plans`) -> the tail rows (1 to MR - 1) of the row
         counts of `row_span` that take plan i and whose tail takes a share of its prefetch: the
         row blocks before the tail are fewer than the plan's prefetching blocks (the static
@@ -539,322 +581,401 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
         panel row): the share of a wider spread's tail (at its fewest rows only) is left to the
         hardware prefetcher, since each (plan, tail rows) is a tile function to compile, and those
         of spreads 2 to 8 would have more than doubled BERT-base's LLVM IR."""
+        mr = self.mr
         shares: dict[int, set[int]] = {}
-        for rows in range(row_span[0], row_span[1] + 1):
+        for rows in range(self.row_span[0], self.row_span[1] + 1):
             i = next((i for i, (least, _) in enumerate(plans) if least <= rows), None)
             if i is not None and plans[i][1][1] == 1 and rows % mr and rows // mr < plans[i][1][2]:
                 shares.setdefault(i, set()).add(rows % mr)
         return shares
 
-    def work_range(start: SSAValue, end: SSAValue, _thread: SSAValue, values: list[SSAValue]) -> None:
+    # the team and each thread's range ---------------------------------------------------
+
+    def work_of(self, m: int, groups: int | None = None) -> tuple[float, float]:
+        """(FLOPs, bytes) of ``groups`` GEMMs (default: the largest count) of ``m`` rows."""
+        groups = self.groups if groups is None else groups
+        n, k, nr = self.n, self.k, self.nr
+        return 2.0 * groups * m * n * k, 4.0 * groups * (self.panels * k * nr + m * k + m * n)
+
+    def emit(self) -> None:
+        """The team: at most as many threads as the FLOPs (and the panels' bytes, for a
+        matrix-vector product) pay for (`Target.thread_work`); each takes a share of the panels
+        or, when A's K block slice overflows half of L2 while all the panels' slices fit there (a
+        convolution's weight as A, few output pixels as panels: A-stationary), a share of the row
+        blocks, so that each thread streams its own rows of A once per K block. Run-time rows:
+        below two row blocks one pass over K (a matrix-vector product, as the static kernel for
+        its rows takes: `k_block`), from two row blocks the K blocks of the largest M."""
+        ctx, m, mr = self.ctx, self.m, self.mr
+        if self.g_size is not None:  # a run-time count of GEMMs: their panels (or A's row blocks) are the items
+            count = ctx.size(self.g_size)
+            pays = paying_rows(ctx, count, self.groups, lambda g: self.work_of(m, g))
+            items = self.blocks if self.a_stationary else ctx.b.mul_i64(count, ctx.b.i64(self.panels))
+            ctx.parallel(items, self.work_range, [count], work=self.work_of(m), pays=pays)
+        elif self.m_size is None:
+            ctx.parallel(self.blocks if self.a_stationary else self.groups * self.panels, self.work_range, work=self.work_of(m))
+        else:
+            b = ctx.b
+            rows_now = ctx.size(self.m_size)
+            run_rows = b.add(llvm.UDivOp(rows_now, b.i64(mr)))
+            run_rest = b.add(llvm.SubOp(rows_now, b.mul_i64(run_rows, b.i64(mr))))
+            pays = paying_rows(ctx, rows_now, m, self.work_of)
+
+            def with_k_block(value: int, rows: tuple[int, int]) -> None:
+                self.kc, self.k_blocks, self.row_span = value, -(-self.k // value), rows
+                ctx.parallel(self.groups * self.panels, self.work_range, [run_rows, run_rest], work=self.work_of(m), pays=pays)
+
+            single, blocked = k_block(ctx, self.op, 1, self.k, self.nr, mr, self.panels), self.kc
+            if single == blocked or m < 2 * mr:
+                with_k_block(blocked, (1, m))
+            else:
+                emit_if(b, icmp(b, "slt", rows_now, b.i64(2 * mr)), lambda: with_k_block(single, (1, 2 * mr - 1)),
+                        lambda: with_k_block(blocked, (2 * mr, m)))
+        if self.swept is not None:
+            _sweep_epilogue(ctx, self.op, *self.swept)
+
+    def work_range(self, start: SSAValue, end: SSAValue, _thread: SSAValue, values: list[SSAValue]) -> None:
         """This thread's panels ``[start, end)``, or with ``a_stationary`` its row blocks
         (``values``: this call's whole row blocks and tail rows, when M is symbolic; its count
         of GEMMs when that is)."""
+        ctx = self.ctx
         b = ctx.b
-        run_rows, run_rest = values if m_size is not None else (full_rows, rest)
-        groups_now = values[0] if g_size is not None else groups
-        pa, pb, po = ctx.ptr(a), ctx.ptr(packed), ctx.ptr(out)
-        padd = [ctx.ptr(v) for v, *_ in addends]
+        run_rows, run_rest = values if self.m_size is not None else (self.full_rows, self.rest)
+        groups_now = values[0] if self.g_size is not None else self.groups
+        pa, pb, po = ctx.ptr(self.a), ctx.ptr(self.packed), ctx.ptr(self.out)
+        padd = [ctx.ptr(v) for v, *_ in self.addends]
         # a tile for the last panel's rows (its padding columns never reach out)
-        stack = b.stack(mr * nr, f32) if last_cols else None
+        stack = b.stack(self.mr * self.nr, f32) if self.last_cols else None
+        self.t = _Thread(b, run_rows, run_rest, groups_now, pa, pb, po, padd, stack)
+        if self.a_stationary:
+            self._a_stationary_range(start, end)
+        elif self.batched and self.last_cols:
+            self._items_range(start, end)
+        else:
+            self._panels_range(start, end)
 
-        def addend_accesses(r0: SSAValue | int, col0: SSAValue, g: SSAValue | None) -> list[Access]:
-            """The epilogue's addends (the accumulator, a residual) at the output tile at row r0,
-            column col0 (of GEMM g in a batch)."""
-            accesses = []
-            for ptr, (_, rs, cs, gs, _scale) in zip(padd, addends):
-                off = _sum(b, b.mul_i64(_val(b, r0), b.i64(rs)) if rs and r0 != 0 else None,
-                           b.mul_i64(col0, b.i64(cs)) if cs else None,
-                           b.mul_i64(g, b.i64(gs)) if gs and g is not None else None)
-                accesses.append(Access(b.gep(ptr, off if off is not None else b.i64(0), f32), (rs, cs), f32))
-            return accesses
+    def _a_stationary_range(self, start: SSAValue, end: SSAValue) -> None:
+        """A-stationary: each of this thread's row blocks of A (MR x kc) stays in L1 while it
+        passes every panel (of the GEMMs of a chunk of a batch), the last one included (their K
+        block slices in L2); K blocks, each over all of this thread's row blocks: A streams once
+        per K block (per chunk of the GEMMs of a batch)."""
+        b, mr, full_panels, last_cols = self.t.b, self.mr, self.full_panels, self.last_cols
 
-        def finish(b: FunctionBuilder, y: SSAValue, values: list[SSAValue]) -> SSAValue:
-            """The epilogue of one output element ``y`` (``values``: its addends', when any)."""
-            for v, (*_, scale) in zip(values, addends):
-                y = b.add(llvm.FAddOp(y, v if scale == 1.0 else b.add(llvm.FMulOp(v, b.f32(scale)))))
-            return y if act == "none" else emit_unary(b, act, y)
+        def rows_over(ks: KRange, gemms: tuple[SSAValue, SSAValue] | None = None) -> None:
+            def gemm(r0: SSAValue | int, rows: int, first: SSAValue | int) -> None:
+                emit_for(b, 0, full_panels, lambda p, _: self.block(_sum(b, first, p), r0, rows, False, None, ks) or [])
+                if last_cols:
+                    self.block(b.add_i64(_val(b, first), b.i64(full_panels)), r0, rows, True, None, ks)
 
-        def block(p: SSAValue, r0: SSAValue | int, rows: int | SSAValue, partial: bool, rb: SSAValue | int | None,
-                  ks: KRange, choices: tuple[list[Choice], SSAValue, bool] | None = None) -> None:
-            """Rows ``[r0, r0 + rows)`` of panel ``p`` over the k steps ``ks``: the register tile
-            (from zeros for the first K block, else from the sums stored so far), then, after the
-            last K block, its epilogue. Block ``rb`` (one of the first `prefetching`) also
-            prefetches its share of panel p + 1's same K block; with ``choices`` (run-time rows:
-            the prefetch plans, which one this call takes, and whether it surely takes one of
-            them) under the plan chosen."""
-            plans = list(choices[0]) if choices is not None and rb is not None else [
-                Choice(None, prefetch_plan(ks.steps) if choices is None else choices[0][0].plan)]
-            k0 = ks.start
-            a_base, out_base, col, g = pa, po, p, None
-            if batched:  # panel p % panels of GEMM p / panels
-                g = b.add(llvm.UDivOp(p, b.i64(panels)))
-                col = b.add(llvm.SubOp(p, b.mul_i64(g, b.i64(panels))))
-                out_base = b.gep(po, b.mul_i64(g, b.i64(m * n)), f32)
-                if a_group:
-                    ga = g if a_period is None else b.add(llvm.URemOp(g, b.i64(a_period)))
-                    a_base = b.gep(pa, b.mul_i64(ga, b.i64(a_group)), f32)
-            a_row = b.gep(a_base, _sum(b, b.mul_i64(_val(b, r0), b.i64(k)) if r0 != 0 else None, k0), f32)
-            panel = b.gep(pb, _sum(b, b.mul_i64(p, b.i64(k * nr)), b.mul_i64(_val(b, k0), b.i64(nr)) if k0 != 0 else None), f32)
+            def row_block(r0: SSAValue | int, rows: int) -> None:
+                if gemms is None:
+                    gemm(r0, rows, 0)
+                else:
+                    emit_for(b, *gemms, lambda g, _: gemm(r0, rows, b.mul_i64(g, b.i64(self.panels))) or [])
 
-            def ahead_of(plan: tuple[int, int, int]) -> SSAValue | None:
-                """Lines [rb, rb + 1) * per_step * (steps // spread) of the next panel."""
-                if rb is None:
-                    return None
-                lines = plan[0] * (ks.steps // plan[1]) * line_floats
-                return b.gep(panel, b.add_i64(b.mul_i64(_val(b, rb), b.i64(lines)), b.i64(k * nr)), f32)
+            emit_for(b, start, min_i64(b, end, b.i64(self.full_rows)), lambda r, _: row_block(b.mul_i64(r, b.i64(mr)), mr) or [])
+            if self.rest:  # the thread whose range ends at the last row block runs the tail rows
+                emit_if(b, icmp(b, "eq", end, b.i64(self.blocks)), lambda: row_block(self.full_rows * mr, self.rest))
 
-            col0 = b.mul_i64(col, b.i64(nr))
-            out_tile = b.gep(out_base, b.add_i64(b.mul_i64(_val(b, r0), b.i64(n)), col0) if r0 != 0 else col0, f32)
-            dest, ld = (stack, nr) if partial else (out_tile, n)
-            assert dest is not None
-            # the last panel's tile is as many vectors wide as its columns need (its padding
-            # columns beyond them are never computed)
-            width = -(-last_cols // lanes) if partial else vectors
-
-            def tile_call(prefetch: bool = False, **kwargs) -> None:
-                """The register tile of the block's rows; a run-time count (this call's tail rows)
-                switches among the MR - 1 row tiles, a run-time plan among the plans' tiles (the
-                epilogue after it takes the count as is, whatever the plan)."""
-                def one(r: int, plan: tuple[int, int, int], prefetching: bool = True) -> None:
-                    ahead = ahead_of(plan) if prefetch and prefetching else None
-                    tile = Tile(r, width, lanes, plan[1], plan[0] if ahead is not None else 0, line_floats, b_aligned)
-                    call_tile(ctx, tile, a_row, k, panel, nr, ks.steps, dest, ld, **kwargs, **({"ahead": ahead} if prefetch else {}))
-
-                def with_rows(choice: Choice, prefetching: bool = True) -> None:
-                    if isinstance(rows, int):
-                        one(rows, choice.plan, prefetching)
-                        return
-                    for r in range(1, mr):
-                        if choice.rows is None or r in choice.rows:
-                            emit_if(b, icmp(b, "eq", rows, b.i64(r)), lambda r=r: one(r, choice.plan, prefetching))
-
-                if plans[0].index is None:
-                    with_rows(plans[0])
-                    return
-
-                def from_plan(i: int) -> None:  # plan i, else the next; past the last: no prefetch
-                    if i == len(plans):
-                        with_rows(Choice(None, plans[0].plan), prefetching=False)
-                        return
-                    if i == len(plans) - 1 and choices[2]:  # the call takes one of these plans
-                        with_rows(plans[i])
-                        return
-                    emit_if(b, icmp(b, "eq", choices[1], b.i64(plans[i].index)), lambda: with_rows(plans[i]), lambda: from_plan(i + 1))
-
-                from_plan(0)
-
-            if partial and not (ks.first is True and ks.last is True):
-                assert isinstance(ks.first, bool) and isinstance(ks.last, bool), "a partial panel's K blocks are emitted one by one"
-                # the last panel within a K-blocked pass (A-stationary): this block's sums go to
-                # the stack tile, then are added to out's columns (stored there after the first)
-                tile_call(alpha=alpha)
-                ins = [Access(dest, (ld, 1), f32)]
-                if not ks.first:
-                    ins.append(Access(out_tile, (n, 1), f32))
-                if ks.last:
-                    ins += addend_accesses(r0, col0, g)
-
-                def add_block(b: FunctionBuilder, vals: list[SSAValue]) -> SSAValue:
-                    y = vals[0] if ks.first else b.add(llvm.FAddOp(vals[0], vals[1]))
-                    return finish(b, y, vals[len(vals) - len(addends):]) if ks.last else y
-
-                with _scalar_errors(op):
-                    emit_pointwise(b, (rows, last_cols), Access(out_tile, (n, 1), f32), ins, add_block)
-                return
-            if isinstance(ks.last, bool):
-                scale = alpha if ks.last else 1.0
-            else:
-                scale = alpha if alpha == 1.0 else b.add(llvm.SelectOp(ks.last, b.f32(alpha), b.f32(1.0)))
-            adding = (not ks.first) if isinstance(ks.first, bool) else b.add(llvm.SubOp(b.i64(1), b.add(llvm.ZExtOp(ks.first, i64))))
-            tile_call(prefetch=True, alpha=scale, accumulate=adding)
-            cols = last_cols if partial else nr
-            if ks.last is False or not (partial or addends or act != "none"):
-                return
-            ins = [Access(dest, (ld, 1), f32), *addend_accesses(r0, col0, g)]
-
-            def epilogue(b: FunctionBuilder, vals: list[SSAValue]) -> SSAValue:
-                return finish(b, vals[0], vals[1:])
-
-            def sweep() -> None:
-                with _scalar_errors(op):
-                    emit_pointwise(b, (rows, cols), Access(out_tile, (n, 1), f32), ins, epilogue)
-
-            if ks.last is True:
-                sweep()
-            else:
-                emit_if(b, ks.last, sweep)
-
-        def panel(p: SSAValue, partial: bool, ks: KRange) -> None:
-            if m_size is not None:
-                run_time_panel(p, partial, ks)
-                return
-            # the last panel has no next one to prefetch
-            ahead = min(prefetch_plan(ks.steps)[2], full_rows) if not partial else 0
-            emit_for(b, 0, ahead, lambda r, _: block(p, b.mul_i64(r, b.i64(mr)), mr, partial, r, ks) or [])
-            emit_for(b, ahead, full_rows, lambda r, _: block(p, b.mul_i64(r, b.i64(mr)), mr, partial, None, ks) or [])
-            if rest:
-                tail_prefetches = not partial and full_rows < prefetch_plan(ks.steps)[2]
-                block(p, full_rows * mr, rest, partial, full_rows if tail_prefetches else None, ks)
-
-        def run_time_panel(p: SSAValue, partial: bool, ks: KRange) -> None:
-            """`panel` over this call's rows: the first row blocks prefetch under the plan its
-            row count takes (`run_time_plans`: a switch around the tile call only), the tail rows
-            (fewer than MR) after them when it has any."""
-            rows_now = b.add_i64(b.mul_i64(run_rows, b.i64(mr)), run_rest)
-            plans = [] if partial else run_time_plans(ks.steps)  # (the last panel has no next one to prefetch)
-            choices, ahead, prefetching = None, 0, None
-            if plans:
-                chosen, prefetching = b.i64(len(plans)), b.i64(0)  # none: fewer rows than any plan's
-                for i in reversed(range(len(plans))):  # the first plan (most rows) whose rows this call reaches
-                    least, plan = plans[i]
-                    reach = icmp(b, "sge", rows_now, b.i64(least))
-                    chosen = b.add(llvm.SelectOp(reach, b.i64(i), chosen))
-                    prefetching = b.add(llvm.SelectOp(reach, b.i64(plan[2]), prefetching))
-                choices = ([Choice(i, plan) for i, (_, plan) in enumerate(plans)], chosen, False)
-                ahead = min_i64(b, prefetching, run_rows)
-            # the tail rows take the plan's share after the row blocks', when the plan has one
-            # left for them, as in the static kernel of this call's rows (only the plans and
-            # tail rows some call of the region takes: each is a tile function to compile)
-            def tail() -> None:
-                shares = tail_shares(plans)
-                if not shares:
-                    block(p, r0, run_rest, partial, None, ks, choices)
-                    return
-                # (the plans of spread 1 are the last ones, those of the fewest rows)
-                first = min(shares)
-                assert all(plan[1] == 1 for _, plan in plans[first:]), plans
-                taken = ([Choice(i, plans[i][1], frozenset(r)) for i, r in sorted(shares.items())], choices[1], True)
-                sharing = b.add(llvm.AndOp(icmp(b, "slt", run_rows, prefetching), icmp(b, "sge", choices[1], b.i64(first))))
-                emit_if(b, sharing, lambda: block(p, r0, run_rest, partial, run_rows, ks, taken),
-                        lambda: block(p, r0, run_rest, partial, None, ks, choices))
-            emit_for(b, 0, ahead, lambda r, _: block(p, b.mul_i64(r, b.i64(mr)), mr, partial, r, ks, choices) or [])
-            emit_for(b, ahead, run_rows, lambda r, _: block(p, b.mul_i64(r, b.i64(mr)), mr, partial, None, ks, choices) or [])
-            r0 = b.mul_i64(run_rows, b.i64(mr))
-            emit_if(b, icmp(b, "sgt", run_rest, b.i64(0)), tail)
-
-        def each_k_block(over: Callable[[KRange], None], looped: bool = False) -> None:
-            """``over`` each K block in turn: the first from zeros, the last with alpha and the
-            epilogue (one block when K is not split). ``looped``: the blocks of ``kc`` steps as one
-            loop whose first and last are run-time flags (the last one after it when shorter), one
-            copy of ``over``'s code where three were (a third of BERT-base's GEMM code; the tile
-            takes alpha and accumulate as arguments anyway)."""
-            if looped and k_blocks > 1:
-                equal = k % kc == 0
-
-                def one(kb: SSAValue) -> None:
-                    last = icmp(b, "eq", kb, b.i64(k_blocks - 1)) if equal else False
-                    over(KRange(b.mul_i64(kb, b.i64(kc)), kc, icmp(b, "eq", kb, b.i64(0)), last))
-
-                emit_for(b, 0, k_blocks if equal else k_blocks - 1, lambda kb, _: one(kb) or [])
-                if not equal:
-                    over(KRange((k_blocks - 1) * kc, k - (k_blocks - 1) * kc, False, True))
-                return
-            over(KRange(0, kc if k_blocks > 1 else k, True, k_blocks == 1))
-            if k_blocks > 2:
-                emit_for(b, 1, k_blocks - 1, lambda kb, _: over(KRange(b.mul_i64(kb, b.i64(kc)), kc, False, False)) or [])
-            if k_blocks > 1:
-                over(KRange((k_blocks - 1) * kc, k - (k_blocks - 1) * kc, False, True))
-
-        if a_stationary:
-            def rows_over(ks: KRange, gemms: tuple[SSAValue, SSAValue] | None = None) -> None:
-                """A-stationary: each of this thread's row blocks of A (MR x kc) stays in L1 while
-                it passes every panel (of the GEMMs ``gemms`` of a batch), the last one included
-                (their K block slices in L2)."""
-                def gemm(r0: SSAValue | int, rows: int, first: SSAValue | int) -> None:
-                    emit_for(b, 0, full_panels, lambda p, _: block(_sum(b, first, p), r0, rows, False, None, ks) or [])
-                    if last_cols:
-                        block(b.add_i64(_val(b, first), b.i64(full_panels)), r0, rows, True, None, ks)
-
-                def row_block(r0: SSAValue | int, rows: int) -> None:
-                    if gemms is None:
-                        gemm(r0, rows, 0)
-                    else:
-                        emit_for(b, *gemms, lambda g, _: gemm(r0, rows, b.mul_i64(g, b.i64(panels))) or [])
-
-                emit_for(b, start, min_i64(b, end, b.i64(full_rows)), lambda r, _: row_block(b.mul_i64(r, b.i64(mr)), mr) or [])
-                if rest:  # the thread whose range ends at the last row block runs the tail rows
-                    emit_if(b, icmp(b, "eq", end, b.i64(blocks)), lambda: row_block(full_rows * mr, rest))
-
-            # K blocks, each over all of this thread's row blocks: A streams once per K block (per
-            # chunk of the GEMMs of a batch)
-            if not batched:
-                each_k_block(rows_over)
-                return
-
-            def one_chunk(c: SSAValue) -> None:
-                g0 = b.mul_i64(c, b.i64(chunk))
-                gemms = (g0, min_i64(b, b.add_i64(g0, b.i64(chunk)), _val(b, groups_now)))
-                each_k_block(lambda ks: rows_over(ks, gemms))
-
-            chunks = b.add(llvm.UDivOp(b.add_i64(_val(b, groups_now), b.i64(chunk - 1)), b.i64(chunk)))
-            emit_for(b, 0, chunks, lambda c, _: one_chunk(c) or [])
+        if not self.batched:
+            self.each_k_block(rows_over)
             return
-        if batched and last_cols:
-            def is_last(q: SSAValue) -> SSAValue:
-                """Whether item q is its GEMM's last, partial panel."""
-                return icmp(b, "eq", b.add(llvm.URemOp(q, b.i64(panels))), b.i64(panels - 1))
+        chunk, groups_now = self.chunk, self.t.groups_now
 
-            def whole_items(ks: KRange) -> None:
-                emit_for(b, start, end, lambda q, _: emit_if(b, is_last(q), lambda: None, lambda: panel(q, False, ks)) or [])
+        def one_chunk(c: SSAValue) -> None:
+            g0 = b.mul_i64(c, b.i64(chunk))
+            gemms = (g0, min_i64(b, b.add_i64(g0, b.i64(chunk)), _val(b, groups_now)))
+            self.each_k_block(lambda ks: rows_over(ks, gemms))
 
-            if full_panels:  # the whole panels by K blocks, as a single GEMM's
-                each_k_block(whole_items, looped=True)
-            # then each GEMM's last, partial panel in one pass over K, as a single GEMM's last
-            # panel (its sums in the stack tile: K blocks would add them into out block by block,
-            # 1.7 times the time of ResNet-50's 512 x 4608 by 49 convolution, Emerald Rapids)
-            emit_for(b, start, end, lambda q, _: emit_if(b, is_last(q), lambda: panel(q, True, KRange(0, k, True, True))) or [])
-            return
+        chunks = b.add(llvm.UDivOp(b.add_i64(_val(b, groups_now), b.i64(chunk - 1)), b.i64(chunk)))
+        emit_for(b, 0, chunks, lambda c, _: one_chunk(c) or [])
+
+    def _items_range(self, start: SSAValue, end: SSAValue) -> None:
+        """A batch of GEMMs whose last panels are partial: the whole panels by K blocks, as a
+        single GEMM's, then each GEMM's last, partial panel in one pass over K, as a single
+        GEMM's last panel (its sums in the stack tile: K blocks would add them into out block by
+        block, 1.7 times the time of ResNet-50's 512 x 4608 by 49 convolution, Emerald Rapids)."""
+        b, panels = self.t.b, self.panels
+
+        def is_last(q: SSAValue) -> SSAValue:
+            """Whether item q is its GEMM's last, partial panel."""
+            return icmp(b, "eq", b.add(llvm.URemOp(q, b.i64(panels))), b.i64(panels - 1))
+
+        def whole_items(ks: KRange) -> None:
+            emit_for(b, start, end, lambda q, _: emit_if(b, is_last(q), lambda: None, lambda: self.panel(q, False, ks)) or [])
+
+        if self.full_panels:
+            self.each_k_block(whole_items, looped=True)
+        emit_for(b, start, end, lambda q, _: emit_if(b, is_last(q), lambda: self.panel(q, True, KRange(0, self.k, True, True))) or [])
+
+    def _panels_range(self, start: SSAValue, end: SSAValue) -> None:
+        """This thread's panels: K blocks, each over all of them (a block's panel slice, kc x NR,
+        stays in L1 for every row block, A's M x kc columns in L2 for every panel); the thread
+        whose range ends at the last panel runs it when partial (one K block: rows of its stack
+        tile are not kept between blocks)."""
+        b, full_panels = self.t.b, self.full_panels
         if full_panels:
-            last = end if not last_cols else min_i64(b, end, b.i64(full_panels))
+            last = end if not self.last_cols else min_i64(b, end, b.i64(full_panels))
 
             def panels_over(ks: KRange) -> None:
-                emit_for(b, start, last, lambda p, _: panel(p, False, ks) or [])
+                emit_for(b, start, last, lambda p, _: self.panel(p, False, ks) or [])
 
-            # K blocks, each over all of this thread's panels: a block's panel slice (kc x NR)
-            # stays in L1 for every row block, A's M x kc columns in L2 for every panel
-            each_k_block(panels_over, looped=True)
-        if last_cols:  # the thread whose range ends at the last panel runs it (one K block: rows
-            # of its stack tile are not kept between blocks)
-            emit_if(b, icmp(b, "eq", end, b.i64(panels)), lambda: panel(b.i64(full_panels), True, KRange(0, k, True, True)))
+            self.each_k_block(panels_over, looped=True)
+        if self.last_cols:
+            emit_if(b, icmp(b, "eq", end, b.i64(self.panels)), lambda: self.panel(b.i64(full_panels), True, KRange(0, self.k, True, True)))
 
-    # threads: at most as many as the FLOPs (and the panels' bytes, for a matrix-vector product)
-    # pay for (`Target.thread_work`); each takes a share of the panels or, when A's K block slice
-    # overflows half of L2 while all the panels' slices fit there (a convolution's weight as A,
-    # few output pixels as panels: A-stationary), a share of the row blocks, so that each thread
-    # streams its own rows of A once per K block
-    def work_of(m: int, groups: int = groups) -> tuple[float, float]:
-        return 2.0 * groups * m * n * k, 4.0 * groups * (panels * k * nr + m * k + m * n)
+    def each_k_block(self, over: Callable[[KRange], None], looped: bool = False) -> None:
+        """``over`` each K block in turn: the first from zeros, the last with alpha and the
+        epilogue (one block when K is not split). ``looped``: the blocks of ``kc`` steps as one
+        loop whose first and last are run-time flags (the last one after it when shorter), one
+        copy of ``over``'s code where three were (a third of BERT-base's GEMM code; the tile
+        takes alpha and accumulate as arguments anyway)."""
+        b, k, kc, k_blocks = self.t.b, self.k, self.kc, self.k_blocks
+        if looped and k_blocks > 1:
+            equal = k % kc == 0
 
-    if g_size is not None:  # a run-time count of GEMMs: their panels (or A's row blocks) are the items
-        count = ctx.size(g_size)
-        pays = paying_rows(ctx, count, groups, lambda g: work_of(m, g))
-        items = blocks if a_stationary else ctx.b.mul_i64(count, ctx.b.i64(panels))
-        ctx.parallel(items, work_range, [count], work=work_of(m), pays=pays)
-    elif m_size is None:
-        ctx.parallel(blocks if a_stationary else groups * panels, work_range, work=work_of(m))
-    else:
-        b = ctx.b
-        rows_now = ctx.size(m_size)
-        run_rows = b.add(llvm.UDivOp(rows_now, b.i64(mr)))
-        run_rest = b.add(llvm.SubOp(rows_now, b.mul_i64(run_rows, b.i64(mr))))
-        pays = paying_rows(ctx, rows_now, m, work_of)
+            def one(kb: SSAValue) -> None:
+                last = icmp(b, "eq", kb, b.i64(k_blocks - 1)) if equal else False
+                over(KRange(b.mul_i64(kb, b.i64(kc)), kc, icmp(b, "eq", kb, b.i64(0)), last))
 
-        def with_k_block(value: int, rows: tuple[int, int]) -> None:
-            nonlocal kc, k_blocks, row_span  # (what each_k_block and run_time_plans read while this region is emitted)
-            kc, k_blocks, row_span = value, -(-k // value), rows
-            ctx.parallel(groups * panels, work_range, [run_rows, run_rest], work=work_of(m), pays=pays)
+            emit_for(b, 0, k_blocks if equal else k_blocks - 1, lambda kb, _: one(kb) or [])
+            if not equal:
+                over(KRange((k_blocks - 1) * kc, k - (k_blocks - 1) * kc, False, True))
+            return
+        over(KRange(0, kc if k_blocks > 1 else k, True, k_blocks == 1))
+        if k_blocks > 2:
+            emit_for(b, 1, k_blocks - 1, lambda kb, _: over(KRange(b.mul_i64(kb, b.i64(kc)), kc, False, False)) or [])
+        if k_blocks > 1:
+            over(KRange((k_blocks - 1) * kc, k - (k_blocks - 1) * kc, False, True))
 
-        # a call of fewer than 2 MR rows is a matrix-vector product: all of K in one pass, as
-        # the static kernel for its rows takes (`k_block`); more rows: the K blocks of the largest
-        single, blocked = k_block(ctx, op, 1, k, nr, mr, panels), kc
-        if single == blocked or m < 2 * mr:
-            with_k_block(blocked, (1, m))
+    # a panel's row blocks -------------------------------------------------------------
+
+    def panel(self, p: SSAValue, partial: bool, ks: KRange) -> None:
+        """Panel p's row blocks over the k steps ``ks``: the first ones prefetch the next panel
+        (the last panel has no next one to prefetch)."""
+        if self.m_size is not None:
+            self.run_time_panel(p, partial, ks)
+            return
+        b, mr, full_rows = self.t.b, self.mr, self.full_rows
+        ahead = min(self.prefetch_plan(ks.steps)[2], full_rows) if not partial else 0
+        emit_for(b, 0, ahead, lambda r, _: self.block(p, b.mul_i64(r, b.i64(mr)), mr, partial, r, ks) or [])
+        emit_for(b, ahead, full_rows, lambda r, _: self.block(p, b.mul_i64(r, b.i64(mr)), mr, partial, None, ks) or [])
+        if self.rest:
+            tail_prefetches = not partial and full_rows < self.prefetch_plan(ks.steps)[2]
+            self.block(p, full_rows * mr, self.rest, partial, full_rows if tail_prefetches else None, ks)
+
+    def run_time_panel(self, p: SSAValue, partial: bool, ks: KRange) -> None:
+        """`panel` over this call's rows: the first row blocks prefetch under the plan its row
+        count takes (`run_time_plans`: a switch around the tile call only), the tail rows (fewer
+        than MR) after them when it has any, taking the plan's share after the row blocks' when
+        the plan has one left for them, as in the static kernel of this call's rows (only the
+        plans and tail rows some call of the region takes: each is a tile function to compile)."""
+        b, mr, run_rows, run_rest = self.t.b, self.mr, self.t.run_rows, self.t.run_rest
+        rows_now = b.add_i64(b.mul_i64(run_rows, b.i64(mr)), run_rest)
+        plans = [] if partial else self.run_time_plans(ks.steps)  # (the last panel has no next one to prefetch)
+        choices, ahead, prefetching = None, 0, None
+        if plans:
+            chosen, prefetching = b.i64(len(plans)), b.i64(0)  # none: fewer rows than any plan's
+            for i in reversed(range(len(plans))):  # the first plan (most rows) whose rows this call reaches
+                least, plan = plans[i]
+                reach = icmp(b, "sge", rows_now, b.i64(least))
+                chosen = b.add(llvm.SelectOp(reach, b.i64(i), chosen))
+                prefetching = b.add(llvm.SelectOp(reach, b.i64(plan[2]), prefetching))
+            choices = ([Choice(i, plan) for i, (_, plan) in enumerate(plans)], chosen, False)
+            ahead = min_i64(b, prefetching, run_rows)
+
+        def tail() -> None:
+            shares = self.tail_shares(plans)
+            if not shares:
+                self.block(p, r0, run_rest, partial, None, ks, choices)
+                return
+            # (the plans of spread 1 are the last ones, those of the fewest rows)
+            first = min(shares)
+            assert all(plan[1] == 1 for _, plan in plans[first:]), plans
+            taken = ([Choice(i, plans[i][1], frozenset(r)) for i, r in sorted(shares.items())], choices[1], True)
+            sharing = b.add(llvm.AndOp(icmp(b, "slt", run_rows, prefetching), icmp(b, "sge", choices[1], b.i64(first))))
+            emit_if(b, sharing, lambda: self.block(p, r0, run_rest, partial, run_rows, ks, taken),
+                    lambda: self.block(p, r0, run_rest, partial, None, ks, choices))
+
+        emit_for(b, 0, ahead, lambda r, _: self.block(p, b.mul_i64(r, b.i64(mr)), mr, partial, r, ks, choices) or [])
+        emit_for(b, ahead, run_rows, lambda r, _: self.block(p, b.mul_i64(r, b.i64(mr)), mr, partial, None, ks, choices) or [])
+        r0 = b.mul_i64(run_rows, b.i64(mr))
+        emit_if(b, icmp(b, "sgt", run_rest, b.i64(0)), tail)
+
+    # one row block of one panel -----------------------------------------------------------
+
+    def block(self, p: SSAValue, r0: SSAValue | int, rows: int | SSAValue, partial: bool, rb: SSAValue | int | None,
+              ks: KRange, choices: tuple[list[Choice], SSAValue, bool] | None = None) -> None:
+        """Rows ``[r0, r0 + rows)`` of panel ``p`` over the k steps ``ks``: the register tile
+        (from zeros for the first K block, else from the sums stored so far), then, after the
+        last K block, its epilogue. Block ``rb`` (one of the first `prefetching`) also
+        prefetches its share of panel p + 1's same K block; with ``choices`` (run-time rows: the
+        prefetch plans, which one this call takes, and whether it surely takes one of them)
+        under the plan chosen."""
+        plans = list(choices[0]) if choices is not None and rb is not None else [
+            Choice(None, self.prefetch_plan(ks.steps) if choices is None else choices[0][0].plan)]
+        at = self._block_at(p, r0, partial, ks)
+
+        def tile_call(prefetch: bool = False, **kwargs) -> None:
+            self._tile_call(at, rows, rb, ks, plans, choices, prefetch, **kwargs)
+
+        if partial and not (ks.first is True and ks.last is True):
+            assert isinstance(ks.first, bool) and isinstance(ks.last, bool), "a partial panel's K blocks are emitted one by one"
+            self._partial_block(at, r0, rows, ks, tile_call)
+            return
+        b, alpha = self.t.b, self.alpha
+        if isinstance(ks.last, bool):
+            scale = alpha if ks.last else 1.0
         else:
-            emit_if(b, icmp(b, "slt", rows_now, b.i64(2 * mr)), lambda: with_k_block(single, (1, 2 * mr - 1)),
-                    lambda: with_k_block(blocked, (2 * mr, m)))
-    if swept is not None:
-        _sweep_epilogue(ctx, op, *swept)
+            scale = alpha if alpha == 1.0 else b.add(llvm.SelectOp(ks.last, b.f32(alpha), b.f32(1.0)))
+        adding = (not ks.first) if isinstance(ks.first, bool) else b.add(llvm.SubOp(b.i64(1), b.add(llvm.ZExtOp(ks.first, i64))))
+        tile_call(prefetch=True, alpha=scale, accumulate=adding)
+        if ks.last is False or not (partial or self.addends or self.act != "none"):
+            return
+        self._epilogue(at, r0, rows, self.last_cols if partial else self.nr, ks)
+
+    def _block_at(self, p: SSAValue, r0: SSAValue | int, partial: bool, ks: KRange) -> _BlockAt:
+        """Where block (p, r0) reads and writes: A's rows from k step ``ks.start``, the panel's
+        same K block, the output tile (and where its tile goes: the stack tile for a partial
+        panel) and, in a batch, its GEMM."""
+        t, b, k, nr, n = self.t, self.t.b, self.k, self.nr, self.n
+        k0 = ks.start
+        a_base, out_base, col, g = t.pa, t.po, p, None
+        if self.batched:  # panel p % panels of GEMM p / panels
+            g = b.add(llvm.UDivOp(p, b.i64(self.panels)))
+            col = b.add(llvm.SubOp(p, b.mul_i64(g, b.i64(self.panels))))
+            out_base = b.gep(t.po, b.mul_i64(g, b.i64(self.m * n)), f32)
+            if self.a_group:
+                ga = g if self.a_period is None else b.add(llvm.URemOp(g, b.i64(self.a_period)))
+                a_base = b.gep(t.pa, b.mul_i64(ga, b.i64(self.a_group)), f32)
+        a_row = b.gep(a_base, _sum(b, b.mul_i64(_val(b, r0), b.i64(k)) if r0 != 0 else None, k0), f32)
+        panel = b.gep(t.pb, _sum(b, b.mul_i64(p, b.i64(k * nr)), b.mul_i64(_val(b, k0), b.i64(nr)) if k0 != 0 else None), f32)
+        col0 = b.mul_i64(col, b.i64(nr))
+        out_tile = b.gep(out_base, b.add_i64(b.mul_i64(_val(b, r0), b.i64(n)), col0) if r0 != 0 else col0, f32)
+        dest, ld = (t.stack, nr) if partial else (out_tile, n)
+        assert dest is not None
+        # the last panel's tile is as many vectors wide as its columns need (its padding columns
+        # beyond them are never computed)
+        width = -(-self.last_cols // self.lanes) if partial else self.vectors
+        return _BlockAt(a_row, panel, col0, out_tile, dest, ld, width, g)
+
+    def _tile_call(self, at: _BlockAt, rows: int | SSAValue, rb: SSAValue | int | None, ks: KRange, plans: list[Choice],
+                   choices: tuple[list[Choice], SSAValue, bool] | None, prefetch: bool = False, **kwargs) -> None:
+        """The register tile of the block's rows; a run-time count (this call's tail rows)
+        switches among the MR - 1 row tiles, a run-time plan among the plans' tiles (the
+        epilogue after it takes the count as is, whatever the plan)."""
+        b, k, nr, line_floats = self.t.b, self.k, self.nr, self.line_floats
+
+        def ahead_of(plan: tuple[int, int, int]) -> SSAValue | None:
+            """Lines [rb, rb + 1) * per_step * (steps // spread) of the next panel."""
+            if rb is None:
+                return None
+            lines = plan[0] * (ks.steps // plan[1]) * line_floats
+            return b.gep(at.panel, b.add_i64(b.mul_i64(_val(b, rb), b.i64(lines)), b.i64(k * nr)), f32)
+
+        def one(r: int, plan: tuple[int, int, int], prefetching: bool = True) -> None:
+            ahead = ahead_of(plan) if prefetch and prefetching else None
+            tile = Tile(r, at.width, self.lanes, plan[1], plan[0] if ahead is not None else 0, line_floats, self.b_aligned)
+            call_tile(self.ctx, tile, at.a_row, k, at.panel, nr, ks.steps, at.dest, at.ld, **kwargs,
+                      **({"ahead": ahead} if prefetch else {}))
+
+        def with_rows(choice: Choice, prefetching: bool = True) -> None:
+            if isinstance(rows, int):
+                one(rows, choice.plan, prefetching)
+                return
+            for r in range(1, self.mr):
+                if choice.rows is None or r in choice.rows:
+                    emit_if(b, icmp(b, "eq", rows, b.i64(r)), lambda r=r: one(r, choice.plan, prefetching))
+
+        if plans[0].index is None:
+            with_rows(plans[0])
+            return
+        assert choices is not None
+
+        def from_plan(i: int) -> None:  # plan i, else the next; past the last: no prefetch
+            if i == len(plans):
+                with_rows(Choice(None, plans[0].plan), prefetching=False)
+                return
+            if i == len(plans) - 1 and choices[2]:  # the call takes one of these plans
+                with_rows(plans[i])
+                return
+            emit_if(b, icmp(b, "eq", choices[1], b.i64(plans[i].index)), lambda: with_rows(plans[i]), lambda: from_plan(i + 1))
+
+        from_plan(0)
+
+    def _addend_accesses(self, r0: SSAValue | int, col0: SSAValue, g: SSAValue | None) -> list[Access]:
+        """The epilogue's addends (the accumulator, a residual) at the output tile at row r0,
+        column col0 (of GEMM g in a batch)."""
+        b = self.t.b
+        accesses = []
+        for ptr, (_, rs, cs, gs, _scale) in zip(self.t.padd, self.addends):
+            off = _sum(b, b.mul_i64(_val(b, r0), b.i64(rs)) if rs and r0 != 0 else None,
+                       b.mul_i64(col0, b.i64(cs)) if cs else None,
+                       b.mul_i64(g, b.i64(gs)) if gs and g is not None else None)
+            accesses.append(Access(b.gep(ptr, off if off is not None else b.i64(0), f32), (rs, cs), f32))
+        return accesses
+
+    def _finish(self, b: FunctionBuilder, y: SSAValue, values: list[SSAValue]) -> SSAValue:
+        """The epilogue of one output element ``y`` (``values``: its addends', when any)."""
+        for v, (*_, scale) in zip(values, self.addends):
+            y = b.add(llvm.FAddOp(y, v if scale == 1.0 else b.add(llvm.FMulOp(v, b.f32(scale)))))
+        return y if self.act == "none" else emit_unary(b, self.act, y)
+
+    def _partial_block(self, at: _BlockAt, r0: SSAValue | int, rows: int | SSAValue, ks: KRange,
+                       tile_call: Callable[..., None]) -> None:
+        """The last panel within a K-blocked pass (A-stationary): this block's sums go to the
+        stack tile, then are added to out's columns (stored there after the first)."""
+        n, addends = self.n, self.addends
+        tile_call(alpha=self.alpha)
+        ins = [Access(at.dest, (at.ld, 1), f32)]
+        if not ks.first:
+            ins.append(Access(at.out_tile, (n, 1), f32))
+        if ks.last:
+            ins += self._addend_accesses(r0, at.col0, at.g)
+
+        def add_block(b: FunctionBuilder, vals: list[SSAValue]) -> SSAValue:
+            y = vals[0] if ks.first else b.add(llvm.FAddOp(vals[0], vals[1]))
+            return self._finish(b, y, vals[len(vals) - len(addends):]) if ks.last else y
+
+        with _scalar_errors(self.op):
+            emit_pointwise(self.t.b, (rows, self.last_cols), Access(at.out_tile, (n, 1), f32), ins, add_block)
+
+    def _epilogue(self, at: _BlockAt, r0: SSAValue | int, rows: int | SSAValue, cols: int, ks: KRange) -> None:
+        """After the last K block (a run-time flag in a loop over them): the block's addends and
+        activation, out of the stack tile for a partial panel."""
+        b = self.t.b
+        ins = [Access(at.dest, (at.ld, 1), f32), *self._addend_accesses(r0, at.col0, at.g)]
+
+        def epilogue(b: FunctionBuilder, vals: list[SSAValue]) -> SSAValue:
+            return self._finish(b, vals[0], vals[1:])
+
+        def sweep() -> None:
+            with _scalar_errors(self.op):
+                emit_pointwise(b, (rows, cols), Access(at.out_tile, (self.n, 1), f32), ins, epilogue)
+
+        if ks.last is True:
+            sweep()
+        else:
+            emit_if(b, ks.last, sweep)
+
+
+@dataclass(frozen=True)
+class _BlockAt:
+    """Where one row block of one panel reads and writes (`_PackedGemm._block_at`)."""
+
+    a_row: SSAValue
+    panel: SSAValue
+    col0: SSAValue
+    out_tile: SSAValue
+    dest: SSAValue
+    ld: int
+    width: int
+    g: SSAValue | None
+
+
+def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
+    gemm = _PackedGemm(ctx, op)
+    if not gemm.empty:
+        gemm.emit()
 
 
 def _sweep_epilogue(ctx: KernelContext, op: Operation, addends: list, act: str) -> None:
