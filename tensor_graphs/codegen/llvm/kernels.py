@@ -535,6 +535,16 @@ def paying_rows(ctx: KernelContext, rows: SSAValue, most: int, work: Callable[[i
     return icmp(ctx.b, "sge", rows, ctx.b.i64(lo))
 
 
+def image_and_row(b: FunctionBuilder, r: SSAValue, images, rows: int) -> tuple[SSAValue | int, SSAValue]:
+    """Row ``r`` of ``images`` x ``rows`` rows as (its image, its row in that image): a batch of
+    images' rows numbered together (a convolution's channels or windows over a batch, a
+    Winograd transform's images x channels)."""
+    if images == 1:
+        return 0, r
+    image = b.add(llvm.UDivOp(r, b.i64(rows)))
+    return image, b.add(llvm.SubOp(r, b.mul_i64(image, b.i64(rows))))
+
+
 def static_row(op: Operation, *sizes) -> None:
     """A LoweringError unless every one of ``sizes`` (a row's length, its inner extent) is static:
     a row kernel counts only its rows at run time."""

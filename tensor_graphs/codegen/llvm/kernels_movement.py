@@ -47,6 +47,7 @@ from tensor_graphs.codegen.llvm.kernels import (
     emit_copy_nest,
     emit_elementwise,
     emit_pointwise,
+    image_and_row,
     parallel_nest,
     split_rows,
     splat_value,
@@ -298,8 +299,8 @@ def _emit_im2col(ctx: KernelContext, op: Operation) -> None:
         if n == 1:
             at = b.mul_i64(b.add_i64(b.mul_i64(r, b.i64(kh * kw)), b.i64(t)), b.i64(nr))
         else:  # image r / C's panels, -(-taps // nr) of K x NR each
-            image = b.add(llvm.UDivOp(r, b.i64(c)))
-            k = b.add_i64(b.mul_i64(b.add(llvm.SubOp(r, b.mul_i64(image, b.i64(c)))), b.i64(kh * kw)), b.i64(t))
+            image, channel = image_and_row(b, r, n, c)
+            k = b.add_i64(b.mul_i64(channel, b.i64(kh * kw)), b.i64(t))
             at = b.add_i64(b.mul_i64(image, b.i64(-(-taps // nr) * k_total * nr)), b.mul_i64(k, b.i64(nr)))
         dst = b.gep(ctx.ptr(out), at, el)
         emit_copy_nest(b, (full, nr), Access(dst, (k_total * nr, 1), el), Access(plane, (nr, 1), el))

@@ -44,6 +44,7 @@ from tensor_graphs.codegen.llvm.kernels import (
     check_no_overlap,
     emit_copy_nest,
     emit_pointwise,
+    image_and_row,
     split_rows,
 )
 from tensor_graphs.codegen.llvm.kernels_gemm import _vector_at, splat, vector_type
@@ -53,14 +54,6 @@ from tensor_graphs.codegen.llvm.scalar import emit_unary
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.shapes import numel
 from tensor_graphs.dialects.winograd import matrices
-
-
-def _image_and_row(b: FunctionBuilder, r: SSAValue, images, rows: int) -> tuple[SSAValue | int, SSAValue]:
-    """Row ``r`` of ``images`` x ``rows`` rows as (its image, its row in that image)."""
-    if images == 1:
-        return 0, r
-    image = b.add(llvm.UDivOp(r, b.i64(rows)))
-    return image, b.add(llvm.SubOp(r, b.mul_i64(image, b.i64(rows))))
 
 
 def _combine(b: FunctionBuilder, coeffs: Sequence[float], values: Sequence[SSAValue], const: Callable[[float], SSAValue]) -> SSAValue:
@@ -182,7 +175,7 @@ def _emit_winograd_input(ctx: KernelContext, op: Operation) -> None:
             """Input row r: image r / C's channel r % C, into that image's a*a sets of panels."""
             src = b.gep(xp, b.mul_i64(r, b.i64(h * w)), f32)
             emit_for(b, 0, tile_rows, lambda th, _: tile_row(src, th) or [])
-            image, ch = _image_and_row(b, r, images, channels)
+            image, ch = image_and_row(b, r, images, channels)
             at = b.mul_i64(ch, b.i64(nr))
             if images != 1:
                 at = b.add_i64(at, b.mul_i64(image, b.i64(xis * panels * channels * nr)))
@@ -230,7 +223,7 @@ def _emit_winograd_output(ctx: KernelContext, op: Operation) -> None:
 
         def tile_row(r: SSAValue, th: SSAValue, out_rows: int) -> None:
             """Tile row th of output row r (image r / Cout's channel co = r % Cout)."""
-            image, co = _image_and_row(b, r, images, cout)
+            image, co = image_and_row(b, r, images, cout)
             first = _val(b, image) if images == 1 else b.mul_i64(image, b.i64(xis * cout * n))
             base = b.gep(gp, b.add_i64(first, b.add_i64(b.mul_i64(co, b.i64(n)), b.mul_i64(th, b.i64(row_tiles)))), f32)
 
