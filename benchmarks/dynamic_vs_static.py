@@ -4,7 +4,7 @@ process, call by call alternately (ABAB...), medians of the rounds; the compile 
 the compile cache off (``TG_CACHE=off``: every compile runs the passes and LLVM).
 
     .venv/bin/python benchmarks/dynamic_vs_static.py [--models bert gpt2 mlp resnet50] [--threads 1,2]
-                                                     [--rounds 10] [--quick] [--out FILE.md]
+                                                     [--rounds 10] [--quick] [--largest N] [--out FILE.md]
 
 Models (random weights, ``torch.manual_seed(0)``): BERT-base (transformers ``BertConfig()``:
 12 layers, d 768) ``ids -> last hidden state`` at batch 1 seq 16 / 128 / 512 and batch 8 seq 128
@@ -12,6 +12,8 @@ Models (random weights, ``torch.manual_seed(0)``): BERT-base (transformers ``Ber
 logits`` at seq 32 / 128 (``Dim("seq", 1, 1024)``); the MLP 256-1024-1024-256 of tg-bench at
 batch 1 / 64 (``Dim("batch", 1, 256)``); transformers' ResNet-50 (the tg-bench model) at batch 1 / 8
 (``Dim("batch", 1, 16)``, 224x224 images). ``--quick``: tiny configurations (a smoke test).
+``--largest N``: the size symbol's range ends at N instead (rows past it are left out): what
+planning the arena at the top of the range costs a call at a small size.
 """
 
 from __future__ import annotations
@@ -98,8 +100,28 @@ def alternate(fns: list, x, rounds: int, warmup: int = 2) -> list[float]:
     return [statistics.median(t) for t in times]
 
 
-def bench(name: str, threads: list[int], rounds: int, quick: bool) -> list[str]:
+def _with_largest(rows: list, spec, largest: int | None):
+    """``rows`` and ``spec`` for a range ending at ``largest`` (None: as built): the rows past it
+    left out, the spec's Dim with that max."""
+    if largest is None:
+        return rows, spec
+    def narrowed(x):
+        return {"x": {d: Dim(dim.__name__, min=dim.min, max=largest) for d, dim in spec(x)["x"].items()}}
+    dim = next(iter(spec(rows[0][1])["x"]))
+    return [(what, x) for what, x in rows if x.shape[dim] <= largest], narrowed
+
+
+def _example(x: torch.Tensor, dim: int, largest: int | None) -> torch.Tensor:
+    """The dynamic compile's example: ``x``, or two of it along ``dim`` when it has one there
+    (torch.export specialises a size of 1) and the range reaches 2."""
+    if x.shape[dim] == 1 and (largest is None or largest >= 2):
+        return torch.cat([x, x], dim)
+    return x
+
+
+def bench(name: str, threads: list[int], rounds: int, quick: bool, largest: int | None = None) -> list[str]:
     label, model, rows, spec = build(name, quick)
+    rows, spec = _with_largest(rows, spec, largest)
     dyn_inputs = {}
     lines = []
     with torch.no_grad():
@@ -108,6 +130,7 @@ def bench(name: str, threads: list[int], rounds: int, quick: bool) -> list[str]:
             # the example: the row's largest (torch.export specialises a size of 1); the forward's
             # argument is "x": the spec names it
             example = max((x for _, x in rows if name in ("mlp", "resnet50") or x.shape[0] == batch), key=lambda x: x.numel())
+            example = _example(example, next(iter(spec(example)["x"])), largest)
             dynamic, dyn_seconds = timed(lambda: tg.compile(model, (example,), dynamic_shapes=spec(example)))
             dyn_inputs[batch] = (dynamic, dyn_seconds)
             print(f"{label}: dynamic compile (batch {batch}): {dyn_seconds:.2f} s; {dynamic.memory}", flush=True)
@@ -136,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--largest", type=int, default=None, help="end each size symbol's range here (rows past it left out)")
     ap.add_argument("--out", default=None, help="write the table (markdown) here too")
     args = ap.parse_args(argv)
     threads = [int(t) for t in args.threads.split(",")]
@@ -145,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(head), flush=True)
     lines = []
     for name in args.models:
-        lines += bench(name, threads, args.rounds, args.quick)
+        lines += bench(name, threads, args.rounds, args.quick, args.largest)
     if args.out:
         from tensor_graphs.target import Target
 
