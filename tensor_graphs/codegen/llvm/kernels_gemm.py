@@ -28,7 +28,12 @@ panels' slices fit there (a convolution: its weight is A, its few output pixels 
 row blocks go outside instead (A-stationary), so that A streams once per K block, and the threads
 split the row blocks rather than the panels (each streams only its rows of A); the last, partial
 panel is then one more panel of each row block, its K blocks' sums added to ``out`` through a
-stack tile. The last, partial panel's tile is only as many vectors wide as its columns need.
+stack tile. In a batch of GEMMs split by panels, each GEMM's partial last panel runs after the
+whole panels' K blocks, in one pass over K. The last, partial panel's tile is only as many
+vectors wide as its columns need. The code of a panel is emitted once for all its K blocks: a
+loop over them whose first (start from zeros) and last (alpha, the epilogue) are run-time flags.
+Run-time rows (a symbolic M): the tiles, K blocks and team are those of the largest M; each call
+takes the static kernel's prefetch plan for its count of row blocks (`_PackedGemm.run_time_plans`).
 
 The shapes come from the target (`KernelContext.target`, `Target.gemm_tile`): ``L`` is its
 floats per vector, and ``MR x V`` fills its vector registers with the accumulators, the panel
@@ -298,7 +303,7 @@ def call_tile(
 class KRange:
     """The k steps ``[start, start + steps)`` of one K block (``start`` static or run time);
     ``first``: the tile starts from zeros; ``last``: alpha and the epilogue follow (each a bool,
-    or an i1 of a loop over the K blocks: `_emit_packed_matmul`'s ``each_k_block``)."""
+    or an i1 of a loop over the K blocks: `_PackedGemm.each_k_block`)."""
 
     start: SSAValue | int
     steps: int
@@ -308,7 +313,7 @@ class KRange:
 
 @dataclass(frozen=True)
 class Choice:
-    """One prefetch plan a run-time row count may take (`_emit_packed_matmul`): its index among
+    """One prefetch plan a run-time row count may take (`_PackedGemm`): its index among
     the kernel's plans (None: the one plan of a static count), the plan (lines per prefetching
     step, k steps per loop iteration, prefetching row blocks) and the tail row counts that take
     it (None: every one)."""
