@@ -49,119 +49,153 @@ EPILOGUE_ROWS = 256
 EPILOGUE_COLS = 256
 
 
-def _emit_matmul_epilogue(ctx: KernelContext, op: buf.MatmulOp) -> None:
-    act = op.activation.data
-    ta, tb, alpha, beta = op.flags
-    a, w = op.inputs[0], op.inputs[1]
-    acc = op.inputs[2] if len(op.inputs) == 3 else None
-    out = op.output
-    _require_f32(op, [*op.inputs, out])
-    sa, sb, so = _shape(a), _shape(w), _shape(out)
-    m, k = (sa[-1], sa[-2]) if ta else (sa[-2], sa[-1])
-    n = sb[-2] if tb else sb[-1]
-    if numel(so) == 0:
-        return
-    check_no_overlap(ctx, op, out, [a, w], in_place_ok=False)
-    use_acc = acc is not None and beta != 0.0
-    acc_in_place = use_acc and ctx.same_bytes(acc, out) and _shape(acc) == so  # type: ignore[arg-type]
-    if use_acc and not acc_in_place:
-        check_no_overlap(ctx, op, out, [acc], in_place_ok=False)  # type: ignore[list-item]
-    if not use_acc:
-        beta = 0.0
-    copy_acc = use_acc and not acc_in_place
+class _TiledMatmul:
+    """One `buf.matmul` with an activation as code (`_emit_matmul_epilogue`; the module doc):
+    the op read (`__init__`), then one sgemv per matrix (`_gemv`) or the output tiles
+    (`_tiles`, `tile`), on the graph's threads when the flops pay for them."""
 
-    batch_a, batch_b, batch_o = sa[:-2], sb[:-2], so[:-2]
-    fold = numel(batch_b) == 1 and not ta
-    m_total = m * numel(batch_a) if fold else m
-    lda, ldb, ldc = max(sa[-1], 1), max(sb[-1], 1), max(n, 1)
-    if max(m_total, n, k, lda, ldb, ldc) > _I32_MAX:
-        raise LoweringError(f"{op.name}: dims {list(sa)} x {list(sb)} overflow the 32-bit BLAS interface")
-    pa, pb, pc = ctx.ptr(a), ctx.ptr(w), ctx.ptr(out)
-    pacc = ctx.ptr(acc) if copy_acc else None  # type: ignore[arg-type]
-    acc_str = broadcast_strides(_shape(acc), so) if copy_acc else (0,) * len(so)  # type: ignore[arg-type]
+    def __init__(self, ctx: KernelContext, op: buf.MatmulOp):
+        self.ctx, self.op = ctx, op
+        self.act = op.activation.data
+        self.ta, self.tb, self.alpha, self.beta = op.flags
+        self.a, self.w = op.inputs[0], op.inputs[1]
+        self.acc = op.inputs[2] if len(op.inputs) == 3 else None
+        self.out = op.output
+        _require_f32(op, [*op.inputs, self.out])
+        self.sa, self.sb, self.so = _shape(self.a), _shape(self.w), _shape(self.out)
+        self.m, self.k = (self.sa[-1], self.sa[-2]) if self.ta else (self.sa[-2], self.sa[-1])
+        self.n = self.sb[-2] if self.tb else self.sb[-1]
 
-    def activate(b: FunctionBuilder, ptr: SSAValue, count: Index) -> None:
+    def emit(self) -> None:
+        ctx, op, out, acc, sa, sb, so = self.ctx, self.op, self.out, self.acc, self.sa, self.sb, self.so
+        if numel(so) == 0:
+            return
+        check_no_overlap(ctx, op, out, [self.a, self.w], in_place_ok=False)
+        use_acc = acc is not None and self.beta != 0.0
+        acc_in_place = use_acc and ctx.same_bytes(acc, out) and _shape(acc) == so  # type: ignore[arg-type]
+        if use_acc and not acc_in_place:
+            check_no_overlap(ctx, op, out, [acc], in_place_ok=False)  # type: ignore[list-item]
+        if not use_acc:
+            self.beta = 0.0
+        self.copy_acc = use_acc and not acc_in_place
+        self.batch_o = so[:-2]
+        self.fold = numel(sb[:-2]) == 1 and not self.ta
+        self.m_total = self.m * numel(sa[:-2]) if self.fold else self.m
+        self.lda, self.ldb, self.ldc = max(sa[-1], 1), max(sb[-1], 1), max(self.n, 1)
+        if max(self.m_total, self.n, self.k, self.lda, self.ldb, self.ldc) > _I32_MAX:
+            raise LoweringError(f"{op.name}: dims {list(sa)} x {list(sb)} overflow the 32-bit BLAS interface")
+        self.pa, self.pb, self.pc = ctx.ptr(self.a), ctx.ptr(self.w), ctx.ptr(out)
+        self.pacc = ctx.ptr(acc) if self.copy_acc else None  # type: ignore[arg-type]
+        self.acc_str = broadcast_strides(_shape(acc), so) if self.copy_acc else (0,) * len(so)  # type: ignore[arg-type]
+        if (self.m_total == 1 or self.n == 1) and self.k > 1:
+            self._gemv()
+            return
+        self._accumulator_strides()
+        self._tiled()
+
+    def activate(self, b: FunctionBuilder, ptr: SSAValue, count: Index) -> None:
+        """The activation in place over ``count`` floats at ``ptr``."""
+        act = self.act
         if act != "none":
             emit_for(b, 0, count, lambda i, _: _store(b, emit_unary(b, act, _load(b, ptr, i)), ptr, i) or [])
 
-    gemv = (m_total == 1 or n == 1) and k > 1
-    if gemv:  # one sgemv per matrix, then the activation over the (small) output vector
-        b = ctx.b
-        if copy_acc:
-            emit_elementwise(ctx, out, [acc], lambda bb, vals: vals[0])  # type: ignore[list-item]
+    def _gemv(self) -> None:
+        """One sgemv per matrix, then the activation over the (small) output vector."""
+        ctx, b = self.ctx, self.ctx.b
+        ta, tb, alpha, beta, n, k, m_total = self.ta, self.tb, self.alpha, self.beta, self.n, self.k, self.m_total
+        if self.copy_acc:
+            emit_elementwise(ctx, self.out, [self.acc], lambda bb, vals: vals[0])  # type: ignore[list-item]
 
         def gemv_call(off_a: SSAValue | None, off_b: SSAValue | None, off_c: SSAValue | None) -> None:
-            ma, mb_, c = _at(b, pa, off_a), _at(b, pb, off_b), _at(b, pc, off_c)
+            ma, mb_, c = _at(b, self.pa, off_a), _at(b, self.pb, off_b), _at(b, self.pc, off_c)
             if m_total == 1:  # out[1, N] = a[K] . op(B)
                 rows, cols, t = (n, k, False) if tb else (k, n, True)
-                _sgemv(ctx, t, rows, cols, alpha, mb_, ldb, ma, lda if ta else 1, beta, c)
+                _sgemv(ctx, t, rows, cols, alpha, mb_, self.ldb, ma, self.lda if ta else 1, beta, c)
             else:  # out[M, 1] = op(A) . b[K]
                 rows, cols, t = (k, m_total, True) if ta else (m_total, k, False)
-                _sgemv(ctx, t, rows, cols, alpha, ma, lda, mb_, 1 if tb else ldb, beta, c)
+                _sgemv(ctx, t, rows, cols, alpha, ma, self.lda, mb_, 1 if tb else self.ldb, beta, c)
 
-        if fold or numel(batch_o) == 1:
+        if self.fold or numel(self.batch_o) == 1:
             gemv_call(None, None, None)
         else:
-            per_batch(ctx, sa, sb, so, lambda offs: gemv_call(offs[1], offs[2], offs[0]))
-        activate(b, pc, ctx.size(numel(so)))
-        return
+            per_batch(ctx, self.sa, self.sb, self.so, lambda offs: gemv_call(offs[1], offs[2], offs[0]))
+        self.activate(b, self.pc, ctx.size(numel(self.so)))
 
-    # the rows of C (all batches stacked when folded) must have one stride in the accumulator
-    if copy_acc:
-        row_shape = so[:-1] if fold else so[-2:-1]
-        out_rs = contiguous_strides(so)[:-1] if fold else (n,)
-        acc_rs = acc_str[:-1] if fold else acc_str[-2:-1]
-        cshape, cstrides = collapse_dims(row_shape, [out_rs, acc_rs])
-        if len(cshape) > 1:  # an unusual broadcast: copy the whole accumulator up front
-            emit_elementwise(ctx, out, [acc], lambda bb, vals: vals[0])  # type: ignore[list-item]
-            copy_acc = False
-            acc_row_stride = 0
-        else:
-            acc_row_stride = cstrides[1][0] if cshape else 0
-    acc_col_stride = acc_str[-1]
+    def _accumulator_strides(self) -> None:
+        """The accumulator's row and column strides over the output's rows (all batches stacked
+        when folded), which must be one stride; an unusual broadcast is copied whole up front."""
+        so, n, acc_str = self.so, self.n, self.acc_str
+        self.acc_row_stride = 0
+        if self.copy_acc:
+            row_shape = so[:-1] if self.fold else so[-2:-1]
+            out_rs = contiguous_strides(so)[:-1] if self.fold else (n,)
+            acc_rs = acc_str[:-1] if self.fold else acc_str[-2:-1]
+            cshape, cstrides = collapse_dims(row_shape, [out_rs, acc_rs])
+            if len(cshape) > 1:  # an unusual broadcast: copy the whole accumulator up front
+                emit_elementwise(self.ctx, self.out, [self.acc], lambda bb, vals: vals[0])  # type: ignore[list-item]
+                self.copy_acc = False
+            else:
+                self.acc_row_stride = cstrides[1][0] if cshape else 0
+        self.acc_col_stride = acc_str[-1]
 
-    def tile(b: FunctionBuilder, ptrs: _Pointers, offs: Sequence[SSAValue | None], r0: SSAValue | None, mb: Index,
+    def tile(self, b: FunctionBuilder, ptrs: _Pointers, offs: Sequence[SSAValue | None], r0: SSAValue | None, mb: Index,
              n0: SSAValue | None, nb: Index) -> None:
         """sgemm of the output tile at rows ``r0``, columns ``n0`` (None: 0), ``mb x nb``; the
         accumulator copied in first, the activation over it after."""
+        ta, tb, lda, ldb, ldc = self.ta, self.tb, self.lda, self.ldb, self.ldc
         off_a, off_b, off_c, off_acc = offs
         c_tile = _at(b, ptrs.c, _add_idx(b, _add_idx(b, off_c, _mul_idx(b, r0, ldc) if r0 is not None else None), n0))
-        if copy_acc:
-            acc_tile = _add_idx(
-                b,
-                _add_idx(b, off_acc, _mul_idx(b, r0, acc_row_stride) if r0 is not None else None),
-                _mul_idx(b, n0, acc_col_stride) if n0 is not None else None,
-            )
-
-            def copy_row(r: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-                src = _at(b, ptrs.acc, _add_idx(b, acc_tile, _mul_idx(b, r, acc_row_stride)))  # type: ignore[arg-type]
-                dst = _at(b, c_tile, _mul_idx(b, r, ldc))
-                emit_for(b, 0, nb, lambda c, _c: _store(b, _load(b, src, _mul_idx(b, c, acc_col_stride)), dst, c) or [])
-                return []
-
-            emit_for(b, 0, mb, copy_row)
+        if self.copy_acc:
+            self._copy_accumulator(b, ptrs, off_acc, c_tile, r0, mb, n0, nb)
         # A rows r0.. (op(A) = A^T: columns r0.. of the stored K x M matrix)
         row_off = (r0 if ta else _mul_idx(b, r0, lda)) if r0 is not None else None
         a_tile = _at(b, ptrs.a, _add_idx(b, off_a, row_off))
         col_off = (_mul_idx(b, n0, ldb) if tb else n0) if n0 is not None else None
         b_tile = _at(b, ptrs.b, _add_idx(b, off_b, col_off))
-        _sgemm(ctx, ta, tb, mb, nb, k, alpha, a_tile, lda, b_tile, ldb, beta, c_tile, ldc)
-        if act != "none":
-            emit_for(b, 0, mb, lambda r, _: activate(b, _at(b, c_tile, _mul_idx(b, r, ldc)), nb) or [])
+        _sgemm(self.ctx, ta, tb, mb, nb, self.k, self.alpha, a_tile, lda, b_tile, ldb, self.beta, c_tile, ldc)
+        if self.act != "none":
+            emit_for(b, 0, mb, lambda r, _: self.activate(b, _at(b, c_tile, _mul_idx(b, r, ldc)), nb) or [])
 
-    # the flops of one batch's GEMM (one parallel region each) decide
-    work = (2.0 * m_total * n * k, 0.0)
-    threads = min(ctx.target.thread_work.threads(*work), max(ctx.target.cores, 1))
-    rows_per_tile = parallel_tile_rows(m_total, n, threads)
-    row_tiles, col_tiles = -(-m_total // rows_per_tile), -(-n // EPILOGUE_COLS)
-    parallel = threads >= 2 and row_tiles * col_tiles >= 2
+    def _copy_accumulator(self, b: FunctionBuilder, ptrs: _Pointers, off_acc: SSAValue | None, c_tile: SSAValue,
+                          r0: SSAValue | None, mb: Index, n0: SSAValue | None, nb: Index) -> None:
+        """The accumulator's tile at rows ``r0``, columns ``n0`` copied into the output tile."""
+        rs, cs, ldc = self.acc_row_stride, self.acc_col_stride, self.ldc
+        acc_tile = _add_idx(b, _add_idx(b, off_acc, _mul_idx(b, r0, rs) if r0 is not None else None),
+                            _mul_idx(b, n0, cs) if n0 is not None else None)
 
-    def tiles(offs: Sequence[SSAValue | None]) -> None:
-        if parallel:
-            _parallel_tiles(ctx, tile, ptr_values, offs, m_total, n, rows_per_tile, work)
+        def copy_row(r: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+            src = _at(b, ptrs.acc, _add_idx(b, acc_tile, _mul_idx(b, r, rs)))  # type: ignore[arg-type]
+            dst = _at(b, c_tile, _mul_idx(b, r, ldc))
+            emit_for(b, 0, nb, lambda c, _c: _store(b, _load(b, src, _mul_idx(b, c, cs)), dst, c) or [])
+            return []
+
+        emit_for(b, 0, mb, copy_row)
+
+    def _tiled(self) -> None:
+        """The output tiles of each batch's GEMM: spread over the threads when its flops (one
+        parallel region per batch) pay for two or more, else in order on this one."""
+        ctx, m_total, n = self.ctx, self.m_total, self.n
+        self.work = (2.0 * m_total * n * self.k, 0.0)
+        threads = min(ctx.target.thread_work.threads(*self.work), max(ctx.target.cores, 1))
+        self.rows_per_tile = parallel_tile_rows(m_total, n, threads)
+        row_tiles, col_tiles = -(-m_total // self.rows_per_tile), -(-n // EPILOGUE_COLS)
+        self.parallel = threads >= 2 and row_tiles * col_tiles >= 2
+        self.ptr_values = (self.a, self.w, self.out, self.acc if self.copy_acc else None)
+        if self.fold or numel(self.batch_o) == 1:
+            self._tiles((None, None, None, None))
+        else:
+            # per_batch's offsets are of C, A, B (and the accumulator)
+            per_batch(ctx, self.sa, self.sb, self.so, lambda offs: self._tiles((offs[1], offs[2], offs[0], offs[3])),
+                      self.acc_str[:-2])
+
+    def _tiles(self, offs: Sequence[SSAValue | None]) -> None:
+        """One batch's output tiles (``offs``: its offsets into A, B, C and the accumulator)."""
+        ctx = self.ctx
+        if self.parallel:
+            _parallel_tiles(ctx, self.tile, self.ptr_values, offs, self.m_total, self.n, self.rows_per_tile, self.work)
             return
         b = ctx.b
-        ptrs = _Pointers(pa, pb, pc, pacc)
+        ptrs = _Pointers(self.pa, self.pb, self.pc, self.pacc)
 
         def blocks(total: int, size: int, body: Callable[[SSAValue | None, int], None]) -> None:
             full, rest = divmod(total, size)
@@ -172,14 +206,12 @@ def _emit_matmul_epilogue(ctx: KernelContext, op: buf.MatmulOp) -> None:
             if rest:
                 body(b.i64(full * size) if full else None, rest)
 
-        blocks(n, EPILOGUE_COLS, lambda n0, nb: blocks(m_total, EPILOGUE_ROWS, lambda r0, mb: tile(b, ptrs, offs, r0, mb, n0, nb)))
+        blocks(self.n, EPILOGUE_COLS,
+               lambda n0, nb: blocks(self.m_total, EPILOGUE_ROWS, lambda r0, mb: self.tile(b, ptrs, offs, r0, mb, n0, nb)))
 
-    ptr_values = (a, w, out, acc if copy_acc else None)
-    if fold or numel(batch_o) == 1:
-        tiles((None, None, None, None))
-    else:
-        # per_batch's offsets are of C, A, B (and the accumulator)
-        per_batch(ctx, sa, sb, so, lambda offs: tiles((offs[1], offs[2], offs[0], offs[3])), acc_str[:-2])
+
+def _emit_matmul_epilogue(ctx: KernelContext, op: buf.MatmulOp) -> None:
+    _TiledMatmul(ctx, op).emit()
 
 
 @dataclass(frozen=True)
