@@ -54,6 +54,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, VectorType, f32, i32, i64
@@ -286,16 +287,13 @@ def call_tile(
     """At the cursor: ``C[rows, vectors * lanes] (+)= alpha * A[rows, steps] @ B[steps, ...]``
     through ``tile``'s function (`tile_function`); ``ahead``: where its prefetches start
     (``tile.per_step`` lines every ``tile.spread`` steps). ``alpha`` (an f32) and
-    ``accumulate`` (an i1 or an i64, 0 or 1) may be run-time values."""
+    ``accumulate`` (an i64, 0 or 1) may be run-time values."""
     if tile.per_step and ahead is None:
         raise LoweringError(f"call_tile: {tile.name} prefetches, but no address to prefetch from was given")
     b = ctx.b
     args = (a, _val(b, lda), bm, _val(b, ldb), _val(b, steps), ahead if ahead is not None else a, c, _val(b, ldc))
     scale = alpha if isinstance(alpha, SSAValue) else b.f32(alpha)
-    if isinstance(accumulate, SSAValue):
-        adding = accumulate if accumulate.type == i64 else b.add(llvm.ZExtOp(accumulate, i64))
-    else:
-        adding = b.i64(int(accumulate))
+    adding = accumulate if isinstance(accumulate, SSAValue) else b.i64(int(accumulate))
     b.add(llvm.CallOp(tile_function(ctx, tile), *args, scale, adding))
 
 
@@ -321,6 +319,16 @@ class Choice:
     index: int | None
     plan: tuple[int, int, int]
     rows: frozenset[int] | None = None
+
+
+class Choices(NamedTuple):
+    """The prefetch plans a block of run-time rows chooses among (`_PackedGemm.run_time_panel`):
+    the plans, the i64 index of the one this call takes (one past the last: none), and whether
+    the call surely takes one of them (the last one then needs no test)."""
+
+    plans: list[Choice]
+    chosen: SSAValue
+    surely: bool
 
 
 def _sum(b: FunctionBuilder, *terms: SSAValue | int | None) -> SSAValue | None:
@@ -785,7 +793,7 @@ class _PackedGemm:
                 reach = icmp(b, "sge", rows_now, b.i64(least))
                 chosen = b.add(llvm.SelectOp(reach, b.i64(i), chosen))
                 prefetching = b.add(llvm.SelectOp(reach, b.i64(plan[2]), prefetching))
-            choices = ([Choice(i, plan) for i, (_, plan) in enumerate(plans)], chosen, False)
+            choices = Choices([Choice(i, plan) for i, (_, plan) in enumerate(plans)], chosen, False)
             ahead = min_i64(b, prefetching, run_rows)
 
         def tail() -> None:
@@ -796,8 +804,8 @@ class _PackedGemm:
             # (the plans of spread 1 are the last ones, those of the fewest rows)
             first = min(shares)
             assert all(plan[1] == 1 for _, plan in plans[first:]), plans
-            taken = ([Choice(i, plans[i][1], frozenset(r)) for i, r in sorted(shares.items())], choices[1], True)
-            sharing = b.add(llvm.AndOp(icmp(b, "slt", run_rows, prefetching), icmp(b, "sge", choices[1], b.i64(first))))
+            taken = Choices([Choice(i, plans[i][1], frozenset(r)) for i, r in sorted(shares.items())], choices.chosen, True)
+            sharing = b.add(llvm.AndOp(icmp(b, "slt", run_rows, prefetching), icmp(b, "sge", choices.chosen, b.i64(first))))
             emit_if(b, sharing, lambda: self.block(p, r0, run_rest, partial, run_rows, ks, taken),
                     lambda: self.block(p, r0, run_rest, partial, None, ks, choices))
 
@@ -809,15 +817,15 @@ class _PackedGemm:
     # one row block of one panel -----------------------------------------------------------
 
     def block(self, p: SSAValue, r0: SSAValue | int, rows: int | SSAValue, partial: bool, rb: SSAValue | int | None,
-              ks: KRange, choices: tuple[list[Choice], SSAValue, bool] | None = None) -> None:
+              ks: KRange, choices: Choices | None = None) -> None:
         """Rows ``[r0, r0 + rows)`` of panel ``p`` over the k steps ``ks``: the register tile
         (from zeros for the first K block, else from the sums stored so far), then, after the
         last K block, its epilogue. Block ``rb`` (one of the first `prefetching`) also
         prefetches its share of panel p + 1's same K block; with ``choices`` (run-time rows: the
         prefetch plans, which one this call takes, and whether it surely takes one of them)
         under the plan chosen."""
-        plans = list(choices[0]) if choices is not None and rb is not None else [
-            Choice(None, self.prefetch_plan(ks.steps) if choices is None else choices[0][0].plan)]
+        plans = list(choices.plans) if choices is not None and rb is not None else [
+            Choice(None, self.prefetch_plan(ks.steps) if choices is None else choices.plans[0].plan)]
         at = self._block_at(p, r0, partial, ks)
 
         def tile_call(prefetch: bool = False, **kwargs) -> None:
@@ -864,7 +872,7 @@ class _PackedGemm:
         return _BlockAt(a_row, panel, col0, out_tile, dest, ld, width, g)
 
     def _tile_call(self, at: _BlockAt, rows: int | SSAValue, rb: SSAValue | int | None, ks: KRange, plans: list[Choice],
-                   choices: tuple[list[Choice], SSAValue, bool] | None, prefetch: bool = False, **kwargs) -> None:
+                   choices: Choices | None, prefetch: bool = False, **kwargs) -> None:
         """The register tile of the block's rows; a run-time count (this call's tail rows)
         switches among the MR - 1 row tiles, a run-time plan among the plans' tiles (the
         epilogue after it takes the count as is, whatever the plan)."""
@@ -900,10 +908,10 @@ class _PackedGemm:
             if i == len(plans):
                 with_rows(Choice(None, plans[0].plan), prefetching=False)
                 return
-            if i == len(plans) - 1 and choices[2]:  # the call takes one of these plans
+            if i == len(plans) - 1 and choices.surely:  # the call takes one of these plans
                 with_rows(plans[i])
                 return
-            emit_if(b, icmp(b, "eq", choices[1], b.i64(plans[i].index)), lambda: with_rows(plans[i]), lambda: from_plan(i + 1))
+            emit_if(b, icmp(b, "eq", choices.chosen, b.i64(plans[i].index)), lambda: with_rows(plans[i]), lambda: from_plan(i + 1))
 
         from_plan(0)
 
@@ -921,9 +929,7 @@ class _PackedGemm:
 
     def _finish(self, b: FunctionBuilder, y: SSAValue, values: list[SSAValue]) -> SSAValue:
         """The epilogue of one output element ``y`` (``values``: its addends', when any)."""
-        for v, (*_, scale) in zip(values, self.addends):
-            y = b.add(llvm.FAddOp(y, v if scale == 1.0 else b.add(llvm.FMulOp(v, b.f32(scale)))))
-        return y if self.act == "none" else emit_unary(b, self.act, y)
+        return _epilogue_value(b, y, values, self.addends, self.act)
 
     def _partial_block(self, at: _BlockAt, r0: SSAValue | int, rows: int | SSAValue, ks: KRange,
                        tile_call: Callable[..., None]) -> None:
@@ -983,15 +989,20 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
         gemm.emit()
 
 
+def _epilogue_value(b: FunctionBuilder, y: SSAValue, values: list[SSAValue], addends: list, act: str) -> SSAValue:
+    """``act(y + scale * value ...)``: one output element's epilogue, ``values`` its addends'
+    (``addends``: (buffer, strides..., scale) each), in a GEMM's tile or in a separate sweep."""
+    for v, (*_, scale) in zip(values, addends):
+        y = b.add(llvm.FAddOp(y, v if scale == 1.0 else b.add(llvm.FMulOp(v, b.f32(scale)))))
+    return y if act == "none" else emit_unary(b, act, y)
+
+
 def _sweep_epilogue(ctx: KernelContext, op: Operation, addends: list, act: str) -> None:
     """``out = act(out + scale * addend ...)`` in one elementwise sweep (`SEPARATE_EPILOGUE_ATTR`)."""
     out = op.output  # type: ignore[attr-defined]
 
     def compute(b: FunctionBuilder, vals: list[SSAValue]) -> SSAValue:
-        y = vals[0]
-        for v, (*_, scale) in zip(vals[1:], addends):
-            y = b.add(llvm.FAddOp(y, v if scale == 1.0 else b.add(llvm.FMulOp(v, b.f32(scale)))))
-        return y if act == "none" else emit_unary(b, act, y)
+        return _epilogue_value(b, vals[0], vals[1:], addends, act)
 
     with _scalar_errors(op):
         emit_elementwise(ctx, out, [out, *(v for v, *_ in addends)], compute)
