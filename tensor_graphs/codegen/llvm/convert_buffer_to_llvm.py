@@ -363,15 +363,6 @@ class _GraphLowering(GraphABI, ParallelRegions, KernelProfiling):
         key get the same function (a transformer's layers share theirs), unless it has run-time
         checks, whose messages may name a weight or a cache."""
         operands = (*op.inputs, *op.outputs)
-        roots: dict[object, int] = {}
-        low: dict[object, int] = {}
-        for v in operands:
-            if (e := self.extents.get(v)) is not None:
-                low[e[0]] = min(low.get(e[0], e[1]), e[1])
-        layout = []
-        for v in operands:
-            e = self.extents.get(v)
-            layout.append(None if e is None else (roots.setdefault(e[0], len(roots)), e[1] - low[e[0]], e[2] - low[e[0]]))
         return (
             op.name,
             tuple(sorted((k, str(a)) for k, a in op.properties.items())),
@@ -379,10 +370,40 @@ class _GraphLowering(GraphABI, ParallelRegions, KernelProfiling):
             tuple(str(v.type) for v in operands),
             tuple(next(i for i, u in enumerate(buffers) if self.values[u] is self.values[v]) for v in operands),
             tuple(noalias),
-            tuple(layout),
+            self._overlap_layout(operands),
             tuple(splat_value(v) for v in op.inputs),
             str(op.regions[0]) if op.regions else None,
         )
+
+    def _overlap_layout(self, operands: Sequence[SSAValue]) -> tuple:
+        """The operands' bytes as far as a kernel's code can depend on them: operands that share
+        a byte (in place, a concatenation's input already in its slab) grouped, each group's
+        extents relative to its lowest byte; disjoint operands only numbered by their root (an
+        output 0.4 MB after its input in the arena and one 0.8 MB after it get the same code, so
+        a transformer's Q, K and V projections share one function)."""
+        extents = [self.extents.get(v) for v in operands]
+        group = list(range(len(operands)))  # union-find over overlapping operands
+
+        def find(i: int) -> int:
+            while group[i] != i:
+                i = group[i]
+            return i
+
+        for i, ei in enumerate(extents):
+            for j in range(i):
+                ej = extents[j]
+                if ei is not None and ej is not None and not self.disjoint(operands[i], operands[j]):
+                    group[find(i)] = find(j)
+        roots: dict[object, int] = {}
+        low: dict[int, int] = {}
+        for i, e in enumerate(extents):
+            if e is not None:
+                low[find(i)] = min(low.get(find(i), e[1]), e[1])
+        layout = []
+        for i, e in enumerate(extents):
+            g = find(i)
+            layout.append(None if e is None else (roots.setdefault(e[0], len(roots)), g, e[1] - low[g], e[2] - low[g]))
+        return tuple(layout)
 
     def _call_kernel(self, op: buf.KernelOp, name: str, call_args: list[SSAValue], can_fail: bool) -> None:
         """The entry's call of kernel function ``name`` for ``op`` (timed when profiling; a
