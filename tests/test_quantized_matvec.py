@@ -173,7 +173,7 @@ def test_bf16_dot_matvec_runs_right(rows, k, n, act, bias, threads, monkeypatch)
     """The product of the bf16-rounded weights and activations, accumulated in float32, at 1e-5
     of the output's magnitude; the error against float32 within what the two roundings give. On
     a CPU with AVX512-BF16 this runs vdpbf16ps; elsewhere the variant is offered anyway (as if
-    the target had it) and the kernel runs with the instruction emulated (`_dot_pairs`): the
+    the target had it) and the kernel runs with the instruction emulated (`bf16_dot.dot_pairs`): the
     packing, the pairing of the activations and the epilogue are checked on every CPU."""
     import dataclasses
 

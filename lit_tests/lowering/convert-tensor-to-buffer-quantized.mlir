@@ -1,6 +1,8 @@
 // RUN: not tg-opt %s --split-input-file -p "set-target{target=x86-64-v3},convert-tensor-to-buffer{threads=1}" 2>&1 | filecheck %s
 // RUN: tg-opt %S/Inputs/convert-tensor-to-buffer-bf16-dot.mlir -p "set-target{target=sapphirerapids},convert-tensor-to-buffer{threads=1}" | filecheck --check-prefix=SPR %s
 // RUN: not tg-opt %S/Inputs/convert-tensor-to-buffer-bf16-dot.mlir -p "set-target{target=x86-64-v3},convert-tensor-to-buffer{threads=1}" 2>&1 | filecheck --check-prefix=NOBF16 %s
+// RUN: tg-opt %S/Inputs/convert-tensor-to-buffer-packed-bf16.mlir -p "set-target{target=sapphirerapids},convert-tensor-to-buffer{threads=1}" | filecheck --check-prefix=GEMM %s
+// RUN: not tg-opt %S/Inputs/convert-tensor-to-buffer-packed-bf16.mlir -p "set-target{target=x86-64-v3},convert-tensor-to-buffer{threads=1}" 2>&1 | filecheck --check-prefix=NOGEMM %s
 // convert-tensor-to-buffer for the matrix-vector products over cheaper weights
 // (matmul.bf16_weights, matmul.int8_weights, matmul.bf16_dot): never the heuristic's choice, a tuner's within a
 // tolerance, pinned by tg.kernel. The weight becomes panels of 16 columns (AVX2) in bf16, or in
@@ -49,3 +51,15 @@ func.func @too_many_rows(%x: tensor<16x32xf32>) -> tensor<16x64xf32> {
 // SPR-NEXT:    %w_bf16k = buf.packed_weight "fc.weight" {transposed = true, layout = "bf16kpanels", source_shape = array<i64: 100, 33>} : memref<2x17x128xbf16>
 // SPR-NEXT:    buf.quantized_matvec ins(%x, %w_bf16k : memref<1x33xf32>, memref<2x17x128xbf16>) outs(%out0 : memref<1x100xf32>) {format = "bf16dot"}
 // NOBF16: pins kernel 'matmul.bf16_dot' (tg.kernel), which cannot run it: the target (x86-64-v3) has no AVX512-BF16 dot products
+
+// The bf16 GEMM (matmul.packed_bf16, Inputs/convert-tensor-to-buffer-packed-bf16.mlir): the weight
+// packed as bf16 pairs along K at load time, the lhs rounded to bf16 by a cast into a buffer of
+// its own, the GEMM over both with the float32 epilogue; refused where the target has no bf16
+// dot products.
+// GEMM-LABEL: func.func @pinned_to_packed_bf16
+// GEMM-NEXT:    %b = buf.weight "fc.bias" : memref<100xf32>
+// GEMM-NEXT:    %w_bf16k = buf.packed_weight "fc.weight" {transposed = true, layout = "bf16kpanels", source_shape = array<i64: 100, 96>} : memref<2x48x128xbf16>
+// GEMM-NEXT:    %x_bf16 = buf.alloc : memref<40x96xbf16>
+// GEMM-NEXT:    buf.cast ins(%x : memref<40x96xf32>) outs(%x_bf16 : memref<40x96xbf16>)
+// GEMM-NEXT:    buf.packed_matmul ins(%x_bf16, %w_bf16k, %b : memref<40x96xbf16>, memref<2x48x128xbf16>, memref<100xf32>) outs(%out0 : memref<40x100xf32>) {beta = 1.000000e+00 : f32, activation = "gelu_tanh"}
+// NOGEMM: pins kernel 'matmul.packed_bf16' (tg.kernel), which cannot run it: the target (x86-64-v3) has no bf16 dot products (AVX512-BF16)

@@ -26,6 +26,7 @@ from typing import ClassVar
 
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
+    BFloat16Type,
     BoolAttr,
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
@@ -567,14 +568,15 @@ def _same(expected: tuple[int, ...], out: tuple[int, ...], what: str) -> None:
         raise ShapeError(f"output shape {list(out)} should be {list(expected)} ({what})")
 
 
-def _verify_epilogue(op: KernelOp, ins: list[tuple[int, ...]], out: tuple[int, ...]) -> None:
+def _verify_epilogue(op: KernelOp, ins: list[tuple[int, ...]], out: tuple[int, ...], operands: int = 0) -> None:
     """What a GEMM's epilogue needs: an accumulator (third input) that broadcasts to the output,
-    a known activation, f32 buffers."""
+    a known activation, f32 buffers (but for the first ``operands`` inputs: bf16 operands read
+    as pairs)."""
     if len(ins) == 3 and not is_broadcastable_to(ins[2], out):
         raise ShapeError(f"accumulator {list(ins[2])} does not broadcast to {list(out)}")
     if op.activation.data not in ACTIVATIONS:  # type: ignore[attr-defined]
         raise ShapeError(f"unknown activation '{op.activation.data}'")  # type: ignore[attr-defined]
-    els = {v.type.element_type for v in (*op.inputs, op.output)}  # type: ignore[attr-defined]
+    els = {v.type.element_type for v in (*op.inputs[operands:], op.output)}  # type: ignore[attr-defined]
     (el,) = els if len(els) == 1 else (None,)
     integer = isinstance(el, IntegerType) and el.width.data > 1
     if not (el in (f32, f64) or integer and op.activation.data == "none"):  # type: ignore[attr-defined]
@@ -652,6 +654,10 @@ class PackedMatmulOp(KernelOp):
         if len(a) < 2 or len(packed) != 3:
             raise ShapeError(f"expected a [..., M, K] lhs and a [panels, K, NR] packed weight, got {list(a)} and {list(packed)}")
         panels, k, nr = packed
+        if self.pairs:  # bf16 pairs along K: [panels, K / 2, 2 NR] by a bf16 lhs of even K
+            if not isinstance(self.inputs[0].type.element_type, BFloat16Type):  # type: ignore[attr-defined]
+                raise ShapeError(f"panels of bf16 pairs along K take a bf16 lhs, got {self.inputs[0].type}")
+            k, nr = 2 * k, nr // 2
         if a[-1] != k:
             raise ShapeError(f"contraction dims differ: lhs {list(a)} has K={a[-1]}, the packed weight {list(packed)} K={k}")
         if len(out) != len(a) or tuple(out[:-1]) != tuple(a[:-1]):
@@ -660,11 +666,17 @@ class PackedMatmulOp(KernelOp):
             raise ShapeError(f"N={out[-1]} needs {-(-out[-1] // max(nr, 1))} panels of {nr} columns, the packed weight has {panels}")
         if len(ins) == 4 and not is_broadcastable_to(ins[3], out):
             raise ShapeError(f"addend {list(ins[3])} does not broadcast to {list(out)}")
-        _verify_epilogue(self, ins[:3], out)
+        _verify_epilogue(self, ins[:3], out, operands=2 if self.pairs else 0)
 
     @property
     def flags(self) -> tuple[float, float]:
         return self.alpha.value.data, self.beta.value.data
+
+    @property
+    def pairs(self) -> bool:
+        """True when the panels are bf16 pairs along K (a "bf16kpanels" packed weight,
+        ``[panels, K / 2, 2 NR]``) and ``a`` is bf16: each step a dot product of pairs."""
+        return isinstance(self.inputs[1].type.element_type, BFloat16Type)  # type: ignore[attr-defined]
 
 
 @irdl_op_definition

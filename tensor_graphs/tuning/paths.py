@@ -168,6 +168,7 @@ PARAMETER_SPACES.update({
     "matmul.packed": _gemm_space,
     "matmul.packed_rhs": _gemm_space,
     "matmul.blas": _blas_space,
+    "matmul.packed_bf16": _threads_space,
     "attention.flash": _threads_space,
 })
 

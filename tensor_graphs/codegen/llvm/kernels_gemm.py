@@ -60,6 +60,7 @@ from xdsl.dialects import llvm
 from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, VectorType, f32, i32, i64
 from xdsl.ir import Operation, SSAValue
 
+from tensor_graphs.codegen.llvm.bf16_dot import dot_pairs, int_splat, native_bf16_dot
 from tensor_graphs.codegen.llvm.kernels import (
     REGISTRY,
     SYMBOLIC_KERNELS,
@@ -131,9 +132,13 @@ def register_tile(
     prefetch: SSAValue | None = None,
     per_step: int = 0,
     line_floats: int = 16,
+    pairs: bool = False,
+    native: bool = False,
 ) -> list[SSAValue]:
     """The FMA loop of one register tile: ``c[i][v] = init + sum_k A[i][k] * B[k][L v : L v + L]``
-    (``L = lanes``, the target's floats per vector).
+    (``L = lanes``, the target's floats per vector). With ``pairs``, A's and B's elements are
+    words of two bf16 (pairs along K) and each step is a dot product of pairs
+    (`bf16_dot.dot_pairs`: ``vdpbf16ps`` when ``native``, else emulated).
 
     ``a_at(i, k)`` is the address of A's element (broadcast to a vector), ``b_row(k)`` of the
     first of B's ``vectors`` vectors for step ``k`` (64-byte aligned when ``b_aligned``); ``init``
@@ -146,11 +151,17 @@ def register_tile(
     align = 64 if b_aligned else 4
     vec = vector_type(lanes)
 
+    loaded = VectorType(i32, [lanes]) if pairs else vec
+
     def step(kk: SSAValue, c: list[SSAValue]) -> list[SSAValue]:
         row = b_row(kk)
-        bv = [b.add(llvm.LoadOp(b.gep(row, v * lanes, f32), vec, alignment=min(align, lanes * 4))) for v in range(vectors)]
+        bv = [b.add(llvm.LoadOp(b.gep(row, v * lanes, f32), loaded, alignment=min(align, lanes * 4))) for v in range(vectors)]
         new = []
         for i in range(rows):
+            if pairs:
+                x = int_splat(b, b.load(a_at(i, kk), i32), i32, lanes)
+                new += [dot_pairs(b, c[i * vectors + v], bv[v], x, lanes, native) for v in range(vectors)]
+                continue
             x = splat(b, b.load(a_at(i, kk), f32), lanes)
             new += [fma(b, x, bv[v], c[i * vectors + v]) for v in range(vectors)]
         return new
@@ -204,7 +215,8 @@ class Tile:
     """The code of one register-tile function (`tile_function`): ``rows x vectors`` accumulator
     vectors of ``lanes`` floats, ``spread`` k steps per loop iteration, each iteration
     prefetching ``per_step`` cache lines of ``line_floats`` floats (0: none); B's rows 64-byte
-    aligned when ``b_aligned``."""
+    aligned when ``b_aligned``; with ``pairs``, A's and B's elements are words of two bf16
+    along K (`register_tile`), each step a dot product of pairs."""
 
     rows: int
     vectors: int
@@ -213,12 +225,14 @@ class Tile:
     per_step: int = 0
     line_floats: int = 16
     b_aligned: bool = True
+    pairs: bool = False
 
     @property
     def name(self) -> str:
-        """``tg_tile_<rows>x<vectors>v<lanes>_s<spread>[_p<per_step>x<line_floats>][_u]``."""
+        """``tg_tile_<rows>x<vectors>v<lanes>_s<spread>[_p<per_step>x<line_floats>][_u][_bf16]``."""
         prefetch = f"_p{self.per_step}x{self.line_floats}" if self.per_step else ""
-        return f"tg_tile_{self.rows}x{self.vectors}v{self.lanes}_s{self.spread}{prefetch}{'' if self.b_aligned else '_u'}"
+        suffix = ("" if self.b_aligned else "_u") + ("_bf16" if self.pairs else "")
+        return f"tg_tile_{self.rows}x{self.vectors}v{self.lanes}_s{self.spread}{prefetch}{suffix}"
 
 
 #: A tile function's arguments: ``(A, lda, B, ldb, steps, ahead, C, ldc, alpha, accumulate)``
@@ -260,6 +274,7 @@ def tile_function(ctx: KernelContext, tile: Tile) -> str:
             lambda kk: b.gep(bm, b.mul_i64(kk, ldb), f32),
             list(start.args), lanes=lanes, b_aligned=tile.b_aligned, spread=tile.spread,
             prefetch=ahead if tile.per_step else None, per_step=tile.per_step, line_floats=tile.line_floats,
+            pairs=tile.pairs, native=tile.pairs and native_bf16_dot(ctx.target, lanes),
         )
         scale = splat(b, alpha, lanes)
         store_tile(b, [b.add(llvm.FMulOp(x, scale)) for x in acc], rows, vectors, c, ldc, lanes)
@@ -479,6 +494,11 @@ class _PackedGemm:
         a_shape = _shape(self.a)
         self.batched = len(_shape(self.packed)) == 4
         groups, self.panels, self.k, self.nr = _shape(self.packed) if self.batched else (1, *_shape(self.packed))
+        # bf16 pairs along K: the GEMM of A's and the panels' words (K / 2 of them per row), each
+        # step a dot product of pairs (`Tile.pairs`); the offsets in words, as in floats
+        self.pairs = op.pairs
+        if self.pairs:
+            self.nr //= 2
         self.a_group = 0 if self.batched and len(a_shape) == 2 else None  # A's stride from GEMM to GEMM
         # GEMM g reads A[g % a_period] (a Winograd convolution over a batch of images: a*a A's)
         self.a_period = a_shape[0] if self.batched and len(a_shape) == 3 and a_shape[0] != groups else None
@@ -887,7 +907,8 @@ class _PackedGemm:
 
         def one(r: int, plan: tuple[int, int, int], prefetching: bool = True) -> None:
             ahead = ahead_of(plan) if prefetch and prefetching else None
-            tile = Tile(r, at.width, self.lanes, plan[1], plan[0] if ahead is not None else 0, line_floats, self.b_aligned)
+            tile = Tile(r, at.width, self.lanes, plan[1], plan[0] if ahead is not None else 0, line_floats, self.b_aligned,
+                        self.pairs)
             call_tile(self.ctx, tile, at.a_row, k, at.panel, nr, ks.steps, at.dest, at.ld, **kwargs,
                       **({"ahead": ahead} if prefetch else {}))
 
@@ -984,8 +1005,16 @@ class _BlockAt:
 
 
 def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
+    """The register tiles (`_PackedGemm`), or for bf16 pairs on a target with AMX its tiles
+    (`kernels_amx.AmxGemm`)."""
+    from tensor_graphs.codegen.llvm.kernels_amx import AmxGemm, amx_runs
+
     gemm = _PackedGemm(ctx, op)
-    if not gemm.empty:
+    if gemm.empty:
+        return
+    if gemm.pairs and amx_runs(ctx.target, gemm.k, gemm.batched):
+        AmxGemm(gemm).emit()
+    else:
         gemm.emit()
 
 
@@ -997,12 +1026,14 @@ def _epilogue_value(b: FunctionBuilder, y: SSAValue, values: list[SSAValue], add
     return y if act == "none" else emit_unary(b, act, y)
 
 
-def _sweep_epilogue(ctx: KernelContext, op: Operation, addends: list, act: str) -> None:
-    """``out = act(out + scale * addend ...)`` in one elementwise sweep (`SEPARATE_EPILOGUE_ATTR`)."""
+def _sweep_epilogue(ctx: KernelContext, op: Operation, addends: list, act: str, alpha: float = 1.0) -> None:
+    """``out = act(alpha * out + scale * addend ...)`` in one elementwise sweep (`SEPARATE_EPILOGUE_ATTR`;
+    ``alpha`` where the tiles stored the bare sums: AMX's)."""
     out = op.output  # type: ignore[attr-defined]
 
     def compute(b: FunctionBuilder, vals: list[SSAValue]) -> SSAValue:
-        return _epilogue_value(b, vals[0], vals[1:], addends, act)
+        y = vals[0] if alpha == 1.0 else b.add(llvm.FMulOp(vals[0], b.f32(alpha)))
+        return _epilogue_value(b, y, vals[1:], addends, act)
 
     with _scalar_errors(op):
         emit_elementwise(ctx, out, [out, *(v for v, *_ in addends)], compute)

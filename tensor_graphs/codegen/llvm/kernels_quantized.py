@@ -27,9 +27,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import DenseArrayBase, IntegerType, VectorType, f32, i8, i16, i32, i64
+from xdsl.dialects.builtin import IntegerType, VectorType, f32, i8, i16, i32, i64
 from xdsl.ir import SSAValue
 
+from tensor_graphs.codegen.llvm.bf16_dot import bf16_bits, dot_pairs, int_splat, native_bf16_dot
 from tensor_graphs.codegen.llvm.kernels import REGISTRY, KernelContext, LoweringError, check_no_overlap
 from tensor_graphs.codegen.llvm.kernels_gemm import _prefetch, _vector_at, splat, vector_type
 from tensor_graphs.codegen.llvm.loops import FunctionBuilder, emit_for, min_i64
@@ -48,15 +49,6 @@ PREFETCH_LINES = 64
 
 def _shape(v: SSAValue) -> tuple[int, ...]:
     return tuple(v.type.get_shape())  # type: ignore[attr-defined]
-
-
-def _int_splat(b: FunctionBuilder, value: int | SSAValue, type: IntegerType, lanes: int) -> SSAValue:
-    """An integer (a constant, or a value of ``type``) in every lane of a ``<lanes x type>``."""
-    vec = VectorType(type, [lanes])
-    undef = b.add(llvm.UndefOp(vec))
-    scalar = b.constant(value, type) if isinstance(value, int) else value
-    one = b.add(llvm.InsertElementOp(undef, scalar, b.i64(0)))
-    return b.add(llvm.ShuffleVectorOp(one, undef, DenseArrayBase.from_list(i32, [0] * lanes), vec))
 
 
 def _chained_sums(b: FunctionBuilder, count: int, vectors: int, lanes: int,
@@ -165,8 +157,8 @@ def _emit_quantized_matvec(ctx: KernelContext, op: buf.QuantizedMatvecOp) -> Non
         ps = ctx.ptr(scales) if scales is not None else None
         pbias = ctx.ptr(bias) if bias is not None and beta != 0.0 else None
         tile = b.stack(nr, f32)
-        mask = _int_splat(b, -65536, i32, lanes)  # 0xFFFF0000: a word's high half
-        sixteen = _int_splat(b, 16, i32, lanes)
+        mask = int_splat(b, -65536, i32, lanes)  # 0xFFFF0000: a word's high half
+        sixteen = int_splat(b, 16, i32, lanes)
         base = b.mul_i64(p, b.i64(k * nr))  # elements
         col0 = b.mul_i64(p, b.i64(nr))
         for m in range(rows):
@@ -208,25 +200,8 @@ def _emit_quantized_matvec(ctx: KernelContext, op: buf.QuantizedMatvecOp) -> Non
     ctx.parallel(n_panels, work_range, work=work)
 
 
-#: AVX512-BF16's dot product: ``acc[i] += a[2i] * b[2i] + a[2i + 1] * b[2i + 1]`` over 16 lanes of
-#: bf16 pairs (LLVM upgrades this i32-vector form of its operands to its bfloat one).
-DPBF16PS = "llvm.x86.avx512bf16.dpbf16ps.512"
-#: The target extension the "bf16dot" format needs (`Target.extensions`).
-BF16_DOT_EXTENSION = "avx512bf16"
-
-
-def _bf16_bits(b: FunctionBuilder, x: SSAValue) -> SSAValue:
-    """float ``x`` -> its bf16 bits in the low half of an i32, rounded to nearest even (a NaN
-    stays a quiet NaN): `packing.to_bf16` in scalar code."""
-    bits = b.add(llvm.BitcastOp(x, i32))
-    odd = b.add(llvm.AndOp(b.add(llvm.LShrOp(bits, b.i32(16))), b.i32(1)))
-    rounded = b.add(llvm.LShrOp(b.add(llvm.AddOp(bits, b.add(llvm.AddOp(odd, b.i32(0x7FFF))))), b.i32(16)))
-    is_nan = b.add(llvm.FCmpOp(x, x, "uno"))
-    return b.add(llvm.SelectOp(is_nan, b.i32(0x7FC0), rounded))
-
-
 def _emit_bf16_dot_matvec(ctx: KernelContext, op: buf.QuantizedMatvecOp) -> None:
-    """The "bf16dot" format (for targets with AVX512-BF16; emulated elsewhere, `_dot_pairs`): the rows of ``a`` rounded to bf16 and
+    """The "bf16dot" format (for targets with AVX512-BF16; emulated elsewhere, `bf16_dot.dot_pairs`): the rows of ``a`` rounded to bf16 and
     paired along K once, on the kernel's stack (``x[m][kk] = bf16(a[m, 2kk]) | bf16(a[m, 2kk+1]) << 16``),
     then per panel and row, `CHAINS` chains of ``vdpbf16ps`` over the panel's K pairs (one
     broadcast word of x, one vector of 16 weight words per 16 columns)::
@@ -243,7 +218,7 @@ def _emit_bf16_dot_matvec(ctx: KernelContext, op: buf.QuantizedMatvecOp) -> None
     n = _shape(out)[-1]
     rows = numel(_shape(a)[:-1])
     lanes = ctx.target.float_lanes
-    native = lanes == 16 and BF16_DOT_EXTENSION in ctx.target.extensions
+    native = native_bf16_dot(ctx.target, lanes)
     if nr % lanes:
         raise LoweringError(f"{op.name}: panels of {nr} columns are not whole vectors of {lanes} floats")
     if rows == 0 or n == 0:
@@ -259,14 +234,14 @@ def _emit_bf16_dot_matvec(ctx: KernelContext, op: buf.QuantizedMatvecOp) -> None
         row = b.gep(pa, m * k, f32)
 
         def pair(kk: SSAValue, _c, m=m, row=row) -> list:
-            lo = _bf16_bits(b, b.load(b.gep(row, b.mul_i64(kk, b.i64(2)), f32), f32))
-            hi = _bf16_bits(b, b.load(b.gep(row, b.add_i64(b.mul_i64(kk, b.i64(2)), b.i64(1)), f32), f32))
+            lo = bf16_bits(b, b.load(b.gep(row, b.mul_i64(kk, b.i64(2)), f32), f32))
+            hi = bf16_bits(b, b.load(b.gep(row, b.add_i64(b.mul_i64(kk, b.i64(2)), b.i64(1)), f32), f32))
             b.store(b.add(llvm.OrOp(lo, b.add(llvm.ShlOp(hi, b.i32(16))))), b.gep(x, b.add_i64(kk, b.i64(m * k2)), i32))
             return []
 
         emit_for(b, 0, k // 2, pair)
         if k % 2:  # the last word pairs a[m, K - 1] with a zero (the panels' zero row)
-            b.store(_bf16_bits(b, b.load(b.gep(row, k - 1, f32), f32)), b.gep(x, m * k2 + k2 - 1, i32))
+            b.store(bf16_bits(b, b.load(b.gep(row, k - 1, f32), f32)), b.gep(x, m * k2 + k2 - 1, i32))
     shared_x = b.add(llvm.PtrToIntOp(x, i64))
 
     def panel(b: FunctionBuilder, p: SSAValue, px: SSAValue) -> None:
@@ -284,13 +259,13 @@ def _emit_bf16_dot_matvec(ctx: KernelContext, op: buf.QuantizedMatvecOp) -> None
                 new = list(acc)
                 for u in range(count):
                     kx = b.add_i64(kk, b.i64(u)) if u else kk
-                    xs = _int_splat(b, b.load(b.gep(xrow, kx, i32), i32), i32, lanes)
+                    xs = int_splat(b, b.load(b.gep(xrow, kx, i32), i32), i32, lanes)
                     at = b.add_i64(base, b.mul_i64(kx, b.i64(nr)))
                     for v in range(vectors):
                         words = b.add(llvm.LoadOp(b.gep(pw, b.add_i64(at, b.i64(v * lanes)), i32), VectorType(i32, [lanes]),
                                                   alignment=lanes * 4))
                         j = u * vectors + v
-                        new[j] = _dot_pairs(b, new[j], words, xs, lanes, native)
+                        new[j] = dot_pairs(b, new[j], words, xs, lanes, native)
                 return new
 
             prefetch = _prefetcher(b, pw, base, nr, words_line, i32, per_iteration)
@@ -305,23 +280,6 @@ def _emit_bf16_dot_matvec(ctx: KernelContext, op: buf.QuantizedMatvecOp) -> None
 
     work = (2.0 * rows * n * k, float(n_panels * k2 * nr2 * 2 + 4 * rows * (k + n)))
     ctx.parallel(n_panels, work_range, values=[shared_x], work=work)
-
-
-def _dot_pairs(b: FunctionBuilder, acc: SSAValue, words: SSAValue, xs: SSAValue, lanes: int, native: bool) -> SSAValue:
-    """``acc[i] += lo(w[i]) * lo(x[i]) + hi(w[i]) * hi(x[i])`` over words of two bf16: one
-    ``vdpbf16ps`` where the target has it (``native``), else the same sum in two FMAs over the
-    halves widened to float32 (a target without AVX512-BF16 never gets this path from the tuner,
-    `kernels.matmul.bf16_dot`; the emulation keeps the kernel testable on any CPU)."""
-    if native:
-        return b.add(llvm.CallIntrinsicOp(DPBF16PS, [acc, words, xs], [vector_type(lanes)]))
-    mask, sixteen = _int_splat(b, -65536, i32, lanes), _int_splat(b, 16, i32, lanes)
-
-    def halves(v: SSAValue) -> tuple[SSAValue, SSAValue]:
-        return (b.add(llvm.BitcastOp(b.add(llvm.ShlOp(v, sixteen)), vector_type(lanes))),
-                b.add(llvm.BitcastOp(b.add(llvm.AndOp(v, mask)), vector_type(lanes))))
-
-    (w_lo, w_hi), (x_lo, x_hi) = halves(words), halves(xs)
-    return fma(b, w_lo, x_lo, fma(b, w_hi, x_hi, acc))
 
 
 REGISTRY[buf.QuantizedMatvecOp] = _emit_quantized_matvec

@@ -513,6 +513,44 @@ def _quantized_matvec(fmt: str) -> Build:
     return build
 
 
+def bf16_gemm_extension(target: Target) -> str | None:
+    """The instructions the bf16 GEMM (`matmul.packed_bf16`) runs on ``target``: AMX tiles
+    (`kernels_amx`, where K is a multiple of 32), AVX512-BF16 dot products (`bf16_dot`); None
+    when it has neither (the kernel's emulation then runs only where a test pins it)."""
+    return next((e for e in ("amx-bf16", "avx512bf16") if e in target.extensions), None)
+
+
+def _packed_bf16_applies(op: Operation) -> str | None:
+    """A packed GEMM (`_packed_matmul_applies`) of an untransposed lhs with an even K, on a
+    target with bf16 dot products."""
+    if (why := _packed_matmul_applies(op)) is not None:
+        return why
+    if op.properties.get("transpose_a") == tg.bool_attr(True):
+        return "a transposed lhs"
+    k = _shape(op.operands[0])[-1]
+    if k % 2:
+        return f"K = {k} is odd: bf16 pairs along K need an even K"
+    target = _target_of(op)
+    if bf16_gemm_extension(target) is None:
+        return f"the target ({target.name}) has no bf16 dot products (AVX512-BF16)"
+    return None
+
+
+def _packed_bf16_prepare(op: Operation, ins: Sequence[SSAValue], target: Target) -> tuple[list[Operation], list[SSAValue]]:
+    """The weight becomes its panels of bf16 pairs along K (``[P, K / 2, 2 NR]``, packed at load
+    time), the lhs a bf16 copy (rounded to nearest even, one cast over it, planned in the arena)."""
+    w = op.operands[1].owner
+    assert isinstance(w, tg.WeightOp)
+    transposed = op.properties.get("transpose_b") == tg.bool_attr(True)
+    layout = PanelLayout(w.weight_name.data, panel_columns(op, target, _shape(op.results[0])[-1]), transposed, "bf16k")
+    packed = buf.PackedWeightOp(layout.source, transposed, MemRefType(BFloat16Type(), layout.shape(_shape(op.operands[1]))),
+                                _shape(op.operands[1]), layout="bf16kpanels")
+    packed.result.name_hint = (op.operands[1].name_hint or "w") + "_bf16k"
+    lhs = buf.AllocOp(shaped_memref(BFloat16Type(), dims_of(ins[0].type)))
+    lhs.result.name_hint = (op.operands[0].name_hint or "lhs") + "_bf16"
+    return [packed, lhs, buf.CastOp([ins[0]], [lhs.result])], [lhs.result, packed.result, *ins[2:]]
+
+
 def _packed_rhs_applies(op: Operation) -> str | None:
     """A 2-D f32 weight (or a reshape of one) times one activation matrix or a batch of them (a
     convolution's ``W[Cout, K] @ cols[B, K, P]``, B images, static or a size symbol), neither
@@ -698,6 +736,15 @@ _register_all(
         _quantized_applies,
         "matrix-vector product over the weight packed as int8 panels with per-column scales (a quarter of the bytes)",
         prepare=_quantized_prepare("int8"),
+        packs_weights=True,
+    ),
+    KernelVariant(
+        "matmul.packed_bf16",
+        _packed_matmul,
+        _packed_bf16_applies,
+        "the register-tiled GEMM over bf16 pairs along K: the weight packed as bf16 at load time, the "
+        "activations rounded to bf16 once per call, float32 sums (AVX512-BF16 dot products)",
+        prepare=_packed_bf16_prepare,
         packs_weights=True,
     ),
     KernelVariant(

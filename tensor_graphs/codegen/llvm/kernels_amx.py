@@ -1,0 +1,221 @@
+"""`buf.packed_matmul` over bf16 pairs on AMX tiles (``tdpbf16ps``), where the target has AMX-BF16.
+
+The operands are those of the bf16 GEMM (`kernels_gemm`, ``pairs``): ``A`` bf16 ``[M, K]``, the
+weight's panels of bf16 pairs along K ``[P, K / 2, NR]`` words (`packing.bf16_k_pairs`: word j of
+pair row kk holds ``B[2kk, j]`` low and ``B[2kk + 1, j]`` high, which is AMX's "VNNI" layout of B),
+``out`` float32 ``[M, N]``. Eight tile registers of 16 rows x 64 bytes: four accumulators (32 rows x
+32 columns of float32), two of A (16 rows x 32 bf16 each), two of B (16 pair rows x 16 columns)::
+
+    for p in this thread's panels:                      (the last, partial one after the others)
+        for r0 in 0, 32, ... (the M mod 32 rows last, under a configuration of their rows):
+            for each 32 columns c0 of the panel (16 when only one column tile is left):
+                C00 C01 C10 C11 = 0
+                for s in 0 .. K / 32:
+                    A0, A1 = A[r0 : r0 + 16, 32 s : 32 s + 32], A[r0 + 16 : r0 + 32, ...]
+                    B0, B1 = panel[p, 16 s : 16 s + 16, c0 : c0 + 16], [.., c0 + 16 : c0 + 32]
+                    Cij += Ai @ Bj                      (tdpbf16ps: 16 x 16 x 32 multiply-adds)
+                out[r0 + 16 i : ..., p NR + c0 + 16 j : ...] = Cij   (a partial column tile: via the stack)
+    then, when the op has any: out = act(alpha * out + beta * acc + addend)    (one sweep)
+
+Each thread loads its tile configuration (`ldtilecfg`: palette 1, the rows and bytes of each tile)
+at the start of its panels and releases the tiles at the end; rows past M are never configured, so
+no tile reads or writes past A or out. K must be a multiple of 32 (`amx_runs`): AMX has no masked
+K tail, and the configuration cannot change within a tile's sums (``ldtilecfg`` zeroes the tiles).
+Linux hands AMX's tile state to a process only on request (`request_amx`, before the first call).
+Each product of two bf16 is exact in float32; the sums are float32 (AMX rounds each
+``tdpbf16ps`` to nearest even with denormals flushed: within float32 rounding of the dot
+product kernel's, `bf16_dot`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+
+from xdsl.dialects import llvm
+from xdsl.dialects.builtin import f32, i8, i16, i64
+from xdsl.ir import SSAValue
+
+from tensor_graphs.codegen.llvm.kernels import LoweringError
+from tensor_graphs.codegen.llvm.loops import FunctionBuilder, emit_for, emit_if, icmp, min_i64
+
+#: The target extension the AMX GEMM needs (`Target.extensions`).
+AMX_EXTENSION = "amx-bf16"
+#: Tile registers: the accumulators C[i][j] (row half i, column tile j), A's row halves, B's column tiles
+C_TILES, A_TILES, B_TILES = ((0, 1), (2, 3)), (4, 5), (6, 7)
+#: Rows of a tile, and bytes of each row (16 float32, 32 bf16 or 16 words of pairs)
+TILE_ROWS, ROW_BYTES = 16, 64
+#: K (bf16 elements) per tile product
+K_STEP = 32
+#: The configuration's bytes: palette, then the bytes per row of each tile (u16s), then its rows (u8s)
+CONFIG_BYTES, COLSB_AT, ROWS_AT = 64, 16, 48
+#: Linux's arch_prctl: the request for an extended state component, AMX's tile data
+_SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA = 158, 0x1023, 18
+
+
+def amx_runs(target, k_words: int, batched: bool) -> bool:
+    """True when the bf16 GEMM of ``k_words`` pairs along K runs on AMX tiles on ``target``."""
+    return AMX_EXTENSION in target.extensions and not batched and k_words % (K_STEP // 2) == 0
+
+
+@functools.cache
+def request_amx() -> None:
+    """Ask Linux for AMX's tile state for this process (``arch_prctl(ARCH_REQ_XCOMP_PERM,
+    XFEATURE_XTILEDATA)``, once); without it the first tile instruction raises SIGILL."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(_SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA) != 0:
+        raise OSError(ctypes.get_errno(), "arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA) refused: this kernel or CPU "
+                      "does not offer AMX; compile for a target without amx-bf16")
+
+
+def _at(b: FunctionBuilder, ptr: SSAValue, index: int, element) -> SSAValue:
+    """``&ptr[index]`` typed as a pointer to ``element``, also at index 0."""
+    return b.add(llvm.GEPOp(ptr, [llvm.GEP_USE_SSA_VAL], element, ssa_indices=[b.i64(index)], inbounds=True))
+
+
+def _amx(b: FunctionBuilder, name: str, *args: SSAValue | int) -> None:
+    """``call void @llvm.x86.<name>(args)``, ints as i8 immediates (tile registers)."""
+    values = [b.constant(a, i8) if isinstance(a, int) else a for a in args]
+    b.add(llvm.CallIntrinsicOp(f"llvm.x86.{name}", values, []))
+
+
+class AmxGemm:
+    """The AMX emission of one `_PackedGemm` (``gemm``: its operands, sizes and epilogue)."""
+
+    def __init__(self, gemm):
+        self.g, self.ctx = gemm, gemm.ctx
+        if gemm.k % (K_STEP // 2):
+            raise LoweringError(f"{gemm.op.name}: AMX tiles need K a multiple of {K_STEP}, got {2 * gemm.k}")
+        self.col_tiles = gemm.nr // TILE_ROWS
+        self.steps = gemm.k * 2 // K_STEP
+
+    def emit(self) -> None:
+        """The threads over the panels, then the epilogue's sweep (`_sweep_epilogue`)."""
+        from tensor_graphs.codegen.llvm.kernels_gemm import _sweep_epilogue
+        from tensor_graphs.codegen.llvm.kernels import paying_rows
+
+        g, ctx = self.g, self.ctx
+        if g.m_size is None:
+            ctx.parallel(g.panels, self.work_range, work=g.work_of(g.m))
+        else:
+            rows_now = ctx.size(g.m_size)
+            ctx.parallel(g.panels, self.work_range, [rows_now], work=g.work_of(g.m),
+                         pays=paying_rows(ctx, rows_now, g.m, g.work_of))
+        addends, act = g.swept if g.swept is not None else (g.addends, g.act)
+        if addends or act != "none" or g.alpha != 1.0:
+            _sweep_epilogue(ctx, g.op, addends, act, g.alpha)
+
+    def work_range(self, start: SSAValue, end: SSAValue, _thread: SSAValue, values: list[SSAValue]) -> None:
+        """This thread's panels ``[start, end)``: the full configuration, the whole panels, the
+        partial last one; the tiles released."""
+        g, b = self.g, self.ctx.b
+        rows = values[0] if values else b.i64(g.m)
+        self.pa, self.pb, self.po = self.ctx.ptr(g.a), self.ctx.ptr(g.packed), self.ctx.ptr(g.out)
+        self.full_cfg, self.tail_cfg = b.stack(CONFIG_BYTES, i8), b.stack(CONFIG_BYTES, i8)
+        self.stack = b.stack(TILE_ROWS * TILE_ROWS, f32) if g.last_cols % TILE_ROWS else None
+        self.blocks = b.add(llvm.UDivOp(rows, b.i64(2 * TILE_ROWS)))
+        self.rest = b.add(llvm.SubOp(rows, b.mul_i64(self.blocks, b.i64(2 * TILE_ROWS))))
+        self._configure(self.full_cfg, b.i64(TILE_ROWS), b.i64(TILE_ROWS))
+        first = min_i64(b, self.rest, b.i64(TILE_ROWS))
+        second = b.add(llvm.SubOp(self.rest, first))
+        self._configure(self.tail_cfg, first, second)
+        self.tail_rows = (first, second)
+        whole = min_i64(b, end, b.i64(g.full_panels))
+        emit_for(b, start, whole, lambda p, _: self.panel(p, False) or [])
+        if g.last_cols:
+            emit_if(b, icmp(b, "sgt", end, b.i64(g.full_panels)), lambda: self.panel(b.i64(g.full_panels), True))
+        _amx(b, "tilerelease")
+
+    def _configure(self, cfg: SSAValue, first: SSAValue, second: SSAValue) -> None:
+        """Palette 1; C[0][*] and A0 of ``first`` rows, C[1][*] and A1 of ``second`` (0: not
+        configured), the B tiles of 16 pair rows; 64 bytes a row where configured."""
+        b = self.ctx.b
+        for q in range(CONFIG_BYTES // 8):
+            b.store(b.i64(0), _at(b, cfg, q, i64))
+        b.store(b.constant(1, i8), _at(b, cfg, 0, i8))
+        for half, rows in enumerate((first, second)):
+            rows8 = b.add(llvm.TruncOp(rows, i8))
+            colsb = b.add(llvm.SelectOp(icmp(b, "sgt", rows, b.i64(0)), b.constant(ROW_BYTES, i16), b.constant(0, i16)))
+            for t in (*C_TILES[half], A_TILES[half]):
+                b.store(rows8, _at(b, cfg, ROWS_AT + t, i8))
+                b.store(colsb, _at(b, cfg, COLSB_AT // 2 + t, i16))
+        for t in B_TILES:
+            b.store(b.constant(TILE_ROWS, i8), _at(b, cfg, ROWS_AT + t, i8))
+            b.store(b.constant(ROW_BYTES, i16), _at(b, cfg, COLSB_AT // 2 + t, i16))
+
+    def panel(self, p: SSAValue, partial: bool) -> None:
+        """Panel p's row blocks of 32 under the full configuration, then its tail rows (1 to 31)
+        under theirs."""
+        b = self.ctx.b
+        _amx(b, "ldtilecfg", self.full_cfg)
+        emit_for(b, 0, self.blocks, lambda r, _: self.block(p, b.mul_i64(r, b.i64(2 * TILE_ROWS)), partial, True, None)
+                 or [])
+
+        def tail() -> None:
+            _amx(b, "ldtilecfg", self.tail_cfg)
+            r0 = b.mul_i64(self.blocks, b.i64(2 * TILE_ROWS))
+            emit_if(b, icmp(b, "sgt", self.tail_rows[1], b.i64(0)), lambda: self.block(p, r0, partial, True, self.tail_rows),
+                    lambda: self.block(p, r0, partial, False, self.tail_rows))
+
+        emit_if(b, icmp(b, "sgt", self.rest, b.i64(0)), tail)
+
+    def block(self, p: SSAValue, r0: SSAValue, partial: bool, halves2: bool, tail: tuple | None) -> None:
+        """Rows ``[r0, r0 + 32)`` (the second 16 only when ``halves2``) of panel p, 32 columns
+        at a time."""
+        g = self.g
+        tiles = self.col_tiles if not partial else -(-g.last_cols // TILE_ROWS)
+        for c in range(0, tiles, 2):
+            self.columns(p, r0, c, min(2, tiles - c), partial, halves2, tail)
+
+    def columns(self, p: SSAValue, r0: SSAValue, c: int, count: int, partial: bool, halves2: bool, tail: tuple | None) -> None:
+        """The ``count`` column tiles from tile c of panel p, over all of K, stored to out."""
+        g, b = self.g, self.ctx.b
+        halves = (0, 1) if halves2 else (0,)
+        k_bytes = 4 * g.k  # a row of A: K bf16
+        for i in halves:
+            for j in range(count):
+                _amx(b, "tilezero", C_TILES[i][j])
+        a_row = b.gep(self.pa, b.mul_i64(r0, b.i64(k_bytes)), i8)
+        panel = b.gep(self.pb, b.add_i64(b.mul_i64(p, b.i64(g.k * g.nr * 4)), b.i64(c * TILE_ROWS * 4)), i8)
+
+        def step(s: SSAValue, _c: list) -> list:
+            for i in halves:
+                at = b.add_i64(b.mul_i64(s, b.i64(ROW_BYTES)), b.i64(i * TILE_ROWS * k_bytes))
+                _amx(b, "tileloadd64", A_TILES[i], b.gep(a_row, at, i8), b.i64(k_bytes))
+            for j in range(count):
+                at = b.mul_i64(s, b.i64(TILE_ROWS * g.nr * 4))
+                _amx(b, "tileloadd64", B_TILES[j], b.gep(panel, b.add_i64(at, b.i64(j * ROW_BYTES)), i8), b.i64(g.nr * 4))
+            for i in halves:
+                for j in range(count):
+                    _amx(b, "tdpbf16ps", C_TILES[i][j], A_TILES[i], B_TILES[j])
+            return []
+
+        emit_for(b, 0, self.steps, step)
+        for i in halves:
+            row = b.add_i64(r0, b.i64(i * TILE_ROWS))
+            for j in range(count):
+                col = (c + j) * TILE_ROWS
+                cols = min(TILE_ROWS, g.last_cols - col) if partial else TILE_ROWS
+                self.store(C_TILES[i][j], p, row, col, cols, TILE_ROWS if tail is None else tail[i])
+
+    def store(self, tile: int, p: SSAValue, row: SSAValue, col: int, cols: int, rows: int | SSAValue) -> None:
+        """Tile ``tile`` to out's rows from ``row``, columns ``p NR + col`` on: directly when all
+        its 16 columns are out's, else through the stack, ``cols`` of them for ``rows`` rows."""
+        g, b = self.g, self.ctx.b
+        n = g.n
+        at = b.add_i64(b.mul_i64(row, b.i64(n)), b.add_i64(b.mul_i64(p, b.i64(g.nr)), b.i64(col)))
+        dest = b.gep(self.po, at, f32)
+        if cols == TILE_ROWS:
+            _amx(b, "tilestored64", tile, dest, b.i64(4 * n))
+            return
+        assert self.stack is not None
+        _amx(b, "tilestored64", tile, self.stack, b.i64(ROW_BYTES))
+        count = rows if isinstance(rows, SSAValue) else b.i64(rows)
+
+        def copy(r: SSAValue, _c: list) -> list:
+            src, dst = b.gep(self.stack, b.mul_i64(r, b.i64(TILE_ROWS)), f32), b.gep(dest, b.mul_i64(r, b.i64(n)), f32)
+            for q in range(cols):
+                b.store(b.load(b.gep(src, q, f32), f32), b.gep(dst, q, f32))
+            return []
+
+        emit_for(b, 0, count, copy)

@@ -1,0 +1,180 @@
+"""The bf16 GEMM (`matmul.packed_bf16`): the weight packed as bf16 pairs along K, the activations
+rounded to bf16 once per call, float32 sums, on AMX tiles (`kernels_amx`), AVX512-BF16 dot
+products or their emulation with FMAs (`bf16_dot`), whichever the target has.
+
+Each engine must compute the product of the rounded operands: checked against NumPy in float64
+over the bf16-rounded activations and weights at 2e-6 of the output's magnitude (float32 sums
+over K <= 2304: observed <= 1.3e-6), and against float32 eager within what the two roundings give
+(1e-2 of the magnitude; observed 2-3e-3). The emulation runs on every CPU; the native engines
+where the CPU has them (each also compiled for a CPU that has it, whatever this one is, and its
+instructions checked in the assembly)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from xdsl.context import Context
+
+import tensor_graphs as tg
+from tensor_graphs.dialects.packing import from_bf16, to_bf16
+from tensor_graphs.frontend.importer import import_model
+from tensor_graphs.passes import TENSOR_PIPELINE, build_pipeline
+from tensor_graphs.target import Target
+from tensor_graphs.tuning.paths import kernel_paths, pin
+
+GELU = torch.nn.GELU(approximate="tanh")
+
+
+def _gelu(y: np.ndarray) -> np.ndarray:
+    return 0.5 * y * (1 + np.tanh(np.sqrt(2 / np.pi) * (y + 0.044715 * y**3)))
+
+
+#: engine -> (the target it is compiled for, the instruction that must be in its code)
+ENGINES = {
+    "emulated": (None, None),
+    "avx512bf16": ("cooperlake", "vdpbf16ps"),
+    "amx": ("sapphirerapids", "tdpbf16ps"),
+}
+
+
+def _emulating_target() -> str:
+    """This CPU's ISA level without bf16 instructions (AVX-512's 16 lanes where it has them)."""
+    return Target.host().level
+
+
+def _graph(model: torch.nn.Module, x: torch.Tensor, target: str, monkeypatch, dynamic_shapes=None):
+    """``model`` imported and lowered to tg, every GEMM pinned to matmul.packed_bf16 for ``target``
+    (the emulating target is told it has AVX512-BF16, so that the variant is offered there)."""
+    from tensor_graphs.lowering.tensor_to_buffer import kernels
+    from tensor_graphs.target import record
+
+    named = Target.named(target)
+    if target == _emulating_target():
+        monkeypatch.setattr(kernels, "_target_of", lambda op: dataclasses.replace(named, extensions=named.extensions | {"avx512bf16"}))
+    graph = import_model(model, (x,), dynamic_shapes)
+    build_pipeline(TENSOR_PIPELINE).apply(Context(), graph.module)
+    record(graph.module, named)
+    gemms = [p for p in kernel_paths(graph.module) if p.name == "tg.matmul"]
+    assert gemms and all("matmul.packed_bf16" in p.applicable for p in gemms), [p.rejected for p in gemms]
+    for p in gemms:
+        pin(p.op, "matmul.packed_bf16")
+    return graph
+
+
+def _runnable(engine: str) -> str:
+    """The target ``engine`` runs under on this CPU (skips when the CPU lacks its instructions)."""
+    target, _ = ENGINES[engine]
+    if target is None:
+        return _emulating_target()
+    missing = Target.named(target).missing_on_host()
+    if missing:
+        pytest.skip(f"this CPU lacks {', '.join(missing)}: the {engine} engine is checked by its emulation and its assembly")
+    return target
+
+
+def _expected(model: torch.nn.Sequential, x: np.ndarray) -> np.ndarray:
+    """The product of the bf16-rounded operands in float64, bias and GELU after it."""
+    lin = model[0]
+    w = from_bf16(to_bf16(lin.weight.detach().numpy())).astype(np.float64)
+    y = from_bf16(to_bf16(x)).astype(np.float64) @ w.T
+    if lin.bias is not None:
+        y = y + lin.bias.detach().numpy()
+    return _gelu(y) if len(model) > 1 else y
+
+
+def _check(got: np.ndarray, model: torch.nn.Sequential, x: torch.Tensor) -> None:
+    expected = _expected(model, x.numpy())
+    scale = max(np.abs(expected).max(), 1.0)
+    assert np.abs(got - expected).max() <= 2e-6 * scale
+    with torch.no_grad():
+        ref = model(x).numpy()
+    assert np.abs(got - ref).max() <= 1e-2 * max(np.abs(ref).max(), 1.0)
+
+
+# rows (tails of 16 and 32 rows, of the register tiles' 6), K (AMX's multiples of 32, and not),
+# N (partial panels and partial column tiles of 16), bias, GELU
+SHAPES = [(1, 64, 16, True, False), (5, 96, 40, True, True), (17, 768, 200, False, True), (33, 130, 64, True, False),
+          (64, 768, 1000, True, True), (130, 2304, 48, False, False)]
+
+
+@pytest.mark.parametrize("engine", list(ENGINES))
+@pytest.mark.parametrize("rows,k,n,bias,act", SHAPES)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_bf16_gemm_computes_the_rounded_product(engine, rows, k, n, bias, act, threads, monkeypatch):
+    torch.manual_seed(rows * 7 + k)
+    layers = [torch.nn.Linear(k, n, bias=bias)] + ([GELU] if act else [])
+    model = torch.nn.Sequential(*layers).eval()
+    x = torch.randn(rows, k)
+    graph = _graph(model, x, _runnable(engine), monkeypatch)
+    before = tg.get_num_threads()
+    tg.set_num_threads(threads)
+    try:
+        fn = tg.compile_module(graph.module, graph.weights, target=_runnable(engine))
+        got = fn(x.numpy())
+    finally:
+        tg.set_num_threads(before)
+    _check(got, model, x)
+
+
+@pytest.mark.parametrize("engine", list(ENGINES))
+def test_bf16_gemm_over_run_time_rows(engine, monkeypatch):
+    """One graph for rows 1 to 80 (a size symbol): each call's row tails (of AMX's 16 and 32
+    rows, of the register tiles') computed right."""
+    torch.manual_seed(3)
+    model = torch.nn.Sequential(torch.nn.Linear(192, 80), GELU).eval()
+    rows = torch.export.Dim("rows", min=1, max=80)
+    target = _runnable(engine)
+    graph = _graph(model, torch.randn(8, 192), target, monkeypatch, dynamic_shapes=({0: rows},))
+    fn = tg.compile_module(graph.module, graph.weights, target=target)
+    for m in (1, 2, 15, 16, 17, 31, 32, 33, 47, 80):
+        x = torch.randn(m, 192)
+        _check(fn(x.numpy()), model, x)
+
+
+@pytest.mark.parametrize("engine", ["avx512bf16", "amx"])
+def test_bf16_gemm_compiles_to_its_instructions(engine, monkeypatch):
+    """Compiled for a CPU with the engine's instructions (whatever this CPU is): the GEMM's code
+    is ``vdpbf16ps`` on zmm registers, or AMX tile products under a tile configuration."""
+    import llvmlite.binding as llvm
+
+    from tensor_graphs.codegen.llvm.jit import _target_machine, to_llvm_ir
+    from tensor_graphs.passes import build_pipeline as pipeline
+
+    target, instruction = ENGINES[engine]
+    model = torch.nn.Sequential(torch.nn.Linear(256, 128)).eval()
+    graph = _graph(model, torch.randn(40, 256), target, monkeypatch)
+    pipeline("convert-tensor-to-buffer{threads=2},plan-memory,convert-buffer-to-llvm").apply(Context(), graph.module)
+    mod = llvm.parse_assembly(to_llvm_ir(graph.module))
+    mod.verify()
+    asm = _target_machine(2, Target.named(target)).emit_assembly(mod)
+    ops = [line for line in asm.splitlines() if instruction in line]
+    if engine == "amx":
+        assert len(ops) >= 4 and "ldtilecfg" in asm and "tilerelease" in asm
+        assert "vdpbf16ps" not in asm
+    else:
+        assert len(ops) >= 4 * 4 and all("zmm" in line for line in ops)
+        assert "tdpbf16ps" not in asm
+
+
+def test_bf16_gemm_is_offered_where_the_target_has_bf16():
+    """The variant is a path for the tuner (never the heuristic's choice) on a target with
+    AVX512-BF16 or AMX, refused with the reason elsewhere and for an odd K."""
+    model = torch.nn.Sequential(torch.nn.Linear(64, 32)).eval()
+    for target, offered in (("sapphirerapids", True), ("znver4", True), ("x86-64-v4", False), ("haswell", False)):
+        graph = import_model(model, (torch.randn(4, 64),))
+        build_pipeline(TENSOR_PIPELINE).apply(Context(), graph.module)
+        from tensor_graphs.target import record
+
+        record(graph.module, Target.named(target))
+        paths = [p for p in kernel_paths(graph.module) if p.name == "tg.matmul"][0]
+        assert ("matmul.packed_bf16" in paths.applicable) == offered
+        assert paths.applicable[0] == "matmul.packed"
+        if not offered:
+            assert dict(paths.rejected)["matmul.packed_bf16"] == f"the target ({target}) has no bf16 dot products (AVX512-BF16)"
+    odd = import_model(torch.nn.Sequential(torch.nn.Linear(63, 32)).eval(), (torch.randn(4, 63),))
+    build_pipeline(TENSOR_PIPELINE).apply(Context(), odd.module)
+    paths = [p for p in kernel_paths(odd.module) if p.name == "tg.matmul"][0]
+    assert dict(paths.rejected)["matmul.packed_bf16"] == "K = 63 is odd: bf16 pairs along K need an even K"
