@@ -1,0 +1,111 @@
+"""The bf16 GEMM's engines against the float32 packed GEMM, on one pair of GEMMs.
+
+    .venv/bin/python benchmarks/bf16_gemm.py [--rows 64,128] [--k 768] [--n 3072] [--threads 1,2]
+
+The model is ``Linear(k, n)`` then ``Linear(n, k)`` (biases, no activation), every GEMM pinned
+to a variant and compiled for a target: ``fp32`` (`matmul.packed`, this CPU), and
+`matmul.packed_bf16` on each engine this CPU can run: ``amx`` (this CPU, when it has AMX-BF16),
+``avx512bf16`` (a CPU with AVX512-BF16 and no AMX: ``cooperlake``), ``emulated`` (this CPU's ISA
+level, no bf16 instructions: two FMAs a pair). Engines alternate call by call; medians of 7
+rounds of 10 calls. GFLOP/s count 2 m k n per GEMM; the error is max |y - y32| / max |y32|
+against the float32 graph.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import platform
+import statistics
+import time
+
+import numpy as np
+import torch
+from xdsl.context import Context
+
+import tensor_graphs as tg
+from tensor_graphs.frontend.importer import import_model
+from tensor_graphs.lowering.tensor_to_buffer import kernels
+from tensor_graphs.passes import TENSOR_PIPELINE, build_pipeline
+from tensor_graphs.target import Target, record
+from tensor_graphs.tuning.paths import kernel_paths, pin
+
+#: engine -> (variant, target name: None for this CPU's, "level" for its ISA level without extensions)
+ENGINES = {"fp32": ("matmul.packed", None), "amx": ("matmul.packed_bf16", None),
+           "avx512bf16": ("matmul.packed_bf16", "cooperlake"), "emulated": ("matmul.packed_bf16", "level")}
+
+
+def runnable(engine: str) -> str | None:
+    """Why ``engine`` cannot run on this CPU, or None."""
+    host = Target.host()
+    if engine == "amx" and "amx-bf16" not in host.extensions:
+        return "no AMX-BF16"
+    target = ENGINES[engine][1]
+    if target not in (None, "level") and (missing := Target.named(target).missing_on_host()):
+        return f"lacks {', '.join(missing)}"
+    return None
+
+
+def build(model: torch.nn.Module, x: torch.Tensor, engine: str):
+    variant, name = ENGINES[engine]
+    target = Target.host() if name is None else Target.named(Target.host().level if name == "level" else name)
+    graph = import_model(model, (x,))
+    build_pipeline(TENSOR_PIPELINE).apply(Context(), graph.module)
+    record(graph.module, target)
+    saved = kernels._target_of
+    if engine == "emulated":  # offered as if the target had bf16 dot products; its code emulates them
+        kernels._target_of = lambda op: dataclasses.replace(target, extensions=target.extensions | {"avx512bf16"})
+    try:
+        for p in kernel_paths(graph.module):
+            if p.name == "tg.matmul":
+                pin(p.op, variant)
+        return tg.compile_module(graph.module, graph.weights, target=target)
+    finally:
+        kernels._target_of = saved
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", default="64,128")
+    ap.add_argument("--k", type=int, default=768)
+    ap.add_argument("--n", type=int, default=3072)
+    ap.add_argument("--threads", default="1,2")
+    args = ap.parse_args(argv)
+    engines = [e for e in ENGINES if runnable(e) is None]
+    for e in ENGINES:
+        if (why := runnable(e)) is not None:
+            print(f"{e}: not on this CPU ({why})")
+    print(f"CPU: {platform.processor() or platform.machine()}; host target: {Target.host().describe()}")
+    print(f"\nGEMMs {args.k} x {args.n} and {args.n} x {args.k}, ms per call (GFLOP/s, error against float32)\n")
+    print("| rows | threads | " + " | ".join(engines) + " |")
+    print("|--:|--:|" + "--:|" * len(engines))
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(args.k, args.n), torch.nn.Linear(args.n, args.k)).eval()
+    for m in (int(r) for r in args.rows.split(",")):
+        x = torch.randn(m, args.k)
+        fns = {e: build(model, x, e) for e in engines}
+        xn = x.numpy()
+        y32 = fns["fp32"](xn)
+        errors = {e: float(np.abs(f(xn) - y32).max() / np.abs(y32).max()) for e, f in fns.items()}
+        for threads in (int(t) for t in args.threads.split(",")):
+            tg.set_num_threads(threads)
+            times: dict[str, list[float]] = {e: [] for e in engines}
+            for f in fns.values():
+                f(xn)
+            for _ in range(7):
+                for e, f in fns.items():
+                    t0 = time.perf_counter()
+                    for _ in range(10):
+                        f(xn)
+                    times[e].append((time.perf_counter() - t0) / 10)
+            flops = 2 * 2 * m * args.k * args.n
+            cells = []
+            for e in engines:
+                t = statistics.median(times[e])
+                cells.append(f"{t * 1e3:.3f} ({flops / t / 1e9:.0f}, {errors[e]:.1e})")
+            print(f"| {m} | {threads} | " + " | ".join(cells) + " |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

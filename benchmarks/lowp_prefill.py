@@ -1,0 +1,125 @@
+"""Reduced-precision prefill: tensor_graphs tuned within a tolerance against its float32 graph and
+OpenVINO at f32 and bf16, each time beside its error.
+
+    .venv/bin/python benchmarks/lowp_prefill.py [--models mlp encoder gpt2] [--threads 1,2]
+                                                [--tolerance 1e-2] [--rounds 10]
+
+Rows (random init, ``torch.manual_seed(0)``): the MLP 768 -> 3072 -> 768 (GELU) at 64 and 128
+rows; one BertLayer (d 768, 12 heads, FFN 3072) at seq 128 (``suite.EncoderBlock``); GPT-2 small
+prefill 128, all logits (``gpt2.build``). Engines: ``tg-fp32``, tensor_graphs' heuristic graph;
+``tg-tuned``, ``tg.compile(tune="missing", tolerance=...)``, whose tuner may take the bf16 GEMMs
+(``matmul.packed_bf16``: AMX tiles, AVX512-BF16 dot products) where the CPU has them and their
+measured error fits (its compile includes the measuring); ``openvino-f32`` and ``openvino-bf16``
+(``INFERENCE_PRECISION_HINT``; skipped when OpenVINO is not installed). Within a row the engines
+alternate (``gpt2.bench``); medians. Errors: max |y - y64| / max |y64| against eager in float64
+(the model and input cast to double), so that float32 engines show their own rounding.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import platform
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import gpt2  # noqa: E402
+import tensor_graphs as tg  # noqa: E402
+from tensor_graphs.target import Target  # noqa: E402
+
+
+def mlp() -> torch.nn.Module:
+    return torch.nn.Sequential(torch.nn.Linear(768, 3072), torch.nn.GELU(), torch.nn.Linear(3072, 768)).eval()
+
+
+def rows() -> list[tuple[str, torch.nn.Module, torch.Tensor]]:
+    """(label, model, input) of every row, by ``--models`` key."""
+    from suite import EncoderBlock
+
+    torch.manual_seed(0)
+    out = {"mlp": [], "encoder": [], "gpt2": []}
+    model = mlp()
+    for m in (64, 128):
+        out["mlp"].append((f"MLP 768-3072-768, {m} rows", model, torch.randn(m, 768)))
+    out["encoder"].append(("BertLayer d 768, seq 128", EncoderBlock(768, 12, 3072).eval(), torch.randn(1, 128, 768)))
+    g = gpt2.build()
+    out["gpt2"].append(("GPT-2 small prefill 128, all logits", g, torch.randint(0, g.model.config.vocab_size, (1, 128))))
+    return out
+
+
+def reference(model: torch.nn.Module, x: torch.Tensor) -> np.ndarray:
+    """Eager in float64 (integer inputs, token ids, stay as they are)."""
+    m64 = copy.deepcopy(model).double()
+    with torch.no_grad():
+        return gpt2.as_numpy(m64(x if not x.is_floating_point() else x.double())).astype(np.float64)
+
+
+def make_tuned(tolerance: float):
+    def make(model, x, threads, cache):
+        key = f"tuned:{threads}"
+        if key not in cache:
+            fn, seconds = gpt2.timed(lambda: tg.compile(model, (x,), tune="missing", tolerance=tolerance,
+                                                        tuning_db=gpt2.tuning_db()))
+            picked = sorted({c.chosen.variant for c in fn.tuning.choices if c.tuned})
+            gpt2.log(f"  tensor_graphs tuned at {tolerance:g} ({threads} thread(s)): {seconds:.1f} s; off the heuristic: "
+                     f"{', '.join(picked) or 'none'}")
+            cache[key] = fn
+        fn = cache[key]
+        return lambda: fn(x)
+    return make
+
+
+def make_openvino(precision: str):
+    def make(model, x, threads, cache):
+        import openvino.properties.hint as hints
+
+        if "ov_model" not in cache:
+            cache["ov_model"] = gpt2.convert_openvino(model, x)[0]
+        config = {**gpt2.openvino_config(threads), hints.inference_precision(): precision}
+        request = gpt2.openvino_core().compile_model(cache["ov_model"], "CPU", config).create_infer_request()
+        feed = {0: np.ascontiguousarray(x.numpy())}
+        return lambda: request.infer(feed, share_inputs=True)[0]
+    return make
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", nargs="+", default=["mlp", "encoder", "gpt2"], choices=["mlp", "encoder", "gpt2"])
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--tolerance", type=float, default=1e-2)
+    ap.add_argument("--rounds", type=int, default=10)
+    args = ap.parse_args(argv)
+    makers = {"tg-fp32": gpt2.make_tensor_graphs, "tg-tuned": make_tuned(args.tolerance)}
+    if gpt2.not_installed("openvino") is None:
+        makers.update({"openvino-f32": make_openvino("f32"), "openvino-bf16": make_openvino("bf16")})
+    else:
+        print("OpenVINO is not installed (pip install .[bench]): its rows are left out")
+    threads_list = [int(t) for t in args.threads.split(",")]
+    print(f"CPU: {platform.processor() or platform.machine()}; target: {Target.host().describe()}")
+    print("\n| row | threads | " + " | ".join(f"{e} ms (error)" for e in makers) + " | tg-tuned / tg-fp32 |")
+    print("|---|--:|" + "--:|" * (len(makers) + 1))
+    table = rows()
+    for key in args.models:
+        for label, model, x in table[key]:
+            expected = reference(model, x)
+            scale = float(np.abs(expected).max())
+            cache: dict = {}
+            for threads in threads_list:
+                torch.set_num_threads(threads)
+                tg.set_num_threads(threads)
+                runs = {name: make(model, x, threads, cache) for name, make in makers.items()}
+                errors = {name: float(np.abs(gpt2.as_numpy(run()) - expected).max()) / scale for name, run in runs.items()}
+                ms = gpt2.bench(runs, args.rounds)
+                cells = [f"{ms[e]:.3f} ({errors[e]:.1e})" for e in makers]
+                print(f"| {label} | {threads} | " + " | ".join(cells) + f" | {ms['tg-tuned'] / ms['tg-fp32']:.2f} |",
+                      flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
