@@ -178,3 +178,35 @@ def test_bf16_gemm_is_offered_where_the_target_has_bf16():
     build_pipeline(TENSOR_PIPELINE).apply(Context(), odd.module)
     paths = [p for p in kernel_paths(odd.module) if p.name == "tg.matmul"][0]
     assert dict(paths.rejected)["matmul.packed_bf16"] == "K = 63 is odd: bf16 pairs along K need an even K"
+
+
+class _ThreeProjections(torch.nn.Module):
+    """Q, K and V of one x (an attention's projections), summed."""
+
+    def __init__(self):
+        super().__init__()
+        self.q, self.k, self.v = (torch.nn.Linear(64, 32) for _ in range(3))
+
+    def forward(self, x):
+        return self.q(x) + self.k(x) * self.v(x)
+
+
+def test_bf16_gemms_of_one_lhs_share_its_cast(monkeypatch):
+    """Three GEMMs of one activation round it to bf16 once (one buf.cast, read by all three)."""
+    torch.manual_seed(5)
+    model = _ThreeProjections().eval()
+    x = torch.randn(20, 64)
+    target = _emulating_target()
+    graph = _graph(model, x, target, monkeypatch)
+    fn = tg.compile_module(graph.module, graph.weights, target=target)
+    buffers = fn.ir("buf")
+    assert buffers.count("buf.cast") == 1 and buffers.count("buf.packed_matmul") == 3
+    with torch.no_grad():
+        ref = model(x).numpy()
+    xr = from_bf16(to_bf16(x.numpy())).astype(np.float64)
+    q, k, v = ((xr @ from_bf16(to_bf16(p.weight.detach().numpy())).astype(np.float64).T + p.bias.detach().numpy())
+               for p in (model.q, model.k, model.v))
+    got = fn(x.numpy())
+    expected = q + k * v
+    assert np.abs(got - expected).max() <= 2e-6 * np.abs(expected).max()
+    assert np.abs(got - ref).max() <= 1e-2 * np.abs(ref).max()

@@ -145,7 +145,10 @@ def test_tune_measures_records_and_resumes(mlp, db):
     assert swept == sorted(swept) and swept.count(False) >= 3, swept
     for r in records:
         assert r.runs >= 5 and 0 < r.p20_ns <= r.median_ns <= r.p80_ns
-        assert r.max_rel_err <= 1e-6, (r.signature, r.max_rel_err)  # fp32 GEMMs of K <= 256
+        # fp32 GEMMs of K <= 256; the bf16 GEMM (offered where the CPU has bf16 instructions) within
+        # its two roundings (observed 2e-3)
+        bound = 1e-2 if r.signature.variant == "matmul.packed_bf16" else 1e-6
+        assert r.max_rel_err <= bound, (r.signature, r.max_rel_err)
     fn = tg.compile(model, (x,), tune="cached", tuning_db=db)
     with torch.no_grad():
         assert (fn(x) - model(x)).abs().max().item() <= TOL

@@ -41,7 +41,7 @@ from xdsl.dialects.builtin import (
     i8,
     i64,
 )
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects import tensor as tg
@@ -546,9 +546,24 @@ def _packed_bf16_prepare(op: Operation, ins: Sequence[SSAValue], target: Target)
     packed = buf.PackedWeightOp(layout.source, transposed, MemRefType(BFloat16Type(), layout.shape(_shape(op.operands[1]))),
                                 _shape(op.operands[1]), layout="bf16kpanels")
     packed.result.name_hint = (op.operands[1].name_hint or "w") + "_bf16k"
+    if (cast := _bf16_cast_of(ins[0])) is not None:  # (Q, K and V projections of one x: one cast)
+        return [packed], [cast, packed.result, *ins[2:]]
     lhs = buf.AllocOp(shaped_memref(BFloat16Type(), dims_of(ins[0].type)))
     lhs.result.name_hint = (op.operands[0].name_hint or "lhs") + "_bf16"
     return [packed, lhs, buf.CastOp([ins[0]], [lhs.result])], [lhs.result, packed.result, *ins[2:]]
+
+
+def _bf16_cast_of(value: SSAValue) -> SSAValue | None:
+    """A bf16 copy of ``value`` an earlier bf16 GEMM made (`_packed_bf16_prepare`), if any: a cast
+    in the block that defines ``value`` (the function's body, lowered in order: before this GEMM);
+    the buffer, written once, still holds it."""
+    home = value.owner if isinstance(value.owner, Block) else value.owner.parent_block()
+    for use in value.uses:
+        cast = use.operation
+        if isinstance(cast, buf.CastOp) and use.index == 0 and cast.parent_block() is home \
+                and isinstance(cast.output.type.element_type, BFloat16Type):  # type: ignore[attr-defined]
+            return cast.output
+    return None
 
 
 def _packed_rhs_applies(op: Operation) -> str | None:
