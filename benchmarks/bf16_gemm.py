@@ -1,6 +1,7 @@
 """The bf16 GEMM's engines against the float32 packed GEMM, on one pair of GEMMs.
 
     .venv/bin/python benchmarks/bf16_gemm.py [--rows 64,128] [--k 768] [--n 3072] [--threads 1,2]
+                                             [--engines amx avx512bf16 emulated]
 
 The model is ``Linear(k, n)`` then ``Linear(n, k)`` (biases, no activation), every GEMM pinned
 to a variant and compiled for a target: ``fp32`` (`matmul.packed`, this CPU), and
@@ -70,8 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--k", type=int, default=768)
     ap.add_argument("--n", type=int, default=3072)
     ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--engines", nargs="+", default=list(ENGINES), choices=list(ENGINES), help="fp32 always runs")
     args = ap.parse_args(argv)
-    engines = [e for e in ENGINES if runnable(e) is None]
+    engines = [e for e in ENGINES if runnable(e) is None and (e == "fp32" or e in args.engines)]
     for e in ENGINES:
         if (why := runnable(e)) is not None:
             print(f"{e}: not on this CPU ({why})")
