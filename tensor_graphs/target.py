@@ -374,12 +374,33 @@ def _host_target() -> Target:
     llvm.initialize_native_asmprinter()
     features = llvm.get_host_cpu_features().flatten()
     have = {f[1:] for f in features.split(",") if f.startswith("+")}
+    if "amx-tile" in have and not amx_state_permitted():  # the CPU has AMX, this kernel lends it no state
+        have = {f for f in have if not f.startswith("amx")}
+        features = ",".join("-" + f[1:] if f[1:].startswith("amx") else f for f in features.split(","))
     level = "x86-64"
     for candidate in LEVELS.values():
         if all(f in have for f in candidate.requires):
             level = candidate.name
     extensions = frozenset(e for e in EXTENSIONS if e in have)
     return Target("host", llvm.get_host_cpu_name(), level, extensions, _caches(), _cores(), DEFAULT_THREAD_WORK, features)
+
+
+#: Linux's arch_prctl: the request for an extended state component, AMX's tile data
+_SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA = 158, 0x1023, 18
+
+
+@functools.cache
+def amx_state_permitted() -> bool:
+    """Ask Linux for AMX's tile state for this process (``arch_prctl(ARCH_REQ_XCOMP_PERM,
+    XFEATURE_XTILEDATA)``, once): True when granted. Without it the first tile instruction
+    raises SIGILL, so a host whose kernel refuses (before Linux 5.16) has no AMX here."""
+    import ctypes
+    import platform
+
+    if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.syscall(_SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA) == 0
 
 
 @functools.cache

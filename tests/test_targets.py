@@ -119,6 +119,31 @@ def test_host_is_detected():
     assert host.describe().startswith(f"host (cpu {host.llvm_cpu}, {host.level}")
 
 
+def test_amx_only_where_linux_lends_its_state(monkeypatch):
+    """A CPU with AMX whose kernel refuses the tile state (arch_prctl, before Linux 5.16) is a
+    host without AMX: its extensions and LLVM features drop amx-*, so no AMX code is made for it
+    (it would die of SIGILL at the first tile instruction)."""
+    import llvmlite.binding as llvm
+
+    from tensor_graphs import target as target_module
+
+    real = llvm.get_host_cpu_features
+
+    def with_amx():
+        features = real()
+        for f in ("amx-tile", "amx-bf16", "amx-int8"):
+            features[f] = True
+        return features
+
+    monkeypatch.setattr(llvm, "get_host_cpu_features", with_amx)
+    monkeypatch.setattr(target_module, "amx_state_permitted", lambda: False)
+    refused = target_module._host_target.__wrapped__()  # (the cached host target is not this one)
+    assert not {e for e in refused.extensions if e.startswith("amx")}
+    assert "+amx" not in refused.host_features and "-amx-tile" in refused.host_features
+    monkeypatch.setattr(target_module, "amx_state_permitted", lambda: True)
+    assert {"amx-tile", "amx-bf16", "amx-int8"} <= target_module._host_target.__wrapped__().extensions
+
+
 def test_caches_from_sysfs(tmp_path):
     for i, (level, kind, size) in enumerate([("1", "Data", "48K"), ("1", "Instruction", "32K"), ("2", "Unified", "2048K"), ("3", "Unified", "105M")]):
         d = tmp_path / f"index{i}"

@@ -29,9 +29,6 @@ product kernel's, `bf16_dot`).
 
 from __future__ import annotations
 
-import ctypes
-import functools
-
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import f32, i8, i16, i64
 from xdsl.ir import SSAValue
@@ -49,8 +46,6 @@ TILE_ROWS, ROW_BYTES = 16, 64
 K_STEP = 32
 #: The configuration's bytes: palette, then the bytes per row of each tile (u16s), then its rows (u8s)
 CONFIG_BYTES, COLSB_AT, ROWS_AT = 64, 16, 48
-#: Linux's arch_prctl: the request for an extended state component, AMX's tile data
-_SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA = 158, 0x1023, 18
 
 
 def amx_runs(target, k_words: int, batched: bool) -> bool:
@@ -58,14 +53,14 @@ def amx_runs(target, k_words: int, batched: bool) -> bool:
     return AMX_EXTENSION in target.extensions and not batched and k_words % (K_STEP // 2) == 0
 
 
-@functools.cache
 def request_amx() -> None:
-    """Ask Linux for AMX's tile state for this process (``arch_prctl(ARCH_REQ_XCOMP_PERM,
-    XFEATURE_XTILEDATA)``, once); without it the first tile instruction raises SIGILL."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.syscall(_SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA) != 0:
-        raise OSError(ctypes.get_errno(), "arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA) refused: this kernel or CPU "
-                      "does not offer AMX; compile for a target without amx-bf16")
+    """Make sure Linux lent this process AMX's tile state (`target.amx_state_permitted`); the
+    host target has no AMX where it did not, so code for it is refused before it runs."""
+    from tensor_graphs.target import amx_state_permitted
+
+    if not amx_state_permitted():
+        raise OSError("arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA) refused: this kernel or CPU does not offer AMX; "
+                      "compile for a target without amx-bf16")
 
 
 def _at(b: FunctionBuilder, ptr: SSAValue, index: int, element) -> SSAValue:
