@@ -1,11 +1,12 @@
 """The bf16 GEMM's engines against the float32 packed GEMM, on one pair of GEMMs.
 
     .venv/bin/python benchmarks/bf16_gemm.py [--rows 64,128] [--k 768] [--n 3072] [--threads 1,2]
-                                             [--engines amx avx512bf16 emulated]
+                                             [--gelu] [--engines amx amx-swept avx512bf16 emulated]
 
-The model is ``Linear(k, n)`` then ``Linear(n, k)`` (biases, no activation), every GEMM pinned
-to a variant and compiled for a target: ``fp32`` (`matmul.packed`, this CPU), and
-`matmul.packed_bf16` on each engine this CPU can run: ``amx`` (this CPU, when it has AMX-BF16),
+The model is ``Linear(k, n)`` then ``Linear(n, k)`` (biases; ``--gelu``: GELU between), every
+GEMM pinned to a variant and compiled for a target: ``fp32`` (`matmul.packed`, this CPU), and
+`matmul.packed_bf16` on each engine this CPU can run: ``amx`` (this CPU, when it has AMX-BF16;
+``amx-swept``: its epilogue in one sweep after the tiles, not on each block),
 ``avx512bf16`` (a CPU with AVX512-BF16 and no AMX: ``cooperlake``), ``emulated`` (this CPU's ISA
 level, no bf16 instructions: two FMAs a pair). Engines alternate call by call; medians of 7
 rounds of 10 calls. GFLOP/s count 2 m k n per GEMM; the error is max |y - y32| / max |y32|
@@ -29,17 +30,19 @@ from tensor_graphs.frontend.importer import import_model
 from tensor_graphs.lowering.tensor_to_buffer import kernels
 from tensor_graphs.passes import TENSOR_PIPELINE, build_pipeline
 from tensor_graphs.target import Target, record
-from tensor_graphs.tuning.paths import kernel_paths, pin
+from tensor_graphs.tuning.paths import Candidate, kernel_paths, pin
 
-#: engine -> (variant, target name: None for this CPU's, "level" for its ISA level without extensions)
-ENGINES = {"fp32": ("matmul.packed", None), "amx": ("matmul.packed_bf16", None),
-           "avx512bf16": ("matmul.packed_bf16", "cooperlake"), "emulated": ("matmul.packed_bf16", "level")}
+#: engine -> (variant, target name: None for this CPU's, "level" for its ISA level without
+#: extensions; its parameters)
+ENGINES = {"fp32": ("matmul.packed", None, {}), "amx": ("matmul.packed_bf16", None, {}),
+           "amx-swept": ("matmul.packed_bf16", None, {"separate_epilogue": 1}),
+           "avx512bf16": ("matmul.packed_bf16", "cooperlake", {}), "emulated": ("matmul.packed_bf16", "level", {})}
 
 
 def runnable(engine: str) -> str | None:
     """Why ``engine`` cannot run on this CPU, or None."""
     host = Target.host()
-    if engine == "amx" and "amx-bf16" not in host.extensions:
+    if engine.startswith("amx") and "amx-bf16" not in host.extensions:
         return "no AMX-BF16"
     target = ENGINES[engine][1]
     if target not in (None, "level") and (missing := Target.named(target).missing_on_host()):
@@ -48,7 +51,7 @@ def runnable(engine: str) -> str | None:
 
 
 def build(model: torch.nn.Module, x: torch.Tensor, engine: str):
-    variant, name = ENGINES[engine]
+    variant, name, params = ENGINES[engine]
     target = Target.host() if name is None else Target.named(Target.host().level if name == "level" else name)
     graph = import_model(model, (x,))
     build_pipeline(TENSOR_PIPELINE).apply(Context(), graph.module)
@@ -59,7 +62,7 @@ def build(model: torch.nn.Module, x: torch.Tensor, engine: str):
     try:
         for p in kernel_paths(graph.module):
             if p.name == "tg.matmul":
-                pin(p.op, variant)
+                pin(p.op, Candidate(variant, params))
         return tg.compile_module(graph.module, graph.weights, target=target)
     finally:
         kernels._target_of = saved
@@ -71,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--k", type=int, default=768)
     ap.add_argument("--n", type=int, default=3072)
     ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--gelu", action="store_true", help="a GELU (tanh) after the first GEMM, in its epilogue")
     ap.add_argument("--engines", nargs="+", default=list(ENGINES), choices=list(ENGINES), help="fp32 always runs")
     args = ap.parse_args(argv)
     engines = [e for e in ENGINES if runnable(e) is None and (e == "fp32" or e in args.engines)]
@@ -82,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     print("| rows | threads | " + " | ".join(engines) + " |")
     print("|--:|--:|" + "--:|" * len(engines))
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(args.k, args.n), torch.nn.Linear(args.n, args.k)).eval()
+    act = [torch.nn.GELU(approximate="tanh")] if args.gelu else []
+    model = torch.nn.Sequential(torch.nn.Linear(args.k, args.n), *act, torch.nn.Linear(args.n, args.k)).eval()
     for m in (int(r) for r in args.rows.split(",")):
         x = torch.randn(m, args.k)
         fns = {e: build(model, x, e) for e in engines}

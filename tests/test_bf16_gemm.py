@@ -23,7 +23,7 @@ from tensor_graphs.dialects.packing import from_bf16, to_bf16
 from tensor_graphs.frontend.importer import import_model
 from tensor_graphs.passes import TENSOR_PIPELINE, build_pipeline
 from tensor_graphs.target import Target
-from tensor_graphs.tuning.paths import kernel_paths, pin
+from tensor_graphs.tuning.paths import Candidate, kernel_paths, pin
 
 GELU = torch.nn.GELU(approximate="tanh")
 
@@ -117,6 +117,47 @@ def test_bf16_gemm_computes_the_rounded_product(engine, rows, k, n, bias, act, t
     finally:
         tg.set_num_threads(before)
     _check(got, model, x)
+
+
+class _Residual(torch.nn.Module):
+    """``relu(x @ W.T + b + r)``: a bias and a residual in the GEMM's epilogue."""
+
+    def __init__(self, k: int, n: int):
+        super().__init__()
+        self.fc = torch.nn.Linear(k, n)
+
+    def forward(self, x, r):
+        return torch.relu(self.fc(x) + r)
+
+
+@pytest.mark.parametrize("engine", list(ENGINES))
+@pytest.mark.parametrize("separate", [False, True], ids=["on_each_tile", "swept"])
+def test_bf16_gemm_epilogue_with_a_residual(engine, separate, monkeypatch):
+    """Bias, residual and ReLU on each block of the output (AMX: each 32 x 32 block; the
+    register tiles: each tile), or in one sweep after (``tg.separate_epilogue``), 37 rows (a
+    tail of 5), a partial panel of 36 columns."""
+    from tensor_graphs.lowering.tensor_to_buffer import kernels
+    from tensor_graphs.target import record
+
+    torch.manual_seed(11)
+    model = _Residual(96, 100).eval()
+    x, r = torch.randn(37, 96), torch.randn(37, 100)
+    target = _runnable(engine)
+    named = Target.named(target)
+    if target == _emulating_target():
+        monkeypatch.setattr(kernels, "_target_of", lambda op: dataclasses.replace(named, extensions=named.extensions | {"avx512bf16"}))
+    graph = import_model(model, (x, r))
+    build_pipeline(TENSOR_PIPELINE).apply(Context(), graph.module)
+    record(graph.module, named)
+    for p in kernel_paths(graph.module):
+        if p.name == "tg.matmul":
+            pin(p.op, Candidate("matmul.packed_bf16", {"separate_epilogue": 1} if separate else {}))
+    fn = tg.compile_module(graph.module, graph.weights, target=target)
+    assert fn.ir("buf").count("buf.packed_matmul") == 1 and "buf.binary" not in fn.ir("buf")
+    got = fn(x.numpy(), r.numpy())
+    y = _expected(torch.nn.Sequential(model.fc), x.numpy()) + r.numpy()
+    expected = np.maximum(y, 0.0)
+    assert np.abs(got - expected).max() <= 2e-6 * np.abs(expected).max()
 
 
 @pytest.mark.parametrize("engine", list(ENGINES))

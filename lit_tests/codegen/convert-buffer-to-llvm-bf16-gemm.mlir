@@ -10,7 +10,8 @@
 // - AVX512-BF16 (cooperlake): one vdpbf16ps per accumulator and pair step;
 // - AMX (sapphirerapids): each thread loads its tile configuration (its rows: 32 a block, then the
 //   call's tail rows), zeroes the accumulator tiles, loads A's and B's tiles and multiplies them
-//   with tdpbf16ps, stores the sums and releases the tiles; bias and ReLU in one sweep after.
+//   with tdpbf16ps, stores the sums, adds the bias and applies the ReLU over the block just
+//   stored, and releases the tiles at the end.
 
 // EMU-LABEL: llvm.func internal @tg_tile_6x4v16_s{{[0-9]+}}_bf16(
 // EMU:         llvm.shl
@@ -30,9 +31,9 @@
 // AMX:         llvm.call_intrinsic "llvm.x86.tileloadd64"
 // AMX:         llvm.call_intrinsic "llvm.x86.tdpbf16ps"
 // AMX:         llvm.call_intrinsic "llvm.x86.tilestored64"
+// AMX:         llvm.fcmp "olt"
 // AMX:         llvm.call_intrinsic "llvm.x86.tilerelease"
 // AMX-NOT:     dpbf16ps.512
-// AMX:         llvm.fcmp "olt"
 func.func @forward(%x: memref<40x96xbf16>, %b: memref<100xf32>, %o: memref<40x100xf32>) attributes {tg.num_outputs = 1 : i64} {
   %wb = buf.packed_weight "fc.weight" {transposed = true, layout = "bf16kpanels", source_shape = array<i64: 100, 96>} : memref<2x48x128xbf16>
   buf.packed_matmul ins(%x, %wb, %b : memref<40x96xbf16>, memref<2x48x128xbf16>, memref<100xf32>) outs(%o : memref<40x100xf32>) {beta = 1.0 : f32, activation = "relu"}

@@ -164,11 +164,16 @@ def _threads_space(op: Operation, target: Target, threads: int) -> dict[str, lis
     return _parallel_space(threads)
 
 
+def _bf16_gemm_space(op: Operation, target: Target, threads: int) -> dict[str, list[int]]:
+    """The bf16 GEMM: its epilogue on each tile or in one sweep, its threads."""
+    return {**({"separate_epilogue": [1]} if _has_epilogue(op) else {}), **_parallel_space(threads)}
+
+
 PARAMETER_SPACES.update({
     "matmul.packed": _gemm_space,
     "matmul.packed_rhs": _gemm_space,
     "matmul.blas": _blas_space,
-    "matmul.packed_bf16": _threads_space,
+    "matmul.packed_bf16": _bf16_gemm_space,
     "attention.flash": _threads_space,
 })
 
