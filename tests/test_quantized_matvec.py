@@ -202,3 +202,15 @@ def test_bf16_dot_matvec_runs_right(rows, k, n, act, bias, threads, monkeypatch)
     with torch.no_grad():
         ref = model(x).numpy()
     assert np.abs(got - ref).max() / np.abs(ref).max() <= 1e-2
+
+
+def test_panels_of_an_odd_count_of_vectors_are_refused_with_the_reason():
+    """The bf16 and int8 panels pair their halves: N = 48 on AVX-512 (panels of 3 vectors) is
+    refused when the paths are listed (it failed in the kernel, after the tuner had chosen it)."""
+    _, _, graph = _bf16_dot_graph(2, 64, 48, "none", False, "x86-64-v4")
+    paths = [p for p in kernel_paths(graph.module) if p.name == "tg.matmul"][0]
+    reason = "panels of 48 columns on x86-64-v4 are not an even number of vectors of 16 floats"
+    assert dict(paths.rejected)["matmul.bf16_weights"] == reason == dict(paths.rejected)["matmul.int8_weights"]
+    _, _, graph = _bf16_dot_graph(2, 64, 64, "none", False, "x86-64-v4")
+    assert {"matmul.bf16_weights", "matmul.int8_weights"} <= set(
+        [p for p in kernel_paths(graph.module) if p.name == "tg.matmul"][0].applicable)

@@ -34,6 +34,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
 
+from tensor_graphs.lowering.tensor_to_buffer.kernels import error_floor
 from tensor_graphs.target import Target
 from tensor_graphs.tuning.database import KernelSignature, Record, TuningDatabase
 from tensor_graphs.tuning.measure import Standalone, measure, standalone
@@ -145,6 +146,9 @@ def tune_graph(
                     continue
                 if (why := alone_applies.get(c.variant)) is not None:  # it depends on the rest of the graph
                     records[key], failed[key] = None, f"cannot be measured alone: {why}"
+                    continue
+                if (floor := error_floor(paths.op, c.variant)) > tolerance:  # bf16 / int8 under a tight tolerance
+                    records[key], failed[key] = None, f"not measured: its arithmetic errs by {floor:g} or more, over the tolerance"
                     continue
                 records[key] = db.get(_signature(paths, alone, c), machine) if tune != "all" else None  # type: ignore[union-attr]
                 if records[key] is None and tune in ("missing", "all"):

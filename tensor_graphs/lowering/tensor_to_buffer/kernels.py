@@ -95,6 +95,16 @@ class KernelVariant:
     #: graph is loaded, or packs its activation rhs itself (a convolution's windows).
     #: `convert-tensor-to-buffer{pack-weights=false}` skips such variants: BLAS runs every GEMM.
     packs_weights: bool = False
+    #: The least error (max relative to the output's magnitude) its arithmetic gives on data that
+    #: is not exact in it (bf16 rounding: about 2^-9 per operand): a tuner does not measure it
+    #: under a tolerance below this (0: as exact as float32).
+    error_floor: float = 0.0
+
+
+def error_floor(op: Operation, variant: str) -> float:
+    """`KernelVariant.error_floor` of ``op``'s variant named ``variant`` (0 when it has none)."""
+    found = next((v for v in variants_for(op) if v.name == variant), None)
+    return found.error_floor if isinstance(found, KernelVariant) else 0.0
 
 
 @dataclass(frozen=True)
@@ -453,6 +463,19 @@ def _quantized_applies(op: Operation) -> str | None:
     return None
 
 
+def _paired_panels_apply(op: Operation) -> str | None:
+    """A matrix-vector product (`_quantized_applies`) whose panels on the module's target are an
+    even number of vectors: the bf16 and int8 panels' kernel converts two halves of each panel
+    at a time (N = 48 on AVX-512 makes panels of 3 vectors)."""
+    if (why := _quantized_applies(op)) is not None:
+        return why
+    target = _target_of(op)
+    nr = target.panel_columns_for(_shape(op.results[0])[-1])
+    if nr % (2 * target.float_lanes):
+        return f"panels of {nr} columns on {target.name} are not an even number of vectors of {target.float_lanes} floats"
+    return None
+
+
 #: ``buf.quantized_matvec`` format -> the packed weights it reads: (`packing.FORMATS` name, element type)
 QUANTIZED_PARTS: dict[str, tuple[tuple[str, Attribute], ...]] = {
     "bf16": (("bf16", BFloat16Type()),),
@@ -714,6 +737,12 @@ def _fused_elementwise(op: Operation, ins: Sequence[SSAValue], out: SSAValue) ->
 
 # --------------------------------------------------------------------------- the built-in paths
 
+#: The error floors of the cheaper arithmetic (`KernelVariant.error_floor`): bf16 operands and
+#: int8 weights give 7e-4 to 3e-3 and about 1e-2 of the output's magnitude on random data
+#: (tests/test_bf16_gemm.py, tests/test_quantized_matvec.py); these sit well below, so that only
+#: a tolerance these paths could never meet skips their measuring.
+BF16_ERROR_FLOOR, INT8_ERROR_FLOOR = 1e-4, 1e-3
+
 register_kernel(tg.ReshapeOp, AliasVariant("reshape.alias", _reshape, description="same bytes, new shape"))
 _register_all(
     tg.MatmulOp,
@@ -740,18 +769,20 @@ _register_all(
     KernelVariant(
         "matmul.bf16_weights",
         _quantized_matvec("bf16"),
-        _quantized_applies,
+        _paired_panels_apply,
         "matrix-vector product over the weight packed as bf16 panels at load time (half the bytes)",
         prepare=_quantized_prepare("bf16"),
         packs_weights=True,
+        error_floor=BF16_ERROR_FLOOR,
     ),
     KernelVariant(
         "matmul.int8_weights",
         _quantized_matvec("int8"),
-        _quantized_applies,
+        _paired_panels_apply,
         "matrix-vector product over the weight packed as int8 panels with per-column scales (a quarter of the bytes)",
         prepare=_quantized_prepare("int8"),
         packs_weights=True,
+        error_floor=INT8_ERROR_FLOOR,
     ),
     KernelVariant(
         "matmul.packed_bf16",
@@ -761,6 +792,7 @@ _register_all(
         "activations rounded to bf16 once per call, float32 sums (AVX512-BF16 dot products)",
         prepare=_packed_bf16_prepare,
         packs_weights=True,
+        error_floor=BF16_ERROR_FLOOR,
     ),
     KernelVariant(
         "matmul.bf16_dot",
@@ -770,6 +802,7 @@ _register_all(
         "time, the activations rounded to bf16 (a second rounding)",
         prepare=_quantized_prepare("bf16dot"),
         packs_weights=True,
+        error_floor=BF16_ERROR_FLOOR,
     ),
 )
 
