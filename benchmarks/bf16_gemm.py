@@ -1,7 +1,7 @@
 """The bf16 GEMM's engines against the float32 packed GEMM, on one pair of GEMMs.
 
     .venv/bin/python benchmarks/bf16_gemm.py [--rows 64,128] [--k 768] [--n 3072] [--threads 1,2]
-                                             [--gelu] [--engines amx amx-swept avx512bf16 emulated]
+                                             [--gelu] [--bf16-model] [--engines amx amx-swept avx512bf16 emulated]
 
 The model is ``Linear(k, n)`` then ``Linear(n, k)`` (biases; ``--gelu``: GELU between), every
 GEMM pinned to a variant and compiled for a target: ``fp32`` (`matmul.packed`, this CPU), and
@@ -10,12 +10,15 @@ GEMM pinned to a variant and compiled for a target: ``fp32`` (`matmul.packed`, t
 ``avx512bf16`` (a CPU with AVX512-BF16 and no AMX: ``cooperlake``), ``emulated`` (this CPU's ISA
 level, no bf16 instructions: two FMAs a pair). Engines alternate call by call; medians of 7
 rounds of 10 calls. GFLOP/s count 2 m k n per GEMM; the error is max |y - y32| / max |y32|
-against the float32 graph.
+against the float32 graph. ``--bf16-model``: the same model in bfloat16 as well, compiled as the
+heuristic does (``bf16-model``: its GEMMs on the bf16 operands) and as before that path
+(``bf16-model widened``: sgemm over the weights widened to float32 every call).
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import platform
 import statistics
@@ -68,12 +71,29 @@ def build(model: torch.nn.Module, x: torch.Tensor, engine: str):
         kernels._target_of = saved
 
 
+def bf16_model(model: torch.nn.Module, x: torch.Tensor, widened: bool):
+    """``model`` in bfloat16, compiled as the heuristic does (its GEMMs on bf16 operands,
+    `matmul.bf16_operands`), or with ``widened`` as before it: each GEMM through sgemm on its
+    weight widened to float32 every call (`matmul.blas` pinned)."""
+    graph = import_model(copy.deepcopy(model).to(torch.bfloat16), (x.to(torch.bfloat16),))
+    build_pipeline(TENSOR_PIPELINE).apply(Context(), graph.module)
+    if widened:
+        for p in kernel_paths(graph.module):
+            if p.name == "tg.matmul":
+                pin(p.op, "matmul.blas")
+    fn = tg.compile_module(graph.module, graph.weights)
+    xb = x.to(torch.bfloat16)
+    return lambda _xn: fn(xb)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", default="64,128")
     ap.add_argument("--k", type=int, default=768)
     ap.add_argument("--n", type=int, default=3072)
     ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--bf16-model", action="store_true",
+                    help="also the model in bfloat16: its GEMMs on bf16 operands, and widened to float32 as before")
     ap.add_argument("--gelu", action="store_true", help="a GELU (tanh) after the first GEMM, in its epilogue")
     ap.add_argument("--engines", nargs="+", default=list(ENGINES), choices=list(ENGINES), help="fp32 always runs")
     args = ap.parse_args(argv)
@@ -83,20 +103,24 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{e}: not on this CPU ({why})")
     print(f"CPU: {platform.processor() or platform.machine()}; host target: {Target.host().describe()}")
     print(f"\nGEMMs {args.k} x {args.n} and {args.n} x {args.k}, ms per call (GFLOP/s, error against float32)\n")
-    print("| rows | threads | " + " | ".join(engines) + " |")
-    print("|--:|--:|" + "--:|" * len(engines))
+    columns = engines + (["bf16-model widened", "bf16-model"] if args.bf16_model else [])
+    print("| rows | threads | " + " | ".join(columns) + " |")
+    print("|--:|--:|" + "--:|" * len(columns))
     torch.manual_seed(0)
     act = [torch.nn.GELU(approximate="tanh")] if args.gelu else []
     model = torch.nn.Sequential(torch.nn.Linear(args.k, args.n), *act, torch.nn.Linear(args.n, args.k)).eval()
     for m in (int(r) for r in args.rows.split(",")):
         x = torch.randn(m, args.k)
         fns = {e: build(model, x, e) for e in engines}
+        if args.bf16_model:
+            fns.update({"bf16-model widened": bf16_model(model, x, True), "bf16-model": bf16_model(model, x, False)})
         xn = x.numpy()
         y32 = fns["fp32"](xn)
-        errors = {e: float(np.abs(f(xn) - y32).max() / np.abs(y32).max()) for e, f in fns.items()}
+        errors = {e: float(np.abs(np.asarray(torch.as_tensor(f(xn)).float()) - y32).max() / np.abs(y32).max())
+                  for e, f in fns.items()}
         for threads in (int(t) for t in args.threads.split(",")):
             tg.set_num_threads(threads)
-            times: dict[str, list[float]] = {e: [] for e in engines}
+            times: dict[str, list[float]] = {e: [] for e in fns}
             for f in fns.values():
                 f(xn)
             for _ in range(7):
@@ -107,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
                     times[e].append((time.perf_counter() - t0) / 10)
             flops = 2 * 2 * m * args.k * args.n
             cells = []
-            for e in engines:
+            for e in fns:
                 t = statistics.median(times[e])
                 cells.append(f"{t * 1e3:.3f} ({flops / t / 1e9:.0f}, {errors[e]:.1e})")
             print(f"| {m} | {threads} | " + " | ".join(cells) + " |", flush=True)

@@ -251,3 +251,26 @@ def test_bf16_gemms_of_one_lhs_share_its_cast(monkeypatch):
     expected = q + k * v
     assert np.abs(got - expected).max() <= 2e-6 * np.abs(expected).max()
     assert np.abs(got - ref).max() <= 1e-2 * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("rows", [1, 37, 128])
+def test_a_bf16_model_runs_its_gemms_on_bf16_operands(rows):
+    """A bf16 model (``model.to(torch.bfloat16)``): each GEMM of a bf16 weight and bf16 values
+    (the input widened, a fused GELU's result rounded to bf16) runs on the bf16 operands
+    themselves, the heuristic's choice on any CPU (AMX, vdpbf16ps or their emulation): the weights
+    packed once as bf16 pairs, never widened per call. Products of bf16 values are exact in
+    float32, so the output is eager's within one bf16 rounding of the largest output (2^-8 of it;
+    the sums' order differs)."""
+    torch.manual_seed(rows)
+    model = torch.nn.Sequential(torch.nn.Linear(96, 200), torch.nn.GELU(), torch.nn.Linear(200, 64)).eval()
+    model = model.to(torch.bfloat16)
+    x = torch.randn(rows, 96).to(torch.bfloat16)
+    fn = tg.compile(model, (x,))
+    buffers = fn.ir("buf")
+    assert buffers.count("buf.packed_matmul") == 2 and "buf.matmul" not in buffers
+    assert "xbf16>, memref<" in buffers.split("buf.packed_matmul ins(")[1]  # a bf16 lhs
+    assert "memref<200x96xf32>" not in buffers and "memref<64x200xf32>" not in buffers  # no widened weight
+    with torch.no_grad():
+        ref = model(x).float()
+    got = fn(x).float()
+    assert got.dtype == torch.float32 and (got - ref).abs().max() <= 2.0 ** -8 * ref.abs().max()

@@ -154,6 +154,8 @@ class PanelLayout:
     def pack(self, weight: np.ndarray) -> np.ndarray:
         """The packed copy of ``weight`` (in `format`, 64-byte aligned, C-contiguous); of each
         matrix of a 3-D stack."""
+        if weight.dtype == np.uint16 and self.format in ("bf16", "bf16k"):  # a bf16 weight's bits: exact in float32
+            weight = from_bf16(weight)
         if weight.ndim not in (2, 3) or weight.dtype != np.float32:
             raise ValueError(
                 f"weight '{self.source}': panels pack a 2-D float32 matrix (or a 3-D stack), got {weight.dtype}{list(weight.shape)}"

@@ -116,11 +116,13 @@ def _check_plain(d: DeclaredWeight, shape: tuple[int, ...], dtype: str, where: s
 
 
 def _check_packed(d: DeclaredWeight, shape: tuple[int, ...], dtype: str, where: str) -> None:
-    """The weight a packed copy is made from: float32, of its recorded source shape, and packing
-    it gives what the kernels read."""
+    """The weight a packed copy is made from: float32 (or, for bf16 panels, a bf16 model's
+    weight: its bits as uint16), of its recorded source shape, and packing it gives what the
+    kernels read."""
     what = f"weight '{d.source}' in {where} is {_described(shape, dtype)}"
     slot = f"the module's kernels read it packed as '{d.spec.name}' {_described(d.spec.shape, d.spec.dtype.name)}"
-    if dtype != "float32":
+    bf16_source = getattr(d.layout, "format", None) in ("bf16", "bf16k") and dtype == "uint16"
+    if dtype != "float32" and not bf16_source:
         raise WeightMismatchError(f"{what}, but {slot}, made from a float32 weight")
     if d.source_shape is not None and shape != d.source_shape:
         raise WeightMismatchError(f"{what}, but {slot}, made from a weight of {list(d.source_shape)}")

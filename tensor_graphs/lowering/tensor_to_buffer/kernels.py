@@ -576,6 +576,89 @@ def _packed_bf16_prepare(op: Operation, ins: Sequence[SSAValue], target: Target)
     return [packed, lhs, buf.CastOp([ins[0]], [lhs.result])], [lhs.result, packed.result, *ins[2:]]
 
 
+def _bf16_source(value: SSAValue) -> SSAValue | None:
+    """The bfloat16 tensor ``value`` is the exact float32 widening of (``tg.cast``, as
+    `widen-dtypes` makes for a bf16 model), or None."""
+    cast = value.owner
+    if not isinstance(cast, tg.CastOp) or not isinstance(cast.input.type.element_type, BFloat16Type):  # type: ignore[attr-defined]
+        return None
+    return cast.input if isinstance(value.type.element_type, Float32Type) else None  # type: ignore[attr-defined]
+
+
+def _bf16_exact(value: SSAValue) -> bool:
+    """Whether every element of the float32 ``value`` is a bf16 value: a widened bf16 tensor, or
+    a fused elementwise result that ends in the rounding to bf16 and back (`widen-dtypes` rounds
+    each op of a bf16 model so)."""
+    if _bf16_source(value) is not None:
+        return True
+    fused = value.owner
+    if not isinstance(fused, tg.FusedElementwiseOp):
+        return False
+    (yield_op,) = [o for o in fused.body.block.ops if o.name == "tg.yield"]
+    last = yield_op.operands[fused.results.index(value)].owner  # type: ignore[arg-type]
+    return getattr(last, "name", "") == "arith.extf" and isinstance(last.operands[0].type, BFloat16Type)
+
+
+def _bf16_operands_apply(op: Operation) -> str | None:
+    """A GEMM of a bf16 model: a 2-D bf16 weight widened to float32 and an lhs whose elements are
+    all bf16 values (`_bf16_exact`): their products are exact in float32, so the bf16 GEMM computes
+    what the float32 one would, in another order. Untransposed lhs, even K, at least 16 columns."""
+    assert isinstance(op, tg.MatmulOp)
+    if (why := _all_f32(op)) is not None:
+        return why
+    rhs = _bf16_source(op.operands[1])
+    if rhs is None or not isinstance(rhs.owner, tg.WeightOp) or not _bf16_exact(op.operands[0]):
+        return "the operands are not bf16 values and a bf16 weight widened to float32"
+    if len(_shape(rhs)) != 2 or op.properties.get("transpose_a") == tg.bool_attr(True):
+        return "a weight not 2-D, or a transposed lhs"
+    k, n = _shape(op.operands[0])[-1], _shape(op.results[0])[-1]
+    if k % 2 or n < 16:
+        return f"K = {k} odd or N = {n} < 16"
+    return None
+
+
+def _bf16_operands_prepare(op: Operation, ins: Sequence[SSAValue], target: Target) -> tuple[list[Operation], list[SSAValue]]:
+    """The bf16 weight packed as pairs along K at load time (exactly); the bf16 activation read
+    as it is, not its float32 widening (whose cast, now read by nobody, is dropped)."""
+    w = _bf16_source(op.operands[1]).owner  # type: ignore[union-attr]
+    assert isinstance(w, tg.WeightOp)
+    transposed = op.properties.get("transpose_b") == tg.bool_attr(True)
+    layout = PanelLayout(w.weight_name.data, panel_columns(op, target, _shape(op.results[0])[-1]), transposed, "bf16k")
+    packed = buf.PackedWeightOp(layout.source, transposed, MemRefType(BFloat16Type(), layout.shape(_shape(w.result))),
+                                _shape(w.result), layout="bf16kpanels")
+    packed.result.name_hint = (w.result.name_hint or "w") + "_bf16k"
+    made: list[Operation] = [packed]
+    widened = _writer_cast(ins[0]) if _bf16_source(op.operands[0]) is not None else None
+    if widened is not None:  # the bf16 activation itself
+        lhs = widened.inputs[0]
+    elif (lhs := _bf16_cast_of(ins[0])) is None:  # rounded to bf16 and back already: the cast is exact
+        alloc = buf.AllocOp(shaped_memref(BFloat16Type(), dims_of(ins[0].type)))
+        alloc.result.name_hint = (op.operands[0].name_hint or "lhs") + "_bf16"
+        made += [alloc, buf.CastOp([ins[0]], [alloc.result])]
+        lhs = alloc.result
+    for buffer, value in ((ins[0], op.operands[0]), (ins[1], op.operands[1])):
+        cast = _writer_cast(buffer)
+        if cast is not None and len(list(value.uses)) == 1 and len(list(buffer.uses)) == 1:  # only the cast: this GEMM its last reader
+            _drop(cast, buffer)
+    return made, [lhs, packed.result, *ins[2:]]
+
+
+def _writer_cast(buffer: SSAValue) -> buf.CastOp | None:
+    """The buf.cast that writes ``buffer``, if one does."""
+    return next((u.operation for u in buffer.uses if isinstance(u.operation, buf.CastOp)
+                 and u.operation.outputs[0] is buffer), None)
+
+
+def _drop(cast: buf.CastOp, buffer: SSAValue) -> None:
+    """Erase a buf.cast whose output nobody reads, and that output's allocation."""
+    cast.detach()
+    cast.erase()
+    if isinstance(buffer.owner, buf.AllocOp) and not buffer.uses:
+        alloc = buffer.owner
+        alloc.detach()
+        alloc.erase()
+
+
 def _bf16_cast_of(value: SSAValue) -> SSAValue | None:
     """A bf16 copy of ``value`` an earlier bf16 GEMM made (`_packed_bf16_prepare`), if any: a cast
     in the block that defines ``value`` (the function's body, lowered in order: before this GEMM);
@@ -761,6 +844,15 @@ _register_all(
         "a weight times an activation (a convolution): the activation packed into column panels by "
         "the graph, then the emitted register-tiled GEMM reading the weight as stored",
         prepare=_pack_rhs_at_run_time,
+        packs_weights=True,
+    ),
+    KernelVariant(
+        "matmul.bf16_operands",
+        _packed_matmul,
+        _bf16_operands_apply,
+        "a bf16 model's GEMM: the register-tiled (or AMX) GEMM over the bf16 weight packed as pairs along K "
+        "and the bf16 activation as it is, float32 sums (exact products: no error beyond float32's)",
+        prepare=_bf16_operands_prepare,
         packs_weights=True,
     ),
     KernelVariant("matmul.blas", _matmul, _one_numeric_dtype,
