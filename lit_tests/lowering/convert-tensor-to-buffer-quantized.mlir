@@ -3,6 +3,7 @@
 // RUN: not tg-opt %S/Inputs/convert-tensor-to-buffer-bf16-dot.mlir -p "set-target{target=x86-64-v3},convert-tensor-to-buffer{threads=1}" 2>&1 | filecheck --check-prefix=NOBF16 %s
 // RUN: tg-opt %S/Inputs/convert-tensor-to-buffer-packed-bf16.mlir -p "set-target{target=sapphirerapids},convert-tensor-to-buffer{threads=1}" | filecheck --check-prefix=GEMM %s
 // RUN: not tg-opt %S/Inputs/convert-tensor-to-buffer-packed-bf16.mlir -p "set-target{target=x86-64-v3},convert-tensor-to-buffer{threads=1}" 2>&1 | filecheck --check-prefix=NOGEMM %s
+// RUN: tg-opt %S/Inputs/convert-tensor-to-buffer-bf16-operands.mlir -p "set-target{target=x86-64-v3},convert-tensor-to-buffer{threads=1}" | filecheck --check-prefix=OPS %s
 // convert-tensor-to-buffer for the matrix-vector products over cheaper weights
 // (matmul.bf16_weights, matmul.int8_weights, matmul.bf16_dot): never the heuristic's choice, a tuner's within a
 // tolerance, pinned by tg.kernel. The weight becomes panels of 16 columns (AVX2) in bf16, or in
@@ -63,3 +64,13 @@ func.func @too_many_rows(%x: tensor<16x32xf32>) -> tensor<16x64xf32> {
 // GEMM-NEXT:    buf.cast ins(%x : memref<40x96xf32>) outs(%x_bf16 : memref<40x96xbf16>)
 // GEMM-NEXT:    buf.packed_matmul ins(%x_bf16, %w_bf16k, %b : memref<40x96xbf16>, memref<2x48x128xbf16>, memref<100xf32>) outs(%out0 : memref<40x100xf32>) {beta = 1.000000e+00 : f32, activation = "gelu_tanh"}
 // NOGEMM: pins kernel 'matmul.packed_bf16' (tg.kernel), which cannot run it: the target (x86-64-v3) has no bf16 dot products (AVX512-BF16)
+
+// A bf16 model's GEMM (matmul.bf16_operands, Inputs/convert-tensor-to-buffer-bf16-operands.mlir):
+// a bf16 weight and a bf16 activation, both widened to float32 by tg.cast, run on the bf16
+// operands themselves on any target (here AVX2, which emulates the bf16 dot products): the weight
+// packed once as bf16 pairs, the activation read as it is, and neither widening cast left.
+// OPS-LABEL: func.func @bf16_model
+// OPS-NEXT:    %w_bf16k = buf.packed_weight "fc.weight" {transposed = true, layout = "bf16kpanels", source_shape = array<i64: 100, 96>} : memref<7x48x32xbf16>
+// OPS-NEXT:    buf.packed_matmul ins(%x, %w_bf16k : memref<40x96xbf16>, memref<7x48x32xbf16>) outs(%out0 : memref<40x100xf32>)
+// OPS-NOT:     buf.cast
+// OPS-NEXT:    func.return
