@@ -117,6 +117,12 @@ class PanelLayout:
     format: str = "f32"
 
     @property
+    def bf16_source(self) -> bool:
+        """True when a bf16 model's weight (its bits, uint16) packs as it is: bf16 panels hold
+        its values exactly."""
+        return self.format in ("bf16", "bf16k")
+
+    @property
     def slot_name(self) -> str:
         """The packed array's name in the weight table (``w@panels16t``, ``w@bf16panels16t``)."""
         kind = "panels" if self.format == "f32" else f"{self.format}panels"
@@ -154,7 +160,7 @@ class PanelLayout:
     def pack(self, weight: np.ndarray) -> np.ndarray:
         """The packed copy of ``weight`` (in `format`, 64-byte aligned, C-contiguous); of each
         matrix of a 3-D stack."""
-        if weight.dtype == np.uint16 and self.format in ("bf16", "bf16k"):  # a bf16 weight's bits: exact in float32
+        if weight.dtype == np.uint16 and self.bf16_source:  # a bf16 weight's bits: exact in float32
             weight = from_bf16(weight)
         if weight.ndim not in (2, 3) or weight.dtype != np.float32:
             raise ValueError(

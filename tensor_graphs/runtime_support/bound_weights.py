@@ -121,8 +121,7 @@ def _check_packed(d: DeclaredWeight, shape: tuple[int, ...], dtype: str, where: 
     kernels read."""
     what = f"weight '{d.source}' in {where} is {_described(shape, dtype)}"
     slot = f"the module's kernels read it packed as '{d.spec.name}' {_described(d.spec.shape, d.spec.dtype.name)}"
-    bf16_source = getattr(d.layout, "format", None) in ("bf16", "bf16k") and dtype == "uint16"
-    if dtype != "float32" and not bf16_source:
+    if dtype != "float32" and not (dtype == "uint16" and getattr(d.layout, "bf16_source", False)):
         raise WeightMismatchError(f"{what}, but {slot}, made from a float32 weight")
     if d.source_shape is not None and shape != d.source_shape:
         raise WeightMismatchError(f"{what}, but {slot}, made from a weight of {list(d.source_shape)}")

@@ -273,7 +273,7 @@ class CompiledGraph:
             return _bind_weight(name, weights[name], spec.dtype if spec is not None else np.dtype(np.float32))
         if name not in self._packed:
             source = weights[layout.source]  # float32, or a bf16 model's weight (its bits) for bf16 panels
-            bf16 = getattr(layout, "format", None) in ("bf16", "bf16k") and getattr(source, "dtype", None) == np.uint16
+            bf16 = getattr(layout, "bf16_source", False) and getattr(source, "dtype", None) == np.uint16
             self._packed[name] = layout.pack(_bind_weight(layout.source, source, np.dtype(np.uint16 if bf16 else np.float32)))
         return self._packed[name]
 

@@ -38,8 +38,10 @@ from xdsl.dialects import llvm
 from xdsl.dialects.builtin import f32, i8, i16, i64
 from xdsl.ir import SSAValue
 
-from tensor_graphs.codegen.llvm.kernels import LoweringError
+from tensor_graphs.codegen.llvm.kernels import Access, LoweringError, _scalar_errors, emit_pointwise, paying_rows
+from tensor_graphs.codegen.llvm.kernels_gemm import _epilogue_value, _sweep_epilogue
 from tensor_graphs.codegen.llvm.loops import FunctionBuilder, emit_for, emit_if, icmp, min_i64
+from tensor_graphs.target import amx_state_permitted
 
 #: The target extension the AMX GEMM needs (`Target.extensions`).
 AMX_EXTENSION = "amx-bf16"
@@ -61,8 +63,6 @@ def amx_runs(target, k_words: int, batched: bool) -> bool:
 def request_amx() -> None:
     """Make sure Linux lent this process AMX's tile state (`target.amx_state_permitted`); the
     host target has no AMX where it did not, so code for it is refused before it runs."""
-    from tensor_graphs.target import amx_state_permitted
-
     if not amx_state_permitted():
         raise OSError("arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA) refused: this kernel or CPU does not offer AMX; "
                       "compile for a target without amx-bf16")
@@ -96,9 +96,6 @@ class AmxGemm:
 
     def emit(self) -> None:
         """The threads over the panels, then the epilogue's sweep (`_sweep_epilogue`)."""
-        from tensor_graphs.codegen.llvm.kernels_gemm import _sweep_epilogue
-        from tensor_graphs.codegen.llvm.kernels import paying_rows
-
         g, ctx = self.g, self.ctx
         if g.m_size is None:
             ctx.parallel(g.panels, self.work_range, work=g.work_of(g.m))
@@ -209,8 +206,6 @@ class AmxGemm:
     def block_epilogue(self, p: SSAValue, r0: SSAValue, col: int, rows: SSAValue, cols: int) -> None:
         """``out = act(alpha * out + beta * acc + addend)`` over the block just stored: ``rows``
         rows from r0, ``cols`` columns from the panel's column ``col``."""
-        from tensor_graphs.codegen.llvm.kernels import Access, _scalar_errors, emit_pointwise
-        from tensor_graphs.codegen.llvm.kernels_gemm import _epilogue_value
 
         g, b = self.g, self.ctx.b
         col0 = b.add_i64(b.mul_i64(p, b.i64(g.nr)), b.i64(col))

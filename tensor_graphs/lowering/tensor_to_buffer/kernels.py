@@ -564,16 +564,30 @@ def _packed_bf16_prepare(op: Operation, ins: Sequence[SSAValue], target: Target)
     time), the lhs a bf16 copy (rounded to nearest even, one cast over it, planned in the arena)."""
     w = op.operands[1].owner
     assert isinstance(w, tg.WeightOp)
+    packed = _bf16k_panels(op, w, target)
+    made, lhs = _bf16_lhs(op, ins[0])
+    return [packed, *made], [lhs, packed.result, *ins[2:]]
+
+
+def _bf16k_panels(op: Operation, w: tg.WeightOp, target: Target) -> buf.PackedWeightOp:
+    """``op``'s weight ``w`` (float32, or a bf16 model's) as panels of bf16 pairs along K, packed
+    at load time, ``tg.nr`` columns each (`panel_columns`)."""
     transposed = op.properties.get("transpose_b") == tg.bool_attr(True)
     layout = PanelLayout(w.weight_name.data, panel_columns(op, target, _shape(op.results[0])[-1]), transposed, "bf16k")
-    packed = buf.PackedWeightOp(layout.source, transposed, MemRefType(BFloat16Type(), layout.shape(_shape(op.operands[1]))),
-                                _shape(op.operands[1]), layout="bf16kpanels")
-    packed.result.name_hint = (op.operands[1].name_hint or "w") + "_bf16k"
-    if (cast := _bf16_cast_of(ins[0])) is not None:  # (Q, K and V projections of one x: one cast)
-        return [packed], [cast, packed.result, *ins[2:]]
-    lhs = buf.AllocOp(shaped_memref(BFloat16Type(), dims_of(ins[0].type)))
-    lhs.result.name_hint = (op.operands[0].name_hint or "lhs") + "_bf16"
-    return [packed, lhs, buf.CastOp([ins[0]], [lhs.result])], [lhs.result, packed.result, *ins[2:]]
+    packed = buf.PackedWeightOp(layout.source, transposed, MemRefType(BFloat16Type(), layout.shape(_shape(w.result))),
+                                _shape(w.result), layout="bf16kpanels")
+    packed.result.name_hint = (w.result.name_hint or "w") + "_bf16k"
+    return packed
+
+
+def _bf16_lhs(op: Operation, lhs: SSAValue) -> tuple[list[Operation], SSAValue]:
+    """The ops that make a bf16 copy of the float32 buffer ``lhs`` (one cast into a buffer of its
+    own) and that copy; none when an earlier GEMM made one (Q, K and V projections of one x)."""
+    if (cast := _bf16_cast_of(lhs)) is not None:
+        return [], cast
+    alloc = buf.AllocOp(shaped_memref(BFloat16Type(), dims_of(lhs.type)))
+    alloc.result.name_hint = (op.operands[0].name_hint or "lhs") + "_bf16"
+    return [alloc, buf.CastOp([lhs], [alloc.result])], alloc.result
 
 
 def _bf16_source(value: SSAValue) -> SSAValue | None:
@@ -622,20 +636,13 @@ def _bf16_operands_prepare(op: Operation, ins: Sequence[SSAValue], target: Targe
     as it is, not its float32 widening (whose cast, now read by nobody, is dropped)."""
     w = _bf16_source(op.operands[1]).owner  # type: ignore[union-attr]
     assert isinstance(w, tg.WeightOp)
-    transposed = op.properties.get("transpose_b") == tg.bool_attr(True)
-    layout = PanelLayout(w.weight_name.data, panel_columns(op, target, _shape(op.results[0])[-1]), transposed, "bf16k")
-    packed = buf.PackedWeightOp(layout.source, transposed, MemRefType(BFloat16Type(), layout.shape(_shape(w.result))),
-                                _shape(w.result), layout="bf16kpanels")
-    packed.result.name_hint = (w.result.name_hint or "w") + "_bf16k"
-    made: list[Operation] = [packed]
+    packed = _bf16k_panels(op, w, target)
     widened = _writer_cast(ins[0]) if _bf16_source(op.operands[0]) is not None else None
     if widened is not None:  # the bf16 activation itself
-        lhs = widened.inputs[0]
-    elif (lhs := _bf16_cast_of(ins[0])) is None:  # rounded to bf16 and back already: the cast is exact
-        alloc = buf.AllocOp(shaped_memref(BFloat16Type(), dims_of(ins[0].type)))
-        alloc.result.name_hint = (op.operands[0].name_hint or "lhs") + "_bf16"
-        made += [alloc, buf.CastOp([ins[0]], [alloc.result])]
-        lhs = alloc.result
+        made, lhs = [packed], widened.inputs[0]
+    else:  # rounded to bf16 and back already: the cast is exact
+        cast_ops, lhs = _bf16_lhs(op, ins[0])
+        made = [packed, *cast_ops]
     for buffer, value in ((ins[0], op.operands[0]), (ins[1], op.operands[1])):
         cast = _writer_cast(buffer)
         if cast is not None and len(list(value.uses)) == 1 and len(list(buffer.uses)) == 1:  # only the cast: this GEMM its last reader
