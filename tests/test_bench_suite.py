@@ -86,6 +86,7 @@ def fake_run(suite):
     R = suite.Result
     run = suite.Run([1, 2], quick=True)
     run.sgemm = {1: [100.0, 110.0], 2: [190.0]}
+    run.peaks = {1: {"fma": [112.0, 115.0], "vnni": [400.0]}, 2: {"fma": [220.0]}}
     run.bandwidth = run.bandwidth_start = {1: 20e9, 2: 30e9}
     peers = ["tensor_graphs", "eager", "torch.compile", "onnxruntime"]
     run.results = [
@@ -116,9 +117,12 @@ def test_report_has_the_tables_ratios_and_ceilings(suite, tmp_path):
     text = suite.report(run, args, ["tg-bench", "--quick"], suite.datetime.now(suite.timezone.utc), (0.1, 0.2), 1024)
     assert "| 1 | 100.0, 110.0 | 110.0 | 20.0 | 20.0 |" in text  # sgemm: the best measurement is the ceiling
     row = next(ln for ln in text.splitlines() if ln.startswith("| GPT-2 | prefill 128 | 1 |"))
-    assert "40.0 (1.00x)" in row and "failed" in row and "**0.80** (eager)" in row and "91% sgemm" in row
+    assert "40.0 (1.00x)" in row and "failed" in row and "**0.80** (eager)" in row and "87% float32 peak" in row
     assert "| n/a |" in next(ln for ln in text.splitlines() if ln.startswith("| MLP | batch 1 |"))  # no ORT-opt
-    assert "| GPT-2 | prefill 128 ◆ | 1 | 4 (3.5) | 100.0 | 91% | 90.0 | 111% |" in text
+    assert "| GPT-2 | prefill 128 ◆ | 1 | 4 (3.5) | 100.0 | 87% (float32) | 91% | 90.0 | 111% |" in text
+    assert "| MLP | batch 1 | 2 | 0.003 (0.003) | 30.0 | GEMV | GEMV | 5.0 | GEMV |" in text  # no share of a peak
+    assert "| 1 | fma (float32) | 112, 115 | 115 |" in text and "| 1 | vnni (int8) | 400 | 400 |" in text
+    assert "at 1 thread(s): float32 115, int8 400 GOP/s" in text
     assert "| Qwen3 | decode @128 | 2 | 3000.0 | 10.0 | 5 | 50% | 6 (torch.compile) |" in text
     assert "50% BW" in text and "2*M*N*K" in text and "`tg-bench --quick`" in text
     assert "benchmarks.quick.png" in text and "- a note" in text
@@ -135,7 +139,7 @@ def test_report_warns_when_the_machine_speed_varied(suite, tmp_path):
 
 
 def test_targets_of_each_row(suite, tmp_path):
-    """GEMM-bound prefill: <= 1.0x and >= 90% of sgemm at 1 thread; MLP batch 1 and decode
+    """GEMM-bound prefill: <= 1.0x and >= 85% of its precision's peak; MLP batch 1 and decode
     (overhead-bound): also <= 0.7x; decode: also >= 1.25x the peer's tok/s and >= 85% of the
     bandwidth ceiling."""
     run = fake_run(suite)
@@ -144,7 +148,14 @@ def test_targets_of_each_row(suite, tmp_path):
     lines = text.splitlines()
     assert "### Targets (2 of 8 met)" in text
     prefill = next(ln for ln in lines if ln.startswith("| GPT-2 | prefill 128 | 1 | <="))
-    assert prefill.endswith("<= 1.0x fastest peer: met; >= 90% of sgemm: met |")  # 100 of 110 GFLOP/s
+    assert prefill.endswith("<= 1.0x fastest peer: met; >= 85% of float32 peak: met |")  # 100 of 115 GFLOP/s
+    ceilings = suite.Ceilings.of(run)
+    held = dict(suite.row_targets(run.results[0]))[">= 85% of float32 peak"]
+    assert ceilings.peak(run.results[0]) == 115.0
+    run.results[0].precision = "int8"  # 100 of int8's 400: missed
+    assert held(run.results[0], ceilings) is False
+    run.results[0].precision = "bf16"  # no bf16 unit measured: the row cannot say
+    assert held(run.results[0], ceilings) is None
     mlp_row = next(ln for ln in lines if ln.startswith("| MLP | batch 1 | 2 | <="))
     assert mlp_row.endswith("<= 1.0x fastest peer: **missed**; <= 0.7x: **missed** |")
     decode_row = next(ln for ln in lines if ln.startswith("| Qwen3 | decode @128 | 2 | <="))
