@@ -1,12 +1,13 @@
-"""One matrix-vector product by its f32 packed, bf16 and int8 paths (and bf16 dot products where
-the CPU has AVX512-BF16), alone, as the tuner times it.
+"""One matrix-vector product by its f32 packed, bf16, int8 and int4 paths (and bf16 dot products
+where the CPU has AVX512-BF16), alone, as the tuner times it.
 
     .venv/bin/python benchmarks/quantized_gemv.py [THREADS] [warm]
 
 GPT-2 small's decode GEMV shapes (768x3072, 3072x768, the 768x50257 LM head), random weights;
 each path compiled alone (`tensor_graphs.tuning.measure`), timed by the native kernel counters
 (median of the tuner's runs), with the weight cold (a buffer twice the L3 written between runs)
-unless ``warm``. Printed: microseconds, weight GB/s and GFLOP/s per path.
+unless ``warm``. Printed: microseconds, weight GB/s (the bytes each path streams: codes, scales
+and zero points) and GFLOP/s per path.
 """
 
 from __future__ import annotations
@@ -24,7 +25,10 @@ from tensor_graphs.target import Target, cpu_model
 from tensor_graphs.tuning.measure import measure, standalone
 from tensor_graphs.tuning.paths import Candidate, kernel_paths
 
-BYTES = {"matmul.packed": 4, "matmul.bf16_weights": 2, "matmul.int8_weights": 1, "matmul.bf16_dot": 2}
+#: bytes per weight each path streams: int8 adds a scale per column (negligible); int4 a bf16
+#: scale per group of 32 (Q4_0's 4.5 bits), or per 128 with a byte of zero point (4.19 bits)
+BYTES = {"matmul.packed": 4, "matmul.bf16_weights": 2, "matmul.int8_weights": 1, "matmul.bf16_dot": 2,
+         "matmul.int4_weights": 0.5 + 2 / 32, "matmul.int4zp_weights": 0.5 + 3 / 128}
 
 
 def main() -> None:

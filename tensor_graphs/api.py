@@ -345,7 +345,9 @@ def compile_decoder(
     format, whatever the tolerance (the prefill graph's GEMMs of a chunk of tokens stay float32):
     half or a quarter of the bytes per token, with the error of the rounded weights;
     ``"bf16dot"``: bf16 weights times activations rounded to bf16 by AVX512-BF16 dot products
-    (a ValueError on a target without them).
+    (a ValueError on a target without them); ``"int4"``: 4-bit codes with a bf16 scale per
+    group of 32 along K (llama.cpp's Q4_0: 4.5 bits a weight), ``"int4zp"``: with a scale and a
+    zero point per group of 128 (GPTQ / AWQ's: 4.2 bits; `packing.Int4Scheme`).
     ``device="cuda"``: both graphs as Triton kernels on an NVIDIA GPU, the KV cache (and the
     padding mask) device tensors shared by both (see `compile`); ``weight_format="bf16"`` runs
     the decode step's matrix-vector products over bfloat16 copies of their weights (made once on

@@ -5,7 +5,8 @@
 // RUN: not tg-opt %S/Inputs/convert-tensor-to-buffer-packed-bf16.mlir -p "set-target{target=x86-64-v3},convert-tensor-to-buffer{threads=1}" 2>&1 | filecheck --check-prefix=NOGEMM %s
 // RUN: tg-opt %S/Inputs/convert-tensor-to-buffer-bf16-operands.mlir -p "set-target{target=x86-64-v3},convert-tensor-to-buffer{threads=1}" | filecheck --check-prefix=OPS %s
 // convert-tensor-to-buffer for the matrix-vector products over cheaper weights
-// (matmul.bf16_weights, matmul.int8_weights, matmul.bf16_dot): never the heuristic's choice, a tuner's within a
+// (matmul.bf16_weights, matmul.int8_weights, matmul.int4_weights, matmul.int4zp_weights,
+// matmul.bf16_dot): never the heuristic's choice, a tuner's within a
 // tolerance, pinned by tg.kernel. The weight becomes panels of 16 columns (AVX2) in bf16, or in
 // int8 with per-column scales, packed at load time.
 
@@ -18,6 +19,30 @@ func.func @pinned_to_int8_weights(%x: tensor<1x32xf32>) -> tensor<1x100xf32> {
   %w = tg.weight "fc.weight" : tensor<100x32xf32>
   %b = tg.weight "fc.bias" : tensor<100xf32>
   %y = tg.matmul %x, %w, %b {transpose_b = true, beta = 1.0 : f32, activation = "relu", tg.kernel = "matmul.int8_weights"} : (tensor<1x32xf32>, tensor<100x32xf32>, tensor<100xf32>) -> tensor<1x100xf32>
+  func.return %y : tensor<1x100xf32>
+}
+
+// -----
+
+// int4 codes two to a byte (panels of 16 columns: 8 bytes a row), with a bf16 scale and a zero
+// point per group of 128 along K (K = 160: a full group and a tail), or a scale per group of 32.
+// CHECK-LABEL: func.func @pinned_to_int4zp_weights
+// CHECK-NEXT:    %w_int4zg128 = buf.packed_weight "fc.weight" {transposed = true, layout = "int4zg128panels", source_shape = array<i64: 100, 160>} : memref<7x160x8xi8>
+// CHECK-NEXT:    %w_int4zg128scales = buf.packed_weight "fc.weight" {transposed = true, layout = "int4zg128scalespanels", source_shape = array<i64: 100, 160>} : memref<7x2x16xbf16>
+// CHECK-NEXT:    %w_int4zg128zeros = buf.packed_weight "fc.weight" {transposed = true, layout = "int4zg128zerospanels", source_shape = array<i64: 100, 160>} : memref<7x2x16xi8>
+// CHECK-NEXT:    buf.quantized_matvec ins(%x, %w_int4zg128, %w_int4zg128scales, %w_int4zg128zeros : memref<1x160xf32>, memref<7x160x8xi8>, memref<7x2x16xbf16>, memref<7x2x16xi8>) outs(%out0 : memref<1x100xf32>) {format = "int4zg128"}
+// CHECK-LABEL: func.func @pinned_to_int4_weights
+// CHECK-NEXT:    %w_int4g32 = buf.packed_weight "fc.weight" {transposed = true, layout = "int4g32panels", source_shape = array<i64: 100, 160>} : memref<7x160x8xi8>
+// CHECK-NEXT:    %w_int4g32scales = buf.packed_weight "fc.weight" {transposed = true, layout = "int4g32scalespanels", source_shape = array<i64: 100, 160>} : memref<7x5x16xbf16>
+// CHECK-NEXT:    buf.quantized_matvec ins(%x, %w_int4g32, %w_int4g32scales : memref<1x160xf32>, memref<7x160x8xi8>, memref<7x5x16xbf16>) outs(%out0 : memref<1x100xf32>) {format = "int4g32"}
+func.func @pinned_to_int4zp_weights(%x: tensor<1x160xf32>) -> tensor<1x100xf32> {
+  %w = tg.weight "fc.weight" : tensor<100x160xf32>
+  %y = tg.matmul %x, %w {transpose_b = true, tg.kernel = "matmul.int4zp_weights"} : (tensor<1x160xf32>, tensor<100x160xf32>) -> tensor<1x100xf32>
+  func.return %y : tensor<1x100xf32>
+}
+func.func @pinned_to_int4_weights(%x: tensor<1x160xf32>) -> tensor<1x100xf32> {
+  %w = tg.weight "fc.weight" : tensor<100x160xf32>
+  %y = tg.matmul %x, %w {transpose_b = true, tg.kernel = "matmul.int4_weights"} : (tensor<1x160xf32>, tensor<100x160xf32>) -> tensor<1x100xf32>
   func.return %y : tensor<1x100xf32>
 }
 

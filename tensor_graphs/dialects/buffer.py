@@ -214,6 +214,11 @@ class WeightOp(IRDLOperation):
         return self.weight_name.data
 
 
+#: The memref element type of packed panels by their NumPy dtype (`packing.FORMATS`): uint8
+#: (int4 codes, zero points) as i8, uint16 (bf16 bits) as bf16.
+PANEL_ELEMENTS = {"uint8": "i8", "uint16": "bf16"}
+
+
 @irdl_op_definition
 class PackedWeightOp(IRDLOperation):
     """A weight packed into column panels for `buf.packed_matmul`, bound like a weight.
@@ -240,7 +245,9 @@ class PackedWeightOp(IRDLOperation):
     #: (`dialects.winograd.WinogradLayout`), the A of `buf.packed_matmul`'s batch of GEMMs; or
     #: the panels in a cheaper format for `buf.quantized_matvec` (`dialects.packing.FORMATS`):
     #: "bf16panels" ``memref<P x K x NR x bf16>``, "int8panels" ``memref<P x K x NR x i8>`` and
-    #: its "int8scalespanels" ``memref<P x NR x f32>``, "bf16kpanels" ``memref<P x ceil(K/2) x 2NR x bf16>``.
+    #: its "int8scalespanels" ``memref<P x NR x f32>``, "bf16kpanels" ``memref<P x ceil(K/2) x 2NR x bf16>``;
+    #: int4 (`packing.Int4Scheme`): "int4g32panels" ``memref<P x K x NR/2 x i8>`` (two codes a byte),
+    #: "int4g32scalespanels" ``memref<P x ceil(K/32) x NR x bf16>`` (and "int4zg32zerospanels", i8).
     layout = prop_def(StringAttr, default_value=StringAttr("panels"))
     #: the shape of the weight ``name`` that is packed (as the weights file holds it)
     source_shape = prop_def(DenseArrayBase.constr(i64))
@@ -282,9 +289,13 @@ class PackedWeightOp(IRDLOperation):
 
         if self.winograd_tile:
             return WinogradLayout(self.weight_name.data, self.winograd_tile)
+        from tensor_graphs.dialects.packing import Int4Scheme
+
         nr = shape_of(self.result)[-1]
         if self.format == "bf16k":  # rows of K pairs: two halves per column
             nr //= 2
+        if (int4 := Int4Scheme.of(self.format)) is not None and not int4[1]:  # two columns per byte
+            nr *= 2
         return PanelLayout(self.weight_name.data, nr, bool(self.transposed.value.data), self.format or "f32")
 
     @property
@@ -304,7 +315,7 @@ class PackedWeightOp(IRDLOperation):
         if fmt not in ("", "f32"):
             from tensor_graphs.dialects.packing import FORMATS
 
-            expected = {"bf16": "bf16", "bf16k": "bf16", "int8": "i8", "int8scales": "f32"}.get(fmt)
+            expected = {"bf16": "bf16", "bf16k": "bf16", "int8": "i8", "int8scales": "f32"}.get(fmt, PANEL_ELEMENTS.get(str(FORMATS.get(fmt))))
             _check(fmt in FORMATS and str(element) == expected,
                    f"buf.packed_weight: {self.layout.data} holds {expected or 'nothing known'}, got {self.result.type}")
             rank = 2 if fmt == "int8scales" else 3
@@ -690,7 +701,11 @@ class QuantizedMatvecOp(KernelOp):
       and their per-column scales ``memref<P x NR x f32>`` (``B[k, n] = q[k, n] * scale[n]``);
     - ``format = "bf16dot"``: ins ``(a, panels [, bias])``, panels paired along K
       ``memref<P x ceil(K/2) x 2NR x bf16>`` (`packing.FORMATS` "bf16k"), multiplied by the rows
-      of ``a`` rounded to bf16 with AVX512-BF16's dot products (targets that have them).
+      of ``a`` rounded to bf16 with AVX512-BF16's dot products (targets that have them);
+    - ``format = "int4g32"`` (any `packing.Int4Scheme`: ``int4[z]g{32,64,128}``): ins ``(a,
+      codes, scales [, zeros] [, bias])``, codes two a byte ``memref<P x K x NR/2 x i8>``, per
+      group scales ``memref<P x G x NR x bf16>`` and (``z``) zero points ``memref<P x G x NR x
+      i8>``, ``G = ceil(K / group)``: ``B[k, n] = (q[k, n] - zero[k / group, n]) * scale[k / group, n]``.
 
     ``a`` is ``[..., M, K]`` (the rows fold), ``out`` ``[..., M, N]``, ``bias`` ``[N]``.
     """
@@ -705,16 +720,31 @@ class QuantizedMatvecOp(KernelOp):
     #: the element type of the panels of each format
     PANEL_TYPES: ClassVar[dict[str, str]] = {"bf16": "bf16", "int8": "i8", "bf16dot": "bf16"}
 
+    @staticmethod
+    def int4_scheme(fmt: str):
+        """The `packing.Int4Scheme` a format names, or None (bf16, int8, bf16dot)."""
+        from tensor_graphs.dialects.packing import Int4Scheme
+
+        found = Int4Scheme.of(fmt)
+        return found[0] if found is not None and not found[1] else None
+
+    @staticmethod
+    def fixed_inputs(fmt: str) -> int:
+        """The inputs before the optional bias: the lhs and the format's packed arrays."""
+        scheme = QuantizedMatvecOp.int4_scheme(fmt)
+        return 1 + len(scheme.parts) if scheme is not None else (3 if fmt == "int8" else 2)
+
     @property
     def bias(self) -> SSAValue | None:
-        extra = len(self.inputs) - (3 if self.format.data == "int8" else 2)
+        extra = len(self.inputs) - self.fixed_inputs(self.format.data)
         return self.inputs[-1] if extra == 1 else None
 
     def verify_kernel(self, ins, out):
         fmt = self.format.data
-        if fmt not in self.PANEL_TYPES:
-            raise ShapeError(f"unknown format '{fmt}' ({', '.join(self.PANEL_TYPES)})")
-        fixed = 3 if fmt == "int8" else 2
+        scheme = self.int4_scheme(fmt)
+        if fmt not in self.PANEL_TYPES and scheme is None:
+            raise ShapeError(f"unknown format '{fmt}' ({', '.join(self.PANEL_TYPES)}, int4[z]g<group>)")
+        fixed = self.fixed_inputs(fmt)
         if len(ins) not in (fixed, fixed + 1):
             raise ShapeError(f"format {fmt} takes {fixed} inputs and an optional bias, got {len(ins)}")
         a, panels = ins[0], ins[1]
@@ -723,6 +753,12 @@ class QuantizedMatvecOp(KernelOp):
         p, k, nr = panels
         if fmt == "bf16dot":  # rows of K pairs, 2 NR halves each
             k, nr = (a[-1] if -(-a[-1] // 2) == k else -1), (nr // 2 if nr % 2 == 0 else 0)
+        if scheme is not None:  # two codes a byte
+            nr *= 2
+            for part in ins[2:fixed]:
+                if tuple(part) != (p, -(-k // scheme.group), nr):
+                    raise ShapeError(f"the scales and zero points of {fmt} panels {list(panels)} are "
+                                     f"[{p}, {-(-k // scheme.group)}, {nr}], got {list(part)}")
         if a[-1] != k or len(out) != len(a) or tuple(out[:-1]) != tuple(a[:-1]) or nr <= 0 or -(-out[-1] // nr) != p:
             raise ShapeError(f"{list(a)} x panels {list(panels)} cannot write {list(out)}")
         if fmt == "int8" and tuple(ins[2]) != (p, nr):
@@ -731,9 +767,11 @@ class QuantizedMatvecOp(KernelOp):
             raise ShapeError(f"the bias is [{out[-1]}], got {list(ins[-1])}")
         if self.activation.data not in ACTIVATIONS:
             raise ShapeError(f"unknown activation '{self.activation.data}'")
-        if str(self.inputs[1].type.element_type) != self.PANEL_TYPES[fmt]:  # type: ignore[attr-defined]
-            raise ShapeError(f"{fmt} panels hold {self.PANEL_TYPES[fmt]}, got {self.inputs[1].type}")
-        others = [v for i, v in enumerate((*self.inputs, self.output)) if i != 1]
+        packed = ("i8", "bf16", "i8")[: fixed - 1] if scheme is not None else (self.PANEL_TYPES[fmt],)
+        for v, element in zip(self.inputs[1:], packed):
+            if str(v.type.element_type) != element:  # type: ignore[attr-defined]
+                raise ShapeError(f"{fmt} panels hold {', '.join(packed)}, got {v.type}")
+        others = [v for i, v in enumerate((*self.inputs, self.output)) if not 1 <= i <= len(packed)]
         if {v.type.element_type for v in others} != {f32}:  # type: ignore[attr-defined]
             raise ShapeError("the lhs, scales, bias and output must be f32 buffers")
 

@@ -56,6 +56,51 @@ FORMATS: dict[str, np.dtype] = {"f32": np.dtype(np.float32), "bf16": np.dtype(np
                                  "bf16k": np.dtype(np.uint16)}
 
 
+@dataclass(frozen=True)
+class Int4Scheme:
+    """4-bit weights in groups of ``group`` along K, each group of a column with its own scale
+    (bf16) and, with ``zero_points``, its own zero point (0..15; else 8): ``B[k, n] = (q[k, n] -
+    zero[g, n]) * scale[g, n]`` for ``g = k // group``, ``q`` in 0..15. Symmetric (llama.cpp's
+    Q4_0 at group 32): the scale is the group's value of largest magnitude over -8, so that it
+    is -8 exactly. With zero points (GPTQ / AWQ at group 128): the group's range with 0 in it over
+    15, the zero point the rounded ``-min / scale``.
+
+    Its formats (`FORMATS`): ``name`` (``int4g32``, ``int4zg128``): the codes, each panel row as
+    ``nr / 2`` bytes, byte ``j`` holding column ``j`` in its low nibble and column ``j + nr / 2``
+    in its high one (a vector of bytes gives two vectors of columns by a mask and a shift, as
+    `bf16_pairs`), ``[panels, K, nr / 2]``; ``name + "scales"``: bf16 ``[panels, ceil(K /
+    group), nr]``; ``name + "zeros"`` (with zero points): uint8, the same shape. Padding columns
+    and rows past K have code, scale and zero 0."""
+
+    group: int
+    zero_points: bool
+
+    @property
+    def name(self) -> str:
+        return f"int4{'z' if self.zero_points else ''}g{self.group}"
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        """The formats of its packed arrays: codes, scales (and zero points)."""
+        return (self.name, f"{self.name}scales") + ((f"{self.name}zeros",) if self.zero_points else ())
+
+    @staticmethod
+    def of(fmt: str) -> tuple[Int4Scheme, str] | None:
+        """The scheme a format is part of and which part (``""``, ``scales``, ``zeros``), or None."""
+        for scheme in INT4_SCHEMES:
+            if fmt.startswith(scheme.name) and fmt[len(scheme.name):] in ("", "scales", "zeros"):
+                part = fmt[len(scheme.name):]
+                return (scheme, part) if part != "zeros" or scheme.zero_points else None
+        return None
+
+
+#: The int4 schemes (`Int4Scheme`): groups of 32, 64 and 128, symmetric and with zero points.
+INT4_SCHEMES = tuple(Int4Scheme(g, z) for z in (False, True) for g in (32, 64, 128))
+for _scheme in INT4_SCHEMES:
+    FORMATS.update({_scheme.name: np.dtype(np.uint8), f"{_scheme.name}scales": np.dtype(np.uint16),
+                    f"{_scheme.name}zeros": np.dtype(np.uint8)})
+
+
 def to_bf16(x: np.ndarray) -> np.ndarray:
     """float32 -> bfloat16 bits (uint16), rounded to nearest even (NaN stays NaN)."""
     bits = np.ascontiguousarray(x, np.float32).view(np.uint32)
@@ -97,6 +142,33 @@ def from_bf16_k_pairs(panels: np.ndarray, k: int) -> np.ndarray:
 def from_bf16(bits: np.ndarray) -> np.ndarray:
     """bfloat16 bits (uint16) -> float32, exactly."""
     return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def int4_quantize(wt: np.ndarray, scheme: Int4Scheme) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``[N, K]`` float32 -> (codes ``[N, K]`` uint8 in 0..15, scales ``[N, G]`` bf16 bits,
+    zero points ``[N, G]`` uint8) of `Int4Scheme` ``scheme``, ``G = ceil(K / group)``. Codes are
+    rounded to nearest against the scale as stored (bf16), then clipped."""
+    n, k = wt.shape
+    groups = -(-k // scheme.group)
+    blocks = np.zeros((n, groups * scheme.group), np.float32)
+    blocks[:, :k] = wt
+    blocks = blocks.reshape(n, groups, scheme.group)
+    if scheme.zero_points:
+        lo, hi = np.minimum(blocks.min(-1), 0.0), np.maximum(blocks.max(-1), 0.0)
+        scale = from_bf16(to_bf16((hi - lo) / 15.0))
+    else:
+        at = np.abs(blocks).argmax(-1)[..., None]
+        scale = from_bf16(to_bf16(np.take_along_axis(blocks, at, -1)[..., 0] / -8.0))
+    safe = np.where(scale != 0, scale, 1.0)
+    zero = np.clip(np.rint(-lo / safe), 0, 15) if scheme.zero_points else np.full(scale.shape, 8.0)
+    codes = np.clip(np.rint(blocks / safe[..., None]) + zero[..., None], 0, 15).astype(np.uint8)
+    return codes.reshape(n, -1)[:, :k], to_bf16(scale), zero.astype(np.uint8)
+
+
+def int4_dequantize(codes: np.ndarray, scales: np.ndarray, zeros: np.ndarray, group: int) -> np.ndarray:
+    """The ``[N, K]`` weight `int4_quantize`'s parts stand for, in float64."""
+    g = np.arange(codes.shape[1]) // group
+    return (codes.astype(np.float64) - zeros[:, g]) * from_bf16(scales)[:, g].astype(np.float64)
 
 
 def int8_scales(wt: np.ndarray) -> np.ndarray:
@@ -155,6 +227,11 @@ class PanelLayout:
             return (*weight_shape[:-2], -(-n // self.nr), self.nr)
         if self.format == "bf16k":
             return (*weight_shape[:-2], -(-n // self.nr), -(-k // 2), 2 * self.nr)
+        if (int4 := Int4Scheme.of(self.format)) is not None:
+            scheme, part = int4
+            if part:
+                return (*weight_shape[:-2], -(-n // self.nr), -(-k // scheme.group), self.nr)
+            return (*weight_shape[:-2], -(-n // self.nr), k, self.nr // 2)
         return (*weight_shape[:-2], -(-n // self.nr), k, self.nr)
 
     def pack(self, weight: np.ndarray) -> np.ndarray:
@@ -187,6 +264,9 @@ class PanelLayout:
         if self.format == "bf16k":
             out[...] = bf16_k_pairs(to_bf16(f32))
             return out
+        if (int4 := Int4Scheme.of(self.format)) is not None:
+            out[...] = self._pack_int4(weight, *int4)
+            return out
         wt = weight if self.transposed else weight.T
         scales = np.zeros(out.shape if self.format == "int8scales" else (f32.shape[0], self.nr), np.float32)
         scales.reshape(-1)[: wt.shape[0]] = int8_scales(wt)
@@ -196,6 +276,22 @@ class PanelLayout:
         safe = np.where(scales > 0, scales, 1.0)[:, None, :]
         out[...] = np.clip(np.rint(f32 / safe), -127, 127).astype(np.int8)
         return out
+
+    def _pack_int4(self, weight: np.ndarray, scheme: Int4Scheme, part: str) -> np.ndarray:
+        """One part of ``weight`` quantised by ``scheme`` (`int4_quantize`) in its panel layout."""
+        if self.nr % 2:
+            raise ValueError(f"weight '{self.source}': int4 panels pair columns: {self.nr} is odd")
+        wt = weight if self.transposed else weight.T
+        codes, scales, zeros = int4_quantize(wt, scheme)
+        if part:  # [N, G] -> [panels, G, nr], 0 past N
+            values = scales if part == "scales" else zeros
+            panels = -(-wt.shape[0] // self.nr)
+            out = np.zeros((panels * self.nr, values.shape[1]), values.dtype)
+            out[: wt.shape[0]] = values
+            return out.reshape(panels, self.nr, -1).transpose(0, 2, 1)
+        q = PanelLayout(self.source, self.nr, True).pack(codes.astype(np.float32)).astype(np.uint8)
+        half = self.nr // 2
+        return q[..., :half] | (q[..., half:] << 4)
 
     def _pack_into(self, weight: np.ndarray, out: np.ndarray) -> None:
         wt = weight if self.transposed else weight.T  # [N, K]

@@ -75,6 +75,7 @@ from tensor_graphs.codegen.llvm import (  # noqa: F401
     kernels_blas,
     kernels_elementwise,
     kernels_gemm,
+    kernels_int4,
     kernels_lapack,
     kernels_matmul_epilogue,
     kernels_moe,

@@ -129,11 +129,18 @@ def _store_columns(b: FunctionBuilder, op: buf.QuantizedMatvecOp, tile: SSAValue
     emit_for(b, 0, cols, column)
 
 
+#: format -> its emitter, for the formats with a kernel of their own (bf16dot below; the int4
+#: schemes: `kernels_int4`); the others (bf16, int8) share `_emit_quantized_matvec`.
+FORMAT_EMITTERS: dict[str, Callable[[KernelContext, buf.QuantizedMatvecOp], None]] = {}
+
+
 def _emit_quantized_matvec(ctx: KernelContext, op: buf.QuantizedMatvecOp) -> None:
     fmt = op.format.data
-    if fmt == "bf16dot":
-        _emit_bf16_dot_matvec(ctx, op)
+    if fmt in FORMAT_EMITTERS:
+        FORMAT_EMITTERS[fmt](ctx, op)
         return
+    if fmt not in ("bf16", "int8"):
+        raise LoweringError(f"{op.name}: no kernel for format '{fmt}'")
     a, panels, out = op.inputs[0], op.inputs[1], op.output
     scales = op.inputs[2] if fmt == "int8" else None
     bias = op.bias
@@ -282,4 +289,5 @@ def _emit_bf16_dot_matvec(ctx: KernelContext, op: buf.QuantizedMatvecOp) -> None
     ctx.parallel(n_panels, work_range, values=[shared_x], work=work)
 
 
+FORMAT_EMITTERS["bf16dot"] = _emit_bf16_dot_matvec
 REGISTRY[buf.QuantizedMatvecOp] = _emit_quantized_matvec

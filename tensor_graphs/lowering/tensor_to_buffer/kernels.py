@@ -47,7 +47,7 @@ from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects import tensor as tg
 from tensor_graphs.dialects.shapes import ATTENTION_OPERANDS, numel
 from tensor_graphs.lowering.tensor_to_buffer.scratch import attention_scratch_type
-from tensor_graphs.dialects.packing import PanelLayout
+from tensor_graphs.dialects.packing import INT4_SCHEMES, Int4Scheme, PanelLayout
 from tensor_graphs.dialects.symbolic import dims_of, shaped_memref, simplify, symbols_of, upper_bound
 from tensor_graphs.target import TARGET_ATTR, Target, of_module
 from tensor_graphs.dialects.tensor import TABLE_NAME
@@ -481,6 +481,7 @@ QUANTIZED_PARTS: dict[str, tuple[tuple[str, Attribute], ...]] = {
     "bf16": (("bf16", BFloat16Type()),),
     "int8": (("int8", i8), ("int8scales", Float32Type())),
     "bf16dot": (("bf16k", BFloat16Type()),),
+    **{scheme.name: tuple(zip(scheme.parts, (i8, BFloat16Type(), i8))) for scheme in INT4_SCHEMES},
 }
 
 
@@ -831,7 +832,10 @@ def _fused_elementwise(op: Operation, ins: Sequence[SSAValue], out: SSAValue) ->
 #: int8 weights give 7e-4 to 3e-3 and about 1e-2 of the output's magnitude on random data
 #: (tests/test_bf16_gemm.py, tests/test_quantized_matvec.py); these sit well below, so that only
 #: a tolerance these paths could never meet skips their measuring.
-BF16_ERROR_FLOOR, INT8_ERROR_FLOOR = 1e-4, 1e-3
+BF16_ERROR_FLOOR, INT8_ERROR_FLOOR, INT4_ERROR_FLOOR = 1e-4, 1e-3, 1e-2
+#: The int4 variants' schemes (`packing.Int4Scheme`): llama.cpp's Q4_0 (symmetric, groups of 32)
+#: and GPTQ / AWQ's usual (zero points, groups of 128).
+INT4_VARIANTS = {"matmul.int4_weights": Int4Scheme(32, False), "matmul.int4zp_weights": Int4Scheme(128, True)}
 
 register_kernel(tg.ReshapeOp, AliasVariant("reshape.alias", _reshape, description="same bytes, new shape"))
 _register_all(
@@ -883,6 +887,16 @@ _register_all(
         packs_weights=True,
         error_floor=INT8_ERROR_FLOOR,
     ),
+    *(KernelVariant(
+        variant,
+        _quantized_matvec(scheme.name),
+        _paired_panels_apply,
+        f"matrix-vector product over the weight as 4-bit codes in groups of {scheme.group} along K, each with a "
+        f"bf16 scale{' and a zero point' if scheme.zero_points else ''} (about an eighth of the bytes)",
+        prepare=_quantized_prepare(scheme.name),
+        packs_weights=True,
+        error_floor=INT4_ERROR_FLOOR,
+    ) for variant, scheme in INT4_VARIANTS.items()),
     KernelVariant(
         "matmul.packed_bf16",
         _packed_matmul,
