@@ -1,6 +1,7 @@
 """Where tensor_graphs spends its time on a tg-bench workload: every kernel's share, kernel by kernel.
 
     .venv/bin/python benchmarks/kernel_profile.py WORKLOAD [--threads 1] [--repeat 10] [--top 30]
+                                                  [--weight-format int4]
 
 WORKLOAD is one of the rows of ``tg-bench`` (the same models, inputs and seeds):
 
@@ -68,12 +69,12 @@ def profile_forward(name: str, repeat: int):
     return fn.profile(x, repeat=repeat, warmup=2)
 
 
-def profile_decoder(name: str, repeat: int):
+def profile_decoder(name: str, repeat: int, weight_format: str | None = None):
     which, step = name.split("-")
     model = decode.build_gpt2(False) if which == "gpt2" else decode.build_qwen3(False)
     prompt = 128
     t0 = time.perf_counter()
-    dec = tg.compile_decoder(model, max_seq=prompt + 8, prefill_chunk=prompt, profile=True)
+    dec = tg.compile_decoder(model, max_seq=prompt + 8, prefill_chunk=prompt, profile=True, weight_format=weight_format)
     print(f"compiled in {time.perf_counter() - t0:.1f} s", flush=True)
     ids = torch.randint(1, model.config.vocab_size, (1, prompt), generator=torch.Generator().manual_seed(prompt))
     if step == "prefill":  # the prompt as one chunk from position 0; logits of its last token
@@ -90,11 +91,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1, help="tg.set_num_threads (default 1)")
     p.add_argument("--repeat", type=int, default=10, help="profiled calls (default 10)")
     p.add_argument("--top", type=int, default=30, help="slowest kernels listed (default 30)")
+    p.add_argument("--weight-format", default=None,
+                   help="decoder workloads: compile_decoder(weight_format=...), e.g. int8, int4 (default: float32)")
     args = p.parse_args(argv)
     tg.set_num_threads(args.threads)
     torch.set_num_threads(args.threads)
     with torch.inference_mode():
-        report = (profile_forward if args.workload in FORWARD else profile_decoder)(args.workload, args.repeat)
+        if args.workload in FORWARD:
+            report = profile_forward(args.workload, args.repeat)
+        else:
+            report = profile_decoder(args.workload, args.repeat, args.weight_format)
     print(f"{args.workload}, {args.threads} thread(s):")
     print(report.format(top=args.top))
     return 0

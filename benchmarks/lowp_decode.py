@@ -1,14 +1,16 @@
-"""Decode over cheaper weights (issue 14, items 6 and 7): tokens/s and error of tensor_graphs'
-float32, bf16, int8 and tuned paths against the fp32 peers, in one process.
+"""Decode over cheaper weights (issues 14 and 32): tokens/s and error of tensor_graphs'
+float32, bf16, int8, int4 and tuned paths against the fp32 peers, in one process.
 
     .venv/bin/python benchmarks/lowp_decode.py [--models gpt2] [--threads 1 2] [--steps 24]
                                                [--tolerance 1e-2] [--peers onnxruntime] [--quick]
+                                               [--engines "tg fp32" "tg int4" ...]
 
 Per model (random weights, ``torch.manual_seed(0)``, fp32, batch 1; `decode.py`'s builders):
 
 * **speed**: decode tokens/s at context 128 (`decode.bench_decode`: the engines alternate in
   turns, medians of the timed steps) for ``tg fp32`` (``compile_decoder`` as it is),
-  ``tg bf16`` / ``tg int8`` (``weight_format=``: every decode GEMM over bf16 / int8 weights),
+  ``tg bf16`` / ``tg int8`` / ``tg int4`` / ``tg int4zp`` (``weight_format=``: every decode
+  GEMM over bf16 / int8 / int4 weights: Q4_0's groups of 32, or zero points per 128),
   ``tg tuned`` (``tune="missing", tolerance=--tolerance`` into a fresh timing database: each
   kernel's fastest measured path within the tolerance) and the fp32 peers (``--peers``; ONNX
   Runtime was the fastest in BENCHMARKS.md).
@@ -67,6 +69,8 @@ def main() -> int:
     ap.add_argument("--tolerance", type=float, default=1e-2)
     ap.add_argument("--peers", nargs="*", default=["onnxruntime"], choices=["eager", "torch.compile", "onnxruntime", "openvino"])
     ap.add_argument("--quick", action="store_true", help="tiny models: a smoke run")
+    ap.add_argument("--engines", nargs="*", default=None,
+                    help="only these tensor_graphs engines (default: tg fp32, bf16, int8, int4, int4zp, tuned)")
     args = ap.parse_args()
     print(f"{cpu_model()} ({Target.host().llvm_cpu}); Python {platform.python_version()}; torch {torch.__version__}")
     db = os.path.join(tempfile.mkdtemp(prefix="tg-lowp-"), "tuning.sqlite")
@@ -80,8 +84,11 @@ def main() -> int:
             "tg fp32": variant("tg fp32"),
             "tg bf16": variant("tg bf16", weight_format="bf16"),
             "tg int8": variant("tg int8", weight_format="int8"),
+            "tg int4": variant("tg int4", weight_format="int4"),
+            "tg int4zp": variant("tg int4zp", weight_format="int4zp"),
             "tg tuned": variant("tg tuned", tune="missing", tolerance=args.tolerance, tuning_db=db),
         }
+        tg_engines = {k: v for k, v in tg_engines.items() if not args.engines or k in args.engines}
         engines = {k: cls(model, max_cache, context) for k, cls in tg_engines.items()}
         for peer in args.peers:
             engines[peer] = decode.CLASSES[peer](model, max_cache, context)

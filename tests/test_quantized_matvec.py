@@ -295,3 +295,40 @@ def test_int4_quantisation_and_its_panels(scheme):
         z = layout[f"{scheme.name}zeros"].pack(w)
         assert (z.transpose(0, 2, 1).reshape(48, -1)[:40] == zeros).all()
     assert PanelLayout.from_slot_name(layout[scheme.name].slot_name) == layout[scheme.name]
+
+
+class _Residual(torch.nn.Module):
+    """``fc(x) + r``: fuse-gemm-addend makes ``r`` the product's accumulator (a transformer's
+    residual after its down or output projection)."""
+
+    def __init__(self, k: int, n: int):
+        super().__init__()
+        self.fc = torch.nn.Linear(k, n, bias=False)
+
+    def forward(self, x, r):
+        return self.fc(x) + r
+
+
+@pytest.mark.parametrize("variant", ["matmul.bf16_weights", "matmul.int8_weights", *INT4])
+def test_a_residual_is_the_accumulator_of_the_cheaper_matvec(variant):
+    """An accumulator of the output's shape (not only a bias [N]) is added in the epilogue, row
+    by row: against the product of the rounded weights plus ``r`` at 2e-6 of the magnitude."""
+    torch.manual_seed(0)
+    model, x, r = _Residual(96, 200).eval(), torch.randn(3, 96), torch.randn(3, 200)
+    graph = import_model(model, (x, r))
+    build_pipeline(TENSOR_PIPELINE).apply(Context(), graph.module)
+    gemm = next(p for p in kernel_paths(graph.module) if p.name == "tg.matmul")
+    assert variant in gemm.applicable, dict(gemm.rejected).get(variant)
+    pin(gemm.op, variant)
+    fn = tg.compile_module(graph.module, graph.weights)
+    got = fn(x.numpy(), r.numpy())
+    assert "memref<3x200xf32>) outs(" in next(ln for ln in fn.ir("buf").splitlines() if "buf.quantized_matvec" in ln)
+    w = model.fc.weight.detach().numpy()
+    fmt = variant.split(".")[1].removesuffix("_weights")
+    if fmt in ("int4", "int4zp"):
+        scheme = INT4[variant]
+        rounded = int4_dequantize(*int4_quantize(w, scheme), scheme.group)
+    else:
+        rounded = rounded_weight(w, fmt)
+    expected = x.numpy().astype(np.float64) @ rounded.T + r.numpy()
+    assert np.abs(got - expected).max() <= 2e-6 * np.abs(expected).max()

@@ -707,7 +707,8 @@ class QuantizedMatvecOp(KernelOp):
       group scales ``memref<P x G x NR x bf16>`` and (``z``) zero points ``memref<P x G x NR x
       i8>``, ``G = ceil(K / group)``: ``B[k, n] = (q[k, n] - zero[k / group, n]) * scale[k / group, n]``.
 
-    ``a`` is ``[..., M, K]`` (the rows fold), ``out`` ``[..., M, N]``, ``bias`` ``[N]``.
+    ``a`` is ``[..., M, K]`` (the rows fold), ``out`` ``[..., M, N]``, ``bias`` ``[N]`` or an
+    accumulator of the output's shape (a residual added in the epilogue).
     """
 
     name = "buf.quantized_matvec"
@@ -763,8 +764,8 @@ class QuantizedMatvecOp(KernelOp):
             raise ShapeError(f"{list(a)} x panels {list(panels)} cannot write {list(out)}")
         if fmt == "int8" and tuple(ins[2]) != (p, nr):
             raise ShapeError(f"the scales of panels {list(panels)} are [{p}, {nr}], got {list(ins[2])}")
-        if len(ins) == fixed + 1 and tuple(ins[-1]) != (out[-1],):
-            raise ShapeError(f"the bias is [{out[-1]}], got {list(ins[-1])}")
+        if len(ins) == fixed + 1 and tuple(ins[-1]) not in ((out[-1],), tuple(out)):
+            raise ShapeError(f"the accumulator is a bias [{out[-1]}] or of the output's shape {list(out)}, got {list(ins[-1])}")
         if self.activation.data not in ACTIVATIONS:
             raise ShapeError(f"unknown activation '{self.activation.data}'")
         packed = ("i8", "bf16", "i8")[: fixed - 1] if scheme is not None else (self.PANEL_TYPES[fmt],)

@@ -178,7 +178,7 @@ def _emit_int4_matvec(ctx: KernelContext, op: buf.QuantizedMatvecOp) -> None:
             for m in range(rows):
                 for v, total in enumerate(code.row(m)):
                     b.add(llvm.StoreOp(total, _vector_at(b, tile, v * lanes, lanes), alignment=4))
-                _store_columns(b, op, tile, nr, n, col0, b.gep(po, m * n, f32), pbias)
+                _store_columns(b, op, tile, nr, n, col0, m, po, pbias)
             return []
 
         emit_for(b, start, end, panel)

@@ -108,10 +108,14 @@ def _bf16_weight_pairs(b: FunctionBuilder, ptr: SSAValue, lanes: int, mask: SSAV
 
 
 def _store_columns(b: FunctionBuilder, op: buf.QuantizedMatvecOp, tile: SSAValue, nr: int, n: int, col0: SSAValue,
-                   out_row: SSAValue, pbias: SSAValue | None) -> None:
-    """The epilogue of one panel's row: ``out_row[col0 + j] = act(alpha * tile[j] + beta *
-    bias[col0 + j])`` for the panel's columns below N (the last panel's padding stays behind)."""
+                   m: int, po: SSAValue, pbias: SSAValue | None) -> None:
+    """The epilogue of one panel's row ``m``: ``out[m, col0 + j] = act(alpha * tile[j] + beta *
+    acc[col0 + j])`` for the panel's columns below N (the last panel's padding stays behind),
+    ``acc`` the bias, or row ``m`` of an accumulator of the output's shape (a residual)."""
     alpha, beta, act = op.alpha.value.data, op.beta.value.data, op.activation.data
+    out_row = b.gep(po, m * n, f32)
+    if pbias is not None and op.bias is not None and len(_shape(op.bias)) > 1:
+        pbias = b.gep(pbias, m * n, f32)
     cols = min_i64(b, b.i64(nr), b.add(llvm.SubOp(b.i64(n), col0)))
 
     def column(j: SSAValue, _c) -> list:
@@ -196,7 +200,7 @@ def _emit_quantized_matvec(ctx: KernelContext, op: buf.QuantizedMatvecOp) -> Non
                     sv = b.add(llvm.LoadOp(b.gep(ps, b.add_i64(col0, b.i64(v * lanes)), f32), vector_type(lanes), alignment=4))
                     total = b.add(llvm.FMulOp(total, sv))
                 b.add(llvm.StoreOp(total, _vector_at(b, tile, v * lanes, lanes), alignment=4))
-            _store_columns(b, op, tile, nr, n, col0, b.gep(po, m * n, f32), pbias)
+            _store_columns(b, op, tile, nr, n, col0, m, po, pbias)
 
     def work_range(start: SSAValue, end: SSAValue, _thread: SSAValue, _values: list[SSAValue]) -> None:
         b = ctx.b
@@ -278,7 +282,7 @@ def _emit_bf16_dot_matvec(ctx: KernelContext, op: buf.QuantizedMatvecOp) -> None
             prefetch = _prefetcher(b, pw, base, nr, words_line, i32, per_iteration)
             for v, total in enumerate(_chained_sums(b, k2, vectors, lanes, steps, prefetch)):
                 b.add(llvm.StoreOp(total, _vector_at(b, tile, v * lanes, lanes), alignment=4))
-            _store_columns(b, op, tile, nr, n, col0, b.gep(po, m * n, f32), pbias)
+            _store_columns(b, op, tile, nr, n, col0, m, po, pbias)
 
     def work_range(start: SSAValue, end: SSAValue, _thread: SSAValue, values: list[SSAValue]) -> None:
         b = ctx.b

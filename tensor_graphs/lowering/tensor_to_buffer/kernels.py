@@ -449,7 +449,7 @@ QUANTIZED_MAX_ROWS = 8
 
 def _quantized_applies(op: Operation) -> str | None:
     """A matrix-vector product (a few rows) by a 2-D f32 weight of at least 16 columns, with at
-    most a bias ``[N]`` as accumulator."""
+    most a bias ``[N]`` or an accumulator of the output's shape (a residual)."""
     assert isinstance(op, tg.MatmulOp)
     if (why := _packed_matmul_applies(op)) is not None:
         return why
@@ -458,8 +458,9 @@ def _quantized_applies(op: Operation) -> str | None:
     rows = numel(_shape(op.operands[0])[:-1])
     if rows > QUANTIZED_MAX_ROWS:
         return f"{rows} rows: not a matrix-vector product (at most {QUANTIZED_MAX_ROWS})"
-    if len(op.operands) == 3 and _shape(op.operands[2]) != (_shape(op.results[0])[-1],):
-        return f"the accumulator {list(_shape(op.operands[2]))} is not a bias [N]"
+    out = _shape(op.results[0])
+    if len(op.operands) == 3 and _shape(op.operands[2]) not in ((out[-1],), out):
+        return f"the accumulator {list(_shape(op.operands[2]))} is neither a bias [N] nor of the output's shape"
     return None
 
 
