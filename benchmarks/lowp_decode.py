@@ -9,8 +9,9 @@ Per model (random weights, ``torch.manual_seed(0)``, fp32, batch 1; `decode.py`'
 
 * **speed**: decode tokens/s at context 128 (`decode.bench_decode`: the engines alternate in
   turns, medians of the timed steps) for ``tg fp32`` (``compile_decoder`` as it is),
-  ``tg bf16`` / ``tg int8`` / ``tg int4`` / ``tg int4zp`` (``weight_format=``: every decode
-  GEMM over bf16 / int8 / int4 weights: Q4_0's groups of 32, or zero points per 128),
+  ``tg bf16`` / ``tg int8`` / ``tg int4`` / ``tg int4zp`` / ``tg int4dot`` (``weight_format=``:
+  every decode GEMM over bf16 / int8 / int4 weights: Q4_0's groups of 32, or zero points per
+  128; int4dot: Q4_0 times the activations as int8, by integer dot products),
   ``tg tuned`` (``tune="missing", tolerance=--tolerance`` into a fresh timing database: each
   kernel's fastest measured path within the tolerance) and the fp32 peers (``--peers``; ONNX
   Runtime was the fastest in BENCHMARKS.md).
@@ -70,7 +71,7 @@ def main() -> int:
     ap.add_argument("--peers", nargs="*", default=["onnxruntime"], choices=["eager", "torch.compile", "onnxruntime", "openvino"])
     ap.add_argument("--quick", action="store_true", help="tiny models: a smoke run")
     ap.add_argument("--engines", nargs="*", default=None,
-                    help="only these tensor_graphs engines (default: tg fp32, bf16, int8, int4, int4zp, tuned)")
+                    help="only these tensor_graphs engines (default: tg fp32, bf16, int8, int4, int4zp, int4dot, tuned)")
     args = ap.parse_args()
     print(f"{cpu_model()} ({Target.host().llvm_cpu}); Python {platform.python_version()}; torch {torch.__version__}")
     db = os.path.join(tempfile.mkdtemp(prefix="tg-lowp-"), "tuning.sqlite")
@@ -86,6 +87,7 @@ def main() -> int:
             "tg int8": variant("tg int8", weight_format="int8"),
             "tg int4": variant("tg int4", weight_format="int4"),
             "tg int4zp": variant("tg int4zp", weight_format="int4zp"),
+            "tg int4dot": variant("tg int4dot", weight_format="int4dot"),
             "tg tuned": variant("tg tuned", tune="missing", tolerance=args.tolerance, tuning_db=db),
         }
         tg_engines = {k: v for k, v in tg_engines.items() if not args.engines or k in args.engines}

@@ -1,5 +1,5 @@
-"""One matrix-vector product by its f32 packed, bf16, int8 and int4 paths (and bf16 dot products
-where the CPU has AVX512-BF16), alone, as the tuner times it.
+"""One matrix-vector product by its f32 packed, bf16, int8 and int4 paths (int4 by float FMAs and by
+integer dot products; bf16 dot products where the CPU has AVX512-BF16), alone, as the tuner times it.
 
     .venv/bin/python benchmarks/quantized_gemv.py [THREADS] [warm]
 
@@ -28,7 +28,7 @@ from tensor_graphs.tuning.paths import Candidate, kernel_paths
 #: bytes per weight each path streams: int8 adds a scale per column (negligible); int4 a bf16
 #: scale per group of 32 (Q4_0's 4.5 bits), or per 128 with a byte of zero point (4.19 bits)
 BYTES = {"matmul.packed": 4, "matmul.bf16_weights": 2, "matmul.int8_weights": 1, "matmul.bf16_dot": 2,
-         "matmul.int4_weights": 0.5 + 2 / 32, "matmul.int4zp_weights": 0.5 + 3 / 128}
+         "matmul.int4_weights": 0.5 + 2 / 32, "matmul.int4zp_weights": 0.5 + 3 / 128, "matmul.int4_dot": 0.5 + 2 / 32}
 
 
 def main() -> None:

@@ -347,7 +347,9 @@ def compile_decoder(
     ``"bf16dot"``: bf16 weights times activations rounded to bf16 by AVX512-BF16 dot products
     (a ValueError on a target without them); ``"int4"``: 4-bit codes with a bf16 scale per
     group of 32 along K (llama.cpp's Q4_0: 4.5 bits a weight), ``"int4zp"``: with a scale and a
-    zero point per group of 128 (GPTQ / AWQ's: 4.2 bits; `packing.Int4Scheme`).
+    zero point per group of 128 (GPTQ / AWQ's: 4.2 bits; `packing.Int4Scheme`); ``"int4dot"``:
+    Q4_0's weights times the activations quantised to int8 per group of 32 (Q8_0's), by integer
+    dot products (VNNI, else SSSE3's pmaddubsw), as llama.cpp runs Q4_0.
     ``device="cuda"``: both graphs as Triton kernels on an NVIDIA GPU, the KV cache (and the
     padding mask) device tensors shared by both (see `compile`); ``weight_format="bf16"`` runs
     the decode step's matrix-vector products over bfloat16 copies of their weights (made once on

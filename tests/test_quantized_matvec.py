@@ -14,6 +14,7 @@ from xdsl.context import Context
 
 import tensor_graphs as tg
 from tensor_graphs.dialects.packing import (
+    INT4_DOT_SCHEME,
     INT4_SCHEMES,
     Int4Scheme,
     PanelLayout,
@@ -332,3 +333,96 @@ def test_a_residual_is_the_accumulator_of_the_cheaper_matvec(variant):
         rounded = rounded_weight(w, fmt)
     expected = x.numpy().astype(np.float64) @ rounded.T + r.numpy()
     assert np.abs(got - expected).max() <= 2e-6 * np.abs(expected).max()
+
+
+def q8_rows(x: np.ndarray) -> np.ndarray:
+    """The rows of ``x`` as the int4-dot kernel quantises them (int8 per group of 32 along K,
+    scale max|x| / 127, rounded half to even), in float64."""
+    out = np.zeros(x.shape, np.float64)
+    for g in range(0, x.shape[1], 32):
+        block = x[:, g:g + 32].astype(np.float32)
+        peak = np.abs(block).max(axis=1, keepdims=True)
+        inverse = np.where(peak > 0, np.float32(127.0) / np.where(peak > 0, peak, 1), 0).astype(np.float32)
+        out[:, g:g + 32] = np.clip(np.rint(block * inverse), -127, 127) * (peak * np.float32(1 / 127)).astype(np.float64)
+    return out
+
+
+#: the int4-dot kernel's targets: the families (x86-64: refused), and CPUs with VNNI (run where this CPU can)
+INT4_DOT_TARGETS = ["x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4", "cascadelake", "alderlake"]
+
+
+@pytest.mark.parametrize("cpu", INT4_DOT_TARGETS)
+@pytest.mark.parametrize("rows,k,n,act,bias", [(1, 96, 200, "gelu_tanh", True), (3, 300, 64, "relu", False),
+                                              (8, 130, 17, "none", True), (1, 3072, 768, "none", False)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_int4_dot_matvec(cpu, rows, k, n, act, bias, threads, monkeypatch):
+    """int4 weights (Q4_0) times the rows quantised to int8 per 32 (Q8_0), by vpdpbusd or its
+    pmaddubsw emulation: against NumPy in float64 over both roundings at 2e-6 of the magnitude
+    (exact integer sums, float32 scaling: observed <= 2.7e-7), K with a tail (96, 130, 300)."""
+    from tensor_graphs.target import Target
+
+    model, x, graph = _bf16_dot_graph(rows, k, n, act, bias, cpu)
+    paths = next(p for p in kernel_paths(graph.module) if p.name == "tg.matmul")
+    if cpu == "x86-64":
+        assert ("matmul.int4_dot", "the target (x86-64) has no byte dot products (SSSE3's pmaddubsw)") in paths.rejected
+        return
+    if Target.named(cpu).missing_on_host():
+        pytest.skip(f"this CPU cannot run {cpu}'s code (its instructions: test_int4_dot_compiles_to_its_instructions)")
+    monkeypatch.setenv("TG_TARGET", cpu)
+    pin(paths.op, "matmul.int4_dot")
+    tg.set_num_threads(threads)
+    try:
+        got = tg.compile_module(graph.module, graph.weights)(x.numpy())
+    finally:
+        tg.set_num_threads(1)
+    w = model[0].weight.detach().numpy()
+    y = q8_rows(x.numpy()) @ int4_dequantize(*int4_quantize(w, INT4_DOT_SCHEME), 32).T
+    if bias:
+        y += model[0].bias.detach().numpy()
+    expected = ACTS[act](y)
+    assert np.abs(got - expected).max() <= 2e-6 * max(np.abs(expected).max(), 1.0)
+    with torch.no_grad():  # the roundings: int4's, mostly (observed 5-8% of the largest output)
+        ref = model(x).numpy()
+    assert 1e-3 <= np.abs(got - ref).max() / np.abs(ref).max() <= 0.15
+
+
+@pytest.mark.parametrize("cpu, instruction", [("cascadelake", "vpdpbusd\t%zmm"), ("alderlake", "{vex}\tvpdpbusd\t%ymm"),
+                                              ("x86-64-v3", "vpmaddubsw\t%ymm"), ("x86-64-v4", "vpmaddubsw\t%zmm")])
+def test_int4_dot_compiles_to_its_instructions(cpu, instruction):
+    """VNNI where the CPU has it (AVX512-VNNI on zmm, AVX-VNNI on ymm), else pmaddubsw: checked in
+    the code compiled for each, from any host."""
+    import llvmlite.binding as llvm
+
+    from tensor_graphs.codegen.llvm.jit import _target_machine, to_llvm_ir
+    from tensor_graphs.passes import build_pipeline as pipeline
+    from tensor_graphs.target import Target
+
+    _, _, graph = _bf16_dot_graph(1, 256, 128, "none", False, cpu)
+    pin(next(p for p in kernel_paths(graph.module) if p.name == "tg.matmul").op, "matmul.int4_dot")
+    pipeline("convert-tensor-to-buffer{threads=1},plan-memory,convert-buffer-to-llvm").apply(Context(), graph.module)
+    mod = llvm.parse_assembly(to_llvm_ir(graph.module))
+    mod.verify()
+    asm = _target_machine(2, Target.named(cpu)).emit_assembly(mod)
+    assert instruction in asm
+    assert ("vpmaddubsw" in asm) == ("vpmaddubsw" in instruction)
+
+
+def test_int4_dot_panels_and_a_nan():
+    """The int4dot panels: row o of a panel holds K rows 8o..8o+7, column j in bytes 4j..4j+3, byte t
+    with row 8o+t low and 8o+4+t high; a NaN in a row's group reaches that row's outputs."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((40, 100)).astype(np.float32)
+    packed = PanelLayout("w", 16, True, "int4dot").pack(w)
+    assert packed.shape == (3, 13, 64) and packed.dtype == np.uint8
+    codes = int4_quantize(w, INT4_DOT_SCHEME)[0]
+    four = packed.reshape(3, 13, 16, 4)  # [panel, octet, column, t]
+    unpacked = np.zeros((3, 16, 104), np.uint8)
+    for t in range(4):
+        unpacked[:, :, t::8] = (four[..., t] & 15).transpose(0, 2, 1)
+        unpacked[:, :, 4 + t::8] = (four[..., t] >> 4).transpose(0, 2, 1)
+    assert (unpacked.reshape(48, 104)[:40, :100] == codes).all() and (unpacked.reshape(48, 104)[:, 100:] == 0).all()
+    model, x, graph = _bf16_dot_graph(2, 64, 32, "none", True, None)
+    pin(next(p for p in kernel_paths(graph.module) if p.name == "tg.matmul").op, "matmul.int4_dot")
+    x[1, 40] = float("nan")
+    got = tg.compile_module(graph.module, graph.weights)(x.numpy())
+    assert np.isfinite(got[0]).all() and np.isnan(got[1]).all()

@@ -273,13 +273,13 @@ def test_a_decoder_over_cheaper_weights(db):
     ids = torch.randint(0, 300, (1, 5))
     fp32 = tg.compile_decoder(model, max_seq=32, prefill_chunk=16)
     ref = [np.asarray(fp32.prefill(ids))] + [np.asarray(fp32.decode(torch.tensor([[t]]))) for t in (3, 7, 11)]
-    for fmt, bound in (("bf16", 1e-2), ("int8", 5e-2), ("int4", INT4_BOUND), ("int4zp", INT4_BOUND)):
+    for fmt, bound in (("bf16", 1e-2), ("int8", 5e-2), ("int4", INT4_BOUND), ("int4zp", INT4_BOUND), ("int4dot", INT4_BOUND)):
         dec = tg.compile_decoder(model, max_seq=32, prefill_chunk=16, weight_format=fmt, keep_ir=True)
         # every GEMM of the decode graph (2 layers x 4 and the LM head); of the prefill graph's only the
         # LM head, of the last token's row
         assert dec.decode_graph.ir("buf").count("buf.quantized_matvec") == 9
         assert dec.prefill_graph.ir("buf").count("buf.quantized_matvec") == 1
-        assert fmt[:4] != "int4" or {"int4": "int4g32", "int4zp": "int4zg128"}[fmt] in dec.decode_graph.ir("buf")
+        assert fmt[:4] != "int4" or {"int4": "int4g32", "int4zp": "int4zg128", "int4dot": "int4dot"}[fmt] in dec.decode_graph.ir("buf")
         got = [np.asarray(dec.prefill(ids))] + [np.asarray(dec.decode(torch.tensor([[t]]))) for t in (3, 7, 11)]
         for a, b in zip(got, ref):
             assert np.abs(a - b).max() <= bound * np.abs(b).max(), fmt
@@ -288,7 +288,7 @@ def test_a_decoder_over_cheaper_weights(db):
     assert "prefill graph" in text and "decode graph" in text and "matmul.int8_weights" in text
     got = [np.asarray(tuned.prefill(ids))] + [np.asarray(tuned.decode(torch.tensor([[t]]))) for t in (3, 7, 11)]
     assert max(np.abs(a - b).max() / np.abs(b).max() for a, b in zip(got, ref)) <= 1e-2 * 4  # four calls, each within 1e-2
-    with pytest.raises(ValueError, match="weight_format must be one of 'bf16', 'int8', 'bf16dot', 'int4', 'int4zp' or None, got 'fp8'"):
+    with pytest.raises(ValueError, match="weight_format must be one of 'bf16', 'int8', 'bf16dot', 'int4', 'int4zp', 'int4dot' or None, got 'fp8'"):
         tg.compile_decoder(model, max_seq=32, weight_format="fp8")
     from tensor_graphs.target import Target
 

@@ -296,6 +296,8 @@ class PackedWeightOp(IRDLOperation):
             nr //= 2
         if (int4 := Int4Scheme.of(self.format)) is not None and not int4[1]:  # two columns per byte
             nr *= 2
+        if self.format == "int4dot":  # four bytes per column
+            nr //= 4
         return PanelLayout(self.weight_name.data, nr, bool(self.transposed.value.data), self.format or "f32")
 
     @property
@@ -706,6 +708,10 @@ class QuantizedMatvecOp(KernelOp):
       codes, scales [, zeros] [, bias])``, codes two a byte ``memref<P x K x NR/2 x i8>``, per
       group scales ``memref<P x G x NR x bf16>`` and (``z``) zero points ``memref<P x G x NR x
       i8>``, ``G = ceil(K / group)``: ``B[k, n] = (q[k, n] - zero[k / group, n]) * scale[k / group, n]``.
+    - ``format = "int4dot"``: ins ``(a, codes, scales [, bias])``: Q4_0's codes in the order of
+      integer dot products ``memref<P x ceil(K/8) x 4NR x i8>`` (`packing.INT4_DOT_SCHEME`) and
+      their scales ``memref<P x ceil(K/32) x NR x bf16>``, times the rows of ``a`` quantised to
+      int8 per group of 32 (``vpdpbusd`` where the target has VNNI, else ``pmaddubsw``).
 
     ``a`` is ``[..., M, K]`` (the rows fold), ``out`` ``[..., M, N]``, ``bias`` ``[N]`` or an
     accumulator of the output's shape (a residual added in the epilogue).
@@ -719,7 +725,7 @@ class QuantizedMatvecOp(KernelOp):
     activation = prop_def(StringAttr, default_value=StringAttr("none"))
 
     #: the element type of the panels of each format
-    PANEL_TYPES: ClassVar[dict[str, str]] = {"bf16": "bf16", "int8": "i8", "bf16dot": "bf16"}
+    PANEL_TYPES: ClassVar[dict[str, str]] = {"bf16": "bf16", "int8": "i8", "bf16dot": "bf16", "int4dot": "i8"}
 
     @staticmethod
     def int4_scheme(fmt: str):
@@ -733,7 +739,7 @@ class QuantizedMatvecOp(KernelOp):
     def fixed_inputs(fmt: str) -> int:
         """The inputs before the optional bias: the lhs and the format's packed arrays."""
         scheme = QuantizedMatvecOp.int4_scheme(fmt)
-        return 1 + len(scheme.parts) if scheme is not None else (3 if fmt == "int8" else 2)
+        return 1 + len(scheme.parts) if scheme is not None else (3 if fmt in ("int8", "int4dot") else 2)
 
     @property
     def bias(self) -> SSAValue | None:
@@ -754,7 +760,14 @@ class QuantizedMatvecOp(KernelOp):
         p, k, nr = panels
         if fmt == "bf16dot":  # rows of K pairs, 2 NR halves each
             k, nr = (a[-1] if -(-a[-1] // 2) == k else -1), (nr // 2 if nr % 2 == 0 else 0)
-        if scheme is not None:  # two codes a byte
+        if fmt == "int4dot":  # K in rows of 8, a column's 4 bytes each: scales as int4g32's
+            from tensor_graphs.dialects.packing import INT4_DOT_SCHEME
+
+            k, nr, scheme = (a[-1] if -(-a[-1] // 8) == k else -1), nr // 4, INT4_DOT_SCHEME
+            if tuple(ins[2]) != (p, -(-a[-1] // scheme.group), nr):
+                raise ShapeError(f"the scales of int4dot panels {list(panels)} are [{p}, {-(-a[-1] // scheme.group)}, {nr}], "
+                                 f"got {list(ins[2])}")
+        elif scheme is not None:  # two codes a byte
             nr *= 2
             for part in ins[2:fixed]:
                 if tuple(part) != (p, -(-k // scheme.group), nr):

@@ -100,6 +100,15 @@ for _scheme in INT4_SCHEMES:
     FORMATS.update({_scheme.name: np.dtype(np.uint8), f"{_scheme.name}scales": np.dtype(np.uint16),
                     f"{_scheme.name}zeros": np.dtype(np.uint8)})
 
+#: The int4 weights that integer dot products read (``vpdpbusd``: 4 unsigned bytes of a column
+#: times 4 signed bytes of the activations per 32-bit lane): Q4_0's codes and scales (symmetric,
+#: groups of 32: `INT4_DOT_SCHEME`) in their order: ``int4dot`` ``[panels, ceil(K / 8), 4 nr]``,
+#: row ``o`` holding K rows ``8 o .. 8 o + 7``, column ``j`` in bytes ``4 j .. 4 j + 3``, byte ``t``
+#: with row ``8 o + t`` in its low nibble and ``8 o + 4 + t`` in its high one (rows past K: 0);
+#: ``int4dotscales``: as ``int4g32scales``.
+INT4_DOT_SCHEME = Int4Scheme(32, False)
+FORMATS.update({"int4dot": np.dtype(np.uint8), "int4dotscales": np.dtype(np.uint16)})
+
 
 def to_bf16(x: np.ndarray) -> np.ndarray:
     """float32 -> bfloat16 bits (uint16), rounded to nearest even (NaN stays NaN)."""
@@ -227,6 +236,10 @@ class PanelLayout:
             return (*weight_shape[:-2], -(-n // self.nr), self.nr)
         if self.format == "bf16k":
             return (*weight_shape[:-2], -(-n // self.nr), -(-k // 2), 2 * self.nr)
+        if self.format == "int4dot":
+            return (*weight_shape[:-2], -(-n // self.nr), -(-k // 8), 4 * self.nr)
+        if self.format == "int4dotscales":
+            return (*weight_shape[:-2], -(-n // self.nr), -(-k // INT4_DOT_SCHEME.group), self.nr)
         if (int4 := Int4Scheme.of(self.format)) is not None:
             scheme, part = int4
             if part:
@@ -267,6 +280,9 @@ class PanelLayout:
         if (int4 := Int4Scheme.of(self.format)) is not None:
             out[...] = self._pack_int4(weight, *int4)
             return out
+        if self.format in ("int4dot", "int4dotscales"):
+            out[...] = self._pack_int4_dot(weight, self.format.removeprefix("int4dot"))
+            return out
         wt = weight if self.transposed else weight.T
         scales = np.zeros(out.shape if self.format == "int8scales" else (f32.shape[0], self.nr), np.float32)
         scales.reshape(-1)[: wt.shape[0]] = int8_scales(wt)
@@ -292,6 +308,20 @@ class PanelLayout:
         q = PanelLayout(self.source, self.nr, True).pack(codes.astype(np.float32)).astype(np.uint8)
         half = self.nr // 2
         return q[..., :half] | (q[..., half:] << 4)
+
+    def _pack_int4_dot(self, weight: np.ndarray, part: str) -> np.ndarray:
+        """The ``int4dot`` codes (or, ``part == "scales"``, their scales) of ``weight``."""
+        if part:
+            return PanelLayout(self.source, self.nr, self.transposed, f"{INT4_DOT_SCHEME.name}scales").pack(weight)
+        wt = weight if self.transposed else weight.T
+        codes = int4_quantize(wt, INT4_DOT_SCHEME)[0]
+        k = codes.shape[1]
+        padded = np.zeros((codes.shape[0], -(-k // 8) * 8), np.float32)
+        padded[:, :k] = codes
+        q = PanelLayout(self.source, self.nr, True).pack(padded).astype(np.uint8)  # [P, K8 * 8, nr]
+        octets = q.reshape(q.shape[0], -1, 2, 4, self.nr)  # [P, K8, half, t, nr]
+        nibbles = octets[:, :, 0] | (octets[:, :, 1] << 4)  # [P, K8, t, nr]
+        return np.ascontiguousarray(nibbles.transpose(0, 1, 3, 2)).reshape(q.shape[0], -1, 4 * self.nr)
 
     def _pack_into(self, weight: np.ndarray, out: np.ndarray) -> None:
         wt = weight if self.transposed else weight.T  # [N, K]

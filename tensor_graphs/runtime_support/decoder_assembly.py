@@ -21,7 +21,7 @@ from tensor_graphs.tuning.compile import Tuning, compile_tuned
 
 #: ``compile_decoder(weight_format=...)`` -> the variant its matrix-vector products are pinned to
 WEIGHT_FORMATS = {"bf16": "matmul.bf16_weights", "int8": "matmul.int8_weights", "bf16dot": "matmul.bf16_dot",
-                  "int4": "matmul.int4_weights", "int4zp": "matmul.int4zp_weights"}
+                  "int4": "matmul.int4_weights", "int4zp": "matmul.int4zp_weights", "int4dot": "matmul.int4_dot"}
 
 
 @dataclass

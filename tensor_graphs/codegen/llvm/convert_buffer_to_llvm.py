@@ -76,6 +76,7 @@ from tensor_graphs.codegen.llvm import (  # noqa: F401
     kernels_elementwise,
     kernels_gemm,
     kernels_int4,
+    kernels_int4_dot,
     kernels_lapack,
     kernels_matmul_epilogue,
     kernels_moe,

@@ -483,7 +483,23 @@ QUANTIZED_PARTS: dict[str, tuple[tuple[str, Attribute], ...]] = {
     "int8": (("int8", i8), ("int8scales", Float32Type())),
     "bf16dot": (("bf16k", BFloat16Type()),),
     **{scheme.name: tuple(zip(scheme.parts, (i8, BFloat16Type(), i8))) for scheme in INT4_SCHEMES},
+    "int4dot": (("int4dot", i8), ("int4dotscales", BFloat16Type())),
 }
+
+
+def _int4_dot_applies(op: Operation) -> str | None:
+    """A matrix-vector product (`_quantized_applies`) on a target with byte dot products (VNNI,
+    or SSSE3's ``pmaddubsw``: every level above the baseline) whose rows fit the kernel's stack
+    as int8."""
+    if (why := _quantized_applies(op)) is not None:
+        return why
+    target = _target_of(op)
+    if target.level == "x86-64":
+        return f"the target ({target.name}) has no byte dot products (SSSE3's pmaddubsw)"
+    a = _shape(op.operands[0])
+    if numel(a[:-1]) * a[-1] > BF16_DOT_MAX_STACK:
+        return f"the rows of {list(a)} as int8 exceed {BF16_DOT_MAX_STACK // 1024} KiB of the kernel's stack"
+    return None
 
 
 def _target_of(op: Operation) -> Target:
@@ -506,7 +522,8 @@ def _bf16_dot_applies(op: Operation) -> str | None:
     return None
 
 
-#: The most bytes of activations (as bf16 pairs) the bf16-dot kernel keeps on its stack.
+#: The most bytes of activations (as bf16 pairs, or int8) the bf16-dot and int4-dot kernels keep on
+#: their stack.
 BF16_DOT_MAX_STACK = 64 << 10
 
 
@@ -898,6 +915,16 @@ _register_all(
         packs_weights=True,
         error_floor=INT4_ERROR_FLOOR,
     ) for variant, scheme in INT4_VARIANTS.items()),
+    KernelVariant(
+        "matmul.int4_dot",
+        _quantized_matvec("int4dot"),
+        _int4_dot_applies,
+        "matrix-vector product by integer dot products (VNNI, else pmaddubsw): the weight as Q4_0's 4-bit codes "
+        "(a bf16 scale per 32 along K), the rows quantised to int8 per 32 (Q8_0's), as llama.cpp's Q4_0",
+        prepare=_quantized_prepare("int4dot"),
+        packs_weights=True,
+        error_floor=INT4_ERROR_FLOOR,
+    ),
     KernelVariant(
         "matmul.packed_bf16",
         _packed_matmul,
