@@ -4,6 +4,7 @@ float32, bf16, int8, int4 and tuned paths against the fp32 peers, in one process
     .venv/bin/python benchmarks/lowp_decode.py [--models gpt2] [--threads 1 2] [--steps 24]
                                                [--tolerance 1e-2] [--peers onnxruntime] [--quick]
                                                [--engines "tg fp32" "tg int4" ...]
+                                               [--llama-cpp F32 Q8_0 Q4_0 Q4_K_M] [--prefill]
 
 Per model (random weights, ``torch.manual_seed(0)``, fp32, batch 1; `decode.py`'s builders):
 
@@ -15,6 +16,10 @@ Per model (random weights, ``torch.manual_seed(0)``, fp32, batch 1; `decode.py`'
   ``tg tuned`` (``tune="missing", tolerance=--tolerance`` into a fresh timing database: each
   kernel's fastest measured path within the tolerance) and the fp32 peers (``--peers``; ONNX
   Runtime was the fastest in BENCHMARKS.md).
+* **llama.cpp** (``--llama-cpp FORMAT ...``): the same model written to GGUF and quantised by
+  llama.cpp, run by ``llama-cpp-python`` (`llama_cpp_peer`), timed and checked like the others
+  (skipped with the reason when it is not installed). ``--prefill`` also times each engine's
+  prompt of the context's length (prompt tokens/s).
 * **error**, against eager PyTorch in float32 over 64 decode steps after a 16-token prompt,
   teacher-forced (every engine is fed eager's greedy tokens, so that each step compares the
   same context): the max absolute difference of the logits, and the share of steps whose
@@ -57,6 +62,19 @@ class TgVariant(decode.TensorGraphs):
             decode.log(f"  {self.name}: compile_decoder {t:.1f} s")
 
 
+def llama_engines(formats: list[str]) -> dict[str, type]:
+    """The llama.cpp engines of ``formats`` (none, with the reason, when it is not installed)."""
+    if not formats:
+        return {}
+    import llama_cpp_peer
+
+    why = llama_cpp_peer.available()
+    if why is not None:
+        decode.log(f"llama.cpp engines skipped: {why}")
+        return {}
+    return {f"llama.cpp {fmt}": llama_cpp_peer.llama_engine(fmt) for fmt in formats}
+
+
 def variant(name: str, **kwargs) -> type:
     return type(name, (TgVariant,), {"name": name, "kwargs": kwargs})
 
@@ -70,6 +88,9 @@ def main() -> int:
     ap.add_argument("--tolerance", type=float, default=1e-2)
     ap.add_argument("--peers", nargs="*", default=["onnxruntime"], choices=["eager", "torch.compile", "onnxruntime", "openvino"])
     ap.add_argument("--quick", action="store_true", help="tiny models: a smoke run")
+    ap.add_argument("--llama-cpp", nargs="*", default=[], metavar="FORMAT",
+                    help="llama.cpp engines in these GGUF formats (F32 BF16 Q8_0 Q4_0 Q4_K_M)")
+    ap.add_argument("--prefill", action="store_true", help="also prompt tokens/s (a prefill of the context)")
     ap.add_argument("--engines", nargs="*", default=None,
                     help="only these tensor_graphs engines (default: tg fp32, bf16, int8, int4, int4zp, int4dot, tuned)")
     args = ap.parse_args()
@@ -94,6 +115,8 @@ def main() -> int:
         engines = {k: cls(model, max_cache, context) for k, cls in tg_engines.items()}
         for peer in args.peers:
             engines[peer] = decode.CLASSES[peer](model, max_cache, context)
+        llama = llama_engines(args.llama_cpp)
+        engines.update({k: cls(model, max_cache, context) for k, cls in llama.items()})
         ids = torch.randint(0, model.config.vocab_size, (1, context), generator=torch.Generator().manual_seed(1))
         errors: dict[str, tuple[float, float]] = {}
         for threads in args.threads:
@@ -106,10 +129,16 @@ def main() -> int:
                     live[k] = e
                 except Exception as ex:  # noqa: BLE001 - report, go on with the others
                     decode.log(f"  {k}: n/a: {decode.one_line(ex)}")
-            for k in tg_engines:
+            for k in [*tg_engines, *llama]:
                 if k in live and k not in errors:
                     errors[k] = decode.teacher_forced_error(model, live[k].dec, ERROR_STEPS, PROMPT)
             first = {k: decode.argmax(e.prefill(ids)) for k, e in live.items()}
+            if args.prefill:
+                ms = decode.bench_prefill(live, ids, 3, next(iter(first.values())), lambda n, m: decode.log(f"  {n}: {m}"))
+                print(f"\n{label}, prompt of {context} tokens, {threads} thread(s)\n| engine | prompt tok/s |\n|---|--:|")
+                for k, v in ms.items():
+                    print(f"| {k} | {context * 1e3 / v:.0f} |", flush=True)
+                first = {k: decode.argmax(e.prefill(ids)) for k, e in live.items()}
             ms = decode.bench_decode(live, first, args.steps, args.warmup, lambda n, m: decode.log(f"  {n}: {m}"))
             peers = {k: 1e3 / v for k, v in ms.items() if k in args.peers}
             best = max(peers, key=peers.get) if peers else None
