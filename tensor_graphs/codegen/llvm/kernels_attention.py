@@ -6,12 +6,13 @@
     for each batch, kv head, query head of its group, query block [q0, q0 + Br):
         m = -inf, l = 0, acc = 0                     (scratch: [S Br*Bc | m Br | l Br | acc Br*Dv])
         for each key block [k0, k0 + Bc) not entirely above the causal diagonal:
-            S = scale * Q_blk @ K_blk^T              (sgemm; sgemv when Sq == 1)
+            S = scale * Q_blk @ K_blk^T              (register tiles over K_blk transposed; one
+                                                      query row: a dot product per key, along its row)
             S += mask tile
             per row i, over its visible columns j < vis_i (causal: key j <= i + Sk - Sq):
                 m' = max(m, max_j S); P = exp(S - m'); P = 0 for j >= vis_i
                 l = l * exp(m - m') + sum_j P;  acc_i = acc_i * exp(m - m')
-            acc += P @ V_blk                          (sgemm with beta = 1; sgemv when Sq == 1)
+            acc += P @ V_blk                          (register tiles, accumulating)
         out rows = acc / l
 
 Key blocks entirely above the diagonal are skipped (the key-block loop ends early), and in
@@ -459,7 +460,7 @@ class _Attention:
     def key_block(self, offs: dict[str, SSAValue | None], qb: SSAValue, q0: SSAValue, rows: Index, q_ptr: SSAValue,
                   kb: SSAValue) -> None:
         """Key block ``kb``: kt = K_blk^T [D, Bc'] (zero past the block's keys), S = scale * Q_blk
-        @ kt, the online softmax of each row (`score_row`), then acc += P @ V_blk (the rows of V
+        @ kt (one query row: dot products along K's rows, `scores_of_one_row`), the online softmax of each row (`score_row`), then acc += P @ V_blk (the rows of V
         padded to whole vectors first when Dv is not)."""
         t, b, ctx, bc, bc_pad, dv_pad = self.t, self.t.b, self.ctx, self.bc, self.bc_pad, self.dv_pad
         p_scores, p_acc, p_kt, p_vp = t.slot[0], t.slot[3], t.slot[4], t.slot[5]
@@ -467,8 +468,12 @@ class _Attention:
         cols = self.rows_in_block(k0, bc, t.keys)
         k_ptr = _at(b, t.pk, _add_idx(b, offs["k"], _mul_idx(b, k0, self.k_pos)))
         v_ptr = _at(b, t.pv, _add_idx(b, offs["v"], _mul_idx(b, k0, self.v_pos)))
-        _transpose_into(b, k_ptr, self.k_pos, cols, self.dim, p_kt, bc_pad)
-        self.by_rows(qb, lambda n: _tile_gemm(ctx, n, self.dim, q_ptr, self.q_pos, p_kt, bc_pad, p_scores, bc_pad, self.scale), rows)
+        if isinstance(rows, int) and rows == 1:  # a decode step's query: dot products along the keys' rows
+            self.scores_of_one_row(q_ptr, k_ptr, cols, p_scores)
+        else:
+            _transpose_into(b, k_ptr, self.k_pos, cols, self.dim, p_kt, bc_pad)
+            self.by_rows(qb, lambda n: _tile_gemm(ctx, n, self.dim, q_ptr, self.q_pos, p_kt, bc_pad, p_scores, bc_pad,
+                                                  self.scale), rows)
         emit_for(b, 0, rows, lambda r, _: self.score_row(offs, q0, k0, cols, r) or [])
         if self.tiles.pads_values:
             _pad_rows_into(b, v_ptr, self.v_pos, cols, self.dim_v, p_vp, dv_pad)
@@ -476,6 +481,22 @@ class _Attention:
         else:
             v_src, v_ld = v_ptr, self.v_pos
         self.by_rows(qb, lambda n: _tile_gemm(ctx, n, cols, p_scores, bc_pad, v_src, v_ld, p_acc, dv_pad, accumulate=True), rows)
+
+    def scores_of_one_row(self, q_ptr: SSAValue, k_ptr: SSAValue, cols: Index, p_scores: SSAValue) -> None:
+        """``S[0, j] = scale * q . K[j]`` for the block's ``cols`` keys, each a dot product along
+        the key's row as it is stored (the loop over D vectorised by LLVM: its sum is marked
+        reassociable), where a block of several query rows transposes K for the register tiles:
+        a decode step's single query would pay that scalar transpose for one row of scores."""
+        b = self.t.b
+
+        def key(j: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+            row = _at(b, k_ptr, _mul_idx(b, j, self.k_pos))
+            (dot,) = emit_for(b, 0, self.dim, lambda d, acc: [_fadd(b, acc[0], _fmul(b, _load(b, q_ptr, d), _load(b, row, d)),
+                                                                    reassoc=True)], [self.t.zero])
+            _store(b, _fmul(b, dot, b.f32(self.scale)), p_scores, j)
+            return []
+
+        emit_for(b, 0, cols, key)
 
     def score_row(self, offs: dict[str, SSAValue | None], q0: SSAValue, k0: SSAValue, cols: Index, r: SSAValue) -> None:
         """Row r of the block's scores over its visible columns: the mask added, the running max
