@@ -17,7 +17,9 @@ GGUF, quantised by llama.cpp's own quantiser, run through ``llama-cpp-python``.
 
 ``llama-cpp-python`` builds llama.cpp from its source package (a C++ compiler and CMake; about 9
 minutes on 2 cores): it is in the ``bench`` extra, never needed by the tests. Without it
-`available` says why and the benchmarks go on without these engines.
+`available` says why and the benchmarks go on without these engines. On a CPU with AMX, build
+it with ``CMAKE_ARGS`` = `BUILD_WITHOUT_AMX` (its AMX kernels died of SIGILL on an Emerald
+Rapids Xeon; its AVX-512 VNNI kernels and Q4_0 repacking stay).
 """
 
 from __future__ import annotations
@@ -33,6 +35,11 @@ import torch
 
 import decode
 
+#: CMake arguments (``CMAKE_ARGS``) that build llama-cpp-python for an AVX-512 host without ggml's
+#: AMX kernels (GGML_NATIVE would enable them from -march=native): its VNNI / repacked Q4_0 kernels stay.
+BUILD_WITHOUT_AMX = ("-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=ON "
+                     "-DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON -DGGML_AVX512_VBMI=ON -DGGML_AMX_TILE=OFF "
+                     "-DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF")
 #: the formats a llama.cpp engine may run: name -> llama.cpp's file type (``LLAMA_FTYPE_*``)
 FORMATS = ("F32", "BF16", "Q8_0", "Q4_0", "Q4_K_M")
 
@@ -137,6 +144,19 @@ def gguf_file(model, fmt: str) -> str:
     return path
 
 
+def _tile_state() -> None:
+    """On a CPU with AMX, ask Linux for the tile state before llama.cpp runs, in case its CPU
+    backend was built with its AMX kernels. (Those still died of SIGILL at ``tilezero`` on an
+    Emerald Rapids Xeon with llama-cpp-python 0.3.36, the tile state granted: build it without
+    them there, as `BUILD_WITHOUT_AMX` says.)"""
+    from tensor_graphs.target import Target
+
+    if "amx-tile" in Target.host().extensions:
+        from tensor_graphs.codegen.llvm.kernels_amx import request_amx
+
+        request_amx()
+
+
 class LlamaCpp(decode.Engine):
     """llama.cpp through ``llama-cpp-python`` on the model's GGUF file in `fmt`."""
 
@@ -146,6 +166,7 @@ class LlamaCpp(decode.Engine):
     def setup(self, threads: int) -> None:
         from llama_cpp import Llama
 
+        _tile_state()
         path, t = decode.timed(lambda: gguf_file(self.model, self.fmt))
         self.compile_times[f"GGUF {self.fmt}"] = t
         self.llm = None  # free the previous context first
@@ -156,7 +177,11 @@ class LlamaCpp(decode.Engine):
         decode.log(f"  {self.name}: {os.path.getsize(path) / 2**20:.0f} MiB, loaded in {t:.1f} s")
 
     def _logits(self) -> torch.Tensor:
-        return torch.from_numpy(np.array(self.llm.scores[self.llm.n_tokens - 1], np.float32))[None]
+        """The last evaluated position's logits (llama-cpp-python keeps them only with logits_all)."""
+        import llama_cpp
+
+        row = llama_cpp.llama_get_logits_ith(self.llm.ctx, -1)
+        return torch.from_numpy(np.ctypeslib.as_array(row, shape=(self.llm.n_vocab(),)).copy())[None]
 
     def reset(self) -> None:
         self.llm.reset()

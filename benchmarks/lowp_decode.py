@@ -131,7 +131,8 @@ def main() -> int:
                     decode.log(f"  {k}: n/a: {decode.one_line(ex)}")
             for k in [*tg_engines, *llama]:
                 if k in live and k not in errors:
-                    errors[k] = decode.teacher_forced_error(model, live[k].dec, ERROR_STEPS, PROMPT)
+                    runner = live[k].dec if k in tg_engines else live[k]  # a llama.cpp engine resets itself
+                    errors[k] = decode.teacher_forced_error(model, runner, ERROR_STEPS, PROMPT)
             first = {k: decode.argmax(e.prefill(ids)) for k, e in live.items()}
             if args.prefill:
                 ms = decode.bench_prefill(live, ids, 3, next(iter(first.values())), lambda n, m: decode.log(f"  {n}: {m}"))
