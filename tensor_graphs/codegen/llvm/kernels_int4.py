@@ -30,14 +30,14 @@ from xdsl.ir import SSAValue
 
 from tensor_graphs.codegen.llvm.bf16_dot import int_splat
 from tensor_graphs.codegen.llvm.kernels import KernelContext, LoweringError, check_no_overlap
-from tensor_graphs.codegen.llvm.kernels_gemm import _vector_at, splat, vector_type
+from tensor_graphs.codegen.llvm.kernels_gemm import splat, vector_type
 from tensor_graphs.codegen.llvm.kernels_quantized import (
     CHAINS,
     FORMAT_EMITTERS,
     _chained_sums,
     _prefetcher,
     _shape,
-    _store_columns,
+    run_panels,
 )
 from tensor_graphs.codegen.llvm.loops import FunctionBuilder, emit_for, min_i64
 from tensor_graphs.codegen.llvm.scalar import fma
@@ -162,31 +162,11 @@ def _emit_int4_matvec(ctx: KernelContext, op: buf.QuantizedMatvecOp) -> None:
     if rows == 0 or n == 0:
         return
     check_no_overlap(ctx, op, out, list(op.inputs), in_place_ok=False)
-    bias, beta = op.bias, op.beta.value.data
     sums = ctx.b.add(llvm.PtrToIntOp(_group_sums(ctx, a, rows, k, scheme.group)))
-
-    def work_range(start: SSAValue, end: SSAValue, _thread: SSAValue, values: list[SSAValue]) -> None:
-        b = ctx.b
-        psums = b.add(llvm.IntToPtrOp(values[0]))
-
-        def panel(p: SSAValue, _c) -> list:
-            code = _Int4Panel(ctx, op, scheme, b, p, psums)
-            po = ctx.ptr(out)
-            pbias = ctx.ptr(bias) if bias is not None and beta != 0.0 else None
-            tile = b.stack(nr, f32)
-            col0 = b.mul_i64(p, b.i64(nr))
-            for m in range(rows):
-                for v, total in enumerate(code.row(m)):
-                    b.add(llvm.StoreOp(total, _vector_at(b, tile, v * lanes, lanes), alignment=4))
-                _store_columns(b, op, tile, nr, n, col0, m, po, pbias)
-            return []
-
-        emit_for(b, start, end, panel)
-
     groups = -(-k // scheme.group)
     streamed = n_panels * (k * half + groups * nr * (3 if scheme.zero_points else 2))
     work = (2.0 * rows * n * k, float(streamed + 4 * rows * (k + n)))
-    ctx.parallel(n_panels, work_range, values=[sums], work=work)
+    run_panels(ctx, op, n_panels, nr, [sums], work, lambda b, p, pointers: _Int4Panel(ctx, op, scheme, b, p, pointers[0]))
 
 
 for _scheme in INT4_SCHEMES:

@@ -36,9 +36,9 @@ from xdsl.ir import SSAValue
 
 from tensor_graphs.codegen.llvm.bf16_dot import int_splat
 from tensor_graphs.codegen.llvm.kernels import KernelContext, LoweringError, check_no_overlap
-from tensor_graphs.codegen.llvm.kernels_gemm import _prefetch, _vector_at, splat, vector_type
+from tensor_graphs.codegen.llvm.kernels_gemm import _prefetch, splat, vector_type
 from tensor_graphs.codegen.llvm.kernels_int4 import _bf16_vector
-from tensor_graphs.codegen.llvm.kernels_quantized import FORMAT_EMITTERS, PREFETCH_LINES, _shape, _store_columns
+from tensor_graphs.codegen.llvm.kernels_quantized import FORMAT_EMITTERS, PREFETCH_LINES, _shape, run_panels
 from tensor_graphs.codegen.llvm.loops import FunctionBuilder, emit_for, icmp, min_i64
 from tensor_graphs.codegen.llvm.scalar import fma
 from tensor_graphs.dialects import buffer as buf
@@ -196,30 +196,10 @@ def _emit_int4_dot_matvec(ctx: KernelContext, op: buf.QuantizedMatvecOp) -> None
     if rows == 0 or n == 0:
         return
     check_no_overlap(ctx, op, out, list(op.inputs), in_place_ok=False)
-    bias, beta = op.bias, op.beta.value.data
     rows_q = [ctx.b.add(llvm.PtrToIntOp(v)) for v in _quantize_rows(ctx, a, rows, k)]
-
-    def work_range(start: SSAValue, end: SSAValue, _thread: SSAValue, values: list[SSAValue]) -> None:
-        b = ctx.b
-        shared = tuple(b.add(llvm.IntToPtrOp(v)) for v in values)
-
-        def panel(p: SSAValue, _c) -> list:
-            code = _DotPanel(ctx, op, b, p, shared)  # type: ignore[arg-type]
-            po = ctx.ptr(out)
-            pbias = ctx.ptr(bias) if bias is not None and beta != 0.0 else None
-            tile = b.stack(nr, f32)
-            col0 = b.mul_i64(p, b.i64(nr))
-            for m in range(rows):
-                for v, total in enumerate(code.row(m)):
-                    b.add(llvm.StoreOp(total, _vector_at(b, tile, v * lanes, lanes), alignment=4))
-                _store_columns(b, op, tile, nr, n, col0, m, po, pbias)
-            return []
-
-        emit_for(b, start, end, panel)
-
     groups = -(-k // GROUP)
     work = (2.0 * rows * n * k, float(n_panels * (octets * row_bytes + groups * nr * 2) + 4 * rows * (k + n)))
-    ctx.parallel(n_panels, work_range, values=rows_q, work=work)
+    run_panels(ctx, op, n_panels, nr, rows_q, work, lambda b, p, pointers: _DotPanel(ctx, op, b, p, tuple(pointers)))
 
 
 FORMAT_EMITTERS["int4dot"] = _emit_int4_dot_matvec

@@ -133,6 +133,36 @@ def _store_columns(b: FunctionBuilder, op: buf.QuantizedMatvecOp, tile: SSAValue
     emit_for(b, 0, cols, column)
 
 
+def run_panels(ctx: KernelContext, op: buf.QuantizedMatvecOp, n_panels: int, nr: int, shared: list[SSAValue],
+               work: tuple[float, float], panel_code: Callable[[FunctionBuilder, SSAValue, list[SSAValue]], object]) -> None:
+    """The parallel region over the panels of a kernel whose panel code is its own (`kernels_int4`,
+    `kernels_int4_dot`): ``panel_code(b, p, pointers)`` for panel ``p`` (``shared``: i64 addresses
+    the threads share, as pointers) gives each row's sums over the panel (``.row(m)``: vectors),
+    stored through a stack tile of ``nr`` floats and `_store_columns`."""
+    out, bias, beta = op.output, op.bias, op.beta.value.data
+    n, rows, lanes = _shape(out)[-1], numel(_shape(op.inputs[0])[:-1]), ctx.target.float_lanes
+
+    def work_range(start: SSAValue, end: SSAValue, _thread: SSAValue, values: list[SSAValue]) -> None:
+        b = ctx.b
+        pointers = [b.add(llvm.IntToPtrOp(v)) for v in values]
+
+        def panel(p: SSAValue, _c) -> list:
+            code = panel_code(b, p, pointers)
+            po = ctx.ptr(out)
+            pbias = ctx.ptr(bias) if bias is not None and beta != 0.0 else None
+            tile = b.stack(nr, f32)
+            col0 = b.mul_i64(p, b.i64(nr))
+            for m in range(rows):
+                for v, total in enumerate(code.row(m)):  # type: ignore[attr-defined]
+                    b.add(llvm.StoreOp(total, _vector_at(b, tile, v * lanes, lanes), alignment=4))
+                _store_columns(b, op, tile, nr, n, col0, m, po, pbias)
+            return []
+
+        emit_for(b, start, end, panel)
+
+    ctx.parallel(n_panels, work_range, values=shared, work=work)
+
+
 #: format -> its emitter, for the formats with a kernel of their own (bf16dot below; the int4
 #: schemes: `kernels_int4`); the others (bf16, int8) share `_emit_quantized_matvec`.
 FORMAT_EMITTERS: dict[str, Callable[[KernelContext, buf.QuantizedMatvecOp], None]] = {}
