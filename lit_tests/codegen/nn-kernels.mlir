@@ -104,11 +104,13 @@ builtin.module attributes {tg.arena_size = 49664 : i64} {
 // -----
 
 // Decode (Sq = 1), GQA with 4 query heads on 2 kv heads, an additive padding mask [B, 1, 1, Sk]:
-// one-row register tiles (matrix-vector products); the mask is added before the running max.
+// the scores as a dot product per key along its row (a reassociable sum LLVM vectorises, no
+// transpose of the key block), the mask added before the running max, P V by a one-row tile.
 
 // CHECK-NOT:     scipy_cblas
 // CHECK-LABEL: llvm.func internal @forward__0_attention(
-// CHECK:         llvm.call @tg_tile_1x4v16_s1_u
+// CHECK-NOT:     llvm.call @tg_tile_1x4v16_s1_u
+// CHECK:         llvm.fadd %{{.*}}, %{{.*}} {fastmathFlags = #llvm.fastmath<reassoc,contract>} : f32
 // CHECK:         llvm.load %{{.*}} : !llvm.ptr -> f32
 // CHECK:         llvm.load %{{.*}} : !llvm.ptr -> f32
 // CHECK-NEXT:    llvm.fadd

@@ -214,9 +214,9 @@ class WeightOp(IRDLOperation):
         return self.weight_name.data
 
 
-#: The memref element type of packed panels by their NumPy dtype (`packing.FORMATS`): uint8
-#: (int4 codes, zero points) as i8, uint16 (bf16 bits) as bf16.
-PANEL_ELEMENTS = {"uint8": "i8", "uint16": "bf16"}
+#: The memref element type of packed panels by their NumPy dtype (`packing.FORMATS`): int8 and
+#: uint8 (int4 codes, zero points) as i8, uint16 (bf16 bits) as bf16, float32 (scales) as f32.
+PANEL_ELEMENTS = {"int8": "i8", "uint8": "i8", "uint16": "bf16", "float32": "f32"}
 
 
 @irdl_op_definition
@@ -317,7 +317,7 @@ class PackedWeightOp(IRDLOperation):
         if fmt not in ("", "f32"):
             from tensor_graphs.dialects.packing import FORMATS
 
-            expected = {"bf16": "bf16", "bf16k": "bf16", "int8": "i8", "int8scales": "f32"}.get(fmt, PANEL_ELEMENTS.get(str(FORMATS.get(fmt))))
+            expected = PANEL_ELEMENTS.get(str(FORMATS.get(fmt)))
             _check(fmt in FORMATS and str(element) == expected,
                    f"buf.packed_weight: {self.layout.data} holds {expected or 'nothing known'}, got {self.result.type}")
             rank = 2 if fmt == "int8scales" else 3
