@@ -1,14 +1,17 @@
-"""The bf16 GEMM's engines against the float32 packed GEMM, on one pair of GEMMs.
+"""The bf16 and int8 GEMMs' engines against the float32 packed GEMM, on one pair of GEMMs.
 
     .venv/bin/python benchmarks/bf16_gemm.py [--rows 64,128] [--k 768] [--n 3072] [--threads 1,2]
-                                             [--gelu] [--bf16-model] [--engines amx amx-swept avx512bf16 emulated]
+                                             [--gelu] [--bf16-model]
+                                             [--engines amx amx-swept avx512bf16 emulated int8 int8-emulated]
 
 The model is ``Linear(k, n)`` then ``Linear(n, k)`` (biases; ``--gelu``: GELU between), every
 GEMM pinned to a variant and compiled for a target: ``fp32`` (`matmul.packed`, this CPU), and
 `matmul.packed_bf16` on each engine this CPU can run: ``amx`` (this CPU, when it has AMX-BF16;
 ``amx-swept``: its epilogue in one sweep after the tiles, not on each block),
 ``avx512bf16`` (a CPU with AVX512-BF16 and no AMX: ``cooperlake``), ``emulated`` (this CPU's ISA
-level, no bf16 instructions: two FMAs a pair). Engines alternate call by call; medians of 7
+level, no bf16 instructions: two FMAs a pair); and `matmul.packed_int8`: ``int8`` (this CPU, when
+it has VNNI: ``vpdpbusd``), ``int8-emulated`` (its ISA level: bytes widened to 32 bits, a
+correctness path, not a fast one). Engines alternate call by call; medians of 7
 rounds of 10 calls. GFLOP/s count 2 m k n per GEMM; the error is max |y - y32| / max |y32|
 against the float32 graph. ``--bf16-model``: the same model in bfloat16 as well, compiled as the
 heuristic does (``bf16-model``: its GEMMs on the bf16 operands) and as before that path
@@ -39,7 +42,10 @@ from tensor_graphs.tuning.paths import Candidate, kernel_paths, pin
 #: extensions; its parameters)
 ENGINES = {"fp32": ("matmul.packed", None, {}), "amx": ("matmul.packed_bf16", None, {}),
            "amx-swept": ("matmul.packed_bf16", None, {"separate_epilogue": 1}),
-           "avx512bf16": ("matmul.packed_bf16", "cooperlake", {}), "emulated": ("matmul.packed_bf16", "level", {})}
+           "avx512bf16": ("matmul.packed_bf16", "cooperlake", {}), "emulated": ("matmul.packed_bf16", "level", {}),
+           "int8": ("matmul.packed_int8", None, {}), "int8-emulated": ("matmul.packed_int8", "level", {})}
+#: emulating engine -> the extension its target is told it has (so that the variant is offered; its code emulates it)
+EMULATES = {"emulated": "avx512bf16", "int8-emulated": "avx512vnni"}
 
 
 def runnable(engine: str) -> str | None:
@@ -47,6 +53,10 @@ def runnable(engine: str) -> str | None:
     host = Target.host()
     if engine.startswith("amx") and "amx-bf16" not in host.extensions:
         return "no AMX-BF16"
+    if engine == "int8" and host.byte_dot_extension is None:
+        return "no VNNI"
+    if engine in EMULATES and Target.named(host.level).vector_bits < 256:
+        return "an ISA level without 256-bit vectors"
     target = ENGINES[engine][1]
     if target not in (None, "level") and (missing := Target.named(target).missing_on_host()):
         return f"lacks {', '.join(missing)}"
@@ -60,8 +70,8 @@ def build(model: torch.nn.Module, x: torch.Tensor, engine: str):
     build_pipeline(TENSOR_PIPELINE).apply(Context(), graph.module)
     record(graph.module, target)
     saved = kernels._target_of
-    if engine == "emulated":  # offered as if the target had bf16 dot products; its code emulates them
-        kernels._target_of = lambda op: dataclasses.replace(target, extensions=target.extensions | {"avx512bf16"})
+    if engine in EMULATES:  # offered as if the target had the instructions; its code emulates them
+        kernels._target_of = lambda op: dataclasses.replace(target, extensions=target.extensions | {EMULATES[engine], "avxvnni"})
     try:
         for p in kernel_paths(graph.module):
             if p.name == "tg.matmul":

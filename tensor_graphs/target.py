@@ -196,6 +196,13 @@ class Target:
         return self.vector_bits // 32
 
     @property
+    def byte_dot_extension(self) -> str | None:
+        """The extension that gives ``vpdpbusd`` on this target's vectors (AVX512-VNNI at 512
+        bits, AVX-VNNI at 256), or None when it has none."""
+        vnni = {512: "avx512vnni", 256: "avxvnni"}.get(self.vector_bits)
+        return vnni if vnni in self.extensions else None
+
+    @property
     def family(self) -> str:
         """``avx512``, ``avx2`` or ``sse`` (the kernel families)."""
         return {512: "avx512", 256: "avx2"}.get(self.vector_bits, "sse")

@@ -3,6 +3,8 @@
 // RUN: not tg-opt %S/Inputs/convert-tensor-to-buffer-bf16-dot.mlir -p "set-target{target=x86-64-v3},convert-tensor-to-buffer{threads=1}" 2>&1 | filecheck --check-prefix=NOBF16 %s
 // RUN: tg-opt %S/Inputs/convert-tensor-to-buffer-packed-bf16.mlir -p "set-target{target=sapphirerapids},convert-tensor-to-buffer{threads=1}" | filecheck --check-prefix=GEMM %s
 // RUN: not tg-opt %S/Inputs/convert-tensor-to-buffer-packed-bf16.mlir -p "set-target{target=x86-64-v3},convert-tensor-to-buffer{threads=1}" 2>&1 | filecheck --check-prefix=NOGEMM %s
+// RUN: tg-opt %S/Inputs/convert-tensor-to-buffer-packed-int8.mlir -p "set-target{target=icelake-server},convert-tensor-to-buffer{threads=1}" | filecheck --check-prefix=INT8 %s
+// RUN: not tg-opt %S/Inputs/convert-tensor-to-buffer-packed-int8.mlir -p "set-target{target=x86-64-v3},convert-tensor-to-buffer{threads=1}" 2>&1 | filecheck --check-prefix=NOINT8 %s
 // RUN: tg-opt %S/Inputs/convert-tensor-to-buffer-bf16-operands.mlir -p "set-target{target=x86-64-v3},convert-tensor-to-buffer{threads=1}" | filecheck --check-prefix=OPS %s
 // convert-tensor-to-buffer for the matrix-vector products over cheaper weights
 // (matmul.bf16_weights, matmul.int8_weights, matmul.int4_weights, matmul.int4zp_weights,
@@ -89,6 +91,19 @@ func.func @too_many_rows(%x: tensor<16x32xf32>) -> tensor<16x64xf32> {
 // GEMM-NEXT:    buf.cast ins(%x : memref<40x96xf32>) outs(%x_bf16 : memref<40x96xbf16>)
 // GEMM-NEXT:    buf.packed_matmul ins(%x_bf16, %w_bf16k, %b : memref<40x96xbf16>, memref<2x48x128xbf16>, memref<100xf32>) outs(%out0 : memref<40x100xf32>) {beta = 1.000000e+00 : f32, activation = "gelu_tanh"}
 // NOGEMM: pins kernel 'matmul.packed_bf16' (tg.kernel), which cannot run it: the target (x86-64-v3) has no bf16 dot products (AVX512-BF16)
+
+// The int8 GEMM (matmul.packed_int8, Inputs/convert-tensor-to-buffer-packed-int8.mlir): the
+// weight packed at load time as int8 quads along K (K = 98: 25 rows of quads) and two rows of
+// its columns' scales and offsets, 64 columns per panel (256 bytes a row); the lhs quantised per
+// row by buf.quantize_rows into a buffer of its own (98 codes, 2 of padding, the row's scale: 104
+// bytes), the GEMM over both with the float32 epilogue; refused where the target has no VNNI.
+// INT8-LABEL: func.func @pinned_to_packed_int8
+// INT8-NEXT:    %b = buf.weight "fc.bias" : memref<100xf32>
+// INT8-NEXT:    %w_int8k = buf.packed_weight "fc.weight" {transposed = true, layout = "int8kpanels", source_shape = array<i64: 100, 98>} : memref<2x27x256xi8>
+// INT8-NEXT:    %x_q8 = buf.alloc : memref<40x104xi8>
+// INT8-NEXT:    buf.quantize_rows ins(%x : memref<40x98xf32>) outs(%x_q8 : memref<40x104xi8>)
+// INT8-NEXT:    buf.packed_matmul ins(%x_q8, %w_int8k, %b : memref<40x104xi8>, memref<2x27x256xi8>, memref<100xf32>) outs(%out0 : memref<40x100xf32>) {beta = 1.000000e+00 : f32, activation = "gelu_tanh"}
+// NOINT8: pins kernel 'matmul.packed_int8' (tg.kernel), which cannot run it: the target (x86-64-v3) has no int8 dot products (AVX512-VNNI or AVX-VNNI)
 
 // A bf16 model's GEMM (matmul.bf16_operands, Inputs/convert-tensor-to-buffer-bf16-operands.mlir):
 // a bf16 weight and a bf16 activation, both widened to float32 by tg.cast, run on the bf16

@@ -83,6 +83,7 @@ from tensor_graphs.dialects.tensor import (
     reduced_shape,
 )
 from tensor_graphs.dialects.symbolic import Dim, SymbolicShapeError, at_most, dims_of, divides, evaluate, format_expr, simplify, symbols_of
+from tensor_graphs.dialects.packing import INT8K_SCALE_ROWS
 from tensor_graphs.target import MIN_FLOAT_LANES
 
 AnyMemRef = base(MemRefType)
@@ -217,6 +218,9 @@ class WeightOp(IRDLOperation):
 #: The memref element type of packed panels by their NumPy dtype (`packing.FORMATS`): int8 and
 #: uint8 (int4 codes, zero points) as i8, uint16 (bf16 bits) as bf16, float32 (scales) as f32.
 PANEL_ELEMENTS = {"int8": "i8", "uint8": "i8", "uint16": "bf16", "float32": "f32"}
+#: Elements of a panel row per column, by format (`packing.FORMATS`; 1 when not named): bf16 pairs
+#: along K, int4 codes in dot-product order (4 bytes per column), int8 quads along K
+PER_COLUMN = {"bf16k": 2, "int4dot": 4, "int8k": 4}
 
 
 @irdl_op_definition
@@ -245,7 +249,8 @@ class PackedWeightOp(IRDLOperation):
     #: (`dialects.winograd.WinogradLayout`), the A of `buf.packed_matmul`'s batch of GEMMs; or
     #: the panels in a cheaper format for `buf.quantized_matvec` (`dialects.packing.FORMATS`):
     #: "bf16panels" ``memref<P x K x NR x bf16>``, "int8panels" ``memref<P x K x NR x i8>`` and
-    #: its "int8scalespanels" ``memref<P x NR x f32>``, "bf16kpanels" ``memref<P x ceil(K/2) x 2NR x bf16>``;
+    #: its "int8scalespanels" ``memref<P x NR x f32>``, "bf16kpanels" ``memref<P x ceil(K/2) x 2NR x bf16>``,
+    #: "int8kpanels" ``memref<P x ceil(K/4)+2 x 4NR x i8>`` (int8 quads along K, then the columns' scales);
     #: int4 (`packing.Int4Scheme`): "int4g32panels" ``memref<P x K x NR/2 x i8>`` (two codes a byte),
     #: "int4g32scalespanels" ``memref<P x ceil(K/32) x NR x bf16>`` (and "int4zg32zerospanels", i8).
     layout = prop_def(StringAttr, default_value=StringAttr("panels"))
@@ -292,12 +297,9 @@ class PackedWeightOp(IRDLOperation):
         from tensor_graphs.dialects.packing import Int4Scheme
 
         nr = shape_of(self.result)[-1]
-        if self.format == "bf16k":  # rows of K pairs: two halves per column
-            nr //= 2
+        nr //= PER_COLUMN.get(self.format, 1)  # K pairs (two halves per column), K quads (four bytes)
         if (int4 := Int4Scheme.of(self.format)) is not None and not int4[1]:  # two columns per byte
             nr *= 2
-        if self.format == "int4dot":  # four bytes per column
-            nr //= 4
         return PanelLayout(self.weight_name.data, nr, bool(self.transposed.value.data), self.format or "f32")
 
     @property
@@ -671,6 +673,10 @@ class PackedMatmulOp(KernelOp):
             if not isinstance(self.inputs[0].type.element_type, BFloat16Type):  # type: ignore[attr-defined]
                 raise ShapeError(f"panels of bf16 pairs along K take a bf16 lhs, got {self.inputs[0].type}")
             k, nr = 2 * k, nr // 2
+        if self.quads:  # int8 quads along K and two rows of scales: [panels, K / 4 + 2, 4 NR] by quantised rows
+            if self.inputs[0].type.element_type != i8 or k <= INT8K_SCALE_ROWS:  # type: ignore[attr-defined]
+                raise ShapeError(f"int8 panels take the rows quantised by buf.quantize_rows (i8), got {self.inputs[0].type}")
+            k, nr = 4 * (k - INT8K_SCALE_ROWS) + 4, nr // 4  # the lhs: codes, then each row's scale (4 bytes)
         if a[-1] != k:
             raise ShapeError(f"contraction dims differ: lhs {list(a)} has K={a[-1]}, the packed weight {list(packed)} K={k}")
         if len(out) != len(a) or tuple(out[:-1]) != tuple(a[:-1]):
@@ -679,17 +685,43 @@ class PackedMatmulOp(KernelOp):
             raise ShapeError(f"N={out[-1]} needs {-(-out[-1] // max(nr, 1))} panels of {nr} columns, the packed weight has {panels}")
         if len(ins) == 4 and not is_broadcastable_to(ins[3], out):
             raise ShapeError(f"addend {list(ins[3])} does not broadcast to {list(out)}")
-        _verify_epilogue(self, ins[:3], out, operands=2 if self.pairs else 0)
+        _verify_epilogue(self, ins[:3], out, operands=2 if self.pairs or self.quads else 0)
 
     @property
     def flags(self) -> tuple[float, float]:
         return self.alpha.value.data, self.beta.value.data
 
     @property
+    def quads(self) -> bool:
+        """True when the panels are int8 quads along K (an "int8kpanels" packed weight,
+        `packing.FORMATS`) and ``a`` the rows quantised by `buf.quantize_rows`: each step an
+        integer dot product of four bytes, the sums scaled back to float32 in the epilogue."""
+        return self.inputs[1].type.element_type == i8  # type: ignore[attr-defined]
+
+    @property
     def pairs(self) -> bool:
         """True when the panels are bf16 pairs along K (a "bf16kpanels" packed weight,
         ``[panels, K / 2, 2 NR]``) and ``a`` is bf16: each step a dot product of pairs."""
         return isinstance(self.inputs[1].type.element_type, BFloat16Type)  # type: ignore[attr-defined]
+
+
+@irdl_op_definition
+class QuantizeRowsOp(KernelOp):
+    """Each row of ``a`` (float32 ``[..., M, K]``) as int8 codes for the int8 GEMM
+    (`buf.packed_matmul` over "int8kpanels"): ``out`` i8 ``[..., M, 4 ceil(K / 4) + 4]``, per row
+    the codes ``round(a / s) + 128`` as unsigned bytes (`packing.INT8_ZERO`; 128 past K) and
+    then, in its last four bytes, the float32 scale ``s = max |row| / 127`` (NaN when the row
+    holds a NaN or an infinity, so that the row's products are NaN)."""
+
+    name = "buf.quantize_rows"
+    NUM_INPUTS: ClassVar[tuple[int, ...]] = (1,)
+
+    def verify_kernel(self, ins, out):
+        (a,) = ins
+        if len(a) < 1 or tuple(out[:-1]) != tuple(a[:-1]) or out[-1] != 4 * -(-a[-1] // 4) + 4:
+            raise ShapeError(f"the rows [..., M, K] quantise to [..., M, 4 ceil(K / 4) + 4] bytes, got {list(a)} -> {list(out)}")
+        if self.inputs[0].type.element_type != f32 or self.output.type.element_type != i8:  # type: ignore[attr-defined]
+            raise ShapeError(f"quantize_rows reads f32 and writes i8, got {self.inputs[0].type} -> {self.output.type}")
 
 
 @irdl_op_definition
@@ -1577,6 +1609,7 @@ BUF = Dialect(
         ReshapeOp,
         MatmulOp,
         PackedMatmulOp,
+        QuantizeRowsOp,
         QuantizedMatvecOp,
         AddOp,
         SubOp,

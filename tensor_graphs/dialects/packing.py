@@ -109,6 +109,20 @@ for _scheme in INT4_SCHEMES:
 INT4_DOT_SCHEME = Int4Scheme(32, False)
 FORMATS.update({"int4dot": np.dtype(np.uint8), "int4dotscales": np.dtype(np.uint16)})
 
+#: The int8 weights of the int8 GEMM (`buf.packed_matmul` over quads, ``vpdpbusd`` / AMX's
+#: ``tdpbusd``: 4 unsigned bytes of the activations times 4 signed bytes of a column per 32-bit
+#: lane): ``int8k`` ``[panels, ceil(K / 4) + 2, 4 nr]`` int8, row ``o < ceil(K / 4)`` holding K
+#: rows ``4 o .. 4 o + 3`` of each column ``j`` in bytes ``4 j .. 4 j + 3`` (byte ``t``: row
+#: ``4 o + t``; 0 past K), each column ``round(B[:, n] / scale[n])`` in [-127, 127] (`int8_scales`);
+#: the two rows after them are ``nr`` float32 each (`INT8K_SCALE_ROWS`): the columns' ``scale``
+#: and ``128 * sum_k q[k, n]`` (the activations' codes are offset by 128 to be unsigned: this is
+#: what the offset adds to each column's sum, taken out again after it). 0 past N.
+FORMATS["int8k"] = np.dtype(np.int8)
+#: The rows of float32 after an ``int8k`` panel's codes: its columns' scales and offsets
+INT8K_SCALE_ROWS = 2
+#: The activations' codes are ``round(x / scale) + INT8_ZERO`` (unsigned bytes, `buf.quantize_rows`)
+INT8_ZERO = 128
+
 
 def to_bf16(x: np.ndarray) -> np.ndarray:
     """float32 -> bfloat16 bits (uint16), rounded to nearest even (NaN stays NaN)."""
@@ -238,6 +252,8 @@ class PanelLayout:
             return (*weight_shape[:-2], -(-n // self.nr), -(-k // 2), 2 * self.nr)
         if self.format == "int4dot":
             return (*weight_shape[:-2], -(-n // self.nr), -(-k // 8), 4 * self.nr)
+        if self.format == "int8k":
+            return (*weight_shape[:-2], -(-n // self.nr), -(-k // 4) + INT8K_SCALE_ROWS, 4 * self.nr)
         if self.format == "int4dotscales":
             return (*weight_shape[:-2], -(-n // self.nr), -(-k // INT4_DOT_SCHEME.group), self.nr)
         if (int4 := Int4Scheme.of(self.format)) is not None:
@@ -283,6 +299,9 @@ class PanelLayout:
         if self.format in ("int4dot", "int4dotscales"):
             out[...] = self._pack_int4_dot(weight, self.format.removeprefix("int4dot"))
             return out
+        if self.format == "int8k":
+            out[...] = self._pack_int8k(weight)
+            return out
         wt = weight if self.transposed else weight.T
         scales = np.zeros(out.shape if self.format == "int8scales" else (f32.shape[0], self.nr), np.float32)
         scales.reshape(-1)[: wt.shape[0]] = int8_scales(wt)
@@ -322,6 +341,21 @@ class PanelLayout:
         octets = q.reshape(q.shape[0], -1, 2, 4, self.nr)  # [P, K8, half, t, nr]
         nibbles = octets[:, :, 0] | (octets[:, :, 1] << 4)  # [P, K8, t, nr]
         return np.ascontiguousarray(nibbles.transpose(0, 1, 3, 2)).reshape(q.shape[0], -1, 4 * self.nr)
+
+    def _pack_int8k(self, weight: np.ndarray) -> np.ndarray:
+        """The ``int8k`` panels of ``weight`` (`FORMATS`): its int8 codes in quads along K, then
+        each panel's scales and offsets as float32 bytes."""
+        wt = weight if self.transposed else weight.T
+        n, k = wt.shape
+        scales = int8_scales(wt)
+        codes = np.zeros((n, -(-k // 4) * 4), np.float32)
+        codes[:, :k] = np.clip(np.rint(wt / scales[:, None]), -127, 127)
+        q = PanelLayout(self.source, self.nr, True).pack(codes).astype(np.int8)  # [P, K4 * 4, nr]
+        quads = np.ascontiguousarray(q.reshape(q.shape[0], -1, 4, self.nr).transpose(0, 1, 3, 2))
+        columns = np.zeros((INT8K_SCALE_ROWS, q.shape[0] * self.nr), np.float32)
+        columns[0, :n], columns[1, :n] = scales, INT8_ZERO * codes.sum(axis=1, dtype=np.float64)
+        tail = np.ascontiguousarray(columns.reshape(INT8K_SCALE_ROWS, q.shape[0], self.nr).transpose(1, 0, 2))
+        return np.concatenate([quads.reshape(q.shape[0], -1, 4 * self.nr), tail.view(np.int8)], axis=1)
 
     def _pack_into(self, weight: np.ndarray, out: np.ndarray) -> None:
         wt = weight if self.transposed else weight.T  # [N, K]

@@ -169,11 +169,20 @@ def _bf16_gemm_space(op: Operation, target: Target, threads: int) -> dict[str, l
     return {**({"separate_epilogue": [1]} if _has_epilogue(op) else {}), **_parallel_space(threads)}
 
 
+def _int8_gemm_space(op: Operation, target: Target, threads: int) -> dict[str, list[int]]:
+    """The int8 GEMM: the register-tiled GEMM's blocking (`_gemm_space`), its epilogue always on
+    each tile (the sums are scaled back there)."""
+    space = _gemm_space(op, target, threads)
+    space.pop("separate_epilogue", None)
+    return space
+
+
 PARAMETER_SPACES.update({
     "matmul.packed": _gemm_space,
     "matmul.packed_rhs": _gemm_space,
     "matmul.blas": _blas_space,
     "matmul.packed_bf16": _bf16_gemm_space,
+    "matmul.packed_int8": _int8_gemm_space,
     "attention.flash": _threads_space,
 })
 

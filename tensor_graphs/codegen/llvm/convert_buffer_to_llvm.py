@@ -46,8 +46,9 @@ as one more (last) argument, and its call is preceded by a check that ``dims`` i
 Kernels lower through :data:`kernels.REGISTRY`; the kernel family modules register their
 emitters there when this module imports them: `kernels_elementwise`, `kernels_movement`,
 `kernels_reduce`, `kernels_blas`, `kernels_matmul_epilogue`, `kernels_softmax_norm`,
-`kernels_attention`, `kernels_gemm` (the packed GEMM), `kernels_moe`, `kernels_rope` and
-`kernels_winograd` (a Winograd convolution's transforms).
+`kernels_attention`, `kernels_gemm` (the packed GEMM), `kernels_moe`, `kernels_rope`,
+`kernels_winograd` (a Winograd convolution's transforms), `kernels_quantized` (the matrix-vector
+products of cheaper weights) and `kernels_quantize_rows` (the int8 GEMM's activations).
 
 This module holds the pass and the kernel functions (`_GraphLowering`, the `KernelContext` of
 the emitters); the rest of the lowering lives in `graph_abi` (the entry function, its pointer
@@ -81,6 +82,7 @@ from tensor_graphs.codegen.llvm import (  # noqa: F401
     kernels_matmul_epilogue,
     kernels_moe,
     kernels_movement,
+    kernels_quantize_rows,
     kernels_quantized,
     kernels_reduce,
     kernels_rope,

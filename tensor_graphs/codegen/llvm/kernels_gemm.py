@@ -35,6 +35,14 @@ loop over them whose first (start from zeros) and last (alpha, the epilogue) are
 Run-time rows (a symbolic M): the tiles, K blocks and team are those of the largest M; each call
 takes the static kernel's prefetch plan for its count of row blocks (`_PackedGemm.run_time_plans`).
 
+Cheaper operands take the same tiles: bf16 pairs along K (a bf16 ``A``, "bf16kpanels": each step a
+dot product of pairs, `bf16_dot`; on AMX `kernels_amx` instead), and int8 quads along K (the int8
+GEMM: ``A`` the rows `buf.quantize_rows` made, unsigned codes then each row's scale; "int8kpanels",
+the weight's signed codes then two rows of its columns' scales and offsets; each step
+``vpdpbusd`` or its emulation, `byte_dot`, into int32 sums that the tile adds to the float32 ones
+it stores, K block by K block; the epilogue then computes ``alpha * s_row * s_col * (y - offset)``
+before the addends and the activation).
+
 The shapes come from the target (`KernelContext.target`, `Target.gemm_tile`): ``L`` is its
 floats per vector, and ``MR x V`` fills its vector registers with the accumulators, the panel
 row's vectors and one broadcast: 6 x 4 vectors of 16 (6 x 64 floats) of AVX-512's 32 zmm, 6 x 2
@@ -61,6 +69,7 @@ from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, VectorType, f32, 
 from xdsl.ir import Operation, SSAValue
 
 from tensor_graphs.codegen.llvm.bf16_dot import dot_pairs, int_splat, native_bf16_dot
+from tensor_graphs.codegen.llvm.byte_dot import byte_dot_exact, native_byte_dot
 from tensor_graphs.codegen.llvm.kernels import (
     REGISTRY,
     SYMBOLIC_KERNELS,
@@ -79,6 +88,7 @@ from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, broadcast_str
 from tensor_graphs.codegen.llvm.loops import value as _val
 from tensor_graphs.codegen.llvm.scalar import emit_unary, fma
 from tensor_graphs.dialects import buffer as buf
+from tensor_graphs.dialects.packing import INT8K_SCALE_ROWS
 from tensor_graphs.dialects.shapes import contiguous_strides, numel
 
 #: From this many rows on, each panel's first row blocks prefetch the next panel (so that the
@@ -133,12 +143,15 @@ def register_tile(
     per_step: int = 0,
     line_floats: int = 16,
     pairs: bool = False,
+    quads: bool = False,
     native: bool = False,
 ) -> list[SSAValue]:
     """The FMA loop of one register tile: ``c[i][v] = init + sum_k A[i][k] * B[k][L v : L v + L]``
     (``L = lanes``, the target's floats per vector). With ``pairs``, A's and B's elements are
     words of two bf16 (pairs along K) and each step is a dot product of pairs
-    (`bf16_dot.dot_pairs`: ``vdpbf16ps`` when ``native``, else emulated).
+    (`bf16_dot.dot_pairs`: ``vdpbf16ps`` when ``native``, else emulated); with ``quads``, words of
+    four bytes along K (A's unsigned, B's signed) and each step an integer dot product into int32
+    accumulators (`byte_dot.byte_dot_exact`: ``vpdpbusd`` when ``native``, else emulated).
 
     ``a_at(i, k)`` is the address of A's element (broadcast to a vector), ``b_row(k)`` of the
     first of B's ``vectors`` vectors for step ``k`` (64-byte aligned when ``b_aligned``); ``init``
@@ -151,16 +164,17 @@ def register_tile(
     align = 64 if b_aligned else 4
     vec = vector_type(lanes)
 
-    loaded = VectorType(i32, [lanes]) if pairs else vec
+    loaded = VectorType(i32, [lanes]) if pairs or quads else vec
 
     def step(kk: SSAValue, c: list[SSAValue]) -> list[SSAValue]:
         row = b_row(kk)
         bv = [b.add(llvm.LoadOp(b.gep(row, v * lanes, f32), loaded, alignment=min(align, lanes * 4))) for v in range(vectors)]
         new = []
         for i in range(rows):
-            if pairs:
+            if pairs or quads:
                 x = int_splat(b, b.load(a_at(i, kk), i32), i32, lanes)
-                new += [dot_pairs(b, c[i * vectors + v], bv[v], x, lanes, native) for v in range(vectors)]
+                new += [byte_dot_exact(b, c[i * vectors + v], x, bv[v], lanes, native) if quads
+                        else dot_pairs(b, c[i * vectors + v], bv[v], x, lanes, native) for v in range(vectors)]
                 continue
             x = splat(b, b.load(a_at(i, kk), f32), lanes)
             new += [fma(b, x, bv[v], c[i * vectors + v]) for v in range(vectors)]
@@ -216,7 +230,9 @@ class Tile:
     vectors of ``lanes`` floats, ``spread`` k steps per loop iteration, each iteration
     prefetching ``per_step`` cache lines of ``line_floats`` floats (0: none); B's rows 64-byte
     aligned when ``b_aligned``; with ``pairs``, A's and B's elements are words of two bf16
-    along K (`register_tile`), each step a dot product of pairs."""
+    along K (`register_tile`), each step a dot product of pairs; with ``quads``, words of four
+    int8 along K, each step an integer dot product into int32 sums, which the tile adds to its
+    float32 sums when it stores them."""
 
     rows: int
     vectors: int
@@ -226,12 +242,13 @@ class Tile:
     line_floats: int = 16
     b_aligned: bool = True
     pairs: bool = False
+    quads: bool = False
 
     @property
     def name(self) -> str:
-        """``tg_tile_<rows>x<vectors>v<lanes>_s<spread>[_p<per_step>x<line_floats>][_u][_bf16]``."""
+        """``tg_tile_<rows>x<vectors>v<lanes>_s<spread>[_p<per_step>x<line_floats>][_u][_bf16|_i8]``."""
         prefetch = f"_p{self.per_step}x{self.line_floats}" if self.per_step else ""
-        suffix = ("" if self.b_aligned else "_u") + ("_bf16" if self.pairs else "")
+        suffix = ("" if self.b_aligned else "_u") + ("_bf16" if self.pairs else "") + ("_i8" if self.quads else "")
         return f"tg_tile_{self.rows}x{self.vectors}v{self.lanes}_s{self.spread}{prefetch}{suffix}"
 
 
@@ -247,7 +264,8 @@ def tile_function(ctx: KernelContext, tile: Tile) -> str:
           c = accumulate ? C[0:rows, 0:vectors*lanes] : 0        (rows of ldc floats)
           for k in 0 .. steps:  c[i][v] = fma(splat(A[i*lda + k]), B[k*ldb + lanes*v ...], c[i][v])
                                 (`register_tile`; every spread-th step prefetches per_step lines
-                                 of ahead, which is otherwise unused)
+                                 of ahead, which is otherwise unused; int8 quads: int32 sums from
+                                 zeros, c + float(sums) after the loop)
           C[0:rows, ...] = alpha * c
 
     One function per tile shape serves every GEMM of the module that uses it (the packed GEMM's
@@ -268,14 +286,18 @@ def tile_function(ctx: KernelContext, tile: Tile) -> str:
         b.add(llvm.BrOp(start, *load_tile(b, rows, vectors, c, ldc, lanes)))
         b.block = start
         a_rows = [_row_at(b, a, i, lda) for i in range(rows)]
+        init = [int_splat(b, 0, i32, lanes)] * (rows * vectors) if tile.quads else list(start.args)
+        native = native_byte_dot(ctx.target) if tile.quads else tile.pairs and native_bf16_dot(ctx.target, lanes)
         acc = register_tile(
             b, rows, vectors, steps,
             lambda i, kk: b.gep(a_rows[i], kk, f32),
             lambda kk: b.gep(bm, b.mul_i64(kk, ldb), f32),
-            list(start.args), lanes=lanes, b_aligned=tile.b_aligned, spread=tile.spread,
+            init, lanes=lanes, b_aligned=tile.b_aligned, spread=tile.spread,
             prefetch=ahead if tile.per_step else None, per_step=tile.per_step, line_floats=tile.line_floats,
-            pairs=tile.pairs, native=tile.pairs and native_bf16_dot(ctx.target, lanes),
+            pairs=tile.pairs, quads=tile.quads, native=native,
         )
+        if tile.quads:  # the int32 sums of this call added to the float32 ones
+            acc = [b.add(llvm.FAddOp(c0, b.add(llvm.SIToFPOp(x, vec)))) for c0, x in zip(start.args, acc)]
         scale = splat(b, alpha, lanes)
         store_tile(b, [b.add(llvm.FMulOp(x, scale)) for x in acc], rows, vectors, c, ldc, lanes)
         b.add(llvm.ReturnOp())
@@ -499,6 +521,16 @@ class _PackedGemm:
         self.pairs = op.pairs
         if self.pairs:
             self.nr //= 2
+        # int8 quads along K (`kernels_quantize_rows`): the panels' words of four bytes (K / 4 per
+        # column), then two rows of the columns' scales and offsets; A's rows their words, then
+        # each row's scale; the sums scaled back in the epilogue (`_dequant_accesses`)
+        self.quads = op.quads
+        if self.quads:
+            self.nr //= 4
+            self.k -= INT8K_SCALE_ROWS
+        self.lda = self.k + 1 if self.quads else self.k  # words from one row of A to the next
+        self.panel_words = (self.k + INT8K_SCALE_ROWS * self.quads) * self.nr  # from one panel to the next
+        self.tile_alpha = 1.0 if self.quads else self.alpha  # int8: alpha with the scales, in the epilogue
         self.a_group = 0 if self.batched and len(a_shape) == 2 else None  # A's stride from GEMM to GEMM
         # GEMM g reads A[g % a_period] (a Winograd convolution over a batch of images: a*a A's)
         self.a_period = a_shape[0] if self.batched and len(a_shape) == 3 and a_shape[0] != groups else None
@@ -536,7 +568,7 @@ class _PackedGemm:
             check_no_overlap(ctx, op, out, [addend], in_place_ok=False)
             addends.append((addend, *_acc_strides(op, addend, so, self.batched), 1.0))
         # a separate epilogue: the tiles store alpha * A @ B, one sweep afterwards does the rest
-        self.swept = (addends, self.act) if separate_epilogue(op) and (addends or self.act != "none") else None
+        self.swept = (addends, self.act) if separate_epilogue(op) and (addends or self.act != "none") and not self.quads else None
         self.addends = [] if self.swept is not None else addends
         if self.swept is not None:
             self.act = "none"
@@ -855,14 +887,14 @@ class _PackedGemm:
             assert isinstance(ks.first, bool) and isinstance(ks.last, bool), "a partial panel's K blocks are emitted one by one"
             self._partial_block(at, r0, rows, ks, tile_call)
             return
-        b, alpha = self.t.b, self.alpha
+        b, alpha = self.t.b, self.tile_alpha
         if isinstance(ks.last, bool):
             scale = alpha if ks.last else 1.0
         else:
             scale = alpha if alpha == 1.0 else b.add(llvm.SelectOp(ks.last, b.f32(alpha), b.f32(1.0)))
         adding = (not ks.first) if isinstance(ks.first, bool) else b.add(llvm.SubOp(b.i64(1), b.add(llvm.ZExtOp(ks.first, i64))))
         tile_call(prefetch=True, alpha=scale, accumulate=adding)
-        if ks.last is False or not (partial or self.addends or self.act != "none"):
+        if ks.last is False or not (partial or self.addends or self.act != "none" or self.quads):
             return
         self._epilogue(at, r0, rows, self.last_cols if partial else self.nr, ks)
 
@@ -880,8 +912,10 @@ class _PackedGemm:
             if self.a_group:
                 ga = g if self.a_period is None else b.add(llvm.URemOp(g, b.i64(self.a_period)))
                 a_base = b.gep(t.pa, b.mul_i64(ga, b.i64(self.a_group)), f32)
-        a_row = b.gep(a_base, _sum(b, b.mul_i64(_val(b, r0), b.i64(k)) if r0 != 0 else None, k0), f32)
-        panel = b.gep(t.pb, _sum(b, b.mul_i64(p, b.i64(k * nr)), b.mul_i64(_val(b, k0), b.i64(nr)) if k0 != 0 else None), f32)
+        a_start = b.gep(a_base, b.mul_i64(_val(b, r0), b.i64(self.lda)), f32) if r0 != 0 else a_base
+        a_row = b.gep(a_start, k0, f32) if k0 != 0 else a_start
+        panel_start = b.gep(t.pb, b.mul_i64(p, b.i64(self.panel_words)), f32)
+        panel = b.gep(panel_start, b.mul_i64(_val(b, k0), b.i64(nr)), f32) if k0 != 0 else panel_start
         col0 = b.mul_i64(col, b.i64(nr))
         out_tile = b.gep(out_base, b.add_i64(b.mul_i64(_val(b, r0), b.i64(n)), col0) if r0 != 0 else col0, f32)
         dest, ld = (t.stack, nr) if partial else (out_tile, n)
@@ -889,27 +923,28 @@ class _PackedGemm:
         # the last panel's tile is as many vectors wide as its columns need (its padding columns
         # beyond them are never computed)
         width = -(-self.last_cols // self.lanes) if partial else self.vectors
-        return _BlockAt(a_row, panel, col0, out_tile, dest, ld, width, g)
+        scales = (b.gep(a_start, k, f32), b.gep(panel_start, k * nr, f32)) if self.quads else None
+        return _BlockAt(a_row, panel, col0, out_tile, dest, ld, width, g, scales)
 
     def _tile_call(self, at: _BlockAt, rows: int | SSAValue, rb: SSAValue | int | None, ks: KRange, plans: list[Choice],
                    choices: Choices | None, prefetch: bool = False, **kwargs) -> None:
         """The register tile of the block's rows; a run-time count (this call's tail rows)
         switches among the MR - 1 row tiles, a run-time plan among the plans' tiles (the
         epilogue after it takes the count as is, whatever the plan)."""
-        b, k, nr, line_floats = self.t.b, self.k, self.nr, self.line_floats
+        b, nr, line_floats = self.t.b, self.nr, self.line_floats
 
         def ahead_of(plan: tuple[int, int, int]) -> SSAValue | None:
             """Lines [rb, rb + 1) * per_step * (steps // spread) of the next panel."""
             if rb is None:
                 return None
             lines = plan[0] * (ks.steps // plan[1]) * line_floats
-            return b.gep(at.panel, b.add_i64(b.mul_i64(_val(b, rb), b.i64(lines)), b.i64(k * nr)), f32)
+            return b.gep(at.panel, b.add_i64(b.mul_i64(_val(b, rb), b.i64(lines)), b.i64(self.panel_words)), f32)
 
         def one(r: int, plan: tuple[int, int, int], prefetching: bool = True) -> None:
             ahead = ahead_of(plan) if prefetch and prefetching else None
             tile = Tile(r, at.width, self.lanes, plan[1], plan[0] if ahead is not None else 0, line_floats, self.b_aligned,
-                        self.pairs)
-            call_tile(self.ctx, tile, at.a_row, k, at.panel, nr, ks.steps, at.dest, at.ld, **kwargs,
+                        self.pairs, self.quads)
+            call_tile(self.ctx, tile, at.a_row, self.lda, at.panel, nr, ks.steps, at.dest, at.ld, **kwargs,
                       **({"ahead": ahead} if prefetch else {}))
 
         def with_rows(choice: Choice, prefetching: bool = True) -> None:
@@ -948,25 +983,41 @@ class _PackedGemm:
             accesses.append(Access(b.gep(ptr, off if off is not None else b.i64(0), f32), (rs, cs), f32))
         return accesses
 
+    def _dequant_accesses(self, at: _BlockAt) -> list[Access]:
+        """int8 quads: the block's row scales (the word after each row's codes in A), its
+        columns' scales and offsets (the rows after the panel's codes); else none."""
+        if at.scales is None:
+            return []
+        rows, columns = at.scales
+        offsets = self.t.b.gep(columns, self.nr, f32)
+        return [Access(rows, (self.lda, 0), f32), Access(columns, (0, 1), f32), Access(offsets, (0, 1), f32)]
+
     def _finish(self, b: FunctionBuilder, y: SSAValue, values: list[SSAValue]) -> SSAValue:
-        """The epilogue of one output element ``y`` (``values``: its addends', when any)."""
+        """The epilogue of one output element ``y`` (``values``: its dequantisation's (int8
+        quads: `_dequant_accesses`), then its addends', when any): int8 sums ``y`` are
+        ``alpha * s_row * s_col * (y - offset_col)`` first."""
+        if self.quads:
+            s_row, s_col, offset = values[:3]
+            scale = b.add(llvm.FMulOp(s_col, s_row if self.alpha == 1.0 else b.add(llvm.FMulOp(s_row, b.f32(self.alpha)))))
+            y, values = b.add(llvm.FMulOp(b.add(llvm.FSubOp(y, offset)), scale)), values[3:]
         return _epilogue_value(b, y, values, self.addends, self.act)
 
     def _partial_block(self, at: _BlockAt, r0: SSAValue | int, rows: int | SSAValue, ks: KRange,
                        tile_call: Callable[..., None]) -> None:
         """The last panel within a K-blocked pass (A-stationary): this block's sums go to the
         stack tile, then are added to out's columns (stored there after the first)."""
-        n, addends = self.n, self.addends
-        tile_call(alpha=self.alpha)
+        n = self.n
+        tile_call(alpha=self.tile_alpha)
         ins = [Access(at.dest, (at.ld, 1), f32)]
         if not ks.first:
             ins.append(Access(at.out_tile, (n, 1), f32))
+        sums = len(ins)
         if ks.last:
-            ins += self._addend_accesses(r0, at.col0, at.g)
+            ins += self._dequant_accesses(at) + self._addend_accesses(r0, at.col0, at.g)
 
         def add_block(b: FunctionBuilder, vals: list[SSAValue]) -> SSAValue:
             y = vals[0] if ks.first else b.add(llvm.FAddOp(vals[0], vals[1]))
-            return self._finish(b, y, vals[len(vals) - len(addends):]) if ks.last else y
+            return self._finish(b, y, vals[sums:]) if ks.last else y
 
         with _scalar_errors(self.op):
             emit_pointwise(self.t.b, (rows, self.last_cols), Access(at.out_tile, (n, 1), f32), ins, add_block)
@@ -975,7 +1026,7 @@ class _PackedGemm:
         """After the last K block (a run-time flag in a loop over them): the block's addends and
         activation, out of the stack tile for a partial panel."""
         b = self.t.b
-        ins = [Access(at.dest, (at.ld, 1), f32), *self._addend_accesses(r0, at.col0, at.g)]
+        ins = [Access(at.dest, (at.ld, 1), f32), *self._dequant_accesses(at), *self._addend_accesses(r0, at.col0, at.g)]
 
         def epilogue(b: FunctionBuilder, vals: list[SSAValue]) -> SSAValue:
             return self._finish(b, vals[0], vals[1:])
@@ -1002,6 +1053,8 @@ class _BlockAt:
     ld: int
     width: int
     g: SSAValue | None
+    #: int8 quads: (the block's first row scale in A, its panel's column scales), else None
+    scales: tuple[SSAValue, SSAValue] | None = None
 
 
 def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:

@@ -35,6 +35,7 @@ from xdsl.dialects.builtin import VectorType, f32, i8, i16, i32
 from xdsl.ir import SSAValue
 
 from tensor_graphs.codegen.llvm.bf16_dot import int_splat
+from tensor_graphs.codegen.llvm.byte_dot import byte_dot, native_byte_dot
 from tensor_graphs.codegen.llvm.kernels import KernelContext, LoweringError, check_no_overlap
 from tensor_graphs.codegen.llvm.kernels_gemm import _prefetch, splat, vector_type
 from tensor_graphs.codegen.llvm.kernels_int4 import _bf16_vector
@@ -48,35 +49,6 @@ from tensor_graphs.dialects.shapes import numel
 #: K rows per row of the packed codes (a column's 4 bytes hold 8 codes)
 OCTET = 8
 GROUP = INT4_DOT_SCHEME.group
-
-#: vector bits -> (``pmaddubsw``, ``pmaddwd``): the dot product's emulation
-EMULATION = {
-    512: ("llvm.x86.avx512.pmaddubs.w.512", "llvm.x86.avx512.pmaddw.d.512"),
-    256: ("llvm.x86.avx2.pmadd.ub.sw", "llvm.x86.avx2.pmadd.wd"),
-    128: ("llvm.x86.ssse3.pmadd.ub.sw.128", "llvm.x86.sse2.pmadd.wd"),
-}
-
-
-def native_byte_dot(target) -> bool:
-    """True when ``target`` has ``vpdpbusd`` on its vectors (AVX512-VNNI at 512 bits, AVX-VNNI at 256)."""
-    if target.vector_bits == 512:
-        return "avx512vnni" in target.extensions
-    return target.vector_bits == 256 and "avxvnni" in target.extensions
-
-
-def byte_dot(b: FunctionBuilder, acc: SSAValue, w: SSAValue, x: SSAValue, lanes: int, native: bool) -> SSAValue:
-    """``acc[i] += sum_t u8(w[i])[t] * s8(x[i])[t]`` over ``<lanes x i32>``: ``vpdpbusd``, or its
-    emulation (exact while every pair of products fits an int16)."""
-    words = VectorType(i32, [lanes])
-    if native:
-        return b.add(llvm.CallIntrinsicOp(f"llvm.x86.avx512.vpdpbusd.{32 * lanes}", [acc, w, x], [words]))
-    pairs, quads = EMULATION[32 * lanes]
-    as_bytes = VectorType(i8, [4 * lanes])
-    shorts = b.add(llvm.CallIntrinsicOp(pairs, [b.add(llvm.BitcastOp(w, as_bytes)), b.add(llvm.BitcastOp(x, as_bytes))],
-                                        [VectorType(i16, [2 * lanes])]))
-    ones = int_splat(b, 1, i16, 2 * lanes)
-    return b.add(llvm.AddOp(acc, b.add(llvm.CallIntrinsicOp(quads, [shorts, ones], [words]))))
-
 
 def _quantize_rows(ctx: KernelContext, a: SSAValue, rows: int, k: int) -> tuple[SSAValue, SSAValue, SSAValue]:
     """The rows of ``a`` as int8 per group of 32 (this module's docstring), on the stack:

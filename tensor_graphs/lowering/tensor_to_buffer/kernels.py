@@ -578,6 +578,35 @@ def _packed_bf16_applies(op: Operation) -> str | None:
     return None
 
 
+def _packed_int8_applies(op: Operation) -> str | None:
+    """A packed GEMM (`_packed_matmul_applies`) of an untransposed lhs on a target with integer
+    dot products (`Target.byte_dot_extension`: VNNI)."""
+    if (why := _packed_matmul_applies(op)) is not None:
+        return why
+    if op.properties.get("transpose_a") == tg.bool_attr(True):
+        return "a transposed lhs"
+    target = _target_of(op)
+    if target.byte_dot_extension is None:
+        return f"the target ({target.name}) has no int8 dot products (AVX512-VNNI or AVX-VNNI)"
+    return None
+
+
+def _packed_int8_prepare(op: Operation, ins: Sequence[SSAValue], target: Target) -> tuple[list[Operation], list[SSAValue]]:
+    """The weight becomes its int8 panels in quads along K with their columns' scales
+    (``[P, ceil(K / 4) + 2, 4 NR]``, packed at load time), the lhs its rows quantised to int8
+    (`buf.quantize_rows`, planned in the arena; one for every GEMM of the same lhs)."""
+    w = op.operands[1].owner
+    assert isinstance(w, tg.WeightOp)
+    transposed = op.properties.get("transpose_b") == tg.bool_attr(True)
+    layout = PanelLayout(w.weight_name.data, panel_columns(op, target, _shape(op.results[0])[-1]), transposed, "int8k")
+    packed = buf.PackedWeightOp(layout.source, transposed, MemRefType(i8, layout.shape(_shape(w.result))),
+                                _shape(w.result), layout="int8kpanels")
+    packed.result.name_hint = (w.result.name_hint or "w") + "_int8k"
+    k = _shape(op.operands[0])[-1]
+    made, lhs = _converted_lhs(op, ins[0], buf.QuantizeRowsOp, i8, (*dims_of(ins[0].type)[:-1], 4 * -(-k // 4) + 4))
+    return [packed, *made], [lhs, packed.result, *ins[2:]]
+
+
 def _packed_bf16_prepare(op: Operation, ins: Sequence[SSAValue], target: Target) -> tuple[list[Operation], list[SSAValue]]:
     """The weight becomes its panels of bf16 pairs along K (``[P, K / 2, 2 NR]``, packed at load
     time), the lhs a bf16 copy (rounded to nearest even, one cast over it, planned in the arena)."""
@@ -602,11 +631,19 @@ def _bf16k_panels(op: Operation, w: tg.WeightOp, target: Target) -> buf.PackedWe
 def _bf16_lhs(op: Operation, lhs: SSAValue) -> tuple[list[Operation], SSAValue]:
     """The ops that make a bf16 copy of the float32 buffer ``lhs`` (one cast into a buffer of its
     own) and that copy; none when an earlier GEMM made one (Q, K and V projections of one x)."""
-    if (cast := _bf16_cast_of(lhs)) is not None:
-        return [], cast
-    alloc = buf.AllocOp(shaped_memref(BFloat16Type(), dims_of(lhs.type)))
-    alloc.result.name_hint = (op.operands[0].name_hint or "lhs") + "_bf16"
-    return [alloc, buf.CastOp([lhs], [alloc.result])], alloc.result
+    return _converted_lhs(op, lhs, buf.CastOp, BFloat16Type(), dims_of(lhs.type))
+
+
+def _converted_lhs(op: Operation, lhs: SSAValue, kind: type[buf.KernelOp], element: Attribute,
+                   dims: Sequence) -> tuple[list[Operation], SSAValue]:
+    """The ops that make a copy of the float32 buffer ``lhs`` in a cheaper form (``kind``: a bf16
+    cast, int8 rows) of ``element`` and ``dims``, and that copy; none when an earlier GEMM made
+    one (`_converted_of`)."""
+    if (made := _converted_of(lhs, kind, element)) is not None:
+        return [], made
+    alloc = buf.AllocOp(shaped_memref(element, dims))
+    alloc.result.name_hint = (op.operands[0].name_hint or "lhs") + ("_bf16" if kind is buf.CastOp else "_q8")
+    return [alloc, kind([lhs], [alloc.result])], alloc.result
 
 
 def _bf16_source(value: SSAValue) -> SSAValue | None:
@@ -685,16 +722,16 @@ def _drop(cast: buf.CastOp, buffer: SSAValue) -> None:
         alloc.erase()
 
 
-def _bf16_cast_of(value: SSAValue) -> SSAValue | None:
-    """A bf16 copy of ``value`` an earlier bf16 GEMM made (`_packed_bf16_prepare`), if any: a cast
-    in the block that defines ``value`` (the function's body, lowered in order: before this GEMM);
-    the buffer, written once, still holds it."""
+def _converted_of(value: SSAValue, kind: type[buf.KernelOp], element: Attribute) -> SSAValue | None:
+    """A copy of ``value`` an earlier GEMM made (`_converted_lhs`: a ``kind`` op writing
+    ``element``), if any: in the block that defines ``value`` (the function's body, lowered in
+    order: before this GEMM); the buffer, written once, still holds it."""
     home = value.owner if isinstance(value.owner, Block) else value.owner.parent_block()
     for use in value.uses:
-        cast = use.operation
-        if isinstance(cast, buf.CastOp) and use.index == 0 and cast.parent_block() is home \
-                and isinstance(cast.output.type.element_type, BFloat16Type):  # type: ignore[attr-defined]
-            return cast.output
+        made = use.operation
+        if isinstance(made, kind) and use.index == 0 and made.parent_block() is home \
+                and made.output.type.element_type == element:  # type: ignore[attr-defined]
+            return made.output
     return None
 
 
@@ -934,6 +971,16 @@ _register_all(
         prepare=_packed_bf16_prepare,
         packs_weights=True,
         error_floor=BF16_ERROR_FLOOR,
+    ),
+    KernelVariant(
+        "matmul.packed_int8",
+        _packed_matmul,
+        _packed_int8_applies,
+        "the register-tiled GEMM by integer dot products (VNNI's vpdpbusd): the weight as int8 per output "
+        "column, packed at load time, the activations quantised to int8 per row once per call, int32 sums",
+        prepare=_packed_int8_prepare,
+        packs_weights=True,
+        error_floor=INT8_ERROR_FLOOR,
     ),
     KernelVariant(
         "matmul.bf16_dot",

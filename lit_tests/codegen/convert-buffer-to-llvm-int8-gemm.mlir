@@ -1,0 +1,47 @@
+// RUN: tg-opt %s -p set-target{target=x86-64-v4},plan-memory,convert-buffer-to-llvm | filecheck --check-prefix=EMU %s
+// RUN: tg-opt %s -p set-target{target=icelake-server},plan-memory,convert-buffer-to-llvm | filecheck --check-prefix=VNNI %s
+
+// The int8 GEMM (matmul.packed_int8): buf.quantize_rows, then buf.packed_matmul over int8 quads
+// along K (an i8 lhs, an "int8kpanels" weight) (tensor_graphs/codegen/llvm/kernels_quantize_rows.py,
+// kernels_gemm.py, byte_dot.py):
+// - the rows: each row's largest magnitude as the integer maximum of its bits (sign cleared), its
+//   codes clamped as floats, rounded and offset by 128 in one addition, stored as bytes, the scale
+//   after them;
+// - no VNNI (x86-64-v4): the register tiles' byte dot products emulated, every byte widened to 32
+//   bits (zext of the activations, sext of the weights), multiplied, summed four by four;
+// - AVX512-VNNI (icelake-server): one vpdpbusd on 16 lanes per accumulator and quad step, 6 x 4 of them;
+// (AVX-VNNI's ymm form, for panels of 16 columns: tests/test_int8_gemm.py.)
+// - after the tile, the int32 sums become floats, and the epilogue takes the columns' offset out and
+//   multiplies by the row's and the column's scales before the bias and the ReLU.
+
+// EMU-LABEL: llvm.func internal @forward__0_quantize_rows
+// EMU:         llvm.call_intrinsic "llvm.umax.v16i32"
+// EMU:         llvm.call_intrinsic "llvm.vector.reduce.umax.v16i32"
+// EMU:         llvm.call_intrinsic "llvm.minnum.v16f32"
+// EMU:         llvm.call_intrinsic "llvm.maxnum.v16f32"
+// EMU:         llvm.fadd
+// EMU:         llvm.trunc %{{.*}} : vector<16xi32> to vector<16xi8>
+// EMU-LABEL: llvm.func internal @forward__1_packed_matmul
+// EMU:         llvm.fsub
+// EMU:         llvm.fmul
+// EMU-LABEL: llvm.func internal @tg_tile_6x4v16_s{{[0-9]+}}_i8(
+// EMU:         llvm.zext %{{.*}} : vector<64xi8> to vector<64xi32>
+// EMU:         llvm.sext %{{.*}} : vector<64xi8> to vector<64xi32>
+// EMU:         llvm.mul
+// EMU-NOT:     vpdpbusd
+// EMU:         llvm.sitofp
+// EMU:         llvm.return
+
+// VNNI-LABEL: llvm.func internal @tg_tile_6x4v16_s{{[0-9]+}}_i8(
+// VNNI-COUNT-24: llvm.call_intrinsic "llvm.x86.avx512.vpdpbusd.512"(%{{.*}}, %{{.*}}, %{{.*}}) : (vector<16xi32>, vector<16xi32>, vector<16xi32>) -> vector<16xi32>
+// VNNI-NOT:    llvm.mul
+// VNNI:        llvm.sitofp
+// VNNI:        llvm.return
+
+func.func @forward(%x: memref<40x98xf32>, %b: memref<100xf32>, %o: memref<40x100xf32>) attributes {tg.num_outputs = 1 : i64} {
+  %q = buf.alloc : memref<40x104xi8>
+  buf.quantize_rows ins(%x : memref<40x98xf32>) outs(%q : memref<40x104xi8>)
+  %w = buf.packed_weight "fc.weight" {transposed = true, layout = "int8kpanels", source_shape = array<i64: 100, 98>} : memref<2x27x256xi8>
+  buf.packed_matmul ins(%q, %w, %b : memref<40x104xi8>, memref<2x27x256xi8>, memref<100xf32>) outs(%o : memref<40x100xf32>) {beta = 1.0 : f32, activation = "relu"}
+  func.return
+}
