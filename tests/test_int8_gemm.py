@@ -1,7 +1,8 @@
 """The int8 GEMM (`matmul.packed_int8`): the weight as int8 per output column in quads along K
 (packed at load time), the activations quantised to int8 per row at run time (`buf.quantize_rows`),
-int32 sums by ``vpdpbusd`` (AVX512-VNNI on zmm, AVX-VNNI on ymm) or its emulation (every byte
-widened to 32 bits), scaled back to float32 in the GEMM's epilogue.
+int32 sums by AMX tiles (``tdpbusd``, where the target has AMX-INT8 and K is a multiple of 64),
+``vpdpbusd`` (AVX512-VNNI on zmm, AVX-VNNI on ymm) or its emulation (every byte widened to 32
+bits), scaled back to float32 in the GEMM's epilogue.
 
 Each engine must compute the product of the quantised operands exactly up to float32's rounding
 of the scaling: checked against NumPy in float64 over the same codes at 2e-6 of the output's
@@ -30,7 +31,8 @@ GELU = torch.nn.GELU(approximate="tanh")
 
 #: engine -> (the target it is compiled for: None for this CPU's ISA level without VNNI, the
 #: instruction and register that must be in its code)
-ENGINES = {"emulated": (None, None), "avx512vnni": ("icelake-server", "zmm"), "avxvnni": ("alderlake", "ymm")}
+ENGINES = {"emulated": (None, None), "avx512vnni": ("icelake-server", "zmm"), "avxvnni": ("alderlake", "ymm"),
+           "amx": ("sapphirerapids", "tmm")}
 
 
 def _emulating_target() -> str:
@@ -156,11 +158,11 @@ class _Residual(torch.nn.Module):
 
 @pytest.mark.parametrize("engine", list(ENGINES))
 def test_int8_gemm_epilogue_with_a_residual(engine, monkeypatch):
-    """The scales, then bias, residual and ReLU on each tile, 37 rows (a tail of 1), a partial
-    panel of 36 columns."""
+    """The scales, then bias, residual and ReLU on each tile (AMX: each 32 x 32 block), 37 rows
+    (a tail of 1; of AMX's 32: 5), a partial panel of 36 columns."""
     torch.manual_seed(11)
-    model = _Residual(96, 100).eval()
-    x, r = torch.randn(37, 96), torch.randn(37, 100)
+    model = _Residual(128, 100).eval()
+    x, r = torch.randn(37, 128), torch.randn(37, 100)
     target = _runnable(engine)
     graph = _graph(model, (x, r), target, monkeypatch)
     fn = tg.compile_module(graph.module, graph.weights, target=target)
@@ -170,7 +172,7 @@ def test_int8_gemm_epilogue_with_a_residual(engine, monkeypatch):
     assert np.abs(got - expected).max() <= 2e-6 * np.abs(expected).max()
 
 
-@pytest.mark.parametrize("engine", ["emulated", "avx512vnni"])
+@pytest.mark.parametrize("engine", ["emulated", "avx512vnni", "amx"])
 def test_int8_gemm_over_run_time_rows(engine, monkeypatch):
     """One graph for rows 1 to 80 (a size symbol): the rows quantised and each call's row tails
     computed right."""
@@ -225,10 +227,11 @@ def test_int8_gemms_of_one_input_share_its_quantised_rows(monkeypatch):
     assert np.abs(fn(x.numpy()) - expected).max() <= 2e-6 * np.abs(expected).max() * 32
 
 
-@pytest.mark.parametrize("engine", ["avx512vnni", "avxvnni"])
-def test_int8_gemm_compiles_to_vpdpbusd(engine, monkeypatch):
+@pytest.mark.parametrize("engine", ["avx512vnni", "avxvnni", "amx"])
+def test_int8_gemm_compiles_to_its_instructions(engine, monkeypatch):
     """Compiled for a CPU with VNNI (whatever this one is): the GEMM's inner loop is ``vpdpbusd``
-    on the target's vectors (zmm for AVX512-VNNI, ymm for AVX-VNNI: its VEX form)."""
+    on the target's vectors (zmm for AVX512-VNNI, ymm for AVX-VNNI: its VEX form); with AMX-INT8,
+    ``tdpbusd`` on tiles under a tile configuration."""
     import llvmlite.binding as llvm
 
     from tensor_graphs.codegen.llvm.jit import _target_machine, to_llvm_ir
@@ -240,9 +243,12 @@ def test_int8_gemm_compiles_to_vpdpbusd(engine, monkeypatch):
     mod = llvm.parse_assembly(to_llvm_ir(graph.module))
     mod.verify()
     asm = _target_machine(2, Target.named(target)).emit_assembly(mod)
+    if engine == "amx":
+        assert asm.count("tdpbusd") >= 4 and "ldtilecfg" in asm and "tilerelease" in asm and "vpdpbusd" not in asm
+        return
     ops = [line for line in asm.splitlines() if "vpdpbusd" in line]
     assert len(ops) >= 4 * 6 and all(register in line for line in ops)
-    assert "vpmulld" not in asm  # no emulation left
+    assert "vpmulld" not in asm and "tdpbusd" not in asm  # no emulation, no tiles
 
 
 def test_int8_gemm_is_refused_without_vnni():

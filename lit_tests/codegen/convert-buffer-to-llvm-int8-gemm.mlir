@@ -1,5 +1,6 @@
 // RUN: tg-opt %s -p set-target{target=x86-64-v4},plan-memory,convert-buffer-to-llvm | filecheck --check-prefix=EMU %s
 // RUN: tg-opt %s -p set-target{target=icelake-server},plan-memory,convert-buffer-to-llvm | filecheck --check-prefix=VNNI %s
+// RUN: tg-opt %S/Inputs/convert-buffer-to-llvm-int8-gemm-amx.mlir -p set-target{target=sapphirerapids},plan-memory,convert-buffer-to-llvm | filecheck --check-prefix=AMX %s
 
 // The int8 GEMM (matmul.packed_int8): buf.quantize_rows, then buf.packed_matmul over int8 quads
 // along K (an i8 lhs, an "int8kpanels" weight) (tensor_graphs/codegen/llvm/kernels_quantize_rows.py,
@@ -11,6 +12,9 @@
 //   bits (zext of the activations, sext of the weights), multiplied, summed four by four;
 // - AVX512-VNNI (icelake-server): one vpdpbusd on 16 lanes per accumulator and quad step, 6 x 4 of them;
 // (AVX-VNNI's ymm form, for panels of 16 columns: tests/test_int8_gemm.py.)
+// - AMX-INT8 (sapphirerapids, K = 128: Inputs/convert-buffer-to-llvm-int8-gemm-amx.mlir): the tile
+//   configuration, tdpbusd over A's and B's tiles, the int32 sums stored to out, then the epilogue
+//   over the block reads them back as integers (bitcast, sitofp) and scales them;
 // - after the tile, the int32 sums become floats, and the epilogue takes the columns' offset out and
 //   multiplies by the row's and the column's scales before the bias and the ReLU.
 
@@ -38,6 +42,15 @@
 // VNNI:        llvm.sitofp
 // VNNI:        llvm.return
 
+// AMX-LABEL: llvm.func internal @forward__1_packed_matmul
+// AMX:         llvm.call_intrinsic "llvm.x86.ldtilecfg"
+// AMX:         llvm.call_intrinsic "llvm.x86.tileloadd64"
+// AMX:         llvm.call_intrinsic "llvm.x86.tdpbusd"
+// AMX:         llvm.call_intrinsic "llvm.x86.tilestored64"
+// AMX:         llvm.bitcast %{{.*}} : f32 to i32
+// AMX:         llvm.sitofp
+// AMX:         llvm.call_intrinsic "llvm.x86.tilerelease"
+// AMX-NOT:     vpdpbusd
 func.func @forward(%x: memref<40x98xf32>, %b: memref<100xf32>, %o: memref<40x100xf32>) attributes {tg.num_outputs = 1 : i64} {
   %q = buf.alloc : memref<40x104xi8>
   buf.quantize_rows ins(%x : memref<40x98xf32>) outs(%q : memref<40x104xi8>)

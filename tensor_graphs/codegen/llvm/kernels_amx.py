@@ -26,6 +26,11 @@ float32 GEMM's on each tile), or with ``tg.separate_epilogue`` in one sweep afte
 tuner's parameter): with a GELU after a 768 x 3072 GEMM the two measured alike on Emerald Rapids
 (`benchmarks/bf16_gemm.py --gelu --engines amx amx-swept`: 2.06 / 2.07 and 1.96 / 1.91 ms at 128
 rows, 16.3 / 15.7 ms at 512), the GELU's arithmetic not overlapping the tile unit's.
+The int8 GEMM (``quads``, where the target has AMX-INT8) runs on the same tiles: A's rows are the
+codes `buf.quantize_rows` made (unsigned bytes, 64 of K a tile row, the row's scale after them,
+never loaded), B's the "int8kpanels" quads (16 rows of quads, 64 of K), ``tdpbusd`` sums them in
+int32 over all of K (exact: K below 66,000 cannot overflow), and the epilogue takes the int32
+bits stored in ``out`` to float32 and scales them (`_PackedGemm._finish`); K a multiple of 64.
 Linux hands AMX's tile state to a process only on request (`request_amx`, before the first call).
 Each product of two bf16 is exact in float32; the sums are float32 (AMX rounds each
 ``tdpbf16ps`` to nearest even with denormals flushed: within float32 rounding of the dot
@@ -35,7 +40,7 @@ product kernel's, `bf16_dot`).
 from __future__ import annotations
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import f32, i8, i16, i64
+from xdsl.dialects.builtin import f32, i8, i16, i32, i64
 from xdsl.ir import SSAValue
 
 from tensor_graphs.codegen.llvm.kernels import Access, LoweringError, _scalar_errors, emit_pointwise, paying_rows
@@ -43,21 +48,25 @@ from tensor_graphs.codegen.llvm.kernels_gemm import _epilogue_value, _sweep_epil
 from tensor_graphs.codegen.llvm.loops import FunctionBuilder, emit_for, emit_if, icmp, min_i64
 from tensor_graphs.target import amx_state_permitted
 
-#: The target extension the AMX GEMM needs (`Target.extensions`).
-AMX_EXTENSION = "amx-bf16"
+#: The target extension the AMX GEMM needs (`Target.extensions`): bf16 pairs, int8 quads
+AMX_EXTENSION, AMX_INT8_EXTENSION = "amx-bf16", "amx-int8"
+#: The tile product of each: bf16 pairs (float32 sums), int8 quads (unsigned A by signed B, int32 sums)
+TILE_PRODUCT = {False: "tdpbf16ps", True: "tdpbusd"}
 #: Tile registers: the accumulators C[i][j] (row half i, column tile j), A's row halves, B's column tiles
 C_TILES, A_TILES, B_TILES = ((0, 1), (2, 3)), (4, 5), (6, 7)
 #: Rows of a tile, and bytes of each row (16 float32, 32 bf16 or 16 words of pairs)
 TILE_ROWS, ROW_BYTES = 16, 64
-#: K (bf16 elements) per tile product
-K_STEP = 32
+#: Words (bf16 pairs or int8 quads along K) per row of an A tile
+WORDS_PER_ROW = ROW_BYTES // 4
 #: The configuration's bytes: palette, then the bytes per row of each tile (u16s), then its rows (u8s)
 CONFIG_BYTES, COLSB_AT, ROWS_AT = 64, 16, 48
 
 
-def amx_runs(target, k_words: int, batched: bool) -> bool:
-    """True when the bf16 GEMM of ``k_words`` pairs along K runs on AMX tiles on ``target``."""
-    return AMX_EXTENSION in target.extensions and not batched and k_words % (K_STEP // 2) == 0
+def amx_runs(target, k_words: int, batched: bool, quads: bool = False) -> bool:
+    """True when the bf16 GEMM of ``k_words`` pairs along K (``quads``: the int8 GEMM of
+    ``k_words`` quads) runs on AMX tiles on ``target``: a tile row is 16 words of either."""
+    extension = AMX_INT8_EXTENSION if quads else AMX_EXTENSION
+    return extension in target.extensions and not batched and k_words % WORDS_PER_ROW == 0
 
 
 def request_amx() -> None:
@@ -84,14 +93,16 @@ class AmxGemm:
 
     def __init__(self, gemm):
         self.g, self.ctx = gemm, gemm.ctx
-        if gemm.k % (K_STEP // 2):
-            raise LoweringError(f"{gemm.op.name}: AMX tiles need K a multiple of {K_STEP}, got {2 * gemm.k}")
+        if gemm.k % WORDS_PER_ROW:
+            per = 4 if gemm.quads else 2
+            raise LoweringError(f"{gemm.op.name}: AMX tiles need K a multiple of {per * WORDS_PER_ROW}, got {per * gemm.k}")
         self.col_tiles = gemm.nr // TILE_ROWS
-        self.steps = gemm.k * 2 // K_STEP
+        self.steps = gemm.k // WORDS_PER_ROW
         # the epilogue: on each 32 x 32 block as soon as its sums are stored (in L1, its vector
-        # work beside the tile unit's), or in one sweep after all (`tg.separate_epilogue`)
+        # work beside the tile unit's), or in one sweep after all (`tg.separate_epilogue`); the
+        # int8 GEMM's int32 sums always take theirs (its scales)
         self.addends, self.act = gemm.swept if gemm.swept is not None else (gemm.addends, gemm.act)
-        self.epilogue = bool(self.addends) or self.act != "none" or gemm.alpha != 1.0
+        self.epilogue = bool(self.addends) or self.act != "none" or gemm.alpha != 1.0 or gemm.quads
         self.swept = self.epilogue and gemm.swept is not None
 
     def emit(self) -> None:
@@ -173,12 +184,12 @@ class AmxGemm:
         """The ``count`` column tiles from tile c of panel p, over all of K, stored to out."""
         g, b = self.g, self.ctx.b
         halves = (0, 1) if halves2 else (0,)
-        k_bytes = 4 * g.k  # a row of A: K bf16
+        k_bytes = 4 * g.lda  # a row of A: K bf16 (int8: K codes and the row's scale)
         for i in halves:
             for j in range(count):
                 _amx(b, "tilezero", C_TILES[i][j])
         a_row = b.gep(self.pa, b.mul_i64(r0, b.i64(k_bytes)), i8)
-        panel = b.gep(self.pb, b.add_i64(b.mul_i64(p, b.i64(g.k * g.nr * 4)), b.i64(c * TILE_ROWS * 4)), i8)
+        panel = b.gep(self.pb, b.add_i64(b.mul_i64(p, b.i64(g.panel_words * 4)), b.i64(c * TILE_ROWS * 4)), i8)
 
         def step(s: SSAValue, _c: list) -> list:
             for i in halves:
@@ -189,7 +200,7 @@ class AmxGemm:
                 _amx(b, "tileloadd64", B_TILES[j], b.gep(panel, b.add_i64(at, b.i64(j * ROW_BYTES)), i8), b.i64(g.nr * 4))
             for i in halves:
                 for j in range(count):
-                    _amx(b, "tdpbf16ps", C_TILES[i][j], A_TILES[i], B_TILES[j])
+                    _amx(b, TILE_PRODUCT[g.quads], C_TILES[i][j], A_TILES[i], B_TILES[j])
             return []
 
         emit_for(b, 0, self.steps, step)
@@ -210,17 +221,31 @@ class AmxGemm:
         g, b = self.g, self.ctx.b
         col0 = b.add_i64(b.mul_i64(p, b.i64(g.nr)), b.i64(col))
         out = Access(b.gep(self.po, b.add_i64(b.mul_i64(r0, b.i64(g.n)), col0), f32), (g.n, 1), f32)
-        ins = [out]
+        ins = [out, *self._dequant_accesses(p, r0, col)]
         for ptr, (_, rs, cs, _gs, _scale) in zip(self.padd, self.addends):
             at = b.add_i64(b.mul_i64(r0, b.i64(rs)), b.mul_i64(col0, b.i64(cs)))
             ins.append(Access(b.gep(ptr, at, f32), (rs, cs), f32))
 
         def compute(b: FunctionBuilder, vals: list[SSAValue]) -> SSAValue:
+            if g.quads:  # the int32 sums' bits, as stored, to float32, then scaled (`_PackedGemm._finish`)
+                y = b.add(llvm.SIToFPOp(b.add(llvm.BitcastOp(vals[0], i32)), f32))
+                return g._finish(b, y, vals[1:])
             y = vals[0] if g.alpha == 1.0 else b.add(llvm.FMulOp(vals[0], b.f32(g.alpha)))
             return _epilogue_value(b, y, vals[1:], self.addends, self.act)
 
         with _scalar_errors(g.op):
             emit_pointwise(b, (rows, cols), out, ins, compute)
+
+    def _dequant_accesses(self, p: SSAValue, r0: SSAValue, col: int) -> list[Access]:
+        """The int8 GEMM's scales for the block at row r0, column ``col`` of panel p: its rows'
+        (the word after each row's codes in A) and its columns' scales and offsets (the rows
+        after the panel's codes); none for bf16."""
+        g, b = self.g, self.ctx.b
+        if not g.quads:
+            return []
+        rows = b.gep(self.pa, b.add_i64(b.mul_i64(r0, b.i64(g.lda)), b.i64(g.k)), f32)
+        columns = b.gep(self.pb, b.add_i64(b.mul_i64(p, b.i64(g.panel_words)), b.i64(g.k * g.nr + col)), f32)
+        return [Access(rows, (g.lda, 0), f32), Access(columns, (0, 1), f32), Access(b.gep(columns, g.nr, f32), (0, 1), f32)]
 
     def store(self, tile: int, p: SSAValue, row: SSAValue, col: int, cols: int, rows: int | SSAValue) -> None:
         """Tile ``tile`` to out's rows from ``row``, columns ``p NR + col`` on: directly when all

@@ -1058,14 +1058,14 @@ class _BlockAt:
 
 
 def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
-    """The register tiles (`_PackedGemm`), or for bf16 pairs on a target with AMX its tiles
-    (`kernels_amx.AmxGemm`)."""
+    """The register tiles (`_PackedGemm`), or for bf16 pairs (int8 quads) on a target with
+    AMX-BF16 (AMX-INT8) its tiles (`kernels_amx.AmxGemm`)."""
     from tensor_graphs.codegen.llvm.kernels_amx import AmxGemm, amx_runs
 
     gemm = _PackedGemm(ctx, op)
     if gemm.empty:
         return
-    if gemm.pairs and amx_runs(ctx.target, gemm.k, gemm.batched):
+    if (gemm.pairs or gemm.quads) and amx_runs(ctx.target, gemm.k, gemm.batched, gemm.quads):
         AmxGemm(gemm).emit()
     else:
         gemm.emit()

@@ -585,10 +585,18 @@ def _packed_int8_applies(op: Operation) -> str | None:
         return why
     if op.properties.get("transpose_a") == tg.bool_attr(True):
         return "a transposed lhs"
+    k = _shape(op.operands[0])[-1]
+    if k > INT8_MAX_K:
+        return f"K = {k} > {INT8_MAX_K}: int32 sums of 255 x 127 products could overflow"
     target = _target_of(op)
     if target.byte_dot_extension is None:
         return f"the target ({target.name}) has no int8 dot products (AVX512-VNNI or AVX-VNNI)"
     return None
+
+
+#: The longest K of the int8 GEMM: its int32 sums of codes (at most 255 x 127 a product) hold
+#: 66,311 products (AMX sums all of K in one tile; the register tiles a K block, or all of K)
+INT8_MAX_K = 65536
 
 
 def _packed_int8_prepare(op: Operation, ins: Sequence[SSAValue], target: Target) -> tuple[list[Operation], list[SSAValue]]:
