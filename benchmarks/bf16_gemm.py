@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bf16_gemm.py [--rows 64,128] [--k 768] [--n 3072] [--threads 1,2]
                                              [--gelu] [--bf16-model]
-                                             [--engines amx amx-swept avx512bf16 emulated int8 int8-emulated]
+                                             [--engines amx amx-swept avx512bf16 emulated int8 int8-vnni int8-emulated]
 
 The model is ``Linear(k, n)`` then ``Linear(n, k)`` (biases; ``--gelu``: GELU between), every
 GEMM pinned to a variant and compiled for a target: ``fp32`` (`matmul.packed`, this CPU), and
@@ -10,7 +10,8 @@ GEMM pinned to a variant and compiled for a target: ``fp32`` (`matmul.packed`, t
 ``amx-swept``: its epilogue in one sweep after the tiles, not on each block),
 ``avx512bf16`` (a CPU with AVX512-BF16 and no AMX: ``cooperlake``), ``emulated`` (this CPU's ISA
 level, no bf16 instructions: two FMAs a pair); and `matmul.packed_int8`: ``int8`` (this CPU, when
-it has VNNI: ``vpdpbusd``), ``int8-emulated`` (its ISA level: bytes widened to 32 bits, a
+it has VNNI: AMX's ``tdpbusd`` where it has AMX-INT8, else ``vpdpbusd``), ``int8-vnni`` (a CPU with
+AVX512-VNNI and no AMX: ``icelake-server``), ``int8-emulated`` (its ISA level: bytes widened to 32 bits, a
 correctness path, not a fast one). Engines alternate call by call; medians of 7
 rounds of 10 calls. GFLOP/s count 2 m k n per GEMM; the error is max |y - y32| / max |y32|
 against the float32 graph. ``--bf16-model``: the same model in bfloat16 as well, compiled as the
@@ -43,7 +44,8 @@ from tensor_graphs.tuning.paths import Candidate, kernel_paths, pin
 ENGINES = {"fp32": ("matmul.packed", None, {}), "amx": ("matmul.packed_bf16", None, {}),
            "amx-swept": ("matmul.packed_bf16", None, {"separate_epilogue": 1}),
            "avx512bf16": ("matmul.packed_bf16", "cooperlake", {}), "emulated": ("matmul.packed_bf16", "level", {}),
-           "int8": ("matmul.packed_int8", None, {}), "int8-emulated": ("matmul.packed_int8", "level", {})}
+           "int8": ("matmul.packed_int8", None, {}), "int8-vnni": ("matmul.packed_int8", "icelake-server", {}),
+           "int8-emulated": ("matmul.packed_int8", "level", {})}
 #: emulating engine -> the extension its target is told it has (so that the variant is offered; its code emulates it)
 EMULATES = {"emulated": "avx512bf16", "int8-emulated": "avx512vnni"}
 

@@ -2,14 +2,15 @@
 OpenVINO at f32 and bf16, each time beside its error.
 
     .venv/bin/python benchmarks/lowp_prefill.py [--models mlp encoder gpt2] [--threads 1,2]
-                                                [--tolerance 1e-2] [--rounds 10]
+                                                [--tolerance 1e-2 [3e-2 ...]] [--rounds 10]
 
 Rows (random init, ``torch.manual_seed(0)``): the MLP 768 -> 3072 -> 768 (GELU) at 64 and 128
 rows; one BertLayer (d 768, 12 heads, FFN 3072) at seq 128 (``suite.EncoderBlock``); GPT-2 small
 prefill 128, all logits (``gpt2.build``). Engines: ``tg-fp32``, tensor_graphs' heuristic graph;
-``tg-tuned``, ``tg.compile(tune="missing", tolerance=...)``, whose tuner may take the bf16 GEMMs
-(``matmul.packed_bf16``: AMX tiles, AVX512-BF16 dot products) where the CPU has them and their
-measured error fits (its compile includes the measuring); ``openvino-f32`` and ``openvino-bf16``
+``tg-tuned`` (``tg-tuned@<tolerance>`` for each of several), ``tg.compile(tune="missing",
+tolerance=...)``, whose tuner may take the bf16 GEMMs (``matmul.packed_bf16``: AMX tiles,
+AVX512-BF16 dot products) and the int8 GEMMs (``matmul.packed_int8``: AMX-INT8 tiles, VNNI) where
+the CPU has them and their measured error fits (its compile includes the measuring); ``openvino-f32`` and ``openvino-bf16``
 (``INFERENCE_PRECISION_HINT``; skipped when OpenVINO is not installed). Within a row the engines
 alternate (``gpt2.bench``); medians. Errors: max |y - y64| / max |y64| against eager in float64
 (the model and input cast to double), so that float32 engines show their own rounding.
@@ -61,7 +62,7 @@ def reference(model: torch.nn.Module, x: torch.Tensor) -> np.ndarray:
 
 def make_tuned(tolerance: float):
     def make(model, x, threads, cache):
-        key = f"tuned:{threads}"
+        key = f"tuned:{tolerance}:{threads}"
         if key not in cache:
             fn, seconds = gpt2.timed(lambda: tg.compile(model, (x,), tune="missing", tolerance=tolerance,
                                                         tuning_db=gpt2.tuning_db()))
@@ -91,18 +92,19 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+", default=["mlp", "encoder", "gpt2"], choices=["mlp", "encoder", "gpt2"])
     ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--tolerance", type=float, default=1e-2)
+    ap.add_argument("--tolerance", type=float, nargs="+", default=[1e-2])
     ap.add_argument("--rounds", type=int, default=10)
     args = ap.parse_args(argv)
-    makers = {"tg-fp32": gpt2.make_tensor_graphs, "tg-tuned": make_tuned(args.tolerance)}
+    tuned = {("tg-tuned" if len(args.tolerance) == 1 else f"tg-tuned@{t:g}"): make_tuned(t) for t in args.tolerance}
+    makers = {"tg-fp32": gpt2.make_tensor_graphs, **tuned}
     if gpt2.not_installed("openvino") is None:
         makers.update({"openvino-f32": make_openvino("f32"), "openvino-bf16": make_openvino("bf16")})
     else:
         print("OpenVINO is not installed (pip install .[bench]): its rows are left out")
     threads_list = [int(t) for t in args.threads.split(",")]
     print(f"CPU: {platform.processor() or platform.machine()}; target: {Target.host().describe()}")
-    print("\n| row | threads | " + " | ".join(f"{e} ms (error)" for e in makers) + " | tg-tuned / tg-fp32 |")
-    print("|---|--:|" + "--:|" * (len(makers) + 1))
+    print("\n| row | threads | " + " | ".join(f"{e} ms (error)" for e in makers) + "".join(f" | {t} / tg-fp32" for t in tuned) + " |")
+    print("|---|--:|" + "--:|" * (len(makers) + len(tuned)))
     table = rows()
     for key in args.models:
         for label, model, x in table[key]:
@@ -116,8 +118,8 @@ def main(argv: list[str] | None = None) -> int:
                 errors = {name: float(np.abs(gpt2.as_numpy(run()) - expected).max()) / scale for name, run in runs.items()}
                 ms = gpt2.bench(runs, args.rounds)
                 cells = [f"{ms[e]:.3f} ({errors[e]:.1e})" for e in makers]
-                print(f"| {label} | {threads} | " + " | ".join(cells) + f" | {ms['tg-tuned'] / ms['tg-fp32']:.2f} |",
-                      flush=True)
+                ratios = "".join(f" | {ms[t] / ms['tg-fp32']:.2f}" for t in tuned)
+                print(f"| {label} | {threads} | " + " | ".join(cells) + ratios + " |", flush=True)
     return 0
 
 

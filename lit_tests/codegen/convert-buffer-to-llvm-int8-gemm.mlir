@@ -13,10 +13,11 @@
 // - AVX512-VNNI (icelake-server): one vpdpbusd on 16 lanes per accumulator and quad step, 6 x 4 of them;
 // (AVX-VNNI's ymm form, for panels of 16 columns: tests/test_int8_gemm.py.)
 // - AMX-INT8 (sapphirerapids, K = 128: Inputs/convert-buffer-to-llvm-int8-gemm-amx.mlir): the tile
-//   configuration, tdpbusd over A's and B's tiles, the int32 sums stored to out, then the epilogue
-//   over the block reads them back as integers (bitcast, sitofp) and scales them;
-// - after the tile, the int32 sums become floats, and the epilogue takes the columns' offset out and
-//   multiplies by the row's and the column's scales before the bias and the ReLU.
+//   configuration, tdpbusd over A's and B's tiles, each tile's int32 sums stored to out, then read
+//   back as vectors of integers, converted, scaled and the bias added, in place;
+// - after the tile, the int32 sums become floats; the tile just stored is then scaled in place in
+//   vectors (the columns' offset taken out, times the row's and the column's scales) and its bias
+//   added, and the ReLU follows over it.
 
 // EMU-LABEL: llvm.func internal @forward__0_quantize_rows
 // EMU:         llvm.call_intrinsic "llvm.umax.v16i32"
@@ -26,8 +27,9 @@
 // EMU:         llvm.fadd
 // EMU:         llvm.trunc %{{.*}} : vector<16xi32> to vector<16xi8>
 // EMU-LABEL: llvm.func internal @forward__1_packed_matmul
-// EMU:         llvm.fsub
-// EMU:         llvm.fmul
+// EMU:         llvm.fsub %{{.*}} : vector<16xf32>
+// EMU:         llvm.fmul %{{.*}} : vector<16xf32>
+// EMU:         llvm.fadd %{{.*}} : vector<16xf32>
 // EMU-LABEL: llvm.func internal @tg_tile_6x4v16_s{{[0-9]+}}_i8(
 // EMU:         llvm.zext %{{.*}} : vector<64xi8> to vector<64xi32>
 // EMU:         llvm.sext %{{.*}} : vector<64xi8> to vector<64xi32>
@@ -47,8 +49,10 @@
 // AMX:         llvm.call_intrinsic "llvm.x86.tileloadd64"
 // AMX:         llvm.call_intrinsic "llvm.x86.tdpbusd"
 // AMX:         llvm.call_intrinsic "llvm.x86.tilestored64"
-// AMX:         llvm.bitcast %{{.*}} : f32 to i32
-// AMX:         llvm.sitofp
+// AMX:         llvm.load %{{.*}} : !llvm.ptr -> vector<16xi32>
+// AMX:         llvm.sitofp %{{.*}} : vector<16xi32> to vector<16xf32>
+// AMX:         llvm.fsub %{{.*}} : vector<16xf32>
+// AMX:         llvm.fadd %{{.*}} : vector<16xf32>
 // AMX:         llvm.call_intrinsic "llvm.x86.tilerelease"
 // AMX-NOT:     vpdpbusd
 func.func @forward(%x: memref<40x98xf32>, %b: memref<100xf32>, %o: memref<40x100xf32>) attributes {tg.num_outputs = 1 : i64} {

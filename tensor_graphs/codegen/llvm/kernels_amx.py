@@ -29,8 +29,9 @@ rows, 16.3 / 15.7 ms at 512), the GELU's arithmetic not overlapping the tile uni
 The int8 GEMM (``quads``, where the target has AMX-INT8) runs on the same tiles: A's rows are the
 codes `buf.quantize_rows` made (unsigned bytes, 64 of K a tile row, the row's scale after them,
 never loaded), B's the "int8kpanels" quads (16 rows of quads, 64 of K), ``tdpbusd`` sums them in
-int32 over all of K (exact: K below 66,000 cannot overflow), and the epilogue takes the int32
-bits stored in ``out`` to float32 and scales them (`_PackedGemm._finish`); K a multiple of 64.
+int32 over all of K (exact: K below 66,000 cannot overflow), and each tile's int32 sums, as
+soon as they are stored, are scaled to float32 in place, in vectors (`kernels_gemm.dequant_tile`),
+before the block's epilogue; K a multiple of 64.
 Linux hands AMX's tile state to a process only on request (`request_amx`, before the first call).
 Each product of two bf16 is exact in float32; the sums are float32 (AMX rounds each
 ``tdpbf16ps`` to nearest even with denormals flushed: within float32 rounding of the dot
@@ -40,11 +41,11 @@ product kernel's, `bf16_dot`).
 from __future__ import annotations
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import f32, i8, i16, i32, i64
+from xdsl.dialects.builtin import f32, i8, i16, i64
 from xdsl.ir import SSAValue
 
 from tensor_graphs.codegen.llvm.kernels import Access, LoweringError, _scalar_errors, emit_pointwise, paying_rows
-from tensor_graphs.codegen.llvm.kernels_gemm import _epilogue_value, _sweep_epilogue
+from tensor_graphs.codegen.llvm.kernels_gemm import _epilogue_value, _sweep_epilogue, dequant_tile
 from tensor_graphs.codegen.llvm.loops import FunctionBuilder, emit_for, emit_if, icmp, min_i64
 from tensor_graphs.target import amx_state_permitted
 
@@ -100,9 +101,12 @@ class AmxGemm:
         self.steps = gemm.k // WORDS_PER_ROW
         # the epilogue: on each 32 x 32 block as soon as its sums are stored (in L1, its vector
         # work beside the tile unit's), or in one sweep after all (`tg.separate_epilogue`); the
-        # int8 GEMM's int32 sums always take theirs (its scales)
+        # int8 GEMM's int32 sums are scaled as each tile is stored (`store`: alpha with them)
         self.addends, self.act = gemm.swept if gemm.swept is not None else (gemm.addends, gemm.act)
-        self.epilogue = bool(self.addends) or self.act != "none" or gemm.alpha != 1.0 or gemm.quads
+        self.epilogue = bool(self.addends) or self.act != "none" or (gemm.alpha != 1.0 and not gemm.quads)
+        # the int8 GEMM's whole panels add their addends with the scales (`store`); the block's
+        # epilogue then only applies the activation
+        self.added = gemm.quads
         self.swept = self.epilogue and gemm.swept is not None
 
     def emit(self) -> None:
@@ -208,46 +212,55 @@ class AmxGemm:
         for i in halves:
             row = b.add_i64(r0, b.i64(i * TILE_ROWS))
             for j in range(count):
-                self.store(C_TILES[i][j], p, row, (c + j) * TILE_ROWS, widths[j], TILE_ROWS if tail is None else tail[i])
-        if self.epilogue and not self.swept:
+                self.store(C_TILES[i][j], p, row, (c + j) * TILE_ROWS, widths[j], TILE_ROWS if tail is None else tail[i], partial)
+        if self.epilogue and not self.swept and (self.act != "none" or not g.quads or partial):
             width = sum(widths)
             rows = b.i64(len(halves) * TILE_ROWS) if tail is None else tail[0] if not halves2 else b.add_i64(*tail)
-            self.block_epilogue(p, r0, c * TILE_ROWS, rows, width)
+            self.block_epilogue(p, r0, c * TILE_ROWS, rows, width, partial)
 
-    def block_epilogue(self, p: SSAValue, r0: SSAValue, col: int, rows: SSAValue, cols: int) -> None:
+    def block_epilogue(self, p: SSAValue, r0: SSAValue, col: int, rows: SSAValue, cols: int, partial: bool = False) -> None:
         """``out = act(alpha * out + beta * acc + addend)`` over the block just stored: ``rows``
-        rows from r0, ``cols`` columns from the panel's column ``col``."""
+        rows from r0, ``cols`` columns from the panel's column ``col`` (the int8 GEMM's whole
+        panels added their addends with the scales: the activation only)."""
 
         g, b = self.g, self.ctx.b
         col0 = b.add_i64(b.mul_i64(p, b.i64(g.nr)), b.i64(col))
         out = Access(b.gep(self.po, b.add_i64(b.mul_i64(r0, b.i64(g.n)), col0), f32), (g.n, 1), f32)
-        ins = [out, *self._dequant_accesses(p, r0, col)]
-        for ptr, (_, rs, cs, _gs, _scale) in zip(self.padd, self.addends):
-            at = b.add_i64(b.mul_i64(r0, b.i64(rs)), b.mul_i64(col0, b.i64(cs)))
-            ins.append(Access(b.gep(ptr, at, f32), (rs, cs), f32))
+        addends = [] if self.added and not partial else self.addends
+        ins = [out, *self._addend_accesses(r0, col0, addends)]
 
         def compute(b: FunctionBuilder, vals: list[SSAValue]) -> SSAValue:
-            if g.quads:  # the int32 sums' bits, as stored, to float32, then scaled (`_PackedGemm._finish`)
-                y = b.add(llvm.SIToFPOp(b.add(llvm.BitcastOp(vals[0], i32)), f32))
-                return g._finish(b, y, vals[1:])
-            y = vals[0] if g.alpha == 1.0 else b.add(llvm.FMulOp(vals[0], b.f32(g.alpha)))
-            return _epilogue_value(b, y, vals[1:], self.addends, self.act)
+            y = vals[0] if g.alpha == 1.0 or g.quads else b.add(llvm.FMulOp(vals[0], b.f32(g.alpha)))
+            return _epilogue_value(b, y, vals[1:], addends, self.act)
 
         with _scalar_errors(g.op):
             emit_pointwise(b, (rows, cols), out, ins, compute)
 
-    def _dequant_accesses(self, p: SSAValue, r0: SSAValue, col: int) -> list[Access]:
-        """The int8 GEMM's scales for the block at row r0, column ``col`` of panel p: its rows'
-        (the word after each row's codes in A) and its columns' scales and offsets (the rows
-        after the panel's codes); none for bf16."""
-        g, b = self.g, self.ctx.b
-        if not g.quads:
-            return []
-        rows = b.gep(self.pa, b.add_i64(b.mul_i64(r0, b.i64(g.lda)), b.i64(g.k)), f32)
-        columns = b.gep(self.pb, b.add_i64(b.mul_i64(p, b.i64(g.panel_words)), b.i64(g.k * g.nr + col)), f32)
-        return [Access(rows, (g.lda, 0), f32), Access(columns, (0, 1), f32), Access(b.gep(columns, g.nr, f32), (0, 1), f32)]
+    def _addend_accesses(self, r0: SSAValue, col0: SSAValue, addends: list) -> list[Access]:
+        """``addends`` (the epilogue's: buffer, row and column strides, ..., scale) at row r0, column col0."""
+        b, accesses = self.ctx.b, []
+        for ptr, (_, rs, cs, _gs, _scale) in zip(self.padd, addends):
+            at = b.add_i64(b.mul_i64(r0, b.i64(rs)), b.mul_i64(col0, b.i64(cs)))
+            accesses.append(Access(b.gep(ptr, at, f32), (rs, cs), f32))
+        return accesses
 
-    def store(self, tile: int, p: SSAValue, row: SSAValue, col: int, cols: int, rows: int | SSAValue) -> None:
+    def _scale_sums(self, tile: SSAValue, ld: int, p: SSAValue, row: SSAValue, col: int, rows: int | SSAValue,
+                    partial: bool) -> None:
+        """The int8 GEMM's int32 sums of one tile just stored at ``tile`` (``ld`` floats a row),
+        rows from ``row``, the 16 columns from ``col`` of panel p, scaled to float32 in place
+        (`kernels_gemm.dequant_tile`: its rows' scales are the words after their codes in A, its
+        columns' scales and offsets the rows after the panel's codes), and in a whole panel its
+        addends added (a partial panel's columns past N have none: its block's epilogue adds them)."""
+        g, b = self.g, self.ctx.b
+        scales = b.gep(self.pa, b.add_i64(b.mul_i64(row, b.i64(g.lda)), b.i64(g.k)), f32)
+        columns = b.gep(self.pb, b.add_i64(b.mul_i64(p, b.i64(g.panel_words)), b.i64(g.k * g.nr + col)), f32)
+        col0 = b.add_i64(b.mul_i64(p, b.i64(g.nr)), b.i64(col))
+        added = [] if partial else [(a.ptr, *a.strides, scale) for a, (*_, scale)
+                                    in zip(self._addend_accesses(row, col0, self.addends), self.addends)]
+        dequant_tile(b, tile, ld, rows, TILE_ROWS // g.lanes, g.lanes, (scales, g.lda), columns, g.nr, g.alpha, from_int=True,
+                     addends=added)
+
+    def store(self, tile: int, p: SSAValue, row: SSAValue, col: int, cols: int, rows: int | SSAValue, partial: bool = False) -> None:
         """Tile ``tile`` to out's rows from ``row``, columns ``p NR + col`` on: directly when all
         its 16 columns are out's, else through the stack, ``cols`` of them for ``rows`` rows."""
         g, b = self.g, self.ctx.b
@@ -256,9 +269,13 @@ class AmxGemm:
         dest = b.gep(self.po, at, f32)
         if cols == TILE_ROWS:
             _amx(b, "tilestored64", tile, dest, b.i64(4 * n))
+            if g.quads:
+                self._scale_sums(dest, n, p, row, col, rows, partial)
             return
         assert self.stack is not None
         _amx(b, "tilestored64", tile, self.stack, b.i64(ROW_BYTES))
+        if g.quads:
+            self._scale_sums(self.stack, TILE_ROWS, p, row, col, rows, True)
         count = rows if isinstance(rows, SSAValue) else b.i64(rows)
 
         def copy(r: SSAValue, _c: list) -> list:

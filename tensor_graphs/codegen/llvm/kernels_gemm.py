@@ -894,9 +894,23 @@ class _PackedGemm:
             scale = alpha if alpha == 1.0 else b.add(llvm.SelectOp(ks.last, b.f32(alpha), b.f32(1.0)))
         adding = (not ks.first) if isinstance(ks.first, bool) else b.add(llvm.SubOp(b.i64(1), b.add(llvm.ZExtOp(ks.first, i64))))
         tile_call(prefetch=True, alpha=scale, accumulate=adding)
-        if ks.last is False or not (partial or self.addends or self.act != "none" or self.quads):
+        if self.quads and ks.last is not False:  # the int8 sums scaled in place, vectors of the tile just stored
+            assert at.scales is not None
+            row_scales, columns = at.scales
+
+            # a whole tile takes its addends with its scales (a partial one's columns past N have none)
+            added = [] if partial else [(a.ptr, *a.strides, scale) for a, (*_, scale)
+                                        in zip(self._addend_accesses(r0, at.col0, at.g), self.addends)]
+
+            def scale_tile() -> None:
+                dequant_tile(b, at.dest, at.ld, rows, at.width, self.lanes, (row_scales, self.lda), columns, self.nr, self.alpha,
+                             addends=added)
+
+            scale_tile() if ks.last is True else emit_if(b, ks.last, scale_tile)
+        added_here = self.quads and not partial
+        if ks.last is False or not (partial or (self.addends and not added_here) or self.act != "none"):
             return
-        self._epilogue(at, r0, rows, self.last_cols if partial else self.nr, ks)
+        self._epilogue(at, r0, rows, self.last_cols if partial else self.nr, ks, with_addends=not added_here)
 
     def _block_at(self, p: SSAValue, r0: SSAValue | int, partial: bool, ks: KRange) -> _BlockAt:
         """Where block (p, r0) reads and writes: A's rows from k step ``ks.start``, the panel's
@@ -985,18 +999,20 @@ class _PackedGemm:
 
     def _dequant_accesses(self, at: _BlockAt) -> list[Access]:
         """int8 quads: the block's row scales (the word after each row's codes in A), its
-        columns' scales and offsets (the rows after the panel's codes); else none."""
+        columns' scales and offsets (the rows after the panel's codes); else none. (For the
+        K-blocked partial panel, whose sums are scaled once added up: `_partial_block`; every
+        other block scales its tile in place, `dequant_tile`.)"""
         if at.scales is None:
             return []
         rows, columns = at.scales
         offsets = self.t.b.gep(columns, self.nr, f32)
         return [Access(rows, (self.lda, 0), f32), Access(columns, (0, 1), f32), Access(offsets, (0, 1), f32)]
 
-    def _finish(self, b: FunctionBuilder, y: SSAValue, values: list[SSAValue]) -> SSAValue:
-        """The epilogue of one output element ``y`` (``values``: its dequantisation's (int8
-        quads: `_dequant_accesses`), then its addends', when any): int8 sums ``y`` are
-        ``alpha * s_row * s_col * (y - offset_col)`` first."""
-        if self.quads:
+    def _finish(self, b: FunctionBuilder, y: SSAValue, values: list[SSAValue], sums: bool = False) -> SSAValue:
+        """The epilogue of one output element ``y`` (``values``: with ``sums``, int8 sums to
+        scale, its dequantisation's first (`_dequant_accesses`), then its addends', when any):
+        int8 sums ``y`` are ``alpha * s_row * s_col * (y - offset_col)`` first."""
+        if sums:
             s_row, s_col, offset = values[:3]
             scale = b.add(llvm.FMulOp(s_col, s_row if self.alpha == 1.0 else b.add(llvm.FMulOp(s_row, b.f32(self.alpha)))))
             y, values = b.add(llvm.FMulOp(b.add(llvm.FSubOp(y, offset)), scale)), values[3:]
@@ -1017,18 +1033,22 @@ class _PackedGemm:
 
         def add_block(b: FunctionBuilder, vals: list[SSAValue]) -> SSAValue:
             y = vals[0] if ks.first else b.add(llvm.FAddOp(vals[0], vals[1]))
-            return self._finish(b, y, vals[sums:]) if ks.last else y
+            return self._finish(b, y, vals[sums:], self.quads) if ks.last else y
 
         with _scalar_errors(self.op):
             emit_pointwise(self.t.b, (rows, self.last_cols), Access(at.out_tile, (n, 1), f32), ins, add_block)
 
-    def _epilogue(self, at: _BlockAt, r0: SSAValue | int, rows: int | SSAValue, cols: int, ks: KRange) -> None:
-        """After the last K block (a run-time flag in a loop over them): the block's addends and
-        activation, out of the stack tile for a partial panel."""
+    def _epilogue(self, at: _BlockAt, r0: SSAValue | int, rows: int | SSAValue, cols: int, ks: KRange,
+                  with_addends: bool = True) -> None:
+        """After the last K block (a run-time flag in a loop over them): the block's addends
+        (unless added already: ``with_addends``) and activation, out of the stack tile for a
+        partial panel."""
         b = self.t.b
-        ins = [Access(at.dest, (at.ld, 1), f32), *self._dequant_accesses(at), *self._addend_accesses(r0, at.col0, at.g)]
+        ins = [Access(at.dest, (at.ld, 1), f32), *(self._addend_accesses(r0, at.col0, at.g) if with_addends else [])]
 
         def epilogue(b: FunctionBuilder, vals: list[SSAValue]) -> SSAValue:
+            if not with_addends:
+                return _epilogue_value(b, vals[0], [], [], self.act)
             return self._finish(b, vals[0], vals[1:])
 
         def sweep() -> None:
@@ -1055,6 +1075,43 @@ class _BlockAt:
     g: SSAValue | None
     #: int8 quads: (the block's first row scale in A, its panel's column scales), else None
     scales: tuple[SSAValue, SSAValue] | None = None
+
+
+def dequant_tile(b: FunctionBuilder, tile: SSAValue, ld: int | SSAValue, rows: int | SSAValue, vectors: int, lanes: int,
+                 row_scales: tuple[SSAValue, int], columns: SSAValue, nr: int, alpha: float, from_int: bool = False,
+                 addends: list[tuple[SSAValue, int, int, float]] = ()) -> None:
+    """The int8 GEMM's sums of a tile scaled in place, in vectors: ``tile[r, j] = (y - offset[j]) *
+    scale[j] * s[r] * alpha`` for ``rows`` rows (``ld`` floats apart) of ``vectors`` vectors of
+    ``lanes``; ``y`` the float32 sums (``from_int``: int32 sums, as AMX stores them); ``s[r]`` at
+    ``row_scales`` (pointer, stride in words), ``scale`` at ``columns``, ``offset`` ``nr`` after.
+    Then ``+ scale * addend`` for each of ``addends`` ((pointer at the tile's first element, row
+    stride, column stride 0 or 1, scale): a bias, a residual), in the order of the scalar epilogue
+    (`_epilogue_value`): the vectors the loop vectoriser could not make of it (the tile and the
+    addends may alias, for all it knows)."""
+    vec = vector_type(lanes)
+    words = VectorType(i32, [lanes])
+    first, stride = row_scales
+    col = [b.add(llvm.LoadOp(b.gep(columns, v * lanes, f32), vec, alignment=4)) for v in range(vectors)]
+    offset = [b.add(llvm.LoadOp(b.gep(columns, nr + v * lanes, f32), vec, alignment=4)) for v in range(vectors)]
+
+    def row(r: SSAValue, _c: list) -> list:
+        s = b.load(b.gep(first, b.mul_i64(r, b.i64(stride)), f32), f32)
+        scale = splat(b, s if alpha == 1.0 else b.add(llvm.FMulOp(s, b.f32(alpha))), lanes)
+        at = b.gep(tile, b.mul_i64(r, _val(b, ld)), f32)
+        for v in range(vectors):
+            ptr = b.gep(at, v * lanes, f32)
+            y = b.add(llvm.LoadOp(ptr, words if from_int else vec, alignment=4))
+            y = b.add(llvm.SIToFPOp(y, vec)) if from_int else y
+            scaled = b.add(llvm.FMulOp(b.add(llvm.FSubOp(y, offset[v])), b.add(llvm.FMulOp(col[v], scale))))
+            for ptr, rs, cs, weight in addends:
+                start = b.gep(ptr, b.mul_i64(r, b.i64(rs)), f32) if rs else ptr
+                value = b.add(llvm.LoadOp(b.gep(start, v * lanes, f32), vec, alignment=4)) if cs else \
+                    splat(b, b.load(start, f32), lanes)
+                scaled = b.add(llvm.FAddOp(scaled, value if weight == 1.0 else b.add(llvm.FMulOp(value, splat(b, b.f32(weight), lanes)))))
+            b.add(llvm.StoreOp(scaled, _vector_at(b, at, v * lanes, lanes), alignment=4))
+        return []
+
+    emit_for(b, 0, rows, row)
 
 
 def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:

@@ -984,8 +984,8 @@ _register_all(
         "matmul.packed_int8",
         _packed_matmul,
         _packed_int8_applies,
-        "the register-tiled GEMM by integer dot products (VNNI's vpdpbusd): the weight as int8 per output "
-        "column, packed at load time, the activations quantised to int8 per row once per call, int32 sums",
+        "the register-tiled (or AMX) GEMM by integer dot products (VNNI's vpdpbusd, AMX's tdpbusd): the weight "
+        "as int8 per output column, packed at load time, the activations quantised to int8 per row once per call, int32 sums",
         prepare=_packed_int8_prepare,
         packs_weights=True,
         error_floor=INT8_ERROR_FLOOR,
