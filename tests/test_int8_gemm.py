@@ -251,14 +251,24 @@ def test_int8_gemm_compiles_to_its_instructions(engine, monkeypatch):
     assert "vpmulld" not in asm and "tdpbusd" not in asm  # no emulation, no tiles
 
 
-def test_int8_gemm_is_refused_without_vnni():
-    """On a target without integer dot products the variant says why, and the heuristic never
-    takes it."""
+def test_int8_gemm_is_offered_where_the_target_has_vnni():
+    """The variant is a path for the tuner (never the heuristic's choice) on a target with VNNI
+    (AVX512-VNNI, AVX-VNNI on 256-bit vectors) or AMX-INT8, refused with the reason elsewhere and
+    for a K whose int32 sums could overflow."""
     from tensor_graphs.target import record
 
     model = torch.nn.Sequential(torch.nn.Linear(64, 32)).eval()
-    graph = import_model(model, (torch.randn(4, 64),))
-    build_pipeline(TENSOR_PIPELINE).apply(Context(), graph.module)
-    record(graph.module, Target.named("x86-64-v3"))
-    (gemm,) = [p for p in kernel_paths(graph.module) if p.name == "tg.matmul"]
-    assert "no int8 dot products" in dict(gemm.rejected)["matmul.packed_int8"]
+    for target, offered in (("sapphirerapids", True), ("znver4", True), ("icelake-server", True), ("alderlake", True),
+                            ("x86-64-v4", False), ("haswell", False)):
+        graph = import_model(model, (torch.randn(4, 64),))
+        build_pipeline(TENSOR_PIPELINE).apply(Context(), graph.module)
+        record(graph.module, Target.named(target))
+        (gemm,) = [p for p in kernel_paths(graph.module) if p.name == "tg.matmul"]
+        assert ("matmul.packed_int8" in gemm.applicable) == offered and gemm.applicable[0] == "matmul.packed"
+        if not offered:
+            assert dict(gemm.rejected)["matmul.packed_int8"] == \
+                f"the target ({target}) has no int8 dot products (AVX512-VNNI or AVX-VNNI)"
+    long = import_model(torch.nn.Sequential(torch.nn.Linear(70000, 16)).eval(), (torch.randn(2, 70000),))
+    build_pipeline(TENSOR_PIPELINE).apply(Context(), long.module)
+    (gemm,) = [p for p in kernel_paths(long.module) if p.name == "tg.matmul"]
+    assert "int32 sums of 255 x 127 products could overflow" in dict(gemm.rejected)["matmul.packed_int8"]
