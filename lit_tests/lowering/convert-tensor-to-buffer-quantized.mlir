@@ -5,6 +5,7 @@
 // RUN: not tg-opt %S/Inputs/convert-tensor-to-buffer-packed-bf16.mlir -p "set-target{target=x86-64-v3},convert-tensor-to-buffer{threads=1}" 2>&1 | filecheck --check-prefix=NOGEMM %s
 // RUN: tg-opt %S/Inputs/convert-tensor-to-buffer-packed-int8.mlir -p "set-target{target=icelake-server},convert-tensor-to-buffer{threads=1}" | filecheck --check-prefix=INT8 %s
 // RUN: not tg-opt %S/Inputs/convert-tensor-to-buffer-packed-int8.mlir -p "set-target{target=x86-64-v3},convert-tensor-to-buffer{threads=1}" 2>&1 | filecheck --check-prefix=NOINT8 %s
+// RUN: tg-opt %S/Inputs/convert-tensor-to-buffer-packed-rhs-bf16.mlir -p "set-target{target=sapphirerapids},convert-tensor-to-buffer{threads=1},fuse-im2col-panels" | filecheck --check-prefix=CONV %s
 // RUN: tg-opt %S/Inputs/convert-tensor-to-buffer-bf16-operands.mlir -p "set-target{target=x86-64-v3},convert-tensor-to-buffer{threads=1}" | filecheck --check-prefix=OPS %s
 // convert-tensor-to-buffer for the matrix-vector products over cheaper weights
 // (matmul.bf16_weights, matmul.int8_weights, matmul.int4_weights, matmul.int4zp_weights,
@@ -103,6 +104,17 @@ func.func @too_many_rows(%x: tensor<16x32xf32>) -> tensor<16x64xf32> {
 // INT8-NEXT:    %x_q8 = buf.alloc : memref<40x104xi8>
 // INT8-NEXT:    buf.quantize_rows ins(%x : memref<40x98xf32>) outs(%x_q8 : memref<40x104xi8>)
 // INT8-NEXT:    buf.packed_matmul ins(%x_q8, %w_int8k, %b : memref<40x104xi8>, memref<2x27x256xi8>, memref<100xf32>) outs(%out0 : memref<40x100xf32>) {beta = 1.000000e+00 : f32, activation = "gelu_tanh"}
+// A convolution in bf16 (matmul.packed_rhs_bf16, Inputs/convert-tensor-to-buffer-packed-rhs-bf16.mlir):
+// the weight [20, 3, 3, 3] packed at load time as its bf16 rows (K = 27 padded to 28: pairs along
+// K), the windows written by one buf.im2col (its own im2col folded in by fuse-im2col-panels)
+// straight into panels of bf16 pairs ([3 panels, 14 pair rows, 2 x 64]), the GEMM over both with
+// the float32 epilogue (bias, ReLU).
+// CONV:         %p_0_weight_bf16rows = buf.packed_weight "0.weight" {layout = "bf16rows", source_shape = array<i64: 20, 3, 3, 3>} : memref<20x28xbf16>
+// CONV-NEXT:    %0 = buf.reshape %p_0_weight_bf16rows : memref<20x28xbf16> -> memref<1x20x28xbf16>
+// CONV-NEXT:    %conv2d_panels = buf.alloc : memref<3x14x128xbf16>
+// CONV-NEXT:    buf.im2col ins(%input : memref<1x3x12x12xf32>) outs(%conv2d_panels : memref<3x14x128xbf16>) {kernel = array<i64: 3, 3>, stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, panels = 64 : i64}
+// CONV:         buf.packed_matmul ins(%0, %conv2d_panels, %conv2d : memref<1x20x28xbf16>, memref<3x14x128xbf16>, memref<20x1xf32>) outs(%relu : memref<1x20x144xf32>) {beta = 1.000000e+00 : f32, activation = "relu"}
+
 // NOINT8: pins kernel 'matmul.packed_int8' (tg.kernel), which cannot run it: the target (x86-64-v3) has no int8 dot products (AVX512-VNNI or AVX-VNNI)
 
 // A bf16 model's GEMM (matmul.bf16_operands, Inputs/convert-tensor-to-buffer-bf16-operands.mlir):

@@ -218,6 +218,8 @@ class WeightOp(IRDLOperation):
 #: The memref element type of packed panels by their NumPy dtype (`packing.FORMATS`): int8 and
 #: uint8 (int4 codes, zero points) as i8, uint16 (bf16 bits) as bf16, float32 (scales) as f32.
 PANEL_ELEMENTS = {"int8": "i8", "uint8": "i8", "uint16": "bf16", "float32": "f32"}
+#: The layout of a weight as the bf16 rows of a GEMM's lhs (`packing.Bf16RowsLayout`)
+BF16_ROWS = "bf16rows"
 #: Elements of a panel row per column, by format (`packing.FORMATS`; 1 when not named): bf16 pairs
 #: along K, int4 codes in dot-product order (4 bytes per column), int8 quads along K
 PER_COLUMN = {"bf16k": 2, "int4dot": 4, "int8k": 4}
@@ -251,6 +253,8 @@ class PackedWeightOp(IRDLOperation):
     #: "bf16panels" ``memref<P x K x NR x bf16>``, "int8panels" ``memref<P x K x NR x i8>`` and
     #: its "int8scalespanels" ``memref<P x NR x f32>``, "bf16kpanels" ``memref<P x ceil(K/2) x 2NR x bf16>``,
     #: "int8kpanels" ``memref<P x ceil(K/4)+2 x 4NR x i8>`` (int8 quads along K, then the columns' scales);
+    #: "bf16rows": a weight ``[M, ...]`` as the bf16 lhs ``memref<M x 2ceil(K/2) x bf16>`` of a GEMM
+    #: (`packing.Bf16RowsLayout`: a convolution's weight in its bf16 GEMM);
     #: int4 (`packing.Int4Scheme`): "int4g32panels" ``memref<P x K x NR/2 x i8>`` (two codes a byte),
     #: "int4g32scalespanels" ``memref<P x ceil(K/32) x NR x bf16>`` (and "int4zg32zerospanels", i8).
     layout = prop_def(StringAttr, default_value=StringAttr("panels"))
@@ -288,12 +292,14 @@ class PackedWeightOp(IRDLOperation):
     @property
     def packing(self):
         """How the weight is packed: a `dialects.packing.PanelLayout` (its panel width from the
-        result type) or a `dialects.winograd.WinogradLayout`."""
-        from tensor_graphs.dialects.packing import PanelLayout
+        result type), a `dialects.winograd.WinogradLayout` or a `dialects.packing.Bf16RowsLayout`."""
+        from tensor_graphs.dialects.packing import Bf16RowsLayout, PanelLayout
         from tensor_graphs.dialects.winograd import WinogradLayout
 
         if self.winograd_tile:
             return WinogradLayout(self.weight_name.data, self.winograd_tile)
+        if self.layout.data == BF16_ROWS:
+            return Bf16RowsLayout(self.weight_name.data)
         from tensor_graphs.dialects.packing import Int4Scheme
 
         nr = shape_of(self.result)[-1]
@@ -325,6 +331,10 @@ class PackedWeightOp(IRDLOperation):
             rank = 2 if fmt == "int8scales" else 3
             _check(len(shape) == rank and shape[-1] > 0 and shape[-1] % MIN_FLOAT_LANES == 0,
                    f"buf.packed_weight: expected a rank-{rank} {self.layout.data} weight of whole vectors, got {self.result.type}")
+            return
+        if self.layout.data == BF16_ROWS:  # its shape: `_verify_source`
+            _check(isinstance(element, BFloat16Type) and len(shape) == 2,
+                   f"buf.packed_weight: {BF16_ROWS} is memref<M x K x bf16>, got {self.result.type}")
             return
         _check(element == f32, f"buf.packed_weight: {self.layout.data} holds f32, got {self.result.type}")
         if self.layout.data != "panels":
@@ -643,6 +653,12 @@ class PackedMatmulOp(KernelOp):
     images, `buf.winograd_input`), or one ``a`` ``[M, K]`` for every GEMM (a convolution's weight over a
     batch of images, each image's windows packed by `buf.im2col`) with the epilogue's
     accumulator and addend broadcasting to ``out``.
+
+    Cheaper operands: panels of bf16 pairs along K ("bf16kpanels", ``[P, ceil(K / 2), 2 NR]``
+    bf16) by a bf16 ``a`` (`pairs`); panels of int8 quads along K with two rows of their columns'
+    scales and offsets ("int8kpanels", ``[P, ceil(K / 4) + 2, 4 NR]`` i8) by the rows
+    `buf.quantize_rows` made (i8 ``[..., M, 4 ceil(K / 4) + 4]``: `quads`); the output and the
+    epilogue stay float32.
     """
 
     name = "buf.packed_matmul"
@@ -655,6 +671,8 @@ class PackedMatmulOp(KernelOp):
         a, packed = ins[0], ins[1]
         if len(packed) == 4:  # a batch of GEMMs: one set of panels each, one A each or one for all
             g, panels, k, nr = packed
+            if self.pairs:  # bf16 pairs along K: [G, panels, K / 2, 2 NR] by a bf16 lhs
+                k, nr = 2 * k, nr // 2
             shared = len(a) == 2
             if len(a) not in (2, 3) or len(a) == 3 and (not divides(a[0], g) or len(ins) >= 3) or a[-1] != k or len(out) != 3 \
                     or tuple(out[:2]) != (g, a[-2]) or nr <= 0 or -(-out[2] // nr) != panels:
@@ -664,7 +682,7 @@ class PackedMatmulOp(KernelOp):
                 )
             if shared and len(ins) == 4 and not is_broadcastable_to(ins[3], out):
                 raise ShapeError(f"addend {list(ins[3])} does not broadcast to {list(out)}")
-            _verify_epilogue(self, ins[:3], out)
+            _verify_epilogue(self, ins[:3], out, operands=2 if self.pairs else 0)
             return
         if len(a) < 2 or len(packed) != 3:
             raise ShapeError(f"expected a [..., M, K] lhs and a [panels, K, NR] packed weight, got {list(a)} and {list(packed)}")
@@ -1239,7 +1257,8 @@ class Im2colOp(KernelOp):
     With ``panels = NR`` the windows are written as the rhs of a packed GEMM reads them: each
     image's matrix ``cols[C*KH*KW, OH*OW]`` in column panels, ``out [ceil(OH*OW / NR), C*KH*KW,
     NR]`` for one image, ``[N, ceil(OH*OW / NR), C*KH*KW, NR]`` for N (`buf.packed_matmul`, a
-    batch of GEMMs; the last panel's padding columns are zeros). A 1x1 window at stride 1 is
+    batch of GEMMs; the last panel's padding columns are zeros); a bf16 ``out`` holds them as
+    pairs along K, rounded (`pairs`: the bf16 GEMM's rhs). A 1x1 window at stride 1 is
     then the packing of ``x`` itself::
 
         buf.im2col ins(%x : memref<1x64x56x56xf32>) outs(%p : memref<196x576x16xf32>)
@@ -1268,6 +1287,13 @@ class Im2colOp(KernelOp):
         """``NR`` of the panel layout, 0 for the plain one."""
         return self.panels.value.data
 
+    @property
+    def pairs(self) -> bool:
+        """Panels of bf16 pairs along K (a bf16 output with ``panels``: the bf16 GEMM's rhs,
+        ``[..., ceil(OH*OW / NR), ceil(K / 2), 2 NR]``, each value rounded to bf16, an odd K
+        padded with a zero row)."""
+        return self.panel_columns > 0 and isinstance(self.output.type.element_type, BFloat16Type)  # type: ignore[attr-defined]
+
     def positions(self, x: tuple[int, ...]) -> tuple[int, int]:
         """(OH, OW): the window positions along the height and width of an input ``x`` (torch's
         count: a plain layout may hold one more, ``ceil_mode``)."""
@@ -1291,7 +1317,10 @@ class Im2colOp(KernelOp):
         if len(ins[0]) != 4:
             raise ShapeError(f"the panel layout takes images x [N, C, H, W], got {list(ins[0])}")
         oh, ow = self.positions(ins[0])
-        expected = (-(-(oh * ow) // nr), ins[0][1] * kernel[0] * kernel[1], nr)
+        k = ins[0][1] * kernel[0] * kernel[1]
+        expected = (-(-(oh * ow) // nr), -(-k // 2), 2 * nr) if self.pairs else (-(-(oh * ow) // nr), k, nr)
+        if self.pairs and self.inputs[0].type.element_type != f32:  # type: ignore[attr-defined]
+            raise ShapeError(f"panels of bf16 pairs take a float32 input, got {self.inputs[0].type}")
         if len(out) == 4:  # one set of panels per image
             expected = (ins[0][0], *expected)
         elif ins[0][0] != 1:

@@ -12,8 +12,9 @@ is done once, when the graph is loaded. A matrix-vector product streams the same
 is the width of the target's GEMM register tile (`Target.panel_columns_for`: 64 on AVX-512, 16
 on AVX2, 8 on SSE), so the packed layout follows the target a graph is compiled for.
 
-`layout_from_slot_name` also knows the other load-time layout, a 3x3 convolution's weight
-transformed for Winograd's algorithm (`dialects.winograd.WinogradLayout`).
+`layout_from_slot_name` also knows the other load-time layouts: a 3x3 convolution's weight
+transformed for Winograd's algorithm (`dialects.winograd.WinogradLayout`), and a weight as the
+bf16 rows of a GEMM's lhs (`Bf16RowsLayout`: a convolution's weight in its bf16 GEMM).
 
 The weight comes as PyTorch stores it, ``[N, K]`` (``transposed``: ``B`` is its transpose, as in
 ``nn.Linear``), or ``[K, N]`` (transformers' ``Conv1D``). `PanelLayout` names the packed array
@@ -369,10 +370,50 @@ class PanelLayout:
             out[full, :, rest:] = 0.0
 
 
+@dataclass(frozen=True)
+class Bf16RowsLayout:
+    """A weight ``source`` ``[M, ...]`` as the bf16 lhs of a GEMM whose rhs the graph packs (a
+    convolution's ``W[Cout, C KH KW]`` times its windows): the matrix ``[M, K]`` (K the product
+    of the other dims) rounded to bf16 (`to_bf16`), each row padded with a zero to an even K, so
+    that its words are pairs along K (`buf.packed_matmul` over bf16 pairs): ``[M, 2 ceil(K / 2)]``
+    bf16 bits."""
+
+    source: str
+
+    @property
+    def slot_name(self) -> str:
+        return f"{self.source}@bf16rows"
+
+    @staticmethod
+    def from_slot_name(name: str) -> Bf16RowsLayout | None:
+        source, sep, tail = name.rpartition("@bf16rows")
+        return Bf16RowsLayout(source) if sep and not tail else None
+
+    def packs(self, weight_shape: tuple[int, ...]) -> str | None:
+        return None if len(weight_shape) >= 2 else "a weight of rank 2 or more"
+
+    def shape(self, weight_shape: tuple[int, ...]) -> tuple[int, ...]:
+        k = int(np.prod(weight_shape[1:]))
+        return (weight_shape[0], 2 * -(-k // 2))
+
+    def pack(self, weight: np.ndarray) -> np.ndarray:
+        """The bf16 rows of ``weight`` (float32, or a bf16 model's bits: exact), 64-byte aligned."""
+        if weight.dtype == np.uint16:
+            weight = from_bf16(weight)
+        if weight.ndim < 2 or weight.dtype != np.float32:
+            raise ValueError(f"weight '{self.source}': bf16 rows take a float32 weight of rank 2 or more, "
+                             f"got {weight.dtype}{list(weight.shape)}")
+        rows = weight.reshape(weight.shape[0], -1)
+        out = aligned_empty(self.shape(weight.shape), np.uint16)
+        out[:, : rows.shape[1]] = to_bf16(rows)
+        out[:, rows.shape[1]:] = 0
+        return out
+
+
 def layout_from_slot_name(name: str):
     """The load-time layout a weight-table slot name stands for (`PanelLayout`,
     `dialects.winograd.WinogradLayout`), or None for a plain weight. Each has ``source`` (the
     weight's name) and ``pack(weight)`` (the array bound in the slot)."""
     from tensor_graphs.dialects.winograd import WinogradLayout
 
-    return PanelLayout.from_slot_name(name) or WinogradLayout.from_slot_name(name)
+    return PanelLayout.from_slot_name(name) or WinogradLayout.from_slot_name(name) or Bf16RowsLayout.from_slot_name(name)

@@ -437,8 +437,9 @@ class _GraphLowering(GraphABI, ParallelRegions, KernelProfiling):
 
 
 #: kernels that write bfloat16 buffers by moving or converting values, never computing on them
+#: (an im2col's windows into the bf16 GEMM's panels: rounded as they are moved)
 _BF16_KERNELS = (buf.CastOp, buf.CopyOp, buf.TransposeOp, buf.SelectOp, buf.PutOp, buf.TakeOp, buf.SliceOp,
-                 buf.ConcatOp, buf.BroadcastOp, buf.EmbeddingOp, buf.FusedElementwiseOp)
+                 buf.ConcatOp, buf.BroadcastOp, buf.EmbeddingOp, buf.FusedElementwiseOp, buf.Im2colOp)
 #: scalar ops that may have a bfloat16 result: conversions, constants, choices
 _BF16_SCALARS = ("arith.truncf", "arith.extf", "arith.sitofp", "arith.uitofp", "arith.constant", "arith.select")
 

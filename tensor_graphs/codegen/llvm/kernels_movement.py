@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import IntegerAttr, IntegerType, f64, i1, i64
+from xdsl.dialects.builtin import IntegerAttr, IntegerType, f32, f64, i1, i16, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from tensor_graphs.codegen.checks import embedding_message, take_message
@@ -53,7 +53,8 @@ from tensor_graphs.codegen.llvm.kernels import (
     splat_value,
     symbolic_refusal,
 )
-from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, broadcast_strides, emit_for, emit_loop
+from tensor_graphs.codegen.llvm.bf16_dot import bf16_bits
+from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, broadcast_strides, emit_for, emit_if, emit_loop, icmp
 from tensor_graphs.codegen.llvm.loops import value as _val
 from tensor_graphs.codegen.llvm.scalar import emit_convert
 from tensor_graphs.dialects import buffer as buf
@@ -260,10 +261,13 @@ def _emit_im2col(ctx: KernelContext, op: Operation) -> None:
     """``out[n, c, i, j, oh, ow] = x[n, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw]`` or the pad value;
     with ``panels = NR`` the same windows into the panel layout (`buf.Im2colOp`): each tap's
     ``OH x OW`` plane into a stack row, then ``NR`` values at a time into its panels (a 1x1
-    window at stride 1 scatters the input row itself)."""
+    window at stride 1 scatters the input row itself). Panels of bf16 (`buf.Im2colOp`: pairs
+    along K, the bf16 GEMM's rhs) take each value rounded to bf16 into its half of its pair's
+    word (`_scatter_pairs`)."""
     assert isinstance(op, buf.Im2colOp)
     (x,), out = op.inputs, op.output
-    el = _require_same_element(op, [x, out])
+    pairs = op.pairs
+    el = _require_same_element(op, [x] if pairs else [x, out])
     check_no_overlap(ctx, op, out, [x], in_place_ok=False)
     n, c, h, w = _shape(x)
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = op.window
@@ -295,6 +299,9 @@ def _emit_im2col(ctx: KernelContext, op: Operation) -> None:
     def scatter(b: FunctionBuilder, plane: SSAValue, r: SSAValue, t: int) -> None:
         """Row ``(c, t)`` of an image's windows matrix (``OH*OW`` values at ``plane``; input row
         ``r`` is image ``r / C``'s channel ``c``, ``t`` the tap) into its image's panels."""
+        if pairs:
+            _scatter_pairs(ctx, b, op, plane, r, t)
+            return
         full, last = divmod(taps, nr)
         if n == 1:
             at = b.mul_i64(b.add_i64(b.mul_i64(r, b.i64(kh * kw)), b.i64(t)), b.i64(nr))
@@ -344,6 +351,53 @@ def _emit_im2col(ctx: KernelContext, op: Operation) -> None:
         emit_for(b, start, end, lambda r, _c: row(r) or [])
 
     split_rows(ctx, n * c, numel(_shape(out)) + numel(_shape(x)), rows)  # a symbolic batch: rows counted at run time
+
+
+def _scatter_pairs(ctx: KernelContext, b: FunctionBuilder, op: buf.Im2colOp, plane: SSAValue, r: SSAValue, t: int) -> None:
+    """Row ``k = (c, t)`` of an image's windows matrix into its bf16 panels of pairs along K
+    (``[P, ceil(K / 2), 2 NR]``): value ``j`` of panel ``p`` to half ``k % 2`` of word ``j`` of
+    pair row ``k / 2``, rounded to bf16 (nearest even: `bf16_dot.bf16_bits`), the last panel's
+    columns past OH*OW zeros; the last channel's last tap also writes the zero row that pads an
+    odd K."""
+    (x,), out = op.inputs, op.output
+    n, c = _shape(x)[:2]
+    (kh, kw) = op.window[0]
+    nr, taps = op.panel_columns, numel(op.positions(_shape(x)))
+    k_total = c * kh * kw
+    panel = -(-k_total // 2) * 2 * nr  # bf16 elements from one panel to the next
+    image, channel = image_and_row(b, r, n, c) if n != 1 else (None, r)
+    k = b.add_i64(b.mul_i64(channel, b.i64(kh * kw)), b.i64(t))
+    base = b.mul_i64(image, b.i64(-(-taps // nr) * panel)) if image is not None else None
+    dst = b.gep(ctx.ptr(out), _sum_i64(b, base, b.mul_i64(b.add(llvm.UDivOp(k, b.i64(2))), b.i64(2 * nr)),
+                                       b.add(llvm.URemOp(k, b.i64(2)))), i16)
+
+    def rounded(b: FunctionBuilder, vals: list[SSAValue]) -> SSAValue:
+        return b.add(llvm.TruncOp(bf16_bits(b, vals[0]), i16))
+
+    def zeros(b: FunctionBuilder, _vals: list[SSAValue]) -> SSAValue:
+        return b.constant(0, i16)
+
+    full, last = divmod(taps, nr)
+    emit_pointwise(b, (full, nr), Access(dst, (panel, 2), i16), [Access(plane, (nr, 1), f32)], rounded)
+    if last:
+        tail = b.gep(dst, full * panel, i16)
+        emit_pointwise(b, (last,), Access(tail, (2,), i16), [Access(b.gep(plane, full * nr, f32), (1,), f32)], rounded)
+        emit_pointwise(b, (nr - last,), Access(b.gep(tail, 2 * last, i16), (2,), i16), [], zeros)
+    if k_total % 2 and t == kh * kw - 1:  # the padding half of the last pair row, once per image
+        def pad_row() -> None:
+            row = b.gep(dst, 1, i16)  # k = K - 1 is even: the high half of its pair
+            emit_pointwise(b, (-(-taps // nr), nr), Access(row, (panel, 2), i16), [], zeros)
+
+        emit_if(b, icmp(b, "eq", channel, b.i64(c - 1)), pad_row)
+
+
+def _sum_i64(b: FunctionBuilder, *terms: SSAValue | None) -> SSAValue:
+    total = None
+    for t in terms:
+        if t is not None:
+            total = t if total is None else b.add_i64(total, t)
+    assert total is not None
+    return total
 
 
 def state_name(value: SSAValue) -> str | None:

@@ -47,7 +47,7 @@ from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects import tensor as tg
 from tensor_graphs.dialects.shapes import ATTENTION_OPERANDS, numel
 from tensor_graphs.lowering.tensor_to_buffer.scratch import attention_scratch_type
-from tensor_graphs.dialects.packing import INT4_SCHEMES, Int4Scheme, PanelLayout
+from tensor_graphs.dialects.packing import INT4_SCHEMES, Bf16RowsLayout, Int4Scheme, PanelLayout
 from tensor_graphs.dialects.symbolic import dims_of, shaped_memref, simplify, symbols_of, upper_bound
 from tensor_graphs.target import TARGET_ATTR, Target, of_module
 from tensor_graphs.dialects.tensor import TABLE_NAME
@@ -774,29 +774,66 @@ def _pack_rhs_at_run_time(op: Operation, ins: Sequence[SSAValue], target: Target
     weight lhs is the GEMM's A, read as stored (``[1.., M, K]`` to match the output's rank).
     A batch of B activations ``[B, K, N]`` (B not 1: images) is packed into B sets of panels
     ``[B, P, K, NR]``, a batch of GEMMs that share the weight as their A (``[M, K]``)."""
+    return _rhs_panels(op, ins, target, ins[0], Float32Type())
+
+
+def _rhs_panels(op: Operation, ins: Sequence[SSAValue], target: Target, lhs: SSAValue,
+                element: Attribute) -> tuple[list[Operation], list[SSAValue]]:
+    """`_pack_rhs_at_run_time`'s ops with ``lhs`` as the GEMM's A and panels of ``element``:
+    float32, or bf16 pairs along K (``[.., P, ceil(K / 2), 2 NR]``, `buf.Im2colOp.pairs`)."""
     m, k = _shape(op.operands[0])
     out_shape = _shape(op.results[0])
     n = out_shape[-1]
     nr = panel_columns(op, target, n)
     f32 = Float32Type()
+    pairs = isinstance(element, BFloat16Type)
+    rows, width = (-(-k // 2), 2 * nr) if pairs else (k, nr)  # a panel's rows and their elements
     ops: list[Operation] = []
-    lhs = ins[0]
     images = numel(_dims(op.results[0])[:-2])  # a size symbol's expression for a symbolic batch
     if images != 1:  # one set of panels per image, one A for all: out [B, M, N]
         ops.append(buf.ReshapeOp(ins[1], shaped_memref(f32, (images, k, 1, n))))
-        panels = buf.AllocOp(shaped_memref(f32, (images, -(-n // nr), k, nr)))
+        panels = buf.AllocOp(shaped_memref(element, (images, -(-n // nr), rows, width)))
     else:
         if len(out_shape) > 2:
-            ops.append(buf.ReshapeOp(lhs, MemRefType(f32, (*out_shape[:-2], m, k))))
+            ops.append(buf.ReshapeOp(lhs, MemRefType(lhs.type.element_type, (*out_shape[:-2], m, _shape(lhs)[-1]))))
             lhs = ops[-1].results[0]
         ops.append(buf.ReshapeOp(ins[1], MemRefType(f32, (1, k, 1, n))))
-        panels = buf.AllocOp(MemRefType(f32, (-(-n // nr), k, nr)))
+        panels = buf.AllocOp(MemRefType(element, (-(-n // nr), rows, width)))
     panels.result.name_hint = (op.operands[1].name_hint or "rhs") + "_panels"
     one = DenseArrayBase.from_list(i64, [1, 1])
     props = {"kernel": one, "stride": one, "padding": DenseArrayBase.from_list(i64, [0, 0]), "dilation": one,
              "panels": IntegerAttr(nr, i64)}
     ops += [panels, buf.Im2colOp([ops[-1].results[0]], [panels.result], props)]
     return ops, [lhs, panels.result, *ins[2:]]
+
+
+def _packed_rhs_bf16_applies(op: Operation) -> str | None:
+    """A weight times an activation (`_packed_rhs_applies`: a convolution) on a target with
+    bf16 dot products."""
+    if (why := _packed_rhs_applies(op)) is not None:
+        return why
+    target = _target_of(op)
+    if bf16_gemm_extension(target) is None:
+        return f"the target ({target.name}) has no bf16 dot products (AVX512-BF16)"
+    return None
+
+
+def _pack_rhs_bf16_at_run_time(op: Operation, ins: Sequence[SSAValue], target: Target) -> tuple[list[Operation], list[SSAValue]]:
+    """`_pack_rhs_at_run_time` in bf16: the weight (the lhs, through its reshapes) as its bf16
+    rows packed at load time (`packing.Bf16RowsLayout`: K padded to even), the activation packed
+    by the graph into panels of bf16 pairs along K, rounded as they are written (`buf.im2col`
+    with a bf16 output; `fuse-im2col-panels` folds a convolution's own im2col into it)."""
+    weight = op.operands[0]
+    while isinstance(weight.owner, tg.ReshapeOp):
+        weight = weight.owner.input
+    w = weight.owner
+    assert isinstance(w, tg.WeightOp)
+    layout = Bf16RowsLayout(w.weight_name.data)
+    rows = buf.PackedWeightOp(layout.source, False, MemRefType(BFloat16Type(), layout.shape(_shape(w.result))),
+                              _shape(w.result), layout=buf.BF16_ROWS)
+    rows.result.name_hint = (w.result.name_hint or "w") + "_bf16rows"
+    made, ins2 = _rhs_panels(op, ins, target, rows.result, BFloat16Type())
+    return [rows, *made], ins2
 
 
 def _table_packed_by_a_gemm(op: Operation) -> str | None:
@@ -977,6 +1014,16 @@ _register_all(
         "the register-tiled GEMM over bf16 pairs along K: the weight packed as bf16 at load time, the "
         "activations rounded to bf16 once per call, float32 sums (AVX512-BF16 dot products)",
         prepare=_packed_bf16_prepare,
+        packs_weights=True,
+        error_floor=BF16_ERROR_FLOOR,
+    ),
+    KernelVariant(
+        "matmul.packed_rhs_bf16",
+        _packed_matmul,
+        _packed_rhs_bf16_applies,
+        "a weight times an activation (a convolution) in bf16: the weight as bf16 rows packed at load time, the "
+        "activation packed by the graph into panels of bf16 pairs along K, float32 sums (AMX, AVX512-BF16)",
+        prepare=_pack_rhs_bf16_at_run_time,
         packs_weights=True,
         error_floor=BF16_ERROR_FLOOR,
     ),

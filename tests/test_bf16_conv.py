@@ -1,0 +1,128 @@
+"""Convolutions in bf16 (`matmul.packed_rhs_bf16`): the weight as bf16 rows packed at load time
+(`packing.Bf16RowsLayout`, K padded to even), the windows written by `buf.im2col` straight into
+panels of bf16 pairs along K (each value rounded to bf16 as it is moved), float32 sums on AMX
+tiles, AVX512-BF16 dot products or their emulation with FMAs, the float32 epilogue.
+
+Each engine must compute the convolution of the rounded operands: checked against PyTorch's in
+float64 over the bf16-rounded input and weight at 2e-6 of the output's magnitude (float32 sums:
+observed <= 1e-7), and against float32 eager within what the roundings give (1e-2 of the
+magnitude; observed 2-4e-3). The emulation runs on every CPU with AVX2 or more; the native engines
+where the CPU has them."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from xdsl.context import Context
+
+import tensor_graphs as tg
+from tensor_graphs.dialects.packing import from_bf16, to_bf16
+from tensor_graphs.frontend.importer import import_model
+from tensor_graphs.passes import TENSOR_PIPELINE, build_pipeline
+from tensor_graphs.target import Target
+from tensor_graphs.tuning.paths import kernel_paths, pin
+
+#: engine -> the target it is compiled for (None: this CPU's ISA level, bf16 dot products emulated)
+ENGINES = {"emulated": None, "avx512bf16": "cooperlake", "amx": "sapphirerapids"}
+
+
+def _runnable(engine: str) -> str:
+    target = ENGINES[engine]
+    if target is None:
+        level = Target.host().level
+        if Target.named(level).vector_bits < 256:
+            pytest.skip(f"the bf16 GEMMs' emulation is tested on AVX2 and up; this CPU's level is {level}")
+        return level
+    missing = Target.named(target).missing_on_host()
+    if missing:
+        pytest.skip(f"this CPU lacks {', '.join(missing)}: the {engine} engine is checked by its emulation")
+    return target
+
+
+def _compiled(model: torch.nn.Module, x: torch.Tensor, engine: str, monkeypatch, dynamic_shapes=None):
+    """``model`` with every convolution's GEMM pinned to matmul.packed_rhs_bf16 for the engine's
+    target (the emulating target is told it has AVX512-BF16, so that the variant is offered)."""
+    from tensor_graphs.lowering.tensor_to_buffer import kernels
+    from tensor_graphs.target import record
+
+    target = _runnable(engine)
+    named = Target.named(target)
+    if ENGINES[engine] is None:
+        monkeypatch.setattr(kernels, "_target_of", lambda op: dataclasses.replace(named, extensions=named.extensions | {"avx512bf16"}))
+    graph = import_model(model, (x,), dynamic_shapes)
+    build_pipeline(TENSOR_PIPELINE).apply(Context(), graph.module)
+    record(graph.module, named)
+    gemms = [p for p in kernel_paths(graph.module) if p.name == "tg.matmul"]
+    assert gemms and all("matmul.packed_rhs_bf16" in p.applicable for p in gemms), [p.rejected for p in gemms]
+    for p in gemms:
+        pin(p.op, "matmul.packed_rhs_bf16")
+    fn = tg.compile_module(graph.module, graph.weights, target=target)
+    buffers = fn.ir("buf")
+    assert "bf16rows" in buffers  # the weight's rows, the windows' panels:
+    assert any("buf.im2col" in line and "bf16" in line.split("outs(")[1] for line in buffers.splitlines() if "outs(" in line)
+    return fn
+
+
+def _expected(conv: torch.nn.Conv2d, x: torch.Tensor) -> np.ndarray:
+    """The convolution of the bf16-rounded input and weight in float64, bias and ReLU after."""
+    xr = torch.from_numpy(from_bf16(to_bf16(x.numpy()))).double()
+    wr = torch.from_numpy(from_bf16(to_bf16(conv.weight.detach().numpy()))).double()
+    y = torch.nn.functional.conv2d(xr, wr, conv.bias.detach().double(), conv.stride, conv.padding, conv.dilation)
+    return torch.relu(y).numpy()
+
+
+def _check(got: np.ndarray, model: torch.nn.Sequential, x: torch.Tensor) -> None:
+    expected = _expected(model[0], x)
+    assert np.abs(got - expected).max() <= 2e-6 * np.abs(expected).max()
+    with torch.no_grad():
+        ref = model(x).numpy()
+    assert np.abs(got - ref).max() <= 1e-2 * np.abs(ref).max()
+
+
+# (images, channels, size, out channels, kernel, stride, padding): an odd K (3 x 3 x 3 = 27: a zero
+# row pads it), two images (a batch of GEMMs sharing the weight), a 1x1 window (the input rows
+# packed as they are), a stride of 2, K = 32 and 288 (AMX's multiples of 32; strided: a 3x3 at stride 1
+# would be a Winograd convolution), partial panels
+SHAPES = [(1, 3, 12, 20, 3, 1, 1), (2, 3, 12, 20, 3, 1, 1), (1, 16, 9, 70, 1, 1, 0), (2, 8, 11, 33, 3, 2, 1),
+          (1, 32, 8, 64, 1, 1, 0), (1, 32, 9, 40, 3, 2, 1)]
+
+
+@pytest.mark.parametrize("engine", list(ENGINES))
+@pytest.mark.parametrize("shape", SHAPES, ids=[str(s) for s in SHAPES])
+def test_bf16_conv_computes_the_rounded_convolution(engine, shape, monkeypatch):
+    n, c, h, cout, k, stride, pad = shape
+    torch.manual_seed(sum(shape))
+    model = torch.nn.Sequential(torch.nn.Conv2d(c, cout, k, stride, pad), torch.nn.ReLU()).eval()
+    x = torch.randn(n, c, h, h)
+    fn = _compiled(model, x, engine, monkeypatch)
+    _check(fn(x.numpy()), model, x)
+
+
+def test_bf16_conv_over_a_run_time_batch(monkeypatch):
+    """One graph for 1 to 4 images (a size symbol): each call's images packed and multiplied."""
+    torch.manual_seed(7)
+    model = torch.nn.Sequential(torch.nn.Conv2d(5, 24, 3, 1, 1), torch.nn.ReLU()).eval()
+    batch = torch.export.Dim("batch", min=1, max=4)
+    fn = _compiled(model, torch.randn(2, 5, 10, 10), "emulated", monkeypatch, dynamic_shapes=({0: batch},))
+    for n in (1, 3, 4):
+        x = torch.randn(n, 5, 10, 10)
+        _check(fn(x.numpy()), model, x)
+
+
+def test_bf16_conv_is_offered_where_the_target_has_bf16():
+    """A path for the tuner (never the heuristic's choice) on a target with AVX512-BF16 or AMX,
+    refused with the reason elsewhere."""
+    from tensor_graphs.target import record
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3)).eval()
+    for target, offered in (("sapphirerapids", True), ("znver4", True), ("x86-64-v4", False), ("haswell", False)):
+        graph = import_model(model, (torch.randn(1, 3, 9, 9),))
+        build_pipeline(TENSOR_PIPELINE).apply(Context(), graph.module)
+        record(graph.module, Target.named(target))
+        (gemm,) = [p for p in kernel_paths(graph.module) if p.name == "tg.matmul"]
+        assert ("matmul.packed_rhs_bf16" in gemm.applicable) == offered and gemm.applicable[0] != "matmul.packed_rhs_bf16"
+        if not offered:
+            assert dict(gemm.rejected)["matmul.packed_rhs_bf16"] == f"the target ({target}) has no bf16 dot products (AVX512-BF16)"
