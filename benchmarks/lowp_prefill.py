@@ -1,15 +1,17 @@
 """Reduced-precision prefill: tensor_graphs tuned within a tolerance against its float32 graph and
 OpenVINO at f32 and bf16, each time beside its error.
 
-    .venv/bin/python benchmarks/lowp_prefill.py [--models mlp encoder gpt2] [--threads 1,2]
+    .venv/bin/python benchmarks/lowp_prefill.py [--models mlp encoder gpt2 resnet] [--threads 1,2]
                                                 [--tolerance 1e-2 [3e-2 ...]] [--rounds 10]
 
 Rows (random init, ``torch.manual_seed(0)``): the MLP 768 -> 3072 -> 768 (GELU) at 64 and 128
 rows; one BertLayer (d 768, 12 heads, FFN 3072) at seq 128 (``suite.EncoderBlock``); GPT-2 small
-prefill 128, all logits (``gpt2.build``). Engines: ``tg-fp32``, tensor_graphs' heuristic graph;
+prefill 128, all logits (``gpt2.build``); ResNet-50 at 224 x 224, batch 1 (``suite.build_resnet50``:
+transformers', its batch norms folded; only with ``--models resnet``). Engines: ``tg-fp32``, tensor_graphs' heuristic graph;
 ``tg-tuned`` (``tg-tuned@<tolerance>`` for each of several), ``tg.compile(tune="missing",
 tolerance=...)``, whose tuner may take the bf16 GEMMs (``matmul.packed_bf16``: AMX tiles,
-AVX512-BF16 dot products) and the int8 GEMMs (``matmul.packed_int8``: AMX-INT8 tiles, VNNI) where
+AVX512-BF16 dot products; for convolutions ``matmul.packed_rhs_bf16``) and the int8 GEMMs
+(``matmul.packed_int8``: AMX-INT8 tiles, VNNI) where
 the CPU has them and their measured error fits (its compile includes the measuring); ``openvino-f32`` and ``openvino-bf16``
 (``INFERENCE_PRECISION_HINT``; skipped when OpenVINO is not installed). Within a row the engines
 alternate (``gpt2.bench``); medians. Errors: max |y - y64| / max |y64| against eager in float64
@@ -40,16 +42,17 @@ def mlp() -> torch.nn.Module:
 
 def rows() -> list[tuple[str, torch.nn.Module, torch.Tensor]]:
     """(label, model, input) of every row, by ``--models`` key."""
-    from suite import EncoderBlock
+    from suite import EncoderBlock, build_resnet50
 
     torch.manual_seed(0)
-    out = {"mlp": [], "encoder": [], "gpt2": []}
+    out = {"mlp": [], "encoder": [], "gpt2": [], "resnet": []}
     model = mlp()
     for m in (64, 128):
         out["mlp"].append((f"MLP 768-3072-768, {m} rows", model, torch.randn(m, 768)))
     out["encoder"].append(("BertLayer d 768, seq 128", EncoderBlock(768, 12, 3072).eval(), torch.randn(1, 128, 768)))
     g = gpt2.build()
     out["gpt2"].append(("GPT-2 small prefill 128, all logits", g, torch.randint(0, g.model.config.vocab_size, (1, 128))))
+    out["resnet"].append(("ResNet-50 224x224, batch 1", build_resnet50(False), torch.randn(1, 3, 224, 224)))
     return out
 
 
@@ -90,7 +93,7 @@ def make_openvino(precision: str):
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", nargs="+", default=["mlp", "encoder", "gpt2"], choices=["mlp", "encoder", "gpt2"])
+    ap.add_argument("--models", nargs="+", default=["mlp", "encoder", "gpt2"], choices=["mlp", "encoder", "gpt2", "resnet"])
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--tolerance", type=float, nargs="+", default=[1e-2])
     ap.add_argument("--rounds", type=int, default=10)

@@ -43,13 +43,18 @@ def int_splat(b: FunctionBuilder, value: int | SSAValue, type: IntegerType, lane
 
 
 def bf16_bits(b: FunctionBuilder, x: SSAValue) -> SSAValue:
-    """float ``x`` -> its bf16 bits in the low half of an i32, rounded to nearest even (a NaN
-    stays a quiet NaN): `packing.to_bf16` in scalar code."""
-    bits = b.add(llvm.BitcastOp(x, i32))
-    odd = b.add(llvm.AndOp(b.add(llvm.LShrOp(bits, b.i32(16))), b.i32(1)))
-    rounded = b.add(llvm.LShrOp(b.add(llvm.AddOp(bits, b.add(llvm.AddOp(odd, b.i32(0x7FFF))))), b.i32(16)))
+    """float ``x`` (or a vector of them) -> its bf16 bits in the low half of an i32 (each lane's),
+    rounded to nearest even (a NaN stays a quiet NaN): `packing.to_bf16` in code."""
+    lanes = x.type.get_shape()[0] if isinstance(x.type, VectorType) else 0
+
+    def const(value: int) -> SSAValue:
+        return int_splat(b, value, i32, lanes) if lanes else b.i32(value)
+
+    bits = b.add(llvm.BitcastOp(x, VectorType(i32, [lanes]) if lanes else i32))
+    odd = b.add(llvm.AndOp(b.add(llvm.LShrOp(bits, const(16))), const(1)))
+    rounded = b.add(llvm.LShrOp(b.add(llvm.AddOp(bits, b.add(llvm.AddOp(odd, const(0x7FFF))))), const(16)))
     is_nan = b.add(llvm.FCmpOp(x, x, "uno"))
-    return b.add(llvm.SelectOp(is_nan, b.i32(0x7FC0), rounded))
+    return b.add(llvm.SelectOp(is_nan, const(0x7FC0), rounded))
 
 
 def dot_pairs(b: FunctionBuilder, acc: SSAValue, words: SSAValue, xs: SSAValue, lanes: int, native: bool) -> SSAValue:

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import IntegerAttr, IntegerType, f32, f64, i1, i16, i64
+from xdsl.dialects.builtin import IntegerAttr, IntegerType, VectorType, f32, f64, i1, i16, i32, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from tensor_graphs.codegen.checks import embedding_message, take_message
@@ -53,7 +53,7 @@ from tensor_graphs.codegen.llvm.kernels import (
     splat_value,
     symbolic_refusal,
 )
-from tensor_graphs.codegen.llvm.bf16_dot import bf16_bits
+from tensor_graphs.codegen.llvm.bf16_dot import bf16_bits, int_splat
 from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, broadcast_strides, emit_for, emit_if, emit_loop, icmp
 from tensor_graphs.codegen.llvm.loops import value as _val
 from tensor_graphs.codegen.llvm.scalar import emit_convert
@@ -378,7 +378,10 @@ def _scatter_pairs(ctx: KernelContext, b: FunctionBuilder, op: buf.Im2colOp, pla
         return b.constant(0, i16)
 
     full, last = divmod(taps, nr)
-    emit_pointwise(b, (full, nr), Access(dst, (panel, 2), i16), [Access(plane, (nr, 1), f32)], rounded)
+    parity = b.add(llvm.URemOp(k, b.i64(2)))
+    if full:  # vectors of a row's values into their halves of the words (masked stores)
+        words = b.gep(dst, b.add(llvm.SubOp(b.i64(0), parity)), i16)  # the pair row's first word
+        emit_for(b, 0, full, lambda p, _c: _store_halves(ctx, b, plane, words, p, nr, panel, parity) or [])
     if last:
         tail = b.gep(dst, full * panel, i16)
         emit_pointwise(b, (last,), Access(tail, (2,), i16), [Access(b.gep(plane, full * nr, f32), (1,), f32)], rounded)
@@ -389,6 +392,28 @@ def _scatter_pairs(ctx: KernelContext, b: FunctionBuilder, op: buf.Im2colOp, pla
             emit_pointwise(b, (-(-taps // nr), nr), Access(row, (panel, 2), i16), [], zeros)
 
         emit_if(b, icmp(b, "eq", channel, b.i64(c - 1)), pad_row)
+
+
+def _store_halves(ctx: KernelContext, b: FunctionBuilder, plane: SSAValue, words: SSAValue, p: SSAValue, nr: int,
+                  panel: int, parity: SSAValue) -> None:
+    """Values ``[p NR, p NR + NR)`` of a windows row (floats at ``plane``) rounded to bf16 into
+    half ``parity`` (0: low, 1: high) of the ``NR`` words of panel ``p``'s pair row (``words``:
+    its first word in panel 0; ``panel`` bf16 elements from panel to panel), a vector of the
+    target's lanes at a time: the bits shifted into their half, stored under a mask of that half
+    (the other half is another row's, maybe another thread's: never read or written here)."""
+    lanes = ctx.target.float_lanes
+    halves = VectorType(i16, [2 * lanes])
+    shift = int_splat(b, b.add(llvm.TruncOp(b.mul_i64(parity, b.i64(16)), i32)), i32, lanes)
+    ones = b.add(llvm.SelectOp(icmp(b, "ne", parity, b.i64(0)), b.i32(-65536), b.i32(0xFFFF)))
+    mask = b.add(llvm.ICmpOp(b.add(llvm.BitcastOp(int_splat(b, ones, i32, lanes), halves)), int_splat(b, 0, i16, 2 * lanes),
+                             IntegerAttr(llvm.ICmpPredicateFlag.NE.to_int(), i64)))
+    row = b.gep(words, b.mul_i64(p, b.i64(panel)), i16)
+    src = b.gep(plane, b.mul_i64(p, b.i64(nr)), f32)
+    for v in range(nr // lanes):
+        x = b.add(llvm.LoadOp(b.gep(src, v * lanes, f32), VectorType(f32, [lanes]), alignment=4))
+        bits = b.add(llvm.BitcastOp(b.add(llvm.ShlOp(bf16_bits(b, x), shift)), halves))
+        b.add(llvm.CallIntrinsicOp(f"llvm.masked.store.v{2 * lanes}i16.p0",
+                                   [bits, b.gep(row, 2 * v * lanes, i16), b.i32(2), mask], []))
 
 
 def _sum_i64(b: FunctionBuilder, *terms: SSAValue | None) -> SSAValue:
