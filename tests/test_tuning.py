@@ -145,6 +145,21 @@ def test_cheaper_arithmetic_is_not_measured_under_a_tolerance_it_cannot_meet(db)
     assert 1e-4 < errs["matmul.bf16_weights"] < 1e-2 and 1e-3 < errs["matmul.int8_weights"] < 5e-2
 
 
+def test_a_convolutions_gemm_is_measured_alone(db):
+    """A convolution's GEMM reads its weight through a reshape ([Cout, C, KH, KW] as [Cout, K]):
+    measured alone, the weight and its reshape come along, so that its paths (packed at load time)
+    are measured, each with its error (float32's ~1e-7; bf16's, where the CPU has it, ~1e-3)."""
+    torch.manual_seed(2)
+    model, x = torch.nn.Conv2d(8, 16, 3, stride=2, padding=1).eval(), torch.randn(1, 8, 12, 12)
+    report = tg.tune(model, (x,), tuning_db=db, tolerance=1e-2, progress=False)
+    (choice,) = [c for c in report.choices if c.label.startswith("tg.matmul")]
+    errs = {r.candidate.variant: r.record.max_rel_err for r in choice.paths if r.record is not None and not r.candidate.params}
+    assert not any((r.failed or "").startswith("cannot be measured alone") for r in choice.paths)
+    assert errs["matmul.packed_rhs"] < 1e-6 and errs["matmul.blas"] < 1e-6
+    if "matmul.packed_rhs_bf16" in errs:
+        assert 1e-4 < errs["matmul.packed_rhs_bf16"] < 1e-2
+
+
 def test_tune_measures_records_and_resumes(mlp, db):
     model, x = mlp
     first = tg.tune(model, (x,), tuning_db=db, max_seconds=0.0, progress=False)

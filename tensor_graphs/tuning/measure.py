@@ -78,23 +78,39 @@ def _drop_names(op: Operation) -> None:
                     arg.name_hint = None
 
 
+def _reshaped_weight(value: SSAValue) -> list[Operation] | None:
+    """The ops from a weight to ``value``, the weight first, when ``value`` is a weight or
+    reshapes of one (a convolution's ``[Cout, C, KH, KW]`` as ``[Cout, K]``, which its GEMM's
+    paths pack as a weight); else None."""
+    chain: list[Operation] = []
+    while isinstance(value.owner, tg.ReshapeOp):
+        chain.append(value.owner)
+        value = value.owner.input
+    return [value.owner, *reversed(chain)] if isinstance(value.owner, tg.WeightOp) else None
+
+
 def standalone(op: Operation) -> Standalone:
-    """``op`` cloned into a module of its own (see the module doc), with no path pinned."""
+    """``op`` cloned into a module of its own (see the module doc), with no path pinned: its
+    weights (and reshapes of them) come along, renamed, its other operands are arguments."""
     weights: dict[str, str] = {}
-    args = list(dict.fromkeys(v for v in op.operands if not isinstance(v.owner, (tg.WeightOp, tg.ConstantOp))))
+    args = list(dict.fromkeys(v for v in op.operands if not isinstance(v.owner, tg.ConstantOp) and _reshaped_weight(v) is None))
     block = Block(arg_types=[v.type for v in args])
     mapping: dict[SSAValue, SSAValue] = dict(zip(args, block.args))
     for v in op.operands:
         if v in mapping:
             continue
-        if isinstance(v.owner, tg.WeightOp):
-            name = f"w{len(weights)}"
-            weights[name] = v.owner.weight_name.data
-            clone: Operation = tg.WeightOp(name, v.type)
-        else:
-            clone = v.owner.clone()
-        block.add_op(clone)
-        mapping[v] = clone.results[0]
+        chain = _reshaped_weight(v) or [v.owner]
+        for source in chain:
+            if source.results[0] in mapping:
+                continue
+            if isinstance(source, tg.WeightOp):
+                name = f"w{len(weights)}"
+                weights[name] = source.weight_name.data
+                clone: Operation = tg.WeightOp(name, source.result.type)
+            else:
+                clone = source.clone(value_mapper=dict(mapping))
+            block.add_op(clone)
+            mapping[source.results[0]] = clone.results[0]
     inner = op.clone(value_mapper=dict(mapping))
     unpin(inner)
     block.add_op(inner)
