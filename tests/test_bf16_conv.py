@@ -11,19 +11,18 @@ where the CPU has them."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 import torch
 from xdsl.context import Context
 
 import tensor_graphs as tg
+from pinned_gemms import pinned_graph
 from tensor_graphs.dialects.packing import from_bf16, to_bf16
 from tensor_graphs.frontend.importer import import_model
 from tensor_graphs.passes import TENSOR_PIPELINE, build_pipeline
 from tensor_graphs.target import Target
-from tensor_graphs.tuning.paths import kernel_paths, pin
+from tensor_graphs.tuning.paths import kernel_paths
 
 #: engine -> the target it is compiled for (None: this CPU's ISA level, bf16 dot products emulated)
 ENGINES = {"emulated": None, "avx512bf16": "cooperlake", "amx": "sapphirerapids"}
@@ -45,20 +44,9 @@ def _runnable(engine: str) -> str:
 def _compiled(model: torch.nn.Module, x: torch.Tensor, engine: str, monkeypatch, dynamic_shapes=None):
     """``model`` with every convolution's GEMM pinned to matmul.packed_rhs_bf16 for the engine's
     target (the emulating target is told it has AVX512-BF16, so that the variant is offered)."""
-    from tensor_graphs.lowering.tensor_to_buffer import kernels
-    from tensor_graphs.target import record
-
     target = _runnable(engine)
-    named = Target.named(target)
-    if ENGINES[engine] is None:
-        monkeypatch.setattr(kernels, "_target_of", lambda op: dataclasses.replace(named, extensions=named.extensions | {"avx512bf16"}))
-    graph = import_model(model, (x,), dynamic_shapes)
-    build_pipeline(TENSOR_PIPELINE).apply(Context(), graph.module)
-    record(graph.module, named)
-    gemms = [p for p in kernel_paths(graph.module) if p.name == "tg.matmul"]
-    assert gemms and all("matmul.packed_rhs_bf16" in p.applicable for p in gemms), [p.rejected for p in gemms]
-    for p in gemms:
-        pin(p.op, "matmul.packed_rhs_bf16")
+    emulated = frozenset({"avx512bf16"}) if ENGINES[engine] is None else frozenset()
+    graph = pinned_graph(model, (x,), target, "matmul.packed_rhs_bf16", monkeypatch, emulated=emulated, dynamic_shapes=dynamic_shapes)
     fn = tg.compile_module(graph.module, graph.weights, target=target)
     buffers = fn.ir("buf")
     assert "bf16rows" in buffers  # the weight's rows, the windows' panels:

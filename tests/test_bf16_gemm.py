@@ -19,6 +19,7 @@ import torch
 from xdsl.context import Context
 
 import tensor_graphs as tg
+from pinned_gemms import pinned_graph
 from tensor_graphs.dialects.packing import from_bf16, to_bf16
 from tensor_graphs.frontend.importer import import_model
 from tensor_graphs.passes import TENSOR_PIPELINE, build_pipeline
@@ -48,20 +49,8 @@ def _emulating_target() -> str:
 def _graph(model: torch.nn.Module, x: torch.Tensor, target: str, monkeypatch, dynamic_shapes=None):
     """``model`` imported and lowered to tg, every GEMM pinned to matmul.packed_bf16 for ``target``
     (the emulating target is told it has AVX512-BF16, so that the variant is offered there)."""
-    from tensor_graphs.lowering.tensor_to_buffer import kernels
-    from tensor_graphs.target import record
-
-    named = Target.named(target)
-    if target == _emulating_target():
-        monkeypatch.setattr(kernels, "_target_of", lambda op: dataclasses.replace(named, extensions=named.extensions | {"avx512bf16"}))
-    graph = import_model(model, (x,), dynamic_shapes)
-    build_pipeline(TENSOR_PIPELINE).apply(Context(), graph.module)
-    record(graph.module, named)
-    gemms = [p for p in kernel_paths(graph.module) if p.name == "tg.matmul"]
-    assert gemms and all("matmul.packed_bf16" in p.applicable for p in gemms), [p.rejected for p in gemms]
-    for p in gemms:
-        pin(p.op, "matmul.packed_bf16")
-    return graph
+    emulated = frozenset({"avx512bf16"}) if target == _emulating_target() else frozenset()
+    return pinned_graph(model, (x,), target, "matmul.packed_bf16", monkeypatch, emulated=emulated, dynamic_shapes=dynamic_shapes)
 
 
 def _runnable(engine: str) -> str:

@@ -13,19 +13,18 @@ whatever this one is, and its instructions checked in the assembly)."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 import torch
 from xdsl.context import Context
 
 import tensor_graphs as tg
+from pinned_gemms import pinned_graph
 from tensor_graphs.dialects.packing import int8_scales
 from tensor_graphs.frontend.importer import import_model
 from tensor_graphs.passes import TENSOR_PIPELINE, build_pipeline
 from tensor_graphs.target import Target
-from tensor_graphs.tuning.paths import Candidate, kernel_paths, pin
+from tensor_graphs.tuning.paths import kernel_paths
 
 GELU = torch.nn.GELU(approximate="tanh")
 
@@ -58,21 +57,9 @@ def _graph(model: torch.nn.Module, inputs: tuple, target: str, monkeypatch, dyna
     """``model`` imported and lowered to tg, every GEMM pinned to matmul.packed_int8 for ``target``
     (the emulating target is told it has VNNI, so that the variant is offered there; its code,
     compiled for the target as it is, emulates the instruction)."""
-    from tensor_graphs.lowering.tensor_to_buffer import kernels
-    from tensor_graphs.target import record
-
-    named = Target.named(target)
-    if target == _emulating_target():
-        monkeypatch.setattr(kernels, "_target_of",
-                            lambda op: dataclasses.replace(named, extensions=named.extensions | {"avx512vnni", "avxvnni"}))
-    graph = import_model(model, inputs, dynamic_shapes)
-    build_pipeline(TENSOR_PIPELINE).apply(Context(), graph.module)
-    record(graph.module, named)
-    gemms = [p for p in kernel_paths(graph.module) if p.name == "tg.matmul"]
-    assert gemms and all("matmul.packed_int8" in p.applicable for p in gemms), [p.rejected for p in gemms]
-    for p in gemms:
-        pin(p.op, Candidate("matmul.packed_int8", params or {}))
-    return graph
+    emulated = frozenset({"avx512vnni", "avxvnni"}) if target == _emulating_target() else frozenset()
+    return pinned_graph(model, inputs, target, "matmul.packed_int8", monkeypatch, emulated=emulated,
+                        dynamic_shapes=dynamic_shapes, params=params)
 
 
 def quantize_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
