@@ -104,10 +104,11 @@ class AmxGemm:
         # int8 GEMM's int32 sums are scaled as each tile is stored (`store`: alpha with them)
         self.addends, self.act = gemm.swept if gemm.swept is not None else (gemm.addends, gemm.act)
         self.epilogue = bool(self.addends) or self.act != "none" or (gemm.alpha != 1.0 and not gemm.quads)
-        # the int8 GEMM's whole panels add their addends with the scales (`store`); the block's
-        # epilogue then only applies the activation
-        self.added = gemm.quads
         self.swept = self.epilogue and gemm.swept is not None
+        # each tile of a whole panel takes alpha (int8: the scales) and its addends in vectors as it
+        # is stored (`store`, `kernels_gemm.dequant_tile`: the scalar epilogue did not vectorise);
+        # the block's epilogue then applies the activation alone (all of it, on a partial panel)
+        self.added = not self.swept
 
     def emit(self) -> None:
         """The threads over the panels, then the epilogue's sweep (`_sweep_epilogue`)."""
@@ -213,7 +214,7 @@ class AmxGemm:
             row = b.add_i64(r0, b.i64(i * TILE_ROWS))
             for j in range(count):
                 self.store(C_TILES[i][j], p, row, (c + j) * TILE_ROWS, widths[j], TILE_ROWS if tail is None else tail[i], partial)
-        if self.epilogue and not self.swept and (self.act != "none" or not g.quads or partial):
+        if self.epilogue and not self.swept and (self.act != "none" or partial):
             width = sum(widths)
             rows = b.i64(len(halves) * TILE_ROWS) if tail is None else tail[0] if not halves2 else b.add_i64(*tail)
             self.block_epilogue(p, r0, c * TILE_ROWS, rows, width, partial)
@@ -228,9 +229,10 @@ class AmxGemm:
         out = Access(b.gep(self.po, b.add_i64(b.mul_i64(r0, b.i64(g.n)), col0), f32), (g.n, 1), f32)
         addends = [] if self.added and not partial else self.addends
         ins = [out, *self._addend_accesses(r0, col0, addends)]
+        scaled = g.quads or (self.added and not partial)  # alpha taken already (`store`)
 
         def compute(b: FunctionBuilder, vals: list[SSAValue]) -> SSAValue:
-            y = vals[0] if g.alpha == 1.0 or g.quads else b.add(llvm.FMulOp(vals[0], b.f32(g.alpha)))
+            y = vals[0] if g.alpha == 1.0 or scaled else b.add(llvm.FMulOp(vals[0], b.f32(g.alpha)))
             return _epilogue_value(b, y, vals[1:], addends, self.act)
 
         with _scalar_errors(g.op):
@@ -271,6 +273,10 @@ class AmxGemm:
             _amx(b, "tilestored64", tile, dest, b.i64(4 * n))
             if g.quads:
                 self._scale_sums(dest, n, p, row, col, rows, partial)
+            elif self.added and not partial and (self.addends or g.alpha != 1.0):
+                col0 = b.add_i64(b.mul_i64(p, b.i64(g.nr)), b.i64(col))
+                added = [(a.ptr, *a.strides, scale) for a, (*_, scale) in zip(self._addend_accesses(row, col0, self.addends), self.addends)]
+                dequant_tile(b, dest, n, rows, TILE_ROWS // g.lanes, g.lanes, None, None, g.nr, g.alpha, addends=added)
             return
         assert self.stack is not None
         _amx(b, "tilestored64", tile, self.stack, b.i64(ROW_BYTES))

@@ -1078,33 +1078,38 @@ class _BlockAt:
 
 
 def dequant_tile(b: FunctionBuilder, tile: SSAValue, ld: int | SSAValue, rows: int | SSAValue, vectors: int, lanes: int,
-                 row_scales: tuple[SSAValue, int], columns: SSAValue, nr: int, alpha: float, from_int: bool = False,
-                 addends: list[tuple[SSAValue, int, int, float]] = ()) -> None:
+                 row_scales: tuple[SSAValue, int] | None, columns: SSAValue | None, nr: int, alpha: float,
+                 from_int: bool = False, addends: list[tuple[SSAValue, int, int, float]] = ()) -> None:
     """The int8 GEMM's sums of a tile scaled in place, in vectors: ``tile[r, j] = (y - offset[j]) *
     scale[j] * s[r] * alpha`` for ``rows`` rows (``ld`` floats apart) of ``vectors`` vectors of
     ``lanes``; ``y`` the float32 sums (``from_int``: int32 sums, as AMX stores them); ``s[r]`` at
-    ``row_scales`` (pointer, stride in words), ``scale`` at ``columns``, ``offset`` ``nr`` after.
-    Then ``+ scale * addend`` for each of ``addends`` ((pointer at the tile's first element, row
-    stride, column stride 0 or 1, scale): a bias, a residual), in the order of the scalar epilogue
-    (`_epilogue_value`): the vectors the loop vectoriser could not make of it (the tile and the
-    addends may alias, for all it knows)."""
+    ``row_scales`` (pointer, stride in words), ``scale`` at ``columns``, ``offset`` ``nr`` after
+    (without them, float sums: ``alpha * y``). Then ``+ scale * addend`` for each of ``addends``
+    ((pointer at the tile's first element, row stride, column stride 0 or 1, scale): a bias, a
+    residual), in the order of the scalar epilogue (`_epilogue_value`): the vectors the loop
+    vectoriser could not make of it (the tile and the addends may alias, for all it knows)."""
     vec = vector_type(lanes)
     words = VectorType(i32, [lanes])
-    first, stride = row_scales
-    col = [b.add(llvm.LoadOp(b.gep(columns, v * lanes, f32), vec, alignment=4)) for v in range(vectors)]
-    offset = [b.add(llvm.LoadOp(b.gep(columns, nr + v * lanes, f32), vec, alignment=4)) for v in range(vectors)]
+    quantised = row_scales is not None and columns is not None
+    if quantised:
+        col = [b.add(llvm.LoadOp(b.gep(columns, v * lanes, f32), vec, alignment=4)) for v in range(vectors)]
+        offset = [b.add(llvm.LoadOp(b.gep(columns, nr + v * lanes, f32), vec, alignment=4)) for v in range(vectors)]
 
     def row(r: SSAValue, _c: list) -> list:
-        s = b.load(b.gep(first, b.mul_i64(r, b.i64(stride)), f32), f32)
-        scale = splat(b, s if alpha == 1.0 else b.add(llvm.FMulOp(s, b.f32(alpha))), lanes)
+        if quantised:
+            first, stride = row_scales
+            s = b.load(b.gep(first, b.mul_i64(r, b.i64(stride)), f32), f32)
+            scale = splat(b, s if alpha == 1.0 else b.add(llvm.FMulOp(s, b.f32(alpha))), lanes)
         at = b.gep(tile, b.mul_i64(r, _val(b, ld)), f32)
         for v in range(vectors):
-            ptr = b.gep(at, v * lanes, f32)
-            y = b.add(llvm.LoadOp(ptr, words if from_int else vec, alignment=4))
+            y = b.add(llvm.LoadOp(b.gep(at, v * lanes, f32), words if from_int else vec, alignment=4))
             y = b.add(llvm.SIToFPOp(y, vec)) if from_int else y
-            scaled = b.add(llvm.FMulOp(b.add(llvm.FSubOp(y, offset[v])), b.add(llvm.FMulOp(col[v], scale))))
-            for ptr, rs, cs, weight in addends:
-                start = b.gep(ptr, b.mul_i64(r, b.i64(rs)), f32) if rs else ptr
+            if quantised:
+                scaled = b.add(llvm.FMulOp(b.add(llvm.FSubOp(y, offset[v])), b.add(llvm.FMulOp(col[v], scale))))
+            else:
+                scaled = y if alpha == 1.0 else b.add(llvm.FMulOp(y, splat(b, b.f32(alpha), lanes)))
+            for base, rs, cs, weight in addends:
+                start = b.gep(base, b.mul_i64(r, b.i64(rs)), f32) if rs else base
                 value = b.add(llvm.LoadOp(b.gep(start, v * lanes, f32), vec, alignment=4)) if cs else \
                     splat(b, b.load(start, f32), lanes)
                 scaled = b.add(llvm.FAddOp(scaled, value if weight == 1.0 else b.add(llvm.FMulOp(value, splat(b, b.f32(weight), lanes)))))
