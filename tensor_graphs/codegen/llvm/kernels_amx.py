@@ -45,7 +45,7 @@ from xdsl.dialects.builtin import f32, i8, i16, i64
 from xdsl.ir import SSAValue
 
 from tensor_graphs.codegen.llvm.kernels import Access, LoweringError, _scalar_errors, emit_pointwise, paying_rows
-from tensor_graphs.codegen.llvm.kernels_gemm import _epilogue_value, _sweep_epilogue, dequant_tile
+from tensor_graphs.codegen.llvm.kernels_gemm import _epilogue_value, _sweep_epilogue, addend_vectors, dequant_tile
 from tensor_graphs.codegen.llvm.loops import FunctionBuilder, emit_for, emit_if, icmp, min_i64
 from tensor_graphs.target import amx_state_permitted
 
@@ -257,8 +257,7 @@ class AmxGemm:
         scales = b.gep(self.pa, b.add_i64(b.mul_i64(row, b.i64(g.lda)), b.i64(g.k)), f32)
         columns = b.gep(self.pb, b.add_i64(b.mul_i64(p, b.i64(g.panel_words)), b.i64(g.k * g.nr + col)), f32)
         col0 = b.add_i64(b.mul_i64(p, b.i64(g.nr)), b.i64(col))
-        added = [] if partial else [(a.ptr, *a.strides, scale) for a, (*_, scale)
-                                    in zip(self._addend_accesses(row, col0, self.addends), self.addends)]
+        added = [] if partial else addend_vectors(self._addend_accesses(row, col0, self.addends), self.addends)
         dequant_tile(b, tile, ld, rows, TILE_ROWS // g.lanes, g.lanes, (scales, g.lda), columns, g.nr, g.alpha, from_int=True,
                      addends=added)
 
@@ -275,7 +274,7 @@ class AmxGemm:
                 self._scale_sums(dest, n, p, row, col, rows, partial)
             elif self.added and not partial and (self.addends or g.alpha != 1.0):
                 col0 = b.add_i64(b.mul_i64(p, b.i64(g.nr)), b.i64(col))
-                added = [(a.ptr, *a.strides, scale) for a, (*_, scale) in zip(self._addend_accesses(row, col0, self.addends), self.addends)]
+                added = addend_vectors(self._addend_accesses(row, col0, self.addends), self.addends)
                 dequant_tile(b, dest, n, rows, TILE_ROWS // g.lanes, g.lanes, None, None, g.nr, g.alpha, addends=added)
             return
         assert self.stack is not None

@@ -85,6 +85,7 @@ from tensor_graphs.codegen.llvm.kernels import (
     static_row,
 )
 from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, broadcast_strides, collapse_dims, emit_for, emit_if, icmp, min_i64
+from tensor_graphs.codegen.llvm.loops import sum_i64 as _sum
 from tensor_graphs.codegen.llvm.loops import value as _val
 from tensor_graphs.codegen.llvm.scalar import emit_unary, fma
 from tensor_graphs.dialects import buffer as buf
@@ -366,16 +367,6 @@ class Choices(NamedTuple):
     plans: list[Choice]
     chosen: SSAValue
     surely: bool
-
-
-def _sum(b: FunctionBuilder, *terms: SSAValue | int | None) -> SSAValue | None:
-    """The i64 sum of ``terms``, leaving out absent ones (None, 0); None when none is left."""
-    total = None
-    for t in terms:
-        if t is None or (isinstance(t, int) and t == 0):
-            continue
-        total = _val(b, t) if total is None else b.add_i64(total, _val(b, t))
-    return total
 
 
 #: The op attribute that sets a packed GEMM's K block (the k steps per pass over the panels), for
@@ -899,8 +890,7 @@ class _PackedGemm:
             row_scales, columns = at.scales
 
             # a whole tile takes its addends with its scales (a partial one's columns past N have none)
-            added = [] if partial else [(a.ptr, *a.strides, scale) for a, (*_, scale)
-                                        in zip(self._addend_accesses(r0, at.col0, at.g), self.addends)]
+            added = [] if partial else addend_vectors(self._addend_accesses(r0, at.col0, at.g), self.addends)
 
             def scale_tile() -> None:
                 dequant_tile(b, at.dest, at.ld, rows, at.width, self.lanes, (row_scales, self.lda), columns, self.nr, self.alpha,
@@ -1075,6 +1065,13 @@ class _BlockAt:
     g: SSAValue | None
     #: int8 quads: (the block's first row scale in A, its panel's column scales), else None
     scales: tuple[SSAValue, SSAValue] | None = None
+
+
+def addend_vectors(accesses: list[Access], addends: list) -> list[tuple[SSAValue, int, int, float]]:
+    """The epilogue's addends (``addends``: buffer, strides..., scale) at a tile (``accesses``,
+    `_PackedGemm._addend_accesses`) as `dequant_tile` adds them: (pointer, row stride, column
+    stride, scale) each."""
+    return [(a.ptr, *a.strides, scale) for a, (*_, scale) in zip(accesses, addends)]
 
 
 def dequant_tile(b: FunctionBuilder, tile: SSAValue, ld: int | SSAValue, rows: int | SSAValue, vectors: int, lanes: int,

@@ -54,7 +54,7 @@ from tensor_graphs.codegen.llvm.kernels import (
     symbolic_refusal,
 )
 from tensor_graphs.codegen.llvm.bf16_dot import bf16_bits, int_splat
-from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, broadcast_strides, emit_for, emit_if, emit_loop, icmp
+from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, broadcast_strides, emit_for, emit_if, emit_loop, icmp, sum_i64
 from tensor_graphs.codegen.llvm.loops import value as _val
 from tensor_graphs.codegen.llvm.scalar import emit_convert
 from tensor_graphs.dialects import buffer as buf
@@ -368,7 +368,7 @@ def _scatter_pairs(ctx: KernelContext, b: FunctionBuilder, op: buf.Im2colOp, pla
     image, channel = image_and_row(b, r, n, c) if n != 1 else (None, r)
     k = b.add_i64(b.mul_i64(channel, b.i64(kh * kw)), b.i64(t))
     base = b.mul_i64(image, b.i64(-(-taps // nr) * panel)) if image is not None else None
-    dst = b.gep(ctx.ptr(out), _sum_i64(b, base, b.mul_i64(b.add(llvm.UDivOp(k, b.i64(2))), b.i64(2 * nr)),
+    dst = b.gep(ctx.ptr(out), sum_i64(b, base, b.mul_i64(b.add(llvm.UDivOp(k, b.i64(2))), b.i64(2 * nr)),
                                        b.add(llvm.URemOp(k, b.i64(2)))), i16)
 
     def rounded(b: FunctionBuilder, vals: list[SSAValue]) -> SSAValue:
@@ -414,15 +414,6 @@ def _store_halves(ctx: KernelContext, b: FunctionBuilder, plane: SSAValue, words
         bits = b.add(llvm.BitcastOp(b.add(llvm.ShlOp(bf16_bits(b, x), shift)), halves))
         b.add(llvm.CallIntrinsicOp(f"llvm.masked.store.v{2 * lanes}i16.p0",
                                    [bits, b.gep(row, 2 * v * lanes, i16), b.i32(2), mask], []))
-
-
-def _sum_i64(b: FunctionBuilder, *terms: SSAValue | None) -> SSAValue:
-    total = None
-    for t in terms:
-        if t is not None:
-            total = t if total is None else b.add_i64(total, t)
-    assert total is not None
-    return total
 
 
 def state_name(value: SSAValue) -> str | None:

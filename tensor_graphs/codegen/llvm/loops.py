@@ -416,3 +416,13 @@ def broadcast_strides(shape: Sequence[int], target: Sequence[int]) -> tuple[int,
     for d, n in enumerate(shape):
         out.append(0 if n == 1 and target[lead + d] != 1 else own[d])
     return tuple(out)
+
+
+def sum_i64(b: FunctionBuilder, *terms: SSAValue | int | None) -> SSAValue | None:
+    """The i64 sum of ``terms``, leaving out absent ones (None, 0); None when none is left."""
+    total = None
+    for t in terms:
+        if t is None or (isinstance(t, int) and t == 0):
+            continue
+        total = value(b, t) if total is None else b.add_i64(total, value(b, t))
+    return total
