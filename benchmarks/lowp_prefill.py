@@ -10,7 +10,8 @@ prefill 128, all logits (``gpt2.build``); ResNet-50 at 224 x 224, batch 1 (``sui
 transformers', its batch norms folded; only with ``--models resnet``). Engines: ``tg-fp32``, tensor_graphs' heuristic graph;
 ``tg-tuned`` (``tg-tuned@<tolerance>`` for each of several), ``tg.compile(tune="missing",
 tolerance=...)``, whose tuner may take the bf16 GEMMs (``matmul.packed_bf16``: AMX tiles,
-AVX512-BF16 dot products; for convolutions ``matmul.packed_rhs_bf16``) and the int8 GEMMs
+AVX512-BF16 dot products; for convolutions ``matmul.packed_rhs_bf16``, and
+``winograd_conv.direct_bf16`` for the 3x3 ones at stride 1) and the int8 GEMMs
 (``matmul.packed_int8``: AMX-INT8 tiles, VNNI) where
 the CPU has them and their measured error fits (its compile includes the measuring); ``openvino-f32`` and ``openvino-bf16``
 (``INFERENCE_PRECISION_HINT``; skipped when OpenVINO is not installed). Within a row the engines

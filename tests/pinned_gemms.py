@@ -18,9 +18,11 @@ from tensor_graphs.tuning.paths import Candidate, kernel_paths, pin
 
 
 def pinned_graph(model: torch.nn.Module, inputs: tuple, target: str, variant: str, monkeypatch, *,
-                 emulated: frozenset[str] = frozenset(), dynamic_shapes=None, params: dict | None = None):
-    """``model`` imported and lowered to tg for ``target``, every ``tg.matmul`` pinned to
-    ``variant`` (with ``params``), which must be offered to each. ``emulated``: extensions the
+                 emulated: frozenset[str] = frozenset(), dynamic_shapes=None, params: dict | None = None,
+                 op: str = "tg.matmul"):
+    """``model`` imported and lowered to tg for ``target``, every ``op`` (a GEMM, or another
+    op's name: ``tg.winograd_conv``) pinned to ``variant`` (with ``params``), which must be
+    offered to each. ``emulated``: extensions the
     target is told it has while the variants are chosen, so that a variant needing them is
     offered; the code, compiled for the target as it is, emulates their instructions."""
     from tensor_graphs.lowering.tensor_to_buffer import kernels
@@ -31,7 +33,7 @@ def pinned_graph(model: torch.nn.Module, inputs: tuple, target: str, variant: st
     graph = import_model(model, inputs, dynamic_shapes)
     build_pipeline(TENSOR_PIPELINE).apply(Context(), graph.module)
     record(graph.module, named)
-    gemms = [p for p in kernel_paths(graph.module) if p.name == "tg.matmul"]
+    gemms = [p for p in kernel_paths(graph.module) if p.name == op]
     assert gemms and all(variant in p.applicable for p in gemms), [p.rejected for p in gemms]
     for p in gemms:
         pin(p.op, Candidate(variant, params or {}))

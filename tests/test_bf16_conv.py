@@ -1,4 +1,5 @@
-"""Convolutions in bf16 (`matmul.packed_rhs_bf16`): the weight as bf16 rows packed at load time
+"""Convolutions in bf16 (`matmul.packed_rhs_bf16`; a 3x3 at stride 1, `tg.winograd_conv`, by its
+direct path in bf16, `winograd_conv.direct_bf16`): the weight as bf16 rows packed at load time
 (`packing.Bf16RowsLayout`, K padded to even), the windows written by `buf.im2col` straight into
 panels of bf16 pairs along K (each value rounded to bf16 as it is moved), float32 sums on AMX
 tiles, AVX512-BF16 dot products or their emulation with FMAs, the float32 epilogue.
@@ -41,12 +42,15 @@ def _runnable(engine: str) -> str:
     return target
 
 
-def _compiled(model: torch.nn.Module, x: torch.Tensor, engine: str, monkeypatch, dynamic_shapes=None):
-    """``model`` with every convolution's GEMM pinned to matmul.packed_rhs_bf16 for the engine's
-    target (the emulating target is told it has AVX512-BF16, so that the variant is offered)."""
+def _compiled(model: torch.nn.Module, x: torch.Tensor, engine: str, monkeypatch, dynamic_shapes=None,
+              pinned: tuple[str, str] = ("tg.matmul", "matmul.packed_rhs_bf16")):
+    """``model`` with every convolution's GEMM pinned to matmul.packed_rhs_bf16 (``pinned``: an op
+    and its variant) for the engine's target (the emulating target is told it has AVX512-BF16, so
+    that the variant is offered)."""
     target = _runnable(engine)
     emulated = frozenset({"avx512bf16"}) if ENGINES[engine] is None else frozenset()
-    graph = pinned_graph(model, (x,), target, "matmul.packed_rhs_bf16", monkeypatch, emulated=emulated, dynamic_shapes=dynamic_shapes)
+    graph = pinned_graph(model, (x,), target, pinned[1], monkeypatch, emulated=emulated, dynamic_shapes=dynamic_shapes,
+                         op=pinned[0])
     fn = tg.compile_module(graph.module, graph.weights, target=target)
     buffers = fn.ir("buf")
     assert "bf16rows" in buffers  # the weight's rows, the windows' panels:
@@ -89,6 +93,35 @@ def test_bf16_conv_computes_the_rounded_convolution(engine, shape, monkeypatch):
     _check(fn(x.numpy()), model, x)
 
 
+#: 3x3 convolutions at stride 1 are `tg.winograd_conv` (`winograd-convolution`); their direct path in
+#: bf16: (images, channels, size, out channels): K = 9 x 32 (AMX's multiples of 32), an odd K (153)
+#: over two images (a batch of GEMMs), a partial panel
+WINOGRAD_SHAPES = [(1, 32, 10, 64), (2, 17, 9, 20), (1, 64, 13, 40)]
+DIRECT_BF16 = ("tg.winograd_conv", "winograd_conv.direct_bf16")
+
+
+@pytest.mark.parametrize("engine", list(ENGINES))
+@pytest.mark.parametrize("shape", WINOGRAD_SHAPES, ids=[str(s) for s in WINOGRAD_SHAPES])
+def test_bf16_direct_conv_computes_the_rounded_convolution(engine, shape, monkeypatch):
+    n, c, h, cout = shape
+    torch.manual_seed(sum(shape))
+    model = torch.nn.Sequential(torch.nn.Conv2d(c, cout, 3, 1, 1), torch.nn.ReLU()).eval()
+    x = torch.randn(n, c, h, h)
+    fn = _compiled(model, x, engine, monkeypatch, pinned=DIRECT_BF16)
+    _check(fn(x.numpy()), model, x)
+
+
+def test_bf16_direct_conv_over_a_run_time_batch(monkeypatch):
+    """The direct path in bf16 of one graph for 1 to 3 images (a size symbol)."""
+    torch.manual_seed(9)
+    model = torch.nn.Sequential(torch.nn.Conv2d(16, 32, 3, 1, 1), torch.nn.ReLU()).eval()
+    batch = torch.export.Dim("batch", min=1, max=3)
+    fn = _compiled(model, torch.randn(2, 16, 8, 8), "emulated", monkeypatch, dynamic_shapes=({0: batch},), pinned=DIRECT_BF16)
+    for n in (1, 3):
+        x = torch.randn(n, 16, 8, 8)
+        _check(fn(x.numpy()), model, x)
+
+
 def test_bf16_conv_over_a_run_time_batch(monkeypatch):
     """One graph for 1 to 4 images (a size symbol): each call's images packed and multiplied."""
     torch.manual_seed(7)
@@ -114,3 +147,19 @@ def test_bf16_conv_is_offered_where_the_target_has_bf16():
         assert ("matmul.packed_rhs_bf16" in gemm.applicable) == offered and gemm.applicable[0] != "matmul.packed_rhs_bf16"
         if not offered:
             assert dict(gemm.rejected)["matmul.packed_rhs_bf16"] == f"the target ({target}) has no bf16 dot products (AVX512-BF16)"
+
+
+def test_bf16_direct_conv_is_offered_where_the_target_has_bf16():
+    """A 3x3 convolution at stride 1 (`tg.winograd_conv`): its bf16 direct path is the tuner's, never
+    the heuristic's, on a target with AVX512-BF16 or AMX; refused with the reason elsewhere."""
+    from tensor_graphs.target import record
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(16, 16, 3, padding=1)).eval()
+    for target, offered in (("sapphirerapids", True), ("znver4", True), ("haswell", False)):
+        graph = import_model(model, (torch.randn(1, 16, 9, 9),))
+        build_pipeline(TENSOR_PIPELINE).apply(Context(), graph.module)
+        record(graph.module, Target.named(target))
+        (conv,) = [p for p in kernel_paths(graph.module) if p.name == "tg.winograd_conv"]
+        assert ("winograd_conv.direct_bf16" in conv.applicable) == offered and conv.applicable[0] == "winograd_conv.packed"
+        if not offered:
+            assert dict(conv.rejected)["winograd_conv.direct_bf16"] == f"the target ({target}) has no bf16 dot products (AVX512-BF16)"

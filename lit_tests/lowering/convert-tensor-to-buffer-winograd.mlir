@@ -1,5 +1,7 @@
 // RUN: tg-opt %s -p "set-target{target=x86-64-v3},convert-tensor-to-buffer{threads=1}" | filecheck %s
 // RUN: not tg-opt %s -p "set-target{target=x86-64-v3},convert-tensor-to-buffer{pack-weights=false threads=1}" 2>&1 | filecheck --check-prefix=NOPACK %s
+// RUN: tg-opt %S/Inputs/convert-tensor-to-buffer-winograd-direct-bf16.mlir -p "set-target{target=sapphirerapids},convert-tensor-to-buffer{threads=1}" | filecheck --check-prefix=BF16 %s
+// RUN: not tg-opt %S/Inputs/convert-tensor-to-buffer-winograd-direct-bf16.mlir -p "set-target{target=x86-64-v3},convert-tensor-to-buffer{threads=1}" 2>&1 | filecheck --check-prefix=NOBF16 %s
 
 // A Winograd convolution (winograd-convolution's tg.winograd_conv): the weight transformed at
 // load time (a buf.packed_weight of layout winograd2: 16 matrices [Cout, C]); the input
@@ -65,3 +67,16 @@ func.func @batch(%x: tensor<?x16x9x9xf32, ["n"]>) -> (tensor<?x32x9x9xf32, ["n"]
   func.return %y, %z : tensor<?x32x9x9xf32, ["n"]>, tensor<?x32x9x9xf32, ["n"]>
 }
 }
+
+// The direct path in bf16 (winograd_conv.direct_bf16, a tuner's path on a target with bf16 dot
+// products): the windows rounded to bf16 as buf.im2col packs them into panels of pairs along K
+// (K = 17 x 9 = 153: 77 pair rows, the last half a zero), the weight as its bf16 rows packed at
+// load time ([32, 154]: K padded to even), the bf16 GEMM (as matmul.packed_rhs_bf16's).
+// BF16:         %x_panels = buf.alloc : memref<2x77x128xbf16>
+// BF16-NEXT:    buf.im2col ins(%x : memref<1x17x9x9xf32>) outs(%x_panels : memref<2x77x128xbf16>) {kernel = array<i64: 3, 3>, stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, panels = 64 : i64}
+// BF16-NEXT:    %w_bf16rows = buf.packed_weight "conv.weight" {layout = "bf16rows", source_shape = array<i64: 32, 17, 3, 3>} : memref<32x154xbf16>
+// BF16-NEXT:    %[[B:.*]] = buf.reshape %b3 : memref<32x1x1xf32> -> memref<32x1xf32>
+// BF16-NEXT:    %[[O:.*]] = buf.reshape %out0 : memref<1x32x9x9xf32> -> memref<32x81xf32>
+// BF16-NEXT:    buf.packed_matmul ins(%w_bf16rows, %x_panels, %[[B]] : memref<32x154xbf16>, memref<2x77x128xbf16>, memref<32x1xf32>) outs(%[[O]] : memref<32x81xf32>) {beta = 1.000000e+00 : f32, activation = "relu"}
+// Refused on a target without bf16 dot products, with the reason:
+// NOBF16: 'tg.winograd_conv' pins kernel 'winograd_conv.direct_bf16' (tg.kernel), which cannot run it: the target (x86-64-v3) has no bf16 dot products (AVX512-BF16)

@@ -1279,22 +1279,54 @@ def _direct_conv_panels(op: Operation, ins: Sequence[SSAValue], target: Target) 
     images: N sets of panels, a batch of GEMMs sharing that A)."""
     assert isinstance(op, tg.WinogradConvOp)
     cout, c = _shape(op.weight)[:2]
+    weight = buf.ReshapeOp(ins[1], MemRefType(Float32Type(), (cout, c * 9)))
+    return _windows_into_panels(op, ins, target, [weight], Float32Type())
+
+
+def _direct_conv_bf16_applies(op: Operation) -> str | None:
+    """`_direct_conv_applies`, on a target with bf16 dot products."""
+    if (why := _direct_conv_applies(op)) is not None:
+        return why
+    target = _target_of(op)
+    if bf16_gemm_extension(target) is None:
+        return f"the target ({target.name}) has no bf16 dot products (AVX512-BF16)"
+    return None
+
+
+def _direct_conv_bf16_panels(op: Operation, ins: Sequence[SSAValue], target: Target) -> tuple[list[Operation], list[SSAValue]]:
+    """`_direct_conv_panels` in bf16 (as `matmul.packed_rhs_bf16`): the weight as its bf16 rows
+    packed at load time (`packing.Bf16RowsLayout`, ``[Cout, 2 ceil(9 C / 2)]``), the windows
+    rounded to bf16 as `buf.im2col` writes them into panels of pairs along K."""
+    assert isinstance(op, tg.WinogradConvOp) and isinstance(op.weight.owner, tg.WeightOp)
+    layout = Bf16RowsLayout(op.weight.owner.weight_name.data)
+    rows = buf.PackedWeightOp(layout.source, False, MemRefType(BFloat16Type(), layout.shape(_shape(op.weight))),
+                              _shape(op.weight), layout=buf.BF16_ROWS)
+    rows.result.name_hint = (op.weight.name_hint or "w") + "_bf16rows"
+    return _windows_into_panels(op, ins, target, [rows], BFloat16Type())
+
+
+def _windows_into_panels(op: tg.WinogradConvOp, ins: Sequence[SSAValue], target: Target, weight: list[Operation],
+                         element: Attribute) -> tuple[list[Operation], list[SSAValue]]:
+    """The direct convolution's GEMM operands: ``weight`` (the ops making its A, the last one's
+    result), the 3x3 windows packed by `buf.im2col` into column panels of ``element`` (float32
+    ``[.., P, 9 C, NR]``, or bf16 pairs along K ``[.., P, ceil(9 C / 2), 2 NR]``), the accumulator
+    as a matrix."""
+    c = _shape(op.weight)[1]
     _, _, oh, ow = _shape(op.result)
     images = _dims(op.result)[0]
     nr = target.panel_columns_for(oh * ow)
-    f32 = Float32Type()
-    panels = buf.AllocOp(shaped_memref(f32, (*([images] if images != 1 else []), -(-(oh * ow) // nr), c * 9, nr)))
+    rows, width = (-(-c * 9 // 2), 2 * nr) if isinstance(element, BFloat16Type) else (c * 9, nr)
+    panels = buf.AllocOp(shaped_memref(element, (*([images] if images != 1 else []), -(-(oh * ow) // nr), rows, width)))
     panels.result.name_hint = (op.input.name_hint or "x") + "_panels"
     three, one = DenseArrayBase.from_list(i64, [3, 3]), DenseArrayBase.from_list(i64, [1, 1])
     props = {"kernel": three, "stride": one, "padding": op.padding, "dilation": one, "panels": IntegerAttr(nr, i64)}
     windows = buf.Im2colOp([ins[0]], [panels.result], props)
-    weight = buf.ReshapeOp(ins[1], MemRefType(f32, (cout, c * 9)))
-    ops: list[Operation] = [panels, windows, weight]
+    ops: list[Operation] = [panels, windows, *weight]
     if op.acc is not None:
         shape = _direct_acc_shape(op)
         assert shape is not None
-        ops.append(buf.ReshapeOp(ins[2], shaped_memref(f32, shape)))
-    return ops, [weight.results[0], panels.result, *([ops[-1].results[0]] if op.acc is not None else [])]
+        ops.append(buf.ReshapeOp(ins[2], shaped_memref(Float32Type(), shape)))
+    return ops, [weight[-1].results[0], panels.result, *([ops[-1].results[0]] if op.acc is not None else [])]
 
 
 def _direct_conv(op: Operation, ins: Sequence[SSAValue], out: SSAValue) -> list[Operation]:
@@ -1330,5 +1362,19 @@ register_kernel(
         "reading the weight as stored (the convolution as it was before winograd-convolution)",
         prepare=_direct_conv_panels,
         packs_weights=True,
+    ),
+)
+# the direct convolution in bf16: a path with its error, a tuner's within a tolerance (never the heuristic's)
+register_kernel(
+    tg.WinogradConvOp,
+    KernelVariant(
+        "winograd_conv.direct_bf16",
+        _direct_conv,
+        _direct_conv_bf16_applies,
+        "no Winograd, in bf16: the 3x3 windows rounded to bf16 as the graph packs them into panels of pairs "
+        "along K, the weight as bf16 rows packed at load time, float32 sums (AMX, AVX512-BF16)",
+        prepare=_direct_conv_bf16_panels,
+        packs_weights=True,
+        error_floor=BF16_ERROR_FLOOR,
     ),
 )
