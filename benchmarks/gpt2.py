@@ -37,6 +37,7 @@ os.environ.setdefault("TG_CACHE_DIR", tempfile.mkdtemp(prefix="tg-bench-compile-
 
 import argparse  # noqa: E402
 import contextlib  # noqa: E402
+import copy  # noqa: E402
 import functools  # noqa: E402
 import importlib.util  # noqa: E402
 import io  # noqa: E402
@@ -60,11 +61,19 @@ LABELS = {
     "torch.compile": "torch.compile (inductor)",
     "onnxruntime": "ONNX Runtime",
     "openvino": "OpenVINO",
+    "tg-lowp": "tensor_graphs tuned at 1e-2",
+    "openvino-bf16": "OpenVINO bf16",
 }
 MAX_ABS = 1e-3
+#: The reduced-precision engines (bf16, int8 paths), each output checked against eager's as
+#: max |y - y64| / max |y64| <= REDUCED_MAX_ERROR (a guard against a broken engine, not a target:
+#: their errors are reported beside their times)
+REDUCED_PRECISION = ("tg-lowp", "openvino-bf16")
+REDUCED_MAX_ERROR = 0.1
 
 #: engine -> the module it needs beyond torch (the optional peers of the ``bench`` extra)
-PEER_MODULES = {"onnxruntime": "onnxruntime", "onnxruntime-opt": "onnxruntime", "openvino": "openvino"}
+PEER_MODULES = {"onnxruntime": "onnxruntime", "onnxruntime-opt": "onnxruntime", "openvino": "openvino",
+                "openvino-bf16": "openvino"}
 
 
 def not_installed(engine: str) -> str | None:
@@ -139,21 +148,26 @@ def tuning_db() -> str:
     return path
 
 
-def make_tensor_graphs_tuned(model, ids, threads, cache):
+def make_tensor_graphs_tuned(model, ids, threads, cache, *, engine: str = "tg-tuned", tolerance: float = TUNED_TOLERANCE):
     """``tg.compile(..., tune="missing", tolerance=TUNED_TOLERANCE)``: each kernel's fastest path
     measured here (records are per thread count, so one compile per thread count; the compile
-    time includes the measuring)."""
-    key = f"tg-tuned:{threads}"
+    time includes the measuring). ``engine`` "tg-lowp" (`make_tensor_graphs_lowp`): the same at
+    ``LOWP_TOLERANCE``, from the same database (each path's time and error are measured once)."""
+    key = f"{engine}:{threads}"
     if key not in cache:
-        fn, seconds = timed(lambda: tg.compile(model, (ids,), tune="missing", tolerance=TUNED_TOLERANCE,
-                                               tuning_db=tuning_db()))
-        tuned = [c for c in fn.tuning.choices if c.tuned]
-        log(f"  tensor_graphs tuned ({threads} thread(s)): {seconds:.1f} s, {fn.tuning.measured} path(s) measured, "
-            f"{len(tuned)} kernel(s) off the heuristic{'; ' + fn.tuning.note if fn.tuning.note else ''}")
+        fn, seconds = timed(lambda: tg.compile(model, (ids,), tune="missing", tolerance=tolerance, tuning_db=tuning_db()))
+        tuned = sorted({c.chosen.variant for c in fn.tuning.choices if c.tuned})
+        log(f"  tensor_graphs tuned at {tolerance:g} ({threads} thread(s)): {seconds:.1f} s, {fn.tuning.measured} path(s) "
+            f"measured; off the heuristic: {', '.join(tuned) or 'none'}{'; ' + fn.tuning.note if fn.tuning.note else ''}")
         cache[key] = fn
-        cache[f"compile:tg-tuned:{threads}"] = seconds
+        cache[f"compile:{engine}:{threads}"] = seconds
     fn = cache[key]
     return lambda: fn(ids)
+
+
+#: The tolerance of the "tg-lowp" engine: the bf16 and int8 GEMM paths where their measured error fits
+LOWP_TOLERANCE = 1e-2
+make_tensor_graphs_lowp = functools.partial(make_tensor_graphs_tuned, engine="tg-lowp", tolerance=LOWP_TOLERANCE)
 
 
 def make_eager(model, ids, threads, cache):
@@ -235,13 +249,14 @@ def openvino_core():
     return ov.Core()
 
 
-def openvino_config(threads: int) -> dict:
-    """CPU plugin properties: fp32 arithmetic (no bf16 on CPUs that have it), ``threads`` threads,
-    one stream, latency mode: like the other engines, one call at a time on ``threads`` cores."""
+def openvino_config(threads: int, precision: str = "f32") -> dict:
+    """CPU plugin properties: fp32 arithmetic (no bf16 on CPUs that have it; ``precision`` "bf16":
+    its bf16 hint), ``threads`` threads, one stream, latency mode: like the other engines, one
+    call at a time on ``threads`` cores."""
     import openvino.properties as props
     import openvino.properties.hint as hints
 
-    return {hints.inference_precision(): "f32", props.inference_num_threads(): threads,
+    return {hints.inference_precision(): precision, props.inference_num_threads(): threads,
             hints.performance_mode(): "LATENCY", props.streams.num(): 1}
 
 
@@ -279,18 +294,20 @@ def _first_line(e: BaseException, limit: int = 300) -> str:
     return (summary or useful or lines or [""])[0][:limit]
 
 
-def make_openvino(model, x, threads, cache):
+def make_openvino(model, x, threads, cache, precision: str = "f32"):
     """OpenVINO's CPU plugin on the converted module (``convert_openvino``, once per ``cache``),
-    compiled per thread count (``openvino_config``); one infer request, inputs shared, not copied."""
+    compiled per thread count (``openvino_config``, at ``precision``); one infer request, inputs
+    shared, not copied."""
     if "ov_model" not in cache:
         om, how, seconds, errors = convert_openvino(model, x)
         fallback = f" (after {'; '.join(errors)})" if errors else ""
         log(f"  OpenVINO convert_model via {how}: {seconds:.1f} s{fallback}")
         cache["ov_model"], cache["ov_how"] = om, how + fallback
         cache[f"compile:openvino convert_model ({how})"] = seconds
-    compiled, seconds = timed(lambda: openvino_core().compile_model(cache["ov_model"], "CPU", openvino_config(threads)))
-    log(f"  OpenVINO compile_model (CPU, f32, {threads} thread(s)): {seconds:.1f} s")
-    cache[f"compile:openvino compile_model:{threads}"] = seconds
+    config = openvino_config(threads, precision)
+    compiled, seconds = timed(lambda: openvino_core().compile_model(cache["ov_model"], "CPU", config))
+    log(f"  OpenVINO compile_model (CPU, {precision}, {threads} thread(s)): {seconds:.1f} s")
+    cache[f"compile:openvino{'-' + precision if precision != 'f32' else ''} compile_model:{threads}"] = seconds
     request = compiled.create_infer_request()
     feed = {0: np.ascontiguousarray(x.numpy())}
     return lambda: request.infer(feed, share_inputs=True)[0]
@@ -303,6 +320,8 @@ MAKERS = {
     "torch.compile": make_inductor,
     "onnxruntime": make_onnxruntime,
     "openvino": make_openvino,
+    "tg-lowp": make_tensor_graphs_lowp,
+    "openvino-bf16": functools.partial(make_openvino, precision="bf16"),
 }
 
 
@@ -354,20 +373,36 @@ def bench(engines: dict[str, Callable], repeat: int, warmup: int = 2, *, settle_
     return {k: statistics.median(v) * 1e3 for k, v in times.items()}
 
 
+def reference64(model, x) -> np.ndarray:
+    """Eager in float64: a copy of ``model`` and ``x`` cast to double (token ids stay as they are)."""
+    m64 = copy.deepcopy(model).double()
+    with torch.no_grad():
+        return as_numpy(m64(x if not x.is_floating_point() else x.double())).astype(np.float64)
+
+
+def relative_error(y, y64: np.ndarray) -> float:
+    """max |y - y64| / max |y64|: an engine's error against the float64 reference."""
+    return float(np.abs(np.asarray(as_numpy(y), dtype=np.float64) - y64).max() / np.abs(y64).max())
+
+
 def bench_forward(model, x, engines: list[str], threads_list: list[int], repeat: int, *, expected=None,
-                  makers: dict[str, Callable] | None = None, warmup: int = 2):
+                  makers: dict[str, Callable] | None = None, warmup: int = 2, errors: dict[int, dict[str, float]] | None = None):
     """Time ``model(x)`` on every engine at every thread count, engines alternating in turns (``bench``).
 
-    Each engine's output is first checked against ``expected`` (default: eager's) to ``MAX_ABS``;
-    one that fails or differs is left out of the timing. Returns ``([(threads, {engine: median
-    ms})], {compile step: seconds}, [failure lines])``. ``makers`` maps an engine name to
-    ``maker(model, x, threads, cache) -> run`` (default ``MAKERS``); ``cache`` lives across the
-    thread counts, so that what need not be redone (tensor_graphs' compile, the ONNX export) is not.
+    Each engine's output is first checked against ``expected`` (default: eager's) to ``MAX_ABS``
+    (a reduced-precision engine, `REDUCED_PRECISION`: its error against float64 to
+    ``REDUCED_MAX_ERROR``); one that fails or differs is left out of the timing. Returns
+    ``([(threads, {engine: median ms})], {compile step: seconds}, [failure lines])``; ``errors``,
+    when given, receives ``{threads: {engine: its relative_error against eager in float64}}`` (a
+    tuned engine's paths may differ by thread count). ``makers`` maps an engine name to ``maker(model, x, threads, cache) ->
+    run`` (default ``MAKERS``); ``cache`` lives across the thread counts, so that what need not be
+    redone (tensor_graphs' compile, the ONNX export) is not.
     """
     makers = makers or MAKERS
     if expected is None:
         with torch.no_grad():
             expected = as_numpy(model(x))
+    y64 = reference64(model, x) if errors is not None or any(e in REDUCED_PRECISION for e in engines) else None
     cache: dict = {}
     rows: list[tuple[int, dict[str, float]]] = []
     failures: list[str] = []
@@ -379,18 +414,26 @@ def bench_forward(model, x, engines: list[str], threads_list: list[int], repeat:
         for name in engines:
             try:
                 run = makers[name](model, x, threads, cache)
-                diff = float(np.abs(as_numpy(run()) - expected).max())
+                y = as_numpy(run())
             except Exception as e:  # noqa: BLE001 - report and carry on with the other engines
                 failures.append(f"{name} ({threads} thread(s)): {type(e).__name__}: {e}")
                 log(f"  {name}: FAILED: {type(e).__name__}: {str(e)[:2000]}")
                 traceback.print_exc(limit=3)
                 continue
-            ok = diff <= MAX_ABS
-            log(f"  {name}: max abs diff vs eager {diff:.2e} {'ok' if ok else f'> {MAX_ABS}: NOT TIMED'}")
+            error = relative_error(y, y64) if y64 is not None else None
+            if errors is not None and error is not None:
+                errors.setdefault(threads, {})[name] = error
+            if name in REDUCED_PRECISION:
+                ok, what = error <= REDUCED_MAX_ERROR, f"error vs float64 {error:.2e} (max |y - y64| / max |y64|)"
+                bound = REDUCED_MAX_ERROR
+            else:
+                diff = float(np.abs(y - expected).max())
+                ok, what, bound = diff <= MAX_ABS, f"max abs diff vs eager {diff:.2e}", MAX_ABS
+            log(f"  {name}: {what} {'ok' if ok else f'> {bound}: NOT TIMED'}")
             if ok:
                 ready[name] = run
             else:
-                failures.append(f"{name} ({threads} thread(s)): output differs from eager by {diff:.3g}")
+                failures.append(f"{name} ({threads} thread(s)): output differs from eager: {what}")
         med = bench(ready, repeat, warmup)
         rows.append((threads, med))
         log("  median ms: " + ", ".join(f"{k} {v:.3f}" for k, v in med.items()))

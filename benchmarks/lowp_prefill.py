@@ -22,12 +22,11 @@ alternate (``gpt2.bench``); medians. Errors: max |y - y64| / max |y64| against e
 from __future__ import annotations
 
 import argparse
-import copy
+import functools
 import platform
 import sys
 from pathlib import Path
 
-import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -57,13 +56,6 @@ def rows() -> list[tuple[str, torch.nn.Module, torch.Tensor]]:
     return out
 
 
-def reference(model: torch.nn.Module, x: torch.Tensor) -> np.ndarray:
-    """Eager in float64 (integer inputs, token ids, stay as they are)."""
-    m64 = copy.deepcopy(model).double()
-    with torch.no_grad():
-        return gpt2.as_numpy(m64(x if not x.is_floating_point() else x.double())).astype(np.float64)
-
-
 def make_tuned(tolerance: float):
     def make(model, x, threads, cache):
         key = f"tuned:{tolerance}:{threads}"
@@ -79,19 +71,6 @@ def make_tuned(tolerance: float):
     return make
 
 
-def make_openvino(precision: str):
-    def make(model, x, threads, cache):
-        import openvino.properties.hint as hints
-
-        if "ov_model" not in cache:
-            cache["ov_model"] = gpt2.convert_openvino(model, x)[0]
-        config = {**gpt2.openvino_config(threads), hints.inference_precision(): precision}
-        request = gpt2.openvino_core().compile_model(cache["ov_model"], "CPU", config).create_infer_request()
-        feed = {0: np.ascontiguousarray(x.numpy())}
-        return lambda: request.infer(feed, share_inputs=True)[0]
-    return make
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+", default=["mlp", "encoder", "gpt2"], choices=["mlp", "encoder", "gpt2", "resnet"])
@@ -102,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     tuned = {("tg-tuned" if len(args.tolerance) == 1 else f"tg-tuned@{t:g}"): make_tuned(t) for t in args.tolerance}
     makers = {"tg-fp32": gpt2.make_tensor_graphs, **tuned}
     if gpt2.not_installed("openvino") is None:
-        makers.update({"openvino-f32": make_openvino("f32"), "openvino-bf16": make_openvino("bf16")})
+        makers.update({"openvino-f32": gpt2.make_openvino, "openvino-bf16": functools.partial(gpt2.make_openvino, precision="bf16")})
     else:
         print("OpenVINO is not installed (pip install .[bench]): its rows are left out")
     threads_list = [int(t) for t in args.threads.split(",")]
@@ -112,14 +91,13 @@ def main(argv: list[str] | None = None) -> int:
     table = rows()
     for key in args.models:
         for label, model, x in table[key]:
-            expected = reference(model, x)
-            scale = float(np.abs(expected).max())
+            expected = gpt2.reference64(model, x)
             cache: dict = {}
             for threads in threads_list:
                 torch.set_num_threads(threads)
                 tg.set_num_threads(threads)
                 runs = {name: make(model, x, threads, cache) for name, make in makers.items()}
-                errors = {name: float(np.abs(gpt2.as_numpy(run()) - expected).max()) / scale for name, run in runs.items()}
+                errors = {name: gpt2.relative_error(run(), expected) for name, run in runs.items()}
                 ms = gpt2.bench(runs, args.rounds)
                 cells = [f"{ms[e]:.3f} ({errors[e]:.1e})" for e in makers]
                 ratios = "".join(f" | {ms[t] / ms['tg-fp32']:.2f}" for t in tuned)

@@ -172,6 +172,51 @@ def test_targets_of_each_row(suite, tmp_path):
     assert checks["tuned <= heuristic"](row, {}) is False
 
 
+def test_reduced_precision_engines_have_their_errors_beside_their_times(suite):
+    """tensor_graphs at 1e-2 and OpenVINO bf16: never a float32 row's fastest peer; their errors in
+    the row's cells; held to 1.8x tensor_graphs' float32 and to OpenVINO bf16's time at no larger error."""
+    row = suite.Result("gpt2-prefill", "GPT-2", "prefill 128", 1, "ms",
+                       {"tensor_graphs": 10.0, "tg-lowp": 5.0, "onnxruntime": 9.0, "openvino-bf16": 4.0},
+                       ["tensor_graphs", "tg-lowp", "onnxruntime", "openvino-bf16"], gemm_bound=True,
+                       errors={"tensor_graphs": 2e-7, "tg-lowp": 3e-3, "onnxruntime": 3e-7, "openvino-bf16": 1e-2})
+    assert row.fastest_peer() == "onnxruntime" and row.tg_ratio() == pytest.approx(10 / 9)
+    assert suite.cell(row, "tg-lowp") == "5 (1.25x, err 3.0e-03)" and suite.cell(row, "tensor_graphs").endswith("err 2.0e-07)")
+    checks = dict(suite.row_targets(row))
+    speedup, against_ov = checks["tuned@1e-2 >= 1.8x tg float32"], checks["tuned@1e-2 <= 1.0x OpenVINO bf16 at <= its error"]
+    assert speedup(row, {}) is True and against_ov(row, {}) is False  # 5 ms against OpenVINO's 4
+    row.values["tg-lowp"] = 3.9
+    assert against_ov(row, {}) is True
+    row.errors["tg-lowp"] = 2e-2  # faster, but less accurate than OpenVINO bf16
+    assert against_ov(row, {}) is False
+    row.values["tg-lowp"] = 6.0
+    assert speedup(row, {}) is False
+    assert suite._compile_label("tg-lowp:2")[0] == "tensor_graphs"
+    assert suite._compile_label("openvino-bf16 compile_model:1") == ("OpenVINO bf16", "compile_model (CPU, bf16, LATENCY, 1 stream), 1 thread(s)")
+
+
+def test_forward_rows_record_every_engines_error_against_float64(suite):
+    """`gpt2.bench_forward` checks a float32 engine against eager to MAX_ABS and a reduced-precision
+    one against float64 to REDUCED_MAX_ERROR (a broken engine is not timed), and gives each
+    engine's max |y - y64| / max |y64| per thread count."""
+    gpt2 = suite.gpt2
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 8)).eval()
+    x = torch.randn(3, 16)
+    with torch.no_grad():
+        y = model(x)
+
+    def engine(scale):
+        return lambda model, x, threads, cache: (lambda: y * scale)
+
+    makers = {"eager": engine(1.0), "tg-lowp": engine(1.004), "openvino-bf16": engine(1.5)}
+    errors: dict = {}
+    rows, _, failures = gpt2.bench_forward(model, x, list(makers), [1], 1, makers=makers, warmup=0, errors=errors)
+    y64 = gpt2.reference64(model, x)
+    assert errors[1]["tg-lowp"] == pytest.approx(gpt2.relative_error(y * 1.004, y64)) and errors[1]["tg-lowp"] < 1e-2
+    assert errors[1]["eager"] < 1e-6 and errors[1]["openvino-bf16"] > gpt2.REDUCED_MAX_ERROR
+    assert set(rows[0][1]) == {"eager", "tg-lowp"} and "openvino-bf16 (1 thread(s)): output differs" in failures[0]
+
+
 def test_chart_is_a_png(suite, tmp_path):
     pytest.importorskip("matplotlib")
     path = tmp_path / "c.png"
