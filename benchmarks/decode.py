@@ -92,14 +92,20 @@ from dataclasses import dataclass, field  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-ENGINES = ("tensor_graphs", "tg-tuned", "eager", "torch.compile", "onnxruntime", "openvino")
+#: llama.cpp's formats run as decode peers (`llama_cpp_peer`: the model written to GGUF, quantised by llama.cpp)
+LLAMA_FORMATS = ("F32", "Q8_0", "Q4_0", "Q4_K_M")
+ENGINES = ("tensor_graphs", "tg-tuned", "tg-int8", "tg-int4", "eager", "torch.compile", "onnxruntime", "openvino",
+           *(f"llama.cpp {f}" for f in LLAMA_FORMATS))
 LABELS = {
     "tensor_graphs": "tensor_graphs",
     "tg-tuned": "tensor_graphs tuned",
+    "tg-int8": "tensor_graphs int8 weights",
+    "tg-int4": "tensor_graphs int4 weights (Q4_0's)",
     "eager": "PyTorch eager",
     "torch.compile": "torch.compile",
     "onnxruntime": "ONNX Runtime",
     "openvino": "OpenVINO",
+    **{f"llama.cpp {f}": f"llama.cpp {f}" for f in LLAMA_FORMATS},
 }
 #: engines that export the model in their setup (a transient copy of the weights): set up first
 EXPORTERS = ("onnxruntime", "openvino")
@@ -247,9 +253,16 @@ def measure_bandwidth(threads: int, mib: int = 512, repeat: int = 7) -> float:
 
 
 class Engine:
-    """prefill(ids [1, P]) -> logits [1, V]; decode(tok [1, 1]) -> logits; fill(ctx) -> logits (untimed)."""
+    """prefill(ids [1, P]) -> logits [1, V]; decode(tok [1, 1]) -> logits; fill(ctx) -> logits (untimed).
+
+    An engine that ``reports_error`` (cheaper weights: tensor_graphs' int8 / int4; llama.cpp's
+    formats, F32 too: another engine's arithmetic) has its `teacher_forced_error` measured once
+    after its first setup (`measure_error`) and kept in ``error``: (max abs logits error, share
+    of eager's greedy tokens)."""
 
     name = ""
+    reports_error = False
+    error: tuple[float, float] | None = None
 
     def __init__(self, model, max_cache: int, prefill_len: int):
         self.model = model
@@ -269,6 +282,17 @@ class Engine:
     def fill(self, ids: torch.Tensor, snapshot) -> torch.Tensor:
         """Put ``ids`` (a context) into the cache; ``snapshot`` = eager's ([(k, v)] per layer, logits)."""
         return self.prefill(ids)
+
+    def decoder(self):
+        """What `teacher_forced_error` drives (reset, prefill, decode): the engine itself."""
+        return self
+
+    def measure_error(self) -> None:
+        """An engine's error against eager, once, where it ``reports_error`` (`teacher_forced_error`)."""
+        if self.reports_error and self.error is None:
+            self.error = teacher_forced_error(self.model, self.decoder())
+            log(f"  {self.name}: vs eager over {ERROR_STEPS} teacher-forced steps: max abs logits error "
+                f"{self.error[0]:.3g}, greedy tokens same {100 * self.error[1]:.0f}%")
 
 
 class Eager(Engine):
@@ -526,8 +550,11 @@ class OpenVino(Engine):
 
 
 class TensorGraphs(Engine):
+    """``tg.compile_decoder`` with ``kwargs`` (a subclass's: ``weight_format``, tuning)."""
+
     name = "tensor_graphs"
     dec = None
+    kwargs: dict = {}
 
     def setup(self, threads):
         import tensor_graphs as tg
@@ -536,7 +563,8 @@ class TensorGraphs(Engine):
         if self.dec is None:
             if not hasattr(tg, "compile_decoder"):
                 raise RuntimeError("tensor_graphs has no compile_decoder (API not available in this checkout)")
-            self.dec, t = timed(lambda: tg.compile_decoder(self.model, max_seq=self.max_cache, prefill_chunk=self.prefill_len))
+            self.dec, t = timed(lambda: tg.compile_decoder(self.model, max_seq=self.max_cache, prefill_chunk=self.prefill_len,
+                                                           **self.kwargs))
             self.compile_times["compile_decoder"] = t
             mem = self.dec.memory
             target = getattr(getattr(self.dec, "target", None), "name", "default")
@@ -554,6 +582,16 @@ class TensorGraphs(Engine):
         logits = self.dec.prefill(ids)
         assert self.dec.position == ids.shape[1], f"position {self.dec.position} after prefill of {ids.shape[1]}"
         return logits
+
+    def decoder(self):
+        return self.dec
+
+
+def weight_engine(name: str, weight_format: str) -> type:
+    """The tensor_graphs decoder over cheaper weights (``compile_decoder(weight_format=...)``:
+    every decode GEMM over int8 / int4 weights), named ``name``; it reports its error."""
+    return type(f"TensorGraphs_{weight_format}", (TensorGraphs,),
+                {"name": name, "kwargs": {"weight_format": weight_format}, "reports_error": True})
 
 
 #: The tolerance of the "tg-tuned" decoder: its matrix-vector products may run over bf16 or int8
@@ -588,7 +626,11 @@ class TensorGraphsTuned(TensorGraphs):
                 f"{100 * self.error[1]:.0f}%")
 
 
-def teacher_forced_error(model, dec, steps: int = ERROR_STEPS, prompt: int = 16) -> tuple[float, float]:
+#: The prompt's tokens before `teacher_forced_error`'s steps
+ERROR_PROMPT = 16
+
+
+def teacher_forced_error(model, dec, steps: int = ERROR_STEPS, prompt: int = ERROR_PROMPT) -> tuple[float, float]:
     """(max |logits - eager's|, share of eager's greedy tokens) of ``dec`` over ``steps`` decode
     steps after a ``prompt``-token prompt, each fed eager's greedy token (so that every step
     compares the same context); ``dec`` is reset before and after."""
@@ -609,7 +651,16 @@ def teacher_forced_error(model, dec, steps: int = ERROR_STEPS, prompt: int = 16)
 
 
 CLASSES = {"tensor_graphs": TensorGraphs, "tg-tuned": TensorGraphsTuned, "eager": Eager, "torch.compile": Compiled, "onnxruntime": OnnxRuntime,
-           "openvino": OpenVino}
+           "openvino": OpenVino, "tg-int8": weight_engine("tg-int8", "int8"), "tg-int4": weight_engine("tg-int4", "int4dot")}
+
+
+def engine_class(name: str) -> type:
+    """`CLASSES`' engine, or a llama.cpp format's (``llama.cpp Q4_0``: `llama_cpp_peer.llama_engine`)."""
+    if name.startswith("llama.cpp "):
+        import llama_cpp_peer
+
+        return llama_cpp_peer.llama_engine(name.removeprefix("llama.cpp "))
+    return CLASSES[name]
 
 
 # --------------------------------------------------------------------------- timing
@@ -634,6 +685,8 @@ class Row:
     values: dict[str, float] = field(default_factory=dict)
     ceiling: float | None = None  # tok/s
     na: dict[str, str] = field(default_factory=dict)
+    #: engine -> (max abs logits error, share of eager's greedy tokens) over ERROR_STEPS teacher-forced steps
+    errors: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 # Thread pools that busy-wait after a call (OpenMP in PyTorch and inductor kernels, OpenBLAS) keep
@@ -771,10 +824,11 @@ def bench_model(spec: Spec, model, engines: list[str], threads_list: list[int], 
     wbytes = weight_bytes_per_token(model)
     max_ctx = max(spec.contexts + [spec.prefill])
     max_cache = max_ctx + warmup + 2 * steps + 8  # bench_decode's wake-up steps advance the cache too
+    max_cache = max(max_cache, ERROR_PROMPT + ERROR_STEPS + 8)  # teacher_forced_error's prompt and steps
     vocab = model.config.vocab_size
     ids_all = torch.randint(0, vocab, (1, max_ctx), generator=torch.Generator().manual_seed(1))
     ids_p = ids_all[:, :spec.prefill]
-    objs = {e: CLASSES[e](model, max_cache, spec.prefill) for e in engines}
+    objs = {e: engine_class(e)(model, max_cache, spec.prefill) for e in engines}
     na: dict[str, str] = {}
 
     def warn_for(row_label):
@@ -799,6 +853,7 @@ def bench_model(spec: Spec, model, engines: list[str], threads_list: list[int], 
                 continue
             try:
                 e.setup(threads)
+                e.measure_error()
                 live[name] = e
             except Exception as ex:  # noqa: BLE001 - report and carry on with the other engines
                 na[name] = f"setup failed: {one_line(ex)}"
@@ -806,6 +861,7 @@ def bench_model(spec: Spec, model, engines: list[str], threads_list: list[int], 
                 if name != "tensor_graphs" or "compile_decoder" not in str(ex):
                     traceback.print_exc(limit=4)
         live = {k: live[k] for k in objs if k in live}  # table order for the alternation
+        errors = {k: e.error for k, e in live.items() if e.error is not None}
         if "eager" not in live:
             log("  eager failed: nothing to compare with")
             break
@@ -823,7 +879,7 @@ def bench_model(spec: Spec, model, engines: list[str], threads_list: list[int], 
 
         label = f"prefill {spec.prefill}"
         med = bench_prefill(live, ids_p, repeat, expected, warn_for(f"{label}, {threads}t"))
-        rows.append(Row(spec.label, label, threads, "ms", med, None, dict(na)))
+        rows.append(Row(spec.label, label, threads, "ms", med, None, dict(na), errors))
         log(f"  {label}: " + ", ".join(f"{k} {v:.1f} ms" for k, v in med.items()))
 
         for ctx in spec.contexts:
@@ -853,14 +909,15 @@ def bench_model(spec: Spec, model, engines: list[str], threads_list: list[int], 
             # re-measured next to every decode row: on a shared machine any one copy is a low estimate
             bandwidth[threads] = max(bandwidth[threads], measure_bandwidth(threads, repeat=5))
             ceiling = bandwidth[threads] / (wbytes + kvb)
-            rows.append(Row(spec.label, f"decode @{ctx}", threads, "tok/s", tps, ceiling, dict(na)))
+            rows.append(Row(spec.label, f"decode @{ctx}", threads, "tok/s", tps, ceiling, dict(na), errors))
             log(f"  decode @{ctx}: " + ", ".join(f"{k} {v:.2f} tok/s" for k, v in tps.items())
                 + f"; ceiling {ceiling:.2f} tok/s ({(wbytes + kvb) / 1e6:.0f} MB/token)")
     for name, e in objs.items():
         for what, t in e.compile_times.items():
             compile_rows.append((spec.label, LABELS[name], what, t))
-        if getattr(e, "error", None) is not None:
-            notes.append(f"{spec.label}: {LABELS[name]} (tolerance {TUNED_TOLERANCE:g}; last thread count) against eager over "
+        if e.error is not None:
+            how = f" (tolerance {TUNED_TOLERANCE:g}; last thread count)" if name == "tg-tuned" else ""
+            notes.append(f"{spec.label}: {LABELS[name]}{how} against eager over "
                          f"{ERROR_STEPS} teacher-forced decode steps: max abs logits error {e.error[0]:.3g}, greedy tokens "
                          f"same {100 * e.error[1]:.0f}%")
         if name in na:

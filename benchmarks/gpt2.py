@@ -73,7 +73,8 @@ REDUCED_MAX_ERROR = 0.1
 
 #: engine -> the module it needs beyond torch (the optional peers of the ``bench`` extra)
 PEER_MODULES = {"onnxruntime": "onnxruntime", "onnxruntime-opt": "onnxruntime", "openvino": "openvino",
-                "openvino-bf16": "openvino"}
+                "openvino-bf16": "openvino",
+                **{f"llama.cpp {f}": "llama_cpp" for f in ("F32", "BF16", "Q8_0", "Q4_0", "Q4_K_M")}}
 
 
 def not_installed(engine: str) -> str | None:

@@ -162,6 +162,7 @@ class LlamaCpp(decode.Engine):
 
     fmt = "Q4_0"
     llm = None
+    reports_error = True  # decode.Engine.measure_error: against eager, in every format
 
     def setup(self, threads: int) -> None:
         from llama_cpp import Llama

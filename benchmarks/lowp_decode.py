@@ -41,25 +41,10 @@ import torch
 sys.path.insert(0, os.path.dirname(__file__))
 import decode  # noqa: E402  (benchmarks/decode.py)
 
-import tensor_graphs as tg  # noqa: E402
 from tensor_graphs.target import Target, cpu_model  # noqa: E402
 
 ERROR_STEPS = 64
 PROMPT = 16
-
-
-class TgVariant(decode.TensorGraphs):
-    """``compile_decoder`` with extra keyword arguments (weight_format, tuning)."""
-
-    kwargs: dict = {}
-
-    def setup(self, threads):
-        tg.set_num_threads(threads)
-        if self.dec is None:
-            self.dec, t = decode.timed(lambda: tg.compile_decoder(self.model, max_seq=self.max_cache,
-                                                                   prefill_chunk=self.prefill_len, **self.kwargs))
-            self.compile_times["compile_decoder"] = t
-            decode.log(f"  {self.name}: compile_decoder {t:.1f} s")
 
 
 def llama_engines(formats: list[str]) -> dict[str, type]:
@@ -76,7 +61,8 @@ def llama_engines(formats: list[str]) -> dict[str, type]:
 
 
 def variant(name: str, **kwargs) -> type:
-    return type(name, (TgVariant,), {"name": name, "kwargs": kwargs})
+    """``compile_decoder`` with extra keyword arguments (weight_format, tuning)."""
+    return type(name, (decode.TensorGraphs,), {"name": name, "kwargs": kwargs})
 
 
 def main() -> int:

@@ -30,7 +30,15 @@ tolerance=1e-2)``: the tuner may take the bf16 and int8 GEMM paths where their m
 fits) and ``openvino-bf16`` (its ``INFERENCE_PRECISION_HINT`` bf16); neither is ever a float32
 row's "fastest peer": they are held to each other (tensor_graphs at 1e-2 at most OpenVINO bf16's
 time at no larger error, and at least 1.8x its own float32 graph's speed). Every forward row's
-cell gives the engine's error beside its time: max |y - y64| / max |y64| against eager in float64. All run in this one process; within a row they alternate call by call (ABCDABCD...)
+cell gives the engine's error beside its time: max |y - y64| / max |y64| against eager in float64.
+On the decode rows (``gpt2-decode``, ``qwen3``): ``tg-int8`` and ``tg-int4``
+(``compile_decoder(weight_format="int8" / "int4dot")``: every decode GEMM over int8 weights, or
+Q4_0's 4-bit codes times int8 activations) and llama.cpp (``llama-cpp-python`` from the bench
+extra, `llama_cpp_peer`: the same random-weight model written to GGUF in F32 and quantised by
+llama.cpp to Q8_0, Q4_0 and Q4_K_M); each of these reports its max abs logits error and its share
+of eager's greedy tokens over 64 teacher-forced steps beside its numbers, and ours are held to
+llama.cpp's Q8_0 / Q4_0 tokens/s at no larger error. Without llama-cpp-python a note says so and
+the run goes on. All run in this one process; within a row they alternate call by call (ABCDABCD...)
 so machine noise hits all alike, and each row reports medians. Each thread count (``--threads``)
 sets ``torch.set_num_threads``, ``tg.set_num_threads``, ORT's ``intra_op_num_threads`` and
 OpenVINO's ``INFERENCE_NUM_THREADS`` alike.
@@ -92,14 +100,18 @@ from tensor_graphs.codegen.llvm import peak_kernels  # noqa: E402
 from tensor_graphs.target import cpu_model  # noqa: E402
 
 WORKLOADS = ("mlp", "encoder", "gpt2-prefill", "gpt2-decode", "qwen3", "conv")
-ENGINES = ("tensor_graphs", "tg-tuned", "tg-dynamic", "tg-lowp", "eager", "torch.compile", "onnxruntime", "onnxruntime-opt",
-           "openvino", "openvino-bf16")
+LLAMA_ENGINES = tuple(f"llama.cpp {f}" for f in decode.LLAMA_FORMATS)
+ENGINES = ("tensor_graphs", "tg-tuned", "tg-dynamic", "tg-lowp", "tg-int8", "tg-int4", "eager", "torch.compile", "onnxruntime",
+           "onnxruntime-opt", "openvino", "openvino-bf16", *LLAMA_ENGINES)
 #: tensor_graphs' own engines: the heuristic paths and the tuned ones (`gpt2.make_tensor_graphs_tuned`,
-#: `decode.TensorGraphsTuned`, at 1e-2 `gpt2.make_tensor_graphs_lowp`); never peers
-TG_ENGINES = ("tensor_graphs", "tg-tuned", "tg-dynamic", "tg-lowp")
-#: the engines in reduced precision (bf16, int8): never "the fastest peer" of a float32 row; their
-#: errors beside their times say what they give up
-REDUCED_PRECISION = gpt2.REDUCED_PRECISION
+#: `decode.TensorGraphsTuned`, at 1e-2 `gpt2.make_tensor_graphs_lowp`), its decoders over int8 and
+#: int4 weights (`decode.weight_engine`); never peers
+TG_ENGINES = ("tensor_graphs", "tg-tuned", "tg-dynamic", "tg-lowp", "tg-int8", "tg-int4")
+#: the engines in reduced precision (bf16, int8, int4): never "the fastest peer" of a float32 row;
+#: their errors beside their times say what they give up
+REDUCED_PRECISION = (*gpt2.REDUCED_PRECISION, "tg-int8", "tg-int4", *(e for e in LLAMA_ENGINES if not e.endswith("F32")))
+#: tensor_graphs' decoder over cheaper weights -> the llama.cpp format it is held to (issue 32)
+LLAMA_RIVALS = {"tg-int8": "llama.cpp Q8_0", "tg-int4": "llama.cpp Q4_0"}
 LABELS = {
     "tensor_graphs": "tensor_graphs",
     "tg-tuned": "tuned",
@@ -110,15 +122,21 @@ LABELS = {
     "onnxruntime-opt": "ONNX Runtime + transformers optimizer",
     "openvino": "OpenVINO",
     "tg-lowp": "tuned at 1e-2 (bf16, int8)",
+    "tg-int8": "int8 weights",
+    "tg-int4": "int4 weights (Q4_0's)",
     "openvino-bf16": "OpenVINO bf16",
+    **{e: e for e in LLAMA_ENGINES},
 }
 CHART_NAMES = {"mlp": "MLP", "encoder": "Encoder", "gpt2-prefill": "GPT-2", "gpt2-decode": "GPT-2 KV",
                "qwen3": "Qwen3", "conv": "Conv"}
 SHORT = {"tensor_graphs": "tg", "tg-tuned": "tuned", "tg-dynamic": "dynamic", "eager": "eager", "torch.compile": "torch.compile", "onnxruntime": "ORT",
          "onnxruntime-opt": "ORT + optimizer", "openvino": "OpenVINO", "tg-lowp": "tuned@1e-2",
-         "openvino-bf16": "OpenVINO bf16"}
+         "openvino-bf16": "OpenVINO bf16", "tg-int8": "tg int8", "tg-int4": "tg int4",
+         **{e: e.replace("llama.cpp", "llama") for e in LLAMA_ENGINES}}
 COLORS = {"tensor_graphs": "#d62728", "tg-tuned": "#8c564b", "tg-dynamic": "#e377c2", "eager": "#1f77b4", "torch.compile": "#ff7f0e", "onnxruntime": "#2ca02c",
-          "onnxruntime-opt": "#17becf", "openvino": "#9467bd", "tg-lowp": "#bcbd22", "openvino-bf16": "#7f7f7f"}
+          "onnxruntime-opt": "#17becf", "openvino": "#9467bd", "tg-lowp": "#bcbd22", "openvino-bf16": "#7f7f7f",
+          "tg-int8": "#ff9896", "tg-int4": "#c49c94", "llama.cpp F32": "#aec7e8", "llama.cpp Q8_0": "#98df8a",
+          "llama.cpp Q4_0": "#c5b0d5", "llama.cpp Q4_K_M": "#dbdb8d"}
 
 log = gpt2.log
 
@@ -158,8 +176,11 @@ class Result:
     gemm_bound: bool = False
     tokens: int | None = None  # rows of the weight GEMMs (batch x seq); below 16 they are GEMVs
     precision: str = "float32"  # what tensor_graphs computed this row in: its peak is the ceiling
-    #: engine -> its error against eager in float64: max |y - y64| / max |y64| (forward rows)
+    #: engine -> its error: forward rows max |y - y64| / max |y64| against eager in float64; decode
+    #: rows (engines that report one) the max abs logits error over teacher-forced steps
     errors: dict[str, float] = field(default_factory=dict)
+    #: decode rows: engine -> the share of its greedy tokens that are eager's over those steps
+    agreement: dict[str, float] = field(default_factory=dict)
 
     @property
     def gemv(self) -> bool:
@@ -475,7 +496,8 @@ def decode_rows(run: Run, key: str, spec: decode.Spec) -> None:
     wbytes = decode.weight_bytes_per_token(model)
     for r in rows:
         res = Result(key, spec.label, r.what, r.threads, r.unit, dict(r.values), list(engines),
-                     {k: v for k, v in r.na.items() if k not in r.values})
+                     {k: v for k, v in r.na.items() if k not in r.values},
+                     errors={k: v[0] for k, v in r.errors.items()}, agreement={k: v[1] for k, v in r.errors.items()})
         if r.unit == "ms":
             res.what = f"{r.what} (last logits)"
             res.flops, res.gemm_flops = gemm_flops + attn, gemm_flops
@@ -831,7 +853,9 @@ def cell(r: Result, e: str) -> str:
     """An engine's number, its time over the row's fastest and its error (where measured)."""
     if e in r.values:
         fastest = min(r.seconds(k) for k in r.values)
-        error = f", err {r.errors[e]:.1e}" if e in r.errors else ""
+        error = f", err {r.errors[e]:.1e}" if e in r.errors and e not in r.agreement else ""
+        if e in r.agreement:
+            error = f", err {r.errors[e]:.3g}, {100 * r.agreement[e]:.0f}% tokens"
         return f"{_fmt(r.values[e])} ({r.seconds(e) / fastest:.2f}x{error})"
     if e in r.failed:
         return "failed"
@@ -936,6 +960,17 @@ def _lowp_speedup(limit: float) -> Callable[["Result", Ceilings], "bool | None"]
     return holds
 
 
+def _at_least_llama(ours: str, theirs: str) -> Callable[["Result", Ceilings], "bool | None"]:
+    """tensor_graphs' decoder over cheaper weights ``ours`` at least llama.cpp's format ``theirs``'
+    tokens/s, at a max abs logits error no larger than its."""
+    def holds(r: Result, _: Ceilings) -> bool | None:
+        if ours not in r.values or theirs not in r.values or not {ours, theirs} <= r.errors.keys():
+            return None
+        return r.values[ours] >= r.values[theirs] and r.errors[ours] <= r.errors[theirs]
+
+    return holds
+
+
 #: How much faster than its own float32 graph tensor_graphs at 1e-2 is to be on compute-bound rows (issue 32)
 LOWP_SPEEDUP = 1.8
 
@@ -956,7 +991,8 @@ def row_targets(r: Result) -> list[Target]:
     thread count; decode at least 1.25x the fastest peer's tok/s (a time ratio of 0.8) and 85% of
     the bandwidth ceiling. Where tensor_graphs ran at tolerance 1e-2 ("tg-lowp": bf16 and int8
     paths) on a row that is not overhead-bound: at least 1.8x its float32 graph's speed, and at
-    most OpenVINO bf16's time at an error no larger than its (issue 32)."""
+    most OpenVINO bf16's time at an error no larger than its; decode over int8 / int4 weights at
+    least llama.cpp Q8_0's / Q4_0's tokens/s at a logits error no larger than its (issue 32)."""
     out: list[Target] = [("<= 1.0x fastest peer", _ratio_at_most(1.0))]
     if "tg-tuned" in r.values:
         out.append(("tuned <= heuristic", _tuned_at_most_heuristic))
@@ -968,6 +1004,8 @@ def row_targets(r: Result) -> list[Target]:
         out.append((f">= {PEAK_SHARE:.0%} of {r.precision} peak", _peak_share(PEAK_SHARE)))
     if r.unit == "tok/s":
         out += [(">= 1.25x peer tok/s", _ratio_at_most(0.8)), (">= 85% of bandwidth", _bandwidth_share(0.85))]
+        out += [(f"{SHORT[ours]} >= {theirs} tok/s at <= its error", _at_least_llama(ours, theirs))
+                for ours, theirs in LLAMA_RIVALS.items() if ours in r.engines and theirs in r.engines]
     if "tg-lowp" in r.engines and not overhead_bound(r):
         out.append((f"tuned@1e-2 >= {LOWP_SPEEDUP}x tg float32", _lowp_speedup(LOWP_SPEEDUP)))
         if "openvino-bf16" in r.engines:

@@ -194,6 +194,32 @@ def test_reduced_precision_engines_have_their_errors_beside_their_times(suite):
     assert suite._compile_label("openvino-bf16 compile_model:1") == ("OpenVINO bf16", "compile_model (CPU, bf16, LATENCY, 1 stream), 1 thread(s)")
 
 
+def test_decode_over_cheaper_weights_is_held_to_llama_cpp(suite):
+    """tg-int8 / tg-int4 against llama.cpp Q8_0 / Q4_0: tokens/s at least theirs at a logits error
+    no larger; quantised llama.cpp is never a float32 row's fastest peer (its F32 is); the cells
+    give each one's logits error and greedy-token agreement."""
+    engines = ["tensor_graphs", "tg-int8", "tg-int4", "onnxruntime", "llama.cpp F32", "llama.cpp Q8_0", "llama.cpp Q4_0"]
+    row = suite.Result("qwen3", "Qwen3", "decode @128", 1, "tok/s",
+                       {"tensor_graphs": 13.0, "tg-int8": 40.0, "tg-int4": 50.0, "onnxruntime": 7.0, "llama.cpp F32": 12.0,
+                        "llama.cpp Q8_0": 38.0, "llama.cpp Q4_0": 55.0}, engines,
+                       errors={"tg-int8": 0.05, "tg-int4": 0.2, "llama.cpp F32": 1e-4, "llama.cpp Q8_0": 0.06, "llama.cpp Q4_0": 0.3},
+                       agreement={"tg-int8": 1.0, "tg-int4": 0.97, "llama.cpp F32": 1.0, "llama.cpp Q8_0": 1.0, "llama.cpp Q4_0": 0.95})
+    assert row.fastest_peer() == "llama.cpp F32"
+    assert suite.cell(row, "tg-int4") == "50.0 (1.10x, err 0.2, 97% tokens)"
+    checks = dict(suite.row_targets(row))
+    int8, int4 = checks["tg int8 >= llama.cpp Q8_0 tok/s at <= its error"], checks["tg int4 >= llama.cpp Q4_0 tok/s at <= its error"]
+    assert int8(row, {}) is True and int4(row, {}) is False  # 50 tok/s against Q4_0's 55
+    row.values["tg-int4"] = 56.0
+    assert int4(row, {}) is True
+    row.errors["tg-int8"] = 0.07  # faster than Q8_0 but a larger error
+    assert int8(row, {}) is False
+    del row.errors["llama.cpp Q4_0"]
+    assert int4(row, {}) is None
+    assert suite.decode.engine_class("tg-int4").kwargs == {"weight_format": "int4dot"}
+    assert suite.decode.engine_class("tg-int8").reports_error and not suite.decode.engine_class("tensor_graphs").reports_error
+    assert suite.gpt2.not_installed("llama.cpp Q4_0") in (None, "llama_cpp is not installed (pip install -e '.[bench]')")
+
+
 def test_forward_rows_record_every_engines_error_against_float64(suite):
     """`gpt2.bench_forward` checks a float32 engine against eager to MAX_ABS and a reduced-precision
     one against float64 to REDUCED_MAX_ERROR (a broken engine is not timed), and gives each
