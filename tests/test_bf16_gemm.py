@@ -84,9 +84,10 @@ def _check(got: np.ndarray, model: torch.nn.Sequential, x: torch.Tensor) -> None
 
 
 # rows (tails of 16 and 32 rows, of the register tiles' 6), K (AMX's multiples of 32, and not),
-# N (partial panels and partial column tiles of 16), bias, GELU
+# N (partial panels and partial column tiles of 16), bias, GELU; the last two have fewer panels
+# than twice the cores: on AMX each panel's rows are split into groups (`kernels_amx.row_groups`)
 SHAPES = [(1, 64, 16, True, False), (5, 96, 40, True, True), (17, 768, 200, False, True), (33, 130, 64, True, False),
-          (64, 768, 1000, True, True), (130, 2304, 48, False, False)]
+          (64, 768, 1000, True, True), (130, 2304, 48, False, False), (100, 256, 128, True, True)]
 
 
 @pytest.mark.parametrize("engine", list(ENGINES))
@@ -187,6 +188,15 @@ def test_bf16_gemm_compiles_to_its_instructions(engine, monkeypatch):
     else:
         assert len(ops) >= 4 * 4 and all("zmm" in line for line in ops)
         assert "tdpbf16ps" not in asm
+
+
+def test_amx_row_groups_give_every_core_work():
+    """Few panels: each one's rows in groups of whole 32-row blocks, about two items per core."""
+    from tensor_graphs.codegen.llvm.kernels_amx import row_groups
+
+    assert row_groups(48, 128, 2) == 1 and row_groups(4, 512, 2) == 1  # enough panels
+    assert row_groups(1, 512, 2) == 4 and row_groups(2, 130, 2) == 2 and row_groups(3, 512, 2) == 2
+    assert row_groups(1, 40, 2) == 1 and row_groups(1, None, 2) == 1  # one block; run-time rows
 
 
 def test_bf16_gemm_is_offered_where_the_target_has_bf16():

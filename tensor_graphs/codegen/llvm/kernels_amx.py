@@ -6,8 +6,8 @@ pair row kk holds ``B[2kk, j]`` low and ``B[2kk + 1, j]`` high, which is AMX's "
 ``out`` float32 ``[M, N]``. Eight tile registers of 16 rows x 64 bytes: four accumulators (32 rows x
 32 columns of float32), two of A (16 rows x 32 bf16 each), two of B (16 pair rows x 16 columns)::
 
-    for p in this thread's panels:                      (the last, partial one after the others)
-        for r0 in 0, 32, ... (the M mod 32 rows last, under a configuration of their rows):
+    for (p, g) in this thread's items (panel p, row group g of G; the last, partial panel's after the others):
+        for r0 in group g's blocks of 32 rows (the last group: the M mod 32 rows last, under a configuration of their rows):
             for each 32 columns c0 of the panel (16 when only one column tile is left):
                 C00 C01 C10 C11 = 0
                 for s in 0 .. K / 32:
@@ -17,8 +17,11 @@ pair row kk holds ``B[2kk, j]`` low and ``B[2kk + 1, j]`` high, which is AMX's "
                 out[r0 + 16 i : ..., p NR + c0 + 16 j : ...] = Cij   (a partial column tile: via the stack)
                 out[block] = act(alpha * out[block] + beta * acc + addend)    (the epilogue, if any)
 
-Each thread loads its tile configuration (`ldtilecfg`: palette 1, the rows and bytes of each tile)
-at the start of its panels and releases the tiles at the end; rows past M are never configured, so
+The threads share out the items: each panel, or where the panels are fewer than twice the cores
+(a convolution's few output pixels, many output channels) each panel's rows in G groups of whole
+blocks (`row_groups`), so that every core has work. Each thread loads its tile configuration
+(`ldtilecfg`: palette 1, the rows and bytes of each tile) at the start of its items and releases
+the tiles at the end; rows past M are never configured, so
 no tile reads or writes past A or out. K must be a multiple of 32 (`amx_runs`): AMX has no masked
 K tail, and the configuration cannot change within a tile's sums (``ldtilecfg`` zeroes the tiles).
 The epilogue runs on each 32 x 32 block as soon as its sums are stored (still in L1, as the
@@ -70,6 +73,15 @@ def amx_runs(target, k_words: int, batched: bool, quads: bool = False) -> bool:
     return extension in target.extensions and not batched and k_words % WORDS_PER_ROW == 0
 
 
+def row_groups(panels: int, m: int | None, cores: int) -> int:
+    """Groups of whole 32-row blocks each panel's rows are split into, as items of their own: one
+    where the panels are at least twice the cores (or M is a run-time size), else as many as make
+    about two items per core, at most one per block of M."""
+    if m is None or panels >= 2 * cores:
+        return 1
+    return max(1, min(-(-2 * cores // panels), m // (2 * TILE_ROWS)))
+
+
 def request_amx() -> None:
     """Make sure Linux lent this process AMX's tile state (`target.amx_state_permitted`); the
     host target has no AMX where it did not, so code for it is refused before it runs."""
@@ -109,22 +121,23 @@ class AmxGemm:
         # is stored (`store`, `kernels_gemm.dequant_tile`: the scalar epilogue did not vectorise);
         # the block's epilogue then applies the activation alone (all of it, on a partial panel)
         self.added = not self.swept
+        self.groups = row_groups(gemm.panels, gemm.m if gemm.m_size is None else None, gemm.ctx.target.cores)
 
     def emit(self) -> None:
         """The threads over the panels, then the epilogue's sweep (`_sweep_epilogue`)."""
         g, ctx = self.g, self.ctx
         if g.m_size is None:
-            ctx.parallel(g.panels, self.work_range, work=g.work_of(g.m))
+            ctx.parallel(g.panels * self.groups, self.work_range, work=g.work_of(g.m))
         else:
             rows_now = ctx.size(g.m_size)
-            ctx.parallel(g.panels, self.work_range, [rows_now], work=g.work_of(g.m),
+            ctx.parallel(g.panels * self.groups, self.work_range, [rows_now], work=g.work_of(g.m),
                          pays=paying_rows(ctx, rows_now, g.m, g.work_of))
         if self.swept:
             _sweep_epilogue(ctx, g.op, self.addends, self.act, g.alpha)
 
     def work_range(self, start: SSAValue, end: SSAValue, _thread: SSAValue, values: list[SSAValue]) -> None:
-        """This thread's panels ``[start, end)``: the full configuration, the whole panels, the
-        partial last one; the tiles released."""
+        """This thread's items ``[start, end)`` (panel ``i // G``, its row group ``i % G``): the
+        full configuration, the whole panels' items, the partial last panel's; the tiles released."""
         g, b = self.g, self.ctx.b
         rows = values[0] if values else b.i64(g.m)
         self.pa, self.pb, self.po = self.ctx.ptr(g.a), self.ctx.ptr(g.packed), self.ctx.ptr(g.out)
@@ -138,10 +151,11 @@ class AmxGemm:
         second = b.add(llvm.SubOp(self.rest, first))
         self._configure(self.tail_cfg, first, second)
         self.tail_rows = (first, second)
-        whole = min_i64(b, end, b.i64(g.full_panels))
-        emit_for(b, start, whole, lambda p, _: self.panel(p, False) or [])
+        whole = b.i64(g.full_panels * self.groups)
+        emit_for(b, start, min_i64(b, end, whole), lambda i, _: self.item(i, False) or [])
         if g.last_cols:
-            emit_if(b, icmp(b, "sgt", end, b.i64(g.full_panels)), lambda: self.panel(b.i64(g.full_panels), True))
+            first = b.add(llvm.SelectOp(icmp(b, "sgt", start, whole), start, whole))
+            emit_for(b, first, end, lambda i, _: self.item(i, True) or [])
         _amx(b, "tilerelease")
 
     def _configure(self, cfg: SSAValue, first: SSAValue, second: SSAValue) -> None:
@@ -161,12 +175,17 @@ class AmxGemm:
             b.store(b.constant(TILE_ROWS, i8), _at(b, cfg, ROWS_AT + t, i8))
             b.store(b.constant(ROW_BYTES, i16), _at(b, cfg, COLSB_AT // 2 + t, i16))
 
-    def panel(self, p: SSAValue, partial: bool) -> None:
-        """Panel p's row blocks of 32 under the full configuration, then its tail rows (1 to 31)
+    def item(self, i: SSAValue, partial: bool) -> None:
+        """Item i: panel ``i // G``'s row blocks ``[blocks g / G, blocks (g + 1) / G)`` of group
+        ``g = i % G`` under the full configuration, then in the last group its tail rows (1 to 31)
         under theirs."""
-        b = self.ctx.b
+        b, groups = self.ctx.b, self.groups
+        p = b.add(llvm.UDivOp(i, b.i64(groups))) if groups > 1 else i
+        group = b.add(llvm.URemOp(i, b.i64(groups))) if groups > 1 else b.i64(0)
+        first = b.add(llvm.UDivOp(b.mul_i64(self.blocks, group), b.i64(groups)))
+        last = b.add(llvm.UDivOp(b.mul_i64(self.blocks, b.add_i64(group, b.i64(1))), b.i64(groups)))
         _amx(b, "ldtilecfg", self.full_cfg)
-        emit_for(b, 0, self.blocks, lambda r, _: self.block(p, b.mul_i64(r, b.i64(2 * TILE_ROWS)), partial, True, None)
+        emit_for(b, first, last, lambda r, _: self.block(p, b.mul_i64(r, b.i64(2 * TILE_ROWS)), partial, True, None)
                  or [])
 
         def tail() -> None:
@@ -175,7 +194,10 @@ class AmxGemm:
             emit_if(b, icmp(b, "sgt", self.tail_rows[1], b.i64(0)), lambda: self.block(p, r0, partial, True, self.tail_rows),
                     lambda: self.block(p, r0, partial, False, self.tail_rows))
 
-        emit_if(b, icmp(b, "sgt", self.rest, b.i64(0)), tail)
+        has_tail = icmp(b, "sgt", self.rest, b.i64(0))
+        if groups > 1:
+            has_tail = b.add(llvm.AndOp(has_tail, icmp(b, "eq", group, b.i64(groups - 1))))
+        emit_if(b, has_tail, tail)
 
     def block(self, p: SSAValue, r0: SSAValue, partial: bool, halves2: bool, tail: tuple | None) -> None:
         """Rows ``[r0, r0 + 32)`` (the second 16 only when ``halves2``) of panel p, 32 columns
