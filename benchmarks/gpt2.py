@@ -72,14 +72,14 @@ REDUCED_PRECISION = ("tg-lowp", "openvino-bf16")
 REDUCED_MAX_ERROR = 0.1
 
 #: engine -> the module it needs beyond torch (the optional peers of the ``bench`` extra)
+#: (and every "llama.cpp <format>" engine: llama_cpp, `llama_cpp_peer`)
 PEER_MODULES = {"onnxruntime": "onnxruntime", "onnxruntime-opt": "onnxruntime", "openvino": "openvino",
-                "openvino-bf16": "openvino",
-                **{f"llama.cpp {f}": "llama_cpp" for f in ("F32", "BF16", "Q8_0", "Q4_0", "Q4_K_M")}}
+                "openvino-bf16": "openvino"}
 
 
 def not_installed(engine: str) -> str | None:
     """Why ``engine`` cannot run here (its module is not installed), or None when it can."""
-    module = PEER_MODULES.get(engine)
+    module = PEER_MODULES.get(engine) or ("llama_cpp" if engine.startswith("llama.cpp ") else None)
     if module is None or importlib.util.find_spec(module) is not None:
         return None
     return f"{module} is not installed (pip install -e '.[bench]')"

@@ -192,7 +192,8 @@ class Result:
         return v / 1e3 if self.unit == "ms" else 1.0 / v
 
     def fastest_peer(self) -> str | None:
-        """The fastest float32 peer (reduced-precision peers compete with "tg-lowp", `_lowp_targets`)."""
+        """The fastest float32 peer (reduced-precision peers are held against tensor_graphs'
+        own reduced-precision engines: `_lowp_at_most_openvino_bf16`, `_at_least_llama`)."""
         peers = [e for e in self.values if e not in TG_ENGINES and e not in REDUCED_PRECISION]
         return min(peers, key=self.seconds) if peers else None
 
@@ -853,9 +854,11 @@ def cell(r: Result, e: str) -> str:
     """An engine's number, its time over the row's fastest and its error (where measured)."""
     if e in r.values:
         fastest = min(r.seconds(k) for k in r.values)
-        error = f", err {r.errors[e]:.1e}" if e in r.errors and e not in r.agreement else ""
-        if e in r.agreement:
+        error = ""
+        if e in r.agreement:  # a decode engine's max abs logits error and greedy agreement
             error = f", err {r.errors[e]:.3g}, {100 * r.agreement[e]:.0f}% tokens"
+        elif e in r.errors:
+            error = f", err {r.errors[e]:.1e}"
         return f"{_fmt(r.values[e])} ({r.seconds(e) / fastest:.2f}x{error})"
     if e in r.failed:
         return "failed"
