@@ -562,6 +562,14 @@ def bf16_gemm_extension(target: Target) -> str | None:
     return next((e for e in ("amx-bf16", "avx512bf16") if e in target.extensions), None)
 
 
+def _no_bf16_dots(op: Operation) -> str | None:
+    """Why ``op``'s target cannot run a bf16 GEMM (`bf16_gemm_extension`), or None."""
+    target = _target_of(op)
+    if bf16_gemm_extension(target) is None:
+        return f"the target ({target.name}) has no bf16 dot products (AVX512-BF16)"
+    return None
+
+
 def _packed_bf16_applies(op: Operation) -> str | None:
     """A packed GEMM (`_packed_matmul_applies`) of an untransposed lhs with an even K, on a
     target with bf16 dot products."""
@@ -572,10 +580,7 @@ def _packed_bf16_applies(op: Operation) -> str | None:
     k = _shape(op.operands[0])[-1]
     if k % 2:
         return f"K = {k} is odd: bf16 pairs along K need an even K"
-    target = _target_of(op)
-    if bf16_gemm_extension(target) is None:
-        return f"the target ({target.name}) has no bf16 dot products (AVX512-BF16)"
-    return None
+    return _no_bf16_dots(op)
 
 
 def _packed_int8_applies(op: Operation) -> str | None:
@@ -812,10 +817,17 @@ def _packed_rhs_bf16_applies(op: Operation) -> str | None:
     bf16 dot products."""
     if (why := _packed_rhs_applies(op)) is not None:
         return why
-    target = _target_of(op)
-    if bf16_gemm_extension(target) is None:
-        return f"the target ({target.name}) has no bf16 dot products (AVX512-BF16)"
-    return None
+    return _no_bf16_dots(op)
+
+
+def _bf16_rows_of(w: tg.WeightOp) -> buf.PackedWeightOp:
+    """The weight ``w`` as the bf16 lhs of a GEMM whose rhs the graph packs: its rows rounded to
+    bf16, K padded to even, packed at load time (`packing.Bf16RowsLayout`)."""
+    layout = Bf16RowsLayout(w.weight_name.data)
+    rows = buf.PackedWeightOp(layout.source, False, MemRefType(BFloat16Type(), layout.shape(_shape(w.result))),
+                              _shape(w.result), layout=buf.BF16_ROWS)
+    rows.result.name_hint = (w.result.name_hint or "w") + "_bf16rows"
+    return rows
 
 
 def _pack_rhs_bf16_at_run_time(op: Operation, ins: Sequence[SSAValue], target: Target) -> tuple[list[Operation], list[SSAValue]]:
@@ -828,10 +840,7 @@ def _pack_rhs_bf16_at_run_time(op: Operation, ins: Sequence[SSAValue], target: T
         weight = weight.owner.input
     w = weight.owner
     assert isinstance(w, tg.WeightOp)
-    layout = Bf16RowsLayout(w.weight_name.data)
-    rows = buf.PackedWeightOp(layout.source, False, MemRefType(BFloat16Type(), layout.shape(_shape(w.result))),
-                              _shape(w.result), layout=buf.BF16_ROWS)
-    rows.result.name_hint = (w.result.name_hint or "w") + "_bf16rows"
+    rows = _bf16_rows_of(w)
     made, ins2 = _rhs_panels(op, ins, target, rows.result, BFloat16Type())
     return [rows, *made], ins2
 
@@ -1287,10 +1296,7 @@ def _direct_conv_bf16_applies(op: Operation) -> str | None:
     """`_direct_conv_applies`, on a target with bf16 dot products."""
     if (why := _direct_conv_applies(op)) is not None:
         return why
-    target = _target_of(op)
-    if bf16_gemm_extension(target) is None:
-        return f"the target ({target.name}) has no bf16 dot products (AVX512-BF16)"
-    return None
+    return _no_bf16_dots(op)
 
 
 def _direct_conv_bf16_panels(op: Operation, ins: Sequence[SSAValue], target: Target) -> tuple[list[Operation], list[SSAValue]]:
@@ -1298,11 +1304,7 @@ def _direct_conv_bf16_panels(op: Operation, ins: Sequence[SSAValue], target: Tar
     packed at load time (`packing.Bf16RowsLayout`, ``[Cout, 2 ceil(9 C / 2)]``), the windows
     rounded to bf16 as `buf.im2col` writes them into panels of pairs along K."""
     assert isinstance(op, tg.WinogradConvOp) and isinstance(op.weight.owner, tg.WeightOp)
-    layout = Bf16RowsLayout(op.weight.owner.weight_name.data)
-    rows = buf.PackedWeightOp(layout.source, False, MemRefType(BFloat16Type(), layout.shape(_shape(op.weight))),
-                              _shape(op.weight), layout=buf.BF16_ROWS)
-    rows.result.name_hint = (op.weight.name_hint or "w") + "_bf16rows"
-    return _windows_into_panels(op, ins, target, [rows], BFloat16Type())
+    return _windows_into_panels(op, ins, target, [_bf16_rows_of(op.weight.owner)], BFloat16Type())
 
 
 def _windows_into_panels(op: tg.WinogradConvOp, ins: Sequence[SSAValue], target: Target, weight: list[Operation],
