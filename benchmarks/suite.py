@@ -81,6 +81,7 @@ import gc  # noqa: E402
 import io  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
+import re  # noqa: E402
 import shlex  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
@@ -1048,6 +1049,18 @@ def decode_table(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
+def chart_label(r: Result) -> str:
+    """A row's label under its bars: the workload's short name (with its width where a workload
+    has two models: the encoder blocks' d_model) and the row."""
+    name = CHART_NAMES.get(r.workload, r.workload)
+    width = re.search(r" d (\d+),", r.model) if r.workload == "encoder" else None
+    return f"{name}{f' d {width.group(1)}' if width else ''}\n{r.what.split(' (')[0]}"
+
+
+#: Engines per row of the chart's legend
+LEGEND_COLUMNS = 4
+
+
 def write_chart(results: list[Result], threads: list[int], path: str, title: str) -> str | None:
     """Grouped bars: time / fastest peer's time per row (one group per row), one panel per thread count."""
     try:
@@ -1087,15 +1100,15 @@ def write_chart(results: list[Result], threads: list[int], path: str, title: str
         ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
         ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xticks(range(len(rows)))
-        ax.set_xticklabels([f"{CHART_NAMES.get(r.workload, r.workload)}\n{r.what.split(' (')[0]}" for r in rows],
-                           fontsize=8)
+        ax.set_xticklabels([chart_label(r) for r in rows], fontsize=8)
         ax.set_ylabel("time / fastest peer's time\n(lower is better)")
         ax.set_title(f"{t} thread(s)", fontsize=10)
         ax.grid(axis="y", alpha=0.3)
     handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=len(engines), fontsize=8, frameon=False)
+    columns = min(len(engines), LEGEND_COLUMNS)  # the engines in rows that fit the figure's width
+    fig.legend(handles, labels, loc="lower center", ncol=columns, fontsize=8, frameon=False)
     fig.suptitle(title, fontsize=11)
-    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    fig.tight_layout(rect=(0, 0.01 + 0.03 * -(-len(engines) // columns), 1, 1))
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return None

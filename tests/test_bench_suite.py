@@ -243,6 +243,12 @@ def test_forward_rows_record_every_engines_error_against_float64(suite):
     assert set(rows[0][1]) == {"eager", "tg-lowp"} and "openvino-bf16 (1 thread(s)): output differs" in failures[0]
 
 
+def test_chart_labels_tell_the_encoder_blocks_apart(suite):
+    row = suite.Result("encoder", "Encoder block (BertLayer d 256, 4 heads, FFN 1024)", "seq 128", 1, "ms")
+    assert suite.chart_label(row) == "Encoder d 256\nseq 128"
+    assert suite.chart_label(suite.Result("qwen3", "Qwen3", "prefill 128 (last logits)", 1, "ms")) == "Qwen3\nprefill 128"
+
+
 def test_chart_is_a_png(suite, tmp_path):
     pytest.importorskip("matplotlib")
     path = tmp_path / "c.png"
