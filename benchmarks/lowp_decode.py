@@ -43,10 +43,6 @@ import decode  # noqa: E402  (benchmarks/decode.py)
 
 from tensor_graphs.target import Target, cpu_model  # noqa: E402
 
-ERROR_STEPS = 64
-PROMPT = 16
-
-
 def llama_engines(formats: list[str]) -> dict[str, type]:
     """The llama.cpp engines of ``formats`` (none, with the reason, when it is not installed)."""
     if not formats:
@@ -61,8 +57,8 @@ def llama_engines(formats: list[str]) -> dict[str, type]:
 
 
 def variant(name: str, **kwargs) -> type:
-    """``compile_decoder`` with extra keyword arguments (weight_format, tuning)."""
-    return type(name, (decode.TensorGraphs,), {"name": name, "kwargs": kwargs})
+    """``compile_decoder`` with extra keyword arguments (weight_format, tuning); it reports its error."""
+    return type(name, (decode.TensorGraphs,), {"name": name, "kwargs": kwargs, "reports_error": True})
 
 
 def main() -> int:
@@ -87,7 +83,7 @@ def main() -> int:
         model = builders[name](args.quick)
         label = {"gpt2": "GPT-2 small", "qwen3": "Qwen3-0.6B-shaped"}[name] + (" (quick)" if args.quick else "")
         context = 128 if not args.quick else 16
-        max_cache = context + args.warmup + 2 * args.steps + ERROR_STEPS + PROMPT + 8
+        max_cache = context + args.warmup + 2 * args.steps + decode.ERROR_STEPS + decode.ERROR_PROMPT + 8
         tg_engines = {
             "tg fp32": variant("tg fp32"),
             "tg bf16": variant("tg bf16", weight_format="bf16"),
@@ -116,9 +112,9 @@ def main() -> int:
                 except Exception as ex:  # noqa: BLE001 - report, go on with the others
                     decode.log(f"  {k}: n/a: {decode.one_line(ex)}")
             for k in [*tg_engines, *llama]:
-                if k in live and k not in errors:
-                    runner = live[k].dec if k in tg_engines else live[k]  # a llama.cpp engine resets itself
-                    errors[k] = decode.teacher_forced_error(model, runner, ERROR_STEPS, PROMPT)
+                if k in live:  # measured once, after its first setup (`decode.Engine.measure_error`)
+                    live[k].measure_error()
+                    errors[k] = live[k].error
             first = {k: decode.argmax(e.prefill(ids)) for k, e in live.items()}
             if args.prefill:
                 ms = decode.bench_prefill(live, ids, 3, next(iter(first.values())), lambda n, m: decode.log(f"  {n}: {m}"))

@@ -56,21 +56,6 @@ def rows() -> list[tuple[str, torch.nn.Module, torch.Tensor]]:
     return out
 
 
-def make_tuned(tolerance: float):
-    def make(model, x, threads, cache):
-        key = f"tuned:{tolerance}:{threads}"
-        if key not in cache:
-            fn, seconds = gpt2.timed(lambda: tg.compile(model, (x,), tune="missing", tolerance=tolerance,
-                                                        tuning_db=gpt2.tuning_db()))
-            picked = sorted({c.chosen.variant for c in fn.tuning.choices if c.tuned})
-            gpt2.log(f"  tensor_graphs tuned at {tolerance:g} ({threads} thread(s)): {seconds:.1f} s; off the heuristic: "
-                     f"{', '.join(picked) or 'none'}")
-            cache[key] = fn
-        fn = cache[key]
-        return lambda: fn(x)
-    return make
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+", default=["mlp", "encoder", "gpt2"], choices=["mlp", "encoder", "gpt2", "resnet"])
@@ -78,10 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tolerance", type=float, nargs="+", default=[1e-2])
     ap.add_argument("--rounds", type=int, default=10)
     args = ap.parse_args(argv)
-    tuned = {("tg-tuned" if len(args.tolerance) == 1 else f"tg-tuned@{t:g}"): make_tuned(t) for t in args.tolerance}
+    names = {t: "tg-tuned" if len(args.tolerance) == 1 else f"tg-tuned@{t:g}" for t in args.tolerance}
+    tuned = {name: functools.partial(gpt2.make_tensor_graphs_tuned, engine=name, tolerance=t) for t, name in names.items()}
     makers = {"tg-fp32": gpt2.make_tensor_graphs, **tuned}
     if gpt2.not_installed("openvino") is None:
-        makers.update({"openvino-f32": gpt2.make_openvino, "openvino-bf16": functools.partial(gpt2.make_openvino, precision="bf16")})
+        makers.update({"openvino-f32": gpt2.MAKERS["openvino"], "openvino-bf16": gpt2.MAKERS["openvino-bf16"]})
     else:
         print("OpenVINO is not installed (pip install .[bench]): its rows are left out")
     threads_list = [int(t) for t in args.threads.split(",")]

@@ -49,7 +49,7 @@ from xdsl.ir import SSAValue
 
 from tensor_graphs.codegen.llvm.kernels import Access, LoweringError, _scalar_errors, emit_pointwise, paying_rows
 from tensor_graphs.codegen.llvm.kernels_gemm import _epilogue_value, _sweep_epilogue, addend_vectors, dequant_tile
-from tensor_graphs.codegen.llvm.loops import FunctionBuilder, emit_for, emit_if, icmp, min_i64
+from tensor_graphs.codegen.llvm.loops import FunctionBuilder, emit_for, emit_if, icmp, max_i64, min_i64
 from tensor_graphs.target import amx_state_permitted
 
 #: The target extension the AMX GEMM needs (`Target.extensions`): bf16 pairs, int8 quads
@@ -154,8 +154,7 @@ class AmxGemm:
         whole = b.i64(g.full_panels * self.groups)
         emit_for(b, start, min_i64(b, end, whole), lambda i, _: self.item(i, False) or [])
         if g.last_cols:
-            first = b.add(llvm.SelectOp(icmp(b, "sgt", start, whole), start, whole))
-            emit_for(b, first, end, lambda i, _: self.item(i, True) or [])
+            emit_for(b, max_i64(b, start, whole), end, lambda i, _: self.item(i, True) or [])
         _amx(b, "tilerelease")
 
     def _configure(self, cfg: SSAValue, first: SSAValue, second: SSAValue) -> None:
@@ -268,6 +267,13 @@ class AmxGemm:
             accesses.append(Access(b.gep(ptr, at, f32), (rs, cs), f32))
         return accesses
 
+    def _tile_addends(self, p: SSAValue, row: SSAValue, col: int) -> list:
+        """The epilogue's addends at the tile of rows from ``row``, panel p's columns from ``col``,
+        as `dequant_tile` adds them (`kernels_gemm.addend_vectors`)."""
+        b, g = self.ctx.b, self.g
+        col0 = b.add_i64(b.mul_i64(p, b.i64(g.nr)), b.i64(col))
+        return addend_vectors(self._addend_accesses(row, col0, self.addends), self.addends)
+
     def _scale_sums(self, tile: SSAValue, ld: int, p: SSAValue, row: SSAValue, col: int, rows: int | SSAValue,
                     partial: bool) -> None:
         """The int8 GEMM's int32 sums of one tile just stored at ``tile`` (``ld`` floats a row),
@@ -278,8 +284,7 @@ class AmxGemm:
         g, b = self.g, self.ctx.b
         scales = b.gep(self.pa, b.add_i64(b.mul_i64(row, b.i64(g.lda)), b.i64(g.k)), f32)
         columns = b.gep(self.pb, b.add_i64(b.mul_i64(p, b.i64(g.panel_words)), b.i64(g.k * g.nr + col)), f32)
-        col0 = b.add_i64(b.mul_i64(p, b.i64(g.nr)), b.i64(col))
-        added = [] if partial else addend_vectors(self._addend_accesses(row, col0, self.addends), self.addends)
+        added = [] if partial else self._tile_addends(p, row, col)
         dequant_tile(b, tile, ld, rows, TILE_ROWS // g.lanes, g.lanes, (scales, g.lda), columns, g.nr, g.alpha, from_int=True,
                      addends=added)
 
@@ -295,9 +300,8 @@ class AmxGemm:
             if g.quads:
                 self._scale_sums(dest, n, p, row, col, rows, partial)
             elif self.added and not partial and (self.addends or g.alpha != 1.0):
-                col0 = b.add_i64(b.mul_i64(p, b.i64(g.nr)), b.i64(col))
-                added = addend_vectors(self._addend_accesses(row, col0, self.addends), self.addends)
-                dequant_tile(b, dest, n, rows, TILE_ROWS // g.lanes, g.lanes, None, None, g.nr, g.alpha, addends=added)
+                dequant_tile(b, dest, n, rows, TILE_ROWS // g.lanes, g.lanes, None, None, g.nr, g.alpha,
+                             addends=self._tile_addends(p, row, col))
             return
         assert self.stack is not None
         _amx(b, "tilestored64", tile, self.stack, b.i64(ROW_BYTES))

@@ -782,6 +782,12 @@ def _pack_rhs_at_run_time(op: Operation, ins: Sequence[SSAValue], target: Target
     return _rhs_panels(op, ins, target, ins[0], Float32Type())
 
 
+def _panel_rows(k: int, nr: int, element: Attribute) -> tuple[int, int]:
+    """A graph-packed rhs panel's rows and their elements for K = ``k``, ``nr`` columns of
+    ``element``: float32 ``(K, NR)``, or bf16 pairs along K ``(ceil(K / 2), 2 NR)``."""
+    return (-(-k // 2), 2 * nr) if isinstance(element, BFloat16Type) else (k, nr)
+
+
 def _rhs_panels(op: Operation, ins: Sequence[SSAValue], target: Target, lhs: SSAValue,
                 element: Attribute) -> tuple[list[Operation], list[SSAValue]]:
     """`_pack_rhs_at_run_time`'s ops with ``lhs`` as the GEMM's A and panels of ``element``:
@@ -791,8 +797,7 @@ def _rhs_panels(op: Operation, ins: Sequence[SSAValue], target: Target, lhs: SSA
     n = out_shape[-1]
     nr = panel_columns(op, target, n)
     f32 = Float32Type()
-    pairs = isinstance(element, BFloat16Type)
-    rows, width = (-(-k // 2), 2 * nr) if pairs else (k, nr)  # a panel's rows and their elements
+    rows, width = _panel_rows(k, nr, element)
     ops: list[Operation] = []
     images = numel(_dims(op.results[0])[:-2])  # a size symbol's expression for a symbolic batch
     if images != 1:  # one set of panels per image, one A for all: out [B, M, N]
@@ -1289,7 +1294,7 @@ def _direct_conv_panels(op: Operation, ins: Sequence[SSAValue], target: Target) 
     assert isinstance(op, tg.WinogradConvOp)
     cout, c = _shape(op.weight)[:2]
     weight = buf.ReshapeOp(ins[1], MemRefType(Float32Type(), (cout, c * 9)))
-    return _windows_into_panels(op, ins, target, [weight], Float32Type())
+    return _windows_into_panels(op, ins, target, weight, Float32Type())
 
 
 def _direct_conv_bf16_applies(op: Operation) -> str | None:
@@ -1304,31 +1309,30 @@ def _direct_conv_bf16_panels(op: Operation, ins: Sequence[SSAValue], target: Tar
     packed at load time (`packing.Bf16RowsLayout`, ``[Cout, 2 ceil(9 C / 2)]``), the windows
     rounded to bf16 as `buf.im2col` writes them into panels of pairs along K."""
     assert isinstance(op, tg.WinogradConvOp) and isinstance(op.weight.owner, tg.WeightOp)
-    return _windows_into_panels(op, ins, target, [_bf16_rows_of(op.weight.owner)], BFloat16Type())
+    return _windows_into_panels(op, ins, target, _bf16_rows_of(op.weight.owner), BFloat16Type())
 
 
-def _windows_into_panels(op: tg.WinogradConvOp, ins: Sequence[SSAValue], target: Target, weight: list[Operation],
+def _windows_into_panels(op: tg.WinogradConvOp, ins: Sequence[SSAValue], target: Target, weight: Operation,
                          element: Attribute) -> tuple[list[Operation], list[SSAValue]]:
-    """The direct convolution's GEMM operands: ``weight`` (the ops making its A, the last one's
-    result), the 3x3 windows packed by `buf.im2col` into column panels of ``element`` (float32
+    """The direct convolution's GEMM operands: ``weight`` (the op making its A), the 3x3 windows packed by `buf.im2col` into column panels of ``element`` (float32
     ``[.., P, 9 C, NR]``, or bf16 pairs along K ``[.., P, ceil(9 C / 2), 2 NR]``), the accumulator
     as a matrix."""
     c = _shape(op.weight)[1]
     _, _, oh, ow = _shape(op.result)
     images = _dims(op.result)[0]
     nr = target.panel_columns_for(oh * ow)
-    rows, width = (-(-c * 9 // 2), 2 * nr) if isinstance(element, BFloat16Type) else (c * 9, nr)
+    rows, width = _panel_rows(c * 9, nr, element)
     panels = buf.AllocOp(shaped_memref(element, (*([images] if images != 1 else []), -(-(oh * ow) // nr), rows, width)))
     panels.result.name_hint = (op.input.name_hint or "x") + "_panels"
     three, one = DenseArrayBase.from_list(i64, [3, 3]), DenseArrayBase.from_list(i64, [1, 1])
     props = {"kernel": three, "stride": one, "padding": op.padding, "dilation": one, "panels": IntegerAttr(nr, i64)}
     windows = buf.Im2colOp([ins[0]], [panels.result], props)
-    ops: list[Operation] = [panels, windows, *weight]
+    ops: list[Operation] = [panels, windows, weight]
     if op.acc is not None:
         shape = _direct_acc_shape(op)
         assert shape is not None
         ops.append(buf.ReshapeOp(ins[2], shaped_memref(Float32Type(), shape)))
-    return ops, [weight[-1].results[0], panels.result, *([ops[-1].results[0]] if op.acc is not None else [])]
+    return ops, [weight.results[0], panels.result, *([ops[-1].results[0]] if op.acc is not None else [])]
 
 
 def _direct_conv(op: Operation, ins: Sequence[SSAValue], out: SSAValue) -> list[Operation]:
