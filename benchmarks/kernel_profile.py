@@ -1,13 +1,14 @@
 """Where tensor_graphs spends its time on a tg-bench workload: every kernel's share, kernel by kernel.
 
     .venv/bin/python benchmarks/kernel_profile.py WORKLOAD [--threads 1] [--repeat 10] [--top 30]
-                                                  [--weight-format int4]
+                                                  [--weight-format int4] [--tolerance 1e-2]
 
 WORKLOAD is one of the rows of ``tg-bench`` (the same models, inputs and seeds):
 
 * ``mlp-b1``, ``mlp-b64``: the MLP 256 -> 1024 -> 1024 -> 256 at batch 1 / 64;
 * ``encoder-768``, ``encoder-256``: the BertLayer encoder blocks at seq 128;
 * ``gpt2-32``, ``gpt2-128``: GPT-2 small, all logits, prefill 32 / 128;
+* ``resnet50``: ResNet-50 at 224 x 224, batch 1 (its batch norms folded);
 * ``gpt2-prefill``, ``gpt2-decode``: GPT-2 small with a KV cache: the 128-token prefill chunk
   (last logits) and one decode step at context 128;
 * ``qwen3-prefill``, ``qwen3-decode``: the same for the Qwen3-0.6B-shaped model.
@@ -51,20 +52,23 @@ def forward_case(name: str):
         torch.manual_seed(0)
         model = suite.EncoderBlock(d, heads, ffn).eval()
         return model, torch.randn(1, 128, d, generator=torch.Generator().manual_seed(128))
+    if name == "resnet50":
+        return suite.build_resnet50(False), torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(224))
     seq = int(name[len("gpt2-"):])
     model = gpt2.build()
     ids = torch.randint(0, model.model.config.vocab_size, (1, seq), generator=torch.Generator().manual_seed(seq))
     return model, ids
 
 
-FORWARD = ("mlp-b1", "mlp-b64", "encoder-768", "encoder-256", "gpt2-32", "gpt2-128")
+FORWARD = ("mlp-b1", "mlp-b64", "encoder-768", "encoder-256", "gpt2-32", "gpt2-128", "resnet50")
 DECODER = ("gpt2-prefill", "gpt2-decode", "qwen3-prefill", "qwen3-decode")
 
 
-def profile_forward(name: str, repeat: int):
+def profile_forward(name: str, repeat: int, tolerance: float | None = None):
     model, x = forward_case(name)
     t0 = time.perf_counter()
-    fn = tg.compile(model, (x,), profile=True)
+    tuned = {} if tolerance is None else {"tune": "missing", "tolerance": tolerance}
+    fn = tg.compile(model, (x,), profile=True, **tuned)
     print(f"compiled in {time.perf_counter() - t0:.1f} s", flush=True)
     return fn.profile(x, repeat=repeat, warmup=2)
 
@@ -93,12 +97,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--top", type=int, default=30, help="slowest kernels listed (default 30)")
     p.add_argument("--weight-format", default=None,
                    help="decoder workloads: compile_decoder(weight_format=...), e.g. int8, int4 (default: float32)")
+    p.add_argument("--tolerance", type=float, default=None,
+                   help="forward workloads: the paths tuned at this tolerance (tune=\"missing\", as tg-bench's "
+                        "tg-lowp at 1e-2: the bf16 and int8 GEMMs where their error fits); default: the heuristic's")
     args = p.parse_args(argv)
     tg.set_num_threads(args.threads)
     torch.set_num_threads(args.threads)
     with torch.inference_mode():
         if args.workload in FORWARD:
-            report = profile_forward(args.workload, args.repeat)
+            report = profile_forward(args.workload, args.repeat, args.tolerance)
         else:
             report = profile_decoder(args.workload, args.repeat, args.weight_format)
     print(f"{args.workload}, {args.threads} thread(s):")

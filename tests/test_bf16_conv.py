@@ -77,9 +77,10 @@ def _check(got: np.ndarray, model: torch.nn.Sequential, x: torch.Tensor) -> None
 # (images, channels, size, out channels, kernel, stride, padding): an odd K (3 x 3 x 3 = 27: a zero
 # row pads it), two images (a batch of GEMMs sharing the weight), a 1x1 window (the input rows
 # packed as they are), a stride of 2, K = 32 and 288 (AMX's multiples of 32; strided: a 3x3 at stride 1
-# would be a Winograd convolution), partial panels
+# would be a Winograd convolution), partial panels; an odd C whose last channel is alone in its
+# pair of channels (`_im2col_pairs`): 1x1 (its rows the input's, two images), 2x2 (an even T)
 SHAPES = [(1, 3, 12, 20, 3, 1, 1), (2, 3, 12, 20, 3, 1, 1), (1, 16, 9, 70, 1, 1, 0), (2, 8, 11, 33, 3, 2, 1),
-          (1, 32, 8, 64, 1, 1, 0), (1, 32, 9, 40, 3, 2, 1)]
+          (1, 32, 8, 64, 1, 1, 0), (1, 32, 9, 40, 3, 2, 1), (2, 5, 7, 24, 1, 1, 0), (1, 3, 9, 16, 2, 1, 0)]
 
 
 @pytest.mark.parametrize("engine", list(ENGINES))

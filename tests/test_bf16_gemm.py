@@ -165,18 +165,19 @@ def test_bf16_gemm_over_run_time_rows(engine, monkeypatch):
         _check(fn(x.numpy()), model, x)
 
 
-@pytest.mark.parametrize("engine", ["avx512bf16", "amx"])
-def test_bf16_gemm_compiles_to_its_instructions(engine, monkeypatch):
+@pytest.mark.parametrize("engine,k", [("avx512bf16", 256), ("amx", 256), ("amx", 130)])
+def test_bf16_gemm_compiles_to_its_instructions(engine, k, monkeypatch):
     """Compiled for a CPU with the engine's instructions (whatever this CPU is): the GEMM's code
-    is ``vdpbf16ps`` on zmm registers, or AMX tile products under a tile configuration."""
+    is ``vdpbf16ps`` on zmm registers, or AMX tile products under a tile configuration (K = 130:
+    its tail of 2 words under a configuration of its own)."""
     import llvmlite.binding as llvm
 
     from tensor_graphs.codegen.llvm.jit import _target_machine, to_llvm_ir
     from tensor_graphs.passes import build_pipeline as pipeline
 
     target, instruction = ENGINES[engine]
-    model = torch.nn.Sequential(torch.nn.Linear(256, 128)).eval()
-    graph = _graph(model, torch.randn(40, 256), target, monkeypatch)
+    model = torch.nn.Sequential(torch.nn.Linear(k, 128)).eval()
+    graph = _graph(model, torch.randn(40, k), target, monkeypatch)
     pipeline("convert-tensor-to-buffer{threads=2},plan-memory,convert-buffer-to-llvm").apply(Context(), graph.module)
     mod = llvm.parse_assembly(to_llvm_ir(graph.module))
     mod.verify()
@@ -185,18 +186,49 @@ def test_bf16_gemm_compiles_to_its_instructions(engine, monkeypatch):
     if engine == "amx":
         assert len(ops) >= 4 and "ldtilecfg" in asm and "tilerelease" in asm
         assert "vdpbf16ps" not in asm
+        # whole rows and tail rows (2); with a K tail, each block's whole-K and tail configurations too
+        assert asm.count("ldtilecfg") == 2 if k % 32 == 0 else asm.count("ldtilecfg") > 4
     else:
         assert len(ops) >= 4 * 4 and all("zmm" in line for line in ops)
         assert "tdpbf16ps" not in asm
 
 
 def test_amx_row_groups_give_every_core_work():
-    """Few panels: each one's rows in groups of whole 32-row blocks, about two items per core."""
+    """Few panels: each one's rows in groups of whole 32-row blocks, about two items per core;
+    an A larger than half the L2 over several panels: groups whose rows of A fit in it."""
     from tensor_graphs.codegen.llvm.kernels_amx import row_groups
 
     assert row_groups(48, 128, 2) == 1 and row_groups(4, 512, 2) == 1  # enough panels
     assert row_groups(1, 512, 2) == 4 and row_groups(2, 130, 2) == 2 and row_groups(3, 512, 2) == 2
     assert row_groups(1, 40, 2) == 1 and row_groups(1, None, 2) == 1  # one block; run-time rows
+    mib = 1 << 20
+    assert row_groups(2, 2048, 2, 4 * mib, 2 * mib) == 4 and row_groups(48, 2048, 2, 4 * mib, 2 * mib) == 4
+    assert row_groups(1, 2048, 2, 4 * mib, 2 * mib) == 4  # one panel: A is read once anyway (the cores' 4)
+    assert row_groups(7, 64, 2, 4 * mib, 2 * mib) == 2 and row_groups(48, 2048, 2, mib, 2 * mib) == 1
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_amx_gemm_over_row_groups_that_fit_the_cache(threads, monkeypatch):
+    """A (200 x 768 bf16, 300 KiB) over a target whose L2 is 128 KiB: 5 row groups (the last with
+    the 8 tail rows) over every panel (the last of 8 columns), items group-major."""
+    import dataclasses
+
+    from tensor_graphs.target import Caches
+
+    name = _runnable("amx")
+    host = Target.named(name)
+    target = dataclasses.replace(host, caches=Caches(host.caches.l1d, 128 * 1024, host.caches.l3, host.caches.line))
+    torch.manual_seed(3)
+    model = torch.nn.Sequential(torch.nn.Linear(768, 200), GELU).eval()
+    x = torch.randn(200, 768)
+    graph = _graph(model, x, name, monkeypatch)
+    before = tg.get_num_threads()
+    tg.set_num_threads(threads)
+    try:
+        got = tg.compile_module(graph.module, graph.weights, target=target)(x.numpy())
+    finally:
+        tg.set_num_threads(before)
+    _check(got, model, x)
 
 
 def test_bf16_gemm_is_offered_where_the_target_has_bf16():

@@ -6,7 +6,7 @@ pair row kk holds ``B[2kk, j]`` low and ``B[2kk + 1, j]`` high, which is AMX's "
 ``out`` float32 ``[M, N]``. Eight tile registers of 16 rows x 64 bytes: four accumulators (32 rows x
 32 columns of float32), two of A (16 rows x 32 bf16 each), two of B (16 pair rows x 16 columns)::
 
-    for (p, g) in this thread's items (panel p, row group g of G; the last, partial panel's after the others):
+    for (g, p) in this thread's items (row group g of G, panel p; group-major):
         for r0 in group g's blocks of 32 rows (the last group: the M mod 32 rows last, under a configuration of their rows):
             for each 32 columns c0 of the panel (16 when only one column tile is left):
                 C00 C01 C10 C11 = 0
@@ -17,13 +17,19 @@ pair row kk holds ``B[2kk, j]`` low and ``B[2kk + 1, j]`` high, which is AMX's "
                 out[r0 + 16 i : ..., p NR + c0 + 16 j : ...] = Cij   (a partial column tile: via the stack)
                 out[block] = act(alpha * out[block] + beta * acc + addend)    (the epilogue, if any)
 
-The threads share out the items: each panel, or where the panels are fewer than twice the cores
-(a convolution's few output pixels, many output channels) each panel's rows in G groups of whole
-blocks (`row_groups`), so that every core has work. Each thread loads its tile configuration
+The threads share out the items: each panel's rows in G groups of whole blocks (`row_groups`),
+the items group-major, so that a thread reads its groups' rows of A from memory once and from
+the cache for every further panel. G is 1 unless the panels are fewer than twice the cores (a
+convolution's few output pixels, many output channels: every core then has work) or A is
+larger than half the L2 (a large weight as A: its rows then fit it). Each thread loads its tile configuration
 (`ldtilecfg`: palette 1, the rows and bytes of each tile) at the start of its items and releases
 the tiles at the end; rows past M are never configured, so
-no tile reads or writes past A or out. K must be a multiple of 32 (`amx_runs`): AMX has no masked
-K tail, and the configuration cannot change within a tile's sums (``ldtilecfg`` zeroes the tiles).
+no tile reads or writes past A or out. AMX has no masked K tail, and a configuration cannot
+change within a tile's sums (``ldtilecfg`` zeroes the tiles): where K is not a multiple of 32
+(a stem convolution's 3 x 7 x 7 = 147), each block's sums after the whole steps go to a scratch
+on the stack, a configuration whose A tiles have the tail's words a row and B tiles the tail's pair
+rows is loaded, the sums loaded back, the tail's product added, and the next block loads its
+full-K configuration again (`K_TAIL_SCRATCH`).
 The epilogue runs on each 32 x 32 block as soon as its sums are stored (still in L1, as the
 float32 GEMM's on each tile), or with ``tg.separate_epilogue`` in one sweep after the tiles (a
 tuner's parameter): with a GELU after a 768 x 3072 GEMM the two measured alike on Emerald Rapids
@@ -49,7 +55,7 @@ from xdsl.ir import SSAValue
 
 from tensor_graphs.codegen.llvm.kernels import Access, LoweringError, _scalar_errors, emit_pointwise, paying_rows
 from tensor_graphs.codegen.llvm.kernels_gemm import _epilogue_value, _sweep_epilogue, addend_vectors, dequant_tile
-from tensor_graphs.codegen.llvm.loops import FunctionBuilder, emit_for, emit_if, icmp, max_i64, min_i64
+from tensor_graphs.codegen.llvm.loops import FunctionBuilder, emit_for, emit_if, icmp, min_i64
 from tensor_graphs.target import amx_state_permitted
 
 #: The target extension the AMX GEMM needs (`Target.extensions`): bf16 pairs, int8 quads
@@ -64,22 +70,31 @@ TILE_ROWS, ROW_BYTES = 16, 64
 WORDS_PER_ROW = ROW_BYTES // 4
 #: The configuration's bytes: palette, then the bytes per row of each tile (u16s), then its rows (u8s)
 CONFIG_BYTES, COLSB_AT, ROWS_AT = 64, 16, 48
+#: Floats of the stack scratch a block's four sums wait in while the K tail's configuration loads
+K_TAIL_SCRATCH = len(C_TILES) * len(C_TILES[0]) * TILE_ROWS * TILE_ROWS
 
 
 def amx_runs(target, k_words: int, batched: bool, quads: bool = False) -> bool:
-    """True when the bf16 GEMM of ``k_words`` pairs along K (``quads``: the int8 GEMM of
-    ``k_words`` quads) runs on AMX tiles on ``target``: a tile row is 16 words of either."""
+    """True when the bf16 GEMM of ``k_words`` pairs along K (any K: its tail in a tile step of
+    its own) or the int8 GEMM of ``k_words`` quads (a whole number of tile rows of 16) runs on AMX
+    tiles on ``target``."""
     extension = AMX_INT8_EXTENSION if quads else AMX_EXTENSION
-    return extension in target.extensions and not batched and k_words % WORDS_PER_ROW == 0
+    return extension in target.extensions and not batched and (not quads or k_words % WORDS_PER_ROW == 0)
 
 
-def row_groups(panels: int, m: int | None, cores: int) -> int:
-    """Groups of whole 32-row blocks each panel's rows are split into, as items of their own: one
-    where the panels are at least twice the cores (or M is a run-time size), else as many as make
-    about two items per core, at most one per block of M."""
-    if m is None or panels >= 2 * cores:
+def row_groups(panels: int, m: int | None, cores: int, a_bytes: int = 0, l2: int = 0) -> int:
+    """Groups of whole 32-row blocks each panel's rows are split into, as items of their own (at
+    most one per block of M; one where M is a run-time size): where the panels are fewer than twice
+    the cores, as many as make about two items per core; where A (``a_bytes``) is larger than half
+    the L2 (``l2``) and there are several panels, as many as make each group's rows of A fit in it,
+    so that a thread's items (a group's rows over every panel, `AmxGemm.work_range`) read A from
+    memory once, not once a panel (a convolution's weight, 4 MiB in bf16 at 2048 x 1024, times its
+    few panels of output pixels)."""
+    if m is None:
         return 1
-    return max(1, min(-(-2 * cores // panels), m // (2 * TILE_ROWS)))
+    by_cores = 1 if panels >= 2 * cores else -(-2 * cores // panels)
+    by_cache = -(-a_bytes // (l2 // 2)) if panels > 1 and l2 else 1
+    return max(1, min(max(by_cores, by_cache), m // (2 * TILE_ROWS)))
 
 
 def request_amx() -> None:
@@ -106,11 +121,10 @@ class AmxGemm:
 
     def __init__(self, gemm):
         self.g, self.ctx = gemm, gemm.ctx
-        if gemm.k % WORDS_PER_ROW:
-            per = 4 if gemm.quads else 2
-            raise LoweringError(f"{gemm.op.name}: AMX tiles need K a multiple of {per * WORDS_PER_ROW}, got {per * gemm.k}")
+        if gemm.quads and gemm.k % WORDS_PER_ROW:
+            raise LoweringError(f"{gemm.op.name}: AMX-INT8 tiles need K a multiple of {4 * WORDS_PER_ROW}, got {4 * gemm.k}")
         self.col_tiles = gemm.nr // TILE_ROWS
-        self.steps = gemm.k // WORDS_PER_ROW
+        self.steps, self.k_tail = divmod(gemm.k, WORDS_PER_ROW)  # whole tile steps; the words after them
         # the epilogue: on each 32 x 32 block as soon as its sums are stored (in L1, its vector
         # work beside the tile unit's), or in one sweep after all (`tg.separate_epilogue`); the
         # int8 GEMM's int32 sums are scaled as each tile is stored (`store`: alpha with them)
@@ -121,7 +135,9 @@ class AmxGemm:
         # is stored (`store`, `kernels_gemm.dequant_tile`: the scalar epilogue did not vectorise);
         # the block's epilogue then applies the activation alone (all of it, on a partial panel)
         self.added = not self.swept
-        self.groups = row_groups(gemm.panels, gemm.m if gemm.m_size is None else None, gemm.ctx.target.cores)
+        target = gemm.ctx.target
+        self.groups = row_groups(gemm.panels, gemm.m if gemm.m_size is None else None, target.cores,
+                                 gemm.m * gemm.lda * 4, target.caches.l2)
 
     def emit(self) -> None:
         """The threads over the panels, then the epilogue's sweep (`_sweep_epilogue`)."""
@@ -136,8 +152,9 @@ class AmxGemm:
             _sweep_epilogue(ctx, g.op, self.addends, self.act, g.alpha)
 
     def work_range(self, start: SSAValue, end: SSAValue, _thread: SSAValue, values: list[SSAValue]) -> None:
-        """This thread's items ``[start, end)`` (panel ``i // G``, its row group ``i % G``): the
-        full configuration, the whole panels' items, the partial last panel's; the tiles released."""
+        """This thread's items ``[start, end)`` (row group ``i / P``, its panel ``i % P``: a group's
+        rows of A over every panel in turn, from the cache): the configurations, each item (the
+        partial last panel's under its own code); the tiles released."""
         g, b = self.g, self.ctx.b
         rows = values[0] if values else b.i64(g.m)
         self.pa, self.pb, self.po = self.ctx.ptr(g.a), self.ctx.ptr(g.packed), self.ctx.ptr(g.out)
@@ -151,15 +168,21 @@ class AmxGemm:
         second = b.add(llvm.SubOp(self.rest, first))
         self._configure(self.tail_cfg, first, second)
         self.tail_rows = (first, second)
-        whole = b.i64(g.full_panels * self.groups)
-        emit_for(b, start, min_i64(b, end, whole), lambda i, _: self.item(i, False) or [])
-        if g.last_cols:
-            emit_for(b, max_i64(b, start, whole), end, lambda i, _: self.item(i, True) or [])
+        # (whole K, K tail) configurations of whole blocks and of the tail rows' block
+        self.configs = {False: (self.full_cfg, None), True: (self.tail_cfg, None)}
+        if self.k_tail:
+            self.scratch = b.stack(K_TAIL_SCRATCH, f32)
+            for rows_tail, (cfg, _) in list(self.configs.items()):
+                k_cfg = b.stack(CONFIG_BYTES, i8)
+                self._configure(k_cfg, *((first, second) if rows_tail else (b.i64(TILE_ROWS),) * 2), self.k_tail)
+                self.configs[rows_tail] = (cfg, k_cfg)
+        emit_for(b, start, end, lambda i, _: self.item(i) or [])
         _amx(b, "tilerelease")
 
-    def _configure(self, cfg: SSAValue, first: SSAValue, second: SSAValue) -> None:
+    def _configure(self, cfg: SSAValue, first: SSAValue, second: SSAValue, k_words: int = WORDS_PER_ROW) -> None:
         """Palette 1; C[0][*] and A0 of ``first`` rows, C[1][*] and A1 of ``second`` (0: not
-        configured), the B tiles of 16 pair rows; 64 bytes a row where configured."""
+        configured), the B tiles of ``k_words`` rows; 64 bytes a row where configured (the A
+        tiles: ``k_words`` words, the K tail's)."""
         b = self.ctx.b
         for q in range(CONFIG_BYTES // 8):
             b.store(b.i64(0), _at(b, cfg, q, i64))
@@ -167,20 +190,31 @@ class AmxGemm:
         for half, rows in enumerate((first, second)):
             rows8 = b.add(llvm.TruncOp(rows, i8))
             colsb = b.add(llvm.SelectOp(icmp(b, "sgt", rows, b.i64(0)), b.constant(ROW_BYTES, i16), b.constant(0, i16)))
+            a_colsb = b.add(llvm.SelectOp(icmp(b, "sgt", rows, b.i64(0)), b.constant(4 * k_words, i16), b.constant(0, i16)))
             for t in (*C_TILES[half], A_TILES[half]):
                 b.store(rows8, _at(b, cfg, ROWS_AT + t, i8))
-                b.store(colsb, _at(b, cfg, COLSB_AT // 2 + t, i16))
+                b.store(a_colsb if t == A_TILES[half] else colsb, _at(b, cfg, COLSB_AT // 2 + t, i16))
         for t in B_TILES:
-            b.store(b.constant(TILE_ROWS, i8), _at(b, cfg, ROWS_AT + t, i8))
+            b.store(b.constant(k_words, i8), _at(b, cfg, ROWS_AT + t, i8))
             b.store(b.constant(ROW_BYTES, i16), _at(b, cfg, COLSB_AT // 2 + t, i16))
 
-    def item(self, i: SSAValue, partial: bool) -> None:
-        """Item i: panel ``i // G``'s row blocks ``[blocks g / G, blocks (g + 1) / G)`` of group
-        ``g = i % G`` under the full configuration, then in the last group its tail rows (1 to 31)
-        under theirs."""
+    def item(self, i: SSAValue) -> None:
+        """Item i: group ``g = i / P``'s rows of panel ``p = i % P`` (`rows`), the last, partial
+        panel's under its own code."""
+        b, g = self.ctx.b, self.g
+        panels = b.i64(g.panels)
+        group = b.add(llvm.UDivOp(i, panels)) if self.groups > 1 else b.i64(0)
+        p = b.add(llvm.URemOp(i, panels)) if self.groups > 1 else i
+        if not g.last_cols:
+            self.rows(p, group, False)
+            return
+        emit_if(b, icmp(b, "ult", p, b.i64(g.full_panels)), lambda: self.rows(p, group, False),
+                lambda: self.rows(p, group, True))
+
+    def rows(self, p: SSAValue, group: SSAValue, partial: bool) -> None:
+        """Panel p's row blocks ``[blocks g / G, blocks (g + 1) / G)`` of group g under the full
+        configuration, then in the last group its tail rows (1 to 31) under theirs."""
         b, groups = self.ctx.b, self.groups
-        p = b.add(llvm.UDivOp(i, b.i64(groups))) if groups > 1 else i
-        group = b.add(llvm.URemOp(i, b.i64(groups))) if groups > 1 else b.i64(0)
         first = b.add(llvm.UDivOp(b.mul_i64(self.blocks, group), b.i64(groups)))
         last = b.add(llvm.UDivOp(b.mul_i64(self.blocks, b.add_i64(group, b.i64(1))), b.i64(groups)))
         _amx(b, "ldtilecfg", self.full_cfg)
@@ -211,9 +245,13 @@ class AmxGemm:
         g, b = self.g, self.ctx.b
         halves = (0, 1) if halves2 else (0,)
         k_bytes = 4 * g.lda  # a row of A: K bf16 (int8: K codes and the row's scale)
-        for i in halves:
-            for j in range(count):
-                _amx(b, "tilezero", C_TILES[i][j])
+        whole_k, k_tail = self.configs[tail is not None]
+        if k_tail is not None:  # the previous block left the K tail's configuration (zeroes the sums)
+            _amx(b, "ldtilecfg", whole_k)
+        else:
+            for i in halves:
+                for j in range(count):
+                    _amx(b, "tilezero", C_TILES[i][j])
         a_row = b.gep(self.pa, b.mul_i64(r0, b.i64(k_bytes)), i8)
         panel = b.gep(self.pb, b.add_i64(b.mul_i64(p, b.i64(g.panel_words * 4)), b.i64(c * TILE_ROWS * 4)), i8)
 
@@ -230,6 +268,8 @@ class AmxGemm:
             return []
 
         emit_for(b, 0, self.steps, step)
+        if k_tail is not None:
+            self._k_tail_step(step, halves, count, k_tail)
         widths = [min(TILE_ROWS, g.last_cols - (c + j) * TILE_ROWS) if partial else TILE_ROWS for j in range(count)]
         for i in halves:
             row = b.add_i64(r0, b.i64(i * TILE_ROWS))
@@ -239,6 +279,20 @@ class AmxGemm:
             width = sum(widths)
             rows = b.i64(len(halves) * TILE_ROWS) if tail is None else tail[0] if not halves2 else b.add_i64(*tail)
             self.block_epilogue(p, r0, c * TILE_ROWS, rows, width, partial)
+
+    def _k_tail_step(self, step, halves: tuple, count: int, k_tail: SSAValue) -> None:
+        """The K tail's product: the sums to the scratch, the tail's configuration (A tiles of
+        its words, B tiles of its pair rows: nothing past K is read), the sums back, ``step``
+        at the tail (``K / 32``)."""
+        b = self.ctx.b
+        tiles = [(C_TILES[i][j], b.gep(self.scratch, (2 * i + j) * TILE_ROWS * TILE_ROWS, f32)) for i in halves
+                 for j in range(count)]
+        for tile, at in tiles:
+            _amx(b, "tilestored64", tile, at, b.i64(ROW_BYTES))
+        _amx(b, "ldtilecfg", k_tail)
+        for tile, at in tiles:
+            _amx(b, "tileloadd64", tile, at, b.i64(ROW_BYTES))
+        step(b.i64(self.steps), [])
 
     def block_epilogue(self, p: SSAValue, r0: SSAValue, col: int, rows: SSAValue, cols: int, partial: bool = False) -> None:
         """``out = act(alpha * out + beta * acc + addend)`` over the block just stored: ``rows``

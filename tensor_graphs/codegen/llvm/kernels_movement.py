@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import IntegerAttr, IntegerType, VectorType, f32, f64, i1, i16, i32, i64
+from xdsl.dialects.builtin import IntegerAttr, IntegerType, f32, f64, i1, i32, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from tensor_graphs.codegen.checks import embedding_message, take_message
@@ -53,8 +53,8 @@ from tensor_graphs.codegen.llvm.kernels import (
     splat_value,
     symbolic_refusal,
 )
-from tensor_graphs.codegen.llvm.bf16_dot import bf16_bits, int_splat
-from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, broadcast_strides, emit_for, emit_if, emit_loop, icmp, sum_i64
+from tensor_graphs.codegen.llvm.bf16_dot import bf16_bits
+from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, broadcast_strides, emit_for, emit_if, emit_loop, icmp
 from tensor_graphs.codegen.llvm.loops import value as _val
 from tensor_graphs.codegen.llvm.scalar import emit_convert
 from tensor_graphs.dialects import buffer as buf
@@ -262,8 +262,8 @@ def _emit_im2col(ctx: KernelContext, op: Operation) -> None:
     with ``panels = NR`` the same windows into the panel layout (`buf.Im2colOp`): each tap's
     ``OH x OW`` plane into a stack row, then ``NR`` values at a time into its panels (a 1x1
     window at stride 1 scatters the input row itself). Panels of bf16 (`buf.Im2colOp`: pairs
-    along K, the bf16 GEMM's rhs) take each value rounded to bf16 into its half of its pair's
-    word (`_scatter_pairs`)."""
+    along K, the bf16 GEMM's rhs) are written a pair row at a time, both halves of each word
+    together (`_im2col_pairs`)."""
     assert isinstance(op, buf.Im2colOp)
     (x,), out = op.inputs, op.output
     pairs = op.pairs
@@ -296,12 +296,13 @@ def _emit_im2col(ctx: KernelContext, op: Operation) -> None:
         bounds = [b.i64(v) for v in (oh, ow, y0, y1, x0, x1, sh * w, sw)]
         b.add(llvm.CallOp(_tap_function(ctx, el, pad, unit_columns=sw == 1), src, dst, *bounds))
 
+    if pairs:
+        _im2col_pairs(ctx, op, tap, plain)
+        return
+
     def scatter(b: FunctionBuilder, plane: SSAValue, r: SSAValue, t: int) -> None:
         """Row ``(c, t)`` of an image's windows matrix (``OH*OW`` values at ``plane``; input row
         ``r`` is image ``r / C``'s channel ``c``, ``t`` the tap) into its image's panels."""
-        if pairs:
-            _scatter_pairs(ctx, b, op, plane, r, t)
-            return
         full, last = divmod(taps, nr)
         if n == 1:
             at = b.mul_i64(b.add_i64(b.mul_i64(r, b.i64(kh * kw)), b.i64(t)), b.i64(nr))
@@ -353,67 +354,79 @@ def _emit_im2col(ctx: KernelContext, op: Operation) -> None:
     split_rows(ctx, n * c, numel(_shape(out)) + numel(_shape(x)), rows)  # a symbolic batch: rows counted at run time
 
 
-def _scatter_pairs(ctx: KernelContext, b: FunctionBuilder, op: buf.Im2colOp, plane: SSAValue, r: SSAValue, t: int) -> None:
-    """Row ``k = (c, t)`` of an image's windows matrix into its bf16 panels of pairs along K
-    (``[P, ceil(K / 2), 2 NR]``): value ``j`` of panel ``p`` to half ``k % 2`` of word ``j`` of
-    pair row ``k / 2``, rounded to bf16 (nearest even: `bf16_dot.bf16_bits`), the last panel's
-    columns past OH*OW zeros; the last channel's last tap also writes the zero row that pads an
-    odd K."""
+def _im2col_pairs(ctx: KernelContext, op: buf.Im2colOp, tap, plain: bool) -> None:
+    """An image's windows matrix (rows ``k = (c, t)``: channel c's tap t, ``T = KH KW`` taps a
+    channel) into its bf16 panels of pairs along K (``[P, ceil(K / 2), NR]`` words: word ``j`` of
+    pair row ``kk`` holds row ``2 kk``'s value ``j`` rounded to bf16 in its low half, row
+    ``2 kk + 1``'s in its high half), a pair of channels at a time (the threads' items): their
+    ``2 T`` rows are ``T`` whole pair rows, each the two taps' planes (``tap``: on the stack; the
+    input rows themselves when ``plain``) combined into whole words, stored as vectors. The
+    last panel's columns past OH*OW are zeros; an odd C's last channel is alone, its last pair
+    row's high halves (the zero row that pads an odd K) zeros."""
     (x,), out = op.inputs, op.output
-    n, c = _shape(x)[:2]
+    n, c, h, w = _shape(x)
     (kh, kw) = op.window[0]
     nr, taps = op.panel_columns, numel(op.positions(_shape(x)))
-    k_total = c * kh * kw
-    panel = -(-k_total // 2) * 2 * nr  # bf16 elements from one panel to the next
-    image, channel = image_and_row(b, r, n, c) if n != 1 else (None, r)
-    k = b.add_i64(b.mul_i64(channel, b.i64(kh * kw)), b.i64(t))
-    base = b.mul_i64(image, b.i64(-(-taps // nr) * panel)) if image is not None else None
-    dst = b.gep(ctx.ptr(out), sum_i64(b, base, b.mul_i64(b.add(llvm.UDivOp(k, b.i64(2))), b.i64(2 * nr)),
-                                       b.add(llvm.URemOp(k, b.i64(2)))), i16)
-
-    def rounded(b: FunctionBuilder, vals: list[SSAValue]) -> SSAValue:
-        return b.add(llvm.TruncOp(bf16_bits(b, vals[0]), i16))
-
-    def zeros(b: FunctionBuilder, _vals: list[SSAValue]) -> SSAValue:
-        return b.constant(0, i16)
-
+    t_count = kh * kw
+    pair_rows = -(-c * t_count // 2)
+    panel_words = pair_rows * nr  # from one panel to the next
     full, last = divmod(taps, nr)
-    parity = b.add(llvm.URemOp(k, b.i64(2)))
-    if full:  # vectors of a row's values into their halves of the words (masked stores)
-        words = b.gep(dst, b.add(llvm.SubOp(b.i64(0), parity)), i16)  # the pair row's first word
-        emit_for(b, 0, full, lambda p, _c: _store_halves(ctx, b, plane, words, p, nr, panel, parity) or [])
-    if last:
-        tail = b.gep(dst, full * panel, i16)
-        emit_pointwise(b, (last,), Access(tail, (2,), i16), [Access(b.gep(plane, full * nr, f32), (1,), f32)], rounded)
-        emit_pointwise(b, (nr - last,), Access(b.gep(tail, 2 * last, i16), (2,), i16), [], zeros)
-    if k_total % 2 and t == kh * kw - 1:  # the padding half of the last pair row, once per image
-        def pad_row() -> None:
-            row = b.gep(dst, 1, i16)  # k = K - 1 is even: the high half of its pair
-            emit_pointwise(b, (-(-taps // nr), nr), Access(row, (panel, 2), i16), [], zeros)
+    channel_pairs = -(-c // 2)
 
-        emit_if(b, icmp(b, "eq", channel, b.i64(c - 1)), pad_row)
+    def write(b: FunctionBuilder, dst: SSAValue, low: SSAValue, high: SSAValue | None) -> None:
+        """The words of one pair row (from ``dst``, in panel 0) of the planes ``low`` and ``high``
+        (None: zeros)."""
+        def word(b: FunctionBuilder, vals: list[SSAValue]) -> SSAValue:
+            lo = bf16_bits(b, vals[0])
+            return lo if high is None else b.add(llvm.OrOp(lo, b.add(llvm.ShlOp(bf16_bits(b, vals[1]), b.i32(16)))))
 
+        planes = [low] if high is None else [low, high]
+        if full:
+            emit_pointwise(b, (full, nr), Access(dst, (panel_words, 1), i32), [Access(p, (nr, 1), f32) for p in planes], word)
+        if last:
+            tail = b.gep(dst, full * panel_words, i32)
+            emit_pointwise(b, (last,), Access(tail, (1,), i32), [Access(b.gep(p, full * nr, f32), (1,), f32) for p in planes],
+                           word)
+            emit_pointwise(b, (nr - last,), Access(b.gep(tail, last, i32), (1,), i32), [], lambda b, _v: b.i32(0))
 
-def _store_halves(ctx: KernelContext, b: FunctionBuilder, plane: SSAValue, words: SSAValue, p: SSAValue, nr: int,
-                  panel: int, parity: SSAValue) -> None:
-    """Values ``[p NR, p NR + NR)`` of a windows row (floats at ``plane``) rounded to bf16 into
-    half ``parity`` (0: low, 1: high) of the ``NR`` words of panel ``p``'s pair row (``words``:
-    its first word in panel 0; ``panel`` bf16 elements from panel to panel), a vector of the
-    target's lanes at a time: the bits shifted into their half, stored under a mask of that half
-    (the other half is another row's, maybe another thread's: never read or written here)."""
-    lanes = ctx.target.float_lanes
-    halves = VectorType(i16, [2 * lanes])
-    shift = int_splat(b, b.add(llvm.TruncOp(b.mul_i64(parity, b.i64(16)), i32)), i32, lanes)
-    ones = b.add(llvm.SelectOp(icmp(b, "ne", parity, b.i64(0)), b.i32(-65536), b.i32(0xFFFF)))
-    mask = b.add(llvm.ICmpOp(b.add(llvm.BitcastOp(int_splat(b, ones, i32, lanes), halves)), int_splat(b, 0, i16, 2 * lanes),
-                             IntegerAttr(llvm.ICmpPredicateFlag.NE.to_int(), i64)))
-    row = b.gep(words, b.mul_i64(p, b.i64(panel)), i16)
-    src = b.gep(plane, b.mul_i64(p, b.i64(nr)), f32)
-    for v in range(nr // lanes):
-        x = b.add(llvm.LoadOp(b.gep(src, v * lanes, f32), VectorType(f32, [lanes]), alignment=4))
-        bits = b.add(llvm.BitcastOp(b.add(llvm.ShlOp(bf16_bits(b, x), shift)), halves))
-        b.add(llvm.CallIntrinsicOp(f"llvm.masked.store.v{2 * lanes}i16.p0",
-                                   [bits, b.gep(row, 2 * v * lanes, i16), b.i32(2), mask], []))
+    def body(b: FunctionBuilder, start: SSAValue | int, end: SSAValue | int) -> None:
+        xp, outp = ctx.ptr(x), ctx.ptr(out)
+        stack = None if plain else (b.stack(taps, f32), b.stack(taps, f32))
+
+        def plane(image, channel: SSAValue, t: int, which: int) -> SSAValue:
+            """Channel ``channel``'s tap t: its input row itself (``plain``), or its plane on the stack."""
+            row = channel if image == 0 else b.add_i64(b.mul_i64(image, b.i64(c)), channel)
+            src_row = b.gep(xp, b.mul_i64(row, b.i64(h * w)), f32)
+            if plain:
+                return src_row
+            i, j = divmod(t, kw)
+            tap(b, src_row, i, j, stack[which])
+            return stack[which]
+
+        def item(r: SSAValue, _c: list) -> list:
+            image, q = image_and_row(b, r, n, channel_pairs)
+            first = b.mul_i64(q, b.i64(2))
+            words = b.gep(outp, b.mul_i64(q, b.i64(t_count * nr)), i32)
+            if image != 0:
+                words = b.gep(words, b.mul_i64(image, b.i64(-(-taps // nr) * panel_words)), i32)
+
+            def rows(count: int, alone: bool) -> None:
+                for j in range(count):
+                    (ca, ta), (cb, tb) = divmod(2 * j, t_count), divmod(2 * j + 1, t_count)
+                    low = plane(image, b.add_i64(first, b.i64(ca)), ta, 0)
+                    high = None if alone and cb else plane(image, b.add_i64(first, b.i64(cb)), tb, 1)
+                    write(b, b.gep(words, j * nr, i32), low, high)
+
+            if c % 2 == 0:
+                rows(t_count, False)
+            else:  # the last channel alone: ceil(T / 2) pair rows
+                emit_if(b, icmp(b, "ult", q, b.i64(channel_pairs - 1)), lambda: rows(t_count, False),
+                        lambda: rows(-(-t_count // 2), True))
+            return []
+
+        emit_for(b, start, end, item)
+
+    split_rows(ctx, n * channel_pairs, numel(_shape(out)) + numel(_shape(x)), body)
 
 
 def state_name(value: SSAValue) -> str | None:

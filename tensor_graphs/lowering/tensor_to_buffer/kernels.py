@@ -557,7 +557,7 @@ def _quantized_matvec(fmt: str) -> Build:
 
 def bf16_gemm_extension(target: Target) -> str | None:
     """The instructions the bf16 GEMM (`matmul.packed_bf16`) runs on ``target``: AMX tiles
-    (`kernels_amx`, where K is a multiple of 32), AVX512-BF16 dot products (`bf16_dot`); None
+    (`kernels_amx`), AVX512-BF16 dot products (`bf16_dot`); None
     when it has neither (the kernel's emulation then runs only where a test pins it)."""
     return next((e for e in ("amx-bf16", "avx512bf16") if e in target.extensions), None)
 
