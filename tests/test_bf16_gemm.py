@@ -109,23 +109,6 @@ def test_bf16_gemm_computes_the_rounded_product(engine, rows, k, n, bias, act, t
     _check(got, model, x)
 
 
-@pytest.mark.parametrize("engine", list(ENGINES))
-def test_bf16_gemm_relu_keeps_a_nan(engine, monkeypatch):
-    """A ReLU in the epilogue (AMX: in the vectors that add the bias to each stored tile) keeps a
-    NaN as torch.relu does: the row whose input holds one is NaN, every other row finite and right."""
-    torch.manual_seed(5)
-    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU()).eval()
-    x = torch.randn(40, 64)
-    graph = _graph(model, x, _runnable(engine), monkeypatch)
-    fn = tg.compile_module(graph.module, graph.weights, target=_runnable(engine))
-    x[3, 5] = float("nan")
-    got = fn(x.numpy())
-    assert np.isnan(got[3]).all()
-    rest = np.delete(np.arange(40), 3)
-    expected = np.maximum(_expected(model[:1], x[rest].numpy()), 0.0)
-    assert np.abs(got[rest] - expected).max() <= 2e-6 * np.abs(expected).max()
-
-
 class _Residual(torch.nn.Module):
     """``relu(x @ W.T + b + r)``: a bias and a residual in the GEMM's epilogue."""
 

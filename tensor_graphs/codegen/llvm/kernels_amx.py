@@ -133,11 +133,8 @@ class AmxGemm:
         self.swept = self.epilogue and gemm.swept is not None
         # each tile of a whole panel takes alpha (int8: the scales) and its addends in vectors as it
         # is stored (`store`, `kernels_gemm.dequant_tile`: the scalar epilogue did not vectorise);
-        # the block's epilogue then applies the activation alone (all of it, on a partial panel; a ReLU
-        # runs in those vectors too)
+        # the block's epilogue then applies the activation alone (all of it, on a partial panel)
         self.added = not self.swept
-        # a ReLU (ResNet's every convolution) in those vectors too: no second pass over the block
-        self.tile_relu = self.added and self.act == "relu"
         target = gemm.ctx.target
         self.groups = row_groups(gemm.panels, gemm.m if gemm.m_size is None else None, target.cores,
                                  gemm.m * gemm.lda * 4, target.caches.l2)
@@ -278,7 +275,7 @@ class AmxGemm:
             row = b.add_i64(r0, b.i64(i * TILE_ROWS))
             for j in range(count):
                 self.store(C_TILES[i][j], p, row, (c + j) * TILE_ROWS, widths[j], TILE_ROWS if tail is None else tail[i], partial)
-        if self.epilogue and not self.swept and (partial or (self.act != "none" and not self.tile_relu)):
+        if self.epilogue and not self.swept and (self.act != "none" or partial):
             width = sum(widths)
             rows = b.i64(len(halves) * TILE_ROWS) if tail is None else tail[0] if not halves2 else b.add_i64(*tail)
             self.block_epilogue(p, r0, c * TILE_ROWS, rows, width, partial)
@@ -343,7 +340,7 @@ class AmxGemm:
         columns = b.gep(self.pb, b.add_i64(b.mul_i64(p, b.i64(g.panel_words)), b.i64(g.k * g.nr + col)), f32)
         added = [] if partial else self._tile_addends(p, row, col)
         dequant_tile(b, tile, ld, rows, TILE_ROWS // g.lanes, g.lanes, (scales, g.lda), columns, g.nr, g.alpha, from_int=True,
-                     addends=added, relu=self.tile_relu and not partial)
+                     addends=added)
 
     def store(self, tile: int, p: SSAValue, row: SSAValue, col: int, cols: int, rows: int | SSAValue, partial: bool = False) -> None:
         """Tile ``tile`` to out's rows from ``row``, columns ``p NR + col`` on: directly when all
@@ -356,9 +353,9 @@ class AmxGemm:
             _amx(b, "tilestored64", tile, dest, b.i64(4 * n))
             if g.quads:
                 self._scale_sums(dest, n, p, row, col, rows, partial)
-            elif self.added and not partial and (self.addends or g.alpha != 1.0 or self.tile_relu):
+            elif self.added and not partial and (self.addends or g.alpha != 1.0):
                 dequant_tile(b, dest, n, rows, TILE_ROWS // g.lanes, g.lanes, None, None, g.nr, g.alpha,
-                             addends=self._tile_addends(p, row, col), relu=self.tile_relu)
+                             addends=self._tile_addends(p, row, col))
             return
         assert self.stack is not None
         _amx(b, "tilestored64", tile, self.stack, b.i64(ROW_BYTES))

@@ -1074,33 +1074,16 @@ def addend_vectors(accesses: list[Access], addends: list) -> list[tuple[SSAValue
     return [(a.ptr, *a.strides, scale) for a, (*_, scale) in zip(accesses, addends)]
 
 
-def _relu_vector(b: FunctionBuilder, y: SSAValue, lanes: int) -> SSAValue:
-    """``y < 0 ? 0 : y`` over a vector, on its bits (xDSL's ``llvm.fcmp`` and ``llvm.select``
-    take scalars only): ``y < 0`` exactly when ``a = bits + 0x7FFFFFFF`` (wrapping) is below
-    ``c = 0x7F800000`` (bits in (-0.0, -inf]), i.e. when ``(a - c) & ~a`` has its sign bit; that
-    bit spread over the word (``ashr 31``) masks the value to +0.0. NaN and -0.0 are kept, as
-    `scalar.emit_relu` and torch.relu keep them."""
-    ints = VectorType(i32, [lanes])
-    bits = b.add(llvm.BitcastOp(y, ints))
-    a = b.add(llvm.AddOp(bits, int_splat(b, 0x7FFFFFFF, i32, lanes)))
-    below = b.add(llvm.AndOp(b.add(llvm.SubOp(a, int_splat(b, 0x7F800000, i32, lanes))),
-                             b.add(llvm.XOrOp(a, int_splat(b, -1, i32, lanes)))))
-    negative = b.add(llvm.AShrOp(below, int_splat(b, 31, i32, lanes)))
-    kept = b.add(llvm.AndOp(bits, b.add(llvm.XOrOp(negative, int_splat(b, -1, i32, lanes)))))
-    return b.add(llvm.BitcastOp(kept, y.type))
-
-
 def dequant_tile(b: FunctionBuilder, tile: SSAValue, ld: int | SSAValue, rows: int | SSAValue, vectors: int, lanes: int,
                  row_scales: tuple[SSAValue, int] | None, columns: SSAValue | None, nr: int, alpha: float,
-                 from_int: bool = False, addends: list[tuple[SSAValue, int, int, float]] = (), relu: bool = False) -> None:
+                 from_int: bool = False, addends: list[tuple[SSAValue, int, int, float]] = ()) -> None:
     """The int8 GEMM's sums of a tile scaled in place, in vectors: ``tile[r, j] = (y - offset[j]) *
     scale[j] * s[r] * alpha`` for ``rows`` rows (``ld`` floats apart) of ``vectors`` vectors of
     ``lanes``; ``y`` the float32 sums (``from_int``: int32 sums, as AMX stores them); ``s[r]`` at
     ``row_scales`` (pointer, stride in words), ``scale`` at ``columns``, ``offset`` ``nr`` after
     (without them, float sums: ``alpha * y``). Then ``+ scale * addend`` for each of ``addends``
     ((pointer at the tile's first element, row stride, column stride 0 or 1, scale): a bias, a
-    residual), in the order of the scalar epilogue (`_epilogue_value`), and with ``relu`` the
-    activation ``y < 0 ? 0 : y`` (NaN kept, as `scalar.emit_relu`): the vectors the loop
+    residual), in the order of the scalar epilogue (`_epilogue_value`): the vectors the loop
     vectoriser could not make of it (the tile and the addends may alias, for all it knows)."""
     vec = vector_type(lanes)
     words = VectorType(i32, [lanes])
@@ -1127,8 +1110,6 @@ def dequant_tile(b: FunctionBuilder, tile: SSAValue, ld: int | SSAValue, rows: i
                 value = b.add(llvm.LoadOp(b.gep(start, v * lanes, f32), vec, alignment=4)) if cs else \
                     splat(b, b.load(start, f32), lanes)
                 scaled = b.add(llvm.FAddOp(scaled, value if weight == 1.0 else b.add(llvm.FMulOp(value, splat(b, b.f32(weight), lanes)))))
-            if relu:
-                scaled = _relu_vector(b, scaled, lanes)
             b.add(llvm.StoreOp(scaled, _vector_at(b, at, v * lanes, lanes), alignment=4))
         return []
 
