@@ -159,31 +159,25 @@ class AmxGemm:
         rows = values[0] if values else b.i64(g.m)
         self.pa, self.pb, self.po = self.ctx.ptr(g.a), self.ctx.ptr(g.packed), self.ctx.ptr(g.out)
         self.padd = [self.ctx.ptr(v) for v, *_ in self.addends]
-        self.full_cfg, self.tail_cfg = b.stack(CONFIG_BYTES, i8), b.stack(CONFIG_BYTES, i8)
         self.stack = b.stack(TILE_ROWS * TILE_ROWS, f32) if g.last_cols % TILE_ROWS else None
         self.blocks = b.add(llvm.UDivOp(rows, b.i64(2 * TILE_ROWS)))
         self.rest = b.add(llvm.SubOp(rows, b.mul_i64(self.blocks, b.i64(2 * TILE_ROWS))))
-        self._configure(self.full_cfg, b.i64(TILE_ROWS), b.i64(TILE_ROWS))
         first = min_i64(b, self.rest, b.i64(TILE_ROWS))
-        second = b.add(llvm.SubOp(self.rest, first))
-        self._configure(self.tail_cfg, first, second)
-        self.tail_rows = (first, second)
+        whole, self.tail_rows = (b.i64(TILE_ROWS),) * 2, (first, b.add(llvm.SubOp(self.rest, first)))
+        self.full_cfg, self.tail_cfg = self._configure(*whole), self._configure(*self.tail_rows)
         # (whole K, K tail) configurations of whole blocks and of the tail rows' block
-        self.configs = {False: (self.full_cfg, None), True: (self.tail_cfg, None)}
-        if self.k_tail:
-            self.scratch = b.stack(K_TAIL_SCRATCH, f32)
-            for rows_tail, (cfg, _) in list(self.configs.items()):
-                k_cfg = b.stack(CONFIG_BYTES, i8)
-                self._configure(k_cfg, *((first, second) if rows_tail else (b.i64(TILE_ROWS),) * 2), self.k_tail)
-                self.configs[rows_tail] = (cfg, k_cfg)
+        k_tail = (lambda rows: self._configure(*rows, self.k_tail)) if self.k_tail else (lambda _rows: None)
+        self.configs = {False: (self.full_cfg, k_tail(whole)), True: (self.tail_cfg, k_tail(self.tail_rows))}
+        self.scratch = b.stack(K_TAIL_SCRATCH, f32) if self.k_tail else None
         emit_for(b, start, end, lambda i, _: self.item(i) or [])
         _amx(b, "tilerelease")
 
-    def _configure(self, cfg: SSAValue, first: SSAValue, second: SSAValue, k_words: int = WORDS_PER_ROW) -> None:
-        """Palette 1; C[0][*] and A0 of ``first`` rows, C[1][*] and A1 of ``second`` (0: not
-        configured), the B tiles of ``k_words`` rows; 64 bytes a row where configured (the A
-        tiles: ``k_words`` words, the K tail's)."""
+    def _configure(self, first: SSAValue, second: SSAValue, k_words: int = WORDS_PER_ROW) -> SSAValue:
+        """A tile configuration on the stack: palette 1; C[0][*] and A0 of ``first`` rows, C[1][*]
+        and A1 of ``second`` (0: not configured), the B tiles of ``k_words`` rows; 64 bytes a row
+        where configured (the A tiles: ``k_words`` words, the K tail's)."""
         b = self.ctx.b
+        cfg = b.stack(CONFIG_BYTES, i8)
         for q in range(CONFIG_BYTES // 8):
             b.store(b.i64(0), _at(b, cfg, q, i64))
         b.store(b.constant(1, i8), _at(b, cfg, 0, i8))
@@ -197,6 +191,7 @@ class AmxGemm:
         for t in B_TILES:
             b.store(b.constant(k_words, i8), _at(b, cfg, ROWS_AT + t, i8))
             b.store(b.constant(ROW_BYTES, i16), _at(b, cfg, COLSB_AT // 2 + t, i16))
+        return cfg
 
     def item(self, i: SSAValue) -> None:
         """Item i: group ``g = i / P``'s rows of panel ``p = i % P`` (`rows`), the last, partial
