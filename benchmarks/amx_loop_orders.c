@@ -26,161 +26,80 @@
 #define XFEATURE_XTILEDATA 18
 typedef struct { uint8_t palette, start; uint8_t res[14]; uint16_t colsb[16]; uint8_t rows[16]; } cfg_t;
 static double now(){struct timespec t;clock_gettime(CLOCK_MONOTONIC,&t);return t.tv_sec+t.tv_nsec*1e-9;}
-// C[M,N] += A[M,K] B ; A bf16 row-major lda=K ; B panels [N/32][K/2][32] words
-static void gemm(int M,int N,int K, const uint16_t*A, const uint32_t*B, float*C, int mode){
-  int steps=K/32;
-  if(mode>=16){ // mode 0, 16: B tiles contiguous (stride 64); 17: B loads tileloaddt1; 18: A loads t1
-  for(int p=0;p<N/32;p++) for(int r=0;r<M;r+=32){
-    _tile_zero(0);_tile_zero(1);_tile_zero(2);_tile_zero(3);
-    const uint32_t*pb=B+(size_t)p*(K/2)*32;
-    for(int s=0;s<steps;s++){
-      if(mode==18) _tile_stream_loadd(4, A+(size_t)r*K+s*32, K*2); else _tile_loadd(4, A+(size_t)r*K+s*32, K*2);
-      if(mode==16){_tile_loadd(6, pb+s*16*32, 64);} else if(mode==17){_tile_stream_loadd(6, pb+s*16*32, 128);} else _tile_loadd(6, pb+s*16*32, 128);
-      _tile_dpbf16ps(0,4,6);
-      if(mode==16){_tile_loadd(7, pb+s*16*32+256, 64);} else if(mode==17){_tile_stream_loadd(7, pb+s*16*32+16, 128);} else _tile_loadd(7, pb+s*16*32+16, 128);
-      _tile_dpbf16ps(1,4,7);
-      if(mode==18) _tile_stream_loadd(5, A+(size_t)(r+16)*K+s*32, K*2); else _tile_loadd(5, A+(size_t)(r+16)*K+s*32, K*2);
-      _tile_dpbf16ps(2,5,6);
-      _tile_dpbf16ps(3,5,7);
+// C[M,N] = A[M,K] B ; A bf16 row-major (lda K), or for modes 1, 3, 15 in tiles [M/16][K/32][16][32];
+// B panels [N/32][K/2][32] words (mode 16: each 16-column tile contiguous). Tiles 0-3 the sums
+// C[i][j], 4-5 A's row halves, 6-7 B's column tiles (tile numbers are immediates: macros).
+#define ZERO4() do { _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3); } while (0)
+#define LOAD4(c0, c1, ld) do { _tile_loadd(0, c0, ld); _tile_loadd(1, (c0) + 16, ld); \
+    _tile_loadd(2, c1, ld); _tile_loadd(3, (c1) + 16, ld); } while (0)
+#define STORE4(c0, c1, ld) do { _tile_stored(0, c0, ld); _tile_stored(1, (c0) + 16, ld); \
+    _tile_stored(2, c1, ld); _tile_stored(3, (c1) + 16, ld); } while (0)
+/* one K step (oneDNN's order: A0 B0 C00, B1 C01, A1 C10 C11), A and B loaded by LA and LB */
+#define STEP_L(LA, LB, a0, a1, lda, b0, b1, ldb) do { \
+    LA(4, a0, lda); LB(6, b0, ldb); _tile_dpbf16ps(0, 4, 6); LB(7, b1, ldb); _tile_dpbf16ps(1, 4, 7); \
+    LA(5, a1, lda); _tile_dpbf16ps(2, 5, 6); _tile_dpbf16ps(3, 5, 7); } while (0)
+#define STEP(a0, a1, lda, b0, b1, ldb) STEP_L(_tile_loadd, _tile_loadd, a0, a1, lda, b0, b1, ldb)
+
+static void gemm(int M, int N, int K, const uint16_t *A, const uint32_t *B, float *C, int mode) {
+  int steps = K / 32, ldc = N * 4, lda = K * 2;
+  static float S[4096 * 32] __attribute__((aligned(64)));  /* modes 14-15: the sums between K blocks */
+  if ((mode >= 4 && mode <= 7) || mode == 14 || mode == 15) {  /* K blocks */
+    int kc = mode <= 7 ? (mode - 3) * 4 : (getenv("KC") ? atoi(getenv("KC")) : 12);
+    for (int p = 0; p < N / 32; p++) {
+      const uint32_t *pb = B + (size_t)p * (K / 2) * 32;
+      for (int k0 = 0; k0 < steps; k0 += kc) {
+        int ke = k0 + kc < steps ? k0 + kc : steps, last = ke == steps;
+        for (int r = 0; r < M; r += 32) {
+          float *c0 = C + (size_t)r * N + p * 32, *c1 = c0 + (size_t)16 * N, *s0 = S + (size_t)r * 32;
+          if (k0 == 0) ZERO4();
+          else if (mode <= 7) LOAD4(c0, c1, ldc);
+          else { _tile_loadd(0, s0, 64); _tile_loadd(1, s0 + 256, 64); _tile_loadd(2, s0 + 512, 64); _tile_loadd(3, s0 + 768, 64); }
+          for (int s = k0; s < ke; s++) {
+            const uint32_t *b0 = pb + s * 16 * 32;
+            if (mode == 15) STEP(A + (size_t)r * K + s * 512, A + (size_t)(r + 16) * K + s * 512, 64, b0, b0 + 16, 128);
+            else STEP(A + (size_t)r * K + s * 32, A + (size_t)(r + 16) * K + s * 32, lda, b0, b0 + 16, 128);
+          }
+          if (mode <= 7 || last) STORE4(c0, c1, ldc);
+          else { _tile_stored(0, s0, 64); _tile_stored(1, s0 + 256, 64); _tile_stored(2, s0 + 512, 64); _tile_stored(3, s0 + 768, 64); }
+        }
+      }
     }
-    _tile_stored(0, C+(size_t)r*N+p*32, N*4);_tile_stored(1, C+(size_t)r*N+p*32+16, N*4);
-    _tile_stored(2, C+(size_t)(r+16)*N+p*32, N*4);_tile_stored(3, C+(size_t)(r+16)*N+p*32+16, N*4);
-  } return;}
-  if(mode>=14){ // K-blocked, C partials in a contiguous scratch; 15: and A packed in tiles (as mode 1)
-  static float S[4096*32] __attribute__((aligned(64)));
-  int kc = getenv("KC")?atoi(getenv("KC")):12;
-  for(int p=0;p<N/32;p++){ const uint32_t*pb=B+(size_t)p*(K/2)*32;
-   for(int k0=0;k0<steps;k0+=kc){ int ke = k0+kc<steps?k0+kc:steps; int last = ke==steps;
-    for(int r=0;r<M;r+=32){
-    float*s0=S+(size_t)r*32;
-    if(k0==0){_tile_zero(0);_tile_zero(1);_tile_zero(2);_tile_zero(3);}
-    else {_tile_loadd(0,s0,64);_tile_loadd(1,s0+256,64);_tile_loadd(2,s0+512,64);_tile_loadd(3,s0+768,64);}
-    for(int s=k0;s<ke;s++){
-      if(mode==14){_tile_loadd(4, A+(size_t)r*K+s*32, K*2);} else {_tile_loadd(4, A+(size_t)r*K+s*512, 64);}
-      _tile_loadd(6, pb+s*16*32, 128); _tile_dpbf16ps(0,4,6);
-      _tile_loadd(7, pb+s*16*32+16, 128); _tile_dpbf16ps(1,4,7);
-      if(mode==14){_tile_loadd(5, A+(size_t)(r+16)*K+s*32, K*2);} else {_tile_loadd(5, A+(size_t)(r+16)*K+s*512, 64);}
-      _tile_dpbf16ps(2,5,6); _tile_dpbf16ps(3,5,7);
+    return;
+  }
+  /* every other mode: all of K per block; mode 3 row blocks outer, the others panels outer */
+  int blocks = (M / 32) * (N / 32);
+  for (int q = 0; q < blocks; q++) {
+    int p = mode == 3 ? q % (N / 32) : q / (M / 32), r = 32 * (mode == 3 ? q / (N / 32) : q % (M / 32));
+    const uint32_t *pb = B + (size_t)p * (K / 2) * 32;
+    const uint16_t *a0 = A + (size_t)r * K, *a1 = A + (size_t)(r + 16) * K;
+    ZERO4();
+    for (int s = 0; s < steps; s++) {
+      const uint32_t *b0 = pb + s * 16 * 32;
+      if (mode >= 8 && mode <= 10) {  /* software prefetch 2 steps ahead: A and B, A only, B only */
+        if (mode != 10) for (int i = 0; i < 32; i++) _mm_prefetch((const char *)(a0 + (size_t)i * K + (s + 2) * 32), _MM_HINT_T0);
+        if (mode != 9) for (int i = 0; i < 32; i++) _mm_prefetch((const char *)(b0 + 2 * 16 * 32) + i * 64, _MM_HINT_T0);
+      }
+      switch (mode) {
+      case 1: case 3: STEP(a0 + s * 512, a1 + s * 512, 64, b0, b0 + 16, 128); break;
+      case 2: STEP(A, A + 512, 64, B, B + 16, 128); break;                      /* operands in L1 */
+      case 11: STEP(a0 + s * 32, a1 + s * 32, lda, B, B + 16, 128); break;      /* B fixed */
+      case 12: STEP(A, A + 16 * K, lda, b0, b0 + 16, 128); break;               /* A fixed, strided */
+      case 13: STEP(A, A + 16 * K, lda, B, B + 16, 128); break;                 /* both fixed */
+      case 16: STEP(a0 + s * 32, a1 + s * 32, lda, b0, b0 + 256, 64); break;    /* B tiles contiguous */
+      case 17: STEP_L(_tile_loadd, _tile_stream_loadd, a0 + s * 32, a1 + s * 32, lda, b0, b0 + 16, 128); break;
+      case 18: STEP_L(_tile_stream_loadd, _tile_loadd, a0 + s * 32, a1 + s * 32, lda, b0, b0 + 16, 128); break;
+      default: STEP(a0 + s * 32, a1 + s * 32, lda, b0, b0 + 16, 128);         /* 0, 8-10 */
+      }
     }
-    if(!last){_tile_stored(0,s0,64);_tile_stored(1,s0+256,64);_tile_stored(2,s0+512,64);_tile_stored(3,s0+768,64);}
-    else {_tile_stored(0, C+(size_t)r*N+p*32, N*4);_tile_stored(1, C+(size_t)r*N+p*32+16, N*4);
-    _tile_stored(2, C+(size_t)(r+16)*N+p*32, N*4);_tile_stored(3, C+(size_t)(r+16)*N+p*32+16, N*4);}
-  }}} return;}
-  if(mode>=11){ // 11: A streams, B fixed; 12: A fixed (strided), B streams; 13: both fixed, A strided
-  for(int p=0;p<N/32;p++) for(int r=0;r<M;r+=32){
-    _tile_zero(0);_tile_zero(1);_tile_zero(2);_tile_zero(3);
-    const uint32_t*pb=B+(size_t)p*(K/2)*32;
-    for(int s=0;s<steps;s++){
-      size_t as = mode==11 ? (size_t)r*K+s*32 : 0; size_t bs = mode==12 ? s*16*32 : 0;
-      const uint32_t*bb = mode==12? pb : B;
-      _tile_loadd(4, A+as, K*2);
-      _tile_loadd(6, bb+bs, 128);
-      _tile_dpbf16ps(0,4,6);
-      _tile_loadd(7, bb+bs+16, 128);
-      _tile_dpbf16ps(1,4,7);
-      _tile_loadd(5, A+as+16*K, K*2);
-      _tile_dpbf16ps(2,5,6);
-      _tile_dpbf16ps(3,5,7);
-    }
-    _tile_stored(0, C+(size_t)r*N+p*32, N*4);_tile_stored(1, C+(size_t)r*N+p*32+16, N*4);
-    _tile_stored(2, C+(size_t)(r+16)*N+p*32, N*4);_tile_stored(3, C+(size_t)(r+16)*N+p*32+16, N*4);
-  } return;}
-  if(mode>=8){ int D=2; // mode 0 + software prefetch D steps ahead
-  for(int p=0;p<N/32;p++) for(int r=0;r<M;r+=32){
-    _tile_zero(0);_tile_zero(1);_tile_zero(2);_tile_zero(3);
-    const uint32_t*pb=B+(size_t)p*(K/2)*32;
-    for(int s=0;s<steps;s++){
-      if(mode!=10) for(int q=0;q<32;q++) _mm_prefetch((const char*)(A+(size_t)(r+q)*K+(s+D)*32), _MM_HINT_T0);
-      if(mode!=9) for(int q=0;q<32;q++) _mm_prefetch((const char*)(pb+(s+D)*16*32)+q*64, _MM_HINT_T0);
-      _tile_loadd(4, A+(size_t)r*K+s*32, K*2);
-      _tile_loadd(6, pb+s*16*32, 128);
-      _tile_dpbf16ps(0,4,6);
-      _tile_loadd(7, pb+s*16*32+16, 128);
-      _tile_dpbf16ps(1,4,7);
-      _tile_loadd(5, A+(size_t)(r+16)*K+s*32, K*2);
-      _tile_dpbf16ps(2,5,6);
-      _tile_dpbf16ps(3,5,7);
-    }
-    _tile_stored(0, C+(size_t)r*N+p*32, N*4);_tile_stored(1, C+(size_t)r*N+p*32+16, N*4);
-    _tile_stored(2, C+(size_t)(r+16)*N+p*32, N*4);_tile_stored(3, C+(size_t)(r+16)*N+p*32+16, N*4);
-  } return;}
-  if(mode==0){ // current: per panel, per row block, full K
-  for(int p=0;p<N/32;p++) for(int r=0;r<M;r+=32){
-    _tile_zero(0);_tile_zero(1);_tile_zero(2);_tile_zero(3);
-    const uint32_t*pb=B+(size_t)p*(K/2)*32;
-    for(int s=0;s<steps;s++){
-      _tile_loadd(4, A+(size_t)r*K+s*32, K*2);
-      _tile_loadd(6, pb+s*16*32, 128);
-      _tile_dpbf16ps(0,4,6);
-      _tile_loadd(7, pb+s*16*32+16, 128);
-      _tile_dpbf16ps(1,4,7);
-      _tile_loadd(5, A+(size_t)(r+16)*K+s*32, K*2);
-      _tile_dpbf16ps(2,5,6);
-      _tile_dpbf16ps(3,5,7);
-    }
-    _tile_stored(0, C+(size_t)r*N+p*32, N*4);_tile_stored(1, C+(size_t)r*N+p*32+16, N*4);
-    _tile_stored(2, C+(size_t)(r+16)*N+p*32, N*4);_tile_stored(3, C+(size_t)(r+16)*N+p*32+16, N*4);
-  }} else if(mode==1){ // A packed in tiles: Ap[r/16][s][16][32]
-  for(int p=0;p<N/32;p++) for(int r=0;r<M;r+=32){
-    _tile_zero(0);_tile_zero(1);_tile_zero(2);_tile_zero(3);
-    const uint32_t*pb=B+(size_t)p*(K/2)*32;
-    const uint16_t*a0=A+(size_t)r*K, *a1=A+(size_t)(r+16)*K;
-    for(int s=0;s<steps;s++){
-      _tile_loadd(4, a0+s*512, 64);
-      _tile_loadd(6, pb+s*16*32, 128);
-      _tile_dpbf16ps(0,4,6);
-      _tile_loadd(7, pb+s*16*32+16, 128);
-      _tile_dpbf16ps(1,4,7);
-      _tile_loadd(5, a1+s*512, 64);
-      _tile_dpbf16ps(2,5,6);
-      _tile_dpbf16ps(3,5,7);
-    }
-    _tile_stored(0, C+(size_t)r*N+p*32, N*4);_tile_stored(1, C+(size_t)r*N+p*32+16, N*4);
-    _tile_stored(2, C+(size_t)(r+16)*N+p*32, N*4);_tile_stored(3, C+(size_t)(r+16)*N+p*32+16, N*4);
-  }} else if(mode==2){ // L1 resident: same A,B tile every step
-  for(int p=0;p<N/32;p++) for(int r=0;r<M;r+=32){
-    _tile_zero(0);_tile_zero(1);_tile_zero(2);_tile_zero(3);
-    for(int s=0;s<steps;s++){
-      _tile_loadd(4, A, 64); _tile_loadd(6, B, 128); _tile_dpbf16ps(0,4,6);
-      _tile_loadd(7, B+16, 128); _tile_dpbf16ps(1,4,7);
-      _tile_loadd(5, A+512, 64); _tile_dpbf16ps(2,5,6); _tile_dpbf16ps(3,5,7);
-    }
-    _tile_stored(0, C+(size_t)r*N+p*32, N*4);_tile_stored(1, C+(size_t)r*N+p*32+16, N*4);
-    _tile_stored(2, C+(size_t)(r+16)*N+p*32, N*4);_tile_stored(3, C+(size_t)(r+16)*N+p*32+16, N*4);
-  }} else if(mode==3){ // row block outer, panels inner (A block reused from L1 when K small)
-  for(int r=0;r<M;r+=32) for(int p=0;p<N/32;p++){
-    _tile_zero(0);_tile_zero(1);_tile_zero(2);_tile_zero(3);
-    const uint32_t*pb=B+(size_t)p*(K/2)*32;
-    const uint16_t*a0=A+(size_t)r*K, *a1=A+(size_t)(r+16)*K;
-    for(int s=0;s<steps;s++){
-      _tile_loadd(4, a0+s*512, 64); _tile_loadd(6, pb+s*16*32, 128); _tile_dpbf16ps(0,4,6);
-      _tile_loadd(7, pb+s*16*32+16, 128); _tile_dpbf16ps(1,4,7);
-      _tile_loadd(5, a1+s*512, 64); _tile_dpbf16ps(2,5,6); _tile_dpbf16ps(3,5,7);
-    }
-    _tile_stored(0, C+(size_t)r*N+p*32, N*4);_tile_stored(1, C+(size_t)r*N+p*32+16, N*4);
-    _tile_stored(2, C+(size_t)(r+16)*N+p*32, N*4);_tile_stored(3, C+(size_t)(r+16)*N+p*32+16, N*4);
-  }} else if(mode>=4){ // K-blocked: per panel, per K chunk, per row block (C reloaded)
-  int kc = mode==4?4:mode==5?8:mode==6?12:16; // steps per chunk
-  for(int p=0;p<N/32;p++) for(int k0=0;k0<steps;k0+=kc) for(int r=0;r<M;r+=32){
-    float*c0=C+(size_t)r*N+p*32, *c1=C+(size_t)(r+16)*N+p*32;
-    if(k0==0){_tile_zero(0);_tile_zero(1);_tile_zero(2);_tile_zero(3);}
-    else {_tile_loadd(0,c0,N*4);_tile_loadd(1,c0+16,N*4);_tile_loadd(2,c1,N*4);_tile_loadd(3,c1+16,N*4);}
-    const uint32_t*pb=B+(size_t)p*(K/2)*32;
-    const uint16_t*a0=A+(size_t)r*K, *a1=A+(size_t)(r+16)*K;
-    int ke = k0+kc<steps?k0+kc:steps;
-    for(int s=k0;s<ke;s++){
-      _tile_loadd(4, a0+s*32, K*2); _tile_loadd(6, pb+s*16*32, 128); _tile_dpbf16ps(0,4,6);
-      _tile_loadd(7, pb+s*16*32+16, 128); _tile_dpbf16ps(1,4,7);
-      _tile_loadd(5, a1+s*32, K*2); _tile_dpbf16ps(2,5,6); _tile_dpbf16ps(3,5,7);
-    }
-    _tile_stored(0,c0,N*4);_tile_stored(1,c0+16,N*4);_tile_stored(2,c1,N*4);_tile_stored(3,c1+16,N*4);
-  }}
+    STORE4(C + (size_t)r * N + p * 32, C + (size_t)(r + 16) * N + p * 32, ldc);
+  }
 }
 int main(int argc,char**argv){
   syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA);
   int M=atoi(argv[1]),N=atoi(argv[2]),K=atoi(argv[3]);
   uint16_t*A=aligned_alloc(64,(size_t)M*K*2); uint32_t*B=aligned_alloc(64,(size_t)K*N*2); float*C=aligned_alloc(64,(size_t)M*N*4);
-  for(size_t i=0;i<(size_t)M*K;i++)A[i]=0x3f80; for(size_t i=0;i<(size_t)K*N/2;i++)B[i]=0x3f803f80;
+  for(size_t i=0;i<(size_t)M*K;i++) A[i]=0x3f80;
+  for(size_t i=0;i<(size_t)K*N/2;i++) B[i]=0x3f803f80;
   cfg_t c; memset(&c,0,sizeof c); c.palette=1; for(int t=0;t<8;t++){c.rows[t]=16;c.colsb[t]=64;} _tile_loadconfig(&c);
   for(int mode=(argc>4?atoi(argv[4]):0);mode<19;mode++){ double best=1e9;
     for(int rep=0;rep<20;rep++){double t0=now(); gemm(M,N,K,A,B,C,mode); double t=now()-t0; if(t<best)best=t;}
