@@ -1499,7 +1499,9 @@ class AttentionOp(AttentionLayout, KernelOp):
 
     Shapes and flags as `tg.attention` (``q_seq_major`` ...: that buffer is stored
     ``[..., S, H, D]``); the optional second output is the kernel's scratch buffer (planned like
-    any buffer, live for this op only).
+    any buffer, live for this op only). With ``bf16_products`` its two GEMMs take bf16 operands
+    (``q * scale``, k, the probabilities and v rounded to nearest even), float32 sums
+    (`kernels_attention`; the scratch's layout: `scratch.AttentionTiles.pairs`).
     """
 
     name = "buf.attention"
@@ -1517,6 +1519,7 @@ class AttentionOp(AttentionLayout, KernelOp):
     q_heads = opt_prop_def(DenseArrayBase.constr(i64))
     k_heads = opt_prop_def(DenseArrayBase.constr(i64))
     v_heads = opt_prop_def(DenseArrayBase.constr(i64))
+    bf16_products = prop_def(BoolAttr, default_value=bool_attr(False))
 
     def _layout_values(self) -> tuple[SSAValue, SSAValue, SSAValue, SSAValue]:
         return (*self.inputs[:3], self.output)  # type: ignore[return-value]

@@ -184,6 +184,7 @@ PARAMETER_SPACES.update({
     "matmul.packed_bf16": _bf16_gemm_space,
     "matmul.packed_int8": _int8_gemm_space,
     "attention.flash": _threads_space,
+    "attention.flash_bf16": _threads_space,
 })
 
 

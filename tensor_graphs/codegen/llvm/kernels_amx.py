@@ -365,3 +365,64 @@ class AmxGemm:
             return []
 
         emit_for(b, 0, count, copy)
+
+
+# small GEMMs of whole tiles inside another kernel (attention's two products) ----------------------
+
+
+def whole_tiles_config(b: FunctionBuilder) -> SSAValue:
+    """A tile configuration on the stack with every tile whole: palette 1, 16 rows of 64 bytes
+    each (for `tile_gemm`; ``ldtilecfg`` it once per thread, ``tilerelease`` after)."""
+    cfg = b.stack(CONFIG_BYTES, i8)
+    for q in range(CONFIG_BYTES // 8):
+        b.store(b.i64(0), _at(b, cfg, q, i64))
+    b.store(b.constant(1, i8), _at(b, cfg, 0, i8))
+    for t in (*C_TILES[0], *C_TILES[1], *A_TILES, *B_TILES):
+        b.store(b.constant(TILE_ROWS, i8), _at(b, cfg, ROWS_AT + t, i8))
+        b.store(b.constant(ROW_BYTES, i16), _at(b, cfg, COLSB_AT // 2 + t, i16))
+    return cfg
+
+
+def tile_gemm(b: FunctionBuilder, row_tiles: int, col_tiles: int, k_steps: int, a: SSAValue, lda: int, bm: SSAValue,
+              ldb: int, c: SSAValue, ldc: int, accumulate: bool) -> None:
+    """``C[16 R, 16 C] (+)= A @ B`` of bf16 pairs on AMX tiles, under `whole_tiles_config`: A
+    row-major words (pairs along K; ``lda`` words a row, ``16 k_steps`` of them read), B pair rows
+    of words (``ldb`` a row, `packing.bf16_k_pairs`' layout), C float32 (``ldc`` a row), each a
+    multiple of whole tiles (the caller pads K with zeros). 2 x 2 blocks of accumulators, as
+    `AmxGemm`'s::
+
+        for each 2 x 2 block (i0, j0) of C's tiles:
+            Cij = accumulate ? C[i, j] : 0
+            for s in 0 .. k_steps:  Ai = A[i, s]; Bj = B[s, j]; Cij += Ai @ Bj  (tdpbf16ps)
+            C[i, j] = Cij
+    """
+
+    def tile_at(base: SSAValue, row: int | SSAValue, ld: int, col: int) -> SSAValue:
+        at = b.mul_i64(row, b.i64(TILE_ROWS * ld * 4)) if isinstance(row, SSAValue) else b.i64(row * TILE_ROWS * ld * 4)
+        return b.gep(base, b.add_i64(at, b.i64(col * ROW_BYTES)), i8)
+
+    for i0 in range(0, row_tiles, 2):
+        for j0 in range(0, col_tiles, 2):
+            rows, cols = range(min(2, row_tiles - i0)), range(min(2, col_tiles - j0))
+            for i in rows:
+                for j in cols:
+                    if accumulate:
+                        _amx(b, "tileloadd64", C_TILES[i][j], tile_at(c, i0 + i, ldc, j0 + j), b.i64(4 * ldc))
+                    else:
+                        _amx(b, "tilezero", C_TILES[i][j])
+
+            def step(s: SSAValue, _c: list, i0=i0, j0=j0, rows=rows, cols=cols) -> list:
+                for i in rows:
+                    at = b.add_i64(b.mul_i64(s, b.i64(ROW_BYTES)), b.i64((i0 + i) * TILE_ROWS * lda * 4))
+                    _amx(b, "tileloadd64", A_TILES[i], b.gep(a, at, i8), b.i64(4 * lda))
+                for j in cols:
+                    _amx(b, "tileloadd64", B_TILES[j], tile_at(bm, s, ldb, j0 + j), b.i64(4 * ldb))
+                for i in rows:
+                    for j in cols:
+                        _amx(b, TILE_PRODUCT[False], C_TILES[i][j], A_TILES[i], B_TILES[j])
+                return []
+
+            emit_for(b, 0, k_steps, step)
+            for i in rows:
+                for j in cols:
+                    _amx(b, "tilestored64", C_TILES[i][j], tile_at(c, i0 + i, ldc, j0 + j), b.i64(4 * ldc))

@@ -899,18 +899,30 @@ def _unary(op: Operation, ins: Sequence[SSAValue], out: SSAValue) -> buf.KernelO
     return buf.UnaryOp(ins, [out], {"fn": StringAttr(op.fn)})  # type: ignore[attr-defined]
 
 
-def _attention_scratch(op: Operation, threads: int, target: Target) -> MemRefType:
-    """One set of tiles per thread (`scratch.py`), the tiles sized for ``target``."""
-    assert isinstance(op, tg.AttentionOp)
-    q, k, v, _ = (upper_bound(s, symbols_of(op)) for s in op.heads_major_shapes())  # tiles for the largest sizes
-    return attention_scratch_type(q, k, v, target, threads)
+def _attention_scratch(pairs: bool) -> Scratch:
+    """One set of tiles per thread (`scratch.py`), the tiles sized for ``target`` (with
+    ``pairs``: bf16 products' layout)."""
+
+    def scratch(op: Operation, threads: int, target: Target) -> MemRefType:
+        assert isinstance(op, tg.AttentionOp)
+        q, k, v, _ = (upper_bound(s, symbols_of(op)) for s in op.heads_major_shapes())  # tiles for the largest sizes
+        return attention_scratch_type(q, k, v, target, threads, pairs)
+
+    return scratch
 
 
-def _attention(op: Operation, ins: Sequence[SSAValue], out: SSAValue, scratch: SSAValue | None = None) -> buf.KernelOp:
-    names = ("scale", "causal", "kv_cache", *(f"{x}_seq_major" for x in ATTENTION_OPERANDS),
-             *(f"{x}_heads" for x in ATTENTION_OPERANDS[:3]))
-    props = {k: op.properties[k] for k in names if k in op.properties}
-    return buf.AttentionOp(ins, [out] if scratch is None else [out, scratch], props)
+def _attention(pairs: bool) -> Build:
+    """`buf.attention` with the op's flags (``bf16_products`` when ``pairs``)."""
+
+    def build(op: Operation, ins: Sequence[SSAValue], out: SSAValue, scratch: SSAValue | None = None) -> buf.KernelOp:
+        names = ("scale", "causal", "kv_cache", *(f"{x}_seq_major" for x in ATTENTION_OPERANDS),
+                 *(f"{x}_heads" for x in ATTENTION_OPERANDS[:3]))
+        props = {k: op.properties[k] for k in names if k in op.properties}
+        if pairs:
+            props["bf16_products"] = tg.bool_attr(True)
+        return buf.AttentionOp(ins, [out] if scratch is None else [out, scratch], props)
+
+    return build
 
 
 def _body_is_closed(op: Operation) -> str | None:
@@ -1141,13 +1153,22 @@ register_kernel(
     tg.RopeOp, KernelVariant("rope.loop", _same_props(buf.RopeOp, "eps"),
                                description="rotate-half, per row of the last dim (RMS-normalised first with a norm weight)")
 )
-register_kernel(
+_register_all(
     tg.AttentionOp,
     KernelVariant(
         "attention.flash",
-        _attention,
+        _attention(False),
         description="tiled online softmax, items on threads; scratch layout in scratch.py",
-        scratch=_attention_scratch,
+        scratch=_attention_scratch(False),
+    ),
+    KernelVariant(
+        "attention.flash_bf16",
+        _attention(True),
+        _no_bf16_dots,
+        "the same, its two GEMMs over bf16 operands (q times the scale, k, the probabilities, v rounded to "
+        "nearest even), float32 sums (AMX tiles, AVX512-BF16 dot products)",
+        scratch=_attention_scratch(True),
+        error_floor=BF16_ERROR_FLOOR,
     ),
 )
 register_kernel(

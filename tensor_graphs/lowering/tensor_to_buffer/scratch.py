@@ -21,6 +21,21 @@ and every part starts at a multiple of 16 floats (64 bytes): 16 is `MAX_FLOAT_LA
 vector of any target, so the one layout serves every target's tiles.
 ```
 
+With bf16 products (``buf.attention {bf16_products}``, `AttentionTiles.pairs`) the two GEMMs read
+words of two bf16 (pairs along their K), in whole tiles of AMX's 16 rows by 16 words, so the
+rows of a block are Br rounded up to 16 (Br'') and each K is padded with zeros to whole tiles:
+
+```
+[ scores Br''*Bc' | m | l | acc Br''*Dv' | kt Dw*Bc' | vp V*Dv' | qw Br''*Dw | pw Br''*Kw ]  (words in kt ... pw)
+  kt: the key block's pairs along D, [Dw, Bc'] (word (i, j): K[j, 2i] low, K[j, 2i + 1] high)
+  vp: the value block's pairs along the keys, [Kw, Dv'] (word (i, c): V[2i, c] low, V[2i + 1, c] high)
+  qw: the query block times the scale in bf16, row-major [Br'', Dw]
+  pw: the probabilities in bf16, row-major [Br'', Kw]
+Dw = ceil(D / 2) and Kw = ceil(Bc / 2) rounded up to 16 words; the words past D (past the
+block's keys) are zero. V = max(Kw, Bc where Dv % 16 != 0): a block of one query row (a decode
+step's) takes the float32 product, with its value rows padded as above.
+```
+
 The kernel runs its (batch, head, query block) items on several threads, each with its own
 set of tiles: the scratch holds ``slots`` sets, set ``t`` from element ``t * slot_elements`` on
 (``slot_elements`` is the set rounded up to 16 floats, so every set starts 64-byte aligned), and
@@ -36,6 +51,9 @@ from xdsl.dialects.builtin import MemRefType, f32
 
 from tensor_graphs.target import MAX_FLOAT_LANES, Target
 
+#: Rows of an AMX tile, and words (bf16 pairs) of its row: the bf16 layout's unit
+PAIR_TILE = 16
+
 #: The largest query rows per tile (``Br``) and keys per tile (``Bc``), before clamping to the
 #: sequence: 64 measured best on AVX2 and AVX-512 hosts (L2 512 KiB to 2 MiB); a smaller L2 or a
 #: wide head gets smaller blocks from `attention_block`.
@@ -50,6 +68,23 @@ class AttentionTiles:
     bc: int  #: keys per tile
     dv: int  #: value head dim
     d: int = 0  #: query/key head dim
+    pairs: bool = False  #: the GEMMs over bf16 pairs (the module doc's second layout)
+
+    @property
+    def rows(self) -> int:
+        """Rows of the scores and acc tiles: ``Br``, with pairs rounded up to whole AMX tiles."""
+        return _round_up(self.br, PAIR_TILE) if self.pairs else self.br
+
+    @property
+    def d_words(self) -> int:
+        """With pairs: words of a query row and pair rows of kt, ``ceil(D / 2)`` in whole tiles."""
+        return _round_up(-(-self.d // 2), PAIR_TILE)
+
+    @property
+    def key_words(self) -> int:
+        """With pairs: words of a row of probabilities and pair rows of vp, ``ceil(Bc / 2)`` in
+        whole tiles."""
+        return _round_up(-(-self.bc // 2), PAIR_TILE)
 
     @property
     def bc_pad(self) -> int:
@@ -67,7 +102,7 @@ class AttentionTiles:
 
     @property
     def m(self) -> int:
-        return self.br * self.bc_pad
+        return self.rows * self.bc_pad
 
     @property
     def l(self) -> int:  # noqa: E743 (the flash-attention paper's name)
@@ -79,20 +114,36 @@ class AttentionTiles:
 
     @property
     def kt(self) -> int:
-        return self.acc + self.br * self.dv_pad
+        return self.acc + self.rows * self.dv_pad
 
     @property
     def vp(self) -> int:
-        return self.kt + self.d * self.bc_pad
+        return self.kt + (self.d_words if self.pairs else self.d) * self.bc_pad
 
     @property
     def pads_values(self) -> bool:
-        """The value rows are copied into ``vp``: their length is not whole vectors."""
+        """The float32 product copies the value rows into ``vp``: their length is not whole vectors."""
         return self.dv % MAX_FLOAT_LANES != 0
 
     @property
+    def vp_rows(self) -> int:
+        """Rows of vp: ``Bc`` where the float32 product pads the values; with pairs at least ``Kw``
+        pair rows (and a block of one query row runs the float32 product: a decode step's)."""
+        return max(self.bc if self.pads_values else 0, self.key_words if self.pairs else 0)
+
+    @property
+    def qw(self) -> int:
+        """With pairs: where the query block in bf16 starts."""
+        return self.vp + self.vp_rows * self.dv_pad
+
+    @property
+    def pw(self) -> int:
+        """With pairs: where the probabilities in bf16 start."""
+        return self.qw + self.rows * self.d_words
+
+    @property
     def elements(self) -> int:
-        return self.vp + (self.bc * self.dv_pad if self.pads_values else 0)
+        return self.pw + self.rows * self.key_words if self.pairs else self.qw
 
     @property
     def slot_elements(self) -> int:
@@ -108,7 +159,11 @@ class AttentionTiles:
 
 def _vectors(n: int) -> int:
     """``n`` floats rounded up to whole vectors of the widest target (16 floats)."""
-    return -(-n // MAX_FLOAT_LANES) * MAX_FLOAT_LANES
+    return _round_up(n, MAX_FLOAT_LANES)
+
+
+def _round_up(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
 
 
 def attention_block(d: int, dv: int, target: Target) -> int:
@@ -128,26 +183,29 @@ def _working_set(block: int, d: int, dv: int) -> int:
 
 
 def attention_tiles(
-    q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequence[int], target: Target
+    q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequence[int], target: Target, pairs: bool = False
 ) -> AttentionTiles:
-    """Tiles for q [..., Sq, D], k [..., Sk, D], v [..., Sk, Dv] on ``target``. The lowering
-    (which sizes the scratch) and the kernel (which carves it) both call this with the module's
-    target, so they agree."""
+    """Tiles for q [..., Sq, D], k [..., Sk, D], v [..., Sk, Dv] on ``target`` (with ``pairs``:
+    bf16 products). The lowering (which sizes the scratch) and the kernel (which carves it) both
+    call this with the module's target, so they agree."""
     block = attention_block(q_shape[-1], v_shape[-1], target)
-    return AttentionTiles(br=min(block, q_shape[-2]), bc=min(block, k_shape[-2]), dv=v_shape[-1], d=q_shape[-1])
+    return AttentionTiles(br=min(block, q_shape[-2]), bc=min(block, k_shape[-2]), dv=v_shape[-1], d=q_shape[-1],
+                          pairs=pairs)
 
 
 def attention_scratch_elements(
-    q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequence[int], target: Target, slots: int = 1
+    q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequence[int], target: Target, slots: int = 1,
+    pairs: bool = False,
 ) -> int:
     """f32 elements of attention scratch for ``slots`` threads, one set of tiles each (layout in
     the module doc)."""
-    tiles = attention_tiles(q_shape, k_shape, v_shape, target)
+    tiles = attention_tiles(q_shape, k_shape, v_shape, target, pairs)
     return tiles.elements + (max(slots, 1) - 1) * tiles.slot_elements
 
 
 def attention_scratch_type(
-    q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequence[int], target: Target, slots: int = 1
+    q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequence[int], target: Target, slots: int = 1,
+    pairs: bool = False,
 ) -> MemRefType:
     """The scratch buffer `convert-tensor-to-buffer` allocates for one attention call."""
-    return MemRefType(f32, [attention_scratch_elements(q_shape, k_shape, v_shape, target, slots)])
+    return MemRefType(f32, [attention_scratch_elements(q_shape, k_shape, v_shape, target, slots, pairs)])
