@@ -10,7 +10,7 @@ them. Float32 scores and exponentials put a probability on the other side of a b
 now and then (about 2e-4 of them; each moves its row by up to 2^-8 of its weight), so: every
 row within 2e-6 of the output's magnitude (observed <= 3e-7) but at most one in 20 (observed 1
 of 256), and all within 1e-3 (observed 1.1e-4); and against float32 eager within what the
-roundings give (1e-2 of the magnitude; observed 1.8-4e-3). A block of one query row (a decode step's) keeps the float32 products. The
+roundings give (1e-2 of the magnitude; observed 1.8-4e-3). A single query row (a decode step's) is left to the float32 kernel. The
 emulation runs on every CPU; the native engines where the CPU has them, and each is compiled for
 a CPU that has it, whatever this one is, its instructions checked in the assembly."""
 
@@ -55,12 +55,12 @@ def _bf16(x: np.ndarray) -> np.ndarray:
     return from_bf16(to_bf16(np.asarray(x, np.float32))).astype(np.float64)
 
 
-def _simulated(q, k, v, mask, causal: bool, block: int, rounded: bool = True) -> np.ndarray:
+def _simulated(q, k, v, mask, causal: bool, block: int) -> np.ndarray:
     """The kernel's arithmetic in float64 (heads-major operands): per key block of ``block``,
     ``S = bf16(q * scale) @ bf16(k)^T + mask``, the running max, ``P = exp(S - max)``, the
     running sum of P, ``acc = acc * alpha + bf16(P) @ bf16(v)``; ``acc / sum`` (0 where every
-    score is masked). ``rounded=False``: no rounding (the float32 products of one query row)."""
-    r = _bf16 if rounded else (lambda x: np.asarray(x, np.float64))
+    score is masked)."""
+    r = _bf16
     scale = np.float32(1 / np.sqrt(q.shape[-1]))
     qq, kk, vv = r(q * scale), r(k), r(v)
     sq, sk = q.shape[-2], k.shape[-2]
@@ -88,7 +88,6 @@ CASES = {
     "causal_tails": (2, 3, 65, 65, 16, 16, True, False),  # a last query block of 1 row, of 1 key
     "masked_odd": (1, 2, 7, 71, 9, 24, False, True),  # odd D, Dv of 24, a last key block of 7 keys
     "wide_head": (1, 1, 33, 40, 80, 80, True, False),  # D = 80: 40 pairs padded to 48
-    "one_query": (1, 2, 1, 40, 64, 64, False, False),  # a decode step's row: float32 products
 }
 
 
@@ -114,7 +113,7 @@ def _check(got: np.ndarray, inputs, causal: bool, target: str, model) -> None:
     q, k, v = (x.numpy() for x in inputs[:3])
     mask = inputs[3].numpy() if len(inputs) > 3 else None
     block = attention_block(q.shape[-1], v.shape[-1], Target.named(target))
-    expected = _simulated(q, k, v, mask, causal, block, rounded=q.shape[-2] > 1)
+    expected = _simulated(q, k, v, mask, causal, block)
     scale, diff = np.abs(expected).max(), np.abs(got - expected)
     off = (diff > 2e-6 * scale).reshape(-1, diff.shape[-1]).any(-1)  # rows where a probability rounded the other way
     assert off.sum() <= 1 + off.size // 20 and diff.max() <= 1e-3 * scale
@@ -192,7 +191,7 @@ def test_bf16_attention_compiles_to_its_instructions(engine, monkeypatch):
 
 def test_bf16_attention_is_offered_where_the_target_has_bf16():
     """A path for the tuner (after the float32 kernel, never the heuristic's choice) on a target
-    with AVX512-BF16 or AMX, refused with the reason elsewhere."""
+    with AVX512-BF16 or AMX, refused with the reason elsewhere and for a single query row."""
     inputs, causal = _inputs("bert")
     for target, offered in (("sapphirerapids", True), ("znver4", True), ("x86-64-v4", False), ("haswell", False)):
         graph = import_model(_Sdpa(causal), inputs)
@@ -203,3 +202,34 @@ def test_bf16_attention_is_offered_where_the_target_has_bf16():
         assert (VARIANT in paths.applicable) == offered
         if not offered:
             assert dict(paths.rejected)[VARIANT] == f"the target ({target}) has no bf16 dot products (AVX512-BF16)"
+    q, k, v = inputs
+    graph = import_model(_Sdpa(False), (q[:, :, :1].contiguous(), k, v))
+    build_pipeline(TENSOR_PIPELINE).apply(Context(), graph.module)
+    record(graph.module, Target.named("sapphirerapids"))
+    paths = [p for p in kernel_paths(graph.module, choices_only=False) if p.name == "tg.attention"][0]
+    assert dict(paths.rejected)[VARIANT].startswith("one query row (a decode step)")
+
+
+def test_bf16_attention_scratch_layout():
+    """bf16 products' tiles (`scratch.AttentionTiles.pairs`): twice the queries where the L2
+    holds them, rows and words in whole tiles of 16, every part 64-byte aligned and disjoint."""
+    from dataclasses import replace
+
+    from tensor_graphs.lowering.tensor_to_buffer.scratch import PAIR_TILE, attention_tiles
+
+    host = Target.host()
+    big, small = (replace(host, caches=replace(host.caches, l2=kib << 10)) for kib in (2048, 128))
+    tiles = attention_tiles((1, 12, 128, 64), (1, 12, 128, 64), (1, 12, 128, 64), big, pairs=True)
+    assert (tiles.br, tiles.bc, tiles.rows, tiles.d_words, tiles.key_words) == (128, 64, 128, 32, 32)
+    on_small = attention_tiles((1, 12, 128, 64), (1, 12, 128, 64), (1, 12, 128, 64), small, pairs=True)
+    assert (on_small.br, on_small.bc) == (64, 32)
+    odd = attention_tiles((1, 2, 7, 9), (1, 2, 71, 9), (1, 2, 71, 24), big, pairs=True)
+    assert (odd.br, odd.rows, odd.d_words, odd.key_words, odd.dv_pad) == (7, 16, 16, 32, 32)
+    for t in (tiles, odd):
+        names = ("scores", "m", "l", "acc", "kt", "vp", "qt", "pt", "mu", "alpha")
+        starts = [getattr(t, name) for name in names] + [t.elements]
+        assert all(s % PAIR_TILE == 0 for s in starts) and starts == sorted(starts)
+        sizes = dict(zip(names, (b - a for a, b in zip(starts, starts[1:]))))
+        assert sizes["scores"] == t.bc_pad * t.rows and sizes["acc"] == t.dv_pad * t.rows
+        assert sizes["kt"] == t.bc_pad * t.d_words and sizes["vp"] == t.dv_pad * t.key_words
+        assert sizes["qt"] == t.d_words * t.rows and sizes["pt"] == t.key_words * t.rows and sizes["mu"] == t.rows

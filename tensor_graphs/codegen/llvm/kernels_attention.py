@@ -37,6 +37,11 @@ place at its strides: its head stride is ``D`` and its rows ``H * D`` floats apa
 ``lda``, the key block's transpose and the output rows take that stride), with no copy. With a
 head range (``q_heads = array<i64: first, count>``) the buffer holds more heads than are read:
 its strides are the buffer's, and the heads read start ``first`` head strides in.
+
+With ``bf16_products`` each query block runs as `kernels_attention_bf16.PairedQueryBlock`: the
+scores transposed (keys by queries, the softmax down the columns), both GEMMs over bf16 pairs,
+on AMX tiles where the target has AMX-BF16 (one whole-tile configuration a thread, loaded before
+its items and released after them), else the register tiles' bf16 dot products.
 """
 
 from __future__ import annotations
@@ -45,12 +50,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import IntegerAttr, f32, i32, i64
+from xdsl.dialects.builtin import IntegerAttr, f32, i64
 from xdsl.ir import Operation, SSAValue
 
 from tensor_graphs.codegen.llvm import kernels_gemm as _gemm
-from tensor_graphs.codegen.llvm.bf16_dot import bf16_bits
-from tensor_graphs.codegen.llvm.kernels_amx import AMX_EXTENSION, TILE_ROWS, _amx, tile_gemm, whole_tiles_config
+from tensor_graphs.codegen.llvm.kernels_amx import AMX_EXTENSION, _amx, whole_tiles_config
 from tensor_graphs.codegen.llvm.kernels import (
     _NEG_INF,
     REGISTRY,
@@ -116,117 +120,6 @@ def _pad_rows_into(b: FunctionBuilder, src: SSAValue, src_ld: int, rows: Index, 
         return []
 
     emit_for(b, 0, rows, row)
-
-
-def _word(b: FunctionBuilder, lo: SSAValue, hi: SSAValue | None) -> SSAValue:
-    """The i32 word of two floats in bf16 (`bf16_dot.bf16_bits`: to nearest even): ``lo`` in its
-    low half, ``hi`` in its high (None: 0), as `packing.bf16_k_pairs` pairs them."""
-    low = bf16_bits(b, lo)
-    return low if hi is None else b.add(llvm.OrOp(low, b.add(llvm.ShlOp(bf16_bits(b, hi), b.i32(16)))))
-
-
-def _store_word(b: FunctionBuilder, word: SSAValue, ptr: SSAValue, index: SSAValue | int | None) -> None:
-    b.store(word, b.gep(ptr, index, i32))
-
-
-def _zero_words(b: FunctionBuilder, ptr: SSAValue, start: Index, end: Index) -> None:
-    if not (isinstance(start, int) and isinstance(end, int) and start >= end):
-        emit_for(b, start, end, lambda j, _: _store_word(b, b.i32(0), ptr, j) or [])
-
-
-def _halves(b: FunctionBuilder, n: Index) -> tuple[Index, Index]:
-    """``(n // 2, ceil(n / 2))`` of a count, static or run time."""
-    if isinstance(n, int):
-        return n // 2, -(-n // 2)
-    return b.add(llvm.LShrOp(n, b.i64(1))), b.add(llvm.LShrOp(b.add_i64(n, b.i64(1)), b.i64(1)))
-
-
-def _if_odd(b: FunctionBuilder, n: Index, emit: Callable[[], None]) -> None:
-    """``emit()`` when the count ``n`` is odd (decided now when it is static)."""
-    if isinstance(n, int):
-        if n % 2:
-            emit()
-        return
-    emit_if(b, _icmp(b, "ne", b.add(llvm.AndOp(n, b.i64(1))), b.i64(0)), emit)
-
-
-def _rows_as_pairs(b: FunctionBuilder, src: SSAValue, src_ld: int, rows: Index, cols: Index, dest: SSAValue,
-                   words: int, scale: float = 1.0) -> None:
-    """``dest[r, j] = word(scale * src[r, 2j], scale * src[r, 2j + 1])`` (``words`` a row) for
-    ``r < rows``, zero past ``cols`` (a run-time count: the block's keys): the query block (times
-    the scale) as A of ``S = Q K^T``, the probabilities as A of ``P V``."""
-    half, whole = _halves(b, cols)
-
-    def row(r: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-        s_row, d_row = _at(b, src, _mul_idx(b, r, src_ld)), b.gep(dest, _mul_idx(b, r, words), i32)
-
-        def value(c: SSAValue) -> SSAValue:
-            x = _load(b, s_row, c)
-            return x if scale == 1.0 else _fmul(b, x, b.f32(scale))
-
-        def pair(j: SSAValue, _w: list[SSAValue]) -> list[SSAValue]:
-            c = b.mul_i64(j, b.i64(2))
-            _store_word(b, _word(b, value(c), value(b.add_i64(c, b.i64(1)))), d_row, j)
-            return []
-
-        def last() -> None:  # an odd count's last column, its word's high half 0
-            c = cols - 1 if isinstance(cols, int) else b.add(llvm.SubOp(cols, b.i64(1)))
-            _store_word(b, _word(b, value(c), None), d_row, half)
-
-        emit_for(b, 0, half, pair)
-        _if_odd(b, cols, last)
-        _zero_words(b, d_row, whole, words)
-        return []
-
-    emit_for(b, 0, rows, row)
-
-
-def _keys_as_pairs(b: FunctionBuilder, k_ptr: SSAValue, k_ld: int, keys: Index, d: int, dest: SSAValue, ld: int,
-                   words: int) -> None:
-    """``dest[i, j] = word(K[j, 2i], K[j, 2i + 1])`` (``ld`` words a row) for the block's ``keys``
-    (``i < ceil(d / 2)``: an odd ``d``'s last word has 0 high), zero past them (to ``ld``) and in
-    the pair rows from ``ceil(d / 2)`` to ``words``: the key block transposed into B of
-    ``S = Q K^T`` (pairs along D)."""
-    half, whole = d // 2, -(-d // 2)
-
-    def key(j: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-        row = _at(b, k_ptr, _mul_idx(b, j, k_ld))
-
-        def pair(i: SSAValue, _w: list[SSAValue]) -> list[SSAValue]:
-            c = b.mul_i64(i, b.i64(2))
-            word = _word(b, _load(b, row, c), _load(b, row, b.add_i64(c, b.i64(1))))
-            _store_word(b, word, dest, b.add_i64(_mul_idx(b, i, ld) or b.i64(0), j))
-            return []
-
-        emit_for(b, 0, half, pair)
-        if d % 2:
-            _store_word(b, _word(b, _load(b, row, d - 1), None), dest, b.add_i64(b.i64(half * ld), j))
-        return []
-
-    emit_for(b, 0, keys, key)
-    if not (isinstance(keys, int) and keys == ld):
-        emit_for(b, 0, whole, lambda i, _: _zero_words(b, b.gep(dest, _mul_idx(b, i, ld), i32), keys, ld) or [])
-    _zero_words(b, dest, whole * ld, words * ld)
-
-
-def _values_as_pairs(b: FunctionBuilder, v_ptr: SSAValue, v_ld: int, keys: Index, dv: int, dest: SSAValue, ld: int,
-                     words: int) -> None:
-    """``dest[i, c] = word(V[2i, c], V[2i + 1, c])`` (``ld`` words a row) for the block's ``keys``
-    (an odd count's last pair row has 0 high), zero past ``dv`` and in the pair rows from
-    ``ceil(keys / 2)`` to ``words``: the value block as B of ``P V`` (pairs along the keys)."""
-    half, whole = _halves(b, keys)
-
-    def pair_row(i: SSAValue, hi: bool) -> None:
-        lo_row = _at(b, v_ptr, _mul_idx(b, b.mul_i64(i, b.i64(2)), v_ld))
-        hi_row = _at(b, lo_row, v_ld) if hi else None
-        d_row = b.gep(dest, _mul_idx(b, i, ld), i32)
-        emit_for(b, 0, dv, lambda c, _: _store_word(b, _word(b, _load(b, lo_row, c), _load(b, hi_row, c) if hi_row else None),
-                                                     d_row, c) or [])
-        _zero_words(b, d_row, dv, ld)
-
-    emit_for(b, 0, half, lambda i, _: pair_row(i, True) or [])
-    _if_odd(b, keys, lambda: pair_row(_val(b, half), False))
-    _zero_words(b, dest, whole * ld if isinstance(whole, int) else b.mul_i64(whole, b.i64(ld)), words * ld)
 
 
 def _tile_gemm(
@@ -472,7 +365,8 @@ class _Attention:
         pq, pk, pv, po = ctx.ptr(self.q), ctx.ptr(self.k), ctx.ptr(self.v), ctx.ptr(self.out)
         ps = _at(b, ctx.ptr(self.scratch), _mul_idx(b, tid, tiles.slot_elements))
         pm = ctx.ptr(self.mask) if self.mask is not None else None
-        parts = (tiles.scores, tiles.m, tiles.l, tiles.acc, tiles.kt, tiles.vp) + ((tiles.qw, tiles.pw) if self.pairs else ())
+        parts = (tiles.scores, tiles.m, tiles.l, tiles.acc, tiles.kt, tiles.vp) + (
+            (tiles.qt, tiles.pt, tiles.mu, tiles.alpha) if self.pairs else ())  # `kernels_attention_bf16.PARTS`
         slot = tuple(_at(b, ps, off) for off in parts)
         self.t = _Worker(b, keys, n_kblocks, diag, at, per_batch, pq, pk, pv, po, pm, slot, b.f32(_NEG_INF), b.f32(0.0))
         if self.amx:  # every tile whole: the blocks' rows and K are padded to whole tiles
@@ -542,6 +436,11 @@ class _Attention:
         q0 = _mul_idx(b, qb, br) or b.i64(0)
         rows = self.rows_in_block(q0, br, t.at["seq_q"])
         q_ptr = _at(b, t.pq, _add_idx(b, offs["q"], _mul_idx(b, q0, self.q_pos)))
+        if self.pairs:  # bf16 products: the scores transposed (`kernels_attention_bf16`)
+            from tensor_graphs.codegen.llvm.kernels_attention_bf16 import PairedQueryBlock
+
+            PairedQueryBlock(self, offs, q0, rows, q_ptr).emit()
+            return
 
         def init_row(r: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
             _store(b, t.neg_inf, p_max, r)
@@ -551,8 +450,6 @@ class _Attention:
         emit_for(b, 0, rows, init_row)
         acc_len = rows * self.dv_pad if isinstance(rows, int) else _mul_idx(b, rows, self.dv_pad)
         emit_for(b, 0, acc_len or 0, lambda i, _: _store(b, t.zero, p_acc, i) or [])
-        if self.pair_products(rows):  # the query block times the scale, in bf16: A of S = Q K^T
-            _rows_as_pairs(b, q_ptr, self.q_pos, rows, self.dim, t.slot[6], self.tiles.d_words, self.scale)
         kb_end = self._key_blocks_end(q0, rows) if self.causal else t.n_kblocks
         emit_for(b, 0, kb_end, lambda kb, _: self.key_block(offs, qb, q0, rows, q_ptr, kb) or [])
         o_base = _add_idx(b, offs["out"], _mul_idx(b, q0, self.o_pos))
@@ -595,10 +492,6 @@ class _Attention:
         cols = self.rows_in_block(k0, bc, t.keys)
         k_ptr = _at(b, t.pk, _add_idx(b, offs["k"], _mul_idx(b, k0, self.k_pos)))
         v_ptr = _at(b, t.pv, _add_idx(b, offs["v"], _mul_idx(b, k0, self.v_pos)))
-        if self.pair_products(rows):
-            self.products_in_pairs(qb, rows, cols, k_ptr, v_ptr,
-                                   lambda: emit_for(b, 0, rows, lambda r, _: self.score_row(offs, q0, k0, cols, r) or []))
-            return
         if isinstance(rows, int) and rows == 1:  # a decode step's query: dot products along the keys' rows
             self.scores_of_one_row(q_ptr, k_ptr, cols, p_scores)
         else:
@@ -612,37 +505,6 @@ class _Attention:
         else:
             v_src, v_ld = v_ptr, self.v_pos
         self.by_rows(qb, lambda n: _tile_gemm(ctx, n, cols, p_scores, bc_pad, v_src, v_ld, p_acc, dv_pad, accumulate=True), rows)
-
-    def pair_products(self, rows: Index) -> bool:
-        """The block's two GEMMs take bf16 pairs: with bf16 products, unless it has one query row (a
-        decode step's: dot products along the keys' rows, in float32)."""
-        return self.pairs and not (isinstance(rows, int) and rows == 1)
-
-    def products_in_pairs(self, qb: SSAValue, rows: Index, cols: Index, k_ptr: SSAValue, v_ptr: SSAValue,
-                          softmax: Callable[[], None]) -> None:
-        """A key block with bf16 products: kt = the key block's pairs along D, S = (scale Q_blk) @
-        kt, the online softmax (``softmax``), the probabilities and the value block as pairs, acc
-        += P @ V_blk."""
-        t, b, tiles = self.t, self.t.b, self.tiles
-        p_scores, p_acc, p_kt, p_vp, p_qw, p_pw = (t.slot[i] for i in (0, 3, 4, 5, 6, 7))
-        _keys_as_pairs(b, k_ptr, self.k_pos, cols, self.dim, p_kt, tiles.bc_pad, tiles.d_words)
-        self.by_rows(qb, lambda n: self.pair_gemm(n, tiles.d_words, p_qw, p_kt, tiles.bc_pad, p_scores, False), rows)
-        softmax()
-        _rows_as_pairs(b, p_scores, tiles.bc_pad, rows, cols, p_pw, tiles.key_words)
-        _values_as_pairs(b, v_ptr, self.v_pos, cols, self.dim_v, p_vp, tiles.dv_pad, tiles.key_words)
-        self.by_rows(qb, lambda n: self.pair_gemm(n, tiles.key_words, p_pw, p_vp, tiles.dv_pad, p_acc, True), rows)
-
-    def pair_gemm(self, rows: Index, k_words: int, a: SSAValue, bm: SSAValue, ldc: int, c: SSAValue,
-                  accumulate: bool) -> None:
-        """``C[rows, ldc] (+)= A[rows, k_words] @ B[k_words, ldc]`` over words of bf16 pairs (A's rows
-        ``k_words`` words apart, B's ``ldc``): on AMX, whole tiles (`kernels_amx.tile_gemm`; the
-        rows rounded up to 16, a run-time count to the block's), else the register tiles' bf16
-        dot products (native or emulated)."""
-        if self.amx:
-            row_tiles = -(-rows // TILE_ROWS) if isinstance(rows, int) else self.tiles.rows // TILE_ROWS
-            tile_gemm(self.t.b, row_tiles, ldc // TILE_ROWS, k_words // TILE_ROWS, a, k_words, bm, ldc, c, ldc, accumulate)
-            return
-        _tile_gemm(self.ctx, rows, k_words, a, k_words, bm, ldc, c, ldc, accumulate=accumulate, pairs=True)
 
     def scores_of_one_row(self, q_ptr: SSAValue, k_ptr: SSAValue, cols: Index, p_scores: SSAValue) -> None:
         """``S[0, j] = scale * q . K[j]`` for the block's ``cols`` keys, each a dot product along

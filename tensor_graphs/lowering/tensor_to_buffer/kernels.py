@@ -911,6 +911,15 @@ def _attention_scratch(pairs: bool) -> Scratch:
     return scratch
 
 
+def _attention_bf16_applies(op: Operation) -> str | None:
+    """bf16 products: on a target with bf16 dot products (`_no_bf16_dots`), for more than one
+    query row (a decode step's single row would fill whole tiles of 16 with one)."""
+    assert isinstance(op, tg.AttentionOp)
+    if upper_bound(op.heads_major_shapes()[0], symbols_of(op))[-2] == 1:
+        return "one query row (a decode step): the float32 kernel's dot products along the keys"
+    return _no_bf16_dots(op)
+
+
 def _attention(pairs: bool) -> Build:
     """`buf.attention` with the op's flags (``bf16_products`` when ``pairs``)."""
 
@@ -1164,7 +1173,7 @@ _register_all(
     KernelVariant(
         "attention.flash_bf16",
         _attention(True),
-        _no_bf16_dots,
+        _attention_bf16_applies,
         "the same, its two GEMMs over bf16 operands (q times the scale, k, the probabilities, v rounded to "
         "nearest even), float32 sums (AMX tiles, AVX512-BF16 dot products)",
         scratch=_attention_scratch(True),

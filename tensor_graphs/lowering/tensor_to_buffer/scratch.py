@@ -21,19 +21,24 @@ and every part starts at a multiple of 16 floats (64 bytes): 16 is `MAX_FLOAT_LA
 vector of any target, so the one layout serves every target's tiles.
 ```
 
-With bf16 products (``buf.attention {bf16_products}``, `AttentionTiles.pairs`) the two GEMMs read
-words of two bf16 (pairs along their K), in whole tiles of AMX's 16 rows by 16 words, so the
-rows of a block are Br rounded up to 16 (Br'') and each K is padded with zeros to whole tiles:
+With bf16 products (``buf.attention {bf16_products}``, `AttentionTiles.pairs`;
+`kernels_attention_bf16`) the scores are held transposed, keys by queries, so that the softmax
+runs down the columns; the two GEMMs read words of two bf16 (pairs along their K) in whole tiles
+of AMX's 16 rows by 16 words: a block's queries are Br rounded up to 16 (Br''), each K is
+padded with zeros to whole tiles, and up to twice as many queries share a key block
+(`pair_query_block`: each key block is moved into pairs once for them all):
 
 ```
-[ scores Br''*Bc' | m | l | acc Br''*Dv' | kt Dw*Bc' | vp V*Dv' | qw Br''*Dw | pw Br''*Kw ]  (words in kt ... pw)
-  kt: the key block's pairs along D, [Dw, Bc'] (word (i, j): K[j, 2i] low, K[j, 2i + 1] high)
-  vp: the value block's pairs along the keys, [Kw, Dv'] (word (i, c): V[2i, c] low, V[2i + 1, c] high)
-  qw: the query block times the scale in bf16, row-major [Br'', Dw]
-  pw: the probabilities in bf16, row-major [Br'', Kw]
-Dw = ceil(D / 2) and Kw = ceil(Bc / 2) rounded up to 16 words; the words past D (past the
-block's keys) are zero. V = max(Kw, Bc where Dv % 16 != 0): a block of one query row (a decode
-step's) takes the float32 product, with its value rows padded as above.
+[ st Bc'*Br'' | m Br'' | l Br'' | acc Dv'*Br'' | kw Bc'*Dw | vt Dv'*Kw | qt Dw*Br'' | pt Kw*Br'' | mu Br'' | alpha Br'' ]
+  st:    the scores transposed, S^T = K_blk Q_blk^T (+ mask^T), then the probabilities
+  acc:   the running output transposed, [Dv', Br'']
+  kw:    the key block in bf16, row-major words (pairs along D)            (kw ... pt: words)
+  vt:    the value block transposed, its pairs along the keys [Dv', Kw]
+  qt:    the query block times the scale, transposed, pairs along D [Dw, Br'']
+  pt:    the probabilities' pairs along the keys [Kw, Br'']
+  mu, alpha: the block's new running max (0 for -inf) and the old sums' factor
+Dw = ceil(D / 2) and Kw = ceil(Bc / 2) rounded up to 16 words; every word past D (past the
+block's keys) is zero.
 ```
 
 The kernel runs its (batch, head, query block) items on several threads, each with its own
@@ -68,11 +73,11 @@ class AttentionTiles:
     bc: int  #: keys per tile
     dv: int  #: value head dim
     d: int = 0  #: query/key head dim
-    pairs: bool = False  #: the GEMMs over bf16 pairs (the module doc's second layout)
+    pairs: bool = False  #: bf16 products: the module doc's second layout
 
     @property
     def rows(self) -> int:
-        """Rows of the scores and acc tiles: ``Br``, with pairs rounded up to whole AMX tiles."""
+        """Queries of the scores and acc tiles: ``Br``, with pairs rounded up to whole AMX tiles."""
         return _round_up(self.br, PAIR_TILE) if self.pairs else self.br
 
     @property
@@ -126,24 +131,33 @@ class AttentionTiles:
         return self.dv % MAX_FLOAT_LANES != 0
 
     @property
-    def vp_rows(self) -> int:
-        """Rows of vp: ``Bc`` where the float32 product pads the values; with pairs at least ``Kw``
-        pair rows (and a block of one query row runs the float32 product: a decode step's)."""
-        return max(self.bc if self.pads_values else 0, self.key_words if self.pairs else 0)
+    def vp_elements(self) -> int:
+        """Of vp: ``Bc`` rows where the float32 product pads the values; with pairs, vt."""
+        return self.key_words * self.dv_pad if self.pairs else self.bc * self.dv_pad if self.pads_values else 0
 
     @property
-    def qw(self) -> int:
-        """With pairs: where the query block in bf16 starts."""
-        return self.vp + self.vp_rows * self.dv_pad
+    def qt(self) -> int:
+        """With pairs: where the query block's pairs start."""
+        return self.vp + self.vp_elements
 
     @property
-    def pw(self) -> int:
-        """With pairs: where the probabilities in bf16 start."""
-        return self.qw + self.rows * self.d_words
+    def pt(self) -> int:
+        """With pairs: where the probabilities' pairs start."""
+        return self.qt + self.rows * self.d_words
+
+    @property
+    def mu(self) -> int:
+        """With pairs: where the block's running max (0 for -inf) starts."""
+        return self.pt + self.rows * self.key_words
+
+    @property
+    def alpha(self) -> int:
+        """With pairs: where the factor of the old sums starts."""
+        return self.mu + self.rows
 
     @property
     def elements(self) -> int:
-        return self.pw + self.rows * self.key_words if self.pairs else self.qw
+        return self.alpha + self.rows if self.pairs else self.qt
 
     @property
     def slot_elements(self) -> int:
@@ -177,9 +191,19 @@ def attention_block(d: int, dv: int, target: Target) -> int:
     return block
 
 
-def _working_set(block: int, d: int, dv: int) -> int:
-    """Bytes one (query block, key block) step touches: q, k, v blocks, scores, acc and kt."""
-    return 4 * (block * d + block * d + block * dv + block * block + block * dv + d * block)
+def _working_set(block: int, d: int, dv: int, keys: int | None = None) -> int:
+    """Bytes one (query block, key block) step touches: q, k, v blocks, scores, acc and kt
+    (``block`` queries, ``keys`` keys: as many by default)."""
+    keys = block if keys is None else keys
+    return 4 * (block * d + keys * d + keys * dv + block * keys + block * dv + d * keys)
+
+
+def pair_query_block(d: int, dv: int, target: Target) -> int:
+    """Queries per block with bf16 products: twice `attention_block` where that working set
+    still fits half of the target's L2 (each key block is moved into pairs once per query block),
+    else as many."""
+    block = attention_block(d, dv, target)
+    return 2 * block if _working_set(2 * block, d, dv, block) <= target.caches.l2 // 2 else block
 
 
 def attention_tiles(
@@ -189,7 +213,8 @@ def attention_tiles(
     bf16 products). The lowering (which sizes the scratch) and the kernel (which carves it) both
     call this with the module's target, so they agree."""
     block = attention_block(q_shape[-1], v_shape[-1], target)
-    return AttentionTiles(br=min(block, q_shape[-2]), bc=min(block, k_shape[-2]), dv=v_shape[-1], d=q_shape[-1],
+    queries = pair_query_block(q_shape[-1], v_shape[-1], target) if pairs else block
+    return AttentionTiles(br=min(queries, q_shape[-2]), bc=min(block, k_shape[-2]), dv=v_shape[-1], d=q_shape[-1],
                           pairs=pairs)
 
 

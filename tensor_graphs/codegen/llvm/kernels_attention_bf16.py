@@ -1,0 +1,325 @@
+"""bf16 products of `buf.attention {bf16_products}`: a query block of the flash kernel
+(`kernels_attention._Attention` hands it to `PairedQueryBlock`) whose two GEMMs take words of two
+bf16 (pairs along their K), float32 sums, and whose scores are held transposed, keys by queries,
+so that the online softmax runs down the columns, in vectors across the queries, with no
+reduction along a row (scratch layout: `scratch.AttentionTiles.pairs`)::
+
+    per query block [q0, q0 + Br) (N = Br rounded up to 16: whole tiles; the columns past its rows
+    are computed from zeros and never stored):
+        qt = (q * scale) of the block, transposed, pairs along D          [Dw, N]   (once)
+        m = -inf, l = 0, acc = 0                                          acc: [Dv', N]
+        for each key block [k0, k0 + Bc) not entirely above the causal diagonal:
+            kw = the key block in bf16 (pairs along D)                     [Bc', Dw]
+            st = kw @ qt                                                   [Bc', N]   S^T
+            st += mask^T;  st = -inf above the causal diagonal
+            mu = max(m, max over the block's keys of st)     (down the columns: elementwise)
+            alpha = exp(m - mu'), mu' = mu, 0 where it is -inf;  m = mu
+            l *= alpha;  acc *= alpha;  st = exp(st - mu');  l += sum over the keys of st
+            pt = st's pairs along the keys                                 [Kw, N]
+            vt = the value block transposed, pairs along the keys          [Dv', Kw]
+            acc += vt @ pt                                                 (acc^T += V^T P^T)
+        out[q0 + i, c] = acc[c, i] / l[i]  (0 where every score was masked)
+
+q times the scale, k, v and each key block's probabilities are rounded to bf16 (nearest even)
+as they are moved into pairs; everything else stays float32. The GEMMs run on AMX tiles
+(`kernels_amx.tile_gemm`, whole tiles: each K padded with zero words) where the target has
+AMX-BF16, else on the register tiles' bf16 dot products (`vdpbf16ps`, or their emulation by FMAs).
+Every word past D, past the block's keys or past its queries is zero, so no product reads
+anything but zeros and the operands (rows of st past the block's keys are never read).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from xdsl.dialects import llvm
+from xdsl.dialects.builtin import i32
+from xdsl.ir import SSAValue
+
+from tensor_graphs.codegen.llvm.bf16_dot import bf16_bits
+from tensor_graphs.codegen.llvm.kernels import _add_idx, _at, _fadd, _fmax, _fmul, _fsub, _load, _mul_idx, _store
+from tensor_graphs.codegen.llvm.kernels_amx import AMX_EXTENSION, TILE_ROWS, tile_gemm
+from tensor_graphs.codegen.llvm.kernels_attention import _tile_gemm
+from tensor_graphs.codegen.llvm.loops import FunctionBuilder, Index, emit_for, emit_if, icmp, max_i64, min_i64
+from tensor_graphs.codegen.llvm.loops import value as _val
+from tensor_graphs.codegen.llvm.scalar import emit_unary
+
+#: The slot's parts a paired query block works in (`scratch.AttentionTiles`' offsets of the same names)
+PARTS = ("scores", "m", "l", "acc", "kt", "vp", "qt", "pt", "mu", "alpha")
+
+
+def _word(b: FunctionBuilder, lo: SSAValue, hi: SSAValue | None) -> SSAValue:
+    """The i32 word of two floats in bf16 (`bf16_dot.bf16_bits`: to nearest even): ``lo`` in its
+    low half, ``hi`` in its high (None: 0), as `packing.bf16_k_pairs` pairs them."""
+    low = bf16_bits(b, lo)
+    return low if hi is None else b.add(llvm.OrOp(low, b.add(llvm.ShlOp(bf16_bits(b, hi), b.i32(16)))))
+
+
+def _store_word(b: FunctionBuilder, word: SSAValue, ptr: SSAValue, index: SSAValue | int | None) -> None:
+    b.store(word, b.gep(ptr, index, i32))
+
+
+def _zero_words(b: FunctionBuilder, ptr: SSAValue, start: Index, end: Index) -> None:
+    if not (isinstance(start, int) and isinstance(end, int) and start >= end):
+        emit_for(b, start, end, lambda j, _: _store_word(b, b.i32(0), ptr, j) or [])
+
+
+def _halves(b: FunctionBuilder, n: Index) -> tuple[Index, Index]:
+    """``(n // 2, ceil(n / 2))`` of a count, static or run time."""
+    if isinstance(n, int):
+        return n // 2, -(-n // 2)
+    return b.add(llvm.LShrOp(n, b.i64(1))), b.add(llvm.LShrOp(b.add_i64(n, b.i64(1)), b.i64(1)))
+
+
+def _if_odd(b: FunctionBuilder, n: Index, emit: Callable[[], None]) -> None:
+    """``emit()`` when the count ``n`` is odd (decided now when it is static)."""
+    if isinstance(n, int):
+        if n % 2:
+            emit()
+        return
+    emit_if(b, icmp(b, "ne", b.add(llvm.AndOp(n, b.i64(1))), b.i64(0)), emit)
+
+
+def _rows_as_pairs(b: FunctionBuilder, src: SSAValue, src_ld: int, rows: Index, cols: Index, dest: SSAValue,
+                   words: int) -> None:
+    """``dest[r, j] = word(scale * src[r, 2j], scale * src[r, 2j + 1])`` (``words`` a row) for
+    ``r < rows``, zero past ``cols``: the key block's rows (pairs along D) as A of ``S^T = K Q^T``."""
+    half, whole = _halves(b, cols)
+
+    def row(r: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+        s_row, d_row = _at(b, src, _mul_idx(b, r, src_ld)), b.gep(dest, _mul_idx(b, r, words), i32)
+
+        def value(c: SSAValue | int) -> SSAValue:
+            return _load(b, s_row, c)
+
+        def pair(j: SSAValue, _w: list[SSAValue]) -> list[SSAValue]:
+            c = b.mul_i64(j, b.i64(2))
+            _store_word(b, _word(b, value(c), value(b.add_i64(c, b.i64(1)))), d_row, j)
+            return []
+
+        def last() -> None:  # an odd count's last column, its word's high half 0
+            c = cols - 1 if isinstance(cols, int) else b.add(llvm.SubOp(cols, b.i64(1)))
+            _store_word(b, _word(b, value(c), None), d_row, half)
+
+        emit_for(b, 0, half, pair)
+        _if_odd(b, cols, last)
+        _zero_words(b, d_row, whole, words)
+        return []
+
+    emit_for(b, 0, rows, row)
+
+
+def _transposed_pairs(b: FunctionBuilder, k_ptr: SSAValue, k_ld: int, keys: Index, d: int, dest: SSAValue, ld: int,
+                      words: int, scale: float = 1.0) -> None:
+    """``dest[i, j] = word(scale * src[j, 2i], scale * src[j, 2i + 1])`` (``ld`` words a row) for
+    the ``keys`` rows of ``src`` (``i < ceil(d / 2)``: an odd ``d``'s last word has 0 high), zero
+    past them (to ``ld``) and in the pair rows from ``ceil(d / 2)`` to ``words``: the query block
+    (times the scale) transposed into B of ``S^T = K Q^T`` (pairs along D)."""
+    half, whole = d // 2, -(-d // 2)
+
+    def key(j: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+        row = _at(b, k_ptr, _mul_idx(b, j, k_ld))
+
+        def value(c: SSAValue | int) -> SSAValue:
+            x = _load(b, row, c)
+            return x if scale == 1.0 else _fmul(b, x, b.f32(scale))
+
+        def pair(i: SSAValue, _w: list[SSAValue]) -> list[SSAValue]:
+            c = b.mul_i64(i, b.i64(2))
+            _store_word(b, _word(b, value(c), value(b.add_i64(c, b.i64(1)))), dest, b.add_i64(_mul_idx(b, i, ld) or b.i64(0), j))
+            return []
+
+        emit_for(b, 0, half, pair)
+        if d % 2:
+            _store_word(b, _word(b, value(d - 1), None), dest, b.add_i64(b.i64(half * ld), j))
+        return []
+
+    emit_for(b, 0, keys, key)
+    if not (isinstance(keys, int) and keys == ld):
+        emit_for(b, 0, whole, lambda i, _: _zero_words(b, b.gep(dest, _mul_idx(b, i, ld), i32), keys, ld) or [])
+    _zero_words(b, dest, whole * ld, words * ld)
+
+
+def _row_pairs(b: FunctionBuilder, v_ptr: SSAValue, v_ld: int, keys: Index, dv: int, dest: SSAValue, ld: int,
+                     words: int) -> None:
+    """``dest[i, c] = word(src[2i, c], src[2i + 1, c])`` (``ld`` words a row) for the ``keys``
+    rows of ``src`` (an odd count's last pair row has 0 high), zero past ``dv`` and in the pair
+    rows from ``ceil(keys / 2)`` to ``words``: the probabilities (S^T's rows, pairs along the
+    keys) as B of ``acc^T += V^T P^T``."""
+    half, whole = _halves(b, keys)
+
+    def pair_row(i: SSAValue, hi: bool) -> None:
+        lo_row = _at(b, v_ptr, _mul_idx(b, b.mul_i64(i, b.i64(2)), v_ld))
+        hi_row = _at(b, lo_row, v_ld) if hi else None
+        d_row = b.gep(dest, _mul_idx(b, i, ld), i32)
+        emit_for(b, 0, dv, lambda c, _: _store_word(b, _word(b, _load(b, lo_row, c), _load(b, hi_row, c) if hi_row else None),
+                                                     d_row, c) or [])
+        _zero_words(b, d_row, dv, ld)
+
+    emit_for(b, 0, half, lambda i, _: pair_row(i, True) or [])
+    _if_odd(b, keys, lambda: pair_row(_val(b, half), False))
+    _zero_words(b, dest, whole * ld if isinstance(whole, int) else b.mul_i64(whole, b.i64(ld)), words * ld)
+
+
+
+
+def _transposed_row_pairs(b: FunctionBuilder, v_ptr: SSAValue, v_ld: int, keys: Index, dv: int, dest: SSAValue,
+                          words: int) -> None:
+    """``dest[c, i] = word(V[2i, c], V[2i + 1, c])`` (``words`` a row) for ``c < dv`` over the
+    block's ``keys`` (an odd count's last word has 0 high), zero from ``ceil(keys / 2)`` to
+    ``words``: the value block as A of ``acc^T += V^T P^T`` (pairs along the keys)."""
+    half, whole = _halves(b, keys)
+
+    def pair_row(i: SSAValue, hi: bool) -> None:
+        lo_row = _at(b, v_ptr, _mul_idx(b, b.mul_i64(i, b.i64(2)), v_ld))
+        hi_row = _at(b, lo_row, v_ld) if hi else None
+
+        def column(c: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+            word = _word(b, _load(b, lo_row, c), _load(b, hi_row, c) if hi_row is not None else None)
+            _store_word(b, word, dest, b.add_i64(_mul_idx(b, c, words) or b.i64(0), i))
+            return []
+
+        emit_for(b, 0, dv, column)
+
+    emit_for(b, 0, half, lambda i, _: pair_row(i, True) or [])
+    _if_odd(b, keys, lambda: pair_row(_val(b, half), False))
+    emit_for(b, 0, dv, lambda c, _: _zero_words(b, b.gep(dest, _mul_idx(b, c, words), i32), whole, words) or [])
+
+
+class PairedQueryBlock:
+    """One query block of ``att`` (a `kernels_attention._Attention` inside its worker, ``att.t``)
+    with bf16 products: the module doc's loop, from the item's offsets ``offs``, the block's first
+    query ``q0``, its ``rows`` and the address of its first query row ``q_ptr``."""
+
+    def __init__(self, att, offs: dict[str, SSAValue | None], q0: SSAValue, rows: Index, q_ptr: SSAValue):
+        self.att, self.t, self.b, self.tiles = att, att.t, att.t.b, att.tiles
+        self.offs, self.q0, self.rows, self.q_ptr = offs, q0, rows, q_ptr
+        self.n = self.tiles.rows  # queries of every transposed tile: Br in whole tiles
+        self.p = dict(zip(PARTS, self.t.slot))
+        self.amx = AMX_EXTENSION in att.ctx.target.extensions
+
+    def emit(self) -> None:
+        b, att, n, p = self.b, self.att, self.n, self.p
+        emit_for(b, 0, n, lambda i, _: (_store(b, self.t.neg_inf, p["m"], i), _store(b, self.t.zero, p["l"], i)) and [])
+        emit_for(b, 0, att.tiles.dv_pad * n, lambda i, _: _store(b, self.t.zero, p["acc"], i) or [])
+        _transposed_pairs(b, self.q_ptr, att.q_pos, self.rows, att.dim, p["qt"], n, self.tiles.d_words, att.scale)
+        kb_end = att._key_blocks_end(self.q0, self.rows) if att.causal else self.t.n_kblocks
+        emit_for(b, 0, kb_end, lambda kb, _: self.key_block(kb) or [])
+        self.finish()
+
+    def key_block(self, kb: SSAValue) -> None:
+        """Key block ``kb``: ``S^T``, its mask and diagonal, the online softmax down the columns,
+        ``acc^T += V^T P^T``."""
+        b, att, t, n, p, tiles = self.b, self.att, self.t, self.n, self.p, self.tiles
+        k0 = _mul_idx(b, kb, att.bc) or b.i64(0)
+        cols = att.rows_in_block(k0, att.bc, t.keys)
+        k_ptr = _at(b, t.pk, _add_idx(b, self.offs["k"], _mul_idx(b, k0, att.k_pos)))
+        v_ptr = _at(b, t.pv, _add_idx(b, self.offs["v"], _mul_idx(b, k0, att.v_pos)))
+        _rows_as_pairs(b, k_ptr, att.k_pos, cols, att.dim, p["kt"], tiles.d_words)
+        self.gemm(cols, tiles.bc_pad, tiles.d_words, p["kt"], p["qt"], p["scores"], False)
+        self.mask_and_diagonal(k0, cols)
+        self.softmax(cols)
+        _row_pairs(b, p["scores"], n, cols, n, p["pt"], n, tiles.key_words)
+        _transposed_row_pairs(b, v_ptr, att.v_pos, cols, att.dim_v, p["vp"], tiles.key_words)
+        self.gemm(att.dim_v, tiles.dv_pad, tiles.key_words, p["vp"], p["pt"], p["acc"], True)
+
+    def gemm(self, rows: Index, most: int, k_words: int, a: SSAValue, bm: SSAValue, c: SSAValue, accumulate: bool) -> None:
+        """``C[rows, N] (+)= A[rows, k_words] @ B[k_words, N]`` over words of bf16 pairs (A's rows
+        ``k_words`` words apart, B's and C's ``N``): on AMX, all ``most`` rows (whole tiles:
+        `kernels_amx.tile_gemm`), else the register tiles' bf16 dot products over ``rows``."""
+        n = self.n
+        if self.amx:
+            tile_gemm(self.b, most // TILE_ROWS, n // TILE_ROWS, k_words // TILE_ROWS, a, k_words, bm, n, c, n, accumulate)
+            return
+        _tile_gemm(self.att.ctx, rows, k_words, a, k_words, bm, n, c, n, accumulate=accumulate, pairs=True)
+
+    def mask_and_diagonal(self, k0: SSAValue, cols: Index) -> None:
+        """The mask added to each key's row of ``S^T`` over the block's queries; causal: -inf for
+        the queries a key is hidden from (key j is visible to query i when j <= i + diag)."""
+        b, att, t, n, p = self.b, self.att, self.t, self.n, self.p
+        if t.pm is not None:
+            ms_q, ms_k = t.at["ms_q"], t.at["ms_k"]
+            base = _add_idx(b, _add_idx(b, self.offs["mask"], _mul_idx(b, self.q0, ms_q)), _mul_idx(b, k0, ms_k))
+
+            def add_mask(j: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+                row, m_row = _at(b, p["scores"], _mul_idx(b, j, n)), _at(b, t.pm, _add_idx(b, base, _mul_idx(b, j, ms_k)))
+                emit_for(b, 0, self.rows, lambda i, _a: _store(b, _fadd(b, _load(b, row, i), _load(b, m_row, _mul_idx(b, i, ms_q))),
+                                                              row, i) or [])
+                return []
+
+            emit_for(b, 0, cols, add_mask)
+        if not att.causal:
+            return
+        diag = t.diag
+
+        def hide(j: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+            first = b.add(llvm.SubOp(b.add_i64(k0, j), b.add_i64(self.q0, _val(b, diag))))  # the first query seeing key j
+            hidden = min_i64(b, max_i64(b, first, b.i64(0)), b.i64(n))
+            row = _at(b, p["scores"], _mul_idx(b, j, n))
+            emit_for(b, 0, hidden, lambda i, _a: _store(b, t.neg_inf, row, i) or [])
+            return []
+
+        emit_for(b, 0, cols, hide)
+
+    def softmax(self, cols: Index) -> None:
+        """The online softmax over the block's keys, down each query's column (every loop over the
+        N queries: vectors, no reduction along a row): the new running max, the old sums'
+        factor, the probabilities in place and their sums."""
+        b, t, n, p = self.b, self.t, self.n, self.p
+        emit_for(b, 0, n, lambda i, _: _store(b, _load(b, p["m"], i), p["mu"], i) or [])
+
+        def key_max(j: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+            row = _at(b, p["scores"], _mul_idx(b, j, n))
+            emit_for(b, 0, n, lambda i, _a: _store(b, _fmax(b, _load(b, p["mu"], i), _load(b, row, i)), p["mu"], i) or [])
+            return []
+
+        emit_for(b, 0, cols, key_max)
+
+        def factor(i: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+            m_new = _load(b, p["mu"], i)
+            # every score so far masked: 0 as the max, so that exp(-inf - 0) = 0, not NaN
+            use = b.add(llvm.SelectOp(b.add(llvm.FCmpOp(m_new, t.neg_inf, "oeq")), t.zero, m_new))
+            alpha = emit_unary(b, "exp", _fsub(b, _load(b, p["m"], i), use))
+            _store(b, alpha, p["alpha"], i)
+            _store(b, m_new, p["m"], i)
+            _store(b, use, p["mu"], i)
+            _store(b, _fmul(b, _load(b, p["l"], i), alpha), p["l"], i)
+            return []
+
+        emit_for(b, 0, n, factor)
+
+        def rescale(c: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+            row = _at(b, p["acc"], _mul_idx(b, c, n))
+            emit_for(b, 0, n, lambda i, _a: _store(b, _fmul(b, _load(b, row, i), _load(b, p["alpha"], i)), row, i) or [])
+            return []
+
+        emit_for(b, 0, self.att.dim_v, rescale)
+
+        def exp_row(j: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+            row = _at(b, p["scores"], _mul_idx(b, j, n))
+
+            def one(i: SSAValue, _a: list[SSAValue]) -> list[SSAValue]:
+                e = emit_unary(b, "exp", _fsub(b, _load(b, row, i), _load(b, p["mu"], i)))
+                _store(b, e, row, i)
+                _store(b, _fadd(b, _load(b, p["l"], i), e), p["l"], i)
+                return []
+
+            emit_for(b, 0, n, one)
+            return []
+
+        emit_for(b, 0, cols, exp_row)
+
+    def finish(self) -> None:
+        """``out[q0 + i, c] = acc[c, i] / l[i]`` for the block's rows (0 where ``l`` is 0)."""
+        b, att, t, n, p = self.b, self.att, self.t, self.n, self.p
+        o_base = _add_idx(b, self.offs["out"], _mul_idx(b, self.q0, att.o_pos))
+
+        def row(i: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+            l_i = _load(b, p["l"], i)
+            inv = b.add(llvm.SelectOp(b.add(llvm.FCmpOp(l_i, t.zero, "ogt")), b.add(llvm.FDivOp(b.f32(1.0), l_i)), t.zero))
+            o_row = _at(b, t.po, _add_idx(b, o_base, _mul_idx(b, i, att.o_pos)))
+            emit_for(b, 0, att.dim_v, lambda c, _a: _store(b, _fmul(b, _load(b, p["acc"], b.add_i64(_mul_idx(b, c, n) or b.i64(0), i)), inv),
+                                                          o_row, c) or [])
+            return []
+
+        emit_for(b, 0, self.rows, row)
