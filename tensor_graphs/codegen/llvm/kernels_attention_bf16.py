@@ -38,7 +38,7 @@ from xdsl.ir import SSAValue
 
 from tensor_graphs.codegen.llvm.bf16_dot import bf16_bits
 from tensor_graphs.codegen.llvm.kernels import _add_idx, _at, _fadd, _fmax, _fmul, _fsub, _load, _mul_idx, _store
-from tensor_graphs.codegen.llvm.kernels_amx import AMX_EXTENSION, TILE_ROWS, tile_gemm
+from tensor_graphs.codegen.llvm.kernels_amx import TILE_ROWS, tile_gemm
 from tensor_graphs.codegen.llvm.kernels_attention import _tile_gemm
 from tensor_graphs.codegen.llvm.loops import FunctionBuilder, Index, emit_for, emit_if, icmp, max_i64, min_i64
 from tensor_graphs.codegen.llvm.loops import value as _val
@@ -196,7 +196,6 @@ class PairedQueryBlock:
         self.offs, self.q0, self.rows, self.q_ptr = offs, q0, rows, q_ptr
         self.n = self.tiles.rows  # queries of every transposed tile: Br in whole tiles
         self.p = dict(zip(PARTS, self.t.slot))
-        self.amx = AMX_EXTENSION in att.ctx.target.extensions
 
     def emit(self) -> None:
         b, att, n, p = self.b, self.att, self.n, self.p
@@ -228,7 +227,7 @@ class PairedQueryBlock:
         ``k_words`` words apart, B's and C's ``N``): on AMX, all ``most`` rows (whole tiles:
         `kernels_amx.tile_gemm`), else the register tiles' bf16 dot products over ``rows``."""
         n = self.n
-        if self.amx:
+        if self.att.amx:  # (the worker loaded the whole-tile configuration)
             tile_gemm(self.b, most // TILE_ROWS, n // TILE_ROWS, k_words // TILE_ROWS, a, k_words, bm, n, c, n, accumulate)
             return
         _tile_gemm(self.att.ctx, rows, k_words, a, k_words, bm, n, c, n, accumulate=accumulate, pairs=True)
