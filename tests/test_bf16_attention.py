@@ -88,6 +88,9 @@ CASES = {
     "causal_tails": (2, 3, 65, 65, 16, 16, True, False),  # a last query block of 1 row, of 1 key
     "masked_odd": (1, 2, 7, 71, 9, 24, False, True),  # odd D, Dv of 24, a last key block of 7 keys
     "wide_head": (1, 1, 33, 40, 80, 80, True, False),  # D = 80: 40 pairs padded to 48
+    # whole vectors (D a multiple of 32, Dv of 16): q, v and out moved 16 x 16 through registers
+    "vector_tails": (2, 2, 37, 45, 32, 32, True, False),  # 37 queries (a group of 5), 45 keys (odd)
+    "vector_masked": (1, 2, 20, 33, 64, 16, False, True),
 }
 
 
@@ -169,7 +172,8 @@ def test_bf16_attention_over_a_symbolic_length(engine, monkeypatch):
 @pytest.mark.parametrize("engine", ["avx512bf16", "amx"])
 def test_bf16_attention_compiles_to_its_instructions(engine, monkeypatch):
     """Compiled for a CPU with the engine's instructions (whatever this CPU is): AMX tile products
-    under one configuration a thread, or ``vdpbf16ps`` on zmm registers."""
+    under one configuration a thread, or ``vdpbf16ps`` on zmm registers; the key rows and the
+    probabilities rounded to bf16 by ``vcvtne2ps2bf16``."""
     import llvmlite.binding as llvm
 
     from tensor_graphs.codegen.llvm.jit import _target_machine, to_llvm_ir
@@ -182,6 +186,7 @@ def test_bf16_attention_compiles_to_its_instructions(engine, monkeypatch):
     mod.verify()
     asm = _target_machine(2, Target.named(target)).emit_assembly(mod)
     ops = [line for line in asm.splitlines() if instruction in line]
+    assert "vcvtne2ps2bf16" in asm
     if engine == "amx":
         assert len(ops) >= 8 and asm.count("ldtilecfg") == 1 and "tilerelease" in asm
     else:

@@ -15,7 +15,7 @@ are summed: results agree within float32 rounding).
 from __future__ import annotations
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import DenseArrayBase, IntegerType, VectorType, f32, i32
+from xdsl.dialects.builtin import DenseArrayBase, IntegerType, VectorType, f32, i16, i32
 from xdsl.ir import SSAValue
 
 from tensor_graphs.codegen.llvm.loops import FunctionBuilder
@@ -55,6 +55,30 @@ def bf16_bits(b: FunctionBuilder, x: SSAValue) -> SSAValue:
     rounded = b.add(llvm.LShrOp(b.add(llvm.AddOp(bits, b.add(llvm.AddOp(odd, const(0x7FFF))))), const(16)))
     is_nan = b.add(llvm.FCmpOp(x, x, "uno"))
     return b.add(llvm.SelectOp(is_nan, const(0x7FC0), rounded))
+
+
+#: AVX512-BF16's conversion of two vectors of 16 floats to one of 32 bf16 (nearest even): the
+#: second operand's in the low half (LLVM upgrades this i16-vector result to its bfloat one).
+CVTNE2PS2BF16 = "llvm.x86.avx512bf16.cvtne2ps2bf16.512"
+#: Floats a `bf16_vector` converts from each operand
+PAIR_LANES = 16
+
+
+def bf16_vector(b: FunctionBuilder, first: SSAValue, second: SSAValue, native: bool, interleave: bool = False) -> SSAValue:
+    """``<32 x i16>`` bf16 bits of two ``<16 x float>`` (nearest even; NaN stays NaN): ``first``'s
+    then ``second``'s, one ``vcvtne2ps2bf16`` where the target has it (``native``), else
+    `bf16_bits`; with ``interleave``, element by element (``first[0], second[0], first[1], ...``:
+    as i32 words, 16 pairs of ``first`` low and ``second`` high)."""
+    halves = VectorType(i16, [2 * PAIR_LANES])
+    if native:
+        joined = b.add(llvm.CallIntrinsicOp(CVTNE2PS2BF16, [second, first], [halves]))
+    else:
+        narrow = [b.add(llvm.TruncOp(bf16_bits(b, x), VectorType(i16, [PAIR_LANES]))) for x in (first, second)]
+        joined = b.add(llvm.ShuffleVectorOp(*narrow, DenseArrayBase.from_list(i32, list(range(2 * PAIR_LANES))), halves))
+    if not interleave:
+        return joined
+    order = [j for i in range(PAIR_LANES) for j in (i, i + PAIR_LANES)]
+    return b.add(llvm.ShuffleVectorOp(joined, joined, DenseArrayBase.from_list(i32, order), halves))
 
 
 def dot_pairs(b: FunctionBuilder, acc: SSAValue, words: SSAValue, xs: SSAValue, lanes: int, native: bool) -> SSAValue:

@@ -30,160 +30,32 @@ anything but zeros and the operands (rows of st past the block's keys are never 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import i32
+from xdsl.dialects.builtin import f32
 from xdsl.ir import SSAValue
 
-from tensor_graphs.codegen.llvm.bf16_dot import bf16_bits
+from tensor_graphs.codegen.llvm.bf16_blocks import (
+    load_vector,
+    row_pairs,
+    rows_as_pairs,
+    store_vector,
+    transpose16,
+    transposed_pairs,
+    transposed_pairs_vectors,
+    transposed_row_pairs,
+    transposed_row_pairs_vectors,
+)
+from tensor_graphs.codegen.llvm.bf16_dot import PAIR_LANES, native_bf16_dot
 from tensor_graphs.codegen.llvm.kernels import _add_idx, _at, _fadd, _fmax, _fmul, _fsub, _load, _mul_idx, _store
 from tensor_graphs.codegen.llvm.kernels_amx import TILE_ROWS, tile_gemm
 from tensor_graphs.codegen.llvm.kernels_attention import _tile_gemm
-from tensor_graphs.codegen.llvm.loops import FunctionBuilder, Index, emit_for, emit_if, icmp, max_i64, min_i64
+from tensor_graphs.codegen.llvm.kernels_gemm import splat
+from tensor_graphs.codegen.llvm.loops import Index, emit_for, icmp, max_i64, min_i64
 from tensor_graphs.codegen.llvm.loops import value as _val
 from tensor_graphs.codegen.llvm.scalar import emit_unary
 
 #: The slot's parts a paired query block works in (`scratch.AttentionTiles`' offsets of the same names)
 PARTS = ("scores", "m", "l", "acc", "kt", "vp", "qt", "pt", "mu", "alpha")
-
-
-def _word(b: FunctionBuilder, lo: SSAValue, hi: SSAValue | None) -> SSAValue:
-    """The i32 word of two floats in bf16 (`bf16_dot.bf16_bits`: to nearest even): ``lo`` in its
-    low half, ``hi`` in its high (None: 0), as `packing.bf16_k_pairs` pairs them."""
-    low = bf16_bits(b, lo)
-    return low if hi is None else b.add(llvm.OrOp(low, b.add(llvm.ShlOp(bf16_bits(b, hi), b.i32(16)))))
-
-
-def _store_word(b: FunctionBuilder, word: SSAValue, ptr: SSAValue, index: SSAValue | int | None) -> None:
-    b.store(word, b.gep(ptr, index, i32))
-
-
-def _zero_words(b: FunctionBuilder, ptr: SSAValue, start: Index, end: Index) -> None:
-    if not (isinstance(start, int) and isinstance(end, int) and start >= end):
-        emit_for(b, start, end, lambda j, _: _store_word(b, b.i32(0), ptr, j) or [])
-
-
-def _halves(b: FunctionBuilder, n: Index) -> tuple[Index, Index]:
-    """``(n // 2, ceil(n / 2))`` of a count, static or run time."""
-    if isinstance(n, int):
-        return n // 2, -(-n // 2)
-    return b.add(llvm.LShrOp(n, b.i64(1))), b.add(llvm.LShrOp(b.add_i64(n, b.i64(1)), b.i64(1)))
-
-
-def _if_odd(b: FunctionBuilder, n: Index, emit: Callable[[], None]) -> None:
-    """``emit()`` when the count ``n`` is odd (decided now when it is static)."""
-    if isinstance(n, int):
-        if n % 2:
-            emit()
-        return
-    emit_if(b, icmp(b, "ne", b.add(llvm.AndOp(n, b.i64(1))), b.i64(0)), emit)
-
-
-def _rows_as_pairs(b: FunctionBuilder, src: SSAValue, src_ld: int, rows: Index, cols: Index, dest: SSAValue,
-                   words: int) -> None:
-    """``dest[r, j] = word(scale * src[r, 2j], scale * src[r, 2j + 1])`` (``words`` a row) for
-    ``r < rows``, zero past ``cols``: the key block's rows (pairs along D) as A of ``S^T = K Q^T``."""
-    half, whole = _halves(b, cols)
-
-    def row(r: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-        s_row, d_row = _at(b, src, _mul_idx(b, r, src_ld)), b.gep(dest, _mul_idx(b, r, words), i32)
-
-        def value(c: SSAValue | int) -> SSAValue:
-            return _load(b, s_row, c)
-
-        def pair(j: SSAValue, _w: list[SSAValue]) -> list[SSAValue]:
-            c = b.mul_i64(j, b.i64(2))
-            _store_word(b, _word(b, value(c), value(b.add_i64(c, b.i64(1)))), d_row, j)
-            return []
-
-        def last() -> None:  # an odd count's last column, its word's high half 0
-            c = cols - 1 if isinstance(cols, int) else b.add(llvm.SubOp(cols, b.i64(1)))
-            _store_word(b, _word(b, value(c), None), d_row, half)
-
-        emit_for(b, 0, half, pair)
-        _if_odd(b, cols, last)
-        _zero_words(b, d_row, whole, words)
-        return []
-
-    emit_for(b, 0, rows, row)
-
-
-def _transposed_pairs(b: FunctionBuilder, k_ptr: SSAValue, k_ld: int, keys: Index, d: int, dest: SSAValue, ld: int,
-                      words: int, scale: float = 1.0) -> None:
-    """``dest[i, j] = word(scale * src[j, 2i], scale * src[j, 2i + 1])`` (``ld`` words a row) for
-    the ``keys`` rows of ``src`` (``i < ceil(d / 2)``: an odd ``d``'s last word has 0 high), zero
-    past them (to ``ld``) and in the pair rows from ``ceil(d / 2)`` to ``words``: the query block
-    (times the scale) transposed into B of ``S^T = K Q^T`` (pairs along D)."""
-    half, whole = d // 2, -(-d // 2)
-
-    def key(j: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-        row = _at(b, k_ptr, _mul_idx(b, j, k_ld))
-
-        def value(c: SSAValue | int) -> SSAValue:
-            x = _load(b, row, c)
-            return x if scale == 1.0 else _fmul(b, x, b.f32(scale))
-
-        def pair(i: SSAValue, _w: list[SSAValue]) -> list[SSAValue]:
-            c = b.mul_i64(i, b.i64(2))
-            _store_word(b, _word(b, value(c), value(b.add_i64(c, b.i64(1)))), dest, b.add_i64(_mul_idx(b, i, ld) or b.i64(0), j))
-            return []
-
-        emit_for(b, 0, half, pair)
-        if d % 2:
-            _store_word(b, _word(b, value(d - 1), None), dest, b.add_i64(b.i64(half * ld), j))
-        return []
-
-    emit_for(b, 0, keys, key)
-    if not (isinstance(keys, int) and keys == ld):
-        emit_for(b, 0, whole, lambda i, _: _zero_words(b, b.gep(dest, _mul_idx(b, i, ld), i32), keys, ld) or [])
-    _zero_words(b, dest, whole * ld, words * ld)
-
-
-def _row_pairs(b: FunctionBuilder, v_ptr: SSAValue, v_ld: int, keys: Index, dv: int, dest: SSAValue, ld: int,
-                     words: int) -> None:
-    """``dest[i, c] = word(src[2i, c], src[2i + 1, c])`` (``ld`` words a row) for the ``keys``
-    rows of ``src`` (an odd count's last pair row has 0 high), zero past ``dv`` and in the pair
-    rows from ``ceil(keys / 2)`` to ``words``: the probabilities (S^T's rows, pairs along the
-    keys) as B of ``acc^T += V^T P^T``."""
-    half, whole = _halves(b, keys)
-
-    def pair_row(i: SSAValue, hi: bool) -> None:
-        lo_row = _at(b, v_ptr, _mul_idx(b, b.mul_i64(i, b.i64(2)), v_ld))
-        hi_row = _at(b, lo_row, v_ld) if hi else None
-        d_row = b.gep(dest, _mul_idx(b, i, ld), i32)
-        emit_for(b, 0, dv, lambda c, _: _store_word(b, _word(b, _load(b, lo_row, c), _load(b, hi_row, c) if hi_row else None),
-                                                     d_row, c) or [])
-        _zero_words(b, d_row, dv, ld)
-
-    emit_for(b, 0, half, lambda i, _: pair_row(i, True) or [])
-    _if_odd(b, keys, lambda: pair_row(_val(b, half), False))
-    _zero_words(b, dest, whole * ld if isinstance(whole, int) else b.mul_i64(whole, b.i64(ld)), words * ld)
-
-
-
-
-def _transposed_row_pairs(b: FunctionBuilder, v_ptr: SSAValue, v_ld: int, keys: Index, dv: int, dest: SSAValue,
-                          words: int) -> None:
-    """``dest[c, i] = word(V[2i, c], V[2i + 1, c])`` (``words`` a row) for ``c < dv`` over the
-    block's ``keys`` (an odd count's last word has 0 high), zero from ``ceil(keys / 2)`` to
-    ``words``: the value block as A of ``acc^T += V^T P^T`` (pairs along the keys)."""
-    half, whole = _halves(b, keys)
-
-    def pair_row(i: SSAValue, hi: bool) -> None:
-        lo_row = _at(b, v_ptr, _mul_idx(b, b.mul_i64(i, b.i64(2)), v_ld))
-        hi_row = _at(b, lo_row, v_ld) if hi else None
-
-        def column(c: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-            word = _word(b, _load(b, lo_row, c), _load(b, hi_row, c) if hi_row is not None else None)
-            _store_word(b, word, dest, b.add_i64(_mul_idx(b, c, words) or b.i64(0), i))
-            return []
-
-        emit_for(b, 0, dv, column)
-
-    emit_for(b, 0, half, lambda i, _: pair_row(i, True) or [])
-    _if_odd(b, keys, lambda: pair_row(_val(b, half), False))
-    emit_for(b, 0, dv, lambda c, _: _zero_words(b, b.gep(dest, _mul_idx(b, c, words), i32), whole, words) or [])
 
 
 class PairedQueryBlock:
@@ -196,12 +68,19 @@ class PairedQueryBlock:
         self.offs, self.q0, self.rows, self.q_ptr = offs, q0, rows, q_ptr
         self.n = self.tiles.rows  # queries of every transposed tile: Br in whole tiles
         self.p = dict(zip(PARTS, self.t.slot))
+        self.native = native_bf16_dot(att.ctx.target, PAIR_LANES)  # vcvtne2ps2bf16
+        self.zeros = self.b.stack(PAIR_LANES, f32)  # what a row past a block's reads (`_vector_or_zeros`)
 
     def emit(self) -> None:
         b, att, n, p = self.b, self.att, self.n, self.p
         emit_for(b, 0, n, lambda i, _: (_store(b, self.t.neg_inf, p["m"], i), _store(b, self.t.zero, p["l"], i)) and [])
         emit_for(b, 0, att.tiles.dv_pad * n, lambda i, _: _store(b, self.t.zero, p["acc"], i) or [])
-        _transposed_pairs(b, self.q_ptr, att.q_pos, self.rows, att.dim, p["qt"], n, self.tiles.d_words, att.scale)
+        store_vector(b, splat(b, self.t.zero, PAIR_LANES), self.zeros, None)
+        if att.dim % (2 * PAIR_LANES) == 0:
+            transposed_pairs_vectors(b, self.q_ptr, att.q_pos, self.rows, att.dim, p["qt"], n, self.tiles.d_words, att.scale,
+                                      self.native, self.zeros)
+        else:
+            transposed_pairs(b, self.q_ptr, att.q_pos, self.rows, att.dim, p["qt"], n, self.tiles.d_words, att.scale)
         kb_end = att._key_blocks_end(self.q0, self.rows) if att.causal else self.t.n_kblocks
         emit_for(b, 0, kb_end, lambda kb, _: self.key_block(kb) or [])
         self.finish()
@@ -214,12 +93,15 @@ class PairedQueryBlock:
         cols = att.rows_in_block(k0, att.bc, t.keys)
         k_ptr = _at(b, t.pk, _add_idx(b, self.offs["k"], _mul_idx(b, k0, att.k_pos)))
         v_ptr = _at(b, t.pv, _add_idx(b, self.offs["v"], _mul_idx(b, k0, att.v_pos)))
-        _rows_as_pairs(b, k_ptr, att.k_pos, cols, att.dim, p["kt"], tiles.d_words)
+        rows_as_pairs(b, k_ptr, att.k_pos, cols, att.dim, p["kt"], tiles.d_words, self.native)
         self.gemm(cols, tiles.bc_pad, tiles.d_words, p["kt"], p["qt"], p["scores"], False)
         self.mask_and_diagonal(k0, cols)
         self.softmax(cols)
-        _row_pairs(b, p["scores"], n, cols, n, p["pt"], n, tiles.key_words)
-        _transposed_row_pairs(b, v_ptr, att.v_pos, cols, att.dim_v, p["vp"], tiles.key_words)
+        row_pairs(b, p["scores"], n, cols, p["pt"], n, tiles.key_words, self.native)
+        if att.dim_v % PAIR_LANES == 0:
+            transposed_row_pairs_vectors(b, v_ptr, att.v_pos, cols, att.dim_v, p["vp"], tiles.key_words, self.native, self.zeros)
+        else:
+            transposed_row_pairs(b, v_ptr, att.v_pos, cols, att.dim_v, p["vp"], tiles.key_words)
         self.gemm(att.dim_v, tiles.dv_pad, tiles.key_words, p["vp"], p["pt"], p["acc"], True)
 
     def gemm(self, rows: Index, most: int, k_words: int, a: SSAValue, bm: SSAValue, c: SSAValue, accumulate: bool) -> None:
@@ -309,9 +191,14 @@ class PairedQueryBlock:
         emit_for(b, 0, cols, exp_row)
 
     def finish(self) -> None:
-        """``out[q0 + i, c] = acc[c, i] / l[i]`` for the block's rows (0 where ``l`` is 0)."""
+        """``out[q0 + i, c] = acc[c, i] / l[i]`` for the block's rows (0 where ``l`` is 0): where
+        Dv is whole vectors, 16 queries by 16 columns at a time, transposed in registers
+        (`transpose16`), else one element at a time."""
         b, att, t, n, p = self.b, self.att, self.t, self.n, self.p
         o_base = _add_idx(b, self.offs["out"], _mul_idx(b, self.q0, att.o_pos))
+        if att.dim_v % PAIR_LANES == 0:
+            self.finish_vectors(o_base)
+            return
 
         def row(i: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
             l_i = _load(b, p["l"], i)
@@ -322,3 +209,35 @@ class PairedQueryBlock:
             return []
 
         emit_for(b, 0, self.rows, row)
+
+    def finish_vectors(self, o_base: SSAValue | None) -> None:
+        """`finish` in vectors: ``1 / l`` (0 where ``l`` is 0) over the N queries into alpha, then
+        per 16 queries and 16 columns ``acc * (1 / l)`` transposed to 16 rows of out (a row past
+        the block's stored to a stack vector, never to out)."""
+        b, att, t, n, p = self.b, self.att, self.t, self.n, self.p
+
+        def inverse(i: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+            l_i = _load(b, p["l"], i)
+            inv = b.add(llvm.SelectOp(b.add(llvm.FCmpOp(l_i, t.zero, "ogt")), b.add(llvm.FDivOp(b.f32(1.0), l_i)), t.zero))
+            _store(b, inv, p["alpha"], i)
+            return []
+
+        emit_for(b, 0, n, inverse)
+        trash = b.stack(PAIR_LANES, f32)
+
+        def group(g: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+            first = b.mul_i64(g, b.i64(PAIR_LANES))
+            inv = load_vector(b, p["alpha"], first)
+            for c in range(0, att.dim_v, PAIR_LANES):
+                rows = [b.add(llvm.FMulOp(load_vector(b, p["acc"], b.add_i64(b.i64((c + r) * n), first)), inv))
+                        for r in range(PAIR_LANES)]
+                for i, vector in enumerate(transpose16(b, rows)):
+                    q = b.add_i64(first, b.i64(i))
+                    o_row = _at(b, t.po, _add_idx(b, o_base, _mul_idx(b, q, att.o_pos)))
+                    dest = b.add(llvm.SelectOp(icmp(b, "slt", q, _val(b, self.rows)), _at(b, o_row, c), trash))
+                    store_vector(b, vector, dest, None)
+            return []
+
+        groups = -(-self.rows // PAIR_LANES) if isinstance(self.rows, int) else b.add(
+            llvm.UDivOp(b.add_i64(self.rows, b.i64(PAIR_LANES - 1)), b.i64(PAIR_LANES)))
+        emit_for(b, 0, groups, group)
