@@ -1,7 +1,7 @@
 """bf16 attention's engines against the float32 flash-attention kernel and eager SDPA.
 
     .venv/bin/python benchmarks/bf16_attention.py [--shapes bert gpt2 qwen3 long] [--threads 1,2]
-                                                  [--engines amx avx512bf16 emulated]
+                                                  [--engines amx avx512bf16 emulated] [--in-model]
 
 One ``scaled_dot_product_attention`` of q, k, v ``[B, H, S, D]``, compiled with the op pinned to a
 variant for a target: ``fp32`` (`attention.flash`, this CPU), and `attention.flash_bf16` on each
@@ -10,6 +10,11 @@ AVX512-BF16 and no AMX: ``cooperlake``), ``emulated`` (this CPU's ISA level: two
 correctness path); ``eager``: PyTorch's float32 SDPA. Engines alternate call by call; medians of
 7 rounds of 10 calls. GFLOP/s count the two GEMMs' ``4 B H Sq Sk D`` (half of it causal); the
 error is max |y - y32| / max |y32| against eager.
+
+``--in-model``: instead, one BertLayer (d 768, 12 heads, seq 128: ``suite.EncoderBlock``) compiled
+twice with ``tg.compile(tune="missing", tolerance=1e-2)`` from the same tuning database
+(``TG_TUNING_DB``), once with `attention.flash_bf16` withdrawn from the tuner's paths; the two
+alternate call by call (15 rounds of 3 calls, medians), each beside its error against eager.
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ import platform
 import statistics
 import time
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import torch
 from xdsl.context import Context
@@ -28,6 +36,7 @@ import tensor_graphs as tg
 from tensor_graphs.frontend.importer import import_model
 from tensor_graphs.lowering.tensor_to_buffer import kernels
 from tensor_graphs.passes import TENSOR_PIPELINE, build_pipeline
+from tensor_graphs.dialects import tensor as tgd
 from tensor_graphs.target import Target, record
 from tensor_graphs.tuning.paths import kernel_paths, pin
 
@@ -110,13 +119,54 @@ def _row(shape: str, engines: list[str], threads_list: list[int]) -> None:
               flush=True)
 
 
+def in_model(threads_list: list[int]) -> None:
+    """BertLayer tuned at 1e-2 with and without the bf16 attention path, alternating (module doc)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import suite
+
+    torch.manual_seed(0)
+    model = suite.EncoderBlock(768, 12, 3072).eval()
+    x = torch.randn(1, 128, 768, generator=torch.Generator().manual_seed(128))
+    with torch.no_grad():
+        ref = model(x).numpy()
+    print("| threads | without attention.flash_bf16 | with | with / without |\n|--:|--:|--:|--:|")
+    for threads in threads_list:
+        tg.set_num_threads(threads)
+        with_bf16 = tg.compile(model, (x,), tune="missing", tolerance=1e-2)
+        saved = list(kernels.KERNELS[tgd.AttentionOp])
+        kernels.KERNELS[tgd.AttentionOp] = [v for v in saved if v.name != "attention.flash_bf16"]
+        try:
+            without = tg.compile(model, (x,), tune="missing", tolerance=1e-2)
+        finally:
+            kernels.KERNELS[tgd.AttentionOp] = saved
+        fns, xn = {"without": without, "with": with_bf16}, x.numpy()
+        times: dict[str, list[float]] = {name: [] for name in fns}
+        for f in fns.values():
+            f(xn)
+        for _ in range(15):
+            for name, f in fns.items():
+                t0 = time.perf_counter()
+                for _ in range(3):
+                    f(xn)
+                times[name].append((time.perf_counter() - t0) / 3)
+        ms = {name: statistics.median(t) * 1e3 for name, t in times.items()}
+        err = {name: float(np.abs(f(xn) - ref).max() / np.abs(ref).max()) for name, f in fns.items()}
+        print(f"| {threads} | {ms['without']:.2f} ms ({err['without']:.1e}) | {ms['with']:.2f} ms ({err['with']:.1e}) | "
+              f"{ms['with'] / ms['without']:.3f} |", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", nargs="+", default=["bert", "gpt2", "qwen3", "long"], choices=list(SHAPES))
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--engines", nargs="+", default=["amx", "avx512bf16"], choices=list(ENGINES)[1:],
                     help="fp32 and eager always run")
+    ap.add_argument("--in-model", action="store_true", help="BertLayer tuned at 1e-2 with and without the bf16 attention")
     args = ap.parse_args(argv)
+    if args.in_model:
+        print(f"CPU: {platform.processor() or platform.machine()}; host target: {Target.host().describe()}\n")
+        in_model([int(t) for t in args.threads.split(",")])
+        return 0
     engines = [e for e in ENGINES if runnable(e) is None and (e == "fp32" or e in args.engines)]
     for e in args.engines:
         if (why := runnable(e)) is not None:
