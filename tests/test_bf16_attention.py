@@ -217,7 +217,8 @@ def test_bf16_attention_is_offered_where_the_target_has_bf16():
 
 def test_bf16_attention_scratch_layout():
     """bf16 products' tiles (`scratch.AttentionTiles.pairs`): twice the queries where the L2
-    holds them, rows and words in whole tiles of 16, every part 64-byte aligned and disjoint."""
+    holds them (not with a causal mask), rows and words in whole tiles of 16, every part 64-byte
+    aligned and disjoint."""
     from dataclasses import replace
 
     from tensor_graphs.lowering.tensor_to_buffer.scratch import PAIR_TILE, attention_tiles
@@ -226,6 +227,8 @@ def test_bf16_attention_scratch_layout():
     big, small = (replace(host, caches=replace(host.caches, l2=kib << 10)) for kib in (2048, 128))
     tiles = attention_tiles((1, 12, 128, 64), (1, 12, 128, 64), (1, 12, 128, 64), big, pairs=True)
     assert (tiles.br, tiles.bc, tiles.rows, tiles.d_words, tiles.key_words) == (128, 64, 128, 32, 32)
+    causal = attention_tiles((1, 12, 128, 64), (1, 12, 128, 64), (1, 12, 128, 64), big, pairs=True, causal=True)
+    assert (causal.br, causal.bc) == (64, 64)  # its key blocks above the diagonal skipped per 64 queries
     on_small = attention_tiles((1, 12, 128, 64), (1, 12, 128, 64), (1, 12, 128, 64), small, pairs=True)
     assert (on_small.br, on_small.bc) == (64, 32)
     odd = attention_tiles((1, 2, 7, 9), (1, 2, 71, 9), (1, 2, 71, 24), big, pairs=True)

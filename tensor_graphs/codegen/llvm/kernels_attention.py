@@ -241,7 +241,7 @@ class _Attention:
         # a symbolic sequence length (`dialects.symbolic`): tiles for the largest, counts at run time
         self.symbolic = not is_static((*self.sq_, *self.sk_, *self.sv_))
         self.tiles = tiles = attention_tiles(*(tuple(ctx.largest(d) for d in s_) for s_ in (self.sq_, self.sk_, self.sv_)), ctx.target,
-                                             self.pairs)
+                                             self.pairs, bool(op.causal.value.data))
         if len(op.outputs) < 2:
             raise LoweringError(
                 f"{op.name}: no scratch buffer (the second output); the tiled kernel needs "

@@ -906,7 +906,7 @@ def _attention_scratch(pairs: bool) -> Scratch:
     def scratch(op: Operation, threads: int, target: Target) -> MemRefType:
         assert isinstance(op, tg.AttentionOp)
         q, k, v, _ = (upper_bound(s, symbols_of(op)) for s in op.heads_major_shapes())  # tiles for the largest sizes
-        return attention_scratch_type(q, k, v, target, threads, pairs)
+        return attention_scratch_type(q, k, v, target, threads, pairs, bool(op.causal.value.data))
 
     return scratch
 

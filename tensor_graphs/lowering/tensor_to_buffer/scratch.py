@@ -25,8 +25,9 @@ With bf16 products (``buf.attention {bf16_products}``, `AttentionTiles.pairs`;
 `kernels_attention_bf16`) the scores are held transposed, keys by queries, so that the softmax
 runs down the columns; the two GEMMs read words of two bf16 (pairs along their K) in whole tiles
 of AMX's 16 rows by 16 words: a block's queries are Br rounded up to 16 (Br''), each K is
-padded with zeros to whole tiles, and up to twice as many queries share a key block
-(`pair_query_block`: each key block is moved into pairs once for them all):
+padded with zeros to whole tiles, and without a causal mask up to twice as many queries share a
+key block (`pair_query_block`: each key block is moved into pairs once for them all; a causal
+block stays Bc queries, so that the key blocks above the diagonal are still skipped):
 
 ```
 [ st Bc'*Br'' | m Br'' | l Br'' | acc Dv'*Br'' | kw Bc'*Dw | vt Dv'*Kw | qt Dw*Br'' | pt Kw*Br'' | mu Br'' | alpha Br'' ]
@@ -207,30 +208,31 @@ def pair_query_block(d: int, dv: int, target: Target) -> int:
 
 
 def attention_tiles(
-    q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequence[int], target: Target, pairs: bool = False
+    q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequence[int], target: Target, pairs: bool = False,
+    causal: bool = False,
 ) -> AttentionTiles:
     """Tiles for q [..., Sq, D], k [..., Sk, D], v [..., Sk, Dv] on ``target`` (with ``pairs``:
-    bf16 products). The lowering (which sizes the scratch) and the kernel (which carves it) both
-    call this with the module's target, so they agree."""
+    bf16 products, of a ``causal`` attention or not). The lowering (which sizes the scratch) and
+    the kernel (which carves it) both call this with the module's target, so they agree."""
     block = attention_block(q_shape[-1], v_shape[-1], target)
-    queries = pair_query_block(q_shape[-1], v_shape[-1], target) if pairs else block
+    queries = pair_query_block(q_shape[-1], v_shape[-1], target) if pairs and not causal else block
     return AttentionTiles(br=min(queries, q_shape[-2]), bc=min(block, k_shape[-2]), dv=v_shape[-1], d=q_shape[-1],
                           pairs=pairs)
 
 
 def attention_scratch_elements(
     q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequence[int], target: Target, slots: int = 1,
-    pairs: bool = False,
+    pairs: bool = False, causal: bool = False,
 ) -> int:
     """f32 elements of attention scratch for ``slots`` threads, one set of tiles each (layout in
     the module doc)."""
-    tiles = attention_tiles(q_shape, k_shape, v_shape, target, pairs)
+    tiles = attention_tiles(q_shape, k_shape, v_shape, target, pairs, causal)
     return tiles.elements + (max(slots, 1) - 1) * tiles.slot_elements
 
 
 def attention_scratch_type(
     q_shape: Sequence[int], k_shape: Sequence[int], v_shape: Sequence[int], target: Target, slots: int = 1,
-    pairs: bool = False,
+    pairs: bool = False, causal: bool = False,
 ) -> MemRefType:
     """The scratch buffer `convert-tensor-to-buffer` allocates for one attention call."""
-    return MemRefType(f32, [attention_scratch_elements(q_shape, k_shape, v_shape, target, slots, pairs)])
+    return MemRefType(f32, [attention_scratch_elements(q_shape, k_shape, v_shape, target, slots, pairs, causal)])
