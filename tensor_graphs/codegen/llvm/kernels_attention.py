@@ -188,7 +188,7 @@ class _Worker:
     po: SSAValue
     pm: SSAValue | None
     slot: tuple[SSAValue, ...]  # its scratch tiles: scores, running max, running sum, accumulator, K^T, padded V
-    # (with bf16 products: then the query block and the probabilities in bf16)
+    # (with bf16 products those of `kernels_attention_bf16.PARTS`, the same six first)
     neg_inf: SSAValue
     zero: SSAValue
 
