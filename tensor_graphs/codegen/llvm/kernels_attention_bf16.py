@@ -24,8 +24,10 @@ q times the scale, k, v and each key block's probabilities are rounded to bf16 (
 as they are moved into pairs; everything else stays float32. The GEMMs run on AMX tiles
 (`kernels_amx.tile_gemm`, whole tiles: each K padded with zero words) where the target has
 AMX-BF16, else on the register tiles' bf16 dot products (`vdpbf16ps`, or their emulation by FMAs).
-Every word past D, past the block's keys or past its queries is zero, so no product reads
-anything but zeros and the operands (rows of st past the block's keys are never read).
+Every word past D, and past the block's keys along P V's K, is zero (as are qt's columns past
+the block's queries), so no sum adds anything but products of the operands. On AMX kw's rows
+past the block's keys are left from earlier blocks: the rows of st they give are never read.
+The blocks move into pairs by `bf16_blocks` (in vectors where a head is whole vectors).
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ class PairedQueryBlock:
         self.n = self.tiles.rows  # queries of every transposed tile: Br in whole tiles
         self.p = dict(zip(PARTS, self.t.slot))
         self.native = native_bf16_dot(att.ctx.target, PAIR_LANES)  # vcvtne2ps2bf16
-        self.zeros = self.b.stack(PAIR_LANES, f32)  # what a row past a block's reads (`_vector_or_zeros`)
+        self.zeros = self.b.stack(PAIR_LANES, f32)  # what a row past a block's reads (`bf16_blocks`)
 
     def emit(self) -> None:
         b, att, n, p = self.b, self.att, self.n, self.p
