@@ -38,8 +38,8 @@ block stays Bc queries, so that the key blocks above the diagonal are still skip
   qt:    the query block times the scale, transposed, pairs along D [Dw, Br'']
   pt:    the probabilities' pairs along the keys [Kw, Br'']
   mu, alpha: the block's new running max (0 for -inf) and the old sums' factor
-Dw = ceil(D / 2) and Kw = ceil(Bc / 2) rounded up to 16 words; every word past D (past the
-block's keys) is zero.
+Dw = ceil(D / 2) and Kw = ceil(Bc / 2) rounded up to 16 words; the words past D, and in vt and
+pt past the block's keys, are zero.
 ```
 
 The kernel runs its (batch, head, query block) items on several threads, each with its own
