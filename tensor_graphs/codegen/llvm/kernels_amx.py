@@ -116,6 +116,41 @@ def _amx(b: FunctionBuilder, name: str, *args: SSAValue | int) -> None:
     b.add(llvm.CallIntrinsicOp(f"llvm.x86.{name}", values, []))
 
 
+def configure(b: FunctionBuilder, first: SSAValue, second: SSAValue, k_words: int = WORDS_PER_ROW) -> SSAValue:
+    """A tile configuration on the stack: palette 1; C[0][*] and A0 of ``first`` rows, C[1][*]
+    and A1 of ``second`` (0: not configured), the B tiles of ``k_words`` rows; 64 bytes a row
+    where configured (the A tiles: ``k_words`` words, the K tail's)."""
+    cfg = b.stack(CONFIG_BYTES, i8)
+    for q in range(CONFIG_BYTES // 8):
+        b.store(b.i64(0), _at(b, cfg, q, i64))
+    b.store(b.constant(1, i8), _at(b, cfg, 0, i8))
+    for half, rows in enumerate((first, second)):
+        rows8 = b.add(llvm.TruncOp(rows, i8))
+        colsb = b.add(llvm.SelectOp(icmp(b, "sgt", rows, b.i64(0)), b.constant(ROW_BYTES, i16), b.constant(0, i16)))
+        a_colsb = b.add(llvm.SelectOp(icmp(b, "sgt", rows, b.i64(0)), b.constant(4 * k_words, i16), b.constant(0, i16)))
+        for t in (*C_TILES[half], A_TILES[half]):
+            b.store(rows8, _at(b, cfg, ROWS_AT + t, i8))
+            b.store(a_colsb if t == A_TILES[half] else colsb, _at(b, cfg, COLSB_AT // 2 + t, i16))
+    for t in B_TILES:
+        b.store(b.constant(k_words, i8), _at(b, cfg, ROWS_AT + t, i8))
+        b.store(b.constant(ROW_BYTES, i16), _at(b, cfg, COLSB_AT // 2 + t, i16))
+    return cfg
+
+
+def tile_step(b: FunctionBuilder, a_rows: list[tuple[SSAValue, int]], b_columns: list[tuple[SSAValue, int]],
+              quads: bool = False) -> None:
+    """One K step of a block of ``len(a_rows) x len(b_columns)`` accumulators: A's row halves and
+    B's column tiles loaded (``(address, row stride in bytes)`` each) into their tile registers,
+    then every accumulator's product (``tdpbf16ps``; ``quads``: ``tdpbusd``)."""
+    for i, (at, stride) in enumerate(a_rows):
+        _amx(b, "tileloadd64", A_TILES[i], at, b.i64(stride))
+    for j, (at, stride) in enumerate(b_columns):
+        _amx(b, "tileloadd64", B_TILES[j], at, b.i64(stride))
+    for i in range(len(a_rows)):
+        for j in range(len(b_columns)):
+            _amx(b, TILE_PRODUCT[quads], C_TILES[i][j], A_TILES[i], B_TILES[j])
+
+
 class AmxGemm:
     """The AMX emission of one `_PackedGemm` (``gemm``: its operands, sizes and epilogue)."""
 
@@ -164,34 +199,13 @@ class AmxGemm:
         self.rest = b.add(llvm.SubOp(rows, b.mul_i64(self.blocks, b.i64(2 * TILE_ROWS))))
         first = min_i64(b, self.rest, b.i64(TILE_ROWS))
         whole, self.tail_rows = (b.i64(TILE_ROWS),) * 2, (first, b.add(llvm.SubOp(self.rest, first)))
-        self.full_cfg, self.tail_cfg = self._configure(*whole), self._configure(*self.tail_rows)
+        self.full_cfg, self.tail_cfg = configure(b, *whole), configure(b, *self.tail_rows)
         # (whole K, K tail) configurations of whole blocks and of the tail rows' block
-        k_tail = (lambda rows: self._configure(*rows, self.k_tail)) if self.k_tail else (lambda _rows: None)
+        k_tail = (lambda rows: configure(b, *rows, self.k_tail)) if self.k_tail else (lambda _rows: None)
         self.configs = {False: (self.full_cfg, k_tail(whole)), True: (self.tail_cfg, k_tail(self.tail_rows))}
         self.scratch = b.stack(K_TAIL_SCRATCH, f32) if self.k_tail else None
         emit_for(b, start, end, lambda i, _: self.item(i) or [])
         _amx(b, "tilerelease")
-
-    def _configure(self, first: SSAValue, second: SSAValue, k_words: int = WORDS_PER_ROW) -> SSAValue:
-        """A tile configuration on the stack: palette 1; C[0][*] and A0 of ``first`` rows, C[1][*]
-        and A1 of ``second`` (0: not configured), the B tiles of ``k_words`` rows; 64 bytes a row
-        where configured (the A tiles: ``k_words`` words, the K tail's)."""
-        b = self.ctx.b
-        cfg = b.stack(CONFIG_BYTES, i8)
-        for q in range(CONFIG_BYTES // 8):
-            b.store(b.i64(0), _at(b, cfg, q, i64))
-        b.store(b.constant(1, i8), _at(b, cfg, 0, i8))
-        for half, rows in enumerate((first, second)):
-            rows8 = b.add(llvm.TruncOp(rows, i8))
-            colsb = b.add(llvm.SelectOp(icmp(b, "sgt", rows, b.i64(0)), b.constant(ROW_BYTES, i16), b.constant(0, i16)))
-            a_colsb = b.add(llvm.SelectOp(icmp(b, "sgt", rows, b.i64(0)), b.constant(4 * k_words, i16), b.constant(0, i16)))
-            for t in (*C_TILES[half], A_TILES[half]):
-                b.store(rows8, _at(b, cfg, ROWS_AT + t, i8))
-                b.store(a_colsb if t == A_TILES[half] else colsb, _at(b, cfg, COLSB_AT // 2 + t, i16))
-        for t in B_TILES:
-            b.store(b.constant(k_words, i8), _at(b, cfg, ROWS_AT + t, i8))
-            b.store(b.constant(ROW_BYTES, i16), _at(b, cfg, COLSB_AT // 2 + t, i16))
-        return cfg
 
     def item(self, i: SSAValue) -> None:
         """Item i: group ``g = i / P``'s rows of panel ``p = i % P`` (`rows`), the last, partial
@@ -251,15 +265,11 @@ class AmxGemm:
         panel = b.gep(self.pb, b.add_i64(b.mul_i64(p, b.i64(g.panel_words * 4)), b.i64(c * TILE_ROWS * 4)), i8)
 
         def step(s: SSAValue, _c: list) -> list:
-            for i in halves:
-                at = b.add_i64(b.mul_i64(s, b.i64(ROW_BYTES)), b.i64(i * TILE_ROWS * k_bytes))
-                _amx(b, "tileloadd64", A_TILES[i], b.gep(a_row, at, i8), b.i64(k_bytes))
-            for j in range(count):
-                at = b.mul_i64(s, b.i64(TILE_ROWS * g.nr * 4))
-                _amx(b, "tileloadd64", B_TILES[j], b.gep(panel, b.add_i64(at, b.i64(j * ROW_BYTES)), i8), b.i64(g.nr * 4))
-            for i in halves:
-                for j in range(count):
-                    _amx(b, TILE_PRODUCT[g.quads], C_TILES[i][j], A_TILES[i], B_TILES[j])
+            a_at = [(b.gep(a_row, b.add_i64(b.mul_i64(s, b.i64(ROW_BYTES)), b.i64(i * TILE_ROWS * k_bytes)), i8), k_bytes)
+                    for i in halves]
+            b_row = b.mul_i64(s, b.i64(TILE_ROWS * g.nr * 4))
+            b_at = [(b.gep(panel, b.add_i64(b_row, b.i64(j * ROW_BYTES)), i8), g.nr * 4) for j in range(count)]
+            tile_step(b, a_at, b_at, g.quads)
             return []
 
         emit_for(b, 0, self.steps, step)
@@ -371,16 +381,9 @@ class AmxGemm:
 
 
 def whole_tiles_config(b: FunctionBuilder) -> SSAValue:
-    """A tile configuration on the stack with every tile whole: palette 1, 16 rows of 64 bytes
-    each (for `tile_gemm`; ``ldtilecfg`` it once per thread, ``tilerelease`` after)."""
-    cfg = b.stack(CONFIG_BYTES, i8)
-    for q in range(CONFIG_BYTES // 8):
-        b.store(b.i64(0), _at(b, cfg, q, i64))
-    b.store(b.constant(1, i8), _at(b, cfg, 0, i8))
-    for t in (*C_TILES[0], *C_TILES[1], *A_TILES, *B_TILES):
-        b.store(b.constant(TILE_ROWS, i8), _at(b, cfg, ROWS_AT + t, i8))
-        b.store(b.constant(ROW_BYTES, i16), _at(b, cfg, COLSB_AT // 2 + t, i16))
-    return cfg
+    """`configure` with every tile whole (16 rows of 64 bytes), for `tile_gemm`: ``ldtilecfg`` it
+    once per thread, ``tilerelease`` after."""
+    return configure(b, b.i64(TILE_ROWS), b.i64(TILE_ROWS))
 
 
 def tile_gemm(b: FunctionBuilder, row_tiles: int, col_tiles: int, k_steps: int, a: SSAValue, lda: int, bm: SSAValue,
@@ -412,14 +415,9 @@ def tile_gemm(b: FunctionBuilder, row_tiles: int, col_tiles: int, k_steps: int, 
                         _amx(b, "tilezero", C_TILES[i][j])
 
             def step(s: SSAValue, _c: list, i0=i0, j0=j0, rows=rows, cols=cols) -> list:
-                for i in rows:
-                    at = b.add_i64(b.mul_i64(s, b.i64(ROW_BYTES)), b.i64((i0 + i) * TILE_ROWS * lda * 4))
-                    _amx(b, "tileloadd64", A_TILES[i], b.gep(a, at, i8), b.i64(4 * lda))
-                for j in cols:
-                    _amx(b, "tileloadd64", B_TILES[j], tile_at(bm, s, ldb, j0 + j), b.i64(4 * ldb))
-                for i in rows:
-                    for j in cols:
-                        _amx(b, TILE_PRODUCT[False], C_TILES[i][j], A_TILES[i], B_TILES[j])
+                a_at = [(b.gep(a, b.add_i64(b.mul_i64(s, b.i64(ROW_BYTES)), b.i64((i0 + i) * TILE_ROWS * lda * 4)), i8), 4 * lda)
+                        for i in rows]
+                tile_step(b, a_at, [(tile_at(bm, s, ldb, j0 + j), 4 * ldb) for j in cols])
                 return []
 
             emit_for(b, 0, k_steps, step)
