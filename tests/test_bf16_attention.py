@@ -23,7 +23,7 @@ from xdsl.context import Context
 
 import tensor_graphs as tg
 from pinned_gemms import pinned_graph
-from test_bf16_gemm import ENGINES, _emulating_target, _runnable
+from test_bf16_gemm import ENGINES, _emulating_target, _runnable, assembly
 from tensor_graphs.dialects.packing import from_bf16, to_bf16
 from tensor_graphs.frontend.importer import import_model
 from tensor_graphs.lowering.tensor_to_buffer.scratch import attention_block
@@ -174,17 +174,9 @@ def test_bf16_attention_compiles_to_its_instructions(engine, monkeypatch):
     """Compiled for a CPU with the engine's instructions (whatever this CPU is): AMX tile products
     under one configuration a thread, or ``vdpbf16ps`` on zmm registers; the key rows and the
     probabilities rounded to bf16 by ``vcvtne2ps2bf16``."""
-    import llvmlite.binding as llvm
-
-    from tensor_graphs.codegen.llvm.jit import _target_machine, to_llvm_ir
-
     target, instruction = ENGINES[engine]
     inputs, causal = _inputs("bert")
-    graph = pinned_graph(_Sdpa(causal), inputs, target, VARIANT, monkeypatch, op="tg.attention")
-    build_pipeline("convert-tensor-to-buffer{threads=2},plan-memory,convert-buffer-to-llvm").apply(Context(), graph.module)
-    mod = llvm.parse_assembly(to_llvm_ir(graph.module))
-    mod.verify()
-    asm = _target_machine(2, Target.named(target)).emit_assembly(mod)
+    asm = assembly(pinned_graph(_Sdpa(causal), inputs, target, VARIANT, monkeypatch, op="tg.attention").module, target)
     ops = [line for line in asm.splitlines() if instruction in line]
     assert "vcvtne2ps2bf16" in asm
     if engine == "amx":

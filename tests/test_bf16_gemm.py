@@ -165,23 +165,26 @@ def test_bf16_gemm_over_run_time_rows(engine, monkeypatch):
         _check(fn(x.numpy()), model, x)
 
 
+def assembly(module, target: str) -> str:
+    """A tg-level ``module`` lowered for 2 threads, compiled (verified) to ``target``'s assembly."""
+    import llvmlite.binding as llvm
+
+    from tensor_graphs.codegen.llvm.jit import _target_machine, to_llvm_ir
+
+    build_pipeline("convert-tensor-to-buffer{threads=2},plan-memory,convert-buffer-to-llvm").apply(Context(), module)
+    mod = llvm.parse_assembly(to_llvm_ir(module))
+    mod.verify()
+    return _target_machine(2, Target.named(target)).emit_assembly(mod)
+
+
 @pytest.mark.parametrize("engine,k", [("avx512bf16", 256), ("amx", 256), ("amx", 130)])
 def test_bf16_gemm_compiles_to_its_instructions(engine, k, monkeypatch):
     """Compiled for a CPU with the engine's instructions (whatever this CPU is): the GEMM's code
     is ``vdpbf16ps`` on zmm registers, or AMX tile products under a tile configuration (K = 130:
     its tail of 2 words under a configuration of its own)."""
-    import llvmlite.binding as llvm
-
-    from tensor_graphs.codegen.llvm.jit import _target_machine, to_llvm_ir
-    from tensor_graphs.passes import build_pipeline as pipeline
-
     target, instruction = ENGINES[engine]
     model = torch.nn.Sequential(torch.nn.Linear(k, 128)).eval()
-    graph = _graph(model, torch.randn(40, k), target, monkeypatch)
-    pipeline("convert-tensor-to-buffer{threads=2},plan-memory,convert-buffer-to-llvm").apply(Context(), graph.module)
-    mod = llvm.parse_assembly(to_llvm_ir(graph.module))
-    mod.verify()
-    asm = _target_machine(2, Target.named(target)).emit_assembly(mod)
+    asm = assembly(_graph(model, torch.randn(40, k), target, monkeypatch).module, target)
     ops = [line for line in asm.splitlines() if instruction in line]
     if engine == "amx":
         assert len(ops) >= 4 and "ldtilecfg" in asm and "tilerelease" in asm

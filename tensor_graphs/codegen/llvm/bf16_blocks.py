@@ -16,18 +16,11 @@ from xdsl.dialects import llvm
 from xdsl.dialects.builtin import DenseArrayBase, VectorType, f32, i32
 from xdsl.ir import SSAValue
 
-from tensor_graphs.codegen.llvm.bf16_dot import PAIR_LANES, bf16_bits, bf16_vector
+from tensor_graphs.codegen.llvm.bf16_dot import PAIR_LANES, bf16_vector, pair_word
 from tensor_graphs.codegen.llvm.kernels import _at, _fmul, _load, _mul_idx
 from tensor_graphs.codegen.llvm.kernels_gemm import splat
 from tensor_graphs.codegen.llvm.loops import FunctionBuilder, Index, emit_for, emit_if, icmp
 from tensor_graphs.codegen.llvm.loops import value as _val
-
-
-def _word(b: FunctionBuilder, lo: SSAValue, hi: SSAValue | None) -> SSAValue:
-    """The i32 word of two floats in bf16 (`bf16_dot.bf16_bits`: to nearest even): ``lo`` in its
-    low half, ``hi`` in its high (None: 0), as `packing.bf16_k_pairs` pairs them."""
-    low = bf16_bits(b, lo)
-    return low if hi is None else b.add(llvm.OrOp(low, b.add(llvm.ShlOp(bf16_bits(b, hi), b.i32(16)))))
 
 
 def _store_word(b: FunctionBuilder, word: SSAValue, ptr: SSAValue, index: SSAValue | int | None) -> None:
@@ -84,19 +77,19 @@ def rows_as_pairs(b: FunctionBuilder, src: SSAValue, src_ld: int, rows: Index, c
 
         def pair(j: SSAValue, _w: list[SSAValue]) -> list[SSAValue]:
             c = b.mul_i64(j, b.i64(2))
-            _store_word(b, _word(b, _load(b, s_row, c), _load(b, s_row, b.add_i64(c, b.i64(1)))), d_row, j)
+            _store_word(b, pair_word(b, _load(b, s_row, c), _load(b, s_row, b.add_i64(c, b.i64(1)))), d_row, j)
             return []
 
         emit_for(b, vectors * PAIR_LANES, half, pair)
         if cols % 2:  # an odd count's last column, its word's high half 0
-            _store_word(b, _word(b, _load(b, s_row, cols - 1), None), d_row, half)
+            _store_word(b, pair_word(b, _load(b, s_row, cols - 1), None), d_row, half)
         _zero_words(b, d_row, whole, words)
         return []
 
     emit_for(b, 0, rows, row)
 
 
-def transposed_pairs(b: FunctionBuilder, src: SSAValue, src_ld: int, count: Index, d: int, dest: SSAValue, ld: int,
+def _transposed_pairs_words(b: FunctionBuilder, src: SSAValue, src_ld: int, count: Index, d: int, dest: SSAValue, ld: int,
                       words: int, scale: float = 1.0) -> None:
     """``dest[i, j] = word(scale * src[j, 2i], scale * src[j, 2i + 1])`` (``ld`` words a row) for
     the ``count`` rows of ``src`` (``i < ceil(d / 2)``: an odd ``d``'s last word has 0 high), zero
@@ -113,12 +106,12 @@ def transposed_pairs(b: FunctionBuilder, src: SSAValue, src_ld: int, count: Inde
 
         def pair(i: SSAValue, _w: list[SSAValue]) -> list[SSAValue]:
             c = b.mul_i64(i, b.i64(2))
-            _store_word(b, _word(b, value(c), value(b.add_i64(c, b.i64(1)))), dest, b.add_i64(_mul_idx(b, i, ld) or b.i64(0), j))
+            _store_word(b, pair_word(b, value(c), value(b.add_i64(c, b.i64(1)))), dest, b.add_i64(_mul_idx(b, i, ld) or b.i64(0), j))
             return []
 
         emit_for(b, 0, half, pair)
         if d % 2:
-            _store_word(b, _word(b, value(d - 1), None), dest, b.add_i64(b.i64(half * ld), j))
+            _store_word(b, pair_word(b, value(d - 1), None), dest, b.add_i64(b.i64(half * ld), j))
         return []
 
     emit_for(b, 0, count, source_row)
@@ -151,7 +144,7 @@ def row_pairs(b: FunctionBuilder, src: SSAValue, src_ld: int, keys: Index, dest:
     _zero_words(b, dest, whole * ld if isinstance(whole, int) else b.mul_i64(whole, b.i64(ld)), words * ld)
 
 
-def transposed_row_pairs(b: FunctionBuilder, v_ptr: SSAValue, v_ld: int, keys: Index, dv: int, dest: SSAValue,
+def _transposed_row_pairs_words(b: FunctionBuilder, v_ptr: SSAValue, v_ld: int, keys: Index, dv: int, dest: SSAValue,
                           words: int) -> None:
     """``dest[c, i] = word(V[2i, c], V[2i + 1, c])`` (``words`` a row) for ``c < dv`` over the
     block's ``keys`` (an odd count's last word has 0 high), zero from ``ceil(keys / 2)`` to
@@ -163,7 +156,7 @@ def transposed_row_pairs(b: FunctionBuilder, v_ptr: SSAValue, v_ld: int, keys: I
         hi_row = _at(b, lo_row, v_ld) if hi else None
 
         def column(c: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-            word = _word(b, _load(b, lo_row, c), _load(b, hi_row, c) if hi_row is not None else None)
+            word = pair_word(b, _load(b, lo_row, c), _load(b, hi_row, c) if hi_row is not None else None)
             _store_word(b, word, dest, b.add_i64(_mul_idx(b, c, words) or b.i64(0), i))
             return []
 
@@ -203,9 +196,9 @@ def _vector_or_zeros(b: FunctionBuilder, row: tuple[SSAValue, SSAValue], index: 
     return load_vector(b, b.add(llvm.SelectOp(inside, _at(b, ptr, index), zeros)), None)
 
 
-def transposed_pairs_vectors(b: FunctionBuilder, src: SSAValue, src_ld: int, count: Index, d: int, dest: SSAValue,
+def _transposed_pairs_vectors(b: FunctionBuilder, src: SSAValue, src_ld: int, count: Index, d: int, dest: SSAValue,
                               ld: int, words: int, scale: float, native: bool, zeros: SSAValue) -> None:
-    """`transposed_pairs` where ``d`` is whole vectors of 32 floats: per 16 rows of ``src`` (rows
+    """`_transposed_pairs_words` where ``d`` is whole vectors of 32 floats: per 16 rows of ``src`` (rows
     past ``count`` read from ``zeros``) and 32 of its columns, the rows' words (`bf16_vector`),
     transposed in registers (`transpose16`), stored as 16 words of 16 pair rows."""
     assert d % (2 * PAIR_LANES) == 0 and ld % PAIR_LANES == 0
@@ -229,9 +222,9 @@ def transposed_pairs_vectors(b: FunctionBuilder, src: SSAValue, src_ld: int, cou
     _zero_words(b, dest, (d // 2) * ld, words * ld)
 
 
-def transposed_row_pairs_vectors(b: FunctionBuilder, v_ptr: SSAValue, v_ld: int, keys: Index, dv: int, dest: SSAValue,
+def _transposed_row_pairs_vectors(b: FunctionBuilder, v_ptr: SSAValue, v_ld: int, keys: Index, dv: int, dest: SSAValue,
                                   words: int, native: bool, zeros: SSAValue) -> None:
-    """`transposed_row_pairs` where ``dv`` is whole vectors: per 16 pair rows (rows past ``keys``
+    """`_transposed_row_pairs_words` where ``dv`` is whole vectors: per 16 pair rows (rows past ``keys``
     read from ``zeros``) and 16 columns, the pairs' words (`bf16_vector`, interleaved),
     transposed in registers (`transpose16`), stored as 16 words of 16 rows."""
     assert dv % PAIR_LANES == 0 and words % PAIR_LANES == 0
@@ -250,3 +243,27 @@ def transposed_row_pairs_vectors(b: FunctionBuilder, v_ptr: SSAValue, v_ld: int,
         return []
 
     emit_for(b, 0, words // PAIR_LANES, group)
+
+
+def transposed_pairs(b: FunctionBuilder, src: SSAValue, src_ld: int, count: Index, d: int, dest: SSAValue, ld: int,
+                     words: int, scale: float, native: bool, zeros: SSAValue) -> None:
+    """``dest[i, j] = word(scale * src[j, 2i], scale * src[j, 2i + 1])`` over the ``count`` rows of
+    ``src`` (`_transposed_pairs_words`): 16 x 16 words at a time through registers where ``d`` is
+    whole vectors of 32 floats (`_transposed_pairs_vectors`; rows past ``count`` read from
+    ``zeros``, a stack vector of zeros), else a word at a time."""
+    if d % (2 * PAIR_LANES) == 0 and ld % PAIR_LANES == 0:
+        _transposed_pairs_vectors(b, src, src_ld, count, d, dest, ld, words, scale, native, zeros)
+    else:
+        _transposed_pairs_words(b, src, src_ld, count, d, dest, ld, words, scale)
+
+
+def transposed_row_pairs(b: FunctionBuilder, v_ptr: SSAValue, v_ld: int, keys: Index, dv: int, dest: SSAValue,
+                         words: int, native: bool, zeros: SSAValue) -> None:
+    """``dest[c, i] = word(V[2i, c], V[2i + 1, c])`` over the block's ``keys``
+    (`_transposed_row_pairs_words`): 16 x 16 words at a time through registers where ``dv`` is
+    whole vectors (`_transposed_row_pairs_vectors`; rows past ``keys`` read from ``zeros``), else
+    a word at a time."""
+    if dv % PAIR_LANES == 0 and words % PAIR_LANES == 0:
+        _transposed_row_pairs_vectors(b, v_ptr, v_ld, keys, dv, dest, words, native, zeros)
+    else:
+        _transposed_row_pairs_words(b, v_ptr, v_ld, keys, dv, dest, words)

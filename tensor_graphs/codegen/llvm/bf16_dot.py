@@ -57,6 +57,13 @@ def bf16_bits(b: FunctionBuilder, x: SSAValue) -> SSAValue:
     return b.add(llvm.SelectOp(is_nan, const(0x7FC0), rounded))
 
 
+def pair_word(b: FunctionBuilder, lo: SSAValue, hi: SSAValue | None) -> SSAValue:
+    """The i32 word of two floats in bf16 (`bf16_bits`): ``lo`` in its low half, ``hi`` in its
+    high (None: 0), as `packing.bf16_k_pairs` pairs them along K."""
+    low = bf16_bits(b, lo)
+    return low if hi is None else b.add(llvm.OrOp(low, b.add(llvm.ShlOp(bf16_bits(b, hi), b.i32(16)))))
+
+
 #: AVX512-BF16's conversion of two vectors of 16 floats to one of 32 bf16 (nearest even): the
 #: second operand's in the low half (LLVM upgrades this i16-vector result to its bfloat one).
 CVTNE2PS2BF16 = "llvm.x86.avx512bf16.cvtne2ps2bf16.512"

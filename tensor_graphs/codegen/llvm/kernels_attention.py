@@ -122,6 +122,13 @@ def _pad_rows_into(b: FunctionBuilder, src: SSAValue, src_ld: int, rows: Index, 
     emit_for(b, 0, rows, row)
 
 
+def inverse_or_zero(b: FunctionBuilder, total: SSAValue, zero: SSAValue) -> SSAValue:
+    """``1 / total``, 0 where ``total`` is not positive (a row whose every score was masked: its
+    output is 0, not NaN)."""
+    inverse = b.add(llvm.FDivOp(b.f32(1.0), total))
+    return b.add(llvm.SelectOp(b.add(llvm.FCmpOp(total, zero, "ogt")), inverse, zero))
+
+
 def _tile_gemm(
     ctx: KernelContext,
     rows: Index,
@@ -455,9 +462,7 @@ class _Attention:
         o_base = _add_idx(b, offs["out"], _mul_idx(b, q0, self.o_pos))
 
         def finish(r: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-            l_r = _load(b, p_sum, r)
-            inv = b.add(llvm.FDivOp(b.f32(1.0), l_r))
-            inv = b.add(llvm.SelectOp(b.add(llvm.FCmpOp(l_r, t.zero, "ogt")), inv, t.zero))
+            inv = inverse_or_zero(b, _load(b, p_sum, r), t.zero)
             acc_row = _at(b, p_acc, _mul_idx(b, r, self.dv_pad))
             o_row = _at(b, t.po, _add_idx(b, o_base, _mul_idx(b, r, self.o_pos)))
             emit_for(b, 0, self.dim_v, lambda c, _a: _store(b, _fmul(b, _load(b, acc_row, c), inv), o_row, c) or [])

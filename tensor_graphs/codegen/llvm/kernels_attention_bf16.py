@@ -43,14 +43,12 @@ from tensor_graphs.codegen.llvm.bf16_blocks import (
     store_vector,
     transpose16,
     transposed_pairs,
-    transposed_pairs_vectors,
     transposed_row_pairs,
-    transposed_row_pairs_vectors,
 )
 from tensor_graphs.codegen.llvm.bf16_dot import PAIR_LANES, native_bf16_dot
 from tensor_graphs.codegen.llvm.kernels import _add_idx, _at, _fadd, _fmax, _fmul, _fsub, _load, _mul_idx, _store
 from tensor_graphs.codegen.llvm.kernels_amx import TILE_ROWS, tile_gemm
-from tensor_graphs.codegen.llvm.kernels_attention import _tile_gemm
+from tensor_graphs.codegen.llvm.kernels_attention import _tile_gemm, inverse_or_zero
 from tensor_graphs.codegen.llvm.kernels_gemm import splat
 from tensor_graphs.codegen.llvm.loops import Index, emit_for, icmp, max_i64, min_i64
 from tensor_graphs.codegen.llvm.loops import value as _val
@@ -78,11 +76,8 @@ class PairedQueryBlock:
         emit_for(b, 0, n, lambda i, _: (_store(b, self.t.neg_inf, p["m"], i), _store(b, self.t.zero, p["l"], i)) and [])
         emit_for(b, 0, att.tiles.dv_pad * n, lambda i, _: _store(b, self.t.zero, p["acc"], i) or [])
         store_vector(b, splat(b, self.t.zero, PAIR_LANES), self.zeros, None)
-        if att.dim % (2 * PAIR_LANES) == 0:
-            transposed_pairs_vectors(b, self.q_ptr, att.q_pos, self.rows, att.dim, p["qt"], n, self.tiles.d_words, att.scale,
-                                      self.native, self.zeros)
-        else:
-            transposed_pairs(b, self.q_ptr, att.q_pos, self.rows, att.dim, p["qt"], n, self.tiles.d_words, att.scale)
+        transposed_pairs(b, self.q_ptr, att.q_pos, self.rows, att.dim, p["qt"], n, self.tiles.d_words, att.scale, self.native,
+                         self.zeros)
         kb_end = att._key_blocks_end(self.q0, self.rows) if att.causal else self.t.n_kblocks
         emit_for(b, 0, kb_end, lambda kb, _: self.key_block(kb) or [])
         self.finish()
@@ -100,10 +95,7 @@ class PairedQueryBlock:
         self.mask_and_diagonal(k0, cols)
         self.softmax(cols)
         row_pairs(b, p["scores"], n, cols, p["pt"], n, tiles.key_words, self.native)
-        if att.dim_v % PAIR_LANES == 0:
-            transposed_row_pairs_vectors(b, v_ptr, att.v_pos, cols, att.dim_v, p["vp"], tiles.key_words, self.native, self.zeros)
-        else:
-            transposed_row_pairs(b, v_ptr, att.v_pos, cols, att.dim_v, p["vp"], tiles.key_words)
+        transposed_row_pairs(b, v_ptr, att.v_pos, cols, att.dim_v, p["vp"], tiles.key_words, self.native, self.zeros)
         self.gemm(att.dim_v, tiles.dv_pad, tiles.key_words, p["vp"], p["pt"], p["acc"], True)
 
     def gemm(self, rows: Index, most: int, k_words: int, a: SSAValue, bm: SSAValue, c: SSAValue, accumulate: bool) -> None:
@@ -193,18 +185,18 @@ class PairedQueryBlock:
         emit_for(b, 0, cols, exp_row)
 
     def finish(self) -> None:
-        """``out[q0 + i, c] = acc[c, i] / l[i]`` for the block's rows (0 where ``l`` is 0): where
-        Dv is whole vectors, 16 queries by 16 columns at a time, transposed in registers
-        (`transpose16`), else one element at a time."""
+        """``out[q0 + i, c] = acc[c, i] / l[i]`` for the block's rows (0 where ``l`` is 0): the
+        N inverses into alpha, then where Dv is whole vectors 16 queries by 16 columns at a time,
+        transposed in registers (`finish_vectors`), else one element at a time."""
         b, att, t, n, p = self.b, self.att, self.t, self.n, self.p
+        emit_for(b, 0, n, lambda i, _: _store(b, inverse_or_zero(b, _load(b, p["l"], i), t.zero), p["alpha"], i) or [])
         o_base = _add_idx(b, self.offs["out"], _mul_idx(b, self.q0, att.o_pos))
         if att.dim_v % PAIR_LANES == 0:
             self.finish_vectors(o_base)
             return
 
         def row(i: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-            l_i = _load(b, p["l"], i)
-            inv = b.add(llvm.SelectOp(b.add(llvm.FCmpOp(l_i, t.zero, "ogt")), b.add(llvm.FDivOp(b.f32(1.0), l_i)), t.zero))
+            inv = _load(b, p["alpha"], i)
             o_row = _at(b, t.po, _add_idx(b, o_base, _mul_idx(b, i, att.o_pos)))
             emit_for(b, 0, att.dim_v, lambda c, _a: _store(b, _fmul(b, _load(b, p["acc"], b.add_i64(_mul_idx(b, c, n) or b.i64(0), i)), inv),
                                                           o_row, c) or [])
@@ -213,18 +205,10 @@ class PairedQueryBlock:
         emit_for(b, 0, self.rows, row)
 
     def finish_vectors(self, o_base: SSAValue | None) -> None:
-        """`finish` in vectors: ``1 / l`` (0 where ``l`` is 0) over the N queries into alpha, then
-        per 16 queries and 16 columns ``acc * (1 / l)`` transposed to 16 rows of out (a row past
-        the block's stored to a stack vector, never to out)."""
+        """`finish` in vectors: per 16 queries and 16 columns ``acc * (1 / l)`` (the inverses in
+        alpha) transposed to 16 rows of out (a row past the block's stored to a stack vector,
+        never to out)."""
         b, att, t, n, p = self.b, self.att, self.t, self.n, self.p
-
-        def inverse(i: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-            l_i = _load(b, p["l"], i)
-            inv = b.add(llvm.SelectOp(b.add(llvm.FCmpOp(l_i, t.zero, "ogt")), b.add(llvm.FDivOp(b.f32(1.0), l_i)), t.zero))
-            _store(b, inv, p["alpha"], i)
-            return []
-
-        emit_for(b, 0, n, inverse)
         trash = b.stack(PAIR_LANES, f32)
 
         def group(g: SSAValue, _: list[SSAValue]) -> list[SSAValue]:

@@ -53,7 +53,7 @@ from tensor_graphs.codegen.llvm.kernels import (
     splat_value,
     symbolic_refusal,
 )
-from tensor_graphs.codegen.llvm.bf16_dot import bf16_bits
+from tensor_graphs.codegen.llvm.bf16_dot import pair_word
 from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, broadcast_strides, emit_for, emit_if, emit_loop, icmp
 from tensor_graphs.codegen.llvm.loops import value as _val
 from tensor_graphs.codegen.llvm.scalar import emit_convert
@@ -377,8 +377,7 @@ def _im2col_pairs(ctx: KernelContext, op: buf.Im2colOp, tap, plain: bool) -> Non
         """The words of one pair row (from ``dst``, in panel 0) of the planes ``low`` and ``high``
         (None: zeros)."""
         def word(b: FunctionBuilder, vals: list[SSAValue]) -> SSAValue:
-            lo = bf16_bits(b, vals[0])
-            return lo if high is None else b.add(llvm.OrOp(lo, b.add(llvm.ShlOp(bf16_bits(b, vals[1]), b.i32(16)))))
+            return pair_word(b, vals[0], vals[1] if high is not None else None)
 
         planes = [low] if high is None else [low, high]
         if full:

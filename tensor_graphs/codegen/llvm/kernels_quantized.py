@@ -30,7 +30,7 @@ from xdsl.dialects import llvm
 from xdsl.dialects.builtin import IntegerType, VectorType, f32, i8, i16, i32, i64
 from xdsl.ir import SSAValue
 
-from tensor_graphs.codegen.llvm.bf16_dot import bf16_bits, dot_pairs, int_splat, native_bf16_dot
+from tensor_graphs.codegen.llvm.bf16_dot import dot_pairs, int_splat, native_bf16_dot, pair_word
 from tensor_graphs.codegen.llvm.kernels import REGISTRY, KernelContext, LoweringError, check_no_overlap
 from tensor_graphs.codegen.llvm.kernels_gemm import _prefetch, _vector_at, splat, vector_type
 from tensor_graphs.codegen.llvm.loops import FunctionBuilder, emit_for, min_i64
@@ -275,14 +275,14 @@ def _emit_bf16_dot_matvec(ctx: KernelContext, op: buf.QuantizedMatvecOp) -> None
         row = b.gep(pa, m * k, f32)
 
         def pair(kk: SSAValue, _c, m=m, row=row) -> list:
-            lo = bf16_bits(b, b.load(b.gep(row, b.mul_i64(kk, b.i64(2)), f32), f32))
-            hi = bf16_bits(b, b.load(b.gep(row, b.add_i64(b.mul_i64(kk, b.i64(2)), b.i64(1)), f32), f32))
-            b.store(b.add(llvm.OrOp(lo, b.add(llvm.ShlOp(hi, b.i32(16))))), b.gep(x, b.add_i64(kk, b.i64(m * k2)), i32))
+            lo = b.load(b.gep(row, b.mul_i64(kk, b.i64(2)), f32), f32)
+            hi = b.load(b.gep(row, b.add_i64(b.mul_i64(kk, b.i64(2)), b.i64(1)), f32), f32)
+            b.store(pair_word(b, lo, hi), b.gep(x, b.add_i64(kk, b.i64(m * k2)), i32))
             return []
 
         emit_for(b, 0, k // 2, pair)
         if k % 2:  # the last word pairs a[m, K - 1] with a zero (the panels' zero row)
-            b.store(bf16_bits(b, b.load(b.gep(row, k - 1, f32), f32)), b.gep(x, m * k2 + k2 - 1, i32))
+            b.store(pair_word(b, b.load(b.gep(row, k - 1, f32), f32), None), b.gep(x, m * k2 + k2 - 1, i32))
     shared_x = b.add(llvm.PtrToIntOp(x, i64))
 
     def panel(b: FunctionBuilder, p: SSAValue, px: SSAValue) -> None:
