@@ -14,8 +14,9 @@ pair row kk holds ``B[2kk, j]`` low and ``B[2kk + 1, j]`` high, which is AMX's "
                     A0, A1 = A[r0 : r0 + 16, 32 s : 32 s + 32], A[r0 + 16 : r0 + 32, ...]
                     B0, B1 = panel[p, 16 s : 16 s + 16, c0 : c0 + 16], [.., c0 + 16 : c0 + 32]
                     Cij += Ai @ Bj                      (tdpbf16ps: 16 x 16 x 32 multiply-adds)
-                out[r0 + 16 i : ..., p NR + c0 + 16 j : ...] = Cij   (a partial column tile: via the stack)
-                out[block] = act(alpha * out[block] + beta * acc + addend)    (the epilogue, if any)
+                    out[previous block's rows R s .. R s + R] = act(...)   (a deferred activation)
+                out[r0 + 16 i : ..., p NR + c0 + 16 j : ...] = alpha Cij + addend   (a partial column tile: via the stack)
+                out[block] = act(out[block])    (the activation, if any: deferred to the next block's steps)
 
 The threads share out the items: each panel's rows in G groups of whole blocks (`row_groups`),
 the items group-major, so that a thread reads its groups' rows of A from memory once and from
@@ -30,11 +31,16 @@ change within a tile's sums (``ldtilecfg`` zeroes the tiles): where K is not a m
 on the stack, a configuration whose A tiles have the tail's words a row and B tiles the tail's pair
 rows is loaded, the sums loaded back, the tail's product added, and the next block loads its
 full-K configuration again (`K_TAIL_SCRATCH`).
-The epilogue runs on each 32 x 32 block as soon as its sums are stored (still in L1, as the
-float32 GEMM's on each tile), or with ``tg.separate_epilogue`` in one sweep after the tiles (a
-tuner's parameter): with a GELU after a 768 x 3072 GEMM the two measured alike on Emerald Rapids
-(`benchmarks/bf16_gemm.py --gelu --engines amx amx-swept`: 2.06 / 2.07 and 1.96 / 1.91 ms at 128
-rows, 16.3 / 15.7 ms at 512), the GELU's arithmetic not overlapping the tile unit's.
+The epilogue runs on each 32 x 32 block as its sums are stored (alpha and the addends on each
+tile, in vectors), or with ``tg.separate_epilogue`` in one sweep after the tiles (a tuner's
+parameter). A whole block's activation waits for the next block of the item: ``R = ceil(32 /
+steps)`` of its rows after each of that block's K steps, so that its vector arithmetic runs while
+the tile unit multiplies (`_interleaved_steps`; the last block's at the end of the item's whole
+blocks, `_flush`). Run after each block instead, a GELU's polynomials did not overlap the tiles:
+on Emerald Rapids, 128 x 768 by 768 x 3072, 1 thread, the activation's cost over the same GEMM
+without one fell from 510-530 us to 290-310 (GELU), 305 to 90-110 (tanh GELU), 265 to 55-90 (SiLU)
+with bf16 tiles, and from 450 to 345-365 us (GELU) with int8 tiles
+(`benchmarks/amx_epilogue.py`).
 The int8 GEMM (``quads``, where the target has AMX-INT8) runs on the same tiles: A's rows are the
 codes `buf.quantize_rows` made (unsigned bytes, 64 of K a tile row, the row's scale after them,
 never loaded), B's the "int8kpanels" quads (16 rows of quads, 64 of K), ``tdpbusd`` sums them in
@@ -170,6 +176,9 @@ class AmxGemm:
         # is stored (`store`, `kernels_gemm.dequant_tile`: the scalar epilogue did not vectorise);
         # the block's epilogue then applies the activation alone (all of it, on a partial panel)
         self.added = not self.swept
+        # a whole block's activation (its addends taken as its tiles were stored) runs during the
+        # next block's tile products, a few of its rows each K step (`_interleaved_steps`)
+        self.deferred = self.epilogue and not self.swept and self.act != "none" and self.steps > 0
         target = gemm.ctx.target
         self.groups = row_groups(gemm.panels, gemm.m if gemm.m_size is None else None, target.cores,
                                  gemm.m * gemm.lda * 4, target.caches.l2)
@@ -204,6 +213,8 @@ class AmxGemm:
         k_tail = (lambda rows: configure(b, *rows, self.k_tail)) if self.k_tail else (lambda _rows: None)
         self.configs = {False: (self.full_cfg, k_tail(whole)), True: (self.tail_cfg, k_tail(self.tail_rows))}
         self.scratch = b.stack(K_TAIL_SCRATCH, f32) if self.k_tail else None
+        self.pending = b.stack(1, i64, 8)  # out's offset of the block whose activation waits; -1: none
+        b.store(b.i64(-1), self.pending)
         emit_for(b, start, end, lambda i, _: self.item(i) or [])
         _amx(b, "tilerelease")
 
@@ -229,6 +240,7 @@ class AmxGemm:
         _amx(b, "ldtilecfg", self.full_cfg)
         emit_for(b, first, last, lambda r, _: self.block(p, b.mul_i64(r, b.i64(2 * TILE_ROWS)), partial, True, None)
                  or [])
+        self._flush()
 
         def tail() -> None:
             _amx(b, "ldtilecfg", self.tail_cfg)
@@ -272,7 +284,13 @@ class AmxGemm:
             tile_step(b, a_at, b_at, g.quads)
             return []
 
-        emit_for(b, 0, self.steps, step)
+        defer = self.deferred and not partial and tail is None and count == 2
+        if defer:
+            pending = b.load(self.pending, i64)
+            emit_if(b, icmp(b, "sge", pending, b.i64(0)), lambda: self._interleaved_steps(step, pending),
+                    lambda: emit_for(b, 0, self.steps, step))
+        else:
+            emit_for(b, 0, self.steps, step)
         if k_tail is not None:
             self._k_tail_step(step, halves, count, k_tail)
         widths = [min(TILE_ROWS, g.last_cols - (c + j) * TILE_ROWS) if partial else TILE_ROWS for j in range(count)]
@@ -280,10 +298,61 @@ class AmxGemm:
             row = b.add_i64(r0, b.i64(i * TILE_ROWS))
             for j in range(count):
                 self.store(C_TILES[i][j], p, row, (c + j) * TILE_ROWS, widths[j], TILE_ROWS if tail is None else tail[i], partial)
-        if self.epilogue and not self.swept and (self.act != "none" or partial):
+        if defer:  # this block's activation waits for the next block's steps (or `_flush`)
+            at = b.add_i64(b.mul_i64(r0, b.i64(g.n)), b.add_i64(b.mul_i64(p, b.i64(g.nr)), b.i64(c * TILE_ROWS)))
+            b.store(at, self.pending)
+        elif self.epilogue and not self.swept and (self.act != "none" or partial):
             width = sum(widths)
             rows = b.i64(len(halves) * TILE_ROWS) if tail is None else tail[0] if not halves2 else b.add_i64(*tail)
             self.block_epilogue(p, r0, c * TILE_ROWS, rows, width, partial)
+
+    def _interleaved_steps(self, step, pending: SSAValue) -> None:
+        """The K steps of a block with the waiting block's activation (out's 32 x 32 floats at
+        ``pending``) spread over them, ``R = ceil(32 / steps)`` of its rows after each step: its
+        vector work runs beside the tile unit's products, where after the block it would wait
+        for them (a GELU's polynomials cost as much as a 768-deep block's tiles)::
+
+            for s in 0 .. S:  step(s); out[pending + (R s + q) N, 0 : 32] = act(...) for q < R
+            for s in S .. K / 32:  step(s)
+        """
+        b = self.ctx.b
+        per_step = -(-2 * TILE_ROWS // self.steps)
+        spread = -(-2 * TILE_ROWS // per_step)  # steps that carry rows
+
+        def with_rows(s: SSAValue, c: list) -> list:
+            step(s, c)
+            first = b.mul_i64(s, b.i64(per_step))
+            for q in range(per_step):
+                row = b.add_i64(first, b.i64(q))
+                if (2 * TILE_ROWS) % per_step:
+                    emit_if(b, icmp(b, "slt", row, b.i64(2 * TILE_ROWS)), lambda row=row: self._activate(pending, row, 1))
+                else:
+                    self._activate(pending, row, 1)
+            return []
+
+        emit_for(b, 0, spread, with_rows)
+        emit_for(b, spread, self.steps, step)
+
+    def _activate(self, at: SSAValue, row: SSAValue, rows: int) -> None:
+        """``out = act(out)`` over ``rows`` rows from ``row`` of the 32 columns at out's offset ``at``
+        (a deferred block: its alpha and addends taken as its tiles were stored)."""
+        g, b = self.g, self.ctx.b
+        out = Access(b.gep(self.po, b.add_i64(at, b.mul_i64(row, b.i64(g.n))), f32), (g.n, 1), f32)
+        with _scalar_errors(g.op):
+            emit_pointwise(b, (rows, 2 * TILE_ROWS), out, [out], lambda b, v: _epilogue_value(b, v[0], [], [], self.act))
+
+    def _flush(self) -> None:
+        """The waiting block's activation, if any, all of it now (the end of an item's whole blocks)."""
+        b = self.ctx.b
+        if not self.deferred:
+            return
+        pending = b.load(self.pending, i64)
+
+        def run() -> None:
+            self._activate(pending, b.i64(0), 2 * TILE_ROWS)
+            b.store(b.i64(-1), self.pending)
+
+        emit_if(b, icmp(b, "sge", pending, b.i64(0)), run)
 
     def _k_tail_step(self, step, halves: tuple, count: int, k_tail: SSAValue) -> None:
         """The K tail's product: the sums to the scratch, the tail's configuration (A tiles of
