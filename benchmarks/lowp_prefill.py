@@ -1,12 +1,15 @@
 """Reduced-precision prefill: tensor_graphs tuned within a tolerance against its float32 graph and
 OpenVINO at f32 and bf16, each time beside its error.
 
-    .venv/bin/python benchmarks/lowp_prefill.py [--models mlp encoder gpt2 resnet] [--threads 1,2]
+    .venv/bin/python benchmarks/lowp_prefill.py [--models mlp encoder gpt2 qwen3 resnet] [--threads 1,2]
                                                 [--tolerance 1e-2 [3e-2 ...]] [--rounds 10]
 
 Rows (random init, ``torch.manual_seed(0)``): the MLP 768 -> 3072 -> 768 (GELU) at 64 and 128
 rows; one BertLayer (d 768, 12 heads, FFN 3072) at seq 128 (``suite.EncoderBlock``); GPT-2 small
-prefill 128, all logits (``gpt2.build``); ResNet-50 at 224 x 224, batch 1 (``suite.build_resnet50``:
+prefill 128, all logits (``gpt2.build``); the Qwen3-0.6B-shaped model (``decode.build_qwen3``: 28 layers,
+d 1024, 16 query and 8 KV heads, a 151,936-token vocabulary) prefill 128, the last position's
+logits (only with ``--models qwen3``: its float64 reference and OpenVINO's conversion take
+minutes); ResNet-50 at 224 x 224, batch 1 (``suite.build_resnet50``:
 transformers', its batch norms folded; only with ``--models resnet``). Engines: ``tg-fp32``, tensor_graphs' heuristic graph;
 ``tg-tuned`` (``tg-tuned@<tolerance>`` for each of several), ``tg.compile(tune="missing",
 tolerance=...)``, whose tuner may take the bf16 GEMMs (``matmul.packed_bf16``: AMX tiles,
@@ -40,25 +43,45 @@ def mlp() -> torch.nn.Module:
     return torch.nn.Sequential(torch.nn.Linear(768, 3072), torch.nn.GELU(), torch.nn.Linear(3072, 768)).eval()
 
 
-def rows() -> list[tuple[str, torch.nn.Module, torch.Tensor]]:
-    """(label, model, input) of every row, by ``--models`` key."""
+class LastLogits(torch.nn.Module):
+    """``ids -> logits`` of the last position of a causal LM (``logits_to_keep=1``: the LM head
+    runs on that row alone, as a prompt's prefill does), no KV cache."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.model(ids, use_cache=False, logits_to_keep=1).logits
+
+
+def rows(keys: list[str]) -> dict[str, list[tuple[str, torch.nn.Module, torch.Tensor]]]:
+    """(label, model, input) of every row of ``keys`` (``--models``)."""
+    from decode import build_qwen3
     from suite import EncoderBlock, build_resnet50
 
     torch.manual_seed(0)
-    out = {"mlp": [], "encoder": [], "gpt2": [], "resnet": []}
-    model = mlp()
-    for m in (64, 128):
-        out["mlp"].append((f"MLP 768-3072-768, {m} rows", model, torch.randn(m, 768)))
-    out["encoder"].append(("BertLayer d 768, seq 128", EncoderBlock(768, 12, 3072).eval(), torch.randn(1, 128, 768)))
-    g = gpt2.build()
-    out["gpt2"].append(("GPT-2 small prefill 128, all logits", g, torch.randint(0, g.model.config.vocab_size, (1, 128))))
-    out["resnet"].append(("ResNet-50 224x224, batch 1", build_resnet50(False), torch.randn(1, 3, 224, 224)))
+    out: dict[str, list] = {key: [] for key in keys}
+    if "mlp" in keys:
+        model = mlp()
+        for m in (64, 128):
+            out["mlp"].append((f"MLP 768-3072-768, {m} rows", model, torch.randn(m, 768)))
+    if "encoder" in keys:
+        out["encoder"].append(("BertLayer d 768, seq 128", EncoderBlock(768, 12, 3072).eval(), torch.randn(1, 128, 768)))
+    if "gpt2" in keys:
+        g = gpt2.build()
+        out["gpt2"].append(("GPT-2 small prefill 128, all logits", g, torch.randint(0, g.model.config.vocab_size, (1, 128))))
+    if "qwen3" in keys:
+        q = LastLogits(build_qwen3(False)).eval()
+        out["qwen3"].append(("Qwen3-0.6B-shaped prefill 128, last logits", q, torch.randint(0, q.model.config.vocab_size, (1, 128))))
+    if "resnet" in keys:
+        out["resnet"].append(("ResNet-50 224x224, batch 1", build_resnet50(False), torch.randn(1, 3, 224, 224)))
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", nargs="+", default=["mlp", "encoder", "gpt2"], choices=["mlp", "encoder", "gpt2", "resnet"])
+    ap.add_argument("--models", nargs="+", default=["mlp", "encoder", "gpt2"], choices=["mlp", "encoder", "gpt2", "qwen3", "resnet"])
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--tolerance", type=float, nargs="+", default=[1e-2])
     ap.add_argument("--rounds", type=int, default=10)
@@ -74,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"CPU: {platform.processor() or platform.machine()}; target: {Target.host().describe()}")
     print("\n| row | threads | " + " | ".join(f"{e} ms (error)" for e in makers) + "".join(f" | {t} / tg-fp32" for t in tuned) + " |")
     print("|---|--:|" + "--:|" * (len(makers) + len(tuned)))
-    table = rows()
+    table = rows(args.models)
     for key in args.models:
         for label, model, x in table[key]:
             expected = gpt2.reference64(model, x)
