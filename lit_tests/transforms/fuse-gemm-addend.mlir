@@ -53,3 +53,23 @@ func.func @not_fused(%w: memref<1x32x16xf32>, %p: memref<2x16x16xf32>, %b: memre
   buf.copy ins(%n : memref<1x32x20xf32>) outs(%out2 : memref<1x32x20xf32>)
   func.return
 }
+
+// -----
+
+// A transformer block's residual, `x + linear(h)` (a buf.add, no activation): the projection's
+// GEMM takes x as its addend after its bias. Left alone: an add that broadcasts.
+
+// CHECK-LABEL: func.func @transformer_residual(
+// CHECK:         buf.packed_matmul ins(%h, %p, %b, %x : memref<8x16xf32>, memref<2x16x16xf32>, memref<32xf32>, memref<8x32xf32>) outs(%out0 : memref<8x32xf32>) {beta = 1.000000e+00 : f32}
+// CHECK-NEXT:    %[[N:.*]] = buf.alloc : memref<8x32xf32>
+// CHECK-NEXT:    buf.packed_matmul ins(%h, %p : memref<8x16xf32>, memref<2x16x16xf32>) outs(%[[N]] : memref<8x32xf32>)
+// CHECK-NEXT:    buf.add ins(%[[N]], %b
+func.func @transformer_residual(%h: memref<8x16xf32>, %p: memref<2x16x16xf32>, %b: memref<32xf32>, %x: memref<8x32xf32>, %out0: memref<8x32xf32>, %out1: memref<8x32xf32>) attributes {tg.num_outputs = 2 : i64} {
+  %m = buf.alloc : memref<8x32xf32>
+  buf.packed_matmul ins(%h, %p, %b : memref<8x16xf32>, memref<2x16x16xf32>, memref<32xf32>) outs(%m : memref<8x32xf32>) {beta = 1.000000e+00 : f32}
+  buf.add ins(%m, %x : memref<8x32xf32>, memref<8x32xf32>) outs(%out0 : memref<8x32xf32>)
+  %n = buf.alloc : memref<8x32xf32>
+  buf.packed_matmul ins(%h, %p : memref<8x16xf32>, memref<2x16x16xf32>) outs(%n : memref<8x32xf32>)
+  buf.add ins(%n, %b : memref<8x32xf32>, memref<32xf32>) outs(%out1 : memref<8x32xf32>)
+  func.return
+}

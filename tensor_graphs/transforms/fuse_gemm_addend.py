@@ -2,7 +2,8 @@
 
 A ResNet block ends ``relu(conv3(x) + bias + shortcut)``: `fuse-matmul-epilogue` gives the GEMM
 its bias (``acc``), and the residual add and ReLU stay a `buf.bias_activation` sweep over the
-output, written and read back once more. When one of its two operands is the output of a packed
+output, written and read back once more; a transformer block's ``x + linear(h)`` stays a `buf.add`
+the same way. When one of its two operands (float32, both of the output's elements) is the output of a packed
 GEMM that nothing else reads, and the other one has the same elements (a residual, not a
 broadcast bias), that GEMM takes the other as its addend (`buf.packed_matmul`'s fourth input, or
 its accumulator when it has none) and the activation, and writes the sum's buffer itself; it
@@ -64,7 +65,7 @@ def _views_and_readers(alloc: buf.AllocOp) -> tuple[list[Operation], list[tuple[
     return views[::-1], readers
 
 
-def _fusable_gemm(value: SSAValue, add: buf.BiasActivationOp) -> buf.PackedMatmulOp | None:
+def _fusable_gemm(value: SSAValue, add: buf.BiasActivationOp | buf.AddOp) -> buf.PackedMatmulOp | None:
     """The packed GEMM that writes ``value``'s buffer for ``add`` alone, with no activation and
     room for an addend; else None."""
     root = buf.root_buffer(value)
@@ -94,15 +95,16 @@ def _view(value: SSAValue, shape: tuple[int, ...]) -> tuple[list[Operation], SSA
 
 
 class FuseResidualIntoGemm(RewritePattern):
-    """``bias_activation(gemm_out, residual)`` -> the GEMM with the residual as its addend (see
-    the module doc)."""
+    """``bias_activation(gemm_out, residual)`` or ``add(gemm_out, residual)`` -> the GEMM with the
+    residual as its addend (see the module doc)."""
 
     @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: buf.BiasActivationOp, rewriter: PatternRewriter) -> None:
+    def match_and_rewrite(self, op: buf.BiasActivationOp | buf.AddOp, rewriter: PatternRewriter) -> None:
         x, other = op.inputs
         out = op.output
-        if numel(dims_of(other.type)) != numel(dims_of(out.type)):
-            return  # a broadcast bias: fuse-matmul-epilogue's
+        if any(numel(dims_of(v.type)) != numel(dims_of(out.type)) or v.type.element_type != f32  # type: ignore[attr-defined]
+               for v in (x, other, out)):
+            return  # a broadcast bias (fuse-matmul-epilogue's), or not float32
         block = op.parent_block()
         if block is None:
             return
@@ -115,7 +117,7 @@ class FuseResidualIntoGemm(RewritePattern):
         new_ops, addend_view = _view(addend, shape)
         out_ops, out_view = _view(out, shape)
         props = {k: v for k, v in gemm.properties.items() if k in ("alpha", "beta")}
-        props["activation"] = StringAttr(op.activation.data)
+        props["activation"] = StringAttr(op.activation.data if isinstance(op, buf.BiasActivationOp) else "none")
         inputs = list(gemm.inputs)
         if len(inputs) == 2:  # no accumulator: the residual is it
             props["beta"] = FloatAttr(1.0, f32)
