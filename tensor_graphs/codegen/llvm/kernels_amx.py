@@ -213,8 +213,9 @@ class AmxGemm:
         k_tail = (lambda rows: configure(b, *rows, self.k_tail)) if self.k_tail else (lambda _rows: None)
         self.configs = {False: (self.full_cfg, k_tail(whole)), True: (self.tail_cfg, k_tail(self.tail_rows))}
         self.scratch = b.stack(K_TAIL_SCRATCH, f32) if self.k_tail else None
-        self.pending = b.stack(1, i64, 8)  # out's offset of the block whose activation waits; -1: none
-        b.store(b.i64(-1), self.pending)
+        if self.deferred:  # out's offset of the block whose activation waits; -1: none
+            self.pending = b.stack(1, i64, 8)
+            b.store(b.i64(-1), self.pending)
         emit_for(b, start, end, lambda i, _: self.item(i) or [])
         _amx(b, "tilerelease")
 
