@@ -17,7 +17,11 @@ AVX512-BF16 dot products; for convolutions ``matmul.packed_rhs_bf16``, and
 ``winograd_conv.direct_bf16`` for the 3x3 ones at stride 1) and the int8 GEMMs
 (``matmul.packed_int8``: AMX-INT8 tiles, VNNI) where
 the CPU has them and their measured error fits (its compile includes the measuring); ``openvino-f32`` and ``openvino-bf16``
-(``INFERENCE_PRECISION_HINT``; skipped when OpenVINO is not installed). Within a row the engines
+(``INFERENCE_PRECISION_HINT``; skipped when OpenVINO is not installed). With ``--bf16-model`` also
+``eager-bf16`` and ``tg-bf16-model``: the model and its input cast to bfloat16 (``model.to(torch.bfloat16)``),
+run by PyTorch eager and by ``tg.compile`` (the heuristic's paths: a bf16 model's GEMMs and
+convolutions on its bf16 operands, `matmul.bf16_operands` / `matmul.bf16_operands_rhs`), their
+outputs widened to float32. Within a row the engines
 alternate (``gpt2.bench``); medians. Errors: max |y - y64| / max |y64| against eager in float64
 (the model and input cast to double), so that float32 engines show their own rounding.
 """
@@ -25,6 +29,7 @@ alternate (``gpt2.bench``); medians. Errors: max |y - y64| / max |y64| against e
 from __future__ import annotations
 
 import argparse
+import copy
 import functools
 import platform
 import sys
@@ -79,6 +84,33 @@ def rows(keys: list[str]) -> dict[str, list[tuple[str, torch.nn.Module, torch.Te
     return out
 
 
+def _bf16_model(model: torch.nn.Module, x: torch.Tensor, cache: dict) -> tuple[torch.nn.Module, torch.Tensor]:
+    """``model`` and ``x`` in bfloat16 (token ids stay integers), made once per row."""
+    if "bf16-model" not in cache:
+        cache["bf16-model"] = (copy.deepcopy(model).to(torch.bfloat16), x.to(torch.bfloat16) if x.is_floating_point() else x)
+    return cache["bf16-model"]
+
+
+def make_eager_bf16(model, x, threads, cache):
+    """PyTorch eager on the model cast to bfloat16."""
+    m16, x16 = _bf16_model(model, x, cache)
+
+    def run():
+        with torch.no_grad():
+            return m16(x16).float()
+
+    return run
+
+
+def make_tg_bf16_model(model, x, threads, cache):
+    """``tg.compile`` of the model cast to bfloat16 (the heuristic's paths), compiled once per row."""
+    m16, x16 = _bf16_model(model, x, cache)
+    if "tg-bf16" not in cache:
+        cache["tg-bf16"] = tg.compile(m16, (x16,))
+    fn = cache["tg-bf16"]
+    return lambda: torch.as_tensor(fn(x16)).float()
+
+
 #: (row key, engine, threads) -> why that engine is left out of that row: it kills the process
 KNOWN_CRASHES = {
     ("qwen3", "openvino-bf16", 1): "OpenVINO 2026.4.1's CPU plugin dies compiling it in bf16 for 1 thread "
@@ -92,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--tolerance", type=float, nargs="+", default=[1e-2])
     ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--bf16-model", action="store_true", help="also the model cast to bfloat16: eager and tg.compile")
     args = ap.parse_args(argv)
     names = {t: "tg-tuned" if len(args.tolerance) == 1 else f"tg-tuned@{t:g}" for t in args.tolerance}
     tuned = {name: functools.partial(gpt2.make_tensor_graphs_tuned, engine=name, tolerance=t) for t, name in names.items()}
@@ -100,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         makers.update({"openvino-f32": gpt2.MAKERS["openvino"], "openvino-bf16": gpt2.MAKERS["openvino-bf16"]})
     else:
         print("OpenVINO is not installed (pip install .[bench]): its rows are left out")
+    if args.bf16_model:
+        makers.update({"eager-bf16": make_eager_bf16, "tg-bf16-model": make_tg_bf16_model})
     threads_list = [int(t) for t in args.threads.split(",")]
     print(f"CPU: {platform.processor() or platform.machine()}; target: {Target.host().describe()}")
     print("\n| row | threads | " + " | ".join(f"{e} ms (error)" for e in makers) + "".join(f" | {t} / tg-fp32" for t in tuned) + " |")

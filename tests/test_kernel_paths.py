@@ -64,7 +64,7 @@ def test_a_pin_that_cannot_run_says_why():
     graph = _tg_module(Mlp().eval(), torch.randn(8, 32))
     matmul = next(p.op for p in kernel_paths(graph.module) if p.name == "tg.matmul")
     for variant, message in (
-        ("matmul.nope", "not one of its variants: matmul.packed, matmul.packed_rhs, matmul.bf16_operands, matmul.blas"),
+        ("matmul.nope", "not one of its variants: matmul.packed, matmul.packed_rhs, matmul.bf16_operands, matmul.bf16_operands_rhs, matmul.blas"),
         ("matmul.packed_rhs", "which cannot run it: the lhs is not a 2-D weight"),
     ):
         pin(matmul, variant)

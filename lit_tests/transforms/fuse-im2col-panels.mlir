@@ -58,3 +58,49 @@ func.func @pointwise(%x: memref<1x4x6x6xf32>, %out0: memref<1x8x36xf32>) attribu
   buf.packed_matmul ins(%w, %p : memref<1x8x4xf32>, memref<3x4x16xf32>) outs(%out0 : memref<1x8x36xf32>)
   func.return
 }
+
+// -----
+
+// A bf16 model's 3x3 convolution (matmul.bf16_operands_rhs): its input widened from bf16 for the
+// windows alone. The windows are packed into bf16 pairs from the bf16 values: no cast, no float32
+// copy of the input.
+
+// CHECK-LABEL: func.func @bf16_windows(
+// CHECK-NOT:     buf.cast
+// CHECK:         buf.im2col ins(%x : memref<1x4x6x6xbf16>) outs(%{{.*}} : memref<3x18x32xbf16>) {kernel = array<i64: 3, 3>, {{.*}}panels = 16 : i64}
+// CHECK-NOT:     buf.cast
+func.func @bf16_windows(%x: memref<1x4x6x6xbf16>, %out0: memref<1x8x36xf32>) attributes {tg.num_outputs = 1 : i64} {
+  %w = buf.weight "conv.weight" : memref<1x8x36xbf16>
+  %f = buf.alloc : memref<1x4x6x6xf32>
+  buf.cast ins(%x : memref<1x4x6x6xbf16>) outs(%f : memref<1x4x6x6xf32>)
+  %c = buf.alloc : memref<1x4x3x3x6x6xf32>
+  buf.im2col ins(%f : memref<1x4x6x6xf32>) outs(%c : memref<1x4x3x3x6x6xf32>) {kernel = array<i64: 3, 3>, stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>}
+  %c2 = buf.reshape %c : memref<1x4x3x3x6x6xf32> -> memref<1x36x36xf32>
+  %1 = buf.reshape %c2 : memref<1x36x36xf32> -> memref<1x36x1x36xf32>
+  %p = buf.alloc : memref<3x18x32xbf16>
+  buf.im2col ins(%1 : memref<1x36x1x36xf32>) outs(%p : memref<3x18x32xbf16>) {kernel = array<i64: 1, 1>, stride = array<i64: 1, 1>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, panels = 16 : i64}
+  buf.packed_matmul ins(%w, %p : memref<1x8x36xbf16>, memref<3x18x32xbf16>) outs(%out0 : memref<1x8x36xf32>)
+  func.return
+}
+
+// -----
+
+// A 1x1 convolution of a bf16 value the model reads elsewhere too (a residual): the float32
+// widening is the packing's alone, so it goes; the bf16 value stays for its other reader.
+
+// CHECK-LABEL: func.func @bf16_pointwise(
+// CHECK-NOT:     buf.cast
+// CHECK:         %[[R:.*]] = buf.reshape %x : memref<1x4x6x6xbf16> -> memref<1x4x1x36xbf16>
+// CHECK-NEXT:    buf.im2col ins(%[[R]] : memref<1x4x1x36xbf16>) outs(%{{.*}} : memref<3x2x32xbf16>)
+// CHECK:         buf.copy ins(%x : memref<1x4x6x6xbf16>)
+func.func @bf16_pointwise(%x: memref<1x4x6x6xbf16>, %out0: memref<1x8x36xf32>, %out1: memref<1x4x6x6xbf16>) attributes {tg.num_outputs = 2 : i64} {
+  %w = buf.weight "conv.weight" : memref<1x8x4xbf16>
+  %f = buf.alloc : memref<1x4x6x6xf32>
+  buf.cast ins(%x : memref<1x4x6x6xbf16>) outs(%f : memref<1x4x6x6xf32>)
+  %1 = buf.reshape %f : memref<1x4x6x6xf32> -> memref<1x4x1x36xf32>
+  %p = buf.alloc : memref<3x2x32xbf16>
+  buf.im2col ins(%1 : memref<1x4x1x36xf32>) outs(%p : memref<3x2x32xbf16>) {kernel = array<i64: 1, 1>, stride = array<i64: 1, 1>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, panels = 16 : i64}
+  buf.packed_matmul ins(%w, %p : memref<1x8x4xbf16>, memref<3x2x32xbf16>) outs(%out0 : memref<1x8x36xf32>)
+  buf.copy ins(%x : memref<1x4x6x6xbf16>) outs(%out1 : memref<1x4x6x6xbf16>)
+  func.return
+}

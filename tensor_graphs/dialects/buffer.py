@@ -1319,8 +1319,8 @@ class Im2colOp(KernelOp):
         oh, ow = self.positions(ins[0])
         k = ins[0][1] * kernel[0] * kernel[1]
         expected = (-(-(oh * ow) // nr), -(-k // 2), 2 * nr) if self.pairs else (-(-(oh * ow) // nr), k, nr)
-        if self.pairs and self.inputs[0].type.element_type != f32:  # type: ignore[attr-defined]
-            raise ShapeError(f"panels of bf16 pairs take a float32 input, got {self.inputs[0].type}")
+        if self.pairs and self.inputs[0].type.element_type not in (f32, BFloat16Type()):  # type: ignore[attr-defined]
+            raise ShapeError(f"panels of bf16 pairs take a float32 or bf16 input, got {self.inputs[0].type}")
         if len(out) == 4:  # one set of panels per image
             expected = (ins[0][0], *expected)
         elif ins[0][0] != 1:

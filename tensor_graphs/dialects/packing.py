@@ -379,6 +379,8 @@ class Bf16RowsLayout:
     bf16 bits."""
 
     source: str
+    #: a bf16 model's weight (its bits, uint16) packs as it is: bf16 rows hold its values exactly
+    bf16_source = True
 
     @property
     def slot_name(self) -> str:

@@ -7,6 +7,10 @@ with ``panels = NR`` over the activation (`buf.Im2colOp`). When that activation 
 windows go to the panels directly, and the plain windows buffer (nine times the input for a 3x3
 kernel) is never written or read. A `buf`-level pass: it runs before `plan-memory`.
 
+A bf16 model's windows (`matmul.bf16_operands_rhs`: panels of bf16 pairs) of an activation that
+a ``buf.cast`` widened from bf16 for them alone are packed from the bf16 values themselves: the
+cast and its float32 buffer are gone (`FuseWideningIntoPairs`).
+
 ```mlir
 // before
 %c = buf.alloc : memref<1x64x3x3x56x56xf32>
@@ -26,8 +30,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp
+from xdsl.dialects.builtin import BFloat16Type, IntegerAttr, ModuleOp, f32
 from xdsl.ir import Operation
+from xdsl.rewriter import InsertPoint
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -38,7 +43,7 @@ from xdsl.pattern_rewriter import (
 )
 
 from tensor_graphs.dialects import buffer as buf
-from tensor_graphs.dialects.symbolic import dims_of
+from tensor_graphs.dialects.symbolic import dims_of, shaped_memref
 
 
 def _is_packing(op: buf.Im2colOp) -> bool:
@@ -89,11 +94,51 @@ class FuseIm2colIntoPanels(RewritePattern):
         rewriter.erase_op(alloc)
 
 
+class FuseWideningIntoPairs(RewritePattern):
+    """``im2col{bf16 pairs}(reshape*(cast(x: bf16) : f32))`` -> ``im2col{bf16 pairs}(reshape(x))``
+    when the float32 widening is read by that packing alone: its values are ``x``'s, whose bits
+    are the pairs' halves (`kernels_movement._im2col_pairs`)::
+
+        buf.cast ins(%x : memref<1x64x56x56xbf16>) outs(%w : memref<1x64x56x56xf32>)
+        buf.im2col ins(%w : memref<1x64x56x56xf32>) outs(%p : memref<49x288x128xbf16>) {kernel = 3x3, panels = 64}
+        ->
+        buf.im2col ins(%x : memref<1x64x56x56xbf16>) outs(%p : memref<49x288x128xbf16>) {kernel = 3x3, panels = 64}
+    """
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: buf.Im2colOp, rewriter: PatternRewriter) -> None:
+        if not op.pairs or op.inputs[0].type.element_type != f32:  # type: ignore[attr-defined]
+            return
+        chain: list[Operation] = []
+        value = op.inputs[0]
+        while isinstance(value.owner, buf.ReshapeOp) and len(list(value.uses)) == 1:
+            chain.append(value.owner)
+            value = value.owner.input
+        alloc = value.owner
+        if not isinstance(alloc, buf.AllocOp) or len(list(alloc.result.uses)) != 2:
+            return  # written by the cast, read by the chain (or the packing) alone
+        cast = next((u.operation for u in alloc.result.uses if isinstance(u.operation, buf.CastOp)), None)
+        if cast is None or cast.outputs[0] is not alloc.result or not isinstance(cast.inputs[0].type.element_type, BFloat16Type):
+            return
+        source = cast.inputs[0]
+        shape = op.inputs[0].type
+        if tuple(dims_of(source.type)) != tuple(dims_of(shape)):
+            reshape = buf.ReshapeOp(source, shaped_memref(BFloat16Type(), dims_of(shape)))
+            rewriter.insert_op(reshape, InsertPoint.before(op))
+            source = reshape.results[0]
+        rewriter.replace_op(op, buf.Im2colOp([source], [op.output], dict(op.properties)))
+        for dead in chain:
+            rewriter.erase_op(dead)
+        rewriter.erase_op(cast)
+        rewriter.erase_op(alloc)
+
+
 @dataclass(frozen=True)
 class FuseIm2colPanelsPass(ModulePass):
-    """Fold each convolution's plain im2col into the packing of its GEMM's panels."""
+    """Fold each convolution's plain im2col, and a bf16 activation's widening, into the packing of
+    its GEMM's panels."""
 
     name = "fuse-im2col-panels"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        PatternRewriteWalker(GreedyRewritePatternApplier([FuseIm2colIntoPanels()]), apply_recursively=False).rewrite_module(op)
+        PatternRewriteWalker(GreedyRewritePatternApplier([FuseIm2colIntoPanels(), FuseWideningIntoPairs()])).rewrite_module(op)

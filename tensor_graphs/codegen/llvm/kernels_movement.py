@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import IntegerAttr, IntegerType, f32, f64, i1, i32, i64
+from xdsl.dialects.builtin import BFloat16Type, IntegerAttr, IntegerType, f32, f64, i1, i16, i32, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from tensor_graphs.codegen.checks import embedding_message, take_message
@@ -362,8 +362,12 @@ def _im2col_pairs(ctx: KernelContext, op: buf.Im2colOp, tap, plain: bool) -> Non
     ``2 T`` rows are ``T`` whole pair rows, each the two taps' planes (``tap``: on the stack; the
     input rows themselves when ``plain``) combined into whole words, stored as vectors. The
     last panel's columns past OH*OW are zeros; an odd C's last channel is alone, its last pair
-    row's high halves (the zero row that pads an odd K) zeros."""
+    row's high halves (the zero row that pads an odd K) zeros. A bf16 input (a bf16 model's
+    values, `fuse-im2col-panels`) is paired as it is: its bits are the halves."""
     (x,), out = op.inputs, op.output
+    el = x.type.element_type  # type: ignore[attr-defined]
+    bits = isinstance(el, BFloat16Type)
+    plane_el = i16 if bits else f32  # a plane's values as the pairing reads them
     n, c, h, w = _shape(x)
     (kh, kw) = op.window[0]
     nr, taps = op.panel_columns, numel(op.positions(_shape(x)))
@@ -377,25 +381,31 @@ def _im2col_pairs(ctx: KernelContext, op: buf.Im2colOp, tap, plain: bool) -> Non
         """The words of one pair row (from ``dst``, in panel 0) of the planes ``low`` and ``high``
         (None: zeros)."""
         def word(b: FunctionBuilder, vals: list[SSAValue]) -> SSAValue:
-            return pair_word(b, vals[0], vals[1] if high is not None else None)
+            if not bits:
+                return pair_word(b, vals[0], vals[1] if high is not None else None)
+            low_half = b.add(llvm.ZExtOp(vals[0], i32))
+            if high is None:
+                return low_half
+            return b.add(llvm.OrOp(low_half, b.add(llvm.ShlOp(b.add(llvm.ZExtOp(vals[1], i32)), b.i32(16)))))
 
         planes = [low] if high is None else [low, high]
         if full:
-            emit_pointwise(b, (full, nr), Access(dst, (panel_words, 1), i32), [Access(p, (nr, 1), f32) for p in planes], word)
+            emit_pointwise(b, (full, nr), Access(dst, (panel_words, 1), i32), [Access(p, (nr, 1), plane_el) for p in planes],
+                           word)
         if last:
             tail = b.gep(dst, full * panel_words, i32)
-            emit_pointwise(b, (last,), Access(tail, (1,), i32), [Access(b.gep(p, full * nr, f32), (1,), f32) for p in planes],
-                           word)
+            emit_pointwise(b, (last,), Access(tail, (1,), i32),
+                           [Access(b.gep(p, full * nr, plane_el), (1,), plane_el) for p in planes], word)
             emit_pointwise(b, (nr - last,), Access(b.gep(tail, last, i32), (1,), i32), [], lambda b, _v: b.i32(0))
 
     def body(b: FunctionBuilder, start: SSAValue | int, end: SSAValue | int) -> None:
         xp, outp = ctx.ptr(x), ctx.ptr(out)
-        stack = None if plain else (b.stack(taps, f32), b.stack(taps, f32))
+        stack = None if plain else (b.stack(taps, el), b.stack(taps, el))
 
         def plane(image, channel: SSAValue, t: int, which: int) -> SSAValue:
             """Channel ``channel``'s tap t: its input row itself (``plain``), or its plane on the stack."""
             row = channel if image == 0 else b.add_i64(b.mul_i64(image, b.i64(c)), channel)
-            src_row = b.gep(xp, b.mul_i64(row, b.i64(h * w)), f32)
+            src_row = b.gep(xp, b.mul_i64(row, b.i64(h * w)), el)
             if plain:
                 return src_row
             i, j = divmod(t, kw)

@@ -21,6 +21,7 @@ register_kernel(tg.ReluOp, KernelVariant("relu.loop", build=lambda op, ins, out:
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Union
@@ -668,12 +669,23 @@ def _bf16_source(value: SSAValue) -> SSAValue | None:
     return cast.input if isinstance(value.type.element_type, Float32Type) else None  # type: ignore[attr-defined]
 
 
+def _bf16_representable(x: float) -> bool:
+    """Whether the float32 ``x`` is a bf16 value: its low 16 bits are zeros."""
+    return struct.unpack("<I", struct.pack("<f", x))[0] & 0xFFFF == 0
+
+
 def _bf16_exact(value: SSAValue) -> bool:
-    """Whether every element of the float32 ``value`` is a bf16 value: a widened bf16 tensor, or
-    a fused elementwise result that ends in the rounding to bf16 and back (`widen-dtypes` rounds
-    each op of a bf16 model so)."""
+    """Whether every element of the float32 ``value`` is a bf16 value: a widened bf16 tensor, a
+    fused elementwise result that ends in the rounding to bf16 and back (`widen-dtypes` rounds
+    each op of a bf16 model so), a reshape of one, or its windows (`tg.im2col`) padded with a
+    bf16 value."""
     if _bf16_source(value) is not None:
         return True
+    if isinstance(value.owner, tg.ReshapeOp):
+        return _bf16_exact(value.owner.input)
+    if isinstance(value.owner, tg.Im2colOp):  # windows of bf16 values, padded with one (0, -inf)
+        pad = value.owner.pad_value.value.data
+        return _bf16_representable(pad) and _bf16_exact(value.owner.input)
     fused = value.owner
     if not isinstance(fused, tg.FusedElementwiseOp):
         return False
@@ -755,12 +767,18 @@ def _packed_rhs_applies(op: Operation) -> str | None:
     assert isinstance(op, tg.MatmulOp)
     if (why := _all_f32(op)) is not None:
         return why
-    lhs, rhs = op.operands[0], op.operands[1]
-    weight = lhs
+    lhs = weight = op.operands[0]
     while isinstance(weight.owner, tg.ReshapeOp):  # a convolution's [Cout, C, KH, KW] as [Cout, K]
         weight = weight.owner.input
     if not isinstance(weight.owner, tg.WeightOp) or len(_shape(lhs)) != 2:
         return "the lhs is not a 2-D weight"
+    return _rhs_panels_fit(op)
+
+
+def _rhs_panels_fit(op: Operation) -> str | None:
+    """The rhs of ``op`` (a weight times an activation) can be packed by the graph: an activation
+    ``[1.., K, N]`` or ``[B, K, N]``, neither operand transposed, at least 16 columns."""
+    rhs = op.operands[1]
     if isinstance(rhs.owner, tg.WeightOp):
         return "the rhs is a weight"
     if any(op.properties.get(t) == tg.bool_attr(True) for t in ("transpose_a", "transpose_b")):
@@ -823,6 +841,66 @@ def _packed_rhs_bf16_applies(op: Operation) -> str | None:
     if (why := _packed_rhs_applies(op)) is not None:
         return why
     return _no_bf16_dots(op)
+
+
+def _bf16_weight_of(value: SSAValue) -> tg.WeightOp | None:
+    """The bf16 weight whose float32 widening ``value`` is, through reshapes (a bf16 model's
+    convolution weight ``[Cout, C, KH, KW]`` widened by `widen-dtypes`, seen as ``[Cout, K]``)."""
+    while isinstance(value.owner, tg.ReshapeOp):
+        value = value.owner.input
+    source = _bf16_source(value)
+    return source.owner if source is not None and isinstance(source.owner, tg.WeightOp) else None
+
+
+def _bf16_operands_rhs_apply(op: Operation) -> str | None:
+    """A bf16 model's convolution: a bf16 weight widened to float32 (through reshapes) times
+    windows or an activation of bf16 values (`_bf16_exact`), shaped as `_packed_rhs_applies`
+    takes them. The products are exact in float32, as in `matmul.bf16_operands`: the bf16 GEMM
+    computes what the float32 one would, in another order, on any CPU (AMX, AVX512-BF16 or their
+    emulation by FMAs)."""
+    assert isinstance(op, tg.MatmulOp)
+    if (why := _all_f32(op)) is not None:
+        return why
+    if _bf16_weight_of(op.operands[0]) is None or not _bf16_exact(op.operands[1]):
+        return "the operands are not a bf16 weight widened to float32 and bf16 values"
+    if len(_shape(op.operands[0])) != 2:
+        return "the lhs is not 2-D"
+    return _rhs_panels_fit(op)
+
+
+def _bf16_operands_rhs_prepare(op: Operation, ins: Sequence[SSAValue], target: Target) -> tuple[list[Operation], list[SSAValue]]:
+    """`_pack_rhs_bf16_at_run_time` for a bf16 model: the bf16 weight's rows packed at load time
+    (exactly), not its float32 widening (whose cast, if this GEMM was its only reader, is
+    dropped); the windows rounded to bf16 as they are packed (exactly: they are bf16 values)."""
+    w = _bf16_weight_of(op.operands[0])
+    assert w is not None
+    rows = _bf16_rows_of(w)
+    made, ins2 = _rhs_panels(op, ins, target, rows.result, BFloat16Type())
+    _drop_widened_weight(op.operands[0], ins[0])
+    return [rows, *made], ins2
+
+
+def _drop_widened_weight(value: SSAValue, lhs: SSAValue) -> None:
+    """Erase the ``buf.cast`` widening a bf16 weight into ``lhs`` (``value``'s buffer, through
+    ``buf.reshape``s), with those reshapes and the cast's allocation, when this GEMM was the only
+    reader of ``value`` and of every reshape between it and the cast."""
+    while isinstance(value.owner, tg.ReshapeOp):
+        if len(list(value.uses)) != 1:
+            return
+        value = value.owner.input
+    if len(list(value.uses)) != 1:
+        return
+    chain = []
+    while isinstance(lhs.owner, buf.ReshapeOp) and len(list(lhs.uses)) == (1 if chain else 0):
+        chain.append(lhs.owner)
+        lhs = lhs.owner.input
+    cast = _writer_cast(lhs)
+    if cast is None or len(list(lhs.uses)) != 1 + (1 if chain else 0):
+        return
+    for reshape in chain:
+        reshape.detach()
+        reshape.erase()
+    _drop(cast, lhs)
 
 
 def _bf16_rows_of(w: tg.WeightOp) -> buf.PackedWeightOp:
@@ -999,6 +1077,16 @@ _register_all(
         "a bf16 model's GEMM: the register-tiled (or AMX) GEMM over the bf16 weight packed as pairs along K "
         "and the bf16 activation as it is, float32 sums (exact products: no error beyond float32's)",
         prepare=_bf16_operands_prepare,
+        packs_weights=True,
+    ),
+    KernelVariant(
+        "matmul.bf16_operands_rhs",
+        _packed_matmul,
+        _bf16_operands_rhs_apply,
+        "a bf16 model's convolution: the bf16 weight as bf16 rows packed at load time, the windows of bf16 values "
+        "packed by the graph into panels of bf16 pairs along K, float32 sums (exact products: no error beyond "
+        "float32's)",
+        prepare=_bf16_operands_rhs_prepare,
         packs_weights=True,
     ),
     KernelVariant("matmul.blas", _matmul, _one_numeric_dtype,
