@@ -1,7 +1,7 @@
 """Where tensor_graphs spends its time on a tg-bench workload: every kernel's share, kernel by kernel.
 
     .venv/bin/python benchmarks/kernel_profile.py WORKLOAD [--threads 1] [--repeat 10] [--top 30]
-                                                  [--weight-format int4] [--tolerance 1e-2]
+                                                  [--weight-format int4] [--tolerance 1e-2] [--bf16-model]
 
 WORKLOAD is one of the rows of ``tg-bench`` (the same models, inputs and seeds):
 
@@ -64,8 +64,10 @@ FORWARD = ("mlp-b1", "mlp-b64", "encoder-768", "encoder-256", "gpt2-32", "gpt2-1
 DECODER = ("gpt2-prefill", "gpt2-decode", "qwen3-prefill", "qwen3-decode")
 
 
-def profile_forward(name: str, repeat: int, tolerance: float | None = None):
+def profile_forward(name: str, repeat: int, tolerance: float | None = None, bf16_model: bool = False):
     model, x = forward_case(name)
+    if bf16_model:  # the model and its input in bfloat16 (token ids stay integers)
+        model, x = model.to(torch.bfloat16), (x.to(torch.bfloat16) if x.is_floating_point() else x)
     t0 = time.perf_counter()
     tuned = {} if tolerance is None else {"tune": "missing", "tolerance": tolerance}
     fn = tg.compile(model, (x,), profile=True, **tuned)
@@ -100,12 +102,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tolerance", type=float, default=None,
                    help="forward workloads: the paths tuned at this tolerance (tune=\"missing\", as tg-bench's "
                         "tg-lowp at 1e-2: the bf16 and int8 GEMMs where their error fits); default: the heuristic's")
+    p.add_argument("--bf16-model", action="store_true",
+                   help="forward workloads: the model and its input cast to bfloat16 (model.to(torch.bfloat16))")
     args = p.parse_args(argv)
     tg.set_num_threads(args.threads)
     torch.set_num_threads(args.threads)
     with torch.inference_mode():
         if args.workload in FORWARD:
-            report = profile_forward(args.workload, args.repeat, args.tolerance)
+            report = profile_forward(args.workload, args.repeat, args.tolerance, args.bf16_model)
         else:
             report = profile_decoder(args.workload, args.repeat, args.weight_format)
     print(f"{args.workload}, {args.threads} thread(s):")
