@@ -659,6 +659,9 @@ class PackedMatmulOp(KernelOp):
     scales and offsets ("int8kpanels", ``[P, ceil(K / 4) + 2, 4 NR]`` i8) by the rows
     `buf.quantize_rows` made (i8 ``[..., M, 4 ceil(K / 4) + 4]``: `quads`); the output and the
     epilogue stay float32.
+
+    ``rounding = "bf16"``: each output rounded to bf16 after the activation (nearest even; the
+    buffer stays float32), as a bf16 model rounds every op's result (`fuse-gemm-rounding`).
     """
 
     name = "buf.packed_matmul"
@@ -666,8 +669,11 @@ class PackedMatmulOp(KernelOp):
     alpha = prop_def(FloatAttr, default_value=float_attr(1.0))
     beta = prop_def(FloatAttr, default_value=float_attr(0.0))
     activation = prop_def(StringAttr, default_value=StringAttr("none"))
+    rounding = prop_def(StringAttr, default_value=StringAttr("none"))
 
     def verify_kernel(self, ins, out):
+        if self.rounding.data not in ("none", "bf16"):
+            raise ShapeError(f"rounding must be none or bf16, got '{self.rounding.data}'")
         a, packed = ins[0], ins[1]
         if len(packed) == 4:  # a batch of GEMMs: one set of panels each, one A each or one for all
             g, panels, k, nr = packed

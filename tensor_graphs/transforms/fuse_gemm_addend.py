@@ -45,7 +45,7 @@ from tensor_graphs.dialects.shapes import numel
 from tensor_graphs.dialects.symbolic import dims_of, shaped_memref
 
 
-def _views_and_readers(alloc: buf.AllocOp) -> tuple[list[Operation], list[tuple[Operation, SSAValue]]] | None:
+def views_and_readers(alloc: buf.AllocOp) -> tuple[list[Operation], list[tuple[Operation, SSAValue]]] | None:
     """The reshapes of ``alloc``'s buffer (deepest first) and every (op, operand) that uses it
     through them; None when a subview (part of the bytes) takes it."""
     views: list[Operation] = []
@@ -71,7 +71,7 @@ def _fusable_gemm(value: SSAValue, add: buf.BiasActivationOp | buf.AddOp) -> buf
     root = buf.root_buffer(value)
     if not isinstance(root.owner, buf.AllocOp):
         return None
-    found = _views_and_readers(root.owner)
+    found = views_and_readers(root.owner)
     if found is None or len(found[1]) != 2:
         return None
     readers = found[1]
@@ -80,14 +80,15 @@ def _fusable_gemm(value: SSAValue, add: buf.BiasActivationOp | buf.AddOp) -> buf
         return None
     # one GEMM, or a batch of them sharing their A (a convolution over a batch of images)
     one_a = len(dims_of(gemm.inputs[1].type)) == 3 or len(dims_of(gemm.inputs[0].type)) == 2
-    if len(gemm.inputs) > 3 or not one_a or gemm.activation.data != "none":
+    if len(gemm.inputs) > 3 or not one_a or gemm.activation.data != "none" or gemm.rounding.data != "none":
         return None
     if len(gemm.inputs) == 3 and gemm.flags[1] == 0.0:
         return None  # an accumulator with beta 0 is no accumulator: left as it is
     return gemm
 
 
-def _view(value: SSAValue, shape: tuple[int, ...]) -> tuple[list[Operation], SSAValue]:
+def view_as(value: SSAValue, shape: tuple[int, ...]) -> tuple[list[Operation], SSAValue]:
+    """``value`` seen as ``shape``: the ``buf.reshape`` that makes it (none when it has it) and the view."""
     if dims_of(value.type) == shape:
         return [], value
     view = buf.ReshapeOp(value, shaped_memref(f32, shape))
@@ -114,8 +115,8 @@ class FuseResidualIntoGemm(RewritePattern):
         # the GEMM computed last: the other operand is ready before it
         gemm, addend = max(candidates, key=lambda c: block.get_operation_index(c[0]))
         shape = dims_of(gemm.output.type)
-        new_ops, addend_view = _view(addend, shape)
-        out_ops, out_view = _view(out, shape)
+        new_ops, addend_view = view_as(addend, shape)
+        out_ops, out_view = view_as(out, shape)
         props = {k: v for k, v in gemm.properties.items() if k in ("alpha", "beta")}
         props["activation"] = StringAttr(op.activation.data if isinstance(op, buf.BiasActivationOp) else "none")
         inputs = list(gemm.inputs)
@@ -125,7 +126,7 @@ class FuseResidualIntoGemm(RewritePattern):
         fused = buf.PackedMatmulOp(inputs, [out_view], props)
         fused.attributes.update(gemm.attributes)  # its kernel parameters (tg.k_block, ...)
         alloc = buf.root_buffer(gemm.output).owner
-        found = _views_and_readers(alloc)  # type: ignore[arg-type]
+        found = views_and_readers(alloc)  # type: ignore[arg-type]
         assert found is not None
         rewriter.replace_op(op, [*new_ops, *out_ops, fused], [])
         rewriter.erase_op(gemm)

@@ -65,7 +65,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, VectorType, f32, i32, i64
+from xdsl.dialects.builtin import BFloat16Type, DenseArrayBase, IntegerAttr, VectorType, f32, i32, i64
 from xdsl.ir import Operation, SSAValue
 
 from tensor_graphs.codegen.llvm.bf16_dot import dot_pairs, int_splat, native_bf16_dot
@@ -87,7 +87,7 @@ from tensor_graphs.codegen.llvm.kernels import (
 from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, broadcast_strides, collapse_dims, emit_for, emit_if, icmp, min_i64
 from tensor_graphs.codegen.llvm.loops import sum_i64 as _sum
 from tensor_graphs.codegen.llvm.loops import value as _val
-from tensor_graphs.codegen.llvm.scalar import emit_unary, fma
+from tensor_graphs.codegen.llvm.scalar import emit_convert, emit_unary, fma
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.packing import INT8K_SCALE_ROWS
 from tensor_graphs.dialects.shapes import contiguous_strides, numel
@@ -502,7 +502,7 @@ class _PackedGemm:
         self.addend = op.inputs[3] if len(op.inputs) == 4 else None  # a residual after a bias (`fuse-gemm-addend`)
         self.out = op.output
         self.alpha, self.beta = op.flags
-        self.act = op.activation.data
+        self.act = epilogue_function(op)
         self.so = _shape(self.out)
         a_shape = _shape(self.a)
         self.batched = len(_shape(self.packed)) == 4
@@ -1130,12 +1130,26 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
         gemm.emit()
 
 
+def epilogue_function(op: buf.PackedMatmulOp) -> str:
+    """What a packed GEMM applies to each sum after its addends: its activation, then with
+    ``rounding = "bf16"`` the rounding to bf16 and back, ``"<activation>+bf16"`` (``"none"``:
+    nothing, so that ``!= "none"`` says an epilogue has work)."""
+    act = op.activation.data
+    return act if op.rounding.data == "none" else f"{act}+{op.rounding.data}"
+
+
 def _epilogue_value(b: FunctionBuilder, y: SSAValue, values: list[SSAValue], addends: list, act: str) -> SSAValue:
     """``act(y + scale * value ...)``: one output element's epilogue, ``values`` its addends'
-    (``addends``: (buffer, strides..., scale) each), in a GEMM's tile or in a separate sweep."""
+    (``addends``: (buffer, strides..., scale) each), in a GEMM's tile or in a separate sweep;
+    ``act`` an `epilogue_function` (an activation, then perhaps the rounding to bf16)."""
     for v, (*_, scale) in zip(values, addends):
         y = b.add(llvm.FAddOp(y, v if scale == 1.0 else b.add(llvm.FMulOp(v, b.f32(scale)))))
-    return y if act == "none" else emit_unary(b, act, y)
+    activation, _, rounding = act.partition("+")
+    if activation != "none":
+        y = emit_unary(b, activation, y)
+    if rounding:
+        y = emit_convert(b, emit_convert(b, y, BFloat16Type()), f32)
+    return y
 
 
 def _sweep_epilogue(ctx: KernelContext, op: Operation, addends: list, act: str, alpha: float = 1.0) -> None:
