@@ -9,7 +9,8 @@ rounding (`buf.packed_matmul {rounding = "bf16"}`) and writes the body's buffer 
 
 The bodies taken: ``round(x)`` and ``round(relu(round(x)))``, which is ``round(relu(x))``
 (rounding to nearest is monotone and keeps zero and the sign, so it commutes with the ReLU: the
-same bits, NaN included); ``round`` is ``arith.truncf`` to bf16 then ``arith.extf`` to f32. A
+same values, NaN included; the epilogue's ReLU keeps a -0.0 where ``maximumf`` gives +0.0);
+``round`` is ``arith.truncf`` to bf16 then ``arith.extf`` to f32. A
 body whose result is bf16 itself (a model output) is left alone: the GEMM writes float32. A
 `buf`-level pass: it runs before `plan-memory`.
 

@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects.builtin import BFloat16Type, IntegerAttr, ModuleOp, f32
 from xdsl.ir import Operation
-from xdsl.rewriter import InsertPoint
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -41,6 +40,7 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
+from xdsl.rewriter import InsertPoint
 
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.symbolic import dims_of, shaped_memref
