@@ -65,9 +65,9 @@ def views_and_readers(alloc: buf.AllocOp) -> tuple[list[Operation], list[tuple[O
     return views[::-1], readers
 
 
-def _fusable_gemm(value: SSAValue, add: buf.BiasActivationOp | buf.AddOp) -> buf.PackedMatmulOp | None:
-    """The packed GEMM that writes ``value``'s buffer for ``add`` alone, with no activation and
-    room for an addend; else None."""
+def sole_gemm(value: SSAValue, reader: Operation) -> buf.PackedMatmulOp | None:
+    """The packed GEMM that writes ``value``'s buffer (through reshapes) for ``reader`` alone, with
+    no activation or rounding of its own; else None."""
     root = buf.root_buffer(value)
     if not isinstance(root.owner, buf.AllocOp):
         return None
@@ -76,11 +76,34 @@ def _fusable_gemm(value: SSAValue, add: buf.BiasActivationOp | buf.AddOp) -> buf
         return None
     readers = found[1]
     gemm = next((op for op, v in readers if isinstance(op, buf.PackedMatmulOp) and op.output is v), None)
-    if gemm is None or not any(op is add for op, _ in readers):
+    if gemm is None or not any(op is reader for op, _ in readers):
         return None
-    # one GEMM, or a batch of them sharing their A (a convolution over a batch of images)
+    return gemm if gemm.activation.data == "none" and gemm.rounding.data == "none" else None
+
+
+def replace_with_gemm(rewriter: PatternRewriter, op: Operation, gemm: buf.PackedMatmulOp, new_ops: list[Operation],
+                      fused: buf.PackedMatmulOp) -> None:
+    """``op`` (what read ``gemm``'s output) replaced by ``new_ops`` and ``fused`` (``gemm`` with
+    ``op``'s work in its epilogue, its kernel parameters kept); ``gemm``, its output buffer and
+    that buffer's views erased."""
+    fused.attributes.update(gemm.attributes)  # its kernel parameters (tg.k_block, ...)
+    alloc = buf.root_buffer(gemm.output).owner
+    found = views_and_readers(alloc)  # type: ignore[arg-type]
+    assert found is not None
+    rewriter.replace_op(op, [*new_ops, fused], [])
+    rewriter.erase_op(gemm)
+    for dead in [*found[0], alloc]:  # the views, deepest first, then the buffer: unused now
+        rewriter.erase_op(dead)
+
+
+def _fusable_gemm(value: SSAValue, add: buf.BiasActivationOp | buf.AddOp) -> buf.PackedMatmulOp | None:
+    """`sole_gemm` with room for an addend: one GEMM, or a batch of them sharing their A (a
+    convolution over a batch of images), with at most an accumulator."""
+    gemm = sole_gemm(value, add)
+    if gemm is None:
+        return None
     one_a = len(dims_of(gemm.inputs[1].type)) == 3 or len(dims_of(gemm.inputs[0].type)) == 2
-    if len(gemm.inputs) > 3 or not one_a or gemm.activation.data != "none" or gemm.rounding.data != "none":
+    if len(gemm.inputs) > 3 or not one_a:
         return None
     if len(gemm.inputs) == 3 and gemm.flags[1] == 0.0:
         return None  # an accumulator with beta 0 is no accumulator: left as it is
@@ -123,15 +146,7 @@ class FuseResidualIntoGemm(RewritePattern):
         if len(inputs) == 2:  # no accumulator: the residual is it
             props["beta"] = FloatAttr(1.0, f32)
         inputs.append(addend_view)
-        fused = buf.PackedMatmulOp(inputs, [out_view], props)
-        fused.attributes.update(gemm.attributes)  # its kernel parameters (tg.k_block, ...)
-        alloc = buf.root_buffer(gemm.output).owner
-        found = views_and_readers(alloc)  # type: ignore[arg-type]
-        assert found is not None
-        rewriter.replace_op(op, [*new_ops, *out_ops, fused], [])
-        rewriter.erase_op(gemm)
-        for dead in [*found[0], alloc]:  # the views, deepest first, then the buffer: unused now
-            rewriter.erase_op(dead)
+        replace_with_gemm(rewriter, op, gemm, [*new_ops, *out_ops], buf.PackedMatmulOp(inputs, [out_view], props))
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ from xdsl.pattern_rewriter import (
 
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.symbolic import dims_of
-from tensor_graphs.transforms.fuse_gemm_addend import view_as, views_and_readers
+from tensor_graphs.transforms.fuse_gemm_addend import replace_with_gemm, sole_gemm, view_as
 
 
 def _rounded(ops: list[Operation], i: int, x: SSAValue) -> SSAValue | None:
@@ -105,24 +105,6 @@ def rounded_activation(block: Block) -> str | None:
     return act
 
 
-def _fusable_gemm(value: SSAValue, fused: buf.FusedElementwiseOp) -> buf.PackedMatmulOp | None:
-    """The packed GEMM that writes ``value``'s buffer for ``fused`` alone, with no activation or
-    rounding of its own; else None."""
-    root = buf.root_buffer(value)
-    if not isinstance(root.owner, buf.AllocOp):
-        return None
-    found = views_and_readers(root.owner)
-    if found is None or len(found[1]) != 2:
-        return None
-    readers = found[1]
-    gemm = next((op for op, v in readers if isinstance(op, buf.PackedMatmulOp) and op.output is v), None)
-    if gemm is None or not any(op is fused for op, _ in readers):
-        return None
-    if gemm.activation.data != "none" or gemm.rounding.data != "none":
-        return None
-    return gemm
-
-
 class FuseRoundingIntoGemm(RewritePattern):
     """``fused_elementwise{round(relu?(...))}(gemm_out)`` -> the GEMM with the activation and
     ``rounding = "bf16"`` (see the module doc)."""
@@ -132,21 +114,13 @@ class FuseRoundingIntoGemm(RewritePattern):
         if len(op.inputs) != 1 or len(op.outputs) != 1 or op.outputs[0].type.element_type != f32:  # type: ignore[attr-defined]
             return
         act = rounded_activation(op.body.block)
-        gemm = _fusable_gemm(op.inputs[0], op) if act is not None else None
+        gemm = sole_gemm(op.inputs[0], op) if act is not None else None
         if gemm is None or dims_of(op.inputs[0].type) != dims_of(op.outputs[0].type):
             return
         out_ops, out_view = view_as(op.outputs[0], dims_of(gemm.output.type))
         props = dict(gemm.properties)
         props["activation"], props["rounding"] = StringAttr(act), StringAttr("bf16")
-        fused = buf.PackedMatmulOp(list(gemm.inputs), [out_view], props)
-        fused.attributes.update(gemm.attributes)  # its kernel parameters (tg.k_block, ...)
-        alloc = buf.root_buffer(gemm.output).owner
-        found = views_and_readers(alloc)  # type: ignore[arg-type]
-        assert found is not None
-        rewriter.replace_op(op, [*out_ops, fused], [])
-        rewriter.erase_op(gemm)
-        for dead in [*found[0], alloc]:  # the views, deepest first, then the buffer: unused now
-            rewriter.erase_op(dead)
+        replace_with_gemm(rewriter, op, gemm, out_ops, buf.PackedMatmulOp(list(gemm.inputs), [out_view], props))
 
 
 @dataclass(frozen=True)
