@@ -36,7 +36,7 @@ _PASS_PATHS: dict[str, str] = {
     "convert-tensor-to-buffer": "tensor_graphs.lowering.tensor_to_buffer.convert:ConvertTensorToBufferPass",
     "fuse-im2col-panels": "tensor_graphs.transforms.fuse_im2col_panels:FuseIm2colPanelsPass",
     "fuse-gemm-addend": "tensor_graphs.transforms.fuse_gemm_addend:FuseGemmAddendPass",
-    "fuse-gemm-rounding": "tensor_graphs.transforms.fuse_gemm_rounding:FuseGemmRoundingPass",
+    "fuse-gemm-elementwise": "tensor_graphs.transforms.fuse_gemm_elementwise:FuseGemmElementwisePass",
     "fuse-im2col-reduce": "tensor_graphs.transforms.fuse_im2col_reduce:FuseIm2colReducePass",
     "plan-memory": "tensor_graphs.transforms.plan_memory:PlanMemoryPass",
     "convert-buffer-to-llvm": "tensor_graphs.codegen.llvm.convert_buffer_to_llvm:ConvertBufferToLLVMPass",
@@ -96,7 +96,7 @@ BUFFER_PIPELINE: tuple[str, ...] = (
     "fuse-im2col-panels",
     "fuse-im2col-reduce",
     "fuse-gemm-addend",
-    "fuse-gemm-rounding",
+    "fuse-gemm-elementwise",
     "plan-memory",
 )
 

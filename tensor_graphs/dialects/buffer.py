@@ -53,6 +53,7 @@ from xdsl.irdl import (
     irdl_op_definition,
     operand_def,
     opt_prop_def,
+    opt_region_def,
     prop_def,
     region_def,
     result_def,
@@ -660,8 +661,17 @@ class PackedMatmulOp(KernelOp):
     `buf.quantize_rows` made (i8 ``[..., M, 4 ceil(K / 4) + 4]``: `quads`); the output and the
     epilogue stay float32.
 
-    ``rounding = "bf16"``: each output rounded to bf16 after the activation (nearest even; the
-    buffer stays float32), as a bf16 model rounds every op's result (`fuse-gemm-rounding`).
+    An ``epilogue`` region, in place of an activation: a body (as `buf.fused_elementwise`'s)
+    from one float32 to one float32, applied to each output after the addends
+    (`fuse-gemm-elementwise`: the elementwise loop after the GEMM, such as a bf16 model's
+    rounding, ReLU or GELU and rounding again)::
+
+        buf.packed_matmul ins(...) outs(%y : memref<128x3072xf32>) {beta = 1.0 : f32} epilogue {
+        ^bb0(%0: f32):
+          %1 = arith.truncf %0 : f32 to bf16
+          ...
+          buf.yield %5 : f32
+        }
     """
 
     name = "buf.packed_matmul"
@@ -669,11 +679,35 @@ class PackedMatmulOp(KernelOp):
     alpha = prop_def(FloatAttr, default_value=float_attr(1.0))
     beta = prop_def(FloatAttr, default_value=float_attr(0.0))
     activation = prop_def(StringAttr, default_value=StringAttr("none"))
-    rounding = prop_def(StringAttr, default_value=StringAttr("none"))
+    epilogue = opt_region_def("single_block")
+    assembly_format = (
+        "`ins` `(` $inputs `:` type($inputs) `)` `outs` `(` $outputs `:` type($outputs) `)` attr-dict "
+        "(`epilogue` $epilogue^)?"
+    )
+
+    def __init__(self, inputs: Sequence[SSAValue], outputs: Sequence[SSAValue], properties: dict[str, Attribute] | None = None,
+                 epilogue: Region | None = None):
+        IRDLOperation.__init__(self, operands=[list(inputs), list(outputs)], properties=properties or {},
+                               regions=[epilogue])
+
+    @property
+    def epilogue_body(self) -> Block | None:
+        """The ``epilogue`` region's block, or None."""
+        return self.epilogue.block if self.epilogue is not None and self.epilogue.blocks else None
+
+    def _verify_epilogue_body(self) -> None:
+        body = self.epilogue_body
+        if body is None:
+            return
+        if self.activation.data != "none":
+            raise ShapeError(f"an epilogue body takes the place of the activation, got activation '{self.activation.data}'")
+        term = body.last_op
+        if len(body.args) != 1 or body.args[0].type != f32 or not isinstance(term, YieldOp) or len(term.values) != 1 \
+                or term.values[0].type != f32:
+            raise ShapeError("the epilogue body takes one f32 and yields one f32")
 
     def verify_kernel(self, ins, out):
-        if self.rounding.data not in ("none", "bf16"):
-            raise ShapeError(f"rounding must be none or bf16, got '{self.rounding.data}'")
+        self._verify_epilogue_body()
         a, packed = ins[0], ins[1]
         if len(packed) == 4:  # a batch of GEMMs: one set of panels each, one A each or one for all
             g, panels, k, nr = packed

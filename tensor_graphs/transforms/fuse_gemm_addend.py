@@ -67,7 +67,7 @@ def views_and_readers(alloc: buf.AllocOp) -> tuple[list[Operation], list[tuple[O
 
 def sole_gemm(value: SSAValue, reader: Operation) -> buf.PackedMatmulOp | None:
     """The packed GEMM that writes ``value``'s buffer (through reshapes) for ``reader`` alone, with
-    no activation or rounding of its own; else None."""
+    no activation or epilogue body of its own; else None."""
     root = buf.root_buffer(value)
     if not isinstance(root.owner, buf.AllocOp):
         return None
@@ -78,7 +78,7 @@ def sole_gemm(value: SSAValue, reader: Operation) -> buf.PackedMatmulOp | None:
     gemm = next((op for op, v in readers if isinstance(op, buf.PackedMatmulOp) and op.output is v), None)
     if gemm is None or not any(op is reader for op, _ in readers):
         return None
-    return gemm if gemm.activation.data == "none" and gemm.rounding.data == "none" else None
+    return gemm if gemm.activation.data == "none" and gemm.epilogue_body is None else None
 
 
 def replace_with_gemm(rewriter: PatternRewriter, op: Operation, gemm: buf.PackedMatmulOp, new_ops: list[Operation],

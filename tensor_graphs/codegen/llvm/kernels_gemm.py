@@ -65,8 +65,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import BFloat16Type, DenseArrayBase, IntegerAttr, VectorType, f32, i32, i64
-from xdsl.ir import Operation, SSAValue
+from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, VectorType, f32, i32, i64
+from xdsl.ir import Block, Operation, SSAValue
 
 from tensor_graphs.codegen.llvm.bf16_dot import dot_pairs, int_splat, native_bf16_dot
 from tensor_graphs.codegen.llvm.byte_dot import byte_dot_exact, native_byte_dot
@@ -87,7 +87,7 @@ from tensor_graphs.codegen.llvm.kernels import (
 from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, broadcast_strides, collapse_dims, emit_for, emit_if, icmp, min_i64
 from tensor_graphs.codegen.llvm.loops import sum_i64 as _sum
 from tensor_graphs.codegen.llvm.loops import value as _val
-from tensor_graphs.codegen.llvm.scalar import emit_convert, emit_unary, fma
+from tensor_graphs.codegen.llvm.scalar import emit_arith_body, emit_unary, fma
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.packing import INT8K_SCALE_ROWS
 from tensor_graphs.dialects.shapes import contiguous_strides, numel
@@ -1130,26 +1130,23 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
         gemm.emit()
 
 
-def epilogue_function(op: buf.PackedMatmulOp) -> str:
-    """What a packed GEMM applies to each sum after its addends: its activation, then with
-    ``rounding = "bf16"`` the rounding to bf16 and back, ``"<activation>+bf16"`` (``"none"``:
-    nothing, so that ``!= "none"`` says an epilogue has work)."""
-    act = op.activation.data
-    return act if op.rounding.data == "none" else f"{act}+{op.rounding.data}"
+def epilogue_function(op: buf.PackedMatmulOp) -> str | Block:
+    """What a packed GEMM applies to each sum after its addends: its activation (``"none"``:
+    nothing, so that ``!= "none"`` says an epilogue has work), or its ``epilogue`` body
+    (`fuse-gemm-elementwise`)."""
+    body = op.epilogue_body
+    return op.activation.data if body is None else body
 
 
-def _epilogue_value(b: FunctionBuilder, y: SSAValue, values: list[SSAValue], addends: list, act: str) -> SSAValue:
+def _epilogue_value(b: FunctionBuilder, y: SSAValue, values: list[SSAValue], addends: list, act: str | Block) -> SSAValue:
     """``act(y + scale * value ...)``: one output element's epilogue, ``values`` its addends'
     (``addends``: (buffer, strides..., scale) each), in a GEMM's tile or in a separate sweep;
-    ``act`` an `epilogue_function` (an activation, then perhaps the rounding to bf16)."""
+    ``act`` an `epilogue_function`: an activation's name or a body of arith ops."""
     for v, (*_, scale) in zip(values, addends):
         y = b.add(llvm.FAddOp(y, v if scale == 1.0 else b.add(llvm.FMulOp(v, b.f32(scale)))))
-    activation, _, rounding = act.partition("+")
-    if activation != "none":
-        y = emit_unary(b, activation, y)
-    if rounding:
-        y = emit_convert(b, emit_convert(b, y, BFloat16Type()), f32)
-    return y
+    if isinstance(act, Block):
+        return emit_arith_body(b, act, [y])
+    return y if act == "none" else emit_unary(b, act, y)
 
 
 def _sweep_epilogue(ctx: KernelContext, op: Operation, addends: list, act: str, alpha: float = 1.0) -> None:

@@ -72,7 +72,9 @@ def kernel_label(op: buf.KernelOp) -> str:
         out = _shape(op.output)
         first = _shape(op.inputs[0]) if op.inputs else out
         what = _dims(out) if first == out else f"{_dims(first)} -> {_dims(out)}"
-    for prop in ("fn", "kind", "activation", "rounding"):
+    if isinstance(op, buf.PackedMatmulOp) and op.epilogue_body is not None:
+        what += " epilogue"
+    for prop in ("fn", "kind", "activation"):
         variant = op.properties.get(prop)
         if isinstance(variant, StringAttr) and variant.data != "none":
             what += f" {variant.data}"
