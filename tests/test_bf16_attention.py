@@ -280,3 +280,40 @@ def test_bf16_attention_over_a_kv_cache(engine, monkeypatch):
         off = (diff > 2e-6 * np.abs(expected).max()).reshape(-1, diff.shape[-1]).any(-1)
         assert off.sum() <= 1 + off.size // 20 and diff.max() <= 1e-3 * np.abs(expected).max(), past
         assert np.abs(got - eager).max() <= 1e-2 * np.abs(eager).max(), past
+
+
+# (causal, [B, H, S, D]): BertLayer's heads; causal with a query tail (70 rows); two images, a head
+# dimension that is no multiple of 32 and a scale that is no power of two (1 / sqrt(80))
+BF16_MODEL_CASES = [(False, (1, 12, 128, 64)), (True, (1, 4, 70, 64)), (False, (2, 3, 33, 80))]
+
+
+@pytest.mark.parametrize("causal,shape", BF16_MODEL_CASES, ids=[str(c) for c in BF16_MODEL_CASES])
+def test_a_bf16_models_attention_takes_the_bf16_kernel_on_amx(causal, shape):
+    """A bf16 model's attention (`attention.bf16_operands`) is the heuristic's choice on a target
+    with AMX-BF16: the flash_bf16 kernel, whose roundings are eager bfloat16's own (it rounds the
+    unnormalised probabilities before ``P V`` too). Its error against the float64 attention of the
+    same bf16 values is at most twice eager bfloat16's (observed 1.0-1.12 times)."""
+    target = _runnable("amx")
+    torch.manual_seed(sum(shape))
+    q, k, v = (torch.randn(*shape).to(torch.bfloat16) for _ in range(3))
+    model = _Sdpa(causal)
+    fn = tg.compile(model, (q, k, v), target=target)
+    assert "bf16_products" in fn.ir("buf")
+    exact = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
+    ours = (fn(q, k, v).double() - exact).abs().max()
+    theirs = (model(q, k, v).double() - exact).abs().max()
+    assert ours <= 2 * theirs, f"error {ours:.3g} against float64, eager bfloat16's {theirs:.3g}"
+
+
+def test_a_bf16_models_attention_stays_float32_without_amx():
+    """Without AMX-BF16 (`vdpbf16ps` runs at half the FMAs' rate on Intel's cores) and for a
+    float32 model, the heuristic keeps the float32 kernel, with the reason."""
+    q, k, v = (torch.randn(1, 2, 40, 64) for _ in range(3))
+    for inputs, target, why in (((q, k, v), "sapphirerapids", "q, k and v are not all bf16 values (a bf16 model's)"),
+                                (tuple(t.to(torch.bfloat16) for t in (q, k, v)), "cooperlake",
+                                 "the target (cooperlake) has no AMX-BF16 tiles")):
+        graph = import_model(_Sdpa(False), inputs)
+        build_pipeline(TENSOR_PIPELINE).apply(Context(), graph.module)
+        record(graph.module, Target.named(target))
+        paths = [p for p in kernel_paths(graph.module, choices_only=False) if p.name == "tg.attention"][0]
+        assert paths.chosen == "attention.flash" and dict(paths.rejected)["attention.bf16_operands"] == why

@@ -998,6 +998,22 @@ def _attention_bf16_applies(op: Operation) -> str | None:
     return _no_bf16_dots(op)
 
 
+def _attention_bf16_operands_apply(op: Operation) -> str | None:
+    """A bf16 model's attention (q, k and v bf16 values: `_bf16_exact`) on a target with AMX-BF16,
+    for more than one query row: `attention.flash_bf16`'s kernel as the heuristic's choice. Its
+    roundings are the ones eager bfloat16's CPU attention makes (the unnormalised probabilities
+    rounded to bf16 before the second product), but for q times the scale (rounded here: exact
+    when the scale is a power of two, 1 / sqrt(64)). Where the target has only AVX512-BF16, Intel's
+    cores run ``vdpbf16ps`` at half the FMAs' rate, slower than float32: not offered."""
+    assert isinstance(op, tg.AttentionOp)
+    if not all(_bf16_exact(v) for v in op.operands[:3]):
+        return "q, k and v are not all bf16 values (a bf16 model's)"
+    target = _target_of(op)
+    if "amx-bf16" not in target.extensions:
+        return f"the target ({target.name}) has no AMX-BF16 tiles"
+    return _attention_bf16_applies(op)
+
+
 def _attention(pairs: bool) -> Build:
     """`buf.attention` with the op's flags (``bf16_products`` when ``pairs``)."""
 
@@ -1252,6 +1268,13 @@ register_kernel(
 )
 _register_all(
     tg.AttentionOp,
+    KernelVariant(
+        "attention.bf16_operands",
+        _attention(True),
+        _attention_bf16_operands_apply,
+        "a bf16 model's attention on AMX tiles: attention.flash_bf16's kernel, its roundings eager bfloat16's",
+        scratch=_attention_scratch(True),
+    ),
     KernelVariant(
         "attention.flash",
         _attention(False),
