@@ -612,6 +612,29 @@ func.func @packed_matmul_wrong_rows(%a: memref<4x8xf32>, %wp: memref<1x8x64xf32>
 
 // -----
 
+func.func @packed_matmul_epilogue_and_activation(%a: memref<4x8xf32>, %wp: memref<1x8x64xf32>, %o: memref<4x64xf32>) {
+  // expected-error@+1 {{buf.packed_matmul: an epilogue body takes the place of the activation, got activation 'relu'}}
+  buf.packed_matmul ins(%a, %wp : memref<4x8xf32>, memref<1x8x64xf32>) outs(%o : memref<4x64xf32>) {activation = "relu"} epilogue {
+  ^bb0(%0: f32):
+    buf.yield %0 : f32
+  }
+  func.return
+}
+
+// -----
+
+func.func @packed_matmul_epilogue_types(%a: memref<4x8xf32>, %wp: memref<1x8x64xf32>, %o: memref<4x64xf32>) {
+  // expected-error@+1 {{buf.packed_matmul: the epilogue body takes one f32 and yields one f32}}
+  buf.packed_matmul ins(%a, %wp : memref<4x8xf32>, memref<1x8x64xf32>) outs(%o : memref<4x64xf32>) epilogue {
+  ^bb0(%0: f32):
+    %1 = arith.truncf %0 : f32 to bf16
+    buf.yield %1 : bf16
+  }
+  func.return
+}
+
+// -----
+
 func.func @packed_embedding_row_count(%t: memref<2x32x64xf32>, %ids: memref<3xi64>, %o: memref<3x32xf32>) {
   // expected-error@+1 {{buf.packed_embedding: 200 rows need 4 panels of 64, the table has 2}}
   buf.packed_embedding ins(%t, %ids : memref<2x32x64xf32>, memref<3xi64>) outs(%o : memref<3x32xf32>) {rows = 200 : i64}

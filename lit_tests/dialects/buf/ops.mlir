@@ -146,6 +146,17 @@ func.func @packed_matmul(%x: memref<2x5x32xf32>, %b: memref<100xf32>, %o: memref
   buf.packed_matmul ins(%x, %wp, %b : memref<2x5x32xf32>, memref<2x32x64xf32>, memref<100xf32>) outs(%o : memref<2x5x100xf32>) {beta = 1.0 : f32, activation = "gelu_tanh"}
   // CHECK-NEXT: buf.packed_matmul ins(%x, %wk : memref<2x5x32xf32>, memref<2x32x64xf32>) outs(%o : memref<2x5x100xf32>) {alpha = 5.000000e-01 : f32}
   buf.packed_matmul ins(%x, %wk : memref<2x5x32xf32>, memref<2x32x64xf32>) outs(%o : memref<2x5x100xf32>) {alpha = 0.5 : f32}
+  // an epilogue body (fuse-gemm-elementwise) in place of the activation
+  // CHECK-NEXT: buf.packed_matmul ins(%x, %wp : memref<2x5x32xf32>, memref<2x32x64xf32>) outs(%o : memref<2x5x100xf32>) epilogue {
+  // CHECK-NEXT: ^bb0(%{{.*}}: f32):
+  // CHECK-NEXT:   %{{.*}} = arith.mulf %{{.*}}, %{{.*}} : f32
+  // CHECK-NEXT:   buf.yield %{{.*}} : f32
+  // CHECK-NEXT: }
+  buf.packed_matmul ins(%x, %wp : memref<2x5x32xf32>, memref<2x32x64xf32>) outs(%o : memref<2x5x100xf32>) epilogue {
+  ^bb0(%0: f32):
+    %1 = arith.mulf %0, %0 : f32
+    buf.yield %1 : f32
+  }
   func.return
 }
 
