@@ -86,6 +86,26 @@ def test_conv_pool_batchnorm_in_each_float_dtype(dtype: torch.dtype) -> None:
     _check_float_rule(model, (torch.randn(2, 3, 8, 8).to(dtype),))
 
 
+@pytest.mark.parametrize("dtype", LOW, ids=str)
+def test_a_low_precision_model_over_a_symbolic_batch(dtype: torch.dtype) -> None:
+    """A float16 / bfloat16 model exported with a symbolic batch: `widen-dtypes` keeps the size
+    expressions of the dims it widens (it dropped them, and compiling failed with a symbolic-shape
+    error); each batch within the low-precision rule (twice eager's error plus the dtype's atol)."""
+    torch.manual_seed(3)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(4, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(16, 8, 1), torch.nn.Flatten(),
+        torch.nn.Linear(8 * 6 * 6, 5),
+    ).to(dtype).eval()
+    batch = torch.export.Dim("batch", min=1, max=4)
+    fn = tg.compile(model, (torch.randn(2, 4, 6, 6).to(dtype),), dynamic_shapes=({0: batch},))
+    for n in (1, 3, 4):
+        x = torch.randn(n, 4, 6, 6).to(dtype)
+        out, eager, ref = fn(x), model(x), _f64_reference(model, (x,))
+        assert out.dtype == dtype and out.shape == (n, 5)
+        ours, theirs = (out.double() - ref).abs().max().item(), (eager.double() - ref).abs().max().item()
+        assert ours <= 2 * theirs + ATOL[dtype], f"batch {n}: error {ours:.3g} against float64, eager's {theirs:.3g}"
+
+
 class _Arith(torch.nn.Module):
     def forward(self, x: torch.Tensor, y: torch.Tensor):
         return (x + y, x - y, x * y, x // 3, x > y, torch.maximum(x, y), x.sum(-1), x.argmax(-1),

@@ -11,6 +11,16 @@ func.func @widen$bf16_gelu(%x: tensor<4x8xbf16>) -> tensor<4x8xbf16> {
   func.return %y : tensor<4x8xbf16>
 }
 
+// A symbolic dim keeps its size expression through the widening and the rounding.
+// CHECK-LABEL: func.func @widen$bf16_symbolic_batch
+func.func @widen$bf16_symbolic_batch(%x: tensor<?x8xbf16, ["batch"]>) -> tensor<?x8xbf16, ["batch"]> {
+  // CHECK-NEXT: %[[W:.*]] = tg.cast %x : (tensor<?x8xbf16, ["batch"]>) -> tensor<?x8xf32, ["batch"]>
+  // CHECK-NEXT: %[[G:.*]] = aten.gelu %[[W]] : (tensor<?x8xf32, ["batch"]>) -> tensor<?x8xf32, ["batch"]>
+  // CHECK-NEXT: %[[Y:.*]] = tg.cast %[[G]] : (tensor<?x8xf32, ["batch"]>) -> tensor<?x8xbf16, ["batch"]>
+  %y = aten.gelu %x : (tensor<?x8xbf16, ["batch"]>) -> tensor<?x8xbf16, ["batch"]>
+  func.return %y : tensor<?x8xbf16, ["batch"]>
+}
+
 // A result that is float32 already (sum with dtype=float32) needs no cast back.
 // CHECK-LABEL: func.func @widen$f16_sum_to_f32
 func.func @widen$f16_sum_to_f32(%x: tensor<4x8xf16>) -> tensor<4xf32> {

@@ -78,9 +78,10 @@ def _narrow(t: Attribute) -> dtypes.DType | None:
 
 
 def _widened(t: Attribute) -> Attribute:
-    """``t`` with its compute dtype in place of a narrow element type."""
+    """``t`` with its compute dtype in place of a narrow element type (its symbolic dims' size
+    expressions kept: `dialects.symbolic`)."""
     row = _narrow(t)
-    return TensorType(dtypes.of_name(row.compute).element, t.get_shape()) if row else t  # type: ignore[attr-defined]
+    return TensorType(dtypes.of_name(row.compute).element, t.get_shape(), t.encoding) if row else t  # type: ignore[attr-defined]
 
 
 def needs_widening(op: Operation) -> bool:
