@@ -49,9 +49,11 @@ def _weight(importer: GraphImporter, value: object, bf16: bool = False) -> tuple
         return None
     name = v.owner.weight_name.data
     array = importer.weights.get(name)
-    if array is not None and bf16 and array.dtype == np.uint16:  # a bfloat16 weight's bits (`importer`)
-        return name, from_bf16(array)
-    return None if array is None or array.dtype != np.float32 or bf16 else (name, array)
+    if array is None:
+        return None
+    if bf16:  # a bfloat16 weight is stored as its bits (`importer`)
+        return (name, from_bf16(array)) if array.dtype == np.uint16 else None
+    return (name, array) if array.dtype == np.float32 else None
 
 
 def _stored(array: np.ndarray, bf16: bool) -> tuple[np.ndarray, torch.Tensor]:

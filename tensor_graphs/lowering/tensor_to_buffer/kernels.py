@@ -21,7 +21,6 @@ register_kernel(tg.ReluOp, KernelVariant("relu.loop", build=lambda op, ins, out:
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Union
@@ -44,6 +43,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
+from tensor_graphs import dtypes
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects import tensor as tg
 from tensor_graphs.dialects.shapes import ATTENTION_OPERANDS, numel
@@ -670,8 +670,8 @@ def _bf16_source(value: SSAValue) -> SSAValue | None:
 
 
 def _bf16_representable(x: float) -> bool:
-    """Whether the float32 ``x`` is a bf16 value: its low 16 bits are zeros."""
-    return struct.unpack("<I", struct.pack("<f", x))[0] & 0xFFFF == 0
+    """Whether ``x`` is a bf16 value: rounding it to bf16 gives it back."""
+    return bool(dtypes.bf16_values(dtypes.bf16_bits(x)) == x)
 
 
 def _bf16_exact(value: SSAValue) -> bool:
@@ -725,9 +725,7 @@ def _bf16_operands_prepare(op: Operation, ins: Sequence[SSAValue], target: Targe
         cast_ops, lhs = _bf16_lhs(op, ins[0])
         made = [packed, *cast_ops]
     for buffer, value in ((ins[0], op.operands[0]), (ins[1], op.operands[1])):
-        cast = _writer_cast(buffer)
-        if cast is not None and len(list(value.uses)) == 1 and len(list(buffer.uses)) == 1:  # only the cast: this GEMM its last reader
-            _drop(cast, buffer)
+        _drop_unread_widening(value, buffer)
     return made, [lhs, packed.result, *ins[2:]]
 
 
@@ -876,14 +874,15 @@ def _bf16_operands_rhs_prepare(op: Operation, ins: Sequence[SSAValue], target: T
     assert w is not None
     rows = _bf16_rows_of(w)
     made, ins2 = _rhs_panels(op, ins, target, rows.result, BFloat16Type())
-    _drop_widened_weight(op.operands[0], ins[0])
+    _drop_unread_widening(op.operands[0], ins[0])
     return [rows, *made], ins2
 
 
-def _drop_widened_weight(value: SSAValue, lhs: SSAValue) -> None:
-    """Erase the ``buf.cast`` widening a bf16 weight into ``lhs`` (``value``'s buffer, through
-    ``buf.reshape``s), with those reshapes and the cast's allocation, when this GEMM was the only
-    reader of ``value`` and of every reshape between it and the cast."""
+def _drop_unread_widening(value: SSAValue, buffer: SSAValue) -> None:
+    """Erase the ``buf.cast`` that writes ``buffer`` (``value``'s, directly or through
+    ``buf.reshape``s), with those reshapes and the cast's allocation, when the GEMM being lowered
+    was the only reader of ``value`` and of every reshape between it and the cast: a bf16
+    widening that the GEMM reads as bf16 instead."""
     while isinstance(value.owner, tg.ReshapeOp):
         if len(list(value.uses)) != 1:
             return
@@ -891,16 +890,16 @@ def _drop_widened_weight(value: SSAValue, lhs: SSAValue) -> None:
     if len(list(value.uses)) != 1:
         return
     chain = []
-    while isinstance(lhs.owner, buf.ReshapeOp) and len(list(lhs.uses)) == (1 if chain else 0):
-        chain.append(lhs.owner)
-        lhs = lhs.owner.input
-    cast = _writer_cast(lhs)
-    if cast is None or len(list(lhs.uses)) != 1 + (1 if chain else 0):
+    while isinstance(buffer.owner, buf.ReshapeOp) and len(list(buffer.uses)) == (1 if chain else 0):
+        chain.append(buffer.owner)
+        buffer = buffer.owner.input
+    cast = _writer_cast(buffer)
+    if cast is None or len(list(buffer.uses)) != 1 + (1 if chain else 0):  # the cast (and the chain) alone
         return
     for reshape in chain:
         reshape.detach()
         reshape.erase()
-    _drop(cast, lhs)
+    _drop(cast, buffer)
 
 
 def _bf16_rows_of(w: tg.WeightOp) -> buf.PackedWeightOp:
