@@ -482,6 +482,26 @@ def root_buffer(value: SSAValue) -> SSAValue:
     return value
 
 
+def views_and_readers(alloc: AllocOp) -> tuple[list[Operation], list[tuple[Operation, SSAValue]]] | None:
+    """The reshapes of ``alloc``'s buffer (deepest first) and every (op, operand) that uses it
+    through them; None when a subview (part of the bytes) takes it."""
+    views: list[Operation] = []
+    readers: list[tuple[Operation, SSAValue]] = []
+    pending = [alloc.result]
+    while pending:
+        value = pending.pop()
+        for use in value.uses:
+            user = use.operation
+            if isinstance(user, ReshapeOp):
+                views.append(user)
+                pending.append(user.result)
+            elif isinstance(user, SubviewOp):
+                return None
+            else:
+                readers.append((user, value))
+    return views[::-1], readers
+
+
 def lifetime(root: SSAValue, block: Block, index: dict[Operation, int]) -> tuple[int, int]:
     """The ops of ``block`` (positions in ``index``) during which the buffer ``root`` is live:
     from the first op that touches it (its writer) to the last that reads it, an op touching an

@@ -45,33 +45,13 @@ from tensor_graphs.dialects.shapes import numel
 from tensor_graphs.dialects.symbolic import dims_of, shaped_memref
 
 
-def views_and_readers(alloc: buf.AllocOp) -> tuple[list[Operation], list[tuple[Operation, SSAValue]]] | None:
-    """The reshapes of ``alloc``'s buffer (deepest first) and every (op, operand) that uses it
-    through them; None when a subview (part of the bytes) takes it."""
-    views: list[Operation] = []
-    readers: list[tuple[Operation, SSAValue]] = []
-    pending = [alloc.result]
-    while pending:
-        value = pending.pop()
-        for use in value.uses:
-            user = use.operation
-            if isinstance(user, buf.ReshapeOp):
-                views.append(user)
-                pending.append(user.result)
-            elif isinstance(user, buf.SubviewOp):
-                return None
-            else:
-                readers.append((user, value))
-    return views[::-1], readers
-
-
 def sole_gemm(value: SSAValue, reader: Operation) -> buf.PackedMatmulOp | None:
     """The packed GEMM that writes ``value``'s buffer (through reshapes) for ``reader`` alone, with
     no activation or epilogue body of its own; else None."""
     root = buf.root_buffer(value)
     if not isinstance(root.owner, buf.AllocOp):
         return None
-    found = views_and_readers(root.owner)
+    found = buf.views_and_readers(root.owner)
     if found is None or len(found[1]) != 2:
         return None
     readers = found[1]
@@ -88,7 +68,7 @@ def replace_with_gemm(rewriter: PatternRewriter, op: Operation, gemm: buf.Packed
     that buffer's views erased."""
     fused.attributes.update(gemm.attributes)  # its kernel parameters (tg.k_block, ...)
     alloc = buf.root_buffer(gemm.output).owner
-    found = views_and_readers(alloc)  # type: ignore[arg-type]
+    found = buf.views_and_readers(alloc)  # type: ignore[arg-type]
     assert found is not None
     rewriter.replace_op(op, [*new_ops, fused], [])
     rewriter.erase_op(gemm)

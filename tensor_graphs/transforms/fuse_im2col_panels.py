@@ -109,16 +109,13 @@ class FuseWideningIntoPairs(RewritePattern):
     def match_and_rewrite(self, op: buf.Im2colOp, rewriter: PatternRewriter) -> None:
         if not op.pairs or op.inputs[0].type.element_type != f32:  # type: ignore[attr-defined]
             return
-        chain: list[Operation] = []
-        value = op.inputs[0]
-        while isinstance(value.owner, buf.ReshapeOp) and len(list(value.uses)) == 1:
-            chain.append(value.owner)
-            value = value.owner.input
-        alloc = value.owner
-        if not isinstance(alloc, buf.AllocOp) or len(list(alloc.result.uses)) != 2:
-            return  # written by the cast, read by the chain (or the packing) alone
-        cast = next((u.operation for u in alloc.result.uses if isinstance(u.operation, buf.CastOp)), None)
-        if cast is None or cast.outputs[0] is not alloc.result or not isinstance(cast.inputs[0].type.element_type, BFloat16Type):
+        alloc = buf.root_buffer(op.inputs[0]).owner
+        found = buf.views_and_readers(alloc) if isinstance(alloc, buf.AllocOp) else None
+        if found is None or len(found[1]) != 2 or not any(user is op for user, _ in found[1]):
+            return  # written by the cast, read by the packing alone (through reshapes)
+        views, readers = found
+        cast = next((user for user, v in readers if isinstance(user, buf.CastOp) and user.outputs[0] is v), None)
+        if cast is None or not isinstance(cast.inputs[0].type.element_type, BFloat16Type):  # type: ignore[attr-defined]
             return
         source = cast.inputs[0]
         shape = op.inputs[0].type
@@ -127,10 +124,8 @@ class FuseWideningIntoPairs(RewritePattern):
             rewriter.insert_op(reshape, InsertPoint.before(op))
             source = reshape.results[0]
         rewriter.replace_op(op, buf.Im2colOp([source], [op.output], dict(op.properties)))
-        for dead in chain:
+        for dead in [*views, cast, alloc]:  # the views deepest first, the widening, its buffer
             rewriter.erase_op(dead)
-        rewriter.erase_op(cast)
-        rewriter.erase_op(alloc)
 
 
 @dataclass(frozen=True)
