@@ -47,6 +47,7 @@ from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.irdl import (
     AttrSizedOperandSegments,
+    AttrSizedRegionSegments,
     IRDLOperation,
     ParsePropInAttrDict,
     base,
@@ -60,7 +61,7 @@ from xdsl.irdl import (
     traits_def,
     var_operand_def,
 )
-from xdsl.traits import IsTerminator, Pure
+from xdsl.traits import IsTerminator, NoTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from tensor_graphs.dialects.shapes import (
@@ -591,6 +592,16 @@ class KernelOp(IRDLOperation, abc.ABC):
     def output(self) -> SSAValue:
         return self.outputs[0]
 
+    @property
+    def buffers(self) -> tuple[SSAValue, ...]:
+        """Every buffer the kernel's code touches: its inputs and outputs, then those of the
+        kernels in its regions that are not among them (a packed GEMM's `packing`: the
+        activation its windows read)."""
+        own = (*self.inputs, *self.outputs)
+        nested = [v for region in self.regions for op in region.walk() if isinstance(op, KernelOp)
+                  for v in (*op.inputs, *op.outputs)]
+        return own + tuple(dict.fromkeys(v for v in nested if all(v is not u for u in own)))
+
     def verify_(self) -> None:
         _check(
             len(self.inputs) in self.NUM_INPUTS,
@@ -692,6 +703,17 @@ class PackedMatmulOp(KernelOp):
           ...
           buf.yield %5 : f32
         }
+
+    A ``packing`` region, when the GEMM packs its own panels (`fuse-panels-into-gemm`): the
+    `buf.im2col` (with ``panels``) that writes them, moved inside. Its windows are written a
+    chunk of panels at a time, each chunk into a scratch that stays in the cache, right before
+    the GEMM reads it (or, where the GEMM's blocking cannot take chunks, all of them first into
+    the rhs buffer). Its input, read during the GEMM, lives as long as the GEMM (`lifetime`: an
+    op inside a region counts as the op that holds it)::
+
+        buf.packed_matmul ins(%w, %p : memref<64x576xbf16>, memref<98x288x64xbf16>) outs(%y : ...) packing {
+          buf.im2col ins(%x : memref<1x64x56x56xf32>) outs(%p : memref<98x288x64xbf16>) {kernel = ..., panels = 32 : i64}
+        }
     """
 
     name = "buf.packed_matmul"
@@ -700,15 +722,36 @@ class PackedMatmulOp(KernelOp):
     beta = prop_def(FloatAttr, default_value=float_attr(0.0))
     activation = prop_def(StringAttr, default_value=StringAttr("none"))
     epilogue = opt_region_def("single_block")
+    packing = opt_region_def("single_block")
+    irdl_options = (AttrSizedRegionSegments(as_property=True),)  # (with KernelOp's)
+    traits = traits_def(NoTerminator())  # (the packing region's im2col ends its block; the epilogue's buf.yield)
     assembly_format = (
         "`ins` `(` $inputs `:` type($inputs) `)` `outs` `(` $outputs `:` type($outputs) `)` attr-dict "
-        "(`epilogue` $epilogue^)?"
+        "(`epilogue` $epilogue^)? (`packing` $packing^)?"
     )
 
     def __init__(self, inputs: Sequence[SSAValue], outputs: Sequence[SSAValue], properties: dict[str, Attribute] | None = None,
-                 epilogue: Region | None = None):
+                 epilogue: Region | None = None, packing: Region | None = None):
         IRDLOperation.__init__(self, operands=[list(inputs), list(outputs)], properties=properties or {},
-                               regions=[epilogue])
+                               regions=[epilogue, packing])
+
+    @property
+    def panel_packing(self) -> Im2colOp | None:
+        """The `buf.im2col` of the ``packing`` region (the GEMM packs its own panels), or None."""
+        if self.packing is None or not self.packing.blocks:
+            return None
+        op = self.packing.block.first_op
+        return op if isinstance(op, Im2colOp) else None
+
+    def _verify_packing(self) -> None:
+        if self.packing is None or not self.packing.blocks:
+            return
+        ops = list(self.packing.block.ops)
+        im2col = self.panel_packing
+        if len(ops) != 1 or im2col is None or im2col.panel_columns <= 0 or im2col.output is not self.inputs[1]:
+            raise ShapeError("the packing region holds one buf.im2col with panels that writes the rhs (the second input)")
+        if len(shape_of(self.inputs[1])) != 3 or shape_of(im2col.inputs[0])[0] != 1:
+            raise ShapeError("a GEMM packs its own panels for one image: [panels, K, NR] from a [1, C, H, W] input")
 
     @property
     def epilogue_body(self) -> Block | None:
@@ -728,6 +771,7 @@ class PackedMatmulOp(KernelOp):
 
     def verify_kernel(self, ins, out):
         self._verify_epilogue_body()
+        self._verify_packing()
         a, packed = ins[0], ins[1]
         if len(packed) == 4:  # a batch of GEMMs: one set of panels each, one A each or one for all
             g, panels, k, nr = packed

@@ -635,6 +635,28 @@ func.func @packed_matmul_epilogue_types(%a: memref<4x8xf32>, %wp: memref<1x8x64x
 
 // -----
 
+func.func @packed_matmul_packing_writes_elsewhere(%a: memref<8x36xf32>, %wp: memref<3x36x16xf32>, %other: memref<3x36x16xf32>,
+                                                   %x: memref<1x4x6x6xf32>, %o: memref<8x36xf32>) {
+  // expected-error@+1 {{buf.packed_matmul: the packing region holds one buf.im2col with panels that writes the rhs (the second input)}}
+  buf.packed_matmul ins(%a, %wp : memref<8x36xf32>, memref<3x36x16xf32>) outs(%o : memref<8x36xf32>) packing {
+    buf.im2col ins(%x : memref<1x4x6x6xf32>) outs(%other : memref<3x36x16xf32>) {kernel = array<i64: 3, 3>, stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, panels = 16 : i64}
+  }
+  func.return
+}
+
+// -----
+
+func.func @packed_matmul_packing_two_images(%a: memref<8x36xf32>, %wp: memref<3x36x16xf32>, %x: memref<2x4x6x6xf32>,
+                                             %o: memref<8x36xf32>) {
+  // expected-error@+1 {{buf.packed_matmul: a GEMM packs its own panels for one image: [panels, K, NR] from a [1, C, H, W] input}}
+  buf.packed_matmul ins(%a, %wp : memref<8x36xf32>, memref<3x36x16xf32>) outs(%o : memref<8x36xf32>) packing {
+    buf.im2col ins(%x : memref<2x4x6x6xf32>) outs(%wp : memref<3x36x16xf32>) {kernel = array<i64: 3, 3>, stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, panels = 16 : i64}
+  }
+  func.return
+}
+
+// -----
+
 func.func @packed_embedding_row_count(%t: memref<2x32x64xf32>, %ids: memref<3xi64>, %o: memref<3x32xf32>) {
   // expected-error@+1 {{buf.packed_embedding: 200 rows need 4 panels of 64, the table has 2}}
   buf.packed_embedding ins(%t, %ids : memref<2x32x64xf32>, memref<3xi64>) outs(%o : memref<3x32xf32>) {rows = 200 : i64}

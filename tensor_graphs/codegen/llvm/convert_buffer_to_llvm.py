@@ -311,7 +311,7 @@ class _GraphLowering(GraphABI, ParallelRegions, KernelProfiling):
         main = self.b
         # one argument per distinct pointer (an in-place op passes its buffer once)
         buffers: list[SSAValue] = []
-        for v in (*op.inputs, *op.outputs):
+        for v in op.buffers:
             if all(self.values[v] is not self.values[u] for u in buffers):
                 buffers.append(v)
         noalias = [all(self.disjoint(v, u) for u in buffers if u is not v) for v in buffers]
@@ -329,7 +329,7 @@ class _GraphLowering(GraphABI, ParallelRegions, KernelProfiling):
         ptrs: dict[SSAValue, SSAValue] = {}
         for arg, v in zip(kb.args, buffers):
             arg.name_hint = self.values[v].name_hint
-        for v in (*op.inputs, *op.outputs):
+        for v in op.buffers:
             ptrs[v] = next(a for a, u in zip(kb.args, buffers) if self.values[u] is self.values[v])
         checks, fail_blocks, dim_values = self._checks, self._fail_blocks, self._dim_values
         self.b, self._kernel_ptrs, self._fail_blocks, self._dim_values = kb, ptrs, {}, {}
@@ -366,7 +366,7 @@ class _GraphLowering(GraphABI, ParallelRegions, KernelProfiling):
         and overlap decisions), splat constants (emitted as immediates). Two kernels with the same
         key get the same function (a transformer's layers share theirs), unless it has run-time
         checks, whose messages may name a weight or a cache."""
-        operands = (*op.inputs, *op.outputs)
+        operands = op.buffers
         return (
             op.name,
             tuple(sorted((k, str(a)) for k, a in op.properties.items())),
@@ -376,7 +376,7 @@ class _GraphLowering(GraphABI, ParallelRegions, KernelProfiling):
             tuple(noalias),
             self._overlap_layout(operands),
             tuple(splat_value(v) for v in op.inputs),
-            str(op.regions[0]) if op.regions else None,
+            tuple(str(r) for r in op.regions),
         )
 
     def _overlap_layout(self, operands: Sequence[SSAValue]) -> tuple:

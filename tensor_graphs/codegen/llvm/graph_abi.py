@@ -149,7 +149,7 @@ class GraphABI:
             for r in op.results:
                 check_memref(op, r)
             if isinstance(op, buf.KernelOp):
-                for v in (*op.inputs, *op.outputs):
+                for v in op.buffers:
                     check_memref(op, v)
                 self._emit_kernel(op)
             elif isinstance(op, buf.ArenaOp):

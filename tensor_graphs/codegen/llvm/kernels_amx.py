@@ -117,8 +117,10 @@ def _at(b: FunctionBuilder, ptr: SSAValue, index: int, element) -> SSAValue:
 
 
 def _amx(b: FunctionBuilder, name: str, *args: SSAValue | int) -> None:
-    """``call void @llvm.x86.<name>(args)``, ints as i8 immediates (tile registers)."""
-    values = [b.constant(a, i8) if isinstance(a, int) else a for a in args]
+    """``call void @llvm.x86.<name>(args)``, ints as i8 immediates (tile registers), addresses
+    typed as pointers to i8 (the intrinsic is declared with its first call's types)."""
+    values = [b.constant(a, i8) if isinstance(a, int) else _at(b, a, 0, i8) if isinstance(a.type, llvm.LLVMPointerType) else a
+              for a in args]
     b.add(llvm.CallIntrinsicOp(f"llvm.x86.{name}", values, []))
 
 
@@ -182,6 +184,14 @@ class AmxGemm:
         target = gemm.ctx.target
         self.groups = row_groups(gemm.panels, gemm.m if gemm.m_size is None else None, target.cores,
                                  gemm.m * gemm.lda * 4, target.caches.l2)
+        #: the packer of the panels it packs itself a chunk at a time (`kernels_gemm._emit_packed_matmul`), or None
+        self.packer = None
+        self.p0: SSAValue | None = None  # the panel ``pb`` holds first (a chunk packed here)
+
+    def takes_chunks(self) -> bool:
+        """Whether a thread's items can be packed and run a chunk of panels at a time: one row
+        group (an item is a whole panel)."""
+        return self.groups == 1
 
     def emit(self) -> None:
         """The threads over the panels, then the epilogue's sweep (`_sweep_epilogue`)."""
@@ -216,7 +226,14 @@ class AmxGemm:
         if self.deferred:  # out's offset of the block whose activation waits; -1: none
             self.pending = b.stack(1, i64, 8)
             b.store(b.i64(-1), self.pending)
-        emit_for(b, start, end, lambda i, _: self.item(i) or [])
+        if self.packer is not None:
+            def chunk(p0: SSAValue, p1: SSAValue, panels: SSAValue) -> None:
+                self.pb, self.p0 = panels, p0
+                emit_for(b, p0, p1, lambda i, _: self.item(i) or [])
+
+            self.packer.chunks(b, start, end, chunk)
+        else:
+            emit_for(b, start, end, lambda i, _: self.item(i) or [])
         _amx(b, "tilerelease")
 
     def item(self, i: SSAValue) -> None:
@@ -275,7 +292,8 @@ class AmxGemm:
                 for j in range(count):
                     _amx(b, "tilezero", C_TILES[i][j])
         a_row = b.gep(self.pa, b.mul_i64(r0, b.i64(k_bytes)), i8)
-        panel = b.gep(self.pb, b.add_i64(b.mul_i64(p, b.i64(g.panel_words * 4)), b.i64(c * TILE_ROWS * 4)), i8)
+        in_pb = p if self.p0 is None else b.add(llvm.SubOp(p, self.p0))  # (a chunk packed here: from its first)
+        panel = b.gep(self.pb, b.add_i64(b.mul_i64(in_pb, b.i64(g.panel_words * 4)), b.i64(c * TILE_ROWS * 4)), i8)
 
         def step(s: SSAValue, _c: list) -> list:
             a_at = [(b.gep(a_row, b.add_i64(b.mul_i64(s, b.i64(ROW_BYTES)), b.i64(i * TILE_ROWS * k_bytes)), i8), k_bytes)

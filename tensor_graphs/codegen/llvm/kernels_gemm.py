@@ -470,6 +470,8 @@ class _Thread:
     po: SSAValue
     padd: list[SSAValue]
     stack: SSAValue | None
+    #: the panel ``pb`` holds first (a chunk of panels the GEMM packed itself: `panel_packing`)
+    p0: SSAValue | None = None
 
 
 class _PackedGemm:
@@ -485,8 +487,15 @@ class _PackedGemm:
         self.ctx, self.op = ctx, op
         self._read_operands()
         self.empty = self.m == 0 or self.n == 0 or self.groups == 0
+        #: the packer of the panels it packs itself a chunk at a time (`_emit_packed_matmul`), or None
+        self.packer = None
         if not self.empty:
             self._choose_blocking()
+
+    def takes_chunks(self) -> bool:
+        """Whether a thread's panels can be packed and run a chunk at a time: one GEMM (not a
+        batch) over panels (not A-stationary row blocks)."""
+        return not self.batched and not self.a_stationary
 
     def _read_operands(self) -> None:
         """The operands, the epilogue and the sizes: a batch of GEMMs: item q = g * panels + p is
@@ -706,6 +715,12 @@ class _PackedGemm:
             self._a_stationary_range(start, end)
         elif self.batched and self.last_cols:
             self._items_range(start, end)
+        elif self.packer is not None:
+            def chunk(p0: SSAValue, p1: SSAValue, panels: SSAValue) -> None:
+                self.t.pb, self.t.p0 = panels, p0
+                self._panels_range(p0, p1)
+
+            self.packer.chunks(b, start, end, chunk)
         else:
             self._panels_range(start, end)
 
@@ -918,7 +933,8 @@ class _PackedGemm:
                 a_base = b.gep(t.pa, b.mul_i64(ga, b.i64(self.a_group)), f32)
         a_start = b.gep(a_base, b.mul_i64(_val(b, r0), b.i64(self.lda)), f32) if r0 != 0 else a_base
         a_row = b.gep(a_start, k0, f32) if k0 != 0 else a_start
-        panel_start = b.gep(t.pb, b.mul_i64(p, b.i64(self.panel_words)), f32)
+        in_pb = p if t.p0 is None else b.add(llvm.SubOp(p, t.p0))  # (a chunk of panels packed here: from its first)
+        panel_start = b.gep(t.pb, b.mul_i64(in_pb, b.i64(self.panel_words)), f32)
         panel = b.gep(panel_start, b.mul_i64(_val(b, k0), b.i64(nr)), f32) if k0 != 0 else panel_start
         col0 = b.mul_i64(col, b.i64(nr))
         out_tile = b.gep(out_base, b.add_i64(b.mul_i64(_val(b, r0), b.i64(n)), col0) if r0 != 0 else col0, f32)
@@ -1118,16 +1134,23 @@ def dequant_tile(b: FunctionBuilder, tile: SSAValue, ld: int | SSAValue, rows: i
 
 def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
     """The register tiles (`_PackedGemm`), or for bf16 pairs (int8 quads) on a target with
-    AMX-BF16 (AMX-INT8) its tiles (`kernels_amx.AmxGemm`)."""
+    AMX-BF16 (AMX-INT8) its tiles (`kernels_amx.AmxGemm`). A GEMM that packs its own panels
+    (``packing``) writes them a chunk at a time in its threads (`panel_packing`) where its
+    blocking takes chunks, else all of them first (the standalone `buf.im2col` kernel)."""
     from tensor_graphs.codegen.llvm.kernels_amx import AmxGemm, amx_runs
+    from tensor_graphs.codegen.llvm.kernels_movement import _emit_im2col
+    from tensor_graphs.codegen.llvm.panel_packing import PanelPacker
 
+    assert isinstance(op, buf.PackedMatmulOp)
     gemm = _PackedGemm(ctx, op)
     if gemm.empty:
         return
-    if (gemm.pairs or gemm.quads) and amx_runs(ctx.target, gemm.k, gemm.batched, gemm.quads):
-        AmxGemm(gemm).emit()
-    else:
-        gemm.emit()
+    engine = AmxGemm(gemm) if (gemm.pairs or gemm.quads) and amx_runs(ctx.target, gemm.k, gemm.batched, gemm.quads) else gemm
+    packer = PanelPacker.for_gemm(ctx, op)
+    engine.packer = packer if packer is not None and engine.takes_chunks() else None
+    if op.panel_packing is not None and engine.packer is None:
+        _emit_im2col(ctx, op.panel_packing)
+    engine.emit()
 
 
 def epilogue_function(op: buf.PackedMatmulOp) -> str | Block:

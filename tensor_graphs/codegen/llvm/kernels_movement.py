@@ -354,6 +354,41 @@ def _emit_im2col(ctx: KernelContext, op: Operation) -> None:
     split_rows(ctx, n * c, numel(_shape(out)) + numel(_shape(x)), rows)  # a symbolic batch: rows counted at run time
 
 
+def write_pair_row(b: FunctionBuilder, dst: SSAValue, planes: list[SSAValue], bits: bool, layout: tuple[int, int],
+                   full: int | SSAValue, last: int, has_last: SSAValue | bool = True) -> None:
+    """One pair row of ``full`` whole panels (``layout``: words from one panel to the next, NR)
+    from ``dst`` (the row's word in the first of them), then, when ``has_last``, of the partial
+    panel after them (``last`` columns, zeros past them): word ``j`` of a panel holds position
+    ``j`` of ``planes[0]`` (rounded to bf16; with ``bits``, its bf16 bits as they are) in its low
+    half and of ``planes[1]`` in its high half (one plane: zeros there)."""
+    panel_words, nr = layout
+    plane_el = i16 if bits else f32
+
+    def word(b: FunctionBuilder, vals: list[SSAValue]) -> SSAValue:
+        if not bits:
+            return pair_word(b, vals[0], vals[1] if len(vals) == 2 else None)
+        low_half = b.add(llvm.ZExtOp(vals[0], i32))
+        if len(vals) == 1:
+            return low_half
+        return b.add(llvm.OrOp(low_half, b.add(llvm.ShlOp(b.add(llvm.ZExtOp(vals[1], i32)), b.i32(16)))))
+
+    if not isinstance(full, int) or full:
+        emit_pointwise(b, (full, nr), Access(dst, (panel_words, 1), i32), [Access(p, (nr, 1), plane_el) for p in planes], word)
+    if not last:
+        return
+
+    def tail() -> None:
+        at = b.gep(dst, b.mul_i64(_val(b, full), b.i64(panel_words)), i32)
+        start = b.mul_i64(_val(b, full), b.i64(nr))
+        emit_pointwise(b, (last,), Access(at, (1,), i32), [Access(b.gep(p, start, plane_el), (1,), plane_el) for p in planes], word)
+        emit_pointwise(b, (nr - last,), Access(b.gep(at, last, i32), (1,), i32), [], lambda b, _v: b.i32(0))
+
+    if has_last is True:
+        tail()
+    elif has_last is not False:
+        emit_if(b, has_last, tail)
+
+
 def _im2col_pairs(ctx: KernelContext, op: buf.Im2colOp, tap, plain: bool) -> None:
     """An image's windows matrix (rows ``k = (c, t)``: channel c's tap t, ``T = KH KW`` taps a
     channel) into its bf16 panels of pairs along K (``[P, ceil(K / 2), NR]`` words: word ``j`` of
@@ -367,7 +402,6 @@ def _im2col_pairs(ctx: KernelContext, op: buf.Im2colOp, tap, plain: bool) -> Non
     (x,), out = op.inputs, op.output
     el = x.type.element_type  # type: ignore[attr-defined]
     bits = isinstance(el, BFloat16Type)
-    plane_el = i16 if bits else f32  # a plane's values as the pairing reads them
     n, c, h, w = _shape(x)
     (kh, kw) = op.window[0]
     nr, taps = op.panel_columns, numel(op.positions(_shape(x)))
@@ -380,23 +414,7 @@ def _im2col_pairs(ctx: KernelContext, op: buf.Im2colOp, tap, plain: bool) -> Non
     def write(b: FunctionBuilder, dst: SSAValue, low: SSAValue, high: SSAValue | None) -> None:
         """The words of one pair row (from ``dst``, in panel 0) of the planes ``low`` and ``high``
         (None: zeros)."""
-        def word(b: FunctionBuilder, vals: list[SSAValue]) -> SSAValue:
-            if not bits:
-                return pair_word(b, vals[0], vals[1] if high is not None else None)
-            low_half = b.add(llvm.ZExtOp(vals[0], i32))
-            if high is None:
-                return low_half
-            return b.add(llvm.OrOp(low_half, b.add(llvm.ShlOp(b.add(llvm.ZExtOp(vals[1], i32)), b.i32(16)))))
-
-        planes = [low] if high is None else [low, high]
-        if full:
-            emit_pointwise(b, (full, nr), Access(dst, (panel_words, 1), i32), [Access(p, (nr, 1), plane_el) for p in planes],
-                           word)
-        if last:
-            tail = b.gep(dst, full * panel_words, i32)
-            emit_pointwise(b, (last,), Access(tail, (1,), i32),
-                           [Access(b.gep(p, full * nr, plane_el), (1,), plane_el) for p in planes], word)
-            emit_pointwise(b, (nr - last,), Access(b.gep(tail, last, i32), (1,), i32), [], lambda b, _v: b.i32(0))
+        write_pair_row(b, dst, [low] if high is None else [low, high], bits, (panel_words, nr), full, last)
 
     def body(b: FunctionBuilder, start: SSAValue | int, end: SSAValue | int) -> None:
         xp, outp = ctx.ptr(x), ctx.ptr(out)
