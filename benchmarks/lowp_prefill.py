@@ -2,14 +2,14 @@
 OpenVINO at f32 and bf16, each time beside its error.
 
     .venv/bin/python benchmarks/lowp_prefill.py [--models mlp encoder gpt2 qwen3 resnet] [--threads 1,2]
-                                                [--tolerance 1e-2 [3e-2 ...]] [--rounds 10]
+                                                [--tolerance 1e-2 [3e-2 ...]] [--rounds 10] [--images 1]
 
 Rows (random init, ``torch.manual_seed(0)``): the MLP 768 -> 3072 -> 768 (GELU) at 64 and 128
 rows; one BertLayer (d 768, 12 heads, FFN 3072) at seq 128 (``suite.EncoderBlock``); GPT-2 small
 prefill 128, all logits (``gpt2.build``); the Qwen3-0.6B-shaped model (``decode.build_qwen3``: 28 layers,
 d 1024, 16 query and 8 KV heads, a 151,936-token vocabulary) prefill 128, the last position's
 logits (only with ``--models qwen3``: its float64 reference and OpenVINO's conversion take
-minutes); ResNet-50 at 224 x 224, batch 1 (``suite.build_resnet50``:
+minutes); ResNet-50 at 224 x 224, batch 1 (``--images``: more; ``suite.build_resnet50``:
 transformers', its batch norms folded; only with ``--models resnet``). Engines: ``tg-fp32``, tensor_graphs' heuristic graph;
 ``tg-tuned`` (``tg-tuned@<tolerance>`` for each of several), ``tg.compile(tune="missing",
 tolerance=...)``, whose tuner may take the bf16 GEMMs (``matmul.packed_bf16``: AMX tiles,
@@ -60,8 +60,8 @@ class LastLogits(torch.nn.Module):
         return self.model(ids, use_cache=False, logits_to_keep=1).logits
 
 
-def rows(keys: list[str]) -> dict[str, list[tuple[str, torch.nn.Module, torch.Tensor]]]:
-    """(label, model, input) of every row of ``keys`` (``--models``)."""
+def rows(keys: list[str], images: int = 1) -> dict[str, list[tuple[str, torch.nn.Module, torch.Tensor]]]:
+    """(label, model, input) of every row of ``keys`` (``--models``); ResNet-50 over ``images``."""
     from decode import build_qwen3
     from suite import EncoderBlock, build_resnet50
 
@@ -80,7 +80,7 @@ def rows(keys: list[str]) -> dict[str, list[tuple[str, torch.nn.Module, torch.Te
         q = LastLogits(build_qwen3(False)).eval()
         out["qwen3"].append(("Qwen3-0.6B-shaped prefill 128, last logits", q, torch.randint(0, q.model.config.vocab_size, (1, 128))))
     if "resnet" in keys:
-        out["resnet"].append(("ResNet-50 224x224, batch 1", build_resnet50(False), torch.randn(1, 3, 224, 224)))
+        out["resnet"].append((f"ResNet-50 224x224, batch {images}", build_resnet50(False), torch.randn(images, 3, 224, 224)))
     return out
 
 
@@ -125,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tolerance", type=float, nargs="+", default=[1e-2])
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--bf16-model", action="store_true", help="also the model cast to bfloat16: eager and tg.compile")
+    ap.add_argument("--images", type=int, default=1, help="ResNet-50's batch (default 1)")
     args = ap.parse_args(argv)
     names = {t: "tg-tuned" if len(args.tolerance) == 1 else f"tg-tuned@{t:g}" for t in args.tolerance}
     tuned = {name: functools.partial(gpt2.make_tensor_graphs_tuned, engine=name, tolerance=t) for t, name in names.items()}
@@ -139,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"CPU: {platform.processor() or platform.machine()}; target: {Target.host().describe()}")
     print("\n| row | threads | " + " | ".join(f"{e} ms (error)" for e in makers) + "".join(f" | {t} / tg-fp32" for t in tuned) + " |")
     print("|---|--:|" + "--:|" * (len(makers) + len(tuned)))
-    table = rows(args.models)
+    table = rows(args.models, args.images)
     for key in args.models:
         for label, model, x in table[key]:
             expected = gpt2.reference64(model, x)

@@ -123,12 +123,14 @@ def test_bf16_direct_conv_over_a_run_time_batch(monkeypatch):
         _check(fn(x.numpy()), model, x)
 
 
-def test_bf16_conv_over_a_run_time_batch(monkeypatch):
-    """One graph for 1 to 4 images (a size symbol): each call's images packed and multiplied."""
+@pytest.mark.parametrize("engine", list(ENGINES))
+def test_bf16_conv_over_a_run_time_batch(engine, monkeypatch):
+    """One graph for 1 to 4 images (a size symbol): each call's images packed and multiplied (on
+    AMX: the batch's items counted at run time)."""
     torch.manual_seed(7)
     model = torch.nn.Sequential(torch.nn.Conv2d(5, 24, 3, 1, 1), torch.nn.ReLU()).eval()
     batch = torch.export.Dim("batch", min=1, max=4)
-    fn = _compiled(model, torch.randn(2, 5, 10, 10), "emulated", monkeypatch, dynamic_shapes=({0: batch},))
+    fn = _compiled(model, torch.randn(2, 5, 10, 10), engine, monkeypatch, dynamic_shapes=({0: batch},))
     for n in (1, 3, 4):
         x = torch.randn(n, 5, 10, 10)
         _check(fn(x.numpy()), model, x)

@@ -153,6 +153,50 @@ def test_bf16_gemm_epilogue_with_a_residual(engine, separate, monkeypatch):
     assert np.abs(got - expected).max() <= 2e-6 * np.abs(expected).max()
 
 
+class _GatedResidual(torch.nn.Module):
+    """``r + 0.3 * (x @ W.T + b) * sigmoid(r)``: a tail of the GEMM's output and one more operand
+    (`fuse-gemm-elementwise`: the GEMM's epilogue body of two arguments)."""
+
+    def __init__(self, k: int, n: int):
+        super().__init__()
+        self.fc = torch.nn.Linear(k, n)
+
+    def forward(self, x, r):
+        return r + 0.3 * self.fc(x) * torch.sigmoid(r)
+
+
+@pytest.mark.parametrize("engine", list(ENGINES))
+@pytest.mark.parametrize("separate", [False, True], ids=["on_each_tile", "swept"])
+def test_bf16_gemm_epilogue_body_of_two_operands(engine, separate, monkeypatch):
+    """The body takes the sum and the residual's value (AMX: after each 32 x 32 block's tiles,
+    none of it deferred or added as the tiles are stored; the register tiles: each tile; or one
+    sweep after), 37 rows, a partial panel; against the float64 value of the rounded product
+    within 2e-6 of the magnitude."""
+    from tensor_graphs.lowering.tensor_to_buffer import kernels
+    from tensor_graphs.target import record
+
+    torch.manual_seed(12)
+    model = _GatedResidual(96, 100).eval()
+    x, r = torch.randn(37, 96), torch.randn(37, 100)
+    target = _runnable(engine)
+    named = Target.named(target)
+    if target == _emulating_target():
+        monkeypatch.setattr(kernels, "_target_of", lambda op: dataclasses.replace(named, extensions=named.extensions | {"avx512bf16"}))
+    graph = import_model(model, (x, r))
+    build_pipeline(TENSOR_PIPELINE).apply(Context(), graph.module)
+    record(graph.module, named)
+    for p in kernel_paths(graph.module):
+        if p.name == "tg.matmul":
+            pin(p.op, Candidate("matmul.packed_bf16", {"separate_epilogue": 1} if separate else {}))
+    fn = tg.compile_module(graph.module, graph.weights, target=target)
+    buf_ir = fn.ir("buf")
+    assert buf_ir.count("buf.packed_matmul") == 1 and "buf.fused_elementwise" not in buf_ir and "epilogue {" in buf_ir
+    got = fn(x.numpy(), r.numpy())
+    rr = r.numpy().astype(np.float64)
+    expected = rr + 0.3 * _expected(torch.nn.Sequential(model.fc), x.numpy()) / (1 + np.exp(-rr))
+    assert np.abs(got - expected).max() <= 2e-6 * np.abs(expected).max()
+
+
 @pytest.mark.parametrize("engine", list(ENGINES))
 def test_bf16_gemm_over_run_time_rows(engine, monkeypatch):
     """One graph for rows 1 to 80 (a size symbol): each call's row tails (of AMX's 16 and 32

@@ -356,3 +356,34 @@ def test_a_weight_times_a_batch_of_activations(shape):
     fn = tg.compile(model, (x,))
     assert ("buf.packed_matmul" in fn.ir("buf")) == (len(shape) == 3)
     torch.testing.assert_close(fn(x), model(x), rtol=1e-5, atol=1e-5)
+
+
+class _ScaledGate(torch.nn.Module):
+    """A residual tail of two operands no fused activation names: ``x + 0.3 * y * sigmoid(x)``
+    after a linear layer (a scaled, gated residual); one elementwise loop over the GEMM's output
+    and the residual."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(48, 48)
+
+    def forward(self, x):
+        return x + 0.3 * self.fc(x) * torch.sigmoid(x)
+
+
+@pytest.mark.parametrize("target", [None, "x86-64-v3"], ids=["host", "avx2"])
+def test_a_two_operand_loop_after_a_gemm_runs_in_its_epilogue(target, threads):
+    """`fuse-gemm-elementwise`: a loop over the GEMM's output and one more operand becomes the
+    GEMM's epilogue of two arguments, the operand the GEMM's last input (its accumulator here:
+    the bias is added before, beta 1); no loop is left; eager's values within float32's rounding
+    (tolerance 5e-7 of the magnitude)."""
+    torch.manual_seed(0)
+    model = _ScaledGate().eval()
+    x = torch.randn(37, 48)
+    fn = tg.compile(model, (x,), target=target)
+    buf_ir = fn.ir("buf")
+    assert "buf.fused_elementwise" not in buf_ir and buf_ir.count("^bb0(%") == 1
+    assert any(line.strip().startswith("^bb0(") and line.count(": f32") == 2 for line in buf_ir.splitlines())
+    with torch.no_grad():
+        ref = model(x)
+    assert (fn(x) - ref).abs().max() <= 5e-7 * ref.abs().max()

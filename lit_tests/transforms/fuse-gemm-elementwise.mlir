@@ -87,3 +87,53 @@ func.func @unfused(%w: memref<1x8x36xbf16>, %p: memref<3x18x32xbf16>, %z: memref
   buf.copy ins(%k : memref<1x8x36xf32>) outs(%v : memref<1x8x36xf32>)
   func.return
 }
+
+// -----
+
+// A loop over the GEMM's output and one more operand (second in the loop's order here): the
+// operand becomes the GEMM's last input (its addend after the bias), the body its epilogue of two
+// arguments, the GEMM's value first.
+
+// CHECK-LABEL: func.func @two_operands(
+// CHECK:         buf.packed_matmul ins(%x, %w, %b, %r : memref<16x32xf32>, memref<1x32x64xf32>, memref<64xf32>, memref<16x64xf32>) outs(%y : memref<16x64xf32>) {beta = 1.000000e+00 : f32} epilogue {
+// CHECK-NEXT:    ^bb0(%[[G:.*]]: f32, %[[R:.*]]: f32):
+// CHECK-NEXT:      %{{.*}} = arith.negf %[[R]] : f32
+// CHECK:           arith.mulf %[[G]],
+// CHECK-NOT:     buf.fused_elementwise
+func.func @two_operands(%x: memref<16x32xf32>, %w: memref<1x32x64xf32>, %b: memref<64xf32>, %r: memref<16x64xf32>, %y: memref<16x64xf32>) attributes {tg.num_outputs = 1 : i64} {
+  %m = buf.alloc : memref<16x64xf32>
+  buf.packed_matmul ins(%x, %w, %b : memref<16x32xf32>, memref<1x32x64xf32>, memref<64xf32>) outs(%m : memref<16x64xf32>) {beta = 1.000000e+00 : f32}
+  buf.fused_elementwise ins(%r, %m : memref<16x64xf32>, memref<16x64xf32>) outs(%y : memref<16x64xf32>) {
+  ^bb0(%0: f32, %1: f32):
+    %2 = arith.negf %0 : f32
+    %3 = arith.mulf %1, %2 : f32
+    %4 = arith.addf %3, %0 : f32
+    buf.yield %4 : f32
+  }
+  func.return
+}
+
+// -----
+
+// Left alone: a second operand that broadcasts (a bias the GEMM would take as one), and a GEMM with
+// an accumulator and an addend already (no room for one more input).
+
+// CHECK-LABEL: func.func @no_room(
+// CHECK-COUNT-2: buf.fused_elementwise
+func.func @no_room(%x: memref<16x32xf32>, %w: memref<1x32x64xf32>, %b: memref<64xf32>, %r: memref<16x64xf32>, %y: memref<16x64xf32>, %z: memref<16x64xf32>) attributes {tg.num_outputs = 2 : i64} {
+  %m = buf.alloc : memref<16x64xf32>
+  buf.packed_matmul ins(%x, %w : memref<16x32xf32>, memref<1x32x64xf32>) outs(%m : memref<16x64xf32>)
+  buf.fused_elementwise ins(%m, %b : memref<16x64xf32>, memref<64xf32>) outs(%y : memref<16x64xf32>) {
+  ^bb0(%0: f32, %1: f32):
+    %2 = arith.mulf %0, %1 : f32
+    buf.yield %2 : f32
+  }
+  %n = buf.alloc : memref<16x64xf32>
+  buf.packed_matmul ins(%x, %w, %b, %r : memref<16x32xf32>, memref<1x32x64xf32>, memref<64xf32>, memref<16x64xf32>) outs(%n : memref<16x64xf32>) {beta = 1.000000e+00 : f32}
+  buf.fused_elementwise ins(%n, %r : memref<16x64xf32>, memref<16x64xf32>) outs(%z : memref<16x64xf32>) {
+  ^bb0(%0: f32, %1: f32):
+    %2 = arith.mulf %0, %1 : f32
+    buf.yield %2 : f32
+  }
+  func.return
+}

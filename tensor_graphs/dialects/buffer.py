@@ -695,7 +695,9 @@ class PackedMatmulOp(KernelOp):
     An ``epilogue`` region, in place of an activation: a body (as `buf.fused_elementwise`'s)
     from one float32 to one float32, applied to each output after the addends
     (`fuse-gemm-elementwise`: the elementwise loop after the GEMM, such as a bf16 model's
-    rounding, ReLU or GELU and rounding again)::
+    rounding, ReLU or GELU and rounding again); or from two, the sum and the value of the GEMM's
+    last input (its accumulator, times beta, or its addend), which it then takes in place of
+    the sum's adding it (a bf16 model's residual: ``round(relu(round(round(y) + r)))``)::
 
         buf.packed_matmul ins(...) outs(%y : memref<128x3072xf32>) {beta = 1.0 : f32} epilogue {
         ^bb0(%0: f32):
@@ -758,6 +760,13 @@ class PackedMatmulOp(KernelOp):
         """The ``epilogue`` region's block, or None."""
         return self.epilogue.block if self.epilogue is not None and self.epilogue.blocks else None
 
+    @property
+    def body_takes_addend(self) -> bool:
+        """True when the epilogue body takes two arguments: the sum, then (in place of adding it)
+        the value of the last input after the operands, scaled (its accumulator or its addend)."""
+        body = self.epilogue_body
+        return body is not None and len(body.args) == 2
+
     def _verify_epilogue_body(self) -> None:
         body = self.epilogue_body
         if body is None:
@@ -765,9 +774,11 @@ class PackedMatmulOp(KernelOp):
         if self.activation.data != "none":
             raise ShapeError(f"an epilogue body takes the place of the activation, got activation '{self.activation.data}'")
         term = body.last_op
-        if len(body.args) != 1 or body.args[0].type != f32 or not isinstance(term, YieldOp) or len(term.values) != 1 \
-                or term.values[0].type != f32:
-            raise ShapeError("the epilogue body takes one f32 and yields one f32")
+        if len(body.args) not in (1, 2) or any(a.type != f32 for a in body.args) or not isinstance(term, YieldOp) \
+                or len(term.values) != 1 or term.values[0].type != f32:
+            raise ShapeError("the epilogue body takes one f32 (or two: the sum and the last input's value) and yields one f32")
+        if len(body.args) == 2 and len(self.inputs) < 3:
+            raise ShapeError("an epilogue body of two arguments takes the last input's value: the GEMM has none after its operands")
 
     def verify_kernel(self, ins, out):
         self._verify_epilogue_body()

@@ -11,7 +11,12 @@ BertLayer's). When such a loop's one input is the output of a packed GEMM that n
 takes the loop's body as its ``epilogue`` (`buf.PackedMatmulOp`), applied to each output as it is
 written, and writes the loop's buffer itself. The values are the loop's: the same body on the
 same float32 sums. A loop whose result is bf16 itself (a model output) is left alone: the GEMM
-writes float32. A `buf`-level pass: it runs before `plan-memory`.
+writes float32. A loop over a GEMM's output and one more float32 operand of its shape (a gated or
+scaled residual: ``r + 0.3 * y * sigmoid(r)``) joins the same way, when the GEMM has room for one
+more input: the operand becomes its last input (its accumulator with beta 1, or its addend after
+a bias) and the body its epilogue of two arguments, the GEMM's value first; where both operands
+are GEMMs' outputs, the one computed last takes the other. A `buf`-level pass: it runs before
+`plan-memory`.
 
 ```mlir
 // before
@@ -42,7 +47,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, f32
+from xdsl.dialects.builtin import FloatAttr, ModuleOp, f32
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -58,22 +63,52 @@ from tensor_graphs.transforms.fuse_gemm_addend import replace_with_gemm, sole_ge
 
 
 class FuseElementwiseIntoGemm(RewritePattern):
-    """``fused_elementwise{body}(gemm_out)`` -> the GEMM with ``body`` as its epilogue (see the
-    module doc)."""
+    """``fused_elementwise{body}(gemm_out)`` -> the GEMM with ``body`` as its epilogue;
+    ``fused_elementwise{body}(gemm_out, r)`` -> the GEMM with ``r`` as its last input and ``body``
+    as its epilogue of two arguments (see the module doc)."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: buf.FusedElementwiseOp, rewriter: PatternRewriter) -> None:
-        if len(op.inputs) != 1 or op.output.type.element_type != f32:  # type: ignore[attr-defined]
-            return
         block = op.body.block
-        if len(block.args) != 1 or block.args[0].type != f32 or dims_of(op.inputs[0].type) != dims_of(op.output.type):
+        shape = dims_of(op.output.type)
+        if op.output.type.element_type != f32 or len(op.inputs) not in (1, 2) or len(block.args) != len(op.inputs):  # type: ignore[attr-defined]
             return
-        gemm = sole_gemm(op.inputs[0], op)
-        if gemm is None:
+        if any(a.type != f32 for a in block.args) or any(dims_of(v.type) != shape for v in op.inputs):
+            return  # float32 values of the output's shape each (no broadcast)
+        found = [(i, gemm) for i, v in enumerate(op.inputs) if (gemm := sole_gemm(v, op)) is not None]
+        if not found:
             return
-        out_ops, out_view = view_as(op.output, dims_of(gemm.output.type))
-        fused = buf.PackedMatmulOp(list(gemm.inputs), [out_view], dict(gemm.properties), epilogue=op.body.clone())
-        replace_with_gemm(rewriter, op, gemm, out_ops, fused)
+        if len(op.inputs) == 1:
+            gemm = found[0][1]
+            out_ops, out_view = view_as(op.output, dims_of(gemm.output.type))
+            fused = buf.PackedMatmulOp(list(gemm.inputs), [out_view], dict(gemm.properties), epilogue=op.body.clone())
+            replace_with_gemm(rewriter, op, gemm, out_ops, fused)
+            return
+        self._with_operand(op, found, rewriter)
+
+    def _with_operand(self, op: buf.FusedElementwiseOp, found: list, rewriter: PatternRewriter) -> None:
+        """A loop over a GEMM's output and one more operand: the operand becomes the GEMM's last
+        input (its accumulator, beta 1, or its addend), which the body takes as its second
+        argument; the GEMM computed last, when both are GEMMs' (the other is ready before it)."""
+        parent = op.parent_block()
+        assert parent is not None
+        which, gemm = max(found, key=lambda f: parent.get_operation_index(f[1]))
+        other = op.inputs[1 - which]
+        if len(gemm.inputs) > 3 or buf.root_buffer(other) is buf.root_buffer(op.output):
+            return  # no room for one more input; or the loop writes in place over it
+        shape = dims_of(gemm.output.type)
+        new_ops, other_view = view_as(other, shape)
+        out_ops, out_view = view_as(op.output, shape)
+        props = dict(gemm.properties)
+        if len(gemm.inputs) == 2:  # no accumulator: the operand is it
+            props["beta"] = FloatAttr(1.0, f32)
+        body = op.body.clone()
+        if which == 1:  # the GEMM's value first
+            first = body.block.insert_arg(f32, 0)
+            body.block.args[2].replace_all_uses_with(first)
+            body.block.erase_arg(body.block.args[2])
+        fused = buf.PackedMatmulOp([*gemm.inputs, other_view], [out_view], props, epilogue=body)
+        replace_with_gemm(rewriter, op, gemm, [*new_ops, *out_ops], fused)
 
 
 @dataclass(frozen=True)

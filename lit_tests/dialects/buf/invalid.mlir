@@ -624,11 +624,22 @@ func.func @packed_matmul_epilogue_and_activation(%a: memref<4x8xf32>, %wp: memre
 // -----
 
 func.func @packed_matmul_epilogue_types(%a: memref<4x8xf32>, %wp: memref<1x8x64xf32>, %o: memref<4x64xf32>) {
-  // expected-error@+1 {{buf.packed_matmul: the epilogue body takes one f32 and yields one f32}}
+  // expected-error@+1 {{buf.packed_matmul: the epilogue body takes one f32 (or two: the sum and the last input's value) and yields one f32}}
   buf.packed_matmul ins(%a, %wp : memref<4x8xf32>, memref<1x8x64xf32>) outs(%o : memref<4x64xf32>) epilogue {
   ^bb0(%0: f32):
     %1 = arith.truncf %0 : f32 to bf16
     buf.yield %1 : bf16
+  }
+  func.return
+}
+
+// -----
+
+func.func @packed_matmul_epilogue_without_operand(%a: memref<4x8xf32>, %wp: memref<1x8x64xf32>, %o: memref<4x64xf32>) {
+  // expected-error@+1 {{buf.packed_matmul: an epilogue body of two arguments takes the last input's value: the GEMM has none after its operands}}
+  buf.packed_matmul ins(%a, %wp : memref<4x8xf32>, memref<1x8x64xf32>) outs(%o : memref<4x64xf32>) epilogue {
+  ^bb0(%0: f32, %1: f32):
+    buf.yield %0 : f32
   }
   func.return
 }

@@ -18,6 +18,9 @@ pair row kk holds ``B[2kk, j]`` low and ``B[2kk + 1, j]`` high, which is AMX's "
                 out[r0 + 16 i : ..., p NR + c0 + 16 j : ...] = alpha Cij + addend   (a partial column tile: via the stack)
                 out[block] = act(out[block])    (the activation, if any: deferred to the next block's steps)
 
+A batch of GEMMs (a convolution over a batch of images: one A for all; Winograd's: A per
+GEMM modulo their count) is one list of items, GEMM by GEMM, each item with its GEMM's A, panels,
+out and addends (`AmxGemm._gemm_bases`); a run-time count of GEMMs counts its items at run time.
 The threads share out the items: each panel's rows in G groups of whole blocks (`row_groups`),
 the items group-major, so that a thread reads its groups' rows of A from memory once and from
 the cache for every further panel. G is 1 unless the panels are fewer than twice the cores (a
@@ -80,12 +83,12 @@ CONFIG_BYTES, COLSB_AT, ROWS_AT = 64, 16, 48
 K_TAIL_SCRATCH = len(C_TILES) * len(C_TILES[0]) * TILE_ROWS * TILE_ROWS
 
 
-def amx_runs(target, k_words: int, batched: bool, quads: bool = False) -> bool:
+def amx_runs(target, k_words: int, quads: bool = False) -> bool:
     """True when the bf16 GEMM of ``k_words`` pairs along K (any K: its tail in a tile step of
     its own) or the int8 GEMM of ``k_words`` quads (a whole number of tile rows of 16) runs on AMX
-    tiles on ``target``."""
+    tiles on ``target``, one GEMM or a batch of them."""
     extension = AMX_INT8_EXTENSION if quads else AMX_EXTENSION
-    return extension in target.extensions and not batched and (not quads or k_words % WORDS_PER_ROW == 0)
+    return extension in target.extensions and (not quads or k_words % WORDS_PER_ROW == 0)
 
 
 def row_groups(panels: int, m: int | None, cores: int, a_bytes: int = 0, l2: int = 0) -> int:
@@ -177,12 +180,15 @@ class AmxGemm:
         # each tile of a whole panel takes alpha (int8: the scales) and its addends in vectors as it
         # is stored (`store`, `kernels_gemm.dequant_tile`: the scalar epilogue did not vectorise);
         # the block's epilogue then applies the activation alone (all of it, on a partial panel)
-        self.added = not self.swept
+        # (a body that takes its addend's value: all of the epilogue after the block's tiles)
+        self.added = not self.swept and not gemm.op.body_takes_addend
         # a whole block's activation (its addends taken as its tiles were stored) runs during the
         # next block's tile products, a few of its rows each K step (`_interleaved_steps`)
-        self.deferred = self.epilogue and not self.swept and self.act != "none" and self.steps > 0
+        self.deferred = self.epilogue and self.added and self.act != "none" and self.steps > 0
         target = gemm.ctx.target
-        self.groups = row_groups(gemm.panels, gemm.m if gemm.m_size is None else None, target.cores,
+        # a batch of GEMMs (`_PackedGemm.batched`): items of every GEMM's panels, GEMM-major
+        self.gemms = gemm.groups if gemm.batched else 1
+        self.groups = row_groups(self.gemms * gemm.panels, gemm.m if gemm.m_size is None else None, target.cores,
                                  gemm.m * gemm.lda * 4, target.caches.l2)
         #: the packer of the panels it packs itself a chunk at a time (`kernels_gemm._emit_packed_matmul`), or None
         self.packer = None
@@ -194,10 +200,16 @@ class AmxGemm:
         return self.groups == 1
 
     def emit(self) -> None:
-        """The threads over the panels, then the epilogue's sweep (`_sweep_epilogue`)."""
+        """The threads over the items (a batch's: every GEMM's, a run-time count of them counted
+        at run time), then the epilogue's sweep (`_sweep_epilogue`)."""
         g, ctx = self.g, self.ctx
-        if g.m_size is None:
-            ctx.parallel(g.panels * self.groups, self.work_range, work=g.work_of(g.m))
+        if g.g_size is not None:
+            count = ctx.size(g.g_size)
+            items = ctx.b.mul_i64(count, ctx.b.i64(g.panels * self.groups))
+            ctx.parallel(items, self.work_range, work=g.work_of(g.m),
+                         pays=paying_rows(ctx, count, g.groups, lambda n: g.work_of(g.m, n)))
+        elif g.m_size is None:
+            ctx.parallel(self.gemms * g.panels * self.groups, self.work_range, work=g.work_of(g.m))
         else:
             rows_now = ctx.size(g.m_size)
             ctx.parallel(g.panels * self.groups, self.work_range, [rows_now], work=g.work_of(g.m),
@@ -238,7 +250,31 @@ class AmxGemm:
 
     def item(self, i: SSAValue) -> None:
         """Item i: group ``g = i / P``'s rows of panel ``p = i % P`` (`rows`), the last, partial
-        panel's under its own code."""
+        panel's under its own code; in a batch, item ``i mod (G P)`` of GEMM ``i / (G P)``, its
+        A, panels, out and addends from that GEMM's (`_gemm_bases`)."""
+        b, g = self.ctx.b, self.g
+        if g.batched:
+            per_gemm = b.i64(self.groups * g.panels)
+            bases = (self.pa, self.pb, self.po, self.padd)
+            self._gemm_bases(b.add(llvm.UDivOp(i, per_gemm)))
+            self._item(b.add(llvm.URemOp(i, per_gemm)))
+            self.pa, self.pb, self.po, self.padd = bases
+            return
+        self._item(i)
+
+    def _gemm_bases(self, gemm: SSAValue) -> None:
+        """A, the panels, out and the addends of GEMM ``gemm`` of the batch (A: ``a[gemm mod G']``,
+        or one A for all), offsets in words as `kernels_gemm._PackedGemm._block_at` takes them."""
+        b, g = self.ctx.b, self.g
+        if g.a_group:
+            which = gemm if g.a_period is None else b.add(llvm.URemOp(gemm, b.i64(g.a_period)))
+            self.pa = b.gep(self.pa, b.mul_i64(which, b.i64(g.a_group)), f32)
+        self.pb = b.gep(self.pb, b.mul_i64(gemm, b.i64(g.panels * g.panel_words)), f32)
+        self.po = b.gep(self.po, b.mul_i64(gemm, b.i64(g.m * g.n)), f32)
+        self.padd = [b.gep(ptr, b.mul_i64(gemm, b.i64(gs)), f32) if gs else ptr
+                     for ptr, (_, _rs, _cs, gs, _scale) in zip(self.padd, self.addends)]
+
+    def _item(self, i: SSAValue) -> None:
         b, g = self.ctx.b, self.g
         panels = b.i64(g.panels)
         group = b.add(llvm.UDivOp(i, panels)) if self.groups > 1 else b.i64(0)
@@ -431,7 +467,7 @@ class AmxGemm:
         g, b = self.g, self.ctx.b
         scales = b.gep(self.pa, b.add_i64(b.mul_i64(row, b.i64(g.lda)), b.i64(g.k)), f32)
         columns = b.gep(self.pb, b.add_i64(b.mul_i64(p, b.i64(g.panel_words)), b.i64(g.k * g.nr + col)), f32)
-        added = [] if partial else self._tile_addends(p, row, col)
+        added = [] if partial or not self.added else self._tile_addends(p, row, col)
         dequant_tile(b, tile, ld, rows, TILE_ROWS // g.lanes, g.lanes, (scales, g.lda), columns, g.nr, g.alpha, from_int=True,
                      addends=added)
 

@@ -905,14 +905,14 @@ class _PackedGemm:
             row_scales, columns = at.scales
 
             # a whole tile takes its addends with its scales (a partial one's columns past N have none)
-            added = [] if partial else addend_vectors(self._addend_accesses(r0, at.col0, at.g), self.addends)
+            added = [] if partial or self.op.body_takes_addend else addend_vectors(self._addend_accesses(r0, at.col0, at.g), self.addends)
 
             def scale_tile() -> None:
                 dequant_tile(b, at.dest, at.ld, rows, at.width, self.lanes, (row_scales, self.lda), columns, self.nr, self.alpha,
                              addends=added)
 
             scale_tile() if ks.last is True else emit_if(b, ks.last, scale_tile)
-        added_here = self.quads and not partial
+        added_here = self.quads and not partial and not self.op.body_takes_addend
         if ks.last is False or not (partial or (self.addends and not added_here) or self.act != "none"):
             return
         self._epilogue(at, r0, rows, self.last_cols if partial else self.nr, ks, with_addends=not added_here)
@@ -1145,7 +1145,7 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
     gemm = _PackedGemm(ctx, op)
     if gemm.empty:
         return
-    engine = AmxGemm(gemm) if (gemm.pairs or gemm.quads) and amx_runs(ctx.target, gemm.k, gemm.batched, gemm.quads) else gemm
+    engine = AmxGemm(gemm) if (gemm.pairs or gemm.quads) and amx_runs(ctx.target, gemm.k, gemm.quads) else gemm
     packer = PanelPacker.for_gemm(ctx, op)
     engine.packer = packer if packer is not None and engine.takes_chunks() else None
     if op.panel_packing is not None and engine.packer is None:
@@ -1164,11 +1164,16 @@ def epilogue_function(op: buf.PackedMatmulOp) -> str | Block:
 def _epilogue_value(b: FunctionBuilder, y: SSAValue, values: list[SSAValue], addends: list, act: str | Block) -> SSAValue:
     """``act(y + scale * value ...)``: one output element's epilogue, ``values`` its addends'
     (``addends``: (buffer, strides..., scale) each), in a GEMM's tile or in a separate sweep;
-    ``act`` an `epilogue_function`: an activation's name or a body of arith ops."""
-    for v, (*_, scale) in zip(values, addends):
-        y = b.add(llvm.FAddOp(y, v if scale == 1.0 else b.add(llvm.FMulOp(v, b.f32(scale)))))
+    ``act`` an `epilogue_function`: an activation's name or a body of arith ops; a body of two
+    arguments takes the last addend's scaled value as its second in place of its adding
+    (`buf.PackedMatmulOp.body_takes_addend`)."""
+    scaled = [v if scale == 1.0 else b.add(llvm.FMulOp(v, b.f32(scale))) for v, (*_, scale) in zip(values, addends)]
+    passed = scaled[-1:] if isinstance(act, Block) and len(act.args) == 2 else []
+    for v in scaled[:len(scaled) - len(passed)]:
+        y = b.add(llvm.FAddOp(y, v))
     if isinstance(act, Block):
-        return emit_arith_body(b, act, [y])
+        assert len(act.args) == 1 + len(passed), "an epilogue body of two arguments needs its addend's value"
+        return emit_arith_body(b, act, [y, *passed])
     return y if act == "none" else emit_unary(b, act, y)
 
 
