@@ -112,6 +112,26 @@ def test_bf16_gemm_computes_the_rounded_product(engine, rows, k, n, bias, act, t
     _check(got, model, x)
 
 
+def _compiled_with_residual(model: torch.nn.Module, x: torch.Tensor, r: torch.Tensor, engine: str, separate: bool,
+                            monkeypatch):
+    """``model(x, r)`` compiled for ``engine``'s target with its GEMM pinned to matmul.packed_bf16
+    (``separate``: with ``separate_epilogue``)."""
+    from tensor_graphs.lowering.tensor_to_buffer import kernels
+    from tensor_graphs.target import record
+
+    target = _runnable(engine)
+    named = Target.named(target)
+    if target == _emulating_target():
+        monkeypatch.setattr(kernels, "_target_of", lambda op: dataclasses.replace(named, extensions=named.extensions | {"avx512bf16"}))
+    graph = import_model(model, (x, r))
+    build_pipeline(TENSOR_PIPELINE).apply(Context(), graph.module)
+    record(graph.module, named)
+    for p in kernel_paths(graph.module):
+        if p.name == "tg.matmul":
+            pin(p.op, Candidate("matmul.packed_bf16", {"separate_epilogue": 1} if separate else {}))
+    return tg.compile_module(graph.module, graph.weights, target=target)
+
+
 class _Residual(torch.nn.Module):
     """``relu(x @ W.T + b + r)``: a bias and a residual in the GEMM's epilogue."""
 
@@ -129,23 +149,10 @@ def test_bf16_gemm_epilogue_with_a_residual(engine, separate, monkeypatch):
     """Bias, residual and ReLU on each block of the output (AMX: each 32 x 32 block; the
     register tiles: each tile), or in one sweep after (``tg.separate_epilogue``), 37 rows (a
     tail of 5), a partial panel of 36 columns."""
-    from tensor_graphs.lowering.tensor_to_buffer import kernels
-    from tensor_graphs.target import record
-
     torch.manual_seed(11)
     model = _Residual(96, 100).eval()
     x, r = torch.randn(37, 96), torch.randn(37, 100)
-    target = _runnable(engine)
-    named = Target.named(target)
-    if target == _emulating_target():
-        monkeypatch.setattr(kernels, "_target_of", lambda op: dataclasses.replace(named, extensions=named.extensions | {"avx512bf16"}))
-    graph = import_model(model, (x, r))
-    build_pipeline(TENSOR_PIPELINE).apply(Context(), graph.module)
-    record(graph.module, named)
-    for p in kernel_paths(graph.module):
-        if p.name == "tg.matmul":
-            pin(p.op, Candidate("matmul.packed_bf16", {"separate_epilogue": 1} if separate else {}))
-    fn = tg.compile_module(graph.module, graph.weights, target=target)
+    fn = _compiled_with_residual(model, x, r, engine, separate, monkeypatch)
     assert fn.ir("buf").count("buf.packed_matmul") == 1 and "buf.binary" not in fn.ir("buf")
     got = fn(x.numpy(), r.numpy())
     y = _expected(torch.nn.Sequential(model.fc), x.numpy()) + r.numpy()
@@ -172,23 +179,10 @@ def test_bf16_gemm_epilogue_body_of_two_operands(engine, separate, monkeypatch):
     none of it deferred or added as the tiles are stored; the register tiles: each tile; or one
     sweep after), 37 rows, a partial panel; against the float64 value of the rounded product
     within 2e-6 of the magnitude."""
-    from tensor_graphs.lowering.tensor_to_buffer import kernels
-    from tensor_graphs.target import record
-
     torch.manual_seed(12)
     model = _GatedResidual(96, 100).eval()
     x, r = torch.randn(37, 96), torch.randn(37, 100)
-    target = _runnable(engine)
-    named = Target.named(target)
-    if target == _emulating_target():
-        monkeypatch.setattr(kernels, "_target_of", lambda op: dataclasses.replace(named, extensions=named.extensions | {"avx512bf16"}))
-    graph = import_model(model, (x, r))
-    build_pipeline(TENSOR_PIPELINE).apply(Context(), graph.module)
-    record(graph.module, named)
-    for p in kernel_paths(graph.module):
-        if p.name == "tg.matmul":
-            pin(p.op, Candidate("matmul.packed_bf16", {"separate_epilogue": 1} if separate else {}))
-    fn = tg.compile_module(graph.module, graph.weights, target=target)
+    fn = _compiled_with_residual(model, x, r, engine, separate, monkeypatch)
     buf_ir = fn.ir("buf")
     assert buf_ir.count("buf.packed_matmul") == 1 and "buf.fused_elementwise" not in buf_ir and "epilogue {" in buf_ir
     got = fn(x.numpy(), r.numpy())
