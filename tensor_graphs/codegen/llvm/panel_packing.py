@@ -37,7 +37,8 @@ CHUNK_L2_SHARE = 4
 MAX_CHUNK_BYTES = 1 << 19
 #: A chunk of windows spans at least this many output rows: its planes recompute the rows it
 #: shares with the next chunk, one or two (ResNet-50's 3x3 convolutions over 28 x 28, at 7 rows a
-#: chunk: 1.02-1.16 times the standalone packing and GEMM; 8 rows and more: 0.77-0.88, Emerald Rapids)
+#: chunk: 0.98-1.16 times the standalone packing and GEMM's time; at 8 rows over 56 x 56: 0.77-0.88;
+#: Emerald Rapids, `benchmarks/panel_packing.py` and `kernel_profile.py`)
 MIN_CHUNK_ROWS = 8
 #: Panels of at most 1 / SPILL_L2_SHARE of L2 in all are written first, by the standalone kernel:
 #: they stay in L2 for the GEMM, and a chunk's planes would recompute the rows chunks share
