@@ -1,9 +1,9 @@
 """A convolution whose GEMM packs its own panels a chunk at a time (`fuse-panels-into-gemm`)
 against the same convolution with its panels written first by the standalone `buf.im2col`.
 
-    .venv/bin/python benchmarks/panel_packing.py [--dtype bf16|f32|both] [--threads 1] [--rounds 9]
+    .venv/bin/python benchmarks/panel_packing.py [--dtype bf16|f32|both] [--threads 1] [--rounds 9] [--images 1]
 
-ResNet-50's convolutions (224 x 224, batch 1) that pack panels, each compiled twice by the
+ResNet-50's convolutions (224 x 224, batch 1; ``--images``: more) that pack panels, each compiled twice by the
 heuristic (a bf16 model: its bf16 pairs; a float32 model: float32 panels, its 3x3 convolutions at
 stride 1 being Winograd's and so left out): with the pass, and without it. The two graphs of a
 shape alternate call by call in one process; the table gives the median wall time of a call of
@@ -35,12 +35,12 @@ RESNET_CONVS = [
 ]
 
 
-def compile_pair(shape: tuple, dtype: torch.dtype):
-    """(fused graph, plain graph, input) of one convolution + ReLU."""
+def compile_pair(shape: tuple, dtype: torch.dtype, images: int = 1):
+    """(fused graph, plain graph, input) of one convolution + ReLU over ``images``."""
     c, h, cout, k, stride, pad, _ = shape
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(c, cout, k, stride, pad), torch.nn.ReLU()).eval().to(dtype)
-    x = torch.randn(1, c, h, h).to(dtype)
+    x = torch.randn(images, c, h, h).to(dtype)
     fused = tg.compile(model, (x,))
     original = cpu.buffer_pipeline
     cpu.buffer_pipeline = lambda *a: tuple(p for p in original(*a) if p != "fuse-panels-into-gemm")
@@ -70,12 +70,14 @@ def main() -> None:
     ap.add_argument("--dtype", choices=["bf16", "f32", "both"], default="both")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--images", type=int, default=1)
     args = ap.parse_args()
     tg.set_num_threads(args.threads)
     import os
 
     os.environ["TG_CACHE"] = "off"  # (the graph cache would hand the fused graph back for the plain one)
-    print(f"# {platform.processor() or platform.machine()}, {args.threads} thread(s), target {Target.host().name}")
+    print(f"# {platform.processor() or platform.machine()}, {args.threads} thread(s), {args.images} image(s), "
+          f"target {Target.host().name}")
     print("| dtype | conv (C, H, Cout, k, s, p) x count | fused us | plain us | fused / plain |")
     print("|---|---|--:|--:|--:|")
     dtypes = {"bf16": [torch.bfloat16], "f32": [torch.float32], "both": [torch.bfloat16, torch.float32]}[args.dtype]
@@ -84,7 +86,7 @@ def main() -> None:
         for shape in RESNET_CONVS:
             if dtype == torch.float32 and shape[3] == 3 and shape[4] == 1:
                 continue  # a Winograd convolution
-            fused, plain, x = compile_pair(shape, dtype)
+            fused, plain, x = compile_pair(shape, dtype, args.images)
             if "packing {" not in fused.ir("buf"):
                 continue
             a, b = median_times([fused, plain], x, args.rounds)

@@ -38,11 +38,11 @@ FLOAT_SHAPES = [(3, 224, 64, 7, 2, 3), (64, 112, 64, 3, 2, 1), (33, 71, 48, 3, 2
 SMALL_SHAPES = [(33, 13, 48, 3, 1, 1), (3, 30, 16, 7, 2, 3), (16, 9, 24, 1, 1, 0), (8, 17, 20, 3, 2, 1)]
 
 
-def _conv(shape: tuple, dtype: torch.dtype) -> tuple[torch.nn.Module, torch.Tensor]:
+def _conv(shape: tuple, dtype: torch.dtype, images: int = 1) -> tuple[torch.nn.Module, torch.Tensor]:
     c, h, cout, k, stride, pad = shape
     torch.manual_seed(sum(shape))
     model = torch.nn.Sequential(torch.nn.Conv2d(c, cout, k, stride, pad), torch.nn.ReLU()).eval().to(dtype)
-    return model, torch.randn(1, c, h, h).to(dtype)
+    return model, torch.randn(images, c, h, h).to(dtype)
 
 
 def _exact(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
@@ -68,7 +68,7 @@ def _fused_and_not(model: torch.nn.Module, x: torch.Tensor, target: str, monkeyp
     monkeypatch.setenv("TG_CACHE", "off")  # (a graph from the cache would not be generated again)
     chunked: list[bool] = []
     chunks = PanelPacker.chunks
-    monkeypatch.setattr(PanelPacker, "chunks", lambda self, *a: chunked.append(True) or chunks(self, *a))
+    monkeypatch.setattr(PanelPacker, "chunks", lambda self, *a, **k: chunked.append(True) or chunks(self, *a, **k))
     fn = tg.compile(model, (x,), target=target)
     assert "packing {" in fn.ir("buf")
     fused = _at_threads(fn, x)
@@ -133,3 +133,17 @@ def test_chunks_of_any_size(shape, engine, panels, monkeypatch):
         _check_bf16(fused, plain, model, x)
     for got, expected in zip(fused, plain):
         assert torch.equal(got, expected)
+
+
+@pytest.mark.parametrize("engine", list(ENGINES))
+@pytest.mark.parametrize("forced", [False, True], ids=["resnet_sized", "chunks_of_2"])
+def test_a_batch_packs_each_images_panels(engine, forced, monkeypatch):
+    """Three images: a batch of GEMMs whose panels AMX packs image by image, a chunk at a time
+    (a thread's items may start and end inside an image); the other engines write them all first."""
+    shape = (33, 13, 48, 3, 1, 1) if forced else (64, 56, 64, 3, 1, 1)
+    if forced:
+        _forced(monkeypatch, 2, shape)
+    model, x = _conv(shape, torch.bfloat16, images=3)
+    fused, plain, chunked = _fused_and_not(model, x, _runnable(engine), monkeypatch)
+    assert chunked == (engine == "amx") or not forced
+    _check_bf16(fused, plain, model, x)

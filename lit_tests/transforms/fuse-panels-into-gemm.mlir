@@ -43,18 +43,33 @@ func.func @pairs(%x: memref<1x4x6x6xbf16>, %out0: memref<8x36xf32>) attributes {
 
 // -----
 
-// Left alone: two images (a batch of GEMMs), panels another op also reads, and an input that an
-// op between the windows and the GEMM writes.
+// Two images (a batch of GEMMs by one weight): the same, each image's panels packed in turn.
 
 // CHECK-LABEL: func.func @batch(
-// CHECK:         buf.im2col
-// CHECK-NEXT:    buf.packed_matmul
-// CHECK-NOT:     packing
+// CHECK:         buf.packed_matmul ins(%w, %p : memref<8x36xf32>, memref<2x3x36x16xf32>) outs(%out0 : memref<2x8x36xf32>) packing {
+// CHECK-NEXT:      buf.im2col ins(%x : memref<2x4x6x6xf32>) outs(%p : memref<2x3x36x16xf32>)
 func.func @batch(%x: memref<2x4x6x6xf32>, %out0: memref<2x8x36xf32>) attributes {tg.num_outputs = 1 : i64} {
   %w = buf.weight "conv.weight" : memref<8x36xf32>
   %p = buf.alloc : memref<2x3x36x16xf32>
   buf.im2col ins(%x : memref<2x4x6x6xf32>) outs(%p : memref<2x3x36x16xf32>) {kernel = array<i64: 3, 3>, stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, panels = 16 : i64}
   buf.packed_matmul ins(%w, %p : memref<8x36xf32>, memref<2x3x36x16xf32>) outs(%out0 : memref<2x8x36xf32>)
+  func.return
+}
+
+// -----
+
+// Left alone: a run-time count of images, panels another op also reads, and an input that an op
+// between the windows and the GEMM writes.
+
+// CHECK-LABEL: func.func @run_time_batch(
+// CHECK:         buf.im2col
+// CHECK-NEXT:    buf.packed_matmul
+// CHECK-NOT:     packing
+func.func @run_time_batch(%x: memref<?x4x6x6xf32, ["n"]>, %out0: memref<?x8x36xf32, ["n"]>) attributes {tg.num_outputs = 1 : i64} {
+  %w = buf.weight "conv.weight" : memref<8x36xf32>
+  %p = buf.alloc : memref<?x3x36x16xf32, ["n"]>
+  buf.im2col ins(%x : memref<?x4x6x6xf32, ["n"]>) outs(%p : memref<?x3x36x16xf32, ["n"]>) {kernel = array<i64: 3, 3>, stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, panels = 16 : i64}
+  buf.packed_matmul ins(%w, %p : memref<8x36xf32>, memref<?x3x36x16xf32, ["n"]>) outs(%out0 : memref<?x8x36xf32, ["n"]>)
   func.return
 }
 

@@ -710,7 +710,7 @@ class PackedMatmulOp(KernelOp):
     `buf.im2col` (with ``panels``) that writes them, moved inside. Its windows are written a
     chunk of panels at a time, each chunk into a scratch that stays in the cache, right before
     the GEMM reads it (or, where the GEMM's blocking cannot take chunks, all of them first into
-    the rhs buffer). Its input, read during the GEMM, lives as long as the GEMM (`lifetime`: an
+    the rhs buffer); over a batch of images (a batch of GEMMs), each image's in turn. Its input, read during the GEMM, lives as long as the GEMM (`lifetime`: an
     op inside a region counts as the op that holds it)::
 
         buf.packed_matmul ins(%w, %p : memref<64x576xbf16>, memref<98x288x64xbf16>) outs(%y : ...) packing {
@@ -752,8 +752,10 @@ class PackedMatmulOp(KernelOp):
         im2col = self.panel_packing
         if len(ops) != 1 or im2col is None or im2col.panel_columns <= 0 or im2col.output is not self.inputs[1]:
             raise ShapeError("the packing region holds one buf.im2col with panels that writes the rhs (the second input)")
-        if len(shape_of(self.inputs[1])) != 3 or shape_of(im2col.inputs[0])[0] != 1:
-            raise ShapeError("a GEMM packs its own panels for one image: [panels, K, NR] from a [1, C, H, W] input")
+        panels, images = shape_of(self.inputs[1]), shape_of(im2col.inputs[0])[0]
+        if not (len(panels) == 3 and images == 1 or len(panels) == 4 and panels[0] == images and isinstance(images, int)):
+            raise ShapeError("a GEMM packs its own panels for one image ([panels, K, NR] from a [1, C, H, W] input) "
+                             "or a static count of them ([N, panels, K, NR] from [N, C, H, W])")
 
     @property
     def epilogue_body(self) -> Block | None:

@@ -26,8 +26,8 @@ buf.packed_matmul ins(%w, %p : memref<64x576xbf16>, memref<98x288x64xbf16>) outs
 }
 ```
 
-Left alone: a batch of images (panels ``[G, P, K, NR]``: a batch of GEMMs), and panels some
-other op also reads or writes.
+Over a static batch of images (panels ``[N, P, K, NR]``: a batch of GEMMs) the same; left alone:
+a run-time count of images, and panels some other op also reads or writes.
 """
 
 from __future__ import annotations
@@ -63,8 +63,8 @@ class MovePanelsIntoGemm(RewritePattern):
         if op.panel_columns <= 0 or op.reduce.data or isinstance(op.parent_op(), buf.PackedMatmulOp):
             return
         alloc = op.output.owner
-        if not isinstance(alloc, buf.AllocOp) or len(dims_of(op.output.type)) != 3:
-            return  # a batch of images' panels: a batch of GEMMs
+        if not isinstance(alloc, buf.AllocOp):
+            return
         users = [use.operation for use in alloc.result.uses]
         gemm = next((u for u in users if isinstance(u, buf.PackedMatmulOp)), None)
         if len(users) != 2 or gemm is None or op not in users or gemm.inputs[1] is not alloc.result:
@@ -72,8 +72,10 @@ class MovePanelsIntoGemm(RewritePattern):
         if gemm.packing is not None or any(v is alloc.result for v in (*gemm.inputs[2:], gemm.output)):
             return
         x = op.inputs[0]
-        if dims_of(x.type)[0] != 1 or gemm.parent_block() is not op.parent_block():
-            return
+        images = dims_of(x.type)[0]
+        if not isinstance(images, int) or (images == 1) != (len(dims_of(op.output.type)) == 3) \
+                or gemm.parent_block() is not op.parent_block():
+            return  # a run-time count of images
         if _writes_between(op, gemm, buf.root_buffer(x)):
             return  # the windows would read what an op between them wrote
         epilogue = gemm.epilogue.clone() if gemm.epilogue is not None else None

@@ -659,7 +659,7 @@ func.func @packed_matmul_packing_writes_elsewhere(%a: memref<8x36xf32>, %wp: mem
 
 func.func @packed_matmul_packing_two_images(%a: memref<8x36xf32>, %wp: memref<3x36x16xf32>, %x: memref<2x4x6x6xf32>,
                                              %o: memref<8x36xf32>) {
-  // expected-error@+1 {{buf.packed_matmul: a GEMM packs its own panels for one image: [panels, K, NR] from a [1, C, H, W] input}}
+  // expected-error@+1 {{buf.packed_matmul: a GEMM packs its own panels for one image ([panels, K, NR] from a [1, C, H, W] input) or a static count of them ([N, panels, K, NR] from [N, C, H, W])}}
   buf.packed_matmul ins(%a, %wp : memref<8x36xf32>, memref<3x36x16xf32>) outs(%o : memref<8x36xf32>) packing {
     buf.im2col ins(%x : memref<2x4x6x6xf32>) outs(%wp : memref<3x36x16xf32>) {kernel = array<i64: 3, 3>, stride = array<i64: 1, 1>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, panels = 16 : i64}
   }

@@ -64,7 +64,7 @@ from xdsl.ir import SSAValue
 
 from tensor_graphs.codegen.llvm.kernels import Access, LoweringError, _scalar_errors, emit_pointwise, paying_rows
 from tensor_graphs.codegen.llvm.kernels_gemm import _epilogue_value, _sweep_epilogue, addend_vectors, dequant_tile
-from tensor_graphs.codegen.llvm.loops import FunctionBuilder, emit_for, emit_if, icmp, min_i64
+from tensor_graphs.codegen.llvm.loops import FunctionBuilder, emit_for, emit_if, icmp, max_i64, min_i64
 from tensor_graphs.target import amx_state_permitted
 
 #: The target extension the AMX GEMM needs (`Target.extensions`): bf16 pairs, int8 quads
@@ -238,7 +238,9 @@ class AmxGemm:
         if self.deferred:  # out's offset of the block whose activation waits; -1: none
             self.pending = b.stack(1, i64, 8)
             b.store(b.i64(-1), self.pending)
-        if self.packer is not None:
+        if self.packer is not None and g.batched:
+            self._packed_gemms(start, end)
+        elif self.packer is not None:
             def chunk(p0: SSAValue, p1: SSAValue, panels: SSAValue) -> None:
                 self.pb, self.p0 = panels, p0
                 emit_for(b, p0, p1, lambda i, _: self.item(i) or [])
@@ -247,6 +249,32 @@ class AmxGemm:
         else:
             emit_for(b, start, end, lambda i, _: self.item(i) or [])
         _amx(b, "tilerelease")
+
+    def _packed_gemms(self, start: SSAValue, end: SSAValue) -> None:
+        """The items ``[start, end)`` of a batch whose panels the GEMM packs itself (one row group:
+        an item is a panel): each GEMM's share of them (image g's panels), a chunk at a time."""
+        b, g = self.ctx.b, self.g
+        panels = b.i64(g.panels)
+
+        def gemm(q: SSAValue, _c: list) -> list:
+            first, last = b.mul_i64(q, panels), b.mul_i64(b.add_i64(q, b.i64(1)), panels)
+            p_start = b.add(llvm.SubOp(max_i64(b, start, first), first))
+            p_end = b.add(llvm.SubOp(min_i64(b, end, last), first))
+            bases = (self.pa, self.pb, self.po, self.padd)
+            self._gemm_bases(q)
+
+            def chunk(p0: SSAValue, p1: SSAValue, scratch: SSAValue) -> None:
+                self.pb, self.p0 = scratch, p0
+                emit_for(b, p0, p1, lambda p, _: self._item(p) or [])
+
+            self.packer.chunks(b, p_start, p_end, chunk, image=q)
+            self.pa, self.pb, self.po, self.padd = bases
+            self.p0 = None
+            return []
+
+        first_gemm = b.add(llvm.UDivOp(start, panels))
+        last_gemm = b.add(llvm.UDivOp(b.add_i64(end, b.i64(g.panels - 1)), panels))
+        emit_for(b, first_gemm, last_gemm, gemm)
 
     def item(self, i: SSAValue) -> None:
         """Item i: group ``g = i / P``'s rows of panel ``p = i % P`` (`rows`), the last, partial

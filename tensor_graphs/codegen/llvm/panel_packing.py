@@ -13,6 +13,10 @@ those rows only into a plane on the stack, and the positions of the chunk go fro
 its panels (float32 rows, or bf16 pair rows two planes at a time: `write_pair_row`). A 1x1
 window at stride 1 without padding reads the input row itself.
 
+Over a batch of images (a batch of GEMMs) AMX packs each image's panels in turn: a thread's
+items, GEMM by GEMM, each GEMM's share a chunk at a time (`kernels_amx.AmxGemm._packed_gemms`); the
+register tiles write a batch's panels first.
+
 Where a GEMM's blocking takes no chunks (A-stationary row blocks, AMX row groups), the panels
 fit in L2, a chunk would span fewer than `MIN_CHUNK_ROWS` output rows, or one panel is larger
 than the chunk, the standalone kernel writes every panel into the rhs buffer first
@@ -89,11 +93,14 @@ class PanelPacker:
         """A chunk's panels on this thread's stack (64-byte aligned)."""
         return b.stack(self.chunk * self.panel_words, i32)
 
-    def chunks(self, b: FunctionBuilder, start: SSAValue, end: SSAValue, run) -> None:
-        """``run(p0, p1, panels)`` for each chunk ``[p0, p1)`` of the panels ``[start, end)``,
-        after writing them into this thread's scratch (``panels``: where panel p0 starts)."""
+    def chunks(self, b: FunctionBuilder, start: SSAValue, end: SSAValue, run, image: SSAValue | None = None) -> None:
+        """``run(p0, p1, panels)`` for each chunk ``[p0, p1)`` of the panels ``[start, end)`` (of
+        image ``image`` of a batch), after writing them into this thread's scratch (``panels``:
+        where panel p0 starts)."""
         scratch = self.scratch(b)
         xp = self.ctx.ptr(self.op.inputs[0])
+        if image is not None:
+            xp = b.gep(xp, b.mul_i64(image, b.i64(self.c * self.h * self.w)), self.el)
         count = b.add(llvm.UDivOp(b.add_i64(b.add(llvm.SubOp(end, start)), b.i64(self.chunk - 1)), b.i64(self.chunk)))
 
         def one(ci: SSAValue, _c: list) -> list:
