@@ -76,7 +76,8 @@ class PanelPacker:
     @staticmethod
     def for_gemm(ctx: KernelContext, op: buf.PackedMatmulOp) -> PanelPacker | None:
         """The packer of ``op``'s ``packing``, chunks of as many panels as fit the share of L2;
-        None without one, or when one panel does not fit."""
+        None without one, when an image's panels fit in half of L2 (`SPILL_L2_SHARE`), when a
+        chunk would span fewer than `MIN_CHUNK_ROWS` output rows, or when one panel does not fit."""
         im2col = op.panel_packing
         if im2col is None:
             return None
