@@ -33,7 +33,7 @@ SHAPES = [(3, 224, 64, 7, 2, 3), (64, 56, 64, 3, 1, 1), (33, 62, 48, 3, 1, 1), (
 #: float32 panels: 3x3 at stride 1 is a Winograd convolution in a float32 model, so strided here
 FLOAT_SHAPES = [(3, 224, 64, 7, 2, 3), (64, 112, 64, 3, 2, 1), (33, 71, 48, 3, 2, 1), (256, 28, 128, 1, 1, 0),
                 (512, 14, 512, 3, 2, 1)]
-#: small convolutions packed in chunks of 1 to 3 panels whatever the host's caches (`_forced`):
+#: small convolutions packed in chunks of a few panels whatever the host's caches (`_forced`):
 #: chunks that end inside an output row, a partial last panel, an odd C, a 1x1, strides
 SMALL_SHAPES = [(33, 13, 48, 3, 1, 1), (3, 30, 16, 7, 2, 3), (16, 9, 24, 1, 1, 0), (8, 17, 20, 3, 2, 1)]
 
@@ -80,7 +80,8 @@ def _fused_and_not(model: torch.nn.Module, x: torch.Tensor, target: str, monkeyp
 
 
 def _forced(monkeypatch, panels: int, shape: tuple) -> None:
-    """Chunks of ``panels`` panels for any convolution, whatever the host's L2."""
+    """Chunks of ``panels`` panels of 64 float32 columns' bytes for any convolution (more of the
+    narrower ones), whatever the host's L2."""
     c, _, _, k, *_ = shape
     monkeypatch.setattr(panel_packing, "SPILL_L2_SHARE", 1 << 40)
     monkeypatch.setattr(panel_packing, "MIN_CHUNK_ROWS", 0)
@@ -121,7 +122,8 @@ def _small_cases() -> list[tuple[tuple, str]]:
 @pytest.mark.parametrize("panels", [1, 3])
 @pytest.mark.parametrize(("shape", "engine"), _small_cases(), ids=[f"{s}-{e}" for s, e in _small_cases()])
 def test_chunks_of_any_size(shape, engine, panels, monkeypatch):
-    """Chunks of 1 and 3 panels (the packer's run-time bounds at every place in the image),
+    """Chunks the size of 1 and 3 panels of 64 float32 columns (1 to 12 panels of the narrower
+    layouts: the packer's run-time bounds at every place in the image),
     bf16 pairs on each engine and float32 panels on the host's and the AVX2 target's vectors."""
     _forced(monkeypatch, panels, shape)
     dtype = torch.float32 if engine.startswith("float32") else torch.bfloat16
