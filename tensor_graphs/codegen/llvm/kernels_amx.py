@@ -58,6 +58,8 @@ product kernel's, `bf16_dot`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import f32, i8, i16, i64
 from xdsl.ir import SSAValue
@@ -241,11 +243,7 @@ class AmxGemm:
         if self.packer is not None and g.batched:
             self._packed_gemms(start, end)
         elif self.packer is not None:
-            def chunk(p0: SSAValue, p1: SSAValue, panels: SSAValue) -> None:
-                self.pb, self.p0 = panels, p0
-                emit_for(b, p0, p1, lambda i, _: self.item(i) or [])
-
-            self.packer.chunks(b, start, end, chunk)
+            self.packer.chunks(b, start, end, self._chunk_of(self.item))
         else:
             emit_for(b, start, end, lambda i, _: self.item(i) or [])
         _amx(b, "tilerelease")
@@ -260,16 +258,7 @@ class AmxGemm:
             first, last = b.mul_i64(q, panels), b.mul_i64(b.add_i64(q, b.i64(1)), panels)
             p_start = b.add(llvm.SubOp(max_i64(b, start, first), first))
             p_end = b.add(llvm.SubOp(min_i64(b, end, last), first))
-            bases = (self.pa, self.pb, self.po, self.padd)
-            self._gemm_bases(q)
-
-            def chunk(p0: SSAValue, p1: SSAValue, scratch: SSAValue) -> None:
-                self.pb, self.p0 = scratch, p0
-                emit_for(b, p0, p1, lambda p, _: self._item(p) or [])
-
-            self.packer.chunks(b, p_start, p_end, chunk, image=q)
-            self.pa, self.pb, self.po, self.padd = bases
-            self.p0 = None
+            self._in_gemm(q, lambda: self.packer.chunks(b, p_start, p_end, self._chunk_of(self._item), image=q))
             return []
 
         first_gemm = b.add(llvm.UDivOp(start, panels))
@@ -283,12 +272,28 @@ class AmxGemm:
         b, g = self.ctx.b, self.g
         if g.batched:
             per_gemm = b.i64(self.groups * g.panels)
-            bases = (self.pa, self.pb, self.po, self.padd)
-            self._gemm_bases(b.add(llvm.UDivOp(i, per_gemm)))
-            self._item(b.add(llvm.URemOp(i, per_gemm)))
-            self.pa, self.pb, self.po, self.padd = bases
+            self._in_gemm(b.add(llvm.UDivOp(i, per_gemm)), lambda: self._item(b.add(llvm.URemOp(i, per_gemm))))
             return
         self._item(i)
+
+    def _chunk_of(self, item) -> Callable[[SSAValue, SSAValue, SSAValue], None]:
+        """The packer's callback (`panel_packing.PanelPacker.chunks`): the items of panels
+        ``[p0, p1)`` (``item``: by panel) from the scratch the chunk was packed into."""
+        b = self.ctx.b
+
+        def chunk(p0: SSAValue, p1: SSAValue, scratch: SSAValue) -> None:
+            self.pb, self.p0 = scratch, p0
+            emit_for(b, p0, p1, lambda p, _: item(p) or [])
+
+        return chunk
+
+    def _in_gemm(self, gemm: SSAValue, emit: Callable[[], None]) -> None:
+        """``emit()`` with A, the panels, out and the addends of GEMM ``gemm`` of the batch
+        (`_gemm_bases`), the whole batch's restored after."""
+        bases = (self.pa, self.pb, self.po, self.padd, self.p0)
+        self._gemm_bases(gemm)
+        emit()
+        self.pa, self.pb, self.po, self.padd, self.p0 = bases
 
     def _gemm_bases(self, gemm: SSAValue) -> None:
         """A, the panels, out and the addends of GEMM ``gemm`` of the batch (A: ``a[gemm mod G']``,

@@ -25,7 +25,7 @@ imports it).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import BFloat16Type, IntegerAttr, IntegerType, f32, f64, i1, i16, i32, i64
@@ -310,12 +310,7 @@ def _emit_im2col(ctx: KernelContext, op: Operation) -> None:
             image, channel = image_and_row(b, r, n, c)
             k = b.add_i64(b.mul_i64(channel, b.i64(kh * kw)), b.i64(t))
             at = b.add_i64(b.mul_i64(image, b.i64(-(-taps // nr) * k_total * nr)), b.mul_i64(k, b.i64(nr)))
-        dst = b.gep(ctx.ptr(out), at, el)
-        emit_copy_nest(b, (full, nr), Access(dst, (k_total * nr, 1), el), Access(plane, (nr, 1), el))
-        if last:
-            tail = b.gep(dst, full * k_total * nr, el)
-            emit_copy_nest(b, (last,), Access(tail, (1,), el), Access(b.gep(plane, full * nr, el), (1,), el))
-            emit_pointwise(b, (nr - last,), Access(b.gep(tail, last, el), (1,), el), [], lambda b, _v: b.constant(0.0, el))
+        write_panel_row(b, b.gep(ctx.ptr(out), at, el), plane, el, (k_total * nr, nr), full, last)
 
     def rows(b, start, end) -> None:
         xp, outp = ctx.ptr(x), ctx.ptr(out)
@@ -354,6 +349,38 @@ def _emit_im2col(ctx: KernelContext, op: Operation) -> None:
     split_rows(ctx, n * c, numel(_shape(out)) + numel(_shape(x)), rows)  # a symbolic batch: rows counted at run time
 
 
+def _panels_tail(b: FunctionBuilder, has_last: SSAValue | bool, tail: Callable[[], None]) -> None:
+    """``tail()`` (the partial last panel's row) where ``has_last``: always, never, or at run time."""
+    if has_last is True:
+        tail()
+    elif has_last is not False:
+        emit_if(b, has_last, tail)
+
+
+def _offset(b: FunctionBuilder, count: int | SSAValue, stride: int) -> int | SSAValue:
+    return count * stride if isinstance(count, int) else b.mul_i64(count, b.i64(stride))
+
+
+def write_panel_row(b: FunctionBuilder, dst: SSAValue, plane: SSAValue, el: Attribute, layout: tuple[int, int],
+                    full: int | SSAValue, last: int, has_last: SSAValue | bool = True) -> None:
+    """One row of the windows matrix (``plane``: its positions) into ``full`` whole panels of
+    ``el`` (``layout``: elements from one panel to the next, NR) from ``dst`` (the row in the first
+    of them), NR positions a panel, then, when ``has_last``, the partial panel after them
+    (``last`` positions, zeros past them)."""
+    panel_elements, nr = layout
+    if not isinstance(full, int) or full:
+        emit_copy_nest(b, (full, nr), Access(dst, (panel_elements, 1), el), Access(plane, (nr, 1), el))
+    if not last:
+        return
+
+    def tail() -> None:
+        at = b.gep(dst, _offset(b, full, panel_elements), el)
+        emit_copy_nest(b, (last,), Access(at, (1,), el), Access(b.gep(plane, _offset(b, full, nr), el), (1,), el))
+        emit_pointwise(b, (nr - last,), Access(b.gep(at, last, el), (1,), el), [], lambda b, _v: b.constant(0.0, el))
+
+    _panels_tail(b, has_last, tail)
+
+
 def write_pair_row(b: FunctionBuilder, dst: SSAValue, planes: list[SSAValue], bits: bool, layout: tuple[int, int],
                    full: int | SSAValue, last: int, has_last: SSAValue | bool = True) -> None:
     """One pair row of ``full`` whole panels (``layout``: words from one panel to the next, NR)
@@ -378,15 +405,12 @@ def write_pair_row(b: FunctionBuilder, dst: SSAValue, planes: list[SSAValue], bi
         return
 
     def tail() -> None:
-        at = b.gep(dst, b.mul_i64(_val(b, full), b.i64(panel_words)), i32)
-        start = b.mul_i64(_val(b, full), b.i64(nr))
+        at = b.gep(dst, _offset(b, full, panel_words), i32)
+        start = _offset(b, full, nr)
         emit_pointwise(b, (last,), Access(at, (1,), i32), [Access(b.gep(p, start, plane_el), (1,), plane_el) for p in planes], word)
         emit_pointwise(b, (nr - last,), Access(b.gep(at, last, i32), (1,), i32), [], lambda b, _v: b.i32(0))
 
-    if has_last is True:
-        tail()
-    elif has_last is not False:
-        emit_if(b, has_last, tail)
+    _panels_tail(b, has_last, tail)
 
 
 def _im2col_pairs(ctx: KernelContext, op: buf.Im2colOp, tap, plain: bool) -> None:

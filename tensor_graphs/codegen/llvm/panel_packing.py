@@ -29,8 +29,8 @@ from xdsl.dialects import llvm
 from xdsl.dialects.builtin import BFloat16Type, f32, i32
 from xdsl.ir import SSAValue
 
-from tensor_graphs.codegen.llvm.kernels import Access, KernelContext, _shape, emit_pointwise
-from tensor_graphs.codegen.llvm.kernels_movement import _tap_function, _tap_range, write_pair_row
+from tensor_graphs.codegen.llvm.kernels import KernelContext, _shape
+from tensor_graphs.codegen.llvm.kernels_movement import _tap_function, _tap_range, write_pair_row, write_panel_row
 from tensor_graphs.codegen.llvm.loops import FunctionBuilder, emit_for, emit_if, icmp, max_i64, min_i64
 from tensor_graphs.dialects import buffer as buf
 
@@ -70,8 +70,11 @@ class PanelPacker:
         self.panels = -(-self.taps // self.nr)
         self.last = self.taps % self.nr
         self.plain = (kh, kw, sh, sw, ph, pw) == (1, 1, 1, 1, 0, 0)
-        # output rows a chunk's positions lie on, at most
-        self.plane_rows = min(self.oh, -(-chunk * self.nr // self.ow) + 1)
+
+    @property
+    def plane_rows(self) -> int:
+        """Output rows a chunk's positions lie on, at most."""
+        return min(self.oh, -(-self.chunk * self.nr // self.ow) + 1)
 
     @staticmethod
     def for_gemm(ctx: KernelContext, op: buf.PackedMatmulOp) -> PanelPacker | None:
@@ -85,10 +88,9 @@ class PanelPacker:
         l2, panel_bytes = ctx.target.caches.l2, 4 * packer.panel_words
         if packer.panels * panel_bytes <= l2 // SPILL_L2_SHARE:
             return None  # all of them stay in L2 between the standalone kernel and the GEMM
-        chunk = min(min(l2 // CHUNK_L2_SHARE, MAX_CHUNK_BYTES) // panel_bytes, packer.panels)
-        if chunk < 1 or not packer.plain and chunk < packer.panels and chunk * packer.nr < MIN_CHUNK_ROWS * packer.ow:
-            return None
-        return PanelPacker(ctx, im2col, chunk)
+        packer.chunk = min(min(l2 // CHUNK_L2_SHARE, MAX_CHUNK_BYTES) // panel_bytes, packer.panels)
+        short = not packer.plain and packer.chunk < packer.panels and packer.chunk * packer.nr < MIN_CHUNK_ROWS * packer.ow
+        return None if packer.chunk < 1 or short else packer
 
     def scratch(self, b: FunctionBuilder) -> SSAValue:
         """A chunk's panels on this thread's stack (64-byte aligned)."""
@@ -167,26 +169,17 @@ class PanelPacker:
         b.add(llvm.CallOp(_tap_function(self.ctx, self.el, pad, unit_columns=sw == 1), src, dst, *bounds, b.i64(sh * w), b.i64(sw)))
 
     def _float_rows(self, b: FunctionBuilder, dst: SSAValue, plane, full: SSAValue, has_last) -> None:
-        """Each row ``k = (c, t)`` into the range's float32 panels: NR positions a panel, zeros
-        past the last position."""
-        nr, words = self.nr, self.panel_words
+        """Each row ``k = (c, t)`` into the range's float32 panels (`write_panel_row`: NR positions
+        a panel, zeros past the last position)."""
+        nr = self.nr
 
         def channel(c: SSAValue, _c: list) -> list:
             for t in range(self.t_count):
-                src = plane(c, t, 0)
                 row = b.gep(dst, b.mul_i64(b.add_i64(b.mul_i64(c, b.i64(self.t_count)), b.i64(t)), b.i64(nr)), f32)
-                emit_pointwise(b, (full, nr), Access(row, (words, 1), f32), [Access(src, (nr, 1), f32)], lambda b, v: v[0])
-                if self.last:
-                    emit_if(b, has_last, lambda src=src, row=row: self._float_tail(b, src, row, full))
+                write_panel_row(b, row, plane(c, t, 0), f32, (self.panel_words, nr), full, self.last, has_last)
             return []
 
         emit_for(b, 0, self.c, channel)
-
-    def _float_tail(self, b: FunctionBuilder, src: SSAValue, row: SSAValue, full: SSAValue) -> None:
-        at = b.gep(row, b.mul_i64(full, b.i64(self.panel_words)), f32)
-        start = b.gep(src, b.mul_i64(full, b.i64(self.nr)), f32)
-        emit_pointwise(b, (self.last,), Access(at, (1,), f32), [Access(start, (1,), f32)], lambda b, v: v[0])
-        emit_pointwise(b, (self.nr - self.last,), Access(b.gep(at, self.last, f32), (1,), f32), [], lambda b, _v: b.f32(0.0))
 
     def _pair_rows(self, b: FunctionBuilder, dst: SSAValue, plane, full: SSAValue, has_last) -> None:
         """The range's bf16 pair rows, a pair of channels at a time (their ``2 T`` rows are ``T``
