@@ -1,5 +1,6 @@
 """What a GEMM's activation costs on top of the GEMM: ``Linear(k, n)`` alone and followed by each
-activation, every GEMM pinned to one variant, each kernel timed in the graph (``profile=True``).
+activation, and the same GEMM without its bias (the row "none, no bias": what the bias costs),
+every GEMM pinned to one variant, each kernel timed in the graph (``profile=True``).
 
     .venv/bin/python benchmarks/amx_epilogue.py [--variant matmul.packed_bf16] [--rows 128]
                                                 [--k 768] [--n 3072] [--threads 1] [--rounds 7]
@@ -66,6 +67,10 @@ def main() -> None:
     params = {"separate_epilogue": 1} if args.separate_epilogue else {}
     tg.set_num_threads(args.threads)
     fns = {name: build(linear, act, x, args.variant, params) for name, act in ACTIVATIONS.items()}
+    # the same GEMM without its bias: what the bias costs (the first row less this one)
+    bare = torch.nn.Linear(args.k, args.n, bias=False)
+    bare.weight = linear.weight
+    fns["none, no bias"] = build(bare, None, x, args.variant, params)
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(args.rounds):
         for name, fn in fns.items():
