@@ -339,6 +339,42 @@ def test_max_pool_propagates_infinities():
     _check(nn.MaxPool2d(2), x, atol=0.0)
 
 
+@pytest.mark.parametrize("path", ["plane", "tap-by-tap"])
+def test_max_pool_propagates_nan_and_keeps_the_first_of_equal_zeros(path, monkeypatch):
+    """NaN in any tap makes its windows NaN, on both paths (`window_reduce`: each window as it is
+    written, from a padded plane on the stack; and the tap-by-tap planes, for a plane over
+    `MAX_PLANE_BYTES`). Of -0.0 and +0.0 the plane path keeps the first in the window's
+    row-major order, as torch.max_pool2d does (the tap-by-tap path's ``llvm.maximum`` takes +0.0)."""
+    from tensor_graphs.codegen.llvm import window_reduce
+
+    if path == "tap-by-tap":
+        monkeypatch.setattr(window_reduce, "MAX_PLANE_BYTES", 0)
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 9, 11)
+    x[0, 0, 0, 0] = x[0, 2, 4, 5] = x[1, 1, 8, 10] = float("nan")
+    x[1, 0, 3:6, 3:6] = -1.0  # windows whose maximum is a zero: -0.0 first, then +0.0 (in other rows too)
+    x[1, 0, 3, 4], x[1, 0, 4, 3], x[1, 0, 5, 5] = -0.0, 0.0, 0.0
+    pool = nn.MaxPool2d(3, stride=2, padding=1).eval()
+    fn = tg.compile(pool, (x,))
+    got, expected = fn(x), pool(x)
+    assert torch.equal(got.isnan(), expected.isnan()) and got.isnan().sum() == 4
+    assert torch.equal(got.nan_to_num(), expected.nan_to_num())
+    if path == "plane":
+        assert torch.equal(got.signbit(), expected.signbit())
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_stem_max_pool_over_threads(threads):
+    """ResNet-50's stem max pool (64 planes of 112 x 112, split among the threads), exact."""
+    torch.manual_seed(0)
+    before = tg.get_num_threads()
+    tg.set_num_threads(threads)
+    try:
+        _check(nn.MaxPool2d(3, stride=2, padding=1), torch.randn(1, 64, 112, 112), atol=0.0)
+    finally:
+        tg.set_num_threads(before)
+
+
 @pytest.mark.parametrize("groups", [1, 2, 8])
 def test_group_norm(groups):
     torch.manual_seed(0)

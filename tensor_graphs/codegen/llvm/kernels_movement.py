@@ -15,7 +15,9 @@ imports it).
 - `buf.im2col` (the windows of a convolution or pooling, `tg.im2col`): rows ``(n, c)`` split
   among the threads; per row, every tap ``(i, j)`` is one strided copy of the input rows and
   columns it reads (a ``memcpy`` per output row at stride 1: the valid range of each tap is
-  known when compiling) and a fill of ``pad_value`` over the border it pads.
+  known when compiling) and a fill of ``pad_value`` over the border it pads. A pooling (``reduce``)
+  computes each window as it writes the output instead (`window_reduce`), from a padded copy of
+  the plane on the stack; only a plane too large for it goes tap by tap.
 - `buf.cache_write {axis}` copies its update into the state (a KV cache) at positions
   ``[past, past + n)`` along ``axis``, ``past`` being the run-time ``dims[0]``
   (`KernelContext.dim`): one ``llvm.memcpy`` of ``n * inner`` elements per index of the dims
@@ -57,6 +59,8 @@ from tensor_graphs.codegen.llvm.bf16_dot import pair_word
 from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, broadcast_strides, emit_for, emit_if, emit_loop, icmp
 from tensor_graphs.codegen.llvm.loops import value as _val
 from tensor_graphs.codegen.llvm.scalar import emit_convert
+from tensor_graphs.codegen.llvm import window_reduce
+from tensor_graphs.codegen.llvm.window_reduce import WindowReduce
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.symbolic import format_expr, is_static, parse_expr
 from tensor_graphs.dialects.shapes import contiguous_strides, numel
@@ -311,6 +315,10 @@ def _emit_im2col(ctx: KernelContext, op: Operation) -> None:
             k = b.add_i64(b.mul_i64(channel, b.i64(kh * kw)), b.i64(t))
             at = b.add_i64(b.mul_i64(image, b.i64(-(-taps // nr) * k_total * nr)), b.mul_i64(k, b.i64(nr)))
         write_panel_row(b, b.gep(ctx.ptr(out), at, el), plane, el, (k_total * nr, nr), full, last)
+
+    if reduce and window_reduce.fits(op, h, w, oh, ow, el):  # a pooling: each window combined as it is written
+        split_rows(ctx, n * c, numel(_shape(out)) + numel(_shape(x)), WindowReduce(ctx, op, (h, w, oh, ow), el).rows)
+        return
 
     def rows(b, start, end) -> None:
         xp, outp = ctx.ptr(x), ctx.ptr(out)
