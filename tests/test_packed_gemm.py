@@ -335,6 +335,27 @@ def test_tied_embedding_gathers_from_the_packed_lm_head():
     assert "buf.embedding" in plain.ir("buf") and "packed" not in plain.ir("buf")
 
 
+def test_tied_embedding_gathers_from_the_table_when_the_lm_head_packs_its_own(monkeypatch):
+    """A tuner's LM head on another variant (here every GEMM pinned to matmul.blas, which reads
+    the weight as stored; a bf16 or int8 head reads panels of its own) leaves no float32 panels to
+    share: the embedding copies its rows from the table, not a cache line per element from
+    panels packed for it alone. Logits match PyTorch (max abs 1e-4)."""
+    transformers = pytest.importorskip("transformers")
+    from conftest import LogitsOnly
+    from pinned_gemms import pinned_graph
+
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=1, n_embd=48, n_head=2, vocab_size=203, n_positions=32)
+    model = LogitsOnly(transformers.GPT2LMHeadModel(config).eval())
+    ids = torch.randint(0, 203, (2, 9))
+    graph = pinned_graph(model, (ids,), "host", "matmul.blas", monkeypatch)
+    fn = tg.compile_module(graph.module, graph.weights, target="host")
+    buf_ir = fn.ir("buf")
+    assert "buf.packed_embedding" not in buf_ir and "buf.embedding" in buf_ir and "buf.packed_weight" not in buf_ir
+    with torch.no_grad():
+        np.testing.assert_allclose(fn(ids.numpy()), model(ids).numpy(), rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("shape", [(3, 32, 20), (1, 3, 32, 20)])
 @torch.no_grad()
 def test_a_weight_times_a_batch_of_activations(shape):
