@@ -106,13 +106,16 @@ def test_convolution_packed_gemm(name, monkeypatch):
     assert "buf.matmul" in plain and "panels = " not in plain, "pack_weights=False: BLAS on the windows"
 
 
-#: A-stationary packed GEMMs (a weight too large for half of L2 per K block as A, few pixels as
-#: panels): the threads split the row blocks, and the last, partial panel is one more panel of
-#: each row block, its K blocks' sums added into the output (K = 512 and 1152: 2 and 5 blocks).
+#: A-stationary packed GEMMs (a weight as A with more rows than the pixels' panels have columns,
+#: or too large for half of L2 per K block): the threads split the row blocks. A last, partial
+#: panel after whole ones is one more panel of each row block, its K blocks' sums added into the
+#: output (14 x 14: 196 pixels, K = 1152); a partial panel alone (7 x 7 on AVX-512's 64-column
+#: panels) runs all of K at once.
 A_STATIONARY = {
     "1x1-wide-7x7": "1x1-wide-7x7",
     "1x1-deep-7x7": (nn.Conv2d(512, 1024, 1), (1, 512, 7, 7)),
     "3x3-wide-7x7": "3x3-wide-7x7",
+    "3x3-wide-14x14": (nn.Conv2d(128, 512, 3, padding=1), (1, 128, 14, 14)),
 }
 
 

@@ -23,12 +23,14 @@ multiple of NR). The panels are split among the threads
             out tile = act(out tile + beta * acc tile)        one loop over the tile, still in L1
 
 Each K block passes over this thread's panels, every row block at each panel (the panel's slice
-stays in L1, A's ``M x kc`` slice in L2). When that slice of A overflows half of L2 while all the
-panels' slices fit there (a convolution: its weight is A, its few output pixels the panels), the
-row blocks go outside instead (A-stationary), so that A streams once per K block, and the threads
-split the row blocks rather than the panels (each streams only its rows of A); the last, partial
+stays in L1, A's ``M x kc`` slice in L2). When that slice of A overflows half of L2, or A has
+more rows than the panels have columns, while all the panels' slices fit there (a convolution:
+its weight is A, its few output pixels the panels), the row blocks go outside instead
+(A-stationary), so that A streams once per K block, and the threads split the row blocks rather
+than the panels (each streams only its rows of A: split by panels, every thread streamed all of
+it, and ResNet-50's 7 x 7 convolutions ran no faster on 2 threads than on 1); the last, partial
 panel is then one more panel of each row block, its K blocks' sums added to ``out`` through a
-stack tile. In a batch of GEMMs split by panels, each GEMM's partial last panel runs after the
+stack tile, or, where it is the only panel, all of K in one block. In a batch of GEMMs split by panels, each GEMM's partial last panel runs after the
 whole panels' K blocks, in one pass over K. The last, partial panel's tile is only as many
 vectors wide as its columns need. The code of a panel is emitted once for all its K blocks: a
 loop over them whose first (start from zeros) and last (alpha, the epilogue) are run-time flags.
@@ -592,8 +594,18 @@ class _PackedGemm:
         self.full_rows, self.rest = divmod(self.m, mr)
         self.blocks = self.full_rows + bool(self.rest)
         half_l2 = ctx.target.caches.l2 // 2
-        self.a_stationary = (not self.a_group and self.m_size is None and (self.panels >= 2 or self.batched)
-                             and self.m * kc * 4 > half_l2 and self.panels * kc * nr * 4 <= half_l2)
+        # A's rows outnumber the panels' columns (a convolution's weight, few output pixels): split
+        # among threads by panels, each would stream all of A
+        a_outweighs = self.m > self.panels * nr
+        self.a_stationary = (not self.a_group and self.m_size is None
+                             and ((self.panels >= 2 or self.batched) and self.m * kc * 4 > half_l2 or a_outweighs)
+                             and self.panels * kc * nr * 4 <= half_l2)
+        if self.a_stationary and not self.full_panels:
+            # its one, partial panel over all of K at once, as a split by panels runs it: a
+            # partial panel's sums are not kept between K blocks (its stack tile), and adding
+            # them into out block by block took 1.76 times as long (512 x 4608 by 49, 1 thread)
+            self.kc = kc = k
+            self.k_blocks = 1
         # A-stationary over a batch of GEMMs that share A: the GEMMs in chunks whose panels' K block
         # slices fit in half of L2 together, A streamed once per chunk
         self.chunk = max(1, half_l2 // (self.panels * kc * nr * 4))
@@ -665,8 +677,9 @@ class _PackedGemm:
     def emit(self) -> None:
         """The team: at most as many threads as the FLOPs (and the panels' bytes, for a
         matrix-vector product) pay for (`Target.thread_work`); each takes a share of the panels
-        or, when A's K block slice overflows half of L2 while all the panels' slices fit there (a
-        convolution's weight as A, few output pixels as panels: A-stationary), a share of the row
+        or, when A's K block slice overflows half of L2 or A's rows outnumber the panels' columns,
+        while all the panels' slices fit there (a convolution's weight as A, few output pixels as
+        panels: A-stationary), a share of the row
         blocks, so that each thread streams its own rows of A once per K block. Run-time rows:
         below two row blocks one pass over K (a matrix-vector product, as the static kernel for
         its rows takes: `k_block`), from two row blocks the K blocks of the largest M."""
