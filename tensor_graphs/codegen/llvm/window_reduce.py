@@ -36,9 +36,11 @@ from tensor_graphs.codegen.llvm.kernels import Access, KernelContext, emit_copy_
 from tensor_graphs.codegen.llvm.loops import FunctionBuilder, emit_for
 from tensor_graphs.codegen.llvm.scalar import const, fcmp, select
 
-#: The most bytes of a pooling's scratch (its padded plane, a max's rows) on a thread's stack (libgomp's threads take the process's default
-#: stack, 8 MiB on Linux; `panel_packing.MAX_CHUNK_BYTES` is the other user of it)
+#: The most bytes of a pooling's scratch (its padded plane, a max's rows) on a thread's stack
+#: (libgomp's threads take the process's default stack, 8 MiB on Linux;
+#: `panel_packing.MAX_CHUNK_BYTES` is the other user of it)
 MAX_PLANE_BYTES = 1 << 19
+
 
 def window_max(b: FunctionBuilder, taps: list[SSAValue]) -> SSAValue:
     """The largest of a window's taps as torch.max_pool2d takes it (a tap replaces the maximum so
@@ -122,7 +124,7 @@ class WindowReduce:
     def plane(self, b: FunctionBuilder, src: SSAValue, dst: Access) -> None:
         """One output plane from the (padded) input plane at ``src``: each element's window."""
         (kh, kw), (sh, sw), _, (dh, dw) = self.op.window
-        wp = self.wp if self.padded else self.w
+        wp = self.wp  # (the input's width where nothing pads it)
         if self.reduce == "max" and kh > 1 and kw > 1:
             self.rows_then_columns(b, src, dst, wp)
             return
