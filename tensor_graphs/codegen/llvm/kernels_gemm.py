@@ -603,7 +603,8 @@ class _PackedGemm:
         if self.a_stationary and not self.full_panels:
             # its one, partial panel over all of K at once, as a split by panels runs it: a
             # partial panel's sums are not kept between K blocks (its stack tile), and adding
-            # them into out block by block took 1.76 times as long (512 x 4608 by 49, 1 thread)
+            # them into out block by block took 1.76 times as long (ResNet-50's 512 x 4608 by 49,
+            # 1 thread, `benchmarks/kernel_profile.py resnet50`)
             self.kc = kc = k
             self.k_blocks = 1
         # A-stationary over a batch of GEMMs that share A: the GEMMs in chunks whose panels' K block

@@ -15,7 +15,7 @@ their planes: the same bits. A max keeps the first of equal taps (-0.0 and +0.0)
 row-major order, as torch.max_pool2d does (that path's ``llvm.maximum`` takes +0.0), and is NaN
 where a tap is. The strided reads along a row are LLVM's interleaved loads. Before, each of the
 KH x KW taps wrote its plane on the stack and a second pass combined it into the output.
-`benchmarks/pooling.py`, 1 thread, Emerald Rapids, kernel us before -> after: ResNet-50's stem
+`benchmarks/pooling.py`, 1 thread, a Xeon with AMX, kernel us before -> after: ResNet-50's stem
 max pool (3 x 3, stride 2, padding 1 over 64 x 112 x 112) 423-431 -> 325-328; a 2 x 2 max pool
 over 128 x 56 x 56 98-101 -> 60-66; a 3 x 3 average pool at stride 1 over 64 x 56 x 56 160-164
 -> 72.
