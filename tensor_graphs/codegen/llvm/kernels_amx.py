@@ -36,11 +36,11 @@ rows is loaded, the sums loaded back, the tail's product added, and the next blo
 full-K configuration again (`K_TAIL_SCRATCH`).
 The epilogue runs on each 32 x 32 block as its sums are stored (alpha and the addends on each
 tile, in vectors; the first addend, a bias or a residual added unscaled to unscaled sums, is where
-the sums start: ``C = addend`` by a tile load, `AmxGemm._preload`), or with ``tg.separate_epilogue`` in one sweep after the tiles (a tuner's
-parameter). A whole block's activation waits for the next block of the item: ``R = ceil(32 /
-steps)`` of its rows after each of that block's K steps, so that its vector arithmetic runs while
-the tile unit multiplies (`_interleaved_steps`; the last block's at the end of the item's whole
-blocks, `_flush`). Run after each block instead, a GELU's polynomials did not overlap the tiles:
+the sums start: ``C = addend`` by a tile load, `AmxGemm._preload`), or with
+``tg.separate_epilogue`` in one sweep after the tiles (a tuner's parameter). A whole block's
+activation waits for the next block of the item: ``R = ceil(32 / steps)`` of its rows after each
+of that block's K steps, so that its vector arithmetic runs while the tile unit multiplies
+(`_interleaved_steps`; the last block's at the end of the item's whole blocks, `_flush`). Run after each block instead, a GELU's polynomials did not overlap the tiles:
 on Emerald Rapids, 128 x 768 by 768 x 3072, 1 thread, the activation's cost over the same GEMM
 without one fell from 510-530 us to 290-310 (GELU), 305 to 90-110 (tanh GELU), 265 to 55-90 (SiLU)
 with bf16 tiles, and from 450 to 345-365 us (GELU) with int8 tiles

@@ -30,8 +30,8 @@ its weight is A, its few output pixels the panels), the row blocks go outside in
 than the panels (each streams only its rows of A: split by panels, every thread streamed all of
 it, and ResNet-50's 7 x 7 convolutions ran no faster on 2 threads than on 1); the last, partial
 panel is then one more panel of each row block, its K blocks' sums added to ``out`` through a
-stack tile, or, where it is the only panel, all of K in one block. In a batch of GEMMs split by panels, each GEMM's partial last panel runs after the
-whole panels' K blocks, in one pass over K. The last, partial panel's tile is only as many
+stack tile, or, where it is the only panel, all of K in one block. In a batch of GEMMs split by
+panels, each GEMM's partial last panel runs after the whole panels' K blocks, in one pass over K. The last, partial panel's tile is only as many
 vectors wide as its columns need. The code of a panel is emitted once for all its K blocks: a
 loop over them whose first (start from zeros) and last (alpha, the epilogue) are run-time flags.
 Run-time rows (a symbolic M): the tiles, K blocks and team are those of the largest M; each call
