@@ -710,8 +710,9 @@ class PackedMatmulOp(KernelOp):
     `buf.im2col` (with ``panels``) that writes them, moved inside. Its windows are written a
     chunk of panels at a time, each chunk into a scratch that stays in the cache, right before
     the GEMM reads it (or, where the GEMM's blocking cannot take chunks, all of them first into
-    the rhs buffer); over a batch of images (a batch of GEMMs), each image's in turn. Its input, read during the GEMM, lives as long as the GEMM (`lifetime`: an
-    op inside a region counts as the op that holds it)::
+    the rhs buffer); over a batch of images (a batch of GEMMs), each image's in turn. Its input,
+    read during the GEMM, lives as long as the GEMM (`lifetime`: an op inside a region counts as
+    the op that holds it)::
 
         buf.packed_matmul ins(%w, %p : memref<64x576xbf16>, memref<98x288x64xbf16>) outs(%y : ...) packing {
           buf.im2col ins(%x : memref<1x64x56x56xf32>) outs(%p : memref<98x288x64xbf16>) {kernel = ..., panels = 32 : i64}

@@ -40,11 +40,11 @@ the sums start: ``C = addend`` by a tile load, `AmxGemm._preload`), or with
 ``tg.separate_epilogue`` in one sweep after the tiles (a tuner's parameter). A whole block's
 activation waits for the next block of the item: ``R = ceil(32 / steps)`` of its rows after each
 of that block's K steps, so that its vector arithmetic runs while the tile unit multiplies
-(`_interleaved_steps`; the last block's at the end of the item's whole blocks, `_flush`). Run after each block instead, a GELU's polynomials did not overlap the tiles:
-on Emerald Rapids, 128 x 768 by 768 x 3072, 1 thread, the activation's cost over the same GEMM
-without one fell from 510-530 us to 290-310 (GELU), 305 to 90-110 (tanh GELU), 265 to 55-90 (SiLU)
-with bf16 tiles, and from 450 to 345-365 us (GELU) with int8 tiles
-(`benchmarks/amx_epilogue.py`).
+(`_interleaved_steps`; the last block's at the end of the item's whole blocks, `_flush`). Run
+after each block instead, a GELU's polynomials did not overlap the tiles: on Emerald Rapids,
+128 x 768 by 768 x 3072, 1 thread, the activation's cost over the same GEMM without one fell
+from 510-530 us to 290-310 (GELU), 305 to 90-110 (tanh GELU), 265 to 55-90 (SiLU) with bf16
+tiles, and from 450 to 345-365 us (GELU) with int8 tiles (`benchmarks/amx_epilogue.py`).
 The int8 GEMM (``quads``, where the target has AMX-INT8) runs on the same tiles: A's rows are the
 codes `buf.quantize_rows` made (unsigned bytes, 64 of K a tile row, the row's scale after them,
 never loaded), B's the "int8kpanels" quads (16 rows of quads, 64 of K), ``tdpbusd`` sums them in
@@ -419,13 +419,12 @@ class AmxGemm:
         """The block's accumulators loaded from the first addend (`preloaded`) at their rows and
         columns (``tileloadd`` at its row stride: 0 for a bias, each tile row the same 16 floats)."""
         b, g = self.ctx.b, self.g
-        (_, rs, *_), ptr = self.addends[0], self.padd[0]
         for i in halves:
             row = b.add_i64(r0, b.i64(i * TILE_ROWS))
             for j in range(count):
                 col = b.add_i64(b.mul_i64(p, b.i64(g.nr)), b.i64((c + j) * TILE_ROWS))
-                at = b.gep(ptr, b.add_i64(b.mul_i64(row, b.i64(rs)), col), f32)
-                _amx(b, "tileloadd64", C_TILES[i][j], at, b.i64(4 * rs))
+                (first,) = self._addend_accesses(row, col, self.addends[:1])
+                _amx(b, "tileloadd64", C_TILES[i][j], first.ptr, b.i64(4 * first.strides[0]))
 
     def _interleaved_steps(self, step, pending: SSAValue) -> None:
         """The K steps of a block with the waiting block's activation (out's 32 x 32 floats at

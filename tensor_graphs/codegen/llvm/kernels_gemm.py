@@ -31,8 +31,8 @@ than the panels (each streams only its rows of A: split by panels, every thread 
 it, and ResNet-50's 7 x 7 convolutions ran no faster on 2 threads than on 1); the last, partial
 panel is then one more panel of each row block, its K blocks' sums added to ``out`` through a
 stack tile, or, where it is the only panel, all of K in one block. In a batch of GEMMs split by
-panels, each GEMM's partial last panel runs after the whole panels' K blocks, in one pass over K. The last, partial panel's tile is only as many
-vectors wide as its columns need. The code of a panel is emitted once for all its K blocks: a
+panels, each GEMM's partial last panel runs after the whole panels' K blocks, in one pass over K.
+The last, partial panel's tile is only as many vectors wide as its columns need. The code of a panel is emitted once for all its K blocks: a
 loop over them whose first (start from zeros) and last (alpha, the epilogue) are run-time flags.
 Run-time rows (a symbolic M): the tiles, K blocks and team are those of the largest M; each call
 takes the static kernel's prefetch plan for its count of row blocks (`_PackedGemm.run_time_plans`).
@@ -680,8 +680,8 @@ class _PackedGemm:
         matrix-vector product) pay for (`Target.thread_work`); each takes a share of the panels
         or, when A's K block slice overflows half of L2 or A's rows outnumber the panels' columns,
         while all the panels' slices fit there (a convolution's weight as A, few output pixels as
-        panels: A-stationary), a share of the row
-        blocks, so that each thread streams its own rows of A once per K block. Run-time rows:
+        panels: A-stationary), a share of the row blocks, so that each thread streams its own rows
+        of A once per K block. Run-time rows:
         below two row blocks one pass over K (a matrix-vector product, as the static kernel for
         its rows takes: `k_block`), from two row blocks the K blocks of the largest M."""
         ctx, m, mr = self.ctx, self.m, self.mr

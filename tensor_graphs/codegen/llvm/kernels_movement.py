@@ -60,7 +60,6 @@ from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, broadcast_str
 from tensor_graphs.codegen.llvm.loops import value as _val
 from tensor_graphs.codegen.llvm.scalar import emit_convert
 from tensor_graphs.codegen.llvm import window_reduce
-from tensor_graphs.codegen.llvm.window_reduce import WindowReduce
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.symbolic import format_expr, is_static, parse_expr
 from tensor_graphs.dialects.shapes import contiguous_strides, numel
@@ -317,7 +316,8 @@ def _emit_im2col(ctx: KernelContext, op: Operation) -> None:
         write_panel_row(b, b.gep(ctx.ptr(out), at, el), plane, el, (k_total * nr, nr), full, last)
 
     if reduce and window_reduce.fits(op, h, w, oh, ow, el):  # a pooling: each window combined as it is written
-        split_rows(ctx, n * c, numel(_shape(out)) + numel(_shape(x)), WindowReduce(ctx, op, (h, w, oh, ow), el).rows)
+        pooling = window_reduce.WindowReduce(ctx, op, (h, w, oh, ow), el)
+        split_rows(ctx, n * c, numel(_shape(out)) + numel(_shape(x)), pooling.rows)
         return
 
     def rows(b, start, end) -> None:

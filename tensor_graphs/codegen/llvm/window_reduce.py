@@ -145,8 +145,8 @@ class WindowReduce:
         (kh, kw), (sh, sw), _, (dh, dw) = self.op.window
         if self.rows_scratch is None:
             self.rows_scratch = b.stack(self.hp * self.ow, self.el)
-        v, rows = self.rows_scratch, self.hp
+        v = self.rows_scratch
         across = [Access(b.gep(src, j * dw, self.el), (wp, sw), self.el) for j in range(kw)]
-        emit_pointwise(b, (rows, self.ow), Access(v, (self.ow, 1), self.el), across, window_max)
+        emit_pointwise(b, (self.hp, self.ow), Access(v, (self.ow, 1), self.el), across, window_max)
         down = [Access(b.gep(v, i * dh * self.ow, self.el), (sh * self.ow, 1), self.el) for i in range(kh)]
         emit_pointwise(b, (self.oh, self.ow), dst, down, window_max)
