@@ -39,6 +39,7 @@ _PASS_PATHS: dict[str, str] = {
     "fuse-gemm-elementwise": "tensor_graphs.transforms.fuse_gemm_elementwise:FuseGemmElementwisePass",
     "fuse-im2col-reduce": "tensor_graphs.transforms.fuse_im2col_reduce:FuseIm2colReducePass",
     "fuse-panels-into-gemm": "tensor_graphs.transforms.fuse_panels_into_gemm:FusePanelsIntoGemmPass",
+    "narrow-gemm-output": "tensor_graphs.transforms.narrow_gemm_output:NarrowGemmOutputPass",
     "plan-memory": "tensor_graphs.transforms.plan_memory:PlanMemoryPass",
     "convert-buffer-to-llvm": "tensor_graphs.codegen.llvm.convert_buffer_to_llvm:ConvertBufferToLLVMPass",
     "convert-tensor-to-triton": "tensor_graphs.codegen.triton.convert_tensor_to_triton:ConvertTensorToTritonPass",
@@ -99,6 +100,7 @@ BUFFER_PIPELINE: tuple[str, ...] = (
     "fuse-gemm-addend",
     "fuse-gemm-elementwise",
     "fuse-panels-into-gemm",
+    "narrow-gemm-output",
     "plan-memory",
 )
 

@@ -54,13 +54,19 @@ func.func @clamp_square(%x: memref<16x32xf32>, %w: memref<1x32x64xf32>, %b: memr
 
 // -----
 
-// Left alone: a loop that yields bf16 (the GEMM writes float32), a GEMM with an activation of its
-// own, and a GEMM output read by something else too.
+// A loop that yields bf16 (a bf16 model's output, rounded once more) and one whose second
+// operand is bf16 (a bf16 model's residual): the GEMMs write bf16 themselves, the bodies take the
+// bf16 operand as it is.
 
-// CHECK-LABEL: func.func @unfused(
-// CHECK-COUNT-3: buf.fused_elementwise
-// CHECK-NOT:     epilogue
-func.func @unfused(%w: memref<1x8x36xbf16>, %p: memref<3x18x32xbf16>, %z: memref<1x8x36xbf16>, %u: memref<1x8x36xf32>, %v: memref<1x8x36xf32>, %t: memref<1x8x36xf32>) attributes {tg.num_outputs = 4 : i64} {
+// CHECK-LABEL: func.func @bf16_loops(
+// CHECK:         buf.packed_matmul ins(%w, %p : memref<1x8x36xbf16>, memref<3x18x32xbf16>) outs(%z : memref<1x8x36xbf16>) epilogue {
+// CHECK-NEXT:    ^bb0(%{{.*}}: f32):
+// CHECK-NEXT:      %{{.*}} = arith.truncf %{{.*}} : f32 to bf16
+// CHECK-NEXT:      buf.yield %{{.*}} : bf16
+// CHECK:         buf.packed_matmul ins(%w, %p, %r : memref<1x8x36xbf16>, memref<3x18x32xbf16>, memref<1x8x36xbf16>) outs(%s : memref<1x8x36xbf16>) {beta = 1.000000e+00 : f32} epilogue {
+// CHECK-NEXT:    ^bb0(%{{.*}}: f32, %{{.*}}: bf16):
+// CHECK-NOT:     buf.fused_elementwise
+func.func @bf16_loops(%w: memref<1x8x36xbf16>, %p: memref<3x18x32xbf16>, %r: memref<1x8x36xbf16>, %z: memref<1x8x36xbf16>, %s: memref<1x8x36xbf16>) attributes {tg.num_outputs = 2 : i64} {
   %n = buf.alloc : memref<1x8x36xf32>
   buf.packed_matmul ins(%w, %p : memref<1x8x36xbf16>, memref<3x18x32xbf16>) outs(%n : memref<1x8x36xf32>)
   buf.fused_elementwise ins(%n : memref<1x8x36xf32>) outs(%z : memref<1x8x36xbf16>) {
@@ -68,6 +74,26 @@ func.func @unfused(%w: memref<1x8x36xbf16>, %p: memref<3x18x32xbf16>, %z: memref
     %1 = arith.truncf %0 : f32 to bf16
     buf.yield %1 : bf16
   }
+  %m = buf.alloc : memref<1x8x36xf32>
+  buf.packed_matmul ins(%w, %p : memref<1x8x36xbf16>, memref<3x18x32xbf16>) outs(%m : memref<1x8x36xf32>)
+  buf.fused_elementwise ins(%m, %r : memref<1x8x36xf32>, memref<1x8x36xbf16>) outs(%s : memref<1x8x36xbf16>) {
+  ^bb0(%0: f32, %1: bf16):
+    %2 = arith.extf %1 : bf16 to f32
+    %3 = arith.addf %0, %2 : f32
+    %4 = arith.truncf %3 : f32 to bf16
+    buf.yield %4 : bf16
+  }
+  func.return
+}
+
+// -----
+
+// Left alone: a GEMM with an activation of its own, and a GEMM output read by something else too.
+
+// CHECK-LABEL: func.func @unfused(
+// CHECK-COUNT-2: buf.fused_elementwise
+// CHECK-NOT:     epilogue
+func.func @unfused(%w: memref<1x8x36xbf16>, %p: memref<3x18x32xbf16>, %u: memref<1x8x36xf32>, %v: memref<1x8x36xf32>, %t: memref<1x8x36xf32>) attributes {tg.num_outputs = 3 : i64} {
   %a = buf.alloc : memref<1x8x36xf32>
   buf.packed_matmul ins(%w, %p : memref<1x8x36xbf16>, memref<3x18x32xbf16>) outs(%a : memref<1x8x36xf32>) {activation = "relu"}
   buf.fused_elementwise ins(%a : memref<1x8x36xf32>) outs(%t : memref<1x8x36xf32>) {

@@ -37,6 +37,7 @@ from xdsl.dialects.builtin import (
     MemRefType,
     StringAttr,
     TensorType,
+    bf16,
     f32,
     f64,
     i8,
@@ -633,8 +634,9 @@ def _verify_epilogue(op: KernelOp, ins: list[tuple[int, ...]], out: tuple[int, .
         raise ShapeError(f"accumulator {list(ins[2])} does not broadcast to {list(out)}")
     if op.activation.data not in ACTIVATIONS:  # type: ignore[attr-defined]
         raise ShapeError(f"unknown activation '{op.activation.data}'")  # type: ignore[attr-defined]
-    els = {v.type.element_type for v in (*op.inputs[operands:], op.output)}  # type: ignore[attr-defined]
-    (el,) = els if len(els) == 1 else (None,)
+    narrow = getattr(op, "narrow_buffers", ())  # (bf16 buffers an epilogue body converts itself)
+    els = {v.type.element_type for v in (*op.inputs[operands:], op.output) if v not in narrow}  # type: ignore[attr-defined]
+    (el,) = els if len(els) == 1 else (f32,) if not els else (None,)
     integer = isinstance(el, IntegerType) and el.width.data > 1
     if not (el in (f32, f64) or integer and op.activation.data == "none"):  # type: ignore[attr-defined]
         raise ShapeError(f"buffers of one dtype expected, float32, float64 or an integer (without activation), got {', '.join(map(str, els))}")
@@ -689,15 +691,17 @@ class PackedMatmulOp(KernelOp):
     Cheaper operands: panels of bf16 pairs along K ("bf16kpanels", ``[P, ceil(K / 2), 2 NR]``
     bf16) by a bf16 ``a`` (`pairs`); panels of int8 quads along K with two rows of their columns'
     scales and offsets ("int8kpanels", ``[P, ceil(K / 4) + 2, 4 NR]`` i8) by the rows
-    `buf.quantize_rows` made (i8 ``[..., M, 4 ceil(K / 4) + 4]``: `quads`); the output and the
-    epilogue stay float32.
+    `buf.quantize_rows` made (i8 ``[..., M, 4 ceil(K / 4) + 4]``: `quads`); the epilogue stays
+    float32. The output may be bf16 (`narrow-gemm-output`, `fuse-gemm-elementwise`): each
+    epilogue value rounded to nearest even as it is stored, or the bf16 an epilogue body yields.
 
     An ``epilogue`` region, in place of an activation: a body (as `buf.fused_elementwise`'s)
-    from one float32 to one float32, applied to each output after the addends
+    from one float32 to one float32 (or to the bf16 of a bf16 output), applied to each output after the addends
     (`fuse-gemm-elementwise`: the elementwise loop after the GEMM, such as a bf16 model's
     rounding, ReLU or GELU and rounding again); or from two, the sum and the value of the GEMM's
-    last input (its accumulator, times beta, or its addend), which it then takes in place of
-    the sum's adding it (a bf16 model's residual: ``round(relu(round(round(y) + r)))``)::
+    last input (its accumulator, times beta, or its addend; a bf16 one as it is, the body
+    widening it), which it then takes in place of the sum's adding it (a bf16 model's residual:
+    ``round(relu(round(round(y) + r)))``)::
 
         buf.packed_matmul ins(...) outs(%y : memref<128x3072xf32>) {beta = 1.0 : f32} epilogue {
         ^bb0(%0: f32):
@@ -777,11 +781,26 @@ class PackedMatmulOp(KernelOp):
         if self.activation.data != "none":
             raise ShapeError(f"an epilogue body takes the place of the activation, got activation '{self.activation.data}'")
         term = body.last_op
-        if len(body.args) not in (1, 2) or any(a.type != f32 for a in body.args) or not isinstance(term, YieldOp) \
-                or len(term.values) != 1 or term.values[0].type != f32:
-            raise ShapeError("the epilogue body takes one f32 (or two: the sum and the last input's value) and yields one f32")
+        out_el = self.output.type.element_type  # type: ignore[attr-defined]
+        if len(body.args) not in (1, 2) or body.args[0].type != f32 or not isinstance(term, YieldOp) \
+                or len(term.values) != 1 or term.values[0].type not in (f32, out_el):
+            raise ShapeError("the epilogue body takes one f32 (or two: the sum and the last input's value) and yields one "
+                             "f32 (or a value of the output's dtype, bf16)")
         if len(body.args) == 2 and len(self.inputs) < 3:
             raise ShapeError("an epilogue body of two arguments takes the last input's value: the GEMM has none after its operands")
+        if len(body.args) == 2 and body.args[1].type != self.inputs[-1].type.element_type:  # type: ignore[attr-defined]
+            raise ShapeError("an epilogue body's second argument has the last input's dtype")
+
+    @property
+    def narrow_buffers(self) -> tuple[SSAValue, ...]:
+        """The buffers it reads or writes as bf16 beside float32 ones (`narrow-gemm-output`): a
+        bf16 output (its epilogue's float32 value rounded as it is stored, or the bf16 its
+        epilogue body yields); the last input, where the epilogue body takes it as bf16."""
+        narrow = [self.output] if self.output.type.element_type == bf16 else []  # type: ignore[attr-defined]
+        body = self.epilogue_body
+        if body is not None and len(body.args) == 2 and body.args[1].type == bf16:
+            narrow.append(self.inputs[-1])
+        return tuple(narrow)
 
     def verify_kernel(self, ins, out):
         self._verify_epilogue_body()

@@ -94,7 +94,7 @@ def view_as(value: SSAValue, shape: tuple[int, ...]) -> tuple[list[Operation], S
     """``value`` seen as ``shape``: the ``buf.reshape`` that makes it (none when it has it) and the view."""
     if dims_of(value.type) == shape:
         return [], value
-    view = buf.ReshapeOp(value, shaped_memref(f32, shape))
+    view = buf.ReshapeOp(value, shaped_memref(value.type.element_type, shape))  # type: ignore[attr-defined]
     return [view], view.result
 
 

@@ -7,12 +7,13 @@ computes it in float32 and rounds each op's result to bf16 and back, so a convol
 ReLU, or a linear layer and its GELU, become the GEMM and then a loop that rounds its output,
 applies the activation and rounds again (a fifth of a bf16 ResNet-50's time, an eighth of a bf16
 BertLayer's). When such a loop's one input is the output of a packed GEMM that nothing else reads
-(no activation or epilogue of its own), and the loop writes float32 of the same shape, the GEMM
-takes the loop's body as its ``epilogue`` (`buf.PackedMatmulOp`), applied to each output as it is
-written, and writes the loop's buffer itself. The values are the loop's: the same body on the
-same float32 sums. A loop whose result is bf16 itself (a model output) is left alone: the GEMM
-writes float32. A loop over a GEMM's output and one more float32 operand of its shape (a gated or
-scaled residual: ``r + 0.3 * y * sigmoid(r)``) joins the same way, when the GEMM has room for one
+(no activation or epilogue of its own), and the loop writes float32 or bf16 of the same shape, the
+GEMM takes the loop's body as its ``epilogue`` (`buf.PackedMatmulOp`), applied to each output as
+it is written, and writes the loop's buffer itself. The values are the loop's: the same body on
+the same float32 sums; a loop whose result is bf16 (a bf16 model's residual block, rounded once
+more at its end) makes the GEMM write bf16. A loop over a GEMM's output and one more operand of
+its shape, float32 or bf16 (a gated or scaled residual: ``r + 0.3 * y * sigmoid(r)``; a bf16
+model's ``round(relu(round(y) + r))``) joins the same way, when the GEMM has room for one
 more input: the operand becomes its last input (its accumulator with beta 1, or its addend after
 a bias) and the body its epilogue of two arguments, the GEMM's value first; where both operands
 are GEMMs' outputs, the one computed last takes the other. A `buf`-level pass: it runs before
@@ -47,7 +48,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import FloatAttr, ModuleOp, f32
+from xdsl.dialects.builtin import FloatAttr, ModuleOp, bf16, f32
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -71,11 +72,11 @@ class FuseElementwiseIntoGemm(RewritePattern):
     def match_and_rewrite(self, op: buf.FusedElementwiseOp, rewriter: PatternRewriter) -> None:
         block = op.body.block
         shape = dims_of(op.output.type)
-        if op.output.type.element_type != f32 or len(op.inputs) not in (1, 2) or len(block.args) != len(op.inputs):  # type: ignore[attr-defined]
+        if op.output.type.element_type not in (f32, bf16) or len(op.inputs) not in (1, 2) or len(block.args) != len(op.inputs):  # type: ignore[attr-defined]
             return
-        if any(a.type != f32 for a in block.args) or any(dims_of(v.type) != shape for v in op.inputs):
-            return  # float32 values of the output's shape each (no broadcast)
-        found = [(i, gemm) for i, v in enumerate(op.inputs) if (gemm := sole_gemm(v, op)) is not None]
+        if any(a.type not in (f32, bf16) for a in block.args) or any(dims_of(v.type) != shape for v in op.inputs):
+            return  # float32 (or bf16, the other operand) values of the output's shape each (no broadcast)
+        found = [(i, gemm) for i, v in enumerate(op.inputs) if block.args[i].type == f32 and (gemm := sole_gemm(v, op)) is not None]
         if not found:
             return
         if len(op.inputs) == 1:

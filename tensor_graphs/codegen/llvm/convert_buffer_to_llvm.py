@@ -437,9 +437,10 @@ class _GraphLowering(GraphABI, ParallelRegions, KernelProfiling):
 
 
 #: kernels that write bfloat16 buffers by moving or converting values, never computing on them
-#: (an im2col's windows into the bf16 GEMM's panels: rounded as they are moved)
+#: (an im2col's windows into the bf16 GEMM's panels: rounded as they are moved; a GEMM's float32
+#: sums, rounded by its epilogue body)
 _BF16_KERNELS = (buf.CastOp, buf.CopyOp, buf.TransposeOp, buf.SelectOp, buf.PutOp, buf.TakeOp, buf.SliceOp,
-                 buf.ConcatOp, buf.BroadcastOp, buf.EmbeddingOp, buf.FusedElementwiseOp, buf.Im2colOp)
+                 buf.ConcatOp, buf.BroadcastOp, buf.EmbeddingOp, buf.FusedElementwiseOp, buf.Im2colOp, buf.PackedMatmulOp)
 #: scalar ops that may have a bfloat16 result: conversions, constants, choices
 _BF16_SCALARS = ("arith.truncf", "arith.extf", "arith.sitofp", "arith.uitofp", "arith.constant", "arith.select")
 

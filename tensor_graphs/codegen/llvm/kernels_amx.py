@@ -40,7 +40,11 @@ the sums start: ``C = addend`` by a tile load, `AmxGemm._preload`), or with
 ``tg.separate_epilogue`` in one sweep after the tiles (a tuner's parameter). A whole block's
 activation waits for the next block of the item: ``R = ceil(32 / steps)`` of its rows after each
 of that block's K steps, so that its vector arithmetic runs while the tile unit multiplies
-(`_interleaved_steps`; the last block's at the end of the item's whole blocks, `_flush`). Run
+(`_interleaved_steps`; the last block's at the end of the item's whole blocks, `_flush`). A bf16
+out (`narrow-gemm-output`) takes no tile stores: each block's tiles go to a 32 x 32 float scratch
+on the stack, and all of its epilogue (the addends after a preloaded first one, the activation,
+the rounding to bf16) runs from there into out, deferred the same way (`_narrow_tiles`,
+`_narrow_rows`). Run
 after each block instead, a GELU's polynomials did not overlap the tiles: on Emerald Rapids,
 128 x 768 by 768 x 3072, 1 thread, the activation's cost over the same GEMM without one fell
 from 510-530 us to 290-310 (GELU), 305 to 90-110 (tanh GELU), 265 to 55-90 (SiLU) with bf16
@@ -66,7 +70,7 @@ from xdsl.dialects.builtin import f32, i8, i16, i64
 from xdsl.ir import SSAValue
 
 from tensor_graphs.codegen.llvm.kernels import Access, LoweringError, _scalar_errors, emit_pointwise, paying_rows
-from tensor_graphs.codegen.llvm.kernels_gemm import _epilogue_value, _sweep_epilogue, addend_vectors, dequant_tile
+from tensor_graphs.codegen.llvm.kernels_gemm import _epilogue_value, _sweep_epilogue, addend_vectors, dequant_tile, stored_value
 from tensor_graphs.codegen.llvm.loops import FunctionBuilder, emit_for, emit_if, icmp, max_i64, min_i64
 from tensor_graphs.target import amx_state_permitted
 
@@ -184,10 +188,13 @@ class AmxGemm:
         # is stored (`store`, `kernels_gemm.dequant_tile`: the scalar epilogue did not vectorise);
         # the block's epilogue then applies the activation alone (all of it, on a partial panel)
         # (a body that takes its addend's value: all of the epilogue after the block's tiles)
-        self.added = not self.swept and not gemm.op.body_takes_addend
+        # (a bf16 output: each block's tiles go to a scratch, then all of its epilogue to out, `_narrow_block`)
+        self.narrow = gemm.narrow
+        self.added = not self.swept and not gemm.op.body_takes_addend and not self.narrow
         # a whole block's activation (its addends taken as its tiles were stored) runs during the
         # next block's tile products, a few of its rows each K step (`_interleaved_steps`)
-        self.deferred = self.epilogue and self.added and self.act != "none" and self.steps > 0
+        # (a bf16 output: all of a whole block's epilogue, from its scratch)
+        self.deferred = (self.epilogue and self.added and self.act != "none" or self.narrow) and self.steps > 0
         #: the sums of a whole panel's tiles start from the first addend, loaded into them
         #: (`_preload`), where it is added unscaled to unscaled float sums: no vector work after them
         self.preloaded = self._preloadable()
@@ -210,7 +217,7 @@ class AmxGemm:
         650-670 us of the bare bf16 GEMM 128 x 768 by 768 x 3072, and 18-25 us loaded into the
         sums (`benchmarks/amx_epilogue.py`, 1 thread, a Xeon with AMX)."""
         g = self.g
-        if g.quads or not self.added or g.alpha != 1.0 or not self.addends:
+        if g.quads or not (self.added or self.narrow and not g.op.body_takes_addend) or g.alpha != 1.0 or not self.addends:
             return False
         _, _rs, cs, _gs, scale = self.addends[0]
         return cs == 1 and scale == 1.0
@@ -256,9 +263,11 @@ class AmxGemm:
         k_tail = (lambda rows: configure(b, *rows, self.k_tail)) if self.k_tail else (lambda _rows: None)
         self.configs = {False: (self.full_cfg, k_tail(whole)), True: (self.tail_cfg, k_tail(self.tail_rows))}
         self.scratch = b.stack(K_TAIL_SCRATCH, f32) if self.k_tail else None
-        if self.deferred:  # out's offset of the block whose activation waits; -1: none
+        self.block_tile = b.stack(K_TAIL_SCRATCH, f32) if self.narrow else None
+        if self.deferred:  # out's offset of the block whose activation waits (bf16 out: its row, column); -1: none
             self.pending = b.stack(1, i64, 8)
             b.store(b.i64(-1), self.pending)
+            self.pending_col = b.stack(1, i64, 8) if self.narrow else None
         if self.packer is not None and g.batched:
             self._packed_gemms(start, end)
         elif self.packer is not None:
@@ -322,9 +331,9 @@ class AmxGemm:
             which = gemm if g.a_period is None else b.add(llvm.URemOp(gemm, b.i64(g.a_period)))
             self.pa = b.gep(self.pa, b.mul_i64(which, b.i64(g.a_group)), f32)
         self.pb = b.gep(self.pb, b.mul_i64(gemm, b.i64(g.panels * g.panel_words)), f32)
-        self.po = b.gep(self.po, b.mul_i64(gemm, b.i64(g.m * g.n)), f32)
-        self.padd = [b.gep(ptr, b.mul_i64(gemm, b.i64(gs)), f32) if gs else ptr
-                     for ptr, (_, _rs, _cs, gs, _scale) in zip(self.padd, self.addends)]
+        self.po = b.gep(self.po, b.mul_i64(gemm, b.i64(g.m * g.n)), g.out_el)
+        self.padd = [b.gep(ptr, b.mul_i64(gemm, b.i64(gs)), buffer.type.element_type) if gs else ptr
+                     for ptr, (buffer, _rs, _cs, gs, _scale) in zip(self.padd, self.addends)]
 
     def _item(self, i: SSAValue) -> None:
         b, g = self.ctx.b, self.g
@@ -403,6 +412,18 @@ class AmxGemm:
         if k_tail is not None:
             self._k_tail_step(step, halves, count, k_tail)
         widths = [min(TILE_ROWS, g.last_cols - (c + j) * TILE_ROWS) if partial else TILE_ROWS for j in range(count)]
+        if self.narrow:
+            if not defer:  # (the scratch holds the waiting block's sums)
+                self._flush()
+            self._narrow_tiles(p, r0, c, halves, count, tail)
+            col0 = b.add_i64(b.mul_i64(p, b.i64(g.nr)), b.i64(c * TILE_ROWS))
+            if defer:  # its epilogue waits for the next block's steps (or `_flush`)
+                b.store(r0, self.pending)
+                b.store(col0, self.pending_col)
+                return
+            rows = b.i64(len(halves) * TILE_ROWS) if tail is None else tail[0] if not halves2 else b.add_i64(*tail)
+            self._narrow_rows(r0, col0, b.i64(0), rows, sum(widths), partial)
+            return
         for i in halves:
             row = b.add_i64(r0, b.i64(i * TILE_ROWS))
             for j in range(count):
@@ -455,8 +476,12 @@ class AmxGemm:
 
     def _activate(self, at: SSAValue, row: SSAValue, rows: int) -> None:
         """``out = act(out)`` over ``rows`` rows from ``row`` of the 32 columns at out's offset ``at``
-        (a deferred block: its alpha and addends taken as its tiles were stored)."""
+        (a deferred block: its alpha and addends taken as its tiles were stored); bf16 out: all
+        of the epilogue of those rows of the block at row ``at`` (`_narrow_rows`)."""
         g, b = self.g, self.ctx.b
+        if self.narrow:
+            self._narrow_rows(at, b.load(self.pending_col, i64), row, rows, 2 * TILE_ROWS)
+            return
         out = Access(b.gep(self.po, b.add_i64(at, b.mul_i64(row, b.i64(g.n))), f32), (g.n, 1), f32)
         with _scalar_errors(g.op):
             emit_pointwise(b, (rows, 2 * TILE_ROWS), out, [out], lambda b, v: _epilogue_value(b, v[0], [], [], self.act))
@@ -488,6 +513,36 @@ class AmxGemm:
             _amx(b, "tileloadd64", tile, at, b.i64(ROW_BYTES))
         step(b.i64(self.steps), [])
 
+    def _narrow_tiles(self, p: SSAValue, r0: SSAValue, c: int, halves: tuple, count: int, tail: tuple | None) -> None:
+        """A block's tiles, out being bf16: each to its place in the block's scratch (32 x 32
+        floats; the int8 sums scaled there), whose epilogue then writes out (`_narrow_rows`)."""
+        g, b = self.g, self.ctx.b
+        for i in halves:
+            row = b.add_i64(r0, b.i64(i * TILE_ROWS))
+            for j in range(count):
+                at = b.gep(self.block_tile, (i * 2 * TILE_ROWS + j) * TILE_ROWS, f32)
+                _amx(b, "tilestored64", C_TILES[i][j], at, b.i64(2 * ROW_BYTES))
+                if g.quads:
+                    self._scale_sums(at, 2 * TILE_ROWS, p, row, (c + j) * TILE_ROWS, TILE_ROWS if tail is None else tail[i], True)
+
+    def _narrow_rows(self, r0: SSAValue, col0: SSAValue, row: SSAValue, rows: int | SSAValue, cols: int,
+                     partial: bool = False) -> None:
+        """``out = act(alpha * sums + addends)`` rounded to out's bf16, for ``rows`` rows from row
+        ``row`` of the block at out's row r0, column col0, its sums in the block's scratch (which
+        started from the first addend, `preloaded`, unless in a ``partial`` panel)."""
+        g, b = self.g, self.ctx.b
+        addends = self.addends[1:] if self.preloaded and not partial else self.addends
+        at_row = b.add_i64(r0, row)
+        sums = Access(b.gep(self.block_tile, b.mul_i64(row, b.i64(2 * TILE_ROWS)), f32), (2 * TILE_ROWS, 1), f32)
+        out = Access(b.gep(self.po, b.add_i64(b.mul_i64(at_row, b.i64(g.n)), col0), g.out_el), (g.n, 1), g.out_el)
+
+        def compute(b: FunctionBuilder, vals: list[SSAValue]) -> SSAValue:
+            y = vals[0] if g.alpha == 1.0 or g.quads else b.add(llvm.FMulOp(vals[0], b.f32(g.alpha)))
+            return stored_value(b, _epilogue_value(b, y, vals[1:], addends, self.act), g.out_el)
+
+        with _scalar_errors(g.op):
+            emit_pointwise(b, (rows, cols), out, [sums, *self._addend_accesses(at_row, col0, addends)], compute)
+
     def block_epilogue(self, p: SSAValue, r0: SSAValue, col: int, rows: SSAValue, cols: int, partial: bool = False) -> None:
         """``out = act(alpha * out + beta * acc + addend)`` over the block just stored: ``rows``
         rows from r0, ``cols`` columns from the panel's column ``col`` (the int8 GEMM's whole
@@ -510,9 +565,10 @@ class AmxGemm:
     def _addend_accesses(self, r0: SSAValue, col0: SSAValue, addends: list) -> list[Access]:
         """``addends`` (the epilogue's: buffer, row and column strides, ..., scale) at row r0, column col0."""
         b, accesses = self.ctx.b, []
-        for ptr, (_, rs, cs, _gs, _scale) in zip(self.padd, addends):
+        for ptr, (buffer, rs, cs, _gs, _scale) in zip(self.padd, addends):
             at = b.add_i64(b.mul_i64(r0, b.i64(rs)), b.mul_i64(col0, b.i64(cs)))
-            accesses.append(Access(b.gep(ptr, at, f32), (rs, cs), f32))
+            el = buffer.type.element_type  # (bf16: a residual the epilogue body takes as it is)
+            accesses.append(Access(b.gep(ptr, at, el), (rs, cs), el))
         return accesses
 
     def _tile_addends(self, p: SSAValue, row: SSAValue, col: int) -> list:

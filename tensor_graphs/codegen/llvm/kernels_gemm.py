@@ -45,6 +45,11 @@ the weight's signed codes then two rows of its columns' scales and offsets; each
 it stores, K block by K block; the epilogue then computes ``alpha * s_row * s_col * (y - offset)``
 before the addends and the activation).
 
+A bf16 ``out`` (`narrow-gemm-output`: a convolution whose only readers pack bf16 panels, or
+whose epilogue body rounds to bf16) takes every block's sums in the stack tile, over all of K
+in one block (the sums are never kept in out between K blocks), and the epilogue writes each
+value rounded to bf16 (`stored_value`).
+
 The shapes come from the target (`KernelContext.target`, `Target.gemm_tile`): ``L`` is its
 floats per vector, and ``MR x V`` fills its vector registers with the accumulators, the panel
 row's vectors and one broadcast: 6 x 4 vectors of 16 (6 x 64 floats) of AVX-512's 32 zmm, 6 x 2
@@ -89,7 +94,7 @@ from tensor_graphs.codegen.llvm.kernels import (
 from tensor_graphs.codegen.llvm.loops import PTR, FunctionBuilder, broadcast_strides, collapse_dims, emit_for, emit_if, icmp, min_i64
 from tensor_graphs.codegen.llvm.loops import sum_i64 as _sum
 from tensor_graphs.codegen.llvm.loops import value as _val
-from tensor_graphs.codegen.llvm.scalar import emit_arith_body, emit_unary, fma
+from tensor_graphs.codegen.llvm.scalar import emit_arith_body, emit_convert, emit_unary, fma
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.packing import INT8K_SCALE_ROWS
 from tensor_graphs.dialects.shapes import contiguous_strides, numel
@@ -512,6 +517,10 @@ class _PackedGemm:
         self.acc = op.inputs[2] if len(op.inputs) >= 3 else None
         self.addend = op.inputs[3] if len(op.inputs) == 4 else None  # a residual after a bias (`fuse-gemm-addend`)
         self.out = op.output
+        # a bf16 output (an epilogue body that rounds: `narrow-gemm-output`): every block's sums
+        # go to the stack tile, and its epilogue writes them to out, over all of K at once
+        self.out_el = op.output.type.element_type
+        self.narrow = self.out_el != f32
         self.alpha, self.beta = op.flags
         self.act = epilogue_function(op)
         self.so = _shape(self.out)
@@ -570,7 +579,8 @@ class _PackedGemm:
             check_no_overlap(ctx, op, out, [addend], in_place_ok=False)
             addends.append((addend, *_acc_strides(op, addend, so, self.batched), 1.0))
         # a separate epilogue: the tiles store alpha * A @ B, one sweep afterwards does the rest
-        self.swept = (addends, self.act) if separate_epilogue(op) and (addends or self.act != "none") and not self.quads else None
+        self.swept = (addends, self.act) if separate_epilogue(op) and (addends or self.act != "none") and not self.quads \
+            and not self.narrow else None
         self.addends = [] if self.swept is not None else addends
         if self.swept is not None:
             self.act = "none"
@@ -585,7 +595,7 @@ class _PackedGemm:
         # weights packed at load time are 64-byte aligned; panels packed by the graph live in the
         # arena, whose base is aligned only when a CompiledGraph allocates it
         self.b_aligned = isinstance(buf.root_buffer(self.packed).owner, buf.PackedWeightOp)
-        self.kc = kc = k_block(ctx, op, self.m, k, nr, mr, self.panels)
+        self.kc = kc = k if self.narrow else k_block(ctx, op, self.m, k, nr, mr, self.panels)
         self.k_blocks = -(-k // kc)
         # the prefetch of the next panel walks its cache lines, `lines_per_row` per k step
         self.line_floats = ctx.target.caches.line // 4
@@ -703,7 +713,8 @@ class _PackedGemm:
                 self.kc, self.k_blocks, self.row_span = value, -(-self.k // value), rows
                 ctx.parallel(self.groups * self.panels, self.work_range, [run_rows, run_rest], work=self.work_of(m), pays=pays)
 
-            single, blocked = k_block(ctx, self.op, 1, self.k, self.nr, mr, self.panels), self.kc
+            single = self.kc if self.narrow else k_block(ctx, self.op, 1, self.k, self.nr, mr, self.panels)
+            blocked = self.kc
             if single == blocked or m < 2 * mr:
                 with_k_block(blocked, (1, m))
             else:
@@ -722,8 +733,9 @@ class _PackedGemm:
         groups_now = values[0] if self.g_size is not None else self.groups
         pa, pb, po = ctx.ptr(self.a), ctx.ptr(self.packed), ctx.ptr(self.out)
         padd = [ctx.ptr(v) for v, *_ in self.addends]
-        # a tile for the last panel's rows (its padding columns never reach out)
-        stack = b.stack(self.mr * self.nr, f32) if self.last_cols else None
+        # a tile for the last panel's rows (its padding columns never reach out); for every block's
+        # rows where out is bf16
+        stack = b.stack(self.mr * self.nr, f32) if self.last_cols or self.narrow else None
         self.t = _Thread(b, run_rows, run_rest, groups_now, pa, pb, po, padd, stack)
         if self.a_stationary:
             self._a_stationary_range(start, end)
@@ -927,7 +939,7 @@ class _PackedGemm:
 
             scale_tile() if ks.last is True else emit_if(b, ks.last, scale_tile)
         added_here = self.quads and not partial and not self.op.body_takes_addend
-        if ks.last is False or not (partial or (self.addends and not added_here) or self.act != "none"):
+        if ks.last is False or not (partial or self.narrow or (self.addends and not added_here) or self.act != "none"):
             return
         self._epilogue(at, r0, rows, self.last_cols if partial else self.nr, ks, with_addends=not added_here)
 
@@ -941,7 +953,7 @@ class _PackedGemm:
         if self.batched:  # panel p % panels of GEMM p / panels
             g = b.add(llvm.UDivOp(p, b.i64(self.panels)))
             col = b.add(llvm.SubOp(p, b.mul_i64(g, b.i64(self.panels))))
-            out_base = b.gep(t.po, b.mul_i64(g, b.i64(self.m * n)), f32)
+            out_base = b.gep(t.po, b.mul_i64(g, b.i64(self.m * n)), self.out_el)
             if self.a_group:
                 ga = g if self.a_period is None else b.add(llvm.URemOp(g, b.i64(self.a_period)))
                 a_base = b.gep(t.pa, b.mul_i64(ga, b.i64(self.a_group)), f32)
@@ -951,8 +963,8 @@ class _PackedGemm:
         panel_start = b.gep(t.pb, b.mul_i64(in_pb, b.i64(self.panel_words)), f32)
         panel = b.gep(panel_start, b.mul_i64(_val(b, k0), b.i64(nr)), f32) if k0 != 0 else panel_start
         col0 = b.mul_i64(col, b.i64(nr))
-        out_tile = b.gep(out_base, b.add_i64(b.mul_i64(_val(b, r0), b.i64(n)), col0) if r0 != 0 else col0, f32)
-        dest, ld = (t.stack, nr) if partial else (out_tile, n)
+        out_tile = b.gep(out_base, b.add_i64(b.mul_i64(_val(b, r0), b.i64(n)), col0) if r0 != 0 else col0, self.out_el)
+        dest, ld = (t.stack, nr) if partial or self.narrow else (out_tile, n)
         assert dest is not None
         # the last panel's tile is as many vectors wide as its columns need (its padding columns
         # beyond them are never computed)
@@ -1010,11 +1022,12 @@ class _PackedGemm:
         column col0 (of GEMM g in a batch)."""
         b = self.t.b
         accesses = []
-        for ptr, (_, rs, cs, gs, _scale) in zip(self.t.padd, self.addends):
+        for ptr, (buffer, rs, cs, gs, _scale) in zip(self.t.padd, self.addends):
             off = _sum(b, b.mul_i64(_val(b, r0), b.i64(rs)) if rs and r0 != 0 else None,
                        b.mul_i64(col0, b.i64(cs)) if cs else None,
                        b.mul_i64(g, b.i64(gs)) if gs and g is not None else None)
-            accesses.append(Access(b.gep(ptr, off if off is not None else b.i64(0), f32), (rs, cs), f32))
+            el = buffer.type.element_type  # (bf16: a residual the epilogue body takes as it is)
+            accesses.append(Access(b.gep(ptr, off if off is not None else b.i64(0), el), (rs, cs), el))
         return accesses
 
     def _dequant_accesses(self, at: _BlockAt) -> list[Access]:
@@ -1043,6 +1056,7 @@ class _PackedGemm:
         """The last panel within a K-blocked pass (A-stationary): this block's sums go to the
         stack tile, then are added to out's columns (stored there after the first)."""
         n = self.n
+        assert not self.narrow, "a bf16 output is written over all of K at once"
         tile_call(alpha=self.tile_alpha)
         ins = [Access(at.dest, (at.ld, 1), f32)]
         if not ks.first:
@@ -1068,12 +1082,12 @@ class _PackedGemm:
 
         def epilogue(b: FunctionBuilder, vals: list[SSAValue]) -> SSAValue:
             if not with_addends:
-                return _epilogue_value(b, vals[0], [], [], self.act)
-            return self._finish(b, vals[0], vals[1:])
+                return stored_value(b, _epilogue_value(b, vals[0], [], [], self.act), self.out_el)
+            return stored_value(b, self._finish(b, vals[0], vals[1:]), self.out_el)
 
         def sweep() -> None:
             with _scalar_errors(self.op):
-                emit_pointwise(b, (rows, cols), Access(at.out_tile, (self.n, 1), f32), ins, epilogue)
+                emit_pointwise(b, (rows, cols), Access(at.out_tile, (self.n, 1), self.out_el), ins, epilogue)
 
         if ks.last is True:
             sweep()
@@ -1189,6 +1203,12 @@ def _epilogue_value(b: FunctionBuilder, y: SSAValue, values: list[SSAValue], add
         assert len(act.args) == 1 + len(passed), "an epilogue body of two arguments needs its addend's value"
         return emit_arith_body(b, act, [y, *passed])
     return y if act == "none" else emit_unary(b, act, y)
+
+
+def stored_value(b: FunctionBuilder, value: SSAValue, element) -> SSAValue:
+    """An epilogue's ``value`` as out's ``element``: a float32 rounded to a bf16 out (to nearest
+    even, as `scalar.emit_convert` rounds); a bf16 an epilogue body yields, as it is."""
+    return value if value.type == element else emit_convert(b, value, element)
 
 
 def _sweep_epilogue(ctx: KernelContext, op: Operation, addends: list, act: str, alpha: float = 1.0) -> None:

@@ -1,0 +1,164 @@
+"""`narrow-gemm-output`: a GEMM writes bf16 where its results are bf16 values, or where every
+reader rounds them to bf16.
+
+A bfloat16 model computes in float32 and rounds every op's result (`widen-dtypes`), so a
+convolution's GEMM whose epilogue is ``round(relu(round(y)))`` (`fuse-gemm-elementwise`) writes
+float32 values that are all bf16 values: ``extf(truncf(v))``. Its readers (the next convolution's
+panels, an elementwise loop, another GEMM's residual) read twice the bytes the values need; in a
+bf16 ResNet-50 the activations between convolutions are most of the traffic. Where every reader
+of the GEMM's buffer (through its reshapes) takes bf16 as well, the buffer becomes bf16: the
+epilogue yields ``truncf(v)``, and each reader widens what it reads (exact: the same values):
+
+* a `buf.im2col` that writes bf16 panels (it moves the values, now without rounding them);
+* a `buf.fused_elementwise`: its block argument becomes bf16, followed by an ``arith.extf``;
+* a `buf.packed_matmul` whose epilogue body takes the buffer as its last input (a residual):
+  the same, in its body.
+
+A GEMM whose epilogue does not round (a float32 model on bf16 paths: `matmul.packed_rhs_bf16`
+at a tolerance) writes bf16, rounded as it stores each value (`kernels_gemm.stored_value`),
+where its only readers are im2cols into bf16 panels: they round each value to bf16 as they move
+it, so the next convolution reads the same bf16 values from half the bytes.
+
+A buffer any other op reads stays float32; so does one that is no `buf.alloc` (a graph's input
+or output). A `buf`-level pass: it runs after `fuse-panels-into-gemm` (the panels' im2col inside
+its GEMM) and before `plan-memory`, which then places half the bytes.
+
+```mlir
+// before
+%y = buf.alloc : memref<1x64x3136xf32>
+buf.packed_matmul ins(%w, %p, %b : ...) outs(%y : memref<1x64x3136xf32>) {beta = 1.0 : f32} epilogue {
+^bb0(%0: f32):
+  ...
+  %5 = arith.truncf %4 : f32 to bf16
+  %6 = arith.extf %5 : bf16 to f32
+  buf.yield %6 : f32
+}
+%y4 = buf.reshape %y : memref<1x64x3136xf32> -> memref<1x64x56x56xf32>
+buf.fused_elementwise ins(%y4 : memref<1x64x56x56xf32>) outs(%z : memref<1x64x56x56xf32>) {
+^bb0(%7: f32):
+  ...
+}
+// after
+%y = buf.alloc : memref<1x64x3136xbf16>
+buf.packed_matmul ins(%w, %p, %b : ...) outs(%y : memref<1x64x3136xbf16>) {beta = 1.0 : f32} epilogue {
+^bb0(%0: f32):
+  ...
+  %5 = arith.truncf %4 : f32 to bf16
+  buf.yield %5 : bf16
+}
+%y4 = buf.reshape %y : memref<1x64x3136xbf16> -> memref<1x64x56x56xbf16>
+buf.fused_elementwise ins(%y4 : memref<1x64x56x56xbf16>) outs(%z : memref<1x64x56x56xf32>) {
+^bb0(%8: bf16):
+  %7 = arith.extf %8 : bf16 to f32
+  ...
+}
+```
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import ModuleOp, bf16, f32
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.rewriter import InsertPoint
+
+from tensor_graphs.dialects import buffer as buf
+from tensor_graphs.dialects.symbolic import dims_of, shaped_memref
+
+
+def rounded_yield(body: Block) -> tuple[buf.YieldOp, SSAValue] | None:
+    """The body's yield and the bf16 value ``t`` when it yields ``extf(t)`` (a rounded float32), else None."""
+    term = body.last_op
+    if not isinstance(term, buf.YieldOp) or len(term.values) != 1:
+        return None
+    widened = term.values[0].owner
+    if not isinstance(widened, arith.ExtFOp) or widened.input.type != bf16 or widened.result.type != f32:
+        return None
+    return term, widened.input
+
+
+def _body_reading(reader: Operation, value: SSAValue) -> Block | None:
+    """The block whose argument stands for ``value``'s elements in ``reader``: a loop's body, or
+    a GEMM's epilogue body taking ``value`` as its last input; None where ``reader`` cannot read bf16."""
+    if isinstance(reader, buf.FusedElementwiseOp) and value in reader.inputs and value is not reader.output:
+        return reader.body.block
+    if isinstance(reader, buf.PackedMatmulOp) and reader.body_takes_addend and value is reader.inputs[-1] \
+            and value not in reader.inputs[:-1]:
+        return reader.epilogue_body
+    return None
+
+
+def _reads_bf16(reader: Operation, value: SSAValue, gemm: buf.PackedMatmulOp, exact: bool) -> bool:
+    """Whether ``reader`` (of the GEMM's buffer, as ``value``) can read it as bf16: of values
+    that are bf16 values already (``exact``), or of any (the reader rounds each to bf16 itself)."""
+    if reader is gemm:
+        return value is gemm.output and value not in gemm.inputs
+    if isinstance(reader, buf.Im2colOp):
+        return value is reader.inputs[0] and reader.output.type.element_type == bf16  # type: ignore[attr-defined]
+    return exact and _body_reading(reader, value) is not None
+
+
+def _widen_argument(rewriter: PatternRewriter, block: Block, index: int) -> None:
+    """Block argument ``index`` becomes bf16; its uses read its ``arith.extf``."""
+    arg = rewriter.replace_value_with_new_type(block.args[index], bf16)
+    wide = arith.ExtFOp(arg, f32)
+    rewriter.insert_op(wide, InsertPoint.at_start(block))
+    arg.replace_uses_with_if(wide.result, lambda use: use.operation is not wide)
+
+
+class NarrowGemmOutput(RewritePattern):
+    """A GEMM yielding ``extf(truncf(v))`` into a buffer every reader of which takes bf16 -> the
+    buffer bf16, the epilogue yielding ``truncf(v)`` (see the module doc)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: buf.PackedMatmulOp, rewriter: PatternRewriter) -> None:
+        body = op.epilogue_body
+        alloc = buf.root_buffer(op.output).owner
+        if op.output.type.element_type != f32 or not isinstance(alloc, buf.AllocOp):  # type: ignore[attr-defined]
+            return
+        found = rounded_yield(body) if body is not None else None
+        uses = buf.views_and_readers(alloc)
+        if uses is None or not all(_reads_bf16(reader, value, op, found is not None) for reader, value in uses[1]):
+            return
+        widening = dict.fromkeys(arg for reader, value in uses[1] if reader is not op for arg in _arguments(reader, value))
+        for value in [alloc.result, *(view.results[0] for view in reversed(uses[0]))]:
+            rewriter.replace_value_with_new_type(value, shaped_memref(bf16, dims_of(value.type)))
+        if found is not None:
+            term, rounded = found
+            widened = term.values[0].owner
+            rewriter.replace(term, buf.YieldOp(rounded))
+            if not widened.results[0].uses:  # type: ignore[union-attr]
+                rewriter.erase(widened)  # type: ignore[arg-type]
+        for block, index in widening:
+            _widen_argument(rewriter, block, index)
+
+
+def _arguments(reader: Operation, value: SSAValue) -> list[tuple[Block, int]]:
+    """The (block, argument index) that stand for ``value`` in ``reader`` (`_body_reading`)."""
+    block = _body_reading(reader, value)
+    if block is None:
+        return []
+    if isinstance(reader, buf.FusedElementwiseOp):
+        return [(block, i) for i, v in enumerate(reader.inputs) if v is value]
+    return [(block, len(block.args) - 1)]
+
+
+@dataclass(frozen=True)
+class NarrowGemmOutputPass(ModulePass):
+    """Make each GEMM whose epilogue rounds to bf16 write bf16 where its readers take it."""
+
+    name = "narrow-gemm-output"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PatternRewriteWalker(GreedyRewritePatternApplier([NarrowGemmOutput()]), apply_recursively=False).rewrite_module(op)

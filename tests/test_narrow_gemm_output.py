@@ -1,0 +1,114 @@
+"""GEMMs that write bf16 (`narrow-gemm-output`): a bf16 model's convolutions whose epilogue rounds,
+and a float32 model's convolutions on bf16 panels read only by the next convolution's im2col.
+
+Narrowing is exact: a GEMM's bf16 output holds the values its float32 output held (the rounded
+values, or those the reader would round as it packs them), so every output must be bit for bit
+that of the same graph compiled without the pass, on every engine (AMX tiles, AVX512-BF16 dot
+products, their emulation with FMAs; at 1 and 2 threads). A bf16 model's GEMM that writes a bf16
+activation several ops read (`fuse-gemm-elementwise`), and an epilogue body reading a bf16
+residual, are checked against eager within the model's roundings. (The pass's rewrite of loops
+and epilogue bodies that read a narrowed buffer: its lit test.)"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import torch
+
+import tensor_graphs as tg
+import tensor_graphs.transforms.narrow_gemm_output as narrow_pass
+from test_bf16_conv import ENGINES, _compiled, _runnable
+
+
+def _without_narrowing(monkeypatch, compile_it):
+    """``compile_it()`` with `narrow-gemm-output` doing nothing (and no compile cache, whose
+    graph entries are keyed by the module a compile starts from, not by what its passes do)."""
+    with monkeypatch.context() as m:
+        m.setattr(narrow_pass.NarrowGemmOutput, "match_and_rewrite", lambda self, op, rewriter: None)
+        m.setenv("TG_CACHE", "off")
+        return compile_it()
+
+
+def _bf16_gemm_outputs(fn) -> int:
+    """How many of the graph's GEMMs write bf16."""
+    lines = [line for line in fn.ir("buf").splitlines() if "buf.packed_matmul" in line]
+    return sum(1 for line in lines if "xbf16>" in line.split("outs(")[1].split(")")[0])
+
+
+def _with_threads(threads: int, run):
+    before = tg.get_num_threads()
+    tg.set_num_threads(threads)
+    try:
+        return run()
+    finally:
+        tg.set_num_threads(before)
+
+
+class _Chain(torch.nn.Module):
+    """A 1x1 convolution whose ReLU output only the next, strided 3x3 convolution reads (its
+    im2col into bf16 panels), then a 1x1 over that: 2 images (a batch of GEMMs), 72 and 24
+    channels (on AMX: two whole 32-row blocks, the second's K steps running the first's deferred
+    epilogue, then 8 tail rows; 24 tail rows alone), 11 x 11 and 6 x 6 positions (partial panels)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv2d(64, 72, 1)
+        self.b = torch.nn.Conv2d(72, 24, 3, stride=2, padding=1)
+        self.c = torch.nn.Conv2d(24, 8, 1)
+
+    def forward(self, x):
+        return self.c(torch.relu(self.b(torch.relu(self.a(x)))))
+
+
+@pytest.mark.parametrize("engine", list(ENGINES))
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_float32_models_convolutions_write_bf16_for_bf16_panels(engine, threads, monkeypatch):
+    """Every convolution pinned to bf16 panels: the first two write bf16 (their readers pack bf16
+    panels), the last writes the float32 output; bit for bit the graph that writes float32."""
+    torch.manual_seed(3)
+    model, x = _Chain().eval(), torch.randn(2, 64, 11, 11)
+    narrowed = _with_threads(threads, lambda: _compiled(model, x, engine, monkeypatch))
+    wide = _with_threads(threads, lambda: _without_narrowing(monkeypatch, lambda: _compiled(model, x, engine, monkeypatch)))
+    assert _bf16_gemm_outputs(narrowed) == 2 and _bf16_gemm_outputs(wide) == 0
+    got = _with_threads(threads, lambda: narrowed(x.numpy()))
+    assert np.array_equal(got, _with_threads(threads, lambda: wide(x.numpy())))
+    with torch.no_grad():
+        ref = model(x).numpy()
+    assert np.abs(got - ref).max() <= 2e-2 * np.abs(ref).max()  # two roundings of the activations (observed 5e-3)
+
+
+class _Residual(torch.nn.Module):
+    """``h = relu(a(x))`` read by a convolution, as its residual, and by an elementwise loop."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv2d(16, 48, 1)
+        self.b = torch.nn.Conv2d(48, 48, 3, padding=1)
+
+    def forward(self, x):
+        h = torch.relu(self.a(x))
+        return torch.relu(self.b(h) + h), h * torch.sigmoid(h)
+
+
+@pytest.mark.parametrize("engine", list(ENGINES))
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_bf16_models_gemms_write_its_bf16_activations(engine, threads):
+    """A bf16 model whose activation ``h`` several ops read: the first convolution's GEMM writes
+    ``h`` as bf16 itself (`fuse-gemm-elementwise`: the loop that rounded it, in its epilogue);
+    the second's epilogue body takes ``h`` as its bf16 residual and writes the bf16 output.
+    Within 2^-7 of eager's largest output (a rounding per layer; observed 2^-9)."""
+    torch.manual_seed(4)
+    model = _Residual().eval().to(torch.bfloat16)
+    x = torch.randn(1, 16, 13, 13).to(torch.bfloat16)
+    target = _runnable(engine)
+    fn = _with_threads(threads, lambda: tg.compile(model, (x,), target=target))
+    buffers = fn.ir("buf")
+    assert _bf16_gemm_outputs(fn) == 2 and buffers.count("buf.packed_matmul") == 2
+    assert re.search(r"\^bb0\(%\w+: f32, %\w+: bf16\)", buffers)  # the residual read as bf16 in the epilogue body
+    got = _with_threads(threads, lambda: fn(x))
+    with torch.no_grad():
+        refs = model(x)
+    for g, r in zip(got, refs):
+        assert g.dtype == torch.bfloat16 and (g.double() - r.double()).abs().max() <= 2.0 ** -7 * r.double().abs().max()
