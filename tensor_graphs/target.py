@@ -32,6 +32,10 @@ from pathlib import Path
 TARGET_ENV = "TG_TARGET"
 #: The module attribute holding the target a module is compiled for.
 TARGET_ATTR = "tg.target"
+#: The extensions whose tiles run a packed GEMM over bf16 pairs, over int8 quads (`kernels_amx`)
+AMX_BF16, AMX_INT8 = "amx-bf16", "amx-int8"
+#: Words (bf16 pairs or int8 quads along K) per row of an AMX tile
+AMX_ROW_WORDS = 16
 
 
 @dataclass(frozen=True)
@@ -234,6 +238,12 @@ class Target:
         to whole vectors when smaller."""
         lanes = self.float_lanes
         return self.panel_columns if n >= self.panel_columns else max(lanes, -(-n // lanes) * lanes)
+
+    def tiles_gemm(self, k_words: int, quads: bool = False) -> bool:
+        """Whether a packed GEMM over bf16 pairs of ``k_words`` words along K (any K: its tail in a
+        tile step of its own), or over int8 quads (whole tile rows of 16 words), runs on AMX tiles
+        on this target (`kernels_amx`): each output block over all of K at once."""
+        return (AMX_INT8 if quads else AMX_BF16) in self.extensions and (not quads or k_words % AMX_ROW_WORDS == 0)
 
     def gemm_k_block(self, nr: int) -> int:
         """The most k steps per K block of a packed GEMM with panels of ``nr`` columns: a block's

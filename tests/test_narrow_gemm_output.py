@@ -18,8 +18,18 @@ import pytest
 import torch
 
 import tensor_graphs as tg
+import tensor_graphs.transforms.fuse_gemm_elementwise as fuse_gemm_elementwise
 import tensor_graphs.transforms.narrow_gemm_output as narrow_pass
 from test_bf16_conv import ENGINES, _compiled, _runnable
+
+
+def _narrowing_everywhere(engine: str, monkeypatch) -> None:
+    """Off AMX the passes leave every GEMM writing float32 (`narrow_gemm_output.tiles_whole_k`);
+    the register tiles' bf16 output (all of K in one block, from the stack tile) is forced there,
+    as hand-written buf IR could ask for it, so that it is checked on every CPU."""
+    if engine != "amx":
+        for module in (narrow_pass, fuse_gemm_elementwise):
+            monkeypatch.setattr(module, "tiles_whole_k", lambda op, target: True)
 
 
 def _without_narrowing(monkeypatch, compile_it):
@@ -68,7 +78,9 @@ def test_a_float32_models_convolutions_write_bf16_for_bf16_panels(engine, thread
     """Every convolution pinned to bf16 panels: the first two write bf16 (their readers pack bf16
     panels), the last writes the float32 output; bit for bit the graph that writes float32."""
     torch.manual_seed(3)
+    _narrowing_everywhere(engine, monkeypatch)
     model, x = _Chain().eval(), torch.randn(2, 64, 11, 11)
+    monkeypatch.setenv("TG_CACHE", "off")  # (a graph compiled before with the passes as they are)
     narrowed = _with_threads(threads, lambda: _compiled(model, x, engine, monkeypatch))
     wide = _with_threads(threads, lambda: _without_narrowing(monkeypatch, lambda: _compiled(model, x, engine, monkeypatch)))
     assert _bf16_gemm_outputs(narrowed) == 2 and _bf16_gemm_outputs(wide) == 0
@@ -94,15 +106,17 @@ class _Residual(torch.nn.Module):
 
 @pytest.mark.parametrize("engine", list(ENGINES))
 @pytest.mark.parametrize("threads", [1, 2])
-def test_a_bf16_models_gemms_write_its_bf16_activations(engine, threads):
+def test_a_bf16_models_gemms_write_its_bf16_activations(engine, threads, monkeypatch):
     """A bf16 model whose activation ``h`` several ops read: the first convolution's GEMM writes
     ``h`` as bf16 itself (`fuse-gemm-elementwise`: the loop that rounded it, in its epilogue);
     the second's epilogue body takes ``h`` as its bf16 residual and writes the bf16 output.
     Within 2^-7 of eager's largest output (a rounding per layer; observed 2^-9)."""
     torch.manual_seed(4)
+    _narrowing_everywhere(engine, monkeypatch)
     model = _Residual().eval().to(torch.bfloat16)
     x = torch.randn(1, 16, 13, 13).to(torch.bfloat16)
     target = _runnable(engine)
+    monkeypatch.setenv("TG_CACHE", "off")  # (a graph compiled before with the passes as they are)
     fn = _with_threads(threads, lambda: tg.compile(model, (x,), target=target))
     buffers = fn.ir("buf")
     assert _bf16_gemm_outputs(fn) == 2 and buffers.count("buf.packed_matmul") == 2

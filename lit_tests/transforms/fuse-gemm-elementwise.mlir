@@ -1,4 +1,5 @@
-// RUN: tg-opt %s -p fuse-gemm-elementwise --split-input-file | filecheck %s
+// RUN: tg-opt %s -p 'set-target{target=sapphirerapids},fuse-gemm-elementwise' --split-input-file | filecheck %s
+// RUN: tg-opt %s -p 'set-target{target=cooperlake},fuse-gemm-elementwise' --split-input-file | filecheck --check-prefix=REGISTERS %s
 
 // A bf16 model's convolution and ReLU: the GEMM, then a loop that rounds to bf16, applies the ReLU
 // and rounds again. Fused: the GEMM applies that body as its epilogue and writes %y itself.
@@ -55,8 +56,11 @@ func.func @clamp_square(%x: memref<16x32xf32>, %w: memref<1x32x64xf32>, %b: memr
 // -----
 
 // A loop that yields bf16 (a bf16 model's output, rounded once more) and one whose second
-// operand is bf16 (a bf16 model's residual): the GEMMs write bf16 themselves, the bodies take the
-// bf16 operand as it is.
+// operand is bf16 (a bf16 model's residual): on AMX tiles the GEMMs write bf16 themselves, the
+// bodies take the bf16 operand as it is. On the register tiles (no AMX) both loops stay.
+
+// REGISTERS-LABEL: func.func @bf16_loops(
+// REGISTERS-COUNT-2: buf.fused_elementwise
 
 // CHECK-LABEL: func.func @bf16_loops(
 // CHECK:         buf.packed_matmul ins(%w, %p : memref<1x8x36xbf16>, memref<3x18x32xbf16>) outs(%z : memref<1x8x36xbf16>) epilogue {

@@ -1,4 +1,10 @@
-// RUN: tg-opt %s -p narrow-gemm-output --split-input-file | filecheck %s
+// RUN: tg-opt %s -p 'set-target{target=sapphirerapids},narrow-gemm-output' --split-input-file | filecheck %s
+// RUN: tg-opt %s -p 'set-target{target=cooperlake},narrow-gemm-output' --split-input-file | filecheck --check-prefix=REGISTERS %s
+
+// On a target without AMX (the register tiles keep their sums in out between K blocks) every
+// GEMM writes float32.
+// REGISTERS-NOT: xbf16>) {beta
+// REGISTERS-NOT: buf.alloc : memref<1x8x36xbf16>
 
 // A bf16 model's convolution whose epilogue rounds (``extf(truncf(v))``), read by a loop and as
 // the residual of another GEMM's epilogue body: its buffer and the views of it become bf16, the

@@ -859,6 +859,11 @@ class PackedMatmulOp(KernelOp):
         ``[panels, K / 2, 2 NR]``) and ``a`` is bf16: each step a dot product of pairs."""
         return isinstance(self.inputs[1].type.element_type, BFloat16Type)  # type: ignore[attr-defined]
 
+    @property
+    def k_words(self) -> Dim:
+        """Words along K of its panels: bf16 pairs or int8 quads (without the scales' rows), or floats."""
+        return shape_of(self.inputs[1])[-2] - (INT8K_SCALE_ROWS if self.quads else 0)
+
 
 @irdl_op_definition
 class QuantizeRowsOp(KernelOp):

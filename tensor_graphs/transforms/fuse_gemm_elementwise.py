@@ -11,7 +11,8 @@ BertLayer's). When such a loop's one input is the output of a packed GEMM that n
 GEMM takes the loop's body as its ``epilogue`` (`buf.PackedMatmulOp`), applied to each output as
 it is written, and writes the loop's buffer itself. The values are the loop's: the same body on
 the same float32 sums; a loop whose result is bf16 (a bf16 model's residual block, rounded once
-more at its end) makes the GEMM write bf16. A loop over a GEMM's output and one more operand of
+more at its end) makes the GEMM write bf16, where it runs on AMX tiles (each output block over
+all of K: `narrow_gemm_output.tiles_whole_k`; elsewhere the loop stays). A loop over a GEMM's output and one more operand of
 its shape, float32 or bf16 (a gated or scaled residual: ``r + 0.3 * y * sigmoid(r)``; a bf16
 model's ``round(relu(round(y) + r))``) joins the same way, when the GEMM has room for one
 more input: the operand becomes its last input (its accumulator with beta 1, or its addend after
@@ -60,13 +61,19 @@ from xdsl.pattern_rewriter import (
 
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.symbolic import dims_of
+from tensor_graphs.target import Target
+from tensor_graphs.target import of_module as target_of_module
 from tensor_graphs.transforms.fuse_gemm_addend import replace_with_gemm, sole_gemm, view_as
+from tensor_graphs.transforms.narrow_gemm_output import tiles_whole_k
 
 
 class FuseElementwiseIntoGemm(RewritePattern):
     """``fused_elementwise{body}(gemm_out)`` -> the GEMM with ``body`` as its epilogue;
     ``fused_elementwise{body}(gemm_out, r)`` -> the GEMM with ``r`` as its last input and ``body``
     as its epilogue of two arguments (see the module doc)."""
+
+    def __init__(self, target: Target):
+        self.target = target
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: buf.FusedElementwiseOp, rewriter: PatternRewriter) -> None:
@@ -77,6 +84,8 @@ class FuseElementwiseIntoGemm(RewritePattern):
         if any(a.type not in (f32, bf16) for a in block.args) or any(dims_of(v.type) != shape for v in op.inputs):
             return  # float32 (or bf16, the other operand) values of the output's shape each (no broadcast)
         found = [(i, gemm) for i, v in enumerate(op.inputs) if block.args[i].type == f32 and (gemm := sole_gemm(v, op)) is not None]
+        if op.output.type.element_type == bf16:  # type: ignore[attr-defined]
+            found = [(i, gemm) for i, gemm in found if tiles_whole_k(gemm, self.target)]
         if not found:
             return
         if len(op.inputs) == 1:
@@ -119,4 +128,5 @@ class FuseGemmElementwisePass(ModulePass):
     name = "fuse-gemm-elementwise"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        PatternRewriteWalker(GreedyRewritePatternApplier([FuseElementwiseIntoGemm()]), apply_recursively=False).rewrite_module(op)
+        PatternRewriteWalker(GreedyRewritePatternApplier([FuseElementwiseIntoGemm(target_of_module(op))]),
+                             apply_recursively=False).rewrite_module(op)

@@ -20,7 +20,8 @@ where its only readers are im2cols into bf16 panels: they round each value to bf
 it, so the next convolution reads the same bf16 values from half the bytes.
 
 A buffer any other op reads stays float32; so does one that is no `buf.alloc` (a graph's input
-or output). A `buf`-level pass: it runs after `fuse-panels-into-gemm` (the panels' im2col inside
+or output), and one a GEMM writes on the register tiles (`tiles_whole_k`: only AMX's tiles run
+each output block over all of K, the target's, `tg.target`). A `buf`-level pass: it runs after `fuse-panels-into-gemm` (the panels' im2col inside
 its GEMM) and before `plan-memory`, which then places half the bytes.
 
 ```mlir
@@ -75,6 +76,16 @@ from xdsl.rewriter import InsertPoint
 
 from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.symbolic import dims_of, shaped_memref
+from tensor_graphs.target import Target
+from tensor_graphs.target import of_module as target_of_module
+
+
+def tiles_whole_k(op: buf.PackedMatmulOp, target: Target) -> bool:
+    """Whether ``op`` runs on the target's AMX tiles (`Target.tiles_gemm`), each output block over
+    all of K: there a bf16 output costs nothing but its rounding. The register tiles keep their
+    sums in out between K blocks, which a bf16 out cannot hold: one would run all of K at once,
+    its panel slices out of L1 (BLIS's KC), so they keep writing float32."""
+    return (op.pairs or op.quads) and isinstance(op.k_words, int) and target.tiles_gemm(op.k_words, op.quads)
 
 
 def rounded_yield(body: Block) -> tuple[buf.YieldOp, SSAValue] | None:
@@ -118,14 +129,18 @@ def _widen_argument(rewriter: PatternRewriter, block: Block, index: int) -> None
 
 
 class NarrowGemmOutput(RewritePattern):
-    """A GEMM yielding ``extf(truncf(v))`` into a buffer every reader of which takes bf16 -> the
-    buffer bf16, the epilogue yielding ``truncf(v)`` (see the module doc)."""
+    """A GEMM on AMX tiles yielding ``extf(truncf(v))`` into a buffer every reader of which takes
+    bf16, or yielding any float32 into a buffer only bf16 panels read -> the buffer bf16, the
+    epilogue yielding ``truncf(v)`` or rounding as it stores (see the module doc)."""
+
+    def __init__(self, target: Target):
+        self.target = target
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: buf.PackedMatmulOp, rewriter: PatternRewriter) -> None:
         body = op.epilogue_body
         alloc = buf.root_buffer(op.output).owner
-        if op.output.type.element_type != f32 or not isinstance(alloc, buf.AllocOp):  # type: ignore[attr-defined]
+        if op.output.type.element_type != f32 or not isinstance(alloc, buf.AllocOp) or not tiles_whole_k(op, self.target):  # type: ignore[attr-defined]
             return
         found = rounded_yield(body) if body is not None else None
         uses = buf.views_and_readers(alloc)
@@ -161,4 +176,5 @@ class NarrowGemmOutputPass(ModulePass):
     name = "narrow-gemm-output"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        PatternRewriteWalker(GreedyRewritePatternApplier([NarrowGemmOutput()]), apply_recursively=False).rewrite_module(op)
+        PatternRewriteWalker(GreedyRewritePatternApplier([NarrowGemmOutput(target_of_module(op))]),
+                             apply_recursively=False).rewrite_module(op)
