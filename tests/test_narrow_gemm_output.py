@@ -57,26 +57,31 @@ def _with_threads(threads: int, run):
 
 
 class _Chain(torch.nn.Module):
-    """A 1x1 convolution whose ReLU output only the next, strided 3x3 convolution reads (its
-    im2col into bf16 panels), then a 1x1 over that: 2 images (a batch of GEMMs), 72 and 24
-    channels (on AMX: two whole 32-row blocks, the second's K steps running the first's deferred
-    epilogue, then 8 tail rows; 24 tail rows alone), 11 x 11 and 6 x 6 positions (partial panels)."""
+    """``h = relu(a(x))``, ``y = relu(b(h) + h)`` (a bias and a residual: on AMX the sums start from
+    the bias, the residual added from memory), then a strided 3x3 and a 1x1 over it: ``y`` and the
+    3x3's output are read only by the next convolution's im2col into bf16 panels (``h`` also as a
+    residual: it stays float32). 2 images (a batch of GEMMs), 72 and 24 channels (on AMX: two
+    whole 32-row blocks, the second's K steps running the first's deferred epilogue, then 8 tail
+    rows; 24 tail rows alone), 11 x 11 and 6 x 6 positions (partial panels)."""
 
     def __init__(self):
         super().__init__()
         self.a = torch.nn.Conv2d(64, 72, 1)
-        self.b = torch.nn.Conv2d(72, 24, 3, stride=2, padding=1)
-        self.c = torch.nn.Conv2d(24, 8, 1)
+        self.b = torch.nn.Conv2d(72, 72, 1)
+        self.c = torch.nn.Conv2d(72, 24, 3, stride=2, padding=1)
+        self.d = torch.nn.Conv2d(24, 8, 1)
 
     def forward(self, x):
-        return self.c(torch.relu(self.b(torch.relu(self.a(x)))))
+        h = torch.relu(self.a(x))
+        return self.d(torch.relu(self.c(torch.relu(self.b(h) + h))))
 
 
 @pytest.mark.parametrize("engine", list(ENGINES))
 @pytest.mark.parametrize("threads", [1, 2])
 def test_a_float32_models_convolutions_write_bf16_for_bf16_panels(engine, threads, monkeypatch):
-    """Every convolution pinned to bf16 panels: the first two write bf16 (their readers pack bf16
-    panels), the last writes the float32 output; bit for bit the graph that writes float32."""
+    """Every convolution pinned to bf16 panels: the second and third write bf16 (their readers
+    pack bf16 panels), the first float32 (a residual too), the last the float32 output; bit for
+    bit the graph that writes float32."""
     torch.manual_seed(3)
     _narrowing_everywhere(engine, monkeypatch)
     model, x = _Chain().eval(), torch.randn(2, 64, 11, 11)

@@ -188,7 +188,7 @@ class AmxGemm:
         # is stored (`store`, `kernels_gemm.dequant_tile`: the scalar epilogue did not vectorise);
         # the block's epilogue then applies the activation alone (all of it, on a partial panel)
         # (a body that takes its addend's value: all of the epilogue after the block's tiles)
-        # (a bf16 output: each block's tiles go to a scratch, then all of its epilogue to out, `_narrow_block`)
+        # (a bf16 output: each block's tiles go to a scratch, then all of its epilogue to out, `_narrow_tiles`)
         self.narrow = gemm.narrow
         self.added = not self.swept and not gemm.op.body_takes_addend and not self.narrow
         # a whole block's activation (its addends taken as its tiles were stored) runs during the
@@ -531,8 +531,9 @@ class AmxGemm:
         ``row`` of the block at out's row r0, column col0, its sums in the block's scratch (which
         started from the first addend, `preloaded`, unless in a ``partial`` panel)."""
         g, b = self.g, self.ctx.b
-        addends = self.addends[1:] if self.preloaded and not partial else self.addends
         at_row = b.add_i64(r0, row)
+        skip = 1 if self.preloaded and not partial else 0  # (the accesses zip every addend's pointer: sliced after)
+        addends, accesses = self.addends[skip:], self._addend_accesses(at_row, col0, self.addends)[skip:]
         sums = Access(b.gep(self.block_tile, b.mul_i64(row, b.i64(2 * TILE_ROWS)), f32), (2 * TILE_ROWS, 1), f32)
         out = Access(b.gep(self.po, b.add_i64(b.mul_i64(at_row, b.i64(g.n)), col0), g.out_el), (g.n, 1), g.out_el)
 
@@ -541,7 +542,7 @@ class AmxGemm:
             return stored_value(b, _epilogue_value(b, y, vals[1:], addends, self.act), g.out_el)
 
         with _scalar_errors(g.op):
-            emit_pointwise(b, (rows, cols), out, [sums, *self._addend_accesses(at_row, col0, addends)], compute)
+            emit_pointwise(b, (rows, cols), out, [sums, *accesses], compute)
 
     def block_epilogue(self, p: SSAValue, r0: SSAValue, col: int, rows: SSAValue, cols: int, partial: bool = False) -> None:
         """``out = act(alpha * out + beta * acc + addend)`` over the block just stored: ``rows``
