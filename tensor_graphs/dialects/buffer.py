@@ -790,6 +790,8 @@ class PackedMatmulOp(KernelOp):
             raise ShapeError("an epilogue body of two arguments takes the last input's value: the GEMM has none after its operands")
         if len(body.args) == 2 and body.args[1].type != self.inputs[-1].type.element_type:  # type: ignore[attr-defined]
             raise ShapeError("an epilogue body's second argument has the last input's dtype")
+        if len(body.args) == 2 and body.args[1].type == bf16 and len(self.inputs) == 3 and self.beta.value.data != 1.0:
+            raise ShapeError("an epilogue body takes a bf16 accumulator as it is: beta must be 1")
 
     @property
     def narrow_buffers(self) -> tuple[SSAValue, ...]:

@@ -105,8 +105,8 @@ def _body_reading(reader: Operation, value: SSAValue) -> Block | None:
     if isinstance(reader, buf.FusedElementwiseOp) and value in reader.inputs and value is not reader.output:
         return reader.body.block
     if isinstance(reader, buf.PackedMatmulOp) and reader.body_takes_addend and value is reader.inputs[-1] \
-            and value not in reader.inputs[:-1]:
-        return reader.epilogue_body
+            and value not in reader.inputs[:-1] and (len(reader.inputs) == 4 or reader.flags[1] == 1.0):
+        return reader.epilogue_body  # (taken unscaled: an addend, or an accumulator at beta 1)
     return None
 
 
@@ -171,7 +171,8 @@ def _arguments(reader: Operation, value: SSAValue) -> list[tuple[Block, int]]:
 
 @dataclass(frozen=True)
 class NarrowGemmOutputPass(ModulePass):
-    """Make each GEMM whose epilogue rounds to bf16 write bf16 where its readers take it."""
+    """Make each GEMM on AMX write bf16 where its values are bf16 values its readers take as
+    bf16, or where its only readers round them to bf16 panels."""
 
     name = "narrow-gemm-output"
 

@@ -646,6 +646,28 @@ func.func @packed_matmul_epilogue_without_operand(%a: memref<4x8xf32>, %wp: memr
 
 // -----
 
+func.func @packed_matmul_epilogue_operand_type(%a: memref<4x8xf32>, %wp: memref<1x8x64xf32>, %r: memref<4x64xf32>, %o: memref<4x64xf32>) {
+  // expected-error@+1 {{buf.packed_matmul: an epilogue body's second argument has the last input's dtype}}
+  buf.packed_matmul ins(%a, %wp, %r : memref<4x8xf32>, memref<1x8x64xf32>, memref<4x64xf32>) outs(%o : memref<4x64xf32>) {beta = 1.0 : f32} epilogue {
+  ^bb0(%0: f32, %1: bf16):
+    buf.yield %0 : f32
+  }
+  func.return
+}
+
+// -----
+
+func.func @packed_matmul_epilogue_scaled_bf16_accumulator(%a: memref<4x8xf32>, %wp: memref<1x8x64xf32>, %r: memref<4x64xbf16>, %o: memref<4x64xf32>) {
+  // expected-error@+1 {{buf.packed_matmul: an epilogue body takes a bf16 accumulator as it is: beta must be 1}}
+  buf.packed_matmul ins(%a, %wp, %r : memref<4x8xf32>, memref<1x8x64xf32>, memref<4x64xbf16>) outs(%o : memref<4x64xf32>) {beta = 0.5 : f32} epilogue {
+  ^bb0(%0: f32, %1: bf16):
+    buf.yield %0 : f32
+  }
+  func.return
+}
+
+// -----
+
 func.func @packed_matmul_packing_writes_elsewhere(%a: memref<8x36xf32>, %wp: memref<3x36x16xf32>, %other: memref<3x36x16xf32>,
                                                    %x: memref<1x4x6x6xf32>, %o: memref<8x36xf32>) {
   // expected-error@+1 {{buf.packed_matmul: the packing region holds one buf.im2col with panels that writes the rhs (the second input)}}
