@@ -786,12 +786,13 @@ class PackedMatmulOp(KernelOp):
                 or len(term.values) != 1 or term.values[0].type not in (f32, out_el):
             raise ShapeError("the epilogue body takes one f32 (or two: the sum and the last input's value) and yields one "
                              "f32 (or a value of the output's dtype, bf16)")
-        if len(body.args) == 2 and len(self.inputs) < 3:
-            raise ShapeError("an epilogue body of two arguments takes the last input's value: the GEMM has none after its operands")
-        if len(body.args) == 2 and body.args[1].type != self.inputs[-1].type.element_type:  # type: ignore[attr-defined]
-            raise ShapeError("an epilogue body's second argument has the last input's dtype")
-        if len(body.args) == 2 and body.args[1].type == bf16 and len(self.inputs) == 3 and self.beta.value.data != 1.0:
-            raise ShapeError("an epilogue body takes a bf16 accumulator as it is: beta must be 1")
+        if len(body.args) == 2:
+            if len(self.inputs) < 3:
+                raise ShapeError("an epilogue body of two arguments takes the last input's value: the GEMM has none after its operands")
+            if body.args[1].type != self.inputs[-1].type.element_type:  # type: ignore[attr-defined]
+                raise ShapeError("an epilogue body's second argument has the last input's dtype")
+            if body.args[1].type == bf16 and len(self.inputs) == 3 and self.beta.value.data != 1.0:
+                raise ShapeError("an epilogue body takes a bf16 accumulator as it is: beta must be 1")
 
     @property
     def narrow_buffers(self) -> tuple[SSAValue, ...]:

@@ -12,9 +12,10 @@ GEMM takes the loop's body as its ``epilogue`` (`buf.PackedMatmulOp`), applied t
 it is written, and writes the loop's buffer itself. The values are the loop's: the same body on
 the same float32 sums; a loop whose result is bf16 (a bf16 model's residual block, rounded once
 more at its end) makes the GEMM write bf16, where it runs on AMX tiles (each output block over
-all of K: `narrow_gemm_output.tiles_whole_k`; elsewhere the loop stays). A loop over a GEMM's output and one more operand of
-its shape, float32 or bf16 (a gated or scaled residual: ``r + 0.3 * y * sigmoid(r)``; a bf16
-model's ``round(relu(round(y) + r))``) joins the same way, when the GEMM has room for one
+all of K: `narrow_gemm_output.tiles_whole_k`; elsewhere the loop stays). A loop over a GEMM's
+output and one more operand of its shape, float32 or bf16 (a gated or scaled residual:
+``r + 0.3 * y * sigmoid(r)``; a bf16 model's ``round(relu(round(y) + r))``) joins the same way,
+when the GEMM has room for one
 more input: the operand becomes its last input (its accumulator with beta 1, or its addend after
 a bias) and the body its epilogue of two arguments, the GEMM's value first; where both operands
 are GEMMs' outputs, the one computed last takes the other. A `buf`-level pass: it runs before

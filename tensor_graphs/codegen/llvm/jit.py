@@ -229,7 +229,8 @@ COMPILATIONS = 0
 def _prepare_process(target: Target, signature: GraphSignature) -> None:
     """Check ``target`` runs here and load what the graph's code calls (BLAS, libgomp, clock);
     on a target with AMX, ask Linux for its tile state."""
-    from tensor_graphs.codegen.llvm.kernels_amx import AMX_EXTENSION, AMX_INT8_EXTENSION, request_amx
+    from tensor_graphs.codegen.llvm.kernels_amx import request_amx
+    from tensor_graphs.target import AMX_BF16, AMX_INT8
     from tensor_graphs.runtime_support import blas, threads
 
     try:
@@ -238,7 +239,7 @@ def _prepare_process(target: Target, signature: GraphSignature) -> None:
         raise CodegenError(str(e)) from None
     blas.load()
     threads.load()
-    if {AMX_EXTENSION, AMX_INT8_EXTENSION} & target.extensions:  # its GEMMs may run on AMX tiles (`kernels_amx`)
+    if {AMX_BF16, AMX_INT8} & target.extensions:  # its GEMMs may run on AMX tiles (`kernels_amx`)
         request_amx()
     if signature.profile:
         _register_clock()

@@ -72,10 +72,8 @@ from xdsl.ir import SSAValue
 from tensor_graphs.codegen.llvm.kernels import Access, LoweringError, _scalar_errors, emit_pointwise, paying_rows
 from tensor_graphs.codegen.llvm.kernels_gemm import _epilogue_value, _sweep_epilogue, addend_vectors, dequant_tile, stored_value
 from tensor_graphs.codegen.llvm.loops import FunctionBuilder, emit_for, emit_if, icmp, max_i64, min_i64
-from tensor_graphs.target import AMX_BF16, AMX_INT8, AMX_ROW_WORDS, amx_state_permitted
+from tensor_graphs.target import AMX_ROW_WORDS, amx_state_permitted
 
-#: The target extension the AMX GEMM needs (`Target.extensions`): bf16 pairs, int8 quads
-AMX_EXTENSION, AMX_INT8_EXTENSION = AMX_BF16, AMX_INT8
 #: The tile product of each: bf16 pairs (float32 sums), int8 quads (unsigned A by signed B, int32 sums)
 TILE_PRODUCT = {False: "tdpbf16ps", True: "tdpbusd"}
 #: Tile registers: the accumulators C[i][j] (row half i, column tile j), A's row halves, B's column tiles
@@ -89,13 +87,6 @@ assert WORDS_PER_ROW == ROW_BYTES // 4
 CONFIG_BYTES, COLSB_AT, ROWS_AT = 64, 16, 48
 #: Floats of the stack scratch a block's four sums wait in while the K tail's configuration loads
 K_TAIL_SCRATCH = len(C_TILES) * len(C_TILES[0]) * TILE_ROWS * TILE_ROWS
-
-
-def amx_runs(target, k_words: int, quads: bool = False) -> bool:
-    """True when the bf16 GEMM of ``k_words`` pairs along K (any K: its tail in a tile step of
-    its own) or the int8 GEMM of ``k_words`` quads (a whole number of tile rows of 16) runs on AMX
-    tiles on ``target``, one GEMM or a batch of them."""
-    return target.tiles_gemm(k_words, quads)
 
 
 def row_groups(panels: int, m: int | None, cores: int, a_bytes: int = 0, l2: int = 0) -> int:

@@ -54,7 +54,7 @@ from xdsl.dialects.builtin import IntegerAttr, f32, i64
 from xdsl.ir import Operation, SSAValue
 
 from tensor_graphs.codegen.llvm import kernels_gemm as _gemm
-from tensor_graphs.codegen.llvm.kernels_amx import AMX_EXTENSION, _amx, whole_tiles_config
+from tensor_graphs.codegen.llvm.kernels_amx import _amx, whole_tiles_config
 from tensor_graphs.codegen.llvm.kernels import (
     _NEG_INF,
     REGISTRY,
@@ -87,6 +87,7 @@ from tensor_graphs.dialects import buffer as buf
 from tensor_graphs.dialects.shapes import attention_operand_strides, contiguous_strides, numel
 from tensor_graphs.dialects.symbolic import format_expr, is_static
 from tensor_graphs.lowering.tensor_to_buffer.scratch import attention_tiles
+from tensor_graphs.target import AMX_BF16
 
 def _transpose_into(b: FunctionBuilder, src: SSAValue, src_ld: int, rows: Index, cols: int, dest: SSAValue, ld: int) -> None:
     """``dest[c * ld + r] = src[r * src_ld + c]`` for ``c < cols``, ``r < rows`` (a run-time count
@@ -224,7 +225,7 @@ class _Attention:
         _require_f32(op, [*self.ins, out])
         # bf16 products: the two GEMMs over words of bf16 pairs, on AMX tiles where the target has them
         self.pairs = bool(op.bf16_products.value.data)
-        self.amx = self.pairs and AMX_EXTENSION in ctx.target.extensions
+        self.amx = self.pairs and AMX_BF16 in ctx.target.extensions
 
     def emit(self) -> None:
         ctx, op, out = self.ctx, self.op, self.out

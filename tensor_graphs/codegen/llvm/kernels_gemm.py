@@ -388,9 +388,12 @@ def k_block(ctx: KernelContext, op: Operation, m: int, k: int, nr: int, mr: int,
     streams each panel once: nothing to keep). One panel whose whole K fits in half of L2 also
     takes all of K: its rows of A serve no other panel, and K blocks would only cut their
     streams short and store and reload the output tiles (a Winograd convolution's 16 GEMMs of
-    512 x 512 by 16 tiles: 5.4 -> 4.7 ms at 1 thread on Zen 1, `benchmarks/winograd.py`).
-    Blocks are balanced: K = 768 with a block of at most 256 runs 3 of 256, K = 1000 4 of 250."""
+    512 x 512 by 16 tiles: 5.4 -> 4.7 ms at 1 thread on Zen 1, `benchmarks/winograd.py`). A bf16
+    output takes all of K too: the sums are kept in out between K blocks, and bf16 cannot hold
+    them. Blocks are balanced: K = 768 with a block of at most 256 runs 3 of 256, K = 1000 4 of 250."""
     attr = op.attributes.get(K_BLOCK_ATTR)
+    if op.output.type.element_type != f32:  # type: ignore[attr-defined]
+        return k
     if isinstance(attr, IntegerAttr):
         most = attr.value.data
         if most < 1:
@@ -517,8 +520,8 @@ class _PackedGemm:
         self.acc = op.inputs[2] if len(op.inputs) >= 3 else None
         self.addend = op.inputs[3] if len(op.inputs) == 4 else None  # a residual after a bias (`fuse-gemm-addend`)
         self.out = op.output
-        # a bf16 output (an epilogue body that rounds: `narrow-gemm-output`): every block's sums
-        # go to the stack tile, and its epilogue writes them to out, over all of K at once
+        # a bf16 output (`narrow-gemm-output`): every block's sums go to the stack tile, and its
+        # epilogue writes them to out, over all of K at once (`k_block`)
         self.out_el = op.output.type.element_type
         self.narrow = self.out_el != f32
         self.alpha, self.beta = op.flags
@@ -595,7 +598,7 @@ class _PackedGemm:
         # weights packed at load time are 64-byte aligned; panels packed by the graph live in the
         # arena, whose base is aligned only when a CompiledGraph allocates it
         self.b_aligned = isinstance(buf.root_buffer(self.packed).owner, buf.PackedWeightOp)
-        self.kc = kc = k if self.narrow else k_block(ctx, op, self.m, k, nr, mr, self.panels)
+        self.kc = kc = k_block(ctx, op, self.m, k, nr, mr, self.panels)
         self.k_blocks = -(-k // kc)
         # the prefetch of the next panel walks its cache lines, `lines_per_row` per k step
         self.line_floats = ctx.target.caches.line // 4
@@ -713,8 +716,7 @@ class _PackedGemm:
                 self.kc, self.k_blocks, self.row_span = value, -(-self.k // value), rows
                 ctx.parallel(self.groups * self.panels, self.work_range, [run_rows, run_rest], work=self.work_of(m), pays=pays)
 
-            single = self.kc if self.narrow else k_block(ctx, self.op, 1, self.k, self.nr, mr, self.panels)
-            blocked = self.kc
+            single, blocked = k_block(ctx, self.op, 1, self.k, self.nr, mr, self.panels), self.kc
             if single == blocked or m < 2 * mr:
                 with_k_block(blocked, (1, m))
             else:
@@ -1165,7 +1167,7 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
     AMX-BF16 (AMX-INT8) its tiles (`kernels_amx.AmxGemm`). A GEMM that packs its own panels
     (``packing``) writes them a chunk at a time in its threads (`panel_packing`) where its
     blocking takes chunks, else all of them first (the standalone `buf.im2col` kernel)."""
-    from tensor_graphs.codegen.llvm.kernels_amx import AmxGemm, amx_runs
+    from tensor_graphs.codegen.llvm.kernels_amx import AmxGemm
     from tensor_graphs.codegen.llvm.kernels_movement import _emit_im2col
     from tensor_graphs.codegen.llvm.panel_packing import PanelPacker
 
@@ -1173,7 +1175,7 @@ def _emit_packed_matmul(ctx: KernelContext, op: Operation) -> None:
     gemm = _PackedGemm(ctx, op)
     if gemm.empty:
         return
-    engine = AmxGemm(gemm) if (gemm.pairs or gemm.quads) and amx_runs(ctx.target, gemm.k, gemm.quads) else gemm
+    engine = AmxGemm(gemm) if (gemm.pairs or gemm.quads) and ctx.target.tiles_gemm(gemm.k, gemm.quads) else gemm
     packer = PanelPacker.for_gemm(ctx, op)
     engine.packer = packer if packer is not None and engine.takes_chunks() else None
     if op.panel_packing is not None and engine.packer is None:
