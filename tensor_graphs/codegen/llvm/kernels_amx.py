@@ -70,7 +70,7 @@ from xdsl.dialects.builtin import f32, i8, i16, i64
 from xdsl.ir import SSAValue
 
 from tensor_graphs.codegen.llvm.kernels import Access, LoweringError, _scalar_errors, emit_pointwise, paying_rows
-from tensor_graphs.codegen.llvm.kernels_gemm import _epilogue_value, _sweep_epilogue, addend_vectors, dequant_tile, stored_value
+from tensor_graphs.codegen.llvm.kernels_gemm import _epilogue_value, _prefetch, _sweep_epilogue, addend_vectors, dequant_tile, stored_value
 from tensor_graphs.codegen.llvm.loops import FunctionBuilder, emit_for, emit_if, icmp, max_i64, min_i64
 from tensor_graphs.target import AMX_ROW_WORDS, amx_state_permitted
 
@@ -394,6 +394,8 @@ class AmxGemm:
             return []
 
         defer = self.deferred and not partial and tail is None and count == 2
+        if defer and self.narrow:
+            self._prefetch_addends(p, r0, c)
         if defer:
             pending = b.load(self.pending, i64)
             emit_if(b, icmp(b, "sge", pending, b.i64(0)), lambda: self._interleaved_steps(step, pending),
@@ -426,6 +428,28 @@ class AmxGemm:
             width = sum(widths)
             rows = b.i64(len(halves) * TILE_ROWS) if tail is None else tail[0] if not halves2 else b.add_i64(*tail)
             self.block_epilogue(p, r0, c * TILE_ROWS, rows, width, partial)
+
+    def _prefetch_addends(self, p: SSAValue, r0: SSAValue, c: int) -> None:
+        """The cache lines of the addends this block's epilogue reads (bf16 out: all of it waits
+        for the next block's steps, `_interleaved_steps`), fetched as its own K steps start, so that
+        their misses overlap two blocks' tile products. A residual is one or two lines a row of a
+        block, its rows N apart: the hardware's streams miss them (a bf16 ResNet-50 block's last
+        1 x 1 convolution, 64 -> 256 at 56 x 56 with its residual: 0.65-0.69x its time,
+        `benchmarks/residual_epilogue.py`). The first addend of a float32 output's sums
+        (`preloaded`), fetched a block ahead the same way, gained nothing measurable: not done."""
+        g, b = self.g, self.ctx.b
+        col0 = b.add_i64(b.mul_i64(p, b.i64(g.nr)), b.i64(c * TILE_ROWS))
+        line = self.ctx.target.caches.line
+        for k in range(int(self.preloaded), len(self.addends)):
+            buffer, rs, cs, _gs, _scale = self.addends[k]
+            if cs != 1 or not rs:  # (a bias: one row, or one value a row)
+                continue
+            el = buffer.type.element_type
+            first = b.gep(self.padd[k], b.add_i64(b.mul_i64(r0, b.i64(rs)), col0), el)
+            for r in range(2 * TILE_ROWS):
+                row = b.gep(first, r * rs, el)
+                for at in range(0, 2 * TILE_ROWS * el.bitwidth // 8, line):  # a block's row: 32 values
+                    _prefetch(b, b.gep(row, at, i8))
 
     def _preload(self, p: SSAValue, r0: SSAValue, c: int, count: int, halves: tuple) -> None:
         """The block's accumulators loaded from the first addend (`preloaded`) at their rows and
