@@ -15,10 +15,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from xdsl.dialects import arith
 import torch.nn.functional as F
 
 import tensor_graphs as tg
 from tensor_graphs import dtypes
+from tensor_graphs.codegen.llvm import scalar
 
 LOW = [torch.float16, torch.bfloat16]
 FLOATS = [torch.float64, *LOW]
@@ -206,6 +208,35 @@ def test_conversions_round_as_torch() -> None:
             assert torch.equal(o[~nan].view(torch.int16), e[~nan].view(torch.int16))
         else:  # out of range and NaN too: the x86 result eager gives (the minimum; low bits for uint8)
             assert torch.equal(o, e)
+
+
+class _Bf16Closed(torch.nn.Module):
+    """Ops whose bf16 result is one of their bf16 operands (or its sign changed)."""
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor):
+        return (torch.relu(x), x.clamp(-1.0, 2.0), x.abs(), -x, torch.where(x > y, x, y), torch.maximum(x, y),
+                torch.minimum(x, y), torch.nn.functional.hardtanh(x))
+
+
+def test_bf16_results_of_max_min_abs_neg_select_are_taken_not_rounded(monkeypatch) -> None:
+    """A body's ``truncf`` of a value that is a bf16 already (`scalar.bf16_exact`: a ReLU's
+    ``max(extf(x), 0)``) takes its high half instead of rounding it: on edge values (NaN,
+    infinities, signed zeros, bf16 subnormals, the largest) the results are bit for bit those of
+    the same graph rounding (and eager's values, NaN where eager has NaN), and the kernels have no
+    rounding bias in them."""
+    edge = [float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 2.0**-133, -(2.0**-130), 3.3e38, -3.3e38, 1.5, -2.75, 2.0]
+    x = torch.tensor(edge * 2, dtype=torch.float32).to(torch.bfloat16)
+    y = torch.tensor(edge[::-1] * 2, dtype=torch.float32).to(torch.bfloat16)
+    monkeypatch.setenv("TG_CACHE", "off")
+    fn = tg.compile(_Bf16Closed(), (x, y))
+    assert "32767" not in fn.ir("llvm")  # (the rounding bias 0x7FFF)
+    monkeypatch.setitem(scalar.ARITH, arith.TruncFOp, scalar._convert)
+    rounding = tg.compile(_Bf16Closed(), (x, y))
+    assert "32767" in rounding.ir("llvm")
+    for o, r, e in zip(fn(x, y), rounding(x, y), _Bf16Closed()(x, y)):
+        nan = e.isnan()
+        assert o.dtype == e.dtype and torch.equal(o.isnan(), nan) and torch.equal(o[~nan], e[~nan])
+        assert torch.equal(o[~nan].view(torch.int16), r[~nan].view(torch.int16))
 
 
 class _Remainders(torch.nn.Module):
