@@ -131,3 +131,46 @@ def test_a_bf16_models_gemms_write_its_bf16_activations(engine, threads, monkeyp
         refs = model(x)
     for g, r in zip(got, refs):
         assert g.dtype == torch.bfloat16 and (g.double() - r.double()).abs().max() <= 2.0 ** -7 * r.double().abs().max()
+
+
+class _StemPool(torch.nn.Module):
+    """ResNet's stem: a 7x7 convolution at stride 2, ReLU, a 3x3 max pool at stride 2, then a 1x1
+    convolution: the pool is the stem's only reader, the 1x1's panels the pool's."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 40, 7, stride=2, padding=3)
+        self.pool = torch.nn.MaxPool2d(3, stride=2, padding=1)
+        self.head = torch.nn.Conv2d(40, 8, 1)
+
+    def forward(self, x):
+        return self.head(self.pool(torch.relu(self.stem(x))))
+
+
+@pytest.mark.parametrize("engine", list(ENGINES))
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_max_pool_between_convolutions_runs_on_bf16(engine, threads, monkeypatch):
+    """A max pool whose readers pack bf16 panels runs on bf16, and the GEMM it reads writes bf16:
+    the largest of rounded values is the rounded largest. Bit for bit the graph that writes and
+    pools float32, NaN where it has NaN (a NaN and infinities in the input)."""
+    torch.manual_seed(5)
+    _narrowing_everywhere(engine, monkeypatch)
+    model, x = _StemPool().eval(), torch.randn(2, 3, 30, 30)
+    x[0, 1, 4, 4], x[1, 2, 9, 17], x[1, 0, 20, 3] = float("nan"), float("inf"), -float("inf")
+    monkeypatch.setenv("TG_CACHE", "off")  # (a graph compiled before with the passes as they are)
+    narrowed = _with_threads(threads, lambda: _compiled(model, x, engine, monkeypatch))
+    wide = _with_threads(threads, lambda: _without_narrowing(monkeypatch, lambda: _compiled(model, x, engine, monkeypatch)))
+    assert _bf16_gemm_outputs(narrowed) == 1 and _bf16_gemm_outputs(wide) == 0
+    assert re.search(r"buf\.im2col ins\(%\w+ : memref<2x40x15x15xbf16>\) outs\(%\w+ : memref<2x40x8x8xbf16>\).*reduce = \"max\"",
+                     narrowed.ir("buf"))
+    got = _with_threads(threads, lambda: narrowed(x.numpy()))
+    assert np.isnan(got).any() and np.array_equal(got, _with_threads(threads, lambda: wide(x.numpy())), equal_nan=True)
+
+
+def test_a_bf16_max_pool_too_large_for_the_stack_takes_the_tap_by_tap_path(monkeypatch):
+    """The same on the pooling's tap-by-tap path (a plane over `window_reduce.MAX_PLANE_BYTES`,
+    here made 0): each tap's bf16 plane combined into the output by the same exact maximum."""
+    from tensor_graphs.codegen.llvm import window_reduce
+
+    monkeypatch.setattr(window_reduce, "MAX_PLANE_BYTES", 0)
+    test_a_max_pool_between_convolutions_runs_on_bf16("emulated", 1, monkeypatch)

@@ -69,6 +69,41 @@ func.func @read_by_bf16_panels(%w: memref<1x8x36xbf16>, %p: memref<3x18x32xbf16>
 
 // -----
 
+// A max pool between them (ResNet's stem): it may run on bf16 where its own readers take bf16,
+// since the largest of rounded values is the rounded largest; both buffers become bf16. A pool
+// read by a loop (which would see rounded values) keeps float32, and so does the GEMM it reads.
+
+// CHECK-LABEL: func.func @through_max_pool(
+// CHECK:         %[[M:.*]] = buf.alloc : memref<1x8x36xbf16>
+// CHECK-NEXT:    buf.packed_matmul ins(%w, %p : memref<1x8x36xbf16>, memref<3x18x32xbf16>) outs(%[[M]] : memref<1x8x36xbf16>) {activation = "relu"}
+// CHECK-NEXT:    %[[V:.*]] = buf.reshape %[[M]] : memref<1x8x36xbf16> -> memref<1x8x6x6xbf16>
+// CHECK-NEXT:    %[[P:.*]] = buf.alloc : memref<1x8x3x3xbf16>
+// CHECK-NEXT:    buf.im2col ins(%[[V]] : memref<1x8x6x6xbf16>) outs(%[[P]] : memref<1x8x3x3xbf16>) {{.*}}reduce = "max"
+// CHECK-NEXT:    buf.im2col ins(%[[P]] : memref<1x8x3x3xbf16>) outs(%q : memref<1x4x64xbf16>)
+// CHECK:         %[[K:.*]] = buf.alloc : memref<1x8x36xf32>
+// CHECK:         buf.alloc : memref<1x8x3x3xf32>
+func.func @through_max_pool(%w: memref<1x8x36xbf16>, %p: memref<3x18x32xbf16>, %q: memref<1x4x64xbf16>, %y: memref<1x8x3x3xf32>) attributes {tg.num_outputs = 2 : i64} {
+  %m = buf.alloc : memref<1x8x36xf32>
+  buf.packed_matmul ins(%w, %p : memref<1x8x36xbf16>, memref<3x18x32xbf16>) outs(%m : memref<1x8x36xf32>) {activation = "relu"}
+  %m4 = buf.reshape %m : memref<1x8x36xf32> -> memref<1x8x6x6xf32>
+  %pool = buf.alloc : memref<1x8x3x3xf32>
+  buf.im2col ins(%m4 : memref<1x8x6x6xf32>) outs(%pool : memref<1x8x3x3xf32>) {kernel = array<i64: 3, 3>, stride = array<i64: 2, 2>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, pad_value = 0xff800000 : f32, reduce = "max"}
+  buf.im2col ins(%pool : memref<1x8x3x3xf32>) outs(%q : memref<1x4x64xbf16>) {kernel = array<i64: 1, 1>, stride = array<i64: 1, 1>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, panels = 32 : i64}
+  %k = buf.alloc : memref<1x8x36xf32>
+  buf.packed_matmul ins(%w, %p : memref<1x8x36xbf16>, memref<3x18x32xbf16>) outs(%k : memref<1x8x36xf32>) {activation = "relu"}
+  %k4 = buf.reshape %k : memref<1x8x36xf32> -> memref<1x8x6x6xf32>
+  %pool2 = buf.alloc : memref<1x8x3x3xf32>
+  buf.im2col ins(%k4 : memref<1x8x6x6xf32>) outs(%pool2 : memref<1x8x3x3xf32>) {kernel = array<i64: 3, 3>, stride = array<i64: 2, 2>, padding = array<i64: 1, 1>, dilation = array<i64: 1, 1>, pad_value = 0xff800000 : f32, reduce = "max"}
+  buf.fused_elementwise ins(%pool2 : memref<1x8x3x3xf32>) outs(%y : memref<1x8x3x3xf32>) {
+  ^bb0(%0: f32):
+    %1 = arith.mulf %0, %0 : f32
+    buf.yield %1 : f32
+  }
+  func.return
+}
+
+// -----
+
 // Left alone: float32 values a loop reads (it would see them rounded), rounded values a copy
 // reads (it moves float32 only to float32), and a GEMM that writes the graph's output.
 

@@ -285,6 +285,9 @@ def _emit_im2col(ctx: KernelContext, op: Operation) -> None:
     plain = nr and (kh, kw, sh, sw, ph, pw) == (1, 1, 1, 1, 0, 0)  # the plane is the input row itself
     k_total = c * kh * kw
     combine = _fmax if reduce == "max" else (lambda b, u, v: b.add(llvm.FAddOp(u, v)))
+    if reduce and isinstance(el, BFloat16Type) and reduce != "max":  # (the tap-by-tap sum would round every partial sum)
+        raise LoweringError(f"{op.name}: a {reduce} pooling of bf16 is computed in float32 (`widen-dtypes`), got bf16 buffers")
+    combine_taps = window_reduce.on_floats(el, lambda b, v: combine(b, v[0], v[1]), "max")
 
     def tap(b: FunctionBuilder, src_row: SSAValue, i: int, j: int, dst: SSAValue) -> None:
         """Tap ``(i, j)``'s ``OH x OW`` plane of one input channel into ``dst`` (row stride OW),
@@ -339,7 +342,7 @@ def _emit_im2col(ctx: KernelContext, op: Operation) -> None:
                     if t == 0:
                         emit_copy_nest(b, (taps,), dst, src)
                     else:
-                        emit_pointwise(b, (taps,), dst, [dst, src], lambda b, v: combine(b, v[0], v[1]))
+                        emit_pointwise(b, (taps,), dst, [dst, src], combine_taps)
                 if reduce == "mean":
                     scale = b.constant(1.0 / (kh * kw), el)
                     emit_pointwise(b, (taps,), dst, [dst], lambda b, v: b.add(llvm.FMulOp(v[0], scale)))

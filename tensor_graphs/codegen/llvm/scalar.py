@@ -687,9 +687,13 @@ def _truncf(b: FunctionBuilder, op: Operation, v: list[SSAValue]) -> SSAValue:
     value that is a bf16 already (`bf16_exact`), which rounding would return unchanged: 2 vector
     instructions where rounding takes 8 (the rounding bias, the NaN test and select)."""
     if isinstance(op.results[0].type, BFloat16Type) and v[0].type == f32 and bf16_exact(op.operands[0]):
-        high = b.add(llvm.TruncOp(_i32_op(b, llvm.LShrOp, _bitcast(b, v[0], i32), 16), i16))
-        return _bitcast(b, high, BFloat16Type())
+        return high_half_bf16(b, v[0])
     return _convert(b, op, v)
+
+
+def high_half_bf16(b: FunctionBuilder, x: SSAValue) -> SSAValue:
+    """float32 ``x`` that is a bf16 value (its low 16 bits zero) as that bf16: its high half."""
+    return _bitcast(b, b.add(llvm.TruncOp(_i32_op(b, llvm.LShrOp, _bitcast(b, x, i32), 16), i16)), BFloat16Type())
 
 
 def _uitofp(b: FunctionBuilder, op: Operation, v: list[SSAValue]) -> SSAValue:

@@ -30,11 +30,12 @@ import math
 from collections.abc import Callable
 
 from xdsl.dialects import llvm
+from xdsl.dialects.builtin import BFloat16Type, f32
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from tensor_graphs.codegen.llvm.kernels import Access, KernelContext, emit_copy_nest, emit_pointwise
 from tensor_graphs.codegen.llvm.loops import FunctionBuilder, emit_for
-from tensor_graphs.codegen.llvm.scalar import const, fcmp, select
+from tensor_graphs.codegen.llvm.scalar import const, emit_convert, fcmp, high_half_bf16, select
 
 #: The most bytes of a pooling's scratch (its padded plane, a max's rows) on a thread's stack
 #: (libgomp's threads take the process's default stack, 8 MiB on Linux;
@@ -60,6 +61,21 @@ def window_sum(b: FunctionBuilder, taps: list[SSAValue]) -> SSAValue:
     for v in taps[1:]:
         acc = b.add(llvm.FAddOp(acc, v))
     return acc
+
+
+def on_floats(el: Attribute, window: Callable[[FunctionBuilder, list[SSAValue]], SSAValue],
+              reduce: str) -> Callable[[FunctionBuilder, list[SSAValue]], SSAValue]:
+    """``window`` over taps of ``el``: bf16 taps widened to float32 and the value narrowed back, a
+    max's by its high half (it is one of the taps, or the quiet NaN), a sum's rounded to nearest
+    (`narrow-gemm-output` gives a max pooling bf16 buffers)."""
+    if not isinstance(el, BFloat16Type):
+        return window
+
+    def narrowed(b: FunctionBuilder, taps: list[SSAValue]) -> SSAValue:
+        value = window(b, [emit_convert(b, t, f32) for t in taps])
+        return high_half_bf16(b, value) if reduce == "max" else emit_convert(b, value, el)
+
+    return narrowed
 
 
 #: reduce -> a window's value from its taps (a mean: the sum, then scaled)
@@ -129,13 +145,14 @@ class WindowReduce:
             self.rows_then_columns(b, src, dst, wp)
             return
         taps = [Access(b.gep(src, i * dh * wp + j * dw, self.el), (sh * wp, sw), self.el) for i in range(kh) for j in range(kw)]
-        reduce, scale = WINDOW[self.reduce], b.constant(1.0 / (kh * kw), self.el) if self.reduce == "mean" else None
+        reduce = WINDOW[self.reduce]
+        scale = b.constant(1.0 / (kh * kw), f32 if isinstance(self.el, BFloat16Type) else self.el) if self.reduce == "mean" else None
 
         def window(b: FunctionBuilder, values: list[SSAValue]) -> SSAValue:
             value = reduce(b, values)
             return value if scale is None else b.add(llvm.FMulOp(value, scale))
 
-        emit_pointwise(b, (self.oh, self.ow), dst, taps, window)
+        emit_pointwise(b, (self.oh, self.ow), dst, taps, on_floats(self.el, window, self.reduce))
 
     def rows_then_columns(self, b: FunctionBuilder, src: SSAValue, dst: Access, wp: int) -> None:
         """A max as two passes: each input row's maximum over every output column's KW taps
@@ -147,6 +164,6 @@ class WindowReduce:
             self.rows_scratch = b.stack(self.hp * self.ow, self.el)
         v = self.rows_scratch
         across = [Access(b.gep(src, j * dw, self.el), (wp, sw), self.el) for j in range(kw)]
-        emit_pointwise(b, (self.hp, self.ow), Access(v, (self.ow, 1), self.el), across, window_max)
+        emit_pointwise(b, (self.hp, self.ow), Access(v, (self.ow, 1), self.el), across, on_floats(self.el, window_max, "max"))
         down = [Access(b.gep(v, i * dh * self.ow, self.el), (sh * self.ow, 1), self.el) for i in range(kh)]
-        emit_pointwise(b, (self.oh, self.ow), dst, down, window_max)
+        emit_pointwise(b, (self.oh, self.ow), dst, down, on_floats(self.el, window_max, "max"))
