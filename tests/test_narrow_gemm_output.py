@@ -17,9 +17,14 @@ import numpy as np
 import pytest
 import torch
 
+from xdsl.dialects.builtin import UnitAttr
+
 import tensor_graphs as tg
 import tensor_graphs.transforms.fuse_gemm_elementwise as fuse_gemm_elementwise
 import tensor_graphs.transforms.narrow_gemm_output as narrow_pass
+import tensor_graphs.tuning.compile as tuned_compile
+from pinned_gemms import pinned_graph
+from tensor_graphs.target import Target
 from test_bf16_conv import ENGINES, _compiled, _runnable
 
 
@@ -174,3 +179,68 @@ def test_a_bf16_max_pool_too_large_for_the_stack_takes_the_tap_by_tap_path(monke
 
     monkeypatch.setattr(window_reduce, "MAX_PLANE_BYTES", 0)
     test_a_max_pool_between_convolutions_runs_on_bf16("emulated", 1, monkeypatch)
+
+
+@pytest.mark.parametrize("engine", list(ENGINES))
+@pytest.mark.parametrize("threads", [1, 2])
+def test_rounded_activations_write_the_residual_as_bf16(engine, threads, monkeypatch):
+    """With the module's `narrow_gemm_output.ROUND_ACTIVATIONS` (the tuner's whole-graph path), the
+    activation ``h`` that the second convolution adds as its residual is written as bf16 too, and
+    that GEMM's epilogue widens it: three GEMMs write bf16 where two did. Inexact (``h`` rounded
+    where it is added): within 2^-8 of the float32 graph's largest output (observed 2.8e-3),
+    and of eager's within the roundings of the bf16 panels."""
+    torch.manual_seed(3)
+    _narrowing_everywhere(engine, monkeypatch)
+    model, x = _Chain().eval(), torch.randn(2, 64, 11, 11)
+    monkeypatch.setenv("TG_CACHE", "off")
+    wide = _with_threads(threads, lambda: _compiled(model, x, engine, monkeypatch))
+
+    def rounding_compile():
+        target = _runnable(engine)
+        emulated = frozenset({"avx512bf16"}) if ENGINES[engine] is None else frozenset()
+        graph = pinned_graph(model, (x,), target, "matmul.packed_rhs_bf16", monkeypatch, emulated=emulated)
+        graph.module.attributes[narrow_pass.ROUND_ACTIVATIONS] = UnitAttr()
+        return tg.compile_module(graph.module, graph.weights, target=target)
+
+    rounded = _with_threads(threads, rounding_compile)
+    assert _bf16_gemm_outputs(wide) == 2 and _bf16_gemm_outputs(rounded) == 3
+    got, base = (_with_threads(threads, lambda f=f: f(x.numpy())) for f in (rounded, wide))
+    assert not np.array_equal(got, base) and np.abs(got - base).max() <= 2.0 ** -8 * np.abs(base).max()
+    with torch.no_grad():
+        ref = model(x).numpy()
+    assert np.abs(got - ref).max() <= 2e-2 * np.abs(ref).max()
+
+
+class _Stream(torch.nn.Module):
+    """A residual stream: ``h = relu(a(x))``, ``y = relu(b(h) + h)``, then ``c(y)``: ``h`` is
+    read by b's panels and as b's residual (float32, unless rounded); ``y`` by c's panels only."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.c = (torch.nn.Conv2d(256, 256, 1) for _ in range(3))
+
+    def forward(self, x):
+        h = torch.relu(self.a(x))
+        return self.c(torch.relu(self.b(h) + h))
+
+
+def test_the_tuner_tries_rounded_activations_as_a_whole_graph_path(tmp_path, monkeypatch):
+    """Tuned at 1e-2 on a CPU with AMX-BF16, a float32 model whose convolutions go to bf16 panels
+    is compiled once more with its residual rounded (`tuning.compile._rounded_activations`):
+    `fn.explain()` gives that graph's error and time against the tuned graph's and says which
+    was kept (the faster; timing decides, so either); the graph returned is within the
+    tolerance of eager, and writes the residual as bf16 where it says "taken"."""
+    if "amx-bf16" not in Target.host().extensions:
+        pytest.skip("the rounded activations are tried where AMX's tiles run the bf16 GEMMs")
+    torch.manual_seed(3)
+    model, x = _Stream().eval(), torch.randn(1, 256, 28, 28)
+    monkeypatch.setattr(tuned_compile, "_faster", lambda fn, heuristic, inputs, call: fn)  # (the bf16 paths' graph)
+    fn = tg.compile(model, (x,), tune="missing", tolerance=1e-2, tuning_db=tmp_path / "db.sqlite")
+    assert sum("* matmul.packed_rhs_bf16" in line for line in fn.explain().splitlines()) == 3  # (AMX's: 3-4x float32's)
+    said = [line for line in fn.explain().splitlines() if "rounded to bf16" in line]
+    assert len(said) == 1 and re.search(r"whole-graph error [0-9.e-]+, [0-9.]+ ms against [0-9.]+ ms per call: (not )?taken", said[0])
+    assert _bf16_gemm_outputs(fn) == (2 if said[0].endswith(": taken") else 1)
+    with torch.no_grad():
+        ref = model(x).numpy()
+    assert np.abs(fn(x.numpy()) - ref).max() <= 1e-2 * np.abs(ref).max()
+

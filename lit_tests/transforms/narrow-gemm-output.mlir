@@ -1,5 +1,6 @@
 // RUN: tg-opt %s -p 'set-target{target=sapphirerapids},narrow-gemm-output' --split-input-file | filecheck %s
 // RUN: tg-opt %s -p 'set-target{target=cooperlake},narrow-gemm-output' --split-input-file | filecheck --check-prefix=REGISTERS %s
+// RUN: tg-opt %s -p 'set-target{target=sapphirerapids},narrow-gemm-output{round-activations=true}' --split-input-file | filecheck --check-prefix=ROUNDED %s
 
 // On a target without AMX (the register tiles keep their sums in out between K blocks) every
 // GEMM writes float32.
@@ -99,6 +100,30 @@ func.func @through_max_pool(%w: memref<1x8x36xbf16>, %p: memref<3x18x32xbf16>, %
     %1 = arith.mulf %0, %0 : f32
     buf.yield %1 : f32
   }
+  func.return
+}
+
+// -----
+
+// A float32 activation read by bf16 panels and added as another AMX GEMM's residual: exact
+// narrowing leaves it float32 (the add would see it rounded); with ``round-activations`` (the
+// module's ``tg.round_activations``, which the tuner sets where the whole graph stays within the
+// tolerance) it becomes bf16 and the add widens it.
+
+// CHECK-LABEL: func.func @residual(
+// CHECK:         buf.alloc : memref<1x8x36xf32>
+// ROUNDED-LABEL: func.func @residual(
+// ROUNDED:         %[[M:.*]] = buf.alloc : memref<1x8x36xbf16>
+// ROUNDED-NEXT:    buf.packed_matmul ins(%w, %p : memref<1x8x36xbf16>, memref<3x18x32xbf16>) outs(%[[M]] : memref<1x8x36xbf16>) {activation = "relu"}
+// ROUNDED-NEXT:    %[[V:.*]] = buf.reshape %[[M]] : memref<1x8x36xbf16> -> memref<1x8x6x6xbf16>
+// ROUNDED-NEXT:    buf.im2col ins(%[[V]] : memref<1x8x6x6xbf16>) outs(%q : memref<2x4x64xbf16>)
+// ROUNDED-NEXT:    buf.packed_matmul ins(%w, %p, %b, %[[M]] : {{.*}}, memref<1x8x36xbf16>) outs(%z : memref<1x8x36xf32>) {beta = 1.000000e+00 : f32, activation = "relu"}
+func.func @residual(%w: memref<1x8x36xbf16>, %p: memref<3x18x32xbf16>, %b: memref<8x1xf32>, %q: memref<2x4x64xbf16>, %z: memref<1x8x36xf32>) attributes {tg.num_outputs = 2 : i64} {
+  %m = buf.alloc : memref<1x8x36xf32>
+  buf.packed_matmul ins(%w, %p : memref<1x8x36xbf16>, memref<3x18x32xbf16>) outs(%m : memref<1x8x36xf32>) {activation = "relu"}
+  %m4 = buf.reshape %m : memref<1x8x36xf32> -> memref<1x8x6x6xf32>
+  buf.im2col ins(%m4 : memref<1x8x6x6xf32>) outs(%q : memref<2x4x64xbf16>) {kernel = array<i64: 1, 1>, stride = array<i64: 1, 1>, padding = array<i64: 0, 0>, dilation = array<i64: 1, 1>, panels = 32 : i64}
+  buf.packed_matmul ins(%w, %p, %b, %m : memref<1x8x36xbf16>, memref<3x18x32xbf16>, memref<8x1xf32>, memref<1x8x36xf32>) outs(%z : memref<1x8x36xf32>) {beta = 1.000000e+00 : f32, activation = "relu"}
   func.return
 }
 

@@ -803,6 +803,9 @@ class PackedMatmulOp(KernelOp):
         body = self.epilogue_body
         if body is not None and len(body.args) == 2 and body.args[1].type == bf16:
             narrow.append(self.inputs[-1])
+        elif (self.pairs or self.quads) and len(self.inputs) >= 3 and self.inputs[-1].type.element_type == bf16 \
+                and (len(self.inputs) == 4 or self.beta.value.data == 1.0):  # type: ignore[attr-defined]
+            narrow.append(self.inputs[-1])  # (a bf16 residual the epilogue widens: `narrow-gemm-output`'s rounded activations)
         return tuple(narrow)
 
     def verify_kernel(self, ins, out):

@@ -23,8 +23,16 @@ A max pool (`buf.im2col` reducing by max) that reads the GEMM's buffer counts as
 takes bf16 where its own buffer's readers all do (in turn): it then pools bf16 into bf16, since
 the largest of rounded values is the rounded largest (rounding to nearest is monotonic; NaN stays
 NaN). ResNet-50's stem writes bf16 so, its pool reads and writes half the bytes (a float32 model
-tuned at 1e-2: stem, pool and the next 1 x 1 convolution 1343 -> 1130 us, 1 thread, a Xeon with
-AMX; `tests/test_narrow_gemm_output.py` checks the outputs bit for bit).
+on bf16 panels: stem, pool and the next 1 x 1 convolution 1383 -> 1164 us, 0.85x, 1 thread, a
+Xeon with AMX, `benchmarks/residual_epilogue.py --toggle pool --model stem`; bit for bit).
+
+With ``round-activations`` (or the module's `ROUND_ACTIVATIONS`, which the tuner sets: a path
+of the whole graph, `tuning.compile._rounded_activations`) a GEMM on AMX that adds the buffer as
+its residual (its last input, unscaled) counts as a bf16 reader too, widening what it reads: a
+ResNet's residual stream is written and read as bf16. Not exact: the residual adds see rounded
+values (a float32 ResNet-50 tuned at 1e-2: 52 of 53 GEMMs write bf16 where 36 did, its error
+against float64 3.5e-3 where it was 4.1e-3, 0.92x its time at 1 and at 2 threads, a Xeon with
+AMX, `benchmarks/rounded_activations.py`).
 
 A buffer any other op reads stays float32; so does one that is no `buf.alloc` (a graph's input
 or output), and one a GEMM writes on the register tiles (`tiles_whole_k`: only AMX's tiles run
@@ -87,6 +95,12 @@ from tensor_graphs.target import Target
 from tensor_graphs.target import of_module as target_of_module
 
 
+#: A module attribute (set by the tuner, `tuning.compile.compile_tuned`, where the whole graph's
+#: error stays within the tolerance and it runs faster): the GEMMs whose activations residual
+#: adds read write them as bf16 too, and those adds widen them. Not exact: the residuals are rounded.
+ROUND_ACTIVATIONS = "tg.round_activations"
+
+
 def tiles_whole_k(op: buf.PackedMatmulOp, target: Target) -> bool:
     """Whether ``op`` runs on the target's AMX tiles (`Target.tiles_gemm`), each output block over
     all of K: there a bf16 output costs nothing but its rounding. The register tiles keep their
@@ -127,6 +141,15 @@ def _reads_bf16(reader: Operation, value: SSAValue, writer: Operation, exact: bo
     return exact and _body_reading(reader, value) is not None
 
 
+def _adds_rounded(reader: Operation, value: SSAValue, target: Target) -> bool:
+    """Whether ``reader`` is a GEMM on AMX's tiles that adds ``value`` in its epilogue as its last
+    input (a residual: the 4th input, or the accumulator at beta 1), which it can read as bf16
+    and widen; the values it adds are then rounded (`ROUND_ACTIVATIONS`)."""
+    return isinstance(reader, buf.PackedMatmulOp) and not reader.body_takes_addend and len(reader.inputs) >= 3 \
+        and value is reader.inputs[-1] and value not in reader.inputs[:-1] \
+        and (len(reader.inputs) == 4 or reader.flags[1] == 1.0) and bool(tiles_whole_k(reader, target))
+
+
 def _pooled(reader: Operation, value: SSAValue) -> buf.AllocOp | None:
     """The buffer of a max pooling that reads ``value`` (a `buf.im2col` reducing by max, from
     float32 into a `buf.alloc`): it may run on bf16 where that buffer's readers take bf16 in turn,
@@ -139,19 +162,21 @@ def _pooled(reader: Operation, value: SSAValue) -> buf.AllocOp | None:
     return alloc if isinstance(alloc, buf.AllocOp) else None
 
 
-def narrowed_buffers(writer: Operation, alloc: buf.AllocOp, exact: bool) -> list[tuple[buf.AllocOp, list, list]] | None:
+def narrowed_buffers(writer: Operation, alloc: buf.AllocOp, exact: bool,
+                     rounding: Target | None = None) -> list[tuple[buf.AllocOp, list, list]] | None:
     """The buffers that become bf16 with ``alloc`` (which ``writer`` writes): itself and those of
     the max poolings that read it (`_pooled`), each with its views and its (reader, operand)
-    pairs; None where a reader of any cannot take bf16 (`_reads_bf16`)."""
+    pairs; None where a reader of any cannot take bf16 (`_reads_bf16`; with ``rounding``, the
+    target, also the AMX GEMMs adding it as a residual: `_adds_rounded`)."""
     uses = buf.views_and_readers(alloc)
     if uses is None:
         return None
     found = [(alloc, *uses)]
     for reader, value in uses[1]:
-        if _reads_bf16(reader, value, writer, exact):
+        if _reads_bf16(reader, value, writer, exact) or rounding is not None and _adds_rounded(reader, value, rounding):
             continue
         pool = _pooled(reader, value)
-        more = narrowed_buffers(reader, pool, exact) if pool is not None else None
+        more = narrowed_buffers(reader, pool, exact, rounding) if pool is not None else None
         if more is None:
             return None
         found += more
@@ -172,8 +197,8 @@ class NarrowGemmOutput(RewritePattern):
     pools) -> the buffer (and the pools') bf16, the epilogue yielding ``truncf(v)`` or rounding
     as it stores (see the module doc)."""
 
-    def __init__(self, target: Target):
-        self.target = target
+    def __init__(self, target: Target, rounding: bool = False):
+        self.target, self.rounding = target, rounding
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: buf.PackedMatmulOp, rewriter: PatternRewriter) -> None:
@@ -182,7 +207,7 @@ class NarrowGemmOutput(RewritePattern):
         if op.output.type.element_type != f32 or not isinstance(alloc, buf.AllocOp) or not tiles_whole_k(op, self.target):  # type: ignore[attr-defined]
             return
         found = rounded_yield(body) if body is not None else None
-        buffers = narrowed_buffers(op, alloc, found is not None)
+        buffers = narrowed_buffers(op, alloc, found is not None, self.target if self.rounding else None)
         if buffers is None:
             return
         widening = dict.fromkeys(arg for _, _, readers in buffers for reader, value in readers for arg in _arguments(reader, value))
@@ -216,6 +241,10 @@ class NarrowGemmOutputPass(ModulePass):
 
     name = "narrow-gemm-output"
 
+    #: also round the activations residual adds read (`ROUND_ACTIVATIONS`), as the module's attribute asks
+    round_activations: bool = False
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        PatternRewriteWalker(GreedyRewritePatternApplier([NarrowGemmOutput(target_of_module(op))]),
+        rounding = self.round_activations or ROUND_ACTIVATIONS in op.attributes
+        PatternRewriteWalker(GreedyRewritePatternApplier([NarrowGemmOutput(target_of_module(op), rounding)]),
                              apply_recursively=False).rewrite_module(op)

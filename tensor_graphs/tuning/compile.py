@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, UnitAttr, f32
 
 from tensor_graphs.driver.cpu import begin_cpu, compile_module
 from tensor_graphs.driver.lowering import CompileStats, as_numpy, module_target
@@ -131,6 +131,7 @@ def compile_tuned(module: ModuleOp, weights, tuning: Tuning, options: CompileOpt
             return heuristic
         if not inputs:
             raise ValueError("compile with tuned kernel paths checks the whole graph on the example inputs: pass them")
+        tuned = candidate.clone()  # (compiling lowers it in place)
         fn = compile_module(candidate, weights, lower, states=heuristic.states, packed=packed, verify=False,
                             optimize=False, stats=stats)
         call = {"past": 0} if fn.states else {}
@@ -143,7 +144,10 @@ def compile_tuned(module: ModuleOp, weights, tuning: Tuning, options: CompileOpt
             if attempts:
                 report.note = _attempts_note(attempts) + f": over {tuning.tolerance:g}, hence the stricter kernels"
             fn.tuning = report
-            return _faster(fn, heuristic, inputs, call) if tuning.keep_faster else fn
+            if tuning.keep_faster:
+                fn = _rounded_activations(fn, tuned, weights, tuning, lower, heuristic, ref_out, inputs, call, packed, stats)
+                return _faster(fn, heuristic, inputs, call)
+            return fn
         attempts.append((tuning.tolerance * factor, error))
     raise ToleranceError(
         f"the tuned graph's output differs from the fp32 path's by {min(e for _, e in attempts):.3g} (max error relative "
@@ -170,20 +174,80 @@ def _tune(candidate: ModuleOp, weights, inputs, tuning: Tuning, options: Compile
     return report
 
 
+def _rounded_activations(fn: CompiledGraph, tuned: ModuleOp, weights, tuning: Tuning, options: CompileOptions,
+                         heuristic: CompiledGraph, ref_out, inputs, call, packed, stats: CompileStats) -> CompiledGraph:
+    """The tuned graph (``tuned``: its tg module) once more with the activations that residual
+    adds read rounded to bf16 (`narrow_gemm_output.ROUND_ACTIVATIONS`: the GEMMs writing them
+    write bf16, the adds widen them: the traffic of a ResNet's residual stream halved), where
+    the target has AMX-BF16 and the tuner put a GEMM on bf16 panels: a path of the whole graph,
+    measured as it: kept where its error against the fp32 heuristic graph is within the
+    tolerance and it runs faster on the inputs (interleaved calls, medians), else the tuned
+    graph; the report says which and why."""
+    from tensor_graphs.target import AMX_BF16
+    from tensor_graphs.transforms.narrow_gemm_output import ROUND_ACTIVATIONS
+    from tensor_graphs.tuning.measure import errors
+
+    report = fn.tuning
+    if options.device != "cpu" or AMX_BF16 not in module_target(tuned).extensions \
+            or not any("bf16" in c.chosen.variant for c in report.choices if c.tuned):
+        return fn
+    if _bf16_gemm_outputs(tuned, options, rounding=True) <= _bf16_gemm_outputs(tuned, options, rounding=False):
+        return fn  # (no residual add reads an activation a GEMM on AMX could write as bf16)
+    tuned.attributes[ROUND_ACTIVATIONS] = UnitAttr()
+    rounded = compile_module(tuned, weights, options, states=heuristic.states, packed=packed, verify=False, optimize=False,
+                             stats=stats)
+    out = rounded(*inputs, **call)
+    error = max((errors(a, b)[1] for a, b in zip(out if isinstance(out, tuple) else (out,), ref_out)), default=0.0)
+    what = f"activations residual adds read rounded to bf16: whole-graph error {error:.3g}"
+    if error > tuning.tolerance:
+        report.note = (report.note + "; " if report.note else "") + f"{what}, over {tuning.tolerance:g}: not taken"
+        return fn
+    rounded_ms, tuned_ms = _median_ms((rounded, fn), inputs, call)
+    taken = rounded_ms < tuned_ms
+    report.note = (report.note + "; " if report.note else "") + \
+        f"{what}, {rounded_ms:.3f} ms against {tuned_ms:.3f} ms per call: {'taken' if taken else 'not taken'}"
+    if not taken:
+        return fn
+    report.graph_error = error
+    rounded.tuning = report
+    return rounded
+
+
+def _bf16_gemm_outputs(module: ModuleOp, options: CompileOptions, rounding: bool) -> int:
+    """How many GEMMs of ``module`` (tg level) write bf16 once lowered to buf (a copy of it; with
+    ``rounding``: `narrow_gemm_output.ROUND_ACTIVATIONS`), a fraction of a compile's time."""
+    from xdsl.context import Context
+
+    from tensor_graphs.dialects import buffer as buf
+    from tensor_graphs.passes import buffer_pipeline, build_pipeline
+    from tensor_graphs.transforms.narrow_gemm_output import ROUND_ACTIVATIONS
+
+    copy = module.clone()
+    if rounding:
+        copy.attributes[ROUND_ACTIVATIONS] = UnitAttr()
+    build_pipeline(buffer_pipeline(options.pack_weights)).apply(Context(), copy)
+    return sum(1 for op in copy.walk() if isinstance(op, buf.PackedMatmulOp) and op.output.type.element_type != f32)
+
+
 def _attempts_note(attempts: list[tuple[float, float]]) -> str:
     return "whole-graph error " + ", ".join(f"{e:.3g} with each kernel within {k:g}" for k, e in attempts)
+
+
+def _median_ms(graphs: Sequence[CompiledGraph], inputs, call, rounds: int = 5) -> list[float]:
+    """Each graph's median milliseconds a call on ``inputs``, the graphs called in turn ``rounds`` times."""
+    times: list[list[float]] = [[] for _ in graphs]
+    for _ in range(rounds):
+        for g, spent in zip(graphs, times):
+            t0 = time.perf_counter()
+            g(*inputs, **call)
+            spent.append(time.perf_counter() - t0)
+    return [1e3 * float(np.median(spent)) for spent in times]
 
 
 def _faster(fn: CompiledGraph, heuristic: CompiledGraph, inputs, call) -> CompiledGraph:
     """The faster of the tuned graph and the heuristic one on ``inputs`` (interleaved calls,
     medians): each tuned path was faster alone, but a pinned path can cost a buf-level fusion."""
-    times: dict[int, list[float]] = {0: [], 1: []}
-    for _ in range(5):
-        for k, g in enumerate((fn, heuristic)):
-            t0 = time.perf_counter()
-            g(*inputs, **call)
-            times[k].append(time.perf_counter() - t0)
-    tuned_ms, heuristic_ms = (1e3 * float(np.median(times[k])) for k in (0, 1))
+    tuned_ms, heuristic_ms = _median_ms((fn, heuristic), inputs, call)
     report = fn.tuning
     report.graph_ms = (tuned_ms, heuristic_ms)
     if tuned_ms <= heuristic_ms:

@@ -181,7 +181,8 @@ class AmxGemm:
         # (a body that takes its addend's value: all of the epilogue after the block's tiles)
         # (a bf16 output: each block's tiles go to a scratch, then all of its epilogue to out, `_narrow_tiles`)
         self.narrow = gemm.narrow
-        self.added = not self.swept and not gemm.op.body_takes_addend and not self.narrow
+        self.added = not self.swept and not gemm.op.body_takes_addend and not self.narrow \
+            and all(buffer.type.element_type == f32 for buffer, *_ in self.addends)  # (a bf16 residual: the block's epilogue widens it)
         # a whole block's activation (its addends taken as its tiles were stored) runs during the
         # next block's tile products, a few of its rows each K step (`_interleaved_steps`)
         # (a bf16 output: all of a whole block's epilogue, from its scratch)
@@ -210,8 +211,8 @@ class AmxGemm:
         g = self.g
         if g.quads or not (self.added or self.narrow and not g.op.body_takes_addend) or g.alpha != 1.0 or not self.addends:
             return False
-        _, _rs, cs, _gs, scale = self.addends[0]
-        return cs == 1 and scale == 1.0
+        buffer, _rs, cs, _gs, scale = self.addends[0]
+        return cs == 1 and scale == 1.0 and buffer.type.element_type == f32
 
     def takes_chunks(self) -> bool:
         """Whether a thread's items can be packed and run a chunk of panels at a time: one row
@@ -434,8 +435,8 @@ class AmxGemm:
         for the next block's steps, `_interleaved_steps`), fetched as its own K steps start, so that
         their misses overlap two blocks' tile products. A residual is one or two lines a row of a
         block, its rows N apart: the hardware's streams miss them (a bf16 ResNet-50 block's last
-        1 x 1 convolution, 64 -> 256 at 56 x 56 with its residual: 0.65-0.69x its time,
-        `benchmarks/residual_epilogue.py`). The first addend of a float32 output's sums
+        1 x 1 convolution, 64 -> 256 at 56 x 56 with its residual: 0.68-0.76x its time; the bf16
+        model 0.93-0.95x, `benchmarks/residual_epilogue.py --toggle prefetch`). The first addend of a float32 output's sums
         (`preloaded`), fetched a block ahead the same way, gained nothing measurable: not done."""
         g, b = self.g, self.ctx.b
         col0 = b.add_i64(b.mul_i64(p, b.i64(g.nr)), b.i64(c * TILE_ROWS))

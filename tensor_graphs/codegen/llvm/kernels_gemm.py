@@ -933,17 +933,23 @@ class _PackedGemm:
             row_scales, columns = at.scales
 
             # a whole tile takes its addends with its scales (a partial one's columns past N have none)
-            added = [] if partial or self.op.body_takes_addend else addend_vectors(self._addend_accesses(r0, at.col0, at.g), self.addends)
+            added = [] if partial or not self._adds_in_vectors else addend_vectors(self._addend_accesses(r0, at.col0, at.g), self.addends)
 
             def scale_tile() -> None:
                 dequant_tile(b, at.dest, at.ld, rows, at.width, self.lanes, (row_scales, self.lda), columns, self.nr, self.alpha,
                              addends=added)
 
             scale_tile() if ks.last is True else emit_if(b, ks.last, scale_tile)
-        added_here = self.quads and not partial and not self.op.body_takes_addend
+        added_here = self.quads and not partial and self._adds_in_vectors
         if ks.last is False or not (partial or self.narrow or (self.addends and not added_here) or self.act != "none"):
             return
         self._epilogue(at, r0, rows, self.last_cols if partial else self.nr, ks, with_addends=not added_here)
+
+    @property
+    def _adds_in_vectors(self) -> bool:
+        """Whether the int8 sums' scaling adds the addends too (`dequant_tile`: float32 vectors):
+        not where the epilogue body takes one, nor a bf16 one (the epilogue widens it)."""
+        return not self.op.body_takes_addend and all(buffer.type.element_type == f32 for buffer, *_ in self.addends)
 
     def _block_at(self, p: SSAValue, r0: SSAValue | int, partial: bool, ks: KRange) -> _BlockAt:
         """Where block (p, r0) reads and writes: A's rows from k step ``ks.start``, the panel's
@@ -1196,7 +1202,10 @@ def _epilogue_value(b: FunctionBuilder, y: SSAValue, values: list[SSAValue], add
     (``addends``: (buffer, strides..., scale) each), in a GEMM's tile or in a separate sweep;
     ``act`` an `epilogue_function`: an activation's name or a body of arith ops; a body of two
     arguments takes the last addend's scaled value as its second in place of its adding
-    (`buf.PackedMatmulOp.body_takes_addend`)."""
+    (`buf.PackedMatmulOp.body_takes_addend`). A bf16 value (a residual `narrow-gemm-output`
+    rounded) is widened first, unless such a body takes it as bf16."""
+    passed_bf16 = isinstance(act, Block) and len(act.args) == 2 and act.args[1].type != f32
+    values = [v if v.type == f32 or (passed_bf16 and i == len(values) - 1) else emit_convert(b, v, f32) for i, v in enumerate(values)]
     scaled = [v if scale == 1.0 else b.add(llvm.FMulOp(v, b.f32(scale))) for v, (*_, scale) in zip(values, addends)]
     passed = scaled[-1:] if isinstance(act, Block) and len(act.args) == 2 else []
     for v in scaled[:len(scaled) - len(passed)]:
