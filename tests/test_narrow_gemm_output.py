@@ -11,6 +11,7 @@ and epilogue bodies that read a narrowed buffer: its lit test.)"""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import numpy as np
@@ -23,6 +24,7 @@ import tensor_graphs as tg
 import tensor_graphs.transforms.fuse_gemm_elementwise as fuse_gemm_elementwise
 import tensor_graphs.transforms.narrow_gemm_output as narrow_pass
 import tensor_graphs.tuning.compile as tuned_compile
+import tensor_graphs.tuning.tuner as tuner
 from pinned_gemms import pinned_graph
 from tensor_graphs.target import Target
 from test_bf16_conv import ENGINES, _compiled, _runnable
@@ -235,8 +237,9 @@ def test_the_tuner_tries_rounded_activations_as_a_whole_graph_path(tmp_path, mon
     torch.manual_seed(3)
     model, x = _Stream().eval(), torch.randn(1, 256, 28, 28)
     monkeypatch.setattr(tuned_compile, "_faster", lambda fn, heuristic, inputs, call: fn)  # (the bf16 paths' graph)
+    monkeypatch.setattr(tuner, "measure", _bf16_panels_first(tuner.measure))
     fn = tg.compile(model, (x,), tune="missing", tolerance=1e-2, tuning_db=tmp_path / "db.sqlite")
-    assert sum("* matmul.packed_rhs_bf16" in line for line in fn.explain().splitlines()) == 3  # (AMX's: 3-4x float32's)
+    assert sum("* matmul.packed_rhs_bf16" in line for line in fn.explain().splitlines()) == 3
     said = [line for line in fn.explain().splitlines() if "rounded to bf16" in line]
     assert len(said) == 1 and re.search(r"whole-graph error [0-9.e-]+, [0-9.]+ ms against [0-9.]+ ms per call: (not )?taken", said[0])
     assert _bf16_gemm_outputs(fn) == (2 if said[0].endswith(": taken") else 1)
@@ -244,3 +247,17 @@ def test_the_tuner_tries_rounded_activations_as_a_whole_graph_path(tmp_path, mon
         ref = model(x).numpy()
     assert np.abs(fn(x.numpy()) - ref).max() <= 1e-2 * np.abs(ref).max()
 
+
+
+def _bf16_panels_first(measure):
+    """The tuner's `measure` with bf16 panels' times made 1 ns: the tuner puts every GEMM on them
+    whatever the timing of a small model on a busy host says (the test suite's shards run side by
+    side), so that the whole-graph step has its case; their errors are measured as they are."""
+
+    def measured(alone, candidate, *args, **kwargs):
+        m = measure(alone, candidate, *args, **kwargs)
+        if candidate.variant == "matmul.packed_rhs_bf16":
+            m = dataclasses.replace(m, times_ns=tuple(1.0 for _ in m.times_ns))
+        return m
+
+    return measured

@@ -131,7 +131,7 @@ def compile_tuned(module: ModuleOp, weights, tuning: Tuning, options: CompileOpt
             return heuristic
         if not inputs:
             raise ValueError("compile with tuned kernel paths checks the whole graph on the example inputs: pass them")
-        tuned = candidate.clone()  # (compiling lowers it in place)
+        tuned = candidate.clone() if _may_round_activations(report, candidate, lower) else None  # (compiling lowers it in place)
         fn = compile_module(candidate, weights, lower, states=heuristic.states, packed=packed, verify=False,
                             optimize=False, stats=stats)
         call = {"past": 0} if fn.states else {}
@@ -145,7 +145,8 @@ def compile_tuned(module: ModuleOp, weights, tuning: Tuning, options: CompileOpt
                 report.note = _attempts_note(attempts) + f": over {tuning.tolerance:g}, hence the stricter kernels"
             fn.tuning = report
             if tuning.keep_faster:
-                fn = _rounded_activations(fn, tuned, weights, tuning, lower, heuristic, ref_out, inputs, call, packed, stats)
+                if tuned is not None:
+                    fn = _rounded_activations(fn, tuned, weights, tuning, lower, heuristic, ref_out, inputs, call, packed, stats)
                 return _faster(fn, heuristic, inputs, call)
             return fn
         attempts.append((tuning.tolerance * factor, error))
@@ -182,15 +183,11 @@ def _rounded_activations(fn: CompiledGraph, tuned: ModuleOp, weights, tuning: Tu
     the target has AMX-BF16 and the tuner put a GEMM on bf16 panels: a path of the whole graph,
     measured as it: kept where its error against the fp32 heuristic graph is within the
     tolerance and it runs faster on the inputs (interleaved calls, medians), else the tuned
-    graph; the report says which and why."""
-    from tensor_graphs.target import AMX_BF16
+    graph; the report says which and why (`_may_round_activations` tells whether to try)."""
     from tensor_graphs.transforms.narrow_gemm_output import ROUND_ACTIVATIONS
     from tensor_graphs.tuning.measure import errors
 
     report = fn.tuning
-    if options.device != "cpu" or AMX_BF16 not in module_target(tuned).extensions \
-            or not any("bf16" in c.chosen.variant for c in report.choices if c.tuned):
-        return fn
     if _bf16_gemm_outputs(tuned, options, rounding=True) <= _bf16_gemm_outputs(tuned, options, rounding=False):
         return fn  # (no residual add reads an activation a GEMM on AMX could write as bf16)
     tuned.attributes[ROUND_ACTIVATIONS] = UnitAttr()
@@ -211,6 +208,14 @@ def _rounded_activations(fn: CompiledGraph, tuned: ModuleOp, weights, tuning: Tu
     report.graph_error = error
     rounded.tuning = report
     return rounded
+
+
+def _may_round_activations(report, module: ModuleOp, options: CompileOptions) -> bool:
+    """Whether `_rounded_activations` may apply: on a CPU with AMX-BF16, a GEMM tuned onto bf16."""
+    from tensor_graphs.target import AMX_BF16
+
+    return options.device == "cpu" and AMX_BF16 in module_target(module).extensions \
+        and any("bf16" in c.chosen.variant for c in report.choices if c.tuned)
 
 
 def _bf16_gemm_outputs(module: ModuleOp, options: CompileOptions, rounding: bool) -> int:
