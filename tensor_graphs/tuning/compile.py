@@ -107,7 +107,6 @@ def compile_tuned(module: ModuleOp, weights, tuning: Tuning, options: CompileOpt
     (`BACKOFF`); `ToleranceError` when even the strictest exceeds it. The faster of the tuned and
     the heuristic graph is returned (unless ``tuning.keep_faster`` is off). ``options.device``
     ``"cuda"``: the GPU's variants, measured and compiled for the GPU."""
-    from tensor_graphs.tuning.measure import errors
     from tensor_graphs.tuning.tuner import ToleranceError
 
     stats = stats if stats is not None else CompileStats()
@@ -136,9 +135,8 @@ def compile_tuned(module: ModuleOp, weights, tuning: Tuning, options: CompileOpt
                             optimize=False, stats=stats)
         call = {"past": 0} if fn.states else {}
         tuned_out, ref_out = fn(*inputs, **call), heuristic(*inputs, **call)
-        tuned_out = tuned_out if isinstance(tuned_out, tuple) else (tuned_out,)
         ref_out = ref_out if isinstance(ref_out, tuple) else (ref_out,)
-        error = max((errors(a, b)[1] for a, b in zip(tuned_out, ref_out)), default=0.0)
+        error = _graph_error(tuned_out, ref_out)
         if error <= tuning.tolerance:
             report.graph_error = error
             if attempts:
@@ -185,7 +183,6 @@ def _rounded_activations(fn: CompiledGraph, tuned: ModuleOp, weights, tuning: Tu
     tolerance and it runs faster on the inputs (interleaved calls, medians), else the tuned
     graph; the report says which and why (`_may_round_activations` tells whether to try)."""
     from tensor_graphs.transforms.narrow_gemm_output import ROUND_ACTIVATIONS
-    from tensor_graphs.tuning.measure import errors
 
     report = fn.tuning
     if _bf16_gemm_outputs(tuned, options, rounding=True) <= _bf16_gemm_outputs(tuned, options, rounding=False):
@@ -193,8 +190,7 @@ def _rounded_activations(fn: CompiledGraph, tuned: ModuleOp, weights, tuning: Tu
     tuned.attributes[ROUND_ACTIVATIONS] = UnitAttr()
     rounded = compile_module(tuned, weights, options, states=heuristic.states, packed=packed, verify=False, optimize=False,
                              stats=stats)
-    out = rounded(*inputs, **call)
-    error = max((errors(a, b)[1] for a, b in zip(out if isinstance(out, tuple) else (out,), ref_out)), default=0.0)
+    error = _graph_error(rounded(*inputs, **call), ref_out)
     what = f"activations residual adds read rounded to bf16: whole-graph error {error:.3g}"
     if error > tuning.tolerance:
         report.note = (report.note + "; " if report.note else "") + f"{what}, over {tuning.tolerance:g}: not taken"
@@ -232,6 +228,14 @@ def _bf16_gemm_outputs(module: ModuleOp, options: CompileOptions, rounding: bool
         copy.attributes[ROUND_ACTIVATIONS] = UnitAttr()
     build_pipeline(buffer_pipeline(options.pack_weights)).apply(Context(), copy)
     return sum(1 for op in copy.walk() if isinstance(op, buf.PackedMatmulOp) and op.output.type.element_type != f32)
+
+
+def _graph_error(out, ref_out: tuple) -> float:
+    """The largest error of a graph's outputs ``out`` against ``ref_out`` (the fp32 heuristic
+    graph's), each relative to its largest reference magnitude (`measure.errors`)."""
+    from tensor_graphs.tuning.measure import errors
+
+    return max((errors(a, b)[1] for a, b in zip(out if isinstance(out, tuple) else (out,), ref_out)), default=0.0)
 
 
 def _attempts_note(attempts: list[tuple[float, float]]) -> str:

@@ -70,7 +70,15 @@ from xdsl.dialects.builtin import f32, i8, i16, i64
 from xdsl.ir import SSAValue
 
 from tensor_graphs.codegen.llvm.kernels import Access, LoweringError, _scalar_errors, emit_pointwise, paying_rows
-from tensor_graphs.codegen.llvm.kernels_gemm import _epilogue_value, _prefetch, _sweep_epilogue, addend_vectors, dequant_tile, stored_value
+from tensor_graphs.codegen.llvm.kernels_gemm import (
+    _epilogue_value,
+    _prefetch,
+    _sweep_epilogue,
+    addend_vectors,
+    dequant_tile,
+    float_addends,
+    stored_value,
+)
 from tensor_graphs.codegen.llvm.loops import FunctionBuilder, emit_for, emit_if, icmp, max_i64, min_i64
 from tensor_graphs.target import AMX_ROW_WORDS, amx_state_permitted
 
@@ -181,8 +189,7 @@ class AmxGemm:
         # (a body that takes its addend's value: all of the epilogue after the block's tiles)
         # (a bf16 output: each block's tiles go to a scratch, then all of its epilogue to out, `_narrow_tiles`)
         self.narrow = gemm.narrow
-        self.added = not self.swept and not gemm.op.body_takes_addend and not self.narrow \
-            and all(buffer.type.element_type == f32 for buffer, *_ in self.addends)  # (a bf16 residual: the block's epilogue widens it)
+        self.added = not self.swept and not gemm.op.body_takes_addend and not self.narrow and float_addends(self.addends)
         # a whole block's activation (its addends taken as its tiles were stored) runs during the
         # next block's tile products, a few of its rows each K step (`_interleaved_steps`)
         # (a bf16 output: all of a whole block's epilogue, from its scratch)

@@ -949,7 +949,7 @@ class _PackedGemm:
     def _adds_in_vectors(self) -> bool:
         """Whether the int8 sums' scaling adds the addends too (`dequant_tile`: float32 vectors):
         not where the epilogue body takes one, nor a bf16 one (the epilogue widens it)."""
-        return not self.op.body_takes_addend and all(buffer.type.element_type == f32 for buffer, *_ in self.addends)
+        return not self.op.body_takes_addend and float_addends(self.addends)
 
     def _block_at(self, p: SSAValue, r0: SSAValue | int, partial: bool, ks: KRange) -> _BlockAt:
         """Where block (p, r0) reads and writes: A's rows from k step ``ks.start``, the panel's
@@ -1117,6 +1117,13 @@ class _BlockAt:
     g: SSAValue | None
     #: int8 quads: (the block's first row scale in A, its panel's column scales), else None
     scales: tuple[SSAValue, SSAValue] | None = None
+
+
+def float_addends(addends: list) -> bool:
+    """Whether every addend of an epilogue (buffer, strides..., scale) is float32: the vector adds
+    at a tile's store (`dequant_tile`) and AMX's preload read float32 only; a bf16 one (a residual
+    `narrow-gemm-output` rounded) is widened by the block's epilogue (`_epilogue_value`)."""
+    return all(buffer.type.element_type == f32 for buffer, *_ in addends)
 
 
 def addend_vectors(accesses: list[Access], addends: list) -> list[tuple[SSAValue, int, int, float]]:

@@ -287,7 +287,7 @@ def _emit_im2col(ctx: KernelContext, op: Operation) -> None:
     combine = _fmax if reduce == "max" else (lambda b, u, v: b.add(llvm.FAddOp(u, v)))
     if reduce and isinstance(el, BFloat16Type) and reduce != "max":  # (the tap-by-tap sum would round every partial sum)
         raise LoweringError(f"{op.name}: a {reduce} pooling of bf16 is computed in float32 (`widen-dtypes`), got bf16 buffers")
-    combine_taps = window_reduce.on_floats(el, lambda b, v: combine(b, v[0], v[1]), "max")
+    combine_taps = window_reduce.on_floats(el, lambda b, v: combine(b, v[0], v[1]), reduce)
 
     def tap(b: FunctionBuilder, src_row: SSAValue, i: int, j: int, dst: SSAValue) -> None:
         """Tap ``(i, j)``'s ``OH x OW`` plane of one input channel into ``dst`` (row stride OW),
